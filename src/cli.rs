@@ -1,0 +1,2 @@
+//! TODO
+pub fn run(_args: Vec<String>) -> i32 { 0 }

@@ -1,0 +1,16 @@
+//! gpushare: the Rust core of a notebook extension that shows what really happens when arrays move
+//! between array frameworks through DLPack.
+//!
+//! Everything here is plain Rust with cargo tests; only `python/` (behind the `python` feature) knows pyo3.
+
+pub mod cli;
+pub mod cuda;
+pub mod dlpack;
+pub mod explain;
+pub mod kernel;
+pub mod render;
+pub mod report;
+pub mod stats;
+
+#[cfg(feature = "python")]
+mod python;
