@@ -113,36 +113,17 @@ impl Layout {
         self.span_end - self.span_start
     }
 
-    /// True when the strides are a permutation of a compact layout (a transpose), which is what JAX
-    /// accepts. Zero-size tensors are accepted like JAX does.
+    /// True when the strides are a permutation of a compact layout (a transpose).
     pub fn is_permuted_compact(&self) -> bool {
-        if self.numel == 0 {
-            return true;
-        }
-        let mut dims: Vec<(i64, i64)> = self
-            .shape
-            .iter()
-            .zip(&self.strides)
-            .filter(|(s, _)| **s != 1)
-            .map(|(s, st)| (*s, *st))
-            .collect();
-        dims.sort_by_key(|(_, st)| *st);
-        let mut expected = 1i64;
-        for (size, stride) in dims {
-            if stride != expected {
-                return false;
-            }
-            expected = expected.saturating_mul(size);
-        }
-        true
+        is_permuted_compact(&self.shape, &self.strides)
     }
 
     pub fn has_negative_stride(&self) -> bool {
-        self.shape.iter().zip(&self.strides).any(|(s, st)| *s > 1 && *st < 0)
+        has_negative_stride(&self.shape, &self.strides)
     }
 
     pub fn has_zero_stride(&self) -> bool {
-        self.shape.iter().zip(&self.strides).any(|(s, st)| *s > 1 && *st == 0)
+        has_zero_stride(&self.shape, &self.strides)
     }
 
     pub fn device_name(&self) -> &'static str {
@@ -156,6 +137,35 @@ pub fn alignment_of(addr: u64) -> u64 {
         return MAX_ALIGNMENT;
     }
     (1u64 << addr.trailing_zeros().min(63)).min(MAX_ALIGNMENT)
+}
+
+/// True when the strides are a permutation of a compact layout (a transpose), which is what JAX
+/// accepts; zero-size tensors pass, as they do in JAX.
+pub fn is_permuted_compact(shape: &[i64], strides: &[i64]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut dims: Vec<(i64, i64)> =
+        shape.iter().zip(strides).filter(|(s, _)| **s != 1).map(|(s, st)| (*s, *st)).collect();
+    dims.sort_by_key(|(_, st)| *st);
+    let mut expected = 1i64;
+    for (size, stride) in dims {
+        if stride != expected {
+            return false;
+        }
+        expected = expected.saturating_mul(size);
+    }
+    true
+}
+
+/// A stride below zero on a dimension that has more than one element (`a[::-1]`).
+pub fn has_negative_stride(shape: &[i64], strides: &[i64]) -> bool {
+    shape.iter().zip(strides).any(|(s, st)| *s > 1 && *st < 0)
+}
+
+/// A zero stride on a dimension that has more than one element (a broadcast view).
+pub fn has_zero_stride(shape: &[i64], strides: &[i64]) -> bool {
+    shape.iter().zip(strides).any(|(s, st)| *s > 1 && *st == 0)
 }
 
 /// Compact row-major strides, in elements.

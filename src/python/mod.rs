@@ -1,1 +1,29 @@
-//! pyo3 boundary
+//! The pyo3 boundary: converts types and errors, nothing else. Built as `gpushare._native`.
+
+mod errors;
+mod types;
+
+use pyo3::prelude::*;
+
+/// Entry point of the `gpushare` console script: the command's logic lives in `crate::cli`.
+/// The GIL is released for the whole run so a kernel launched from here is never blocked by us.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| crate::cli::run(argv))
+}
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_class::<types::TensorInfo>()?;
+    m.add_class::<types::PyTiming>()?;
+    m.add_class::<types::ShareResult>()?;
+    m.add_function(wrap_pyfunction!(types::render_shares, m)?)?;
+    m.add_function(wrap_pyfunction!(types::tensor_info_from_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(types::shares_mimebundle, m)?)?;
+    m.add_function(wrap_pyfunction!(types::explain_failure, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    Ok(())
+}

@@ -1,1 +1,244 @@
-//! TODO
+//! Text and HTML renderings of reports. Raw seconds and bytes stay in the data; units are chosen here.
+
+pub mod units;
+
+use crate::report::{ShareReport, TensorReport, Verdict};
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The style every gpushare table carries, scoped by class so notebooks' own styles stay intact.
+pub const STYLE: &str = "<style>.gpushare{border-collapse:collapse;font-size:12px}\
+.gpushare th,.gpushare td{padding:2px 8px;text-align:left;border-bottom:1px solid #ddd;font-family:monospace}\
+.gpushare .num{text-align:right}.gpushare .shared{color:#1a7f37;font-weight:bold}\
+.gpushare .copied{color:#b35900;font-weight:bold}.gpushare .failed{color:#cf222e;font-weight:bold}\
+.gpushare .best{background:#dafbe1}.gpushare caption{text-align:left;font-weight:bold}\
+.gpushare-note{font-size:11px;color:#555}</style>";
+
+fn shape_text(shape: &[i64]) -> String {
+    let inner: Vec<String> = shape.iter().map(i64::to_string).collect();
+    if shape.len() == 1 { format!("({},)", inner[0]) } else { format!("({})", inner.join(", ")) }
+}
+
+/// CUDA context of a tensor as the driver reported it, or "n/a".
+pub fn context_text(t: &TensorReport) -> String {
+    let Some(cuda) = &t.cuda else { return "n/a".into() };
+    match cuda.get("context").and_then(serde_json::Value::as_u64) {
+        Some(0) => "none (pool/VMM)".into(),
+        Some(ctx) => {
+            let primary = match cuda.get("context_is_primary").and_then(serde_json::Value::as_bool) {
+                Some(true) => " primary",
+                Some(false) => " NOT primary",
+                None => "",
+            };
+            format!("{ctx:#x}{primary}")
+        }
+        None => "n/a".into(),
+    }
+}
+
+fn verdict_text(r: &ShareReport) -> String {
+    let mark = match r.verdict {
+        Verdict::Shared => "shared ✓",
+        Verdict::Copied => "copied ✗",
+        Verdict::Failed => "failed ✗",
+    };
+    match r.shares_origin {
+        Some(false) if r.verdict == Verdict::Shared => format!("{mark} (not origin)"),
+        _ => mark.to_string(),
+    }
+}
+
+fn why(r: &ShareReport) -> String {
+    let mut parts: Vec<&str> = r.reason.iter().map(String::as_str).collect();
+    parts.extend(r.notes.iter().map(String::as_str));
+    parts.join("; ")
+}
+
+fn hop(r: &ShareReport) -> String {
+    format!("{}→{}", r.source.framework, r.target.framework)
+}
+
+fn device_words(t: &TensorReport) -> String {
+    if t.device == t.dlpack_device_name { t.device.clone() } else { format!("{} [{}]", t.device, t.dlpack_device_name) }
+}
+
+/// Plain-text table of handoffs, for terminals and `__repr__`.
+pub fn share_table_text(rows: &[ShareReport]) -> String {
+    let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
+    let header = [
+        "name", "hop", "path", "shape", "dtype", "source device", "target device", "source ptr", "target ptr",
+        "verdict", "source ctx", "target ctx", &format!("median ({})", unit.suffix), &format!("min ({})", unit.suffix),
+        "why",
+    ];
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone().unwrap_or_else(|| "-".into()),
+                hop(r),
+                r.path.clone(),
+                shape_text(&r.source.shape),
+                if r.source.dtype == r.target.dtype { r.source.dtype.clone() } else { format!("{}→{}", r.source.dtype, r.target.dtype) },
+                device_words(&r.source),
+                device_words(&r.target),
+                units::hex(r.source.data_ptr),
+                units::hex(r.target.data_ptr),
+                verdict_text(r),
+                context_text(&r.source),
+                context_text(&r.target),
+                units::time_in(r.timing.median, unit),
+                units::time_in(r.timing.min, unit),
+                why(r),
+            ]
+        })
+        .collect();
+    // Drop the empty trailing "why" column and the ctx columns when nothing would be in them.
+    let keep: Vec<bool> = (0..header.len())
+        .map(|c| match header[c] {
+            "why" => body.iter().any(|row| !row[c].is_empty()),
+            "source ctx" | "target ctx" => body.iter().any(|row| row[c] != "n/a"),
+            _ => true,
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| body.iter().map(|row| row[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: Vec<&str>| -> String {
+        cells
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| keep[*c])
+            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = line(header.to_vec());
+    for row in &body {
+        out.push('\n');
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// HTML table of handoffs for notebooks.
+pub fn share_table_html(rows: &[ShareReport]) -> String {
+    let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
+    let show_ctx = rows.iter().any(|r| r.source.cuda.is_some() || r.target.cuda.is_some());
+    let show_why = rows.iter().any(|r| r.reason.is_some() || !r.notes.is_empty());
+    let mut h = String::with_capacity(512 + rows.len() * 600);
+    h.push_str(STYLE);
+    h.push_str("<table class=\"gpushare\"><thead><tr><th>name</th><th>hop</th><th>path</th><th>shape</th><th>dtype</th>\
+<th>source device</th><th>target device</th><th>source ptr</th><th>target ptr</th><th>verdict</th>");
+    if show_ctx {
+        h.push_str("<th>source ctx</th><th>target ctx</th>");
+    }
+    h.push_str(&format!(
+        "<th class=\"num\">median ({u})</th><th class=\"num\">min ({u})</th>",
+        u = unit.suffix
+    ));
+    if show_why {
+        h.push_str("<th>why</th>");
+    }
+    h.push_str("</tr></thead><tbody>");
+    for r in rows {
+        let dtype = if r.source.dtype == r.target.dtype {
+            escape(&r.source.dtype)
+        } else {
+            format!("{}→{}", escape(&r.source.dtype), escape(&r.target.dtype))
+        };
+        h.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td>",
+            escape(r.name.as_deref().unwrap_or("-")),
+            escape(&hop(r)),
+            escape(&r.path),
+            shape_text(&r.source.shape),
+            dtype,
+            escape(&device_words(&r.source)),
+            escape(&device_words(&r.target)),
+            units::hex(r.source.data_ptr),
+            units::hex(r.target.data_ptr),
+            r.verdict.as_str(),
+            escape(&verdict_text(r)),
+        ));
+        if show_ctx {
+            h.push_str(&format!("<td>{}</td><td>{}</td>", escape(&context_text(&r.source)), escape(&context_text(&r.target))));
+        }
+        h.push_str(&format!(
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            units::time_in(r.timing.median, unit),
+            units::time_in(r.timing.min, unit)
+        ));
+        if show_why {
+            h.push_str(&format!("<td>{}</td>", escape(&why(r))));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</tbody></table>");
+    let warnings: Vec<String> = rows.iter().filter_map(|r| r.timing.noise_warning()).collect();
+    if let Some(w) = warnings.first() {
+        h.push_str(&format!("<div class=\"gpushare-note\">⚠ {}</div>", escape(w)));
+    }
+    h
+}
+
+fn tensor_fields(t: &TensorReport) -> Vec<(&'static str, String)> {
+    vec![
+        ("framework", t.framework.clone()),
+        ("dtype", t.dtype.clone()),
+        ("shape", shape_text(&t.shape)),
+        ("strides", format!("{:?} elements", t.strides)),
+        ("device", t.device.clone()),
+        ("dlpack_device", format!("({}, {}) {}", t.dlpack_device.0, t.dlpack_device.1, t.dlpack_device_name)),
+        ("data_ptr", units::hex(t.data_ptr)),
+        ("byte_offset", t.byte_offset.to_string()),
+        ("nbytes", format!("{} ({})", t.nbytes, units::bytes(t.nbytes))),
+        ("contiguous", t.contiguous.to_string()),
+        ("alignment", format!("{} B", t.alignment)),
+        ("readonly", t.readonly.to_string()),
+        (
+            "dlpack",
+            t.dlpack_version.map_or("legacy capsule".to_string(), |(a, b)| format!("versioned {a}.{b}")),
+        ),
+        ("cuda", t.cuda.as_ref().map_or("n/a".to_string(), |c| c.to_string())),
+    ]
+}
+
+/// `TensorInfo` as aligned `key: value` lines.
+pub fn tensor_text(t: &TensorReport) -> String {
+    let fields = tensor_fields(t);
+    let mut out = String::from("TensorInfo");
+    for (k, v) in fields {
+        out.push_str(&format!("\n  {k:<13} {v}"));
+    }
+    out
+}
+
+/// `TensorInfo` as a two-column HTML table.
+pub fn tensor_html(t: &TensorReport) -> String {
+    let mut h = String::from(STYLE);
+    h.push_str("<table class=\"gpushare\"><caption>TensorInfo</caption><tbody>");
+    for (k, v) in tensor_fields(t) {
+        h.push_str(&format!("<tr><th>{k}</th><td>{}</td></tr>", escape(&v)));
+    }
+    h.push_str("</tbody></table>");
+    h
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,27 @@
+"""The main job on CPU: load gpushare in a real IPython shell, run %%share torch->tf and
+%share … ->jax, and print the tables to the terminal."""
+
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance(history_load_length=0)
+shell.history_manager.enabled = False
+
+
+def run(code: str) -> None:
+    print(f"\n>>> {code.strip()}")
+    result = shell.run_cell(code, store_history=False)
+    result.raise_error()
+
+
+run("%load_ext gpushare")
+run("import torch, numpy as np, jax, tensorflow as tf")
+run("""%%share torch->tf
+x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+w = torch.randn(256, 256)
+""")
+run("x_tf[0, :2]")
+run("%share x ->jax -r 5")
+run("a = np.arange(10, dtype=np.float64)[::2]")
+run("%share a numpy->torch->jax")
+run("import gpushare; print(repr(gpushare.inspect(x)))")
+print("\nThe bound names x_tf, w_tf, x_jax, a_torch, a_jax now live in the shell's namespace.")

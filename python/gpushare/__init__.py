@@ -1,0 +1,59 @@
+"""gpushare: see what really happens when arrays move between PyTorch, TensorFlow, JAX, CuPy, Numba
+and NumPy through DLPack — shared or copied, on which device and CUDA context, how fast, and why.
+
+In a notebook::
+
+    %load_ext gpushare
+    %%share torch->tf
+    x = torch.randn(4096, 4096)
+
+From Python: :func:`share`, :func:`inspect`, :func:`share_chain`. Loading the extension imports no
+framework: frameworks are found through ``sys.modules`` and the type of the object at hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpushare import _native
+from gpushare.api import ShareResult, ShareTable, TensorInfo, inspect, share, share_chain
+from gpushare.exceptions import GpushareError, GpushareWarning
+
+__version__: str = _native.__version__
+Timing = _native.Timing
+
+_loaded: dict[int, Any] = {}
+
+
+def load_ipython_extension(ip: Any) -> None:
+    """``%load_ext gpushare``: registers the magics and the ``GpuShare`` configurable."""
+    from gpushare import magics
+
+    _loaded[id(ip)] = magics.load(ip)
+
+
+def unload_ipython_extension(ip: Any) -> None:
+    """``%unload_ext gpushare``: removes the magics again."""
+    instance = _loaded.pop(id(ip), None)
+    if instance is None:
+        return
+    for kind, names in instance.magics.items():
+        for name in names:
+            ip.magics_manager.magics[kind].pop(name, None)
+    if instance in ip.configurables:
+        ip.configurables.remove(instance)
+
+
+__all__ = [
+    "GpushareError",
+    "GpushareWarning",
+    "ShareResult",
+    "ShareTable",
+    "TensorInfo",
+    "Timing",
+    "inspect",
+    "load_ipython_extension",
+    "share",
+    "share_chain",
+    "unload_ipython_extension",
+]

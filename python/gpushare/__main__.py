@@ -1,0 +1,3 @@
+from gpushare._cli import main
+
+main()

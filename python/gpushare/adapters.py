@@ -1,0 +1,408 @@
+"""One adapter per framework, behind one small interface.
+
+An adapter knows how to recognise its framework's arrays *without importing the framework* (by the
+module of the object's type and ``sys.modules``), how to export a DLPack capsule for inspection, and
+how its framework imports from the DLPack protocol, from a legacy capsule, and from
+``__cuda_array_interface__``. Nothing here imports a framework until an array of it, or a conversion
+into it, is at hand.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import json
+import sys
+from typing import Any, Callable, ClassVar
+
+from gpushare import _native
+from gpushare.exceptions import (
+    FrameworkNotInstalledError,
+    NotAnArrayError,
+    PathNotApplicableError,
+    UnknownFrameworkError,
+)
+
+TensorInfo = _native.TensorInfo
+
+# DLPack device types whose pointers the CUDA driver can describe.
+_CUDA_DEVICE_TYPES = (2, 3, 13)
+
+
+def _cuda_attributes(ptr: int) -> str | None:
+    """The driver's pointer attributes as JSON, or None where there is no CUDA."""
+    lookup = getattr(_native, "cuda_pointer_attributes", None)
+    if lookup is None:
+        return None
+    attrs = lookup(ptr)
+    return None if attrs is None else json.dumps(attrs)
+
+
+class Adapter:
+    """How gpushare talks to one framework."""
+
+    name: ClassVar[str]
+    module: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    # Type-module prefixes that identify this framework's arrays.
+    type_modules: ClassVar[tuple[str, ...]] = ()
+    # Arrays of this framework cannot be written (JAX, TensorFlow): reported as readonly.
+    immutable: ClassVar[bool] = False
+    # Whether the consumer accepts an object with __dlpack__ / a raw capsule.
+    accepts_objects: ClassVar[bool] = True
+    accepts_capsules: ClassVar[bool] = True
+
+    _installed: bool | None = None
+
+    # -- discovery -------------------------------------------------------------------------
+    def installed(self) -> bool:
+        if self._installed is None:
+            self._installed = self.module in sys.modules or importlib.util.find_spec(self.module) is not None
+        return self._installed
+
+    def imported(self) -> bool:
+        return self.module in sys.modules
+
+    def load(self) -> Any:
+        """Imports the framework (only when a conversion into it is asked for)."""
+        mod = sys.modules.get(self.module)
+        if mod is not None:
+            return mod
+        if not self.installed():
+            raise FrameworkNotInstalledError(
+                f"{self.name} is not installed in this Python ({sys.executable}); pip install {self.pip_name()}"
+            )
+        try:
+            return importlib.import_module(self.module)
+        except Exception as e:  # a broken install must not look like a missing one
+            raise FrameworkNotInstalledError(f"{self.name} is installed but failed to import: {e}") from e
+
+    def pip_name(self) -> str:
+        return self.module
+
+    def version(self) -> str | None:
+        mod = sys.modules.get(self.module)
+        return getattr(mod, "__version__", None) if mod is not None else None
+
+    def owns_type(self, tp: type) -> bool:
+        return tp.__module__.split(".")[0] in self.type_modules
+
+    def is_array(self, obj: Any) -> bool:
+        raise NotImplementedError
+
+    # -- inspection ------------------------------------------------------------------------
+    def device(self, obj: Any) -> str:
+        return str(obj.device)
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        """A capsule for inspection only (never consumed), versioned where the producer can."""
+        return obj.__dlpack__()
+
+    def inspect(self, obj: Any) -> TensorInfo:
+        info = TensorInfo.from_capsule(self.inspect_capsule(obj), self.name, self.device(obj), self.immutable)
+        if info.dlpack_device[0] in _CUDA_DEVICE_TYPES:
+            cuda = _cuda_attributes(info.data_ptr)
+            if cuda is not None:
+                info = TensorInfo.from_capsule(
+                    self.inspect_capsule(obj), self.name, self.device(obj), self.immutable, cuda
+                )
+        return info
+
+    def check_source(self, obj: Any) -> None:
+        """Raises a ConversionError for sources this framework refuses to export (torch requires_grad)."""
+
+    # -- conversion ------------------------------------------------------------------------
+    def from_dlpack(self, obj: Any) -> Any:
+        raise PathNotApplicableError(f"{self.name} has no from_dlpack for objects")
+
+    def from_capsule(self, capsule: Any) -> Any:
+        raise PathNotApplicableError(f"{self.name} does not import raw DLPack capsules")
+
+    def to_capsule(self, obj: Any) -> Any:
+        """A legacy ``"dltensor"`` capsule: the one kind every capsule consumer (TensorFlow) takes."""
+        return obj.__dlpack__()
+
+    def from_cai(self, obj: Any) -> Any:
+        raise PathNotApplicableError(f"{self.name} does not import __cuda_array_interface__")
+
+    def synchronize(self, obj: Any) -> None:
+        """Waits for work queued on the array's device (no-op on CPU)."""
+
+
+class NumpyAdapter(Adapter):
+    name = "numpy"
+    module = "numpy"
+    aliases = ("np",)
+    type_modules = ("numpy",)
+    accepts_capsules = False
+
+    def is_array(self, obj: Any) -> bool:
+        np = sys.modules.get("numpy")
+        return np is not None and isinstance(obj, np.ndarray)
+
+    def device(self, obj: Any) -> str:
+        return "cpu"
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        # Versioned so that READ_ONLY travels (a legacy export of a read-only array raises).
+        return obj.__dlpack__(max_version=(1, 0))
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.load().from_dlpack(obj)
+
+    def from_cai(self, obj: Any) -> Any:
+        raise PathNotApplicableError("NumPy cannot address GPU memory through __cuda_array_interface__")
+
+
+class TorchAdapter(Adapter):
+    name = "torch"
+    module = "torch"
+    aliases = ("pytorch", "pt")
+    type_modules = ("torch",)
+
+    def is_array(self, obj: Any) -> bool:
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(obj, torch.Tensor)
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        if obj.requires_grad:
+            obj = obj.detach()  # inspection only: the address is the same
+        return obj.__dlpack__(max_version=(1, 0))
+
+    def check_source(self, obj: Any) -> None:
+        from gpushare.exceptions import ConversionError
+
+        if obj.requires_grad:
+            err = ConversionError(
+                "torch tensor requires grad: DLPack cannot export it (\"Can't export tensors that require "
+                "gradient\"). Fix: share x.detach(), which views the same memory"
+            )
+            err.reason = "tensor requires grad"
+            err.fix = "x.detach()"
+            raise err
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.load().from_dlpack(obj)
+
+    def from_capsule(self, capsule: Any) -> Any:
+        return self.load().utils.dlpack.from_dlpack(capsule)
+
+    def to_capsule(self, obj: Any) -> Any:
+        return self.load().utils.dlpack.to_dlpack(obj)
+
+    def from_cai(self, obj: Any) -> Any:
+        torch = self.load()
+        return torch.as_tensor(obj, device="cuda")
+
+    def synchronize(self, obj: Any) -> None:
+        if obj.is_cuda:
+            self.load().cuda.synchronize(obj.device)
+
+
+class JaxAdapter(Adapter):
+    name = "jax"
+    module = "jax"
+    type_modules = ("jax", "jaxlib")
+    immutable = True
+    accepts_capsules = False  # removed in JAX 0.7.2
+
+    def is_array(self, obj: Any) -> bool:
+        jax = sys.modules.get("jax")
+        return jax is not None and isinstance(obj, jax.Array)
+
+    def device(self, obj: Any) -> str:
+        devices = obj.devices()
+        return repr(next(iter(devices))) if len(devices) == 1 else repr(obj.sharding)
+
+    def from_dlpack(self, obj: Any) -> Any:
+        self.load()
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(obj)
+
+    def from_capsule(self, capsule: Any) -> Any:
+        raise PathNotApplicableError(
+            "JAX no longer imports raw capsules (removed in 0.7.2); use path='dlpack'"
+        )
+
+    def from_cai(self, obj: Any) -> Any:
+        return self.load().numpy.asarray(obj)
+
+    def x64_enabled(self) -> bool:
+        jax = sys.modules.get("jax")
+        return bool(jax is not None and jax.config.jax_enable_x64)
+
+    def synchronize(self, obj: Any) -> None:
+        obj.block_until_ready()
+
+
+class TensorFlowAdapter(Adapter):
+    name = "tf"
+    module = "tensorflow"
+    aliases = ("tensorflow",)
+    type_modules = ("tensorflow", "keras")
+    immutable = True
+    accepts_objects = False  # tf.experimental.dlpack.from_dlpack takes capsules only
+
+    def pip_name(self) -> str:
+        return "tensorflow (or tensorflow-cpu)"
+
+    def is_array(self, obj: Any) -> bool:
+        tf = sys.modules.get("tensorflow")
+        return tf is not None and isinstance(obj, tf.Tensor) and hasattr(obj, "numpy")
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        return self.to_capsule(obj)
+
+    def to_capsule(self, obj: Any) -> Any:
+        return self.load().experimental.dlpack.to_dlpack(obj)
+
+    def from_dlpack(self, obj: Any) -> Any:
+        raise PathNotApplicableError(
+            "TensorFlow's from_dlpack takes legacy capsules only; use path='capsule' (auto does)"
+        )
+
+    def from_capsule(self, capsule: Any) -> Any:
+        return self.load().experimental.dlpack.from_dlpack(capsule)
+
+
+class CupyAdapter(Adapter):
+    name = "cupy"
+    module = "cupy"
+    aliases = ("cp",)
+    type_modules = ("cupy",)
+
+    def is_array(self, obj: Any) -> bool:
+        cp = sys.modules.get("cupy")
+        return cp is not None and isinstance(obj, cp.ndarray)
+
+    def device(self, obj: Any) -> str:
+        return f"cuda:{obj.device.id}"
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        return obj.__dlpack__(max_version=(1, 0))
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.load().from_dlpack(obj)
+
+    def from_capsule(self, capsule: Any) -> Any:
+        return self.load().from_dlpack(capsule)
+
+    def to_capsule(self, obj: Any) -> Any:
+        return obj.toDlpack()
+
+    def from_cai(self, obj: Any) -> Any:
+        return self.load().asarray(obj)
+
+    def synchronize(self, obj: Any) -> None:
+        self.load().cuda.runtime.deviceSynchronize()
+
+
+class NumbaAdapter(Adapter):
+    """Numba-CUDA device arrays: no ``__dlpack__``, only ``__cuda_array_interface__``."""
+
+    name = "numba"
+    module = "numba"
+    type_modules = ("numba", "numba_cuda")
+    accepts_objects = False
+    accepts_capsules = False
+
+    def is_array(self, obj: Any) -> bool:
+        return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and self.owns_type(type(obj))
+
+    def device(self, obj: Any) -> str:
+        return f"cuda:{self.load().cuda.get_current_device().id}"
+
+    def inspect(self, obj: Any) -> TensorInfo:
+        return info_from_cai(obj.__cuda_array_interface__, self.name, self.device(obj))
+
+    def from_dlpack(self, obj: Any) -> Any:
+        raise PathNotApplicableError("Numba has no from_dlpack; use path='cai'")
+
+    def from_cai(self, obj: Any) -> Any:
+        return self.load().cuda.as_cuda_array(obj)
+
+    def to_capsule(self, obj: Any) -> Any:
+        raise PathNotApplicableError("Numba device arrays have no __dlpack__; use path='cai'")
+
+    def synchronize(self, obj: Any) -> None:
+        self.load().cuda.synchronize()
+
+
+_TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
+    """A TensorInfo from ``__cuda_array_interface__`` (through a capsule-free constructor)."""
+    typestr = cai["typestr"]
+    code = _TYPESTR_CODES.get(typestr[1])
+    if code is None:
+        raise NotAnArrayError(f"unsupported __cuda_array_interface__ typestr {typestr!r}")
+    itemsize = int(typestr[2:])
+    shape = tuple(cai["shape"])
+    strides = cai.get("strides")
+    strides_el = None if strides is None else tuple(s // itemsize for s in strides)
+    ptr, readonly = cai["data"]
+    return _native.tensor_info_from_fields(
+        framework, device, ptr, shape, strides_el, code, itemsize * 8, 2, 0, readonly, _cuda_attributes(ptr)
+    )
+
+
+ADAPTERS: dict[str, Adapter] = {
+    a.name: a
+    for a in (TorchAdapter(), TensorFlowAdapter(), JaxAdapter(), NumpyAdapter(), CupyAdapter(), NumbaAdapter())
+}
+_NAMES: dict[str, Adapter] = {}
+for _a in ADAPTERS.values():
+    _NAMES[_a.name] = _a
+    for _alias in _a.aliases:
+        _NAMES[_alias] = _a
+
+_BY_TYPE: dict[type, Adapter] = {}
+
+
+def framework(name: str) -> Adapter:
+    """The adapter for a framework name or alias; suggests the closest name when unknown."""
+    adapter = _NAMES.get(name.strip().lower()) if isinstance(name, str) else None
+    if adapter is None:
+        close = difflib.get_close_matches(str(name).lower(), list(_NAMES), n=1, cutoff=0.4)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise UnknownFrameworkError(
+            f"unknown framework {name!r}{hint} Known: {', '.join(ADAPTERS)}"
+        )
+    return adapter
+
+
+def adapter_of(obj: Any) -> Adapter:
+    """The adapter of an array, found from its type without importing any framework."""
+    tp = type(obj)
+    adapter = _BY_TYPE.get(tp)
+    if adapter is not None:
+        return adapter
+    for candidate in ADAPTERS.values():
+        if candidate.owns_type(tp) and candidate.is_array(obj):
+            _BY_TYPE[tp] = candidate
+            return candidate
+    raise NotAnArrayError(
+        f"a {tp.__module__}.{tp.__qualname__} is not an array of a known framework "
+        f"({', '.join(ADAPTERS)})"
+    )
+
+
+def adapter_for(obj: Any, expected: Adapter | None) -> Adapter:
+    """The adapter of ``obj``, checked against the framework the user named."""
+    try:
+        adapter = adapter_of(obj)
+    except NotAnArrayError:
+        if expected is None:
+            raise
+        raise NotAnArrayError(
+            f"expected a {expected.name} array, got {type(obj).__module__}.{type(obj).__qualname__}"
+        ) from None
+    if expected is not None and adapter is not expected:
+        raise NotAnArrayError(f"expected a {expected.name} array, got a {adapter.name} array")
+    return adapter
+
+
+Route = Callable[[Any], Any]

@@ -1,0 +1,207 @@
+"""The Python API: ``share``, ``share_chain``, ``inspect``. The magics are thin over these."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Iterator, Sequence
+
+from gpushare import _native
+from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
+from gpushare.exceptions import ConversionError, GpushareError, GpushareWarning
+from gpushare.paths import route
+
+ShareResult = _native.ShareResult
+TensorInfo = _native.TensorInfo
+
+_now = time.perf_counter_ns
+
+
+def _conversion_error(src: Adapter, dst: Adapter, path: str, exc: BaseException) -> ConversionError:
+    text = f"{type(exc).__name__}: {exc}"
+    known = _native.explain_failure(text)
+    if known is not None:
+        reason, fix = known
+        message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
+    else:
+        reason, fix = text, None
+        message = f"{src.name} → {dst.name} via {path} failed: {text}"
+    err = ConversionError(message)
+    err.reason = reason
+    err.fix = fix
+    err.framework_error = text
+    return err
+
+
+def inspect(obj: Any) -> TensorInfo:
+    """What an array is: framework, dtype, shape, strides (elements), device in the framework's words
+    and DLPack's, data address, bytes spanned, contiguity, alignment, read-only flag, CUDA attributes.
+
+    Inspection reads a DLPack capsule without consuming it: the array is left as it was.
+    """
+    adapter = adapter_of(obj)
+    try:
+        return adapter.inspect(obj)
+    except GpushareError:
+        raise
+    except Exception as e:
+        raise _conversion_error(adapter, adapter, "inspect", e) from e
+
+
+def share(
+    obj: Any,
+    to: str,
+    *,
+    path: str = "auto",
+    repeat: int = 1,
+    number: int = 1,
+    source: str | None = None,
+    name: str | None = None,
+    origin: TensorInfo | None = None,
+) -> ShareResult:
+    """Converts ``obj`` to framework ``to`` and reports what happened.
+
+    Parameters
+    ----------
+    obj : an array of PyTorch, TensorFlow, JAX, NumPy, CuPy or Numba.
+    to : the target framework: ``"torch"``, ``"tf"``, ``"jax"``, ``"numpy"``, ``"cupy"``, ``"numba"``.
+    path : the transfer path (``"auto"``, ``"dlpack"``, ``"capsule"``, ``"cai"``, …).
+    repeat, number : timing: ``repeat`` samples of ``number`` conversions each (``%timeit``'s -r/-n).
+    source : the framework ``obj`` must belong to (checked); inferred when None.
+
+    Returns
+    -------
+    ShareResult with ``value`` (the converted array), ``verdict`` (``"shared"`` only when the target's
+    bytes lie inside the source's memory), ``reason`` (why it copied), ``source``/``target``
+    ``TensorInfo`` and ``timing``.
+
+    Raises
+    ------
+    UnknownFrameworkError, FrameworkNotInstalledError, NotAnArrayError, UnsafeInputError (refused
+    before calling the framework), PathNotApplicableError, ConversionError (the framework failed).
+
+    Examples
+    --------
+    >>> r = gpushare.share(torch.ones(3), "numpy")
+    >>> r.verdict, r.value
+    ('shared', array([1., 1., 1.], dtype=float32))
+    """
+    if repeat < 1 or number < 1:
+        raise ValueError("repeat and number must be at least 1")
+    dst = framework(to)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    dst.load()
+    src_info = inspect(obj)
+    src.check_source(obj)
+    src_info.refuse_for(dst.name)
+    path_name, convert = route(src, dst, path)
+    on_device = src_info.dlpack_device[0] != 1
+    samples: list[float] = []
+    value: Any = None
+    try:
+        for _ in range(repeat):
+            if on_device:
+                src.synchronize(obj)
+            t0 = _now()
+            for _ in range(number):
+                value = convert(obj)
+            if on_device:
+                dst.synchronize(value)
+            samples.append((_now() - t0) * 1e-9 / number)
+    except GpushareError:
+        raise
+    except Exception as e:
+        raise _conversion_error(src, dst, path_name, e) from e
+    try:
+        dst_info = dst.inspect(value)
+    except GpushareError:
+        raise
+    except Exception as e:
+        raise _conversion_error(src, dst, path_name, e) from e
+    result = ShareResult(value, src_info, dst_info, path_name, samples, number, name, origin)
+    for note in result.notes:
+        if "read-only" in note:
+            warnings.warn(f"{src.name} → {dst.name}: {note}", GpushareWarning, stacklevel=2)
+    return result
+
+
+def parse_chain(spec: str) -> tuple[str | None, list[str]]:
+    """``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``; ``"->jax"`` → ``(None, ["jax"])``.
+    Names are checked (with a suggestion for typos)."""
+    parts = [p.strip() for p in spec.split("->")]
+    if len(parts) < 2 or any(p == "" for p in parts[1:]):
+        raise ValueError(f"expected SRC->DST[->DST2…] or ->DST, got {spec!r}")
+    src = parts[0] or None
+    if src is not None:
+        framework(src)
+    return (framework(src).name if src else None), [framework(p).name for p in parts[1:]]
+
+
+def share_chain(
+    obj: Any,
+    targets: Sequence[str],
+    *,
+    path: str = "auto",
+    repeat: int = 1,
+    number: int = 1,
+    source: str | None = None,
+    name: str | None = None,
+) -> list[ShareResult]:
+    """Converts through each framework in turn; every hop's result says whether it still shares the
+    first source's memory (``shares_origin``)."""
+    results: list[ShareResult] = []
+    current, origin = obj, None
+    for i, target in enumerate(targets):
+        r = share(
+            current, target, path=path, repeat=repeat, number=number,
+            source=source if i == 0 else None, name=name, origin=origin,
+        )
+        origin = origin or r.source
+        results.append(r)
+        current = r.value
+    return results
+
+
+class ShareTable:
+    """Several handoffs as one table (what the magics show). Indexable by position or variable name."""
+
+    def __init__(self, results: Sequence[ShareResult]):
+        self.results = list(results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __iter__(self) -> Iterator[ShareResult]:
+        return iter(self.results)
+
+    def __getitem__(self, key: int | str) -> ShareResult:
+        if isinstance(key, str):
+            for r in reversed(self.results):
+                if r.name == key:
+                    return r
+            raise KeyError(key)
+        return self.results[key]
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return {f"{r.name}_{r.target.framework}": r.value for r in self.results}
+
+    def to_dict(self) -> list[dict]:
+        return [r.to_dict() for r in self.results]
+
+    def to_json(self) -> str:
+        return _native.render_shares(self.results, "json")
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.json_normalize(self.to_dict())
+
+    def __repr__(self) -> str:
+        return _native.render_shares(self.results, "text")
+
+    def _repr_html_(self) -> str:
+        return _native.render_shares(self.results, "html")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return _native.shares_mimebundle(self.results)

@@ -1,0 +1,470 @@
+//! The result classes: `TensorInfo`, `Timing`, `ShareResult`, and the table renderer.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyList};
+
+use super::errors::{DLPackError, UnsafeInputError, with_fix};
+use crate::dlpack::{Layout, read_legacy, read_versioned};
+use crate::explain;
+use crate::render;
+use crate::report::{MIME_TYPE, ShareReport, TensorReport, Verdict, envelope};
+use crate::stats::Timing;
+
+/// Reads a DLPack capsule without consuming it: the name is left as it was, so the capsule's own
+/// destructor still calls the producer's deleter and nothing leaks.
+pub fn layout_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Layout> {
+    let cap = capsule
+        .cast::<PyCapsule>()
+        .map_err(|_| DLPackError::new_err(format!("expected a DLPack capsule, got {}", type_name(capsule))))?;
+    let result = if cap.is_valid_checked(Some(c"dltensor_versioned")) {
+        let ptr = cap.pointer_checked(Some(c"dltensor_versioned"))?;
+        // SAFETY: a capsule named "dltensor_versioned" holds a DLManagedTensorVersioned by the
+        // DLPack contract, alive as long as the capsule, which we borrow for this call.
+        unsafe { read_versioned(ptr.as_ptr().cast()) }
+    } else if cap.is_valid_checked(Some(c"dltensor")) {
+        let ptr = cap.pointer_checked(Some(c"dltensor"))?;
+        // SAFETY: as above, for the legacy DLManagedTensor.
+        unsafe { read_legacy(ptr.as_ptr().cast()) }
+    } else {
+        let name = cap.name().ok().flatten().map(|n| unsafe { n.as_cstr() }.to_string_lossy().into_owned());
+        return Err(match name.as_deref() {
+            Some(n) if n.starts_with("used_") => {
+                DLPackError::new_err("this DLPack capsule has already been consumed (each capsule can be imported once)")
+            }
+            other => DLPackError::new_err(format!("not a DLPack capsule (capsule name {other:?})")),
+        });
+    };
+    result.map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+fn to_pandas<'py>(py: Python<'py>, rows: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let pandas = py.import("pandas").map_err(|_| {
+        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install pandas")
+    })?;
+    pandas.getattr("json_normalize")?.call1((rows,))
+}
+
+/// What one array is: framework, dtype, shape, strides (elements), devices, address and extent.
+#[pyclass(module = "gpushare", frozen, name = "TensorInfo")]
+pub struct TensorInfo {
+    pub report: TensorReport,
+}
+
+#[pymethods]
+impl TensorInfo {
+    /// Reads a DLPack capsule (legacy or versioned) without consuming it.
+    #[staticmethod]
+    #[pyo3(signature = (capsule, framework, device, immutable=false, cuda_json=None))]
+    fn from_capsule(
+        capsule: &Bound<'_, PyAny>,
+        framework: &str,
+        device: &str,
+        immutable: bool,
+        cuda_json: Option<&str>,
+    ) -> PyResult<TensorInfo> {
+        let layout = layout_from_capsule(capsule)?;
+        let mut report = TensorReport::from_layout(&layout, framework, device, immutable);
+        if let Some(text) = cuda_json {
+            report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
+        }
+        Ok(TensorInfo { report })
+    }
+
+    #[getter]
+    fn framework(&self) -> &str {
+        &self.report.framework
+    }
+    #[getter]
+    fn dtype(&self) -> &str {
+        &self.report.dtype
+    }
+    #[getter]
+    fn shape(&self) -> Vec<i64> {
+        self.report.shape.clone()
+    }
+    #[getter]
+    fn strides(&self) -> Vec<i64> {
+        self.report.strides.clone()
+    }
+    #[getter]
+    fn device(&self) -> &str {
+        &self.report.device
+    }
+    #[getter]
+    fn dlpack_device(&self) -> (u32, i32) {
+        self.report.dlpack_device
+    }
+    #[getter]
+    fn data_ptr(&self) -> u64 {
+        self.report.data_ptr
+    }
+    #[getter]
+    fn byte_offset(&self) -> u64 {
+        self.report.byte_offset
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.report.nbytes
+    }
+    #[getter]
+    fn span(&self) -> (u64, u64) {
+        self.report.span
+    }
+    #[getter]
+    fn contiguous(&self) -> bool {
+        self.report.contiguous
+    }
+    #[getter]
+    fn alignment(&self) -> u64 {
+        self.report.alignment
+    }
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.report.readonly
+    }
+    #[getter]
+    fn dlpack_version(&self) -> Option<(u32, u32)> {
+        self.report.dlpack_version
+    }
+    /// The CUDA driver's pointer attributes as a dict, or None without CUDA.
+    #[getter]
+    fn cuda<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.report.cuda.as_ref().map(|c| json_to_py(py, c)).transpose()
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+    }
+    fn to_json(&self) -> PyResult<String> {
+        let v = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        Ok(envelope("tensor", v).to_string())
+    }
+    fn __repr__(&self) -> String {
+        render::tensor_text(&self.report)
+    }
+    fn _repr_html_(&self) -> String {
+        render::tensor_html(&self.report)
+    }
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(
+        &self,
+        py: Python<'py>,
+        include: Option<Bound<'py, PyAny>>,
+        exclude: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        let d = PyDict::new(py);
+        d.set_item("text/plain", self.__repr__())?;
+        d.set_item("text/html", self._repr_html_())?;
+        d.set_item(MIME_TYPE, json_to_py(py, &serde_json::from_str::<serde_json::Value>(&self.to_json()?).unwrap_or_default())?)?;
+        Ok(d)
+    }
+
+    /// Raises UnsafeInputError when the target framework must not be handed this tensor.
+    fn refuse_for(&self, py: Python<'_>, target: &str) -> PyResult<()> {
+        match explain::refuse(&self.report, target) {
+            None => Ok(()),
+            Some(r) => Err(with_fix::<UnsafeInputError>(
+                py,
+                format!("{} → {}: {}. Fix: {}", self.report.framework, target, r.reason, r.fix),
+                &r.reason,
+                &r.fix,
+            )),
+        }
+    }
+}
+
+/// A TensorInfo from raw fields, for producers without DLPack (`__cuda_array_interface__`).
+#[pyfunction]
+#[pyo3(signature = (framework, device, ptr, shape, strides, code, bits, device_type, device_id, readonly, cuda_json=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn tensor_info_from_fields(
+    framework: &str,
+    device: &str,
+    ptr: u64,
+    shape: Vec<i64>,
+    strides: Option<Vec<i64>>,
+    code: u8,
+    bits: u8,
+    device_type: u32,
+    device_id: i32,
+    readonly: bool,
+    cuda_json: Option<&str>,
+) -> PyResult<TensorInfo> {
+    let explicit_strides = strides.is_some();
+    let strides = strides.unwrap_or_else(|| crate::dlpack::compact_strides(&shape));
+    if strides.len() != shape.len() {
+        return Err(DLPackError::new_err("strides and shape differ in length"));
+    }
+    let layout = crate::dlpack::layout_from_parts(crate::dlpack::LayoutParts {
+        dtype: crate::dlpack::DType { code, bits, lanes: 1 },
+        shape,
+        strides,
+        explicit_strides,
+        device_type,
+        device_id,
+        base_ptr: ptr,
+        byte_offset: 0,
+        flags: if readonly { 1 } else { 0 },
+        version: None,
+    })
+    .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
+    let mut report = TensorReport::from_layout(&layout, framework, device, false);
+    if let Some(text) = cuda_json {
+        report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
+    }
+    Ok(TensorInfo { report })
+}
+
+/// Repeated timings of one operation: raw samples in seconds and their summary.
+#[pyclass(module = "gpushare", frozen, name = "Timing")]
+pub struct PyTiming {
+    pub timing: Timing,
+}
+
+#[pymethods]
+impl PyTiming {
+    #[new]
+    #[pyo3(signature = (samples, loops=1, device_median=None))]
+    fn new(samples: Vec<f64>, loops: u64, device_median: Option<f64>) -> PyTiming {
+        let mut timing = Timing::from_samples(samples, loops);
+        timing.device_median = device_median;
+        PyTiming { timing }
+    }
+    #[getter]
+    fn median(&self) -> f64 {
+        self.timing.median
+    }
+    #[getter]
+    fn min(&self) -> f64 {
+        self.timing.min
+    }
+    #[getter]
+    fn max(&self) -> f64 {
+        self.timing.max
+    }
+    #[getter]
+    fn mean(&self) -> f64 {
+        self.timing.mean
+    }
+    #[getter]
+    fn iqr(&self) -> f64 {
+        self.timing.iqr
+    }
+    #[getter]
+    fn repeats(&self) -> usize {
+        self.timing.repeats()
+    }
+    #[getter]
+    fn loops(&self) -> u64 {
+        self.timing.loops
+    }
+    #[getter]
+    fn samples(&self) -> Vec<f64> {
+        self.timing.samples.clone()
+    }
+    #[getter]
+    fn device_median(&self) -> Option<f64> {
+        self.timing.device_median
+    }
+    /// A warning text when the spread makes the median untrustworthy, else None.
+    #[getter]
+    fn warning(&self) -> Option<String> {
+        self.timing.noise_warning()
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &serde_json::to_value(&self.timing).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+    }
+    fn __repr__(&self) -> String {
+        let t = &self.timing;
+        format!(
+            "{} median, {} min, IQR {} ({} repeats, {} loop{} each)",
+            render::units::time(t.median),
+            render::units::time(t.min),
+            render::units::time(t.iqr),
+            t.repeats(),
+            t.loops,
+            if t.loops == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// The outcome of one handoff: the converted `value`, source and target `TensorInfo`, the verdict
+/// (`"shared"` only when the target's bytes lie inside the source's memory), the reason for a copy,
+/// the path and the timing.
+#[pyclass(module = "gpushare", frozen, name = "ShareResult")]
+pub struct ShareResult {
+    value: Py<PyAny>,
+    source: Py<TensorInfo>,
+    target: Py<TensorInfo>,
+    timing: Py<PyTiming>,
+    pub report: ShareReport,
+}
+
+#[pymethods]
+impl ShareResult {
+    #[new]
+    #[pyo3(signature = (value, source, target, path, samples, loops=1, name=None, origin=None, notes=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        value: Py<PyAny>,
+        source: Py<TensorInfo>,
+        target: Py<TensorInfo>,
+        path: String,
+        samples: Vec<f64>,
+        loops: u64,
+        name: Option<String>,
+        origin: Option<Py<TensorInfo>>,
+        notes: Option<Vec<String>>,
+    ) -> PyResult<ShareResult> {
+        let (src, dst) = (&source.get().report, &target.get().report);
+        let judgement = explain::judge(src, dst);
+        let shares_origin =
+            origin.map(|o| explain::judge(&o.get().report, dst).verdict == Verdict::Shared);
+        let timing = Timing::from_samples(samples, loops);
+        let mut all_notes = judgement.notes;
+        all_notes.extend(notes.unwrap_or_default());
+        let report = ShareReport {
+            name,
+            path,
+            source: src.clone(),
+            target: dst.clone(),
+            verdict: judgement.verdict,
+            reason: judgement.reason,
+            notes: all_notes,
+            timing: timing.clone(),
+            shares_origin,
+        };
+        Ok(ShareResult { value, source, target, timing: Py::new(py, PyTiming { timing })?, report })
+    }
+
+    #[getter]
+    fn value(&self, py: Python<'_>) -> Py<PyAny> {
+        self.value.clone_ref(py)
+    }
+    #[getter]
+    fn source(&self, py: Python<'_>) -> Py<TensorInfo> {
+        self.source.clone_ref(py)
+    }
+    #[getter]
+    fn target(&self, py: Python<'_>) -> Py<TensorInfo> {
+        self.target.clone_ref(py)
+    }
+    #[getter]
+    fn timing(&self, py: Python<'_>) -> Py<PyTiming> {
+        self.timing.clone_ref(py)
+    }
+    #[getter]
+    fn verdict(&self) -> &'static str {
+        self.report.verdict.as_str()
+    }
+    #[getter]
+    fn shared(&self) -> bool {
+        self.report.verdict == Verdict::Shared
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.report.reason.as_deref()
+    }
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.report.notes.clone()
+    }
+    #[getter]
+    fn path(&self) -> &str {
+        &self.report.path
+    }
+    #[getter]
+    fn name(&self) -> Option<&str> {
+        self.report.name.as_deref()
+    }
+    #[getter]
+    fn shares_origin(&self) -> Option<bool> {
+        self.report.shares_origin
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+    }
+    fn to_json(&self) -> PyResult<String> {
+        let v = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        Ok(envelope("share", v).to_string())
+    }
+    fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let rows = PyList::new(py, [self.to_dict(py)?])?;
+        to_pandas(py, rows.into_any())
+    }
+    fn __repr__(&self) -> String {
+        render::share_table_text(std::slice::from_ref(&self.report))
+    }
+    fn _repr_html_(&self) -> String {
+        render::share_table_html(std::slice::from_ref(&self.report))
+    }
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(
+        &self,
+        py: Python<'py>,
+        include: Option<Bound<'py, PyAny>>,
+        exclude: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        mimebundle(py, std::slice::from_ref(&self.report))
+    }
+}
+
+fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
+    let mut out = Vec::new();
+    for item in results.try_iter()? {
+        let item = item?;
+        let r = item.cast::<ShareResult>().map_err(|_| PyTypeError::new_err("expected ShareResult items"))?;
+        out.push(r.get().report.clone());
+    }
+    Ok(out)
+}
+
+fn mimebundle<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("text/plain", render::share_table_text(reports))?;
+    d.set_item("text/html", render::share_table_html(reports))?;
+    let payload = serde_json::to_value(reports).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    d.set_item(MIME_TYPE, json_to_py(py, &envelope("shares", payload))?)?;
+    Ok(d)
+}
+
+/// Renders a sequence of ShareResult as one table: `fmt` is "text" or "html".
+#[pyfunction]
+pub fn render_shares(results: &Bound<'_, PyAny>, fmt: &str) -> PyResult<String> {
+    let reports = reports_of(results)?;
+    match fmt {
+        "text" => Ok(render::share_table_text(&reports)),
+        "html" => Ok(render::share_table_html(&reports)),
+        "json" => {
+            let payload = serde_json::to_value(&reports).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+            Ok(envelope("shares", payload).to_string())
+        }
+        other => Err(PyTypeError::new_err(format!("unknown format {other:?}: use text, html or json"))),
+    }
+}
+
+/// `(reason, fix)` for a framework's error text when gpushare knows it, else None.
+#[pyfunction]
+pub fn explain_failure(error_text: &str) -> Option<(&'static str, &'static str)> {
+    explain::explain_failure(error_text)
+}
+
+/// The mime bundle (text, HTML, gpushare JSON) for a sequence of ShareResult.
+#[pyfunction]
+pub fn shares_mimebundle<'py>(py: Python<'py>, results: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    mimebundle(py, &reports_of(results)?)
+}

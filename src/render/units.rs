@@ -1,0 +1,94 @@
+//! Units: one unit per table column, chosen from the column's values, with sensible significant figures.
+
+/// A time unit: suffix and how many seconds one unit is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeUnit {
+    pub suffix: &'static str,
+    pub seconds: f64,
+}
+
+const TIME_UNITS: [TimeUnit; 4] = [
+    TimeUnit { suffix: "ns", seconds: 1e-9 },
+    TimeUnit { suffix: "µs", seconds: 1e-6 },
+    TimeUnit { suffix: "ms", seconds: 1e-3 },
+    TimeUnit { suffix: "s", seconds: 1.0 },
+];
+
+/// The largest unit in which the smallest finite value is still at least 1 (torch's `select_unit`).
+pub fn time_unit_for(values: &[f64]) -> TimeUnit {
+    let smallest = values.iter().copied().filter(|v| v.is_finite() && *v > 0.0).fold(f64::INFINITY, f64::min);
+    if !smallest.is_finite() {
+        return TIME_UNITS[1];
+    }
+    *TIME_UNITS.iter().rev().find(|u| smallest >= u.seconds).unwrap_or(&TIME_UNITS[0])
+}
+
+/// A number with `sig` significant figures, without scientific notation for table-sized values.
+pub fn sig_figs(value: f64, sig: u32) -> String {
+    if !value.is_finite() {
+        return "n/a".into();
+    }
+    if value == 0.0 {
+        return "0".into();
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    let decimals = (sig as i32 - 1 - magnitude).max(0) as usize;
+    format!("{value:.decimals$}")
+}
+
+/// A time in the given unit, three significant figures.
+pub fn time_in(seconds: f64, unit: TimeUnit) -> String {
+    sig_figs(seconds / unit.seconds, 3)
+}
+
+/// A time with its own unit, for single values (`12.3 µs`).
+pub fn time(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "n/a".into();
+    }
+    let unit = time_unit_for(&[seconds]);
+    format!("{} {}", time_in(seconds, unit), unit.suffix)
+}
+
+/// Bytes in binary units (`4 KiB`, `256 MiB`), exact integers below 1 KiB.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut i = 0;
+    while value >= 1024.0 && i < UNITS.len() - 1 {
+        value /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{n} B") } else { format!("{} {}", sig_figs(value, 3).trim_end_matches(".0"), UNITS[i]) }
+}
+
+/// Bandwidth in GB/s (decimal, as hardware is quoted).
+pub fn bandwidth(bytes: u64, seconds: f64) -> String {
+    if !(seconds > 0.0) || bytes == 0 {
+        return "n/a".into();
+    }
+    format!("{} GB/s", sig_figs(bytes as f64 / seconds / 1e9, 3))
+}
+
+pub fn hex(ptr: u64) -> String {
+    format!("{ptr:#x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(time(1.5e-6), "1.50 µs");
+        assert_eq!(time(0.0123), "12.3 ms");
+        assert_eq!(time(2.0), "2.00 s");
+        assert_eq!(time_unit_for(&[3e-6, 4e-3]).suffix, "µs");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(4096), "4.00 KiB");
+        assert_eq!(bytes(256 << 20), "256 MiB");
+        assert_eq!(bandwidth(1_000_000_000, 0.5), "2.00 GB/s");
+        assert_eq!(sig_figs(1234.5, 3), "1234");
+        assert_eq!(sig_figs(f64::NAN, 3), "n/a");
+    }
+}

@@ -1,0 +1,238 @@
+"""gpushare.share / inspect with the real frameworks on CPU: identity proven by writes, report fields,
+and every bad input the core must answer with a clear error (and no crash)."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import gpushare
+from gpushare.exceptions import (
+    ConversionError,
+    FrameworkNotInstalledError,
+    GpushareWarning,
+    NotAnArrayError,
+    UnknownFrameworkError,
+    UnsafeInputError,
+)
+from conftest import have
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+jax = pytest.importorskip("jax", reason="jax not installed")
+tf = pytest.importorskip("tensorflow", reason="tensorflow not installed")
+import jax.numpy as jnp  # noqa: E402
+
+FRAMEWORKS = ["torch", "tf", "jax", "numpy"]
+
+
+def make_source(fw: str, backing: "torch.Tensor"):
+    """An array of `fw` that aliases `backing` (torch memory is 64-byte aligned, so every framework
+    can alias it); writing through `backing` is then visible through every true share."""
+    if fw == "torch":
+        return backing
+    if fw == "numpy":
+        return backing.numpy()
+    if fw == "jax":
+        return jax.dlpack.from_dlpack(backing)
+    if fw == "tf":
+        return tf.experimental.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(backing))
+    raise AssertionError(fw)
+
+
+def read(fw: str, value) -> np.ndarray:
+    if fw == "torch":
+        return value.numpy().copy()
+    if fw == "tf":
+        return value.numpy().copy()
+    return np.array(value, copy=True)
+
+
+@pytest.mark.parametrize("src,dst", list(itertools.permutations(FRAMEWORKS, 2)))
+def test_every_pair_shares_memory_proven_by_a_write(src, dst):
+    backing = torch.arange(64, dtype=torch.float32)
+    source = make_source(src, backing)
+    assert np.array_equal(read(src, source), backing.numpy()), "source does not alias the backing"
+    result = gpushare.share(source, dst)
+    assert result.source.framework == src and result.target.framework == dst
+    before = read(dst, result.value)
+    backing[5] = -123.0  # write through the writable alias of the source's memory
+    seen = read(dst, result.value)[5]
+    assert result.verdict == "shared", result.reason
+    assert result.reason is None
+    assert seen == -123.0 and before[5] == 5.0, "verdict says shared but a write was not seen"
+    assert result.target.data_ptr == result.source.data_ptr
+
+
+def test_copy_is_detected_from_addresses_when_jax_narrows_int64():
+    assert not jax.config.jax_enable_x64
+    x = torch.arange(8)  # int64
+    r = gpushare.share(x, "jax")
+    assert r.verdict == "copied"
+    assert "jax_enable_x64" in r.reason
+    assert r.target.dtype == "int32"
+    x[0] = 99
+    assert int(r.value[0]) == 0  # it really is a copy
+
+
+def test_numpy_misaligned_into_jax_copies_and_says_why():
+    buf = np.zeros(65, dtype=np.float32)
+    view = buf[1:]  # 4 bytes past an aligned start is never 64-byte aligned
+    assert view.ctypes.data % 64 != 0
+    r = gpushare.share(view, "jax")
+    assert r.verdict == "copied"
+    assert "aligned" in r.reason
+
+
+def test_inspect_fields_match_the_framework():
+    x = torch.arange(100, dtype=torch.float32).reshape(10, 10)[2:5, 1:9]
+    info = gpushare.inspect(x)
+    assert info.framework == "torch"
+    assert info.dtype == "float32"
+    assert info.shape == [3, 8]
+    assert info.strides == [10, 1]
+    assert info.device == "cpu"
+    assert info.dlpack_device == (1, 0)
+    assert info.data_ptr == x.data_ptr()
+    assert info.nbytes == ((2 * 10 + 7) + 1) * 4
+    assert info.contiguous is False
+    assert info.alignment == min(256, x.data_ptr() & -x.data_ptr())
+    assert info.readonly is False
+    assert info.cuda is None
+    assert info.to_dict()["strides"] == [10, 1]
+    assert "float32" in repr(info) and "<table" in info._repr_html_()
+
+
+def test_inspect_does_not_consume_or_leak():
+    a = np.arange(10.0)
+    for _ in range(3):
+        gpushare.inspect(a)
+    assert np.from_dlpack(a)[3] == 3.0  # still exportable after inspection
+    t = torch.ones(4)
+    info1, info2 = gpushare.inspect(t), gpushare.inspect(t)
+    assert info1.data_ptr == info2.data_ptr
+
+
+def test_inspect_reports_read_only_and_immutable():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    assert gpushare.inspect(a).readonly is True
+    assert gpushare.inspect(jnp.ones(3)).readonly is True
+    assert gpushare.inspect(tf.ones(3)).readonly is True
+
+
+def test_result_object_forms():
+    r = gpushare.share(torch.ones(3, 4), "numpy", repeat=5, number=3)
+    assert r.timing.repeats == 5 and r.timing.loops == 3
+    assert 0 < r.timing.min <= r.timing.median
+    d = r.to_dict()
+    assert d["verdict"] == "shared" and d["source"]["shape"] == [3, 4]
+    bundle = r._repr_mimebundle_()
+    assert bundle["application/vnd.gpushare+json"]["schema"] == "gpushare.share/1"
+    assert "<table" in bundle["text/html"] and "shared" in bundle["text/plain"]
+    assert "torch→numpy" in repr(r)
+    if have("pandas"):
+        df = r.to_pandas()
+        assert df.loc[0, "verdict"] == "shared"
+
+
+def test_chain_shows_identity_across_every_hop():
+    x = torch.arange(16, dtype=torch.float32)
+    hops = gpushare.share_chain(x, ["jax", "tf", "numpy"])
+    assert [h.target.framework for h in hops] == ["jax", "tf", "numpy"]
+    assert all(h.verdict == "shared" and h.shares_origin for h in hops)
+    x[0] = 42
+    assert hops[-1].value[0] == 42
+
+
+def test_zero_d_and_zero_size_work():
+    r = gpushare.share(torch.tensor(3.5), "numpy")
+    assert r.value.shape == () and float(r.value) == 3.5
+    assert r.verdict == "shared"
+    r = gpushare.share(np.zeros((0, 3), dtype=np.float32), "torch")
+    assert tuple(r.value.shape) == (0, 3)
+    assert r.verdict == "shared" and any("zero-size" in n for n in r.notes)
+
+
+def test_read_only_numpy_into_torch_works_with_a_warning():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    with pytest.warns(GpushareWarning, match="read-only"):
+        r = gpushare.share(a, "torch")
+    assert r.verdict == "shared"
+
+
+# -- bad input: a clear error, nothing lost, no crash -----------------------------------------------
+
+
+def test_unknown_framework_suggests_the_closest():
+    with pytest.raises(UnknownFrameworkError, match="did you mean 'tf'"):
+        gpushare.share(torch.ones(2), "tfx")
+
+
+@pytest.mark.skipif(have("cupy"), reason="cupy is installed, so it cannot be reported missing")
+def test_framework_not_installed():
+    with pytest.raises(FrameworkNotInstalledError, match="cupy is not installed"):
+        gpushare.share(torch.ones(2), "cupy")
+
+
+def test_not_an_array():
+    with pytest.raises(NotAnArrayError, match="not an array"):
+        gpushare.share([1, 2, 3], "torch")
+    with pytest.raises(NotAnArrayError, match="expected a jax array, got a torch array"):
+        gpushare.share(torch.ones(2), "numpy", source="jax")
+
+
+def test_negative_strides_into_torch_are_refused_not_crashed():
+    a = np.arange(12.0).reshape(3, 4)[:, ::-1]
+    with pytest.raises(UnsafeInputError, match="188023") as e:
+        gpushare.share(a, "torch")
+    assert "ascontiguousarray" in e.value.fix
+    assert gpushare.share(np.ascontiguousarray(a), "torch").verdict == "shared"
+
+
+def test_non_contiguous_into_tf_and_zero_stride_into_jax_are_refused():
+    with pytest.raises(UnsafeInputError, match="TensorFlow imports only compact"):
+        gpushare.share(torch.ones(4, 3).t(), "tf")
+    b = np.broadcast_to(np.arange(3.0, dtype=np.float32), (4, 3))
+    with pytest.raises(UnsafeInputError, match="JAX imports only compact"):
+        gpushare.share(b, "jax")
+
+
+def test_transposed_torch_into_jax_is_accepted():
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
+    r = gpushare.share(x, "jax")
+    assert np.array_equal(np.asarray(r.value), x.numpy())
+
+
+def test_requires_grad_says_detach():
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(ConversionError, match=r"detach\(\)"):
+        gpushare.share(x, "numpy")
+    assert gpushare.share(x.detach(), "numpy").verdict == "shared"
+
+
+def test_dtype_the_target_lacks_is_a_conversion_error():
+    with pytest.raises(ConversionError) as e:
+        gpushare.share(torch.ones(3, dtype=torch.bfloat16), "numpy")
+    assert e.value.framework_error  # the framework's own words are kept
+
+
+@pytest.mark.parametrize("dtype", ["bool", "complex64", "uint16", "uint32", "uint64", "bfloat16"])
+@pytest.mark.parametrize("dst", ["tf", "jax", "numpy"])
+def test_awkward_dtypes_work_or_fail_cleanly(dtype, dst):
+    x = torch.zeros(4, dtype=getattr(torch, dtype))
+    try:
+        r = gpushare.share(x, dst)
+    except ConversionError as e:
+        assert str(e) and e.framework_error
+    else:
+        assert r.verdict in ("shared", "copied")
+        assert (r.reason is None) == (r.verdict == "shared")
+
+
+def test_bad_repeat_is_a_value_error():
+    with pytest.raises(ValueError):
+        gpushare.share(torch.ones(2), "numpy", repeat=0)
