@@ -1,0 +1,295 @@
+//! Starting a kernel process from its kernelspec, and stopping it.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jupyter_protocol::ConnectionInfo;
+use jupyter_protocol::connection_info::Transport;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+use super::KernelError;
+use super::env::Environment;
+use super::kernelspec::{InterruptMode, KernelSpec};
+
+/// How many lines of the kernel's own stdout/stderr to keep for error reports.
+const OUTPUT_TAIL_LINES: usize = 40;
+
+/// The connection file; removed when dropped, so no exit path leaves a key lying around.
+#[derive(Debug)]
+struct ConnectionFile(PathBuf);
+
+impl Drop for ConnectionFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// A running kernel process.
+#[derive(Debug)]
+pub struct KernelProcess {
+    child: Child,
+    /// Process id, which is also its process-group id (the kernel runs in its own group).
+    pid: Option<u32>,
+    pub info: ConnectionInfo,
+    pub interrupt_mode: InterruptMode,
+    connection_file: ConnectionFile,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    exit: Option<ExitStatus>,
+}
+
+/// Where connection files go: `$JUPYTER_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/jupyter` (per-user,
+/// mode 0700 by definition), else the temp dir.
+pub fn runtime_dir(env: &Environment) -> PathBuf {
+    if let Some(dir) = env.get("JUPYTER_RUNTIME_DIR") {
+        return env.absolute(Path::new(dir));
+    }
+    if let Some(dir) = env.get("XDG_RUNTIME_DIR") {
+        return PathBuf::from(dir).join("jupyter");
+    }
+    env.temp_dir()
+}
+
+/// Whether `argv[0]` names "the" Python rather than a particular one: `jupyter_client` runs
+/// such kernels with its own `sys.executable`, and the stock `python3` kernelspec says `python`.
+fn is_bare_python(program: &str) -> bool {
+    let Some(version) = program.strip_prefix("python") else { return false };
+    version.is_empty() || version.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The kernel's command line: `{connection_file}` and `{resource_dir}` substituted, and a bare
+/// `python` replaced by `python` (the interpreter running gpushare), as `jupyter_client` does.
+pub fn kernel_argv(spec: &KernelSpec, connection_file: &Path, python: Option<&Path>) -> Vec<String> {
+    let mut argv: Vec<String> = spec
+        .argv
+        .iter()
+        .map(|a| {
+            a.replace("{connection_file}", &connection_file.to_string_lossy())
+                .replace("{resource_dir}", &spec.dir.to_string_lossy())
+        })
+        .collect();
+    if let Some(python) = python
+        && is_bare_python(&argv[0])
+    {
+        argv[0] = python.to_string_lossy().into_owned();
+    }
+    if spec.is_ipykernel() {
+        // As nbclient does: a throwaway history keeps parallel kernels from contending for
+        // ~/.ipython's SQLite file and spares the kernel opening it.
+        argv.push("--HistoryManager.hist_file=:memory:".into());
+    }
+    argv
+}
+
+impl KernelProcess {
+    /// Write a private connection file and start the kernel.
+    ///
+    /// `extra_env` is added after the kernelspec's own `env` only for variables neither the
+    /// spec nor `env` sets (used to give plain kernels gpushare's memory settings). `cwd` is the
+    /// kernel's working directory (the notebook's folder, as in Jupyter), else ours.
+    pub async fn launch(
+        spec: &KernelSpec,
+        env: &Environment,
+        extra_env: &[(&str, &str)],
+        cwd: Option<&Path>,
+    ) -> Result<Self, KernelError> {
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        // Hold the ports until the kernel has been spawned so nothing else takes them meanwhile.
+        let (ports, listeners) = jupyter_zmq_client::peek_ports_with_listeners(ip, 5).await?;
+        let info = ConnectionInfo {
+            transport: Transport::TCP,
+            ip: ip.to_string(),
+            stdin_port: ports[0],
+            control_port: ports[1],
+            hb_port: ports[2],
+            shell_port: ports[3],
+            iopub_port: ports[4],
+            signature_scheme: "hmac-sha256".into(),
+            key: uuid::Uuid::new_v4().to_string(),
+            kernel_name: Some(spec.name.clone()),
+        };
+        let dir = runtime_dir(env);
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| KernelError::io(&dir, source))?;
+        let path = dir.join(format!("gpushare-kernel-{}.json", uuid::Uuid::new_v4()));
+        write_private(&path, &serde_json::to_vec(&info)?).map_err(|source| KernelError::io(&path, source))?;
+        let connection_file = ConnectionFile(path);
+
+        let python = is_bare_python(&spec.argv[0]).then(|| env.python().ok()).flatten();
+        let argv = kernel_argv(spec, &connection_file.0, python.as_deref());
+        let mut command = Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .env_clear()
+            .envs(env.vars())
+            .envs(&spec.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: Ctrl-C in the terminal reaches only us, and we decide
+            // whether to interrupt the kernel (as Jupyter's launcher does with start_new_session).
+            .process_group(0)
+            .kill_on_drop(true);
+        for (key, value) in extra_env {
+            if env.get(key).is_none() && !spec.env.contains_key(*key) {
+                command.env(key, value);
+            }
+        }
+        if let Some(cwd) = cwd {
+            command.current_dir(env.absolute(cwd));
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|source| KernelError::Spawn { program: PathBuf::from(&argv[0]), source })?;
+        drop(listeners);
+
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(keep_tail(out, Arc::clone(&tail)));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(keep_tail(err, Arc::clone(&tail)));
+        }
+        Ok(Self {
+            pid: child.id(),
+            child,
+            info,
+            interrupt_mode: spec.interrupt_mode,
+            connection_file,
+            tail,
+            exit: None,
+        })
+    }
+
+    pub fn connection_file(&self) -> &Path {
+        &self.connection_file.0
+    }
+
+    /// Wait for the process to exit (cancel-safe; returns at once once it has).
+    pub async fn wait(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            self.exit = self.child.wait().await.ok();
+        }
+        self.exit
+    }
+
+    /// Whether the process has exited, without waiting.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().ok().flatten();
+        }
+        self.exit
+    }
+
+    /// The last lines the kernel printed to its own stdout/stderr (start-up errors live there).
+    pub fn output_tail(&self) -> String {
+        self.tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
+    }
+
+    /// Send a signal to the kernel's process group, falling back to the process itself.
+    pub fn signal(&mut self, signal: libc::c_int) {
+        if self.exited().is_some() {
+            return;
+        }
+        let Some(pid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) else { return };
+        // SAFETY: kill(2) has no memory-safety preconditions; pid is a child we spawned and have
+        // not reaped (exited() is None), so the id cannot have been reused.
+        unsafe {
+            if libc::kill(-pid, signal) != 0 {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
+    /// SIGKILL the kernel's process group and reap it.
+    pub async fn kill(&mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.wait()).await;
+    }
+}
+
+impl Drop for KernelProcess {
+    fn drop(&mut self) {
+        // kill_on_drop only reaches the kernel itself; take down anything it started as well.
+        self.signal(libc::SIGKILL);
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // 0600 from the start and create_new, so the key is never readable by others and a
+    // pre-planted symlink cannot redirect the write.
+    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(bytes)
+}
+
+async fn keep_tail(stream: impl AsyncRead + Unpin, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() == OUTPUT_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn argv_substitutes_placeholders_and_keeps_history_in_memory() {
+        let spec = KernelSpec {
+            name: "k".into(),
+            dir: PathBuf::from("/specs/k"),
+            argv: ["/py", "-m", "ipykernel_launcher", "-f", "{connection_file}", "--logo={resource_dir}/l.png"]
+                .map(String::from)
+                .to_vec(),
+            display_name: "K".into(),
+            language: "python".into(),
+            env: BTreeMap::new(),
+            interrupt_mode: InterruptMode::Signal,
+        };
+        let argv = kernel_argv(&spec, Path::new("/run/c.json"), None);
+        assert_eq!(argv[4], "/run/c.json");
+        assert_eq!(argv[5], "--logo=/specs/k/l.png");
+        assert_eq!(argv.last().map(String::as_str), Some("--HistoryManager.hist_file=:memory:"));
+    }
+
+    #[test]
+    fn a_bare_python_becomes_ours() {
+        assert!(is_bare_python("python") && is_bare_python("python3") && is_bare_python("python3.11"));
+        assert!(!is_bare_python("/usr/bin/python3") && !is_bare_python("python3.") && !is_bare_python("pythonista"));
+        let mut spec = KernelSpec::native_python(Path::new("python"));
+        assert_eq!(kernel_argv(&spec, Path::new("/c"), Some(Path::new("/venv/bin/python")))[0], "/venv/bin/python");
+        spec.argv[0] = "/opt/py".into();
+        assert_eq!(kernel_argv(&spec, Path::new("/c"), Some(Path::new("/venv/bin/python")))[0], "/opt/py");
+    }
+
+    #[test]
+    fn runtime_dir_prefers_jupyter_then_xdg() {
+        let env = Environment::empty().with("XDG_RUNTIME_DIR", "/run/user/1");
+        assert_eq!(runtime_dir(&env), PathBuf::from("/run/user/1/jupyter"));
+        assert_eq!(runtime_dir(&env.with("JUPYTER_RUNTIME_DIR", "/rt")), PathBuf::from("/rt"));
+        assert_eq!(runtime_dir(&Environment::empty()), PathBuf::from("/tmp"));
+    }
+
+    #[test]
+    fn connection_file_is_private() {
+        let path = std::env::temp_dir().join(format!("gpushare-conn-{}.json", uuid::Uuid::new_v4()));
+        write_private(&path, b"{}").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(write_private(&path, b"{}").is_err(), "never overwrites");
+        drop(ConnectionFile(path.clone()));
+        assert!(!path.exists());
+    }
+}
