@@ -1,0 +1,253 @@
+//! What the driver knows about an address: memory type, device, owning context, allocation range.
+
+use std::borrow::Cow;
+use std::ffi::c_void;
+
+use cudarc::driver::sys;
+use serde::{Serialize, Serializer};
+
+use super::context::active_primary_handle;
+use super::error::{CudaError, Result, check, guarded};
+
+/// The kind of memory behind an address, as `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` (+ `IS_MANAGED`) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryType {
+    /// Device memory (`cuMemAlloc`, `cudaMalloc`, caching allocators, stream-ordered pools, VMM).
+    Device,
+    /// Page-locked host memory the driver allocated or registered (`cuMemHostAlloc`,
+    /// `cudaMallocHost`, `cudaHostRegister`, torch `pin_memory()`, JAX `pinned_host`).
+    Host,
+    /// Managed (unified) memory (`cudaMallocManaged`, CuPy managed pools): `IS_MANAGED` is set.
+    Managed,
+    /// An address the driver does not know: ordinary pageable host memory (malloc, NumPy), or no
+    /// memory at all. The attribute query succeeds with type 0, context 0 and ordinal −2.
+    Pageable,
+    /// A CUDA array (`CU_MEMORYTYPE_ARRAY`); not expected from a plain pointer.
+    Array,
+    /// `CU_MEMORYTYPE_UNIFIED`; used by memcpy descriptors, not expected from a pointer query.
+    Unified,
+    /// A code this build does not know (a newer driver).
+    Unknown(u32),
+}
+
+impl MemoryType {
+    /// Maps the raw `MEMORY_TYPE` code. Managed memory reports a device or host type depending on
+    /// where it lives, so `IS_MANAGED` wins over the code.
+    pub fn from_driver(code: u32, is_managed: bool) -> MemoryType {
+        if is_managed && code != 0 {
+            return MemoryType::Managed;
+        }
+        match code {
+            0 => MemoryType::Pageable,
+            1 => MemoryType::Host,
+            2 => MemoryType::Device,
+            3 => MemoryType::Array,
+            4 => MemoryType::Unified,
+            other => MemoryType::Unknown(other),
+        }
+    }
+
+    pub fn name(&self) -> Cow<'static, str> {
+        match self {
+            MemoryType::Device => "device".into(),
+            MemoryType::Host => "pinned_host".into(),
+            MemoryType::Managed => "managed".into(),
+            MemoryType::Pageable => "pageable_host".into(),
+            MemoryType::Array => "array".into(),
+            MemoryType::Unified => "unified".into(),
+            MemoryType::Unknown(code) => format!("unknown({code})").into(),
+        }
+    }
+
+    /// Memory a kernel on the GPU can address directly (device, managed; pinned host only if mapped).
+    pub fn is_device_addressable(&self) -> bool {
+        matches!(self, MemoryType::Device | MemoryType::Managed | MemoryType::Unified)
+    }
+}
+
+impl std::fmt::Display for MemoryType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Serialize for MemoryType {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
+}
+
+/// The driver's answer about one address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PointerAttributes {
+    /// The address asked about.
+    pub ptr: u64,
+    pub memory_type: MemoryType,
+    /// The raw `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` code (0 when the driver does not know the address).
+    pub memory_type_code: u32,
+    /// CUDA ordinal of the device the memory belongs to; −2 for pageable host memory.
+    pub device_ordinal: i32,
+    /// The owning context (`CU_POINTER_ATTRIBUTE_CONTEXT`), 0 when there is none.
+    ///
+    /// 0 does not mean "not CUDA memory": memory mapped through the virtual-memory-management API
+    /// (`cuMemCreate`/`cuMemMap`) and memory from stream-ordered pools (`cudaMallocAsync`,
+    /// `cuMemAllocFromPoolAsync`) belongs to the device, not to a context, so it reports no owning
+    /// context. JAX/XLA on an H200 reported exactly that (type device, context 0), as does PyTorch
+    /// with `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync` or `expandable_segments:True`, and TF with
+    /// `TF_GPU_ALLOCATOR=cuda_malloc_async`. Such memory is usable from any context on the device.
+    pub context: u64,
+    /// Whether `context` is its device's primary context; `None` when there is no owning context.
+    pub context_is_primary: Option<bool>,
+    /// Start of the allocation the address lies in (`RANGE_START_ADDR`): for a caching allocator
+    /// (PyTorch, CuPy) this is the allocator's segment, not the tensor.
+    pub range_start: u64,
+    /// Size of that allocation in bytes; 0 when unknown (pageable memory).
+    pub range_size: u64,
+    /// A process-unique id of the allocation (`BUFFER_ID`), 0 when unknown. Two addresses in the same
+    /// allocation have the same id.
+    pub buffer_id: u64,
+    pub is_managed: bool,
+    /// The memory pool handle (`MEMPOOL_HANDLE`) when the memory came from a stream-ordered pool, else 0.
+    pub mempool: u64,
+}
+
+impl PointerAttributes {
+    /// The driver knows this address (anything but pageable host memory).
+    pub fn is_known_to_cuda(&self) -> bool {
+        self.memory_type != MemoryType::Pageable
+    }
+
+    /// `[ptr, ptr + nbytes)` lies inside this address's allocation. `nbytes == 0` (an empty view)
+    /// counts when `ptr` lies in the allocation or at its end. Always false for pageable memory,
+    /// whose extent the driver does not know.
+    pub fn contains(&self, ptr: u64, nbytes: u64) -> bool {
+        if self.range_size == 0 || ptr < self.range_start {
+            return false;
+        }
+        let offset = ptr - self.range_start;
+        match offset.checked_add(nbytes) {
+            Some(end) if nbytes == 0 => end <= self.range_size,
+            Some(end) => offset < self.range_size && end <= self.range_size,
+            None => false,
+        }
+    }
+
+    /// Byte offset of `ptr` from the start of its allocation.
+    pub fn offset_in_allocation(&self) -> Option<u64> {
+        (self.range_size > 0 && self.ptr >= self.range_start).then(|| self.ptr - self.range_start)
+    }
+
+    /// The memory came from a stream-ordered pool (and so has no owning context).
+    pub fn from_stream_ordered_pool(&self) -> bool {
+        self.mempool != 0
+    }
+}
+
+/// `[b_ptr, b_ptr + b_nbytes)` lies inside the allocation that `a` was taken from: the target of a
+/// conversion aliases the source's CUDA allocation (possibly at an offset), even if the addresses
+/// differ. Needs only the source's attributes; false when `a` is pageable host memory.
+pub fn same_allocation(a: &PointerAttributes, b_ptr: u64, b_nbytes: u64) -> bool {
+    a.contains(b_ptr, b_nbytes)
+}
+
+/// [`same_allocation`] when both sides' attributes are at hand: the same non-zero buffer id, or
+/// `b`'s bytes inside `a`'s allocation range.
+pub fn same_allocation_as(a: &PointerAttributes, b: &PointerAttributes, b_nbytes: u64) -> bool {
+    (a.buffer_id != 0 && a.buffer_id == b.buffer_id) || same_allocation(a, b.ptr, b_nbytes)
+}
+
+/// The attributes queried, in this order, one 8-byte zeroed slot each (see [`decode_slots`]).
+const ATTRIBUTES: [sys::CUpointer_attribute; 8] = [
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT,
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+    // Last, so a driver that refuses it can be asked again without it.
+    sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+];
+
+/// Reads the first four bytes of a slot: where the driver stores a 4-byte value (an enum, an int),
+/// whatever the byte order.
+fn low_u32(slot: u64) -> u32 {
+    let b = slot.to_ne_bytes();
+    u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Turns the raw slots into attributes (without the primary-context comparison, which needs the
+/// driver). Each slot was zeroed and the driver wrote 4 or 8 bytes (or a 1-byte bool for
+/// `IS_MANAGED` on some drivers) at its start, so 4-byte values are read from the first four bytes
+/// and flags as "any byte non-zero". Enum outputs are read as integers: an unknown code must not
+/// become an invalid Rust enum value.
+pub(crate) fn decode_slots(ptr: u64, slots: &[u64; 8]) -> PointerAttributes {
+    let is_managed = slots[6] != 0;
+    let memory_type_code = low_u32(slots[1]);
+    PointerAttributes {
+        ptr,
+        memory_type: MemoryType::from_driver(memory_type_code, is_managed),
+        memory_type_code,
+        context: slots[0],
+        context_is_primary: None,
+        device_ordinal: low_u32(slots[2]) as i32,
+        range_start: slots[3],
+        range_size: slots[4],
+        buffer_id: slots[5],
+        is_managed,
+        mempool: slots[7],
+    }
+}
+
+/// One `cuPointerGetAttributes` call for the first `count` of [`ATTRIBUTES`], into fresh zeroed slots.
+fn query_slots(ptr: u64, count: usize) -> (sys::CUresult, [u64; 8]) {
+    let mut slots = [0u64; 8];
+    let mut attrs = ATTRIBUTES;
+    let base = slots.as_mut_ptr();
+    // SAFETY: `base` points at 8 u64 slots, all in bounds.
+    let mut data: [*mut c_void; 8] = std::array::from_fn(|i| unsafe { base.add(i) }.cast::<c_void>());
+    let count = count.min(ATTRIBUTES.len());
+    // SAFETY: `attrs` and `data` hold at least `count` entries; each data slot is 8 bytes, the widest
+    // attribute value asked for, and outlives the call.
+    let rc = unsafe { sys::cuPointerGetAttributes(count as u32, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr) };
+    (rc, slots)
+}
+
+/// Asks the driver about `ptr` with `cuPointerGetAttributes`, which, unlike the single-attribute
+/// call, answers for addresses it does not know (pageable host memory) instead of failing. Needs
+/// `cuInit` but no current context, and creates none.
+pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes> {
+    guarded(|| {
+        let (mut rc, mut slots) = query_slots(ptr, ATTRIBUTES.len());
+        if rc == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
+            // A driver that refuses MEMPOOL_HANDLE: ask again for the first seven.
+            (rc, slots) = query_slots(ptr, ATTRIBUTES.len() - 1);
+        }
+        check("cuPointerGetAttributes", rc)?;
+        let mut attributes = decode_slots(ptr, &slots);
+        if attributes.context != 0 && attributes.device_ordinal >= 0 {
+            let primary = active_primary_handle(attributes.device_ordinal)?;
+            attributes.context_is_primary = Some(primary == Some(attributes.context));
+        }
+        Ok(attributes)
+    })
+}
+
+/// Attributes of `[ptr, ptr + nbytes)` after checking that it is device-addressable memory lying
+/// inside one allocation: what a copy into or out of it needs before the driver is asked to touch it.
+pub fn check_device_range(ptr: u64, nbytes: u64, what: &str) -> Result<PointerAttributes> {
+    let attributes = pointer_attributes(ptr)?;
+    if !attributes.memory_type.is_device_addressable() {
+        return Err(CudaError::InvalidArgument(format!(
+            "{what} {ptr:#x} is {} memory, not device memory",
+            attributes.memory_type
+        )));
+    }
+    if !attributes.contains(ptr, nbytes) {
+        return Err(CudaError::InvalidArgument(format!(
+            "{what} [{ptr:#x}, +{nbytes}) does not fit in its allocation [{:#x}, +{})",
+            attributes.range_start, attributes.range_size
+        )));
+    }
+    Ok(attributes)
+}
