@@ -21,8 +21,8 @@ use crate::kernel::params::{Injected, python_str_literal};
 use crate::kernel::runner::RunSummary;
 use crate::kernel::session::{Cancel, ctrl_c_watch};
 use crate::kernel::{
-    CellFailure, Environment, Failure, InstallTarget, Kernel, KernelError, KernelSpec, Notebook, Parameter, RunOptions,
-    StartOptions, find_kernelspec, run_notebook, strip_ansi,
+    CellFailure, Environment, Failure, InstallTarget, Kernel, KernelError, KernelSpec, Notebook,
+    Parameter, RunOptions, StartOptions, find_kernelspec, run_notebook, strip_ansi,
 };
 
 /// Exit status when a notebook failed (a cell raised, timed out, or the kernel died).
@@ -34,7 +34,10 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// Memory settings that let several frameworks share one GPU; the gpushare kernelspec sets
 /// them, and `bench`/`doctor` add them when they fall back to a plain kernel.
-const MEMORY_ENV: [(&str, &str); 2] = [("XLA_PYTHON_CLIENT_PREALLOCATE", "false"), ("TF_FORCE_GPU_ALLOW_GROWTH", "true")];
+const MEMORY_ENV: [(&str, &str); 2] = [
+    ("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),
+    ("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
+];
 
 /// What a command runs with besides its arguments.
 #[derive(Clone, Debug)]
@@ -51,12 +54,22 @@ pub struct Config {
 impl Config {
     /// This process's environment, terminal and signals.
     pub fn from_process() -> Self {
-        Self { env: Environment::from_process(), progress: true, handle_ctrl_c: true, color: true }
+        Self {
+            env: Environment::from_process(),
+            progress: true,
+            handle_ctrl_c: true,
+            color: true,
+        }
     }
 
     /// An explicit environment, no progress bar, no signal handling, plain text.
     pub fn with_env(env: Environment) -> Self {
-        Self { env, progress: false, handle_ctrl_c: false, color: false }
+        Self {
+            env,
+            progress: false,
+            handle_ctrl_c: false,
+            color: false,
+        }
     }
 }
 
@@ -120,10 +133,12 @@ struct InstallArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "Output goes to NAME.executed.ipynb beside each notebook unless -o or --inplace says \
+#[command(
+    after_help = "Output goes to NAME.executed.ipynb beside each notebook unless -o or --inplace says \
                         otherwise. Cells are numbered from 1, counting every cell. Exit status: 0 when every \
                         notebook ran, 1 when a cell failed, timed out or the kernel died (the notebook is \
-                        still written up to that cell), 130 after Ctrl-C.")]
+                        still written up to that cell), 130 after Ctrl-C."
+)]
 struct RunArgs {
     /// Notebooks to execute, each in its own fresh kernel
     #[arg(required = true, value_name = "NOTEBOOK")]
@@ -153,7 +168,9 @@ struct RunArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "Quote the pairs: `>` is a redirection to the shell (gpushare bench 'torch->jax').")]
+#[command(
+    after_help = "Quote the pairs: `>` is a redirection to the shell (gpushare bench 'torch->jax')."
+)]
 struct BenchArgs {
     /// Framework pairs such as torch->jax; each pair runs in a fresh kernel
     #[arg(required = true, value_name = "SRC->DST", value_parser = parse_pair)]
@@ -195,7 +212,9 @@ struct DoctorArgs {
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
     if secs.is_finite() && secs > 0.0 {
         Ok(Duration::from_secs_f64(secs))
     } else {
@@ -204,30 +223,57 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_pair(s: &str) -> Result<(String, String), String> {
-    let (src, dst) = s.split_once("->").ok_or_else(|| format!("`{s}` is not of the form SRC->DST"))?;
-    let valid = |name: &str| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let (src, dst) = s
+        .split_once("->")
+        .ok_or_else(|| format!("`{s}` is not of the form SRC->DST"))?;
+    let valid = |name: &str| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
     if !valid(src.trim()) || !valid(dst.trim()) {
-        return Err(format!("`{s}`: framework names are letters, digits and `_` (e.g. torch->jax)"));
+        return Err(format!(
+            "`{s}`: framework names are letters, digits and `_` (e.g. torch->jax)"
+        ));
     }
     Ok((src.trim().to_string(), dst.trim().to_string()))
 }
 
 /// Run the command line `args` (`args[0]` is the program name) in this process's environment.
 pub fn run(args: Vec<String>) -> i32 {
-    run_with(args, &Config::from_process(), &mut std::io::stdout(), &mut std::io::stderr())
+    run_with(
+        args,
+        &Config::from_process(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
 }
 
 /// Run the command line `args` with an explicit configuration and output streams.
-pub fn run_with(args: Vec<String>, config: &Config, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+pub fn run_with(
+    args: Vec<String>,
+    config: &Config,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
-            let text = if config.color { e.render().ansi().to_string() } else { e.render().to_string() };
-            let _ = if e.use_stderr() { write!(err, "{text}") } else { write!(out, "{text}") };
+            let text = if config.color {
+                e.render().ansi().to_string()
+            } else {
+                e.render().to_string()
+            };
+            let _ = if e.use_stderr() {
+                write!(err, "{text}")
+            } else {
+                write!(out, "{text}")
+            };
             return e.exit_code();
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             let _ = writeln!(err, "error: cannot start the async runtime: {e}");
@@ -236,10 +282,13 @@ pub fn run_with(args: Vec<String>, config: &Config, out: &mut dyn Write, err: &m
     };
     let result = runtime.block_on(async {
         // Only the commands that run kernels take over Ctrl-C; elsewhere it keeps killing us.
-        let mut cancel = (config.handle_ctrl_c && matches!(cli.command, Command::Run(_) | Command::Bench(_)))
-            .then(ctrl_c_watch);
+        let mut cancel = (config.handle_ctrl_c
+            && matches!(cli.command, Command::Run(_) | Command::Bench(_)))
+        .then(ctrl_c_watch);
         match cli.command {
-            Command::Kernel(KernelCommand::Install(args)) => kernel_install(&args, config, out).map(|()| 0),
+            Command::Kernel(KernelCommand::Install(args)) => {
+                kernel_install(&args, config, out).map(|()| 0)
+            }
             Command::Run(args) => run_notebooks(&args, config, &mut cancel, err).await,
             Command::Bench(args) => bench(&args, config, &mut cancel, out, err).await,
             Command::Doctor(args) => doctor(&args, config, out, err),
@@ -248,7 +297,9 @@ pub fn run_with(args: Vec<String>, config: &Config, out: &mut dyn Write, err: &m
     match result {
         Ok(code) => code,
         Err(e) => {
-            if e.downcast_ref::<KernelError>().is_some_and(|k| matches!(k, KernelError::Interrupted)) {
+            if e.downcast_ref::<KernelError>()
+                .is_some_and(|k| matches!(k, KernelError::Interrupted))
+            {
                 let _ = writeln!(err, "interrupted");
                 return EXIT_INTERRUPTED;
             }
@@ -268,9 +319,19 @@ fn kernel_install(args: &InstallArgs, config: &Config, out: &mut dyn Write) -> R
     } else {
         InstallTarget::System
     };
-    let dir = kernelspec::install(&config.env, &target, &args.name, args.display_name.as_deref())
-        .with_context(|| format!("installing the `{}` kernelspec", args.name))?;
-    writeln!(out, "Installed kernelspec {} in {}", args.name.to_lowercase(), dir.display())?;
+    let dir = kernelspec::install(
+        &config.env,
+        &target,
+        &args.name,
+        args.display_name.as_deref(),
+    )
+    .with_context(|| format!("installing the `{}` kernelspec", args.name))?;
+    writeln!(
+        out,
+        "Installed kernelspec {} in {}",
+        args.name.to_lowercase(),
+        dir.display()
+    )?;
     Ok(())
 }
 
@@ -280,8 +341,12 @@ fn output_paths(args: &RunArgs, env: &Environment) -> Result<Vec<PathBuf>> {
     if args.inplace {
         return Ok(inputs.clone());
     }
-    let Some(out) = &args.output else { return Ok(inputs.iter().map(|p| default_output_path(p)).collect()) };
-    let as_dir = inputs.len() > 1 || env.absolute(out).is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
+    let Some(out) = &args.output else {
+        return Ok(inputs.iter().map(|p| default_output_path(p)).collect());
+    };
+    let as_dir = inputs.len() > 1
+        || env.absolute(out).is_dir()
+        || out.as_os_str().to_string_lossy().ends_with('/');
     if !as_dir {
         return Ok(vec![out.clone()]);
     }
@@ -289,7 +354,9 @@ fn output_paths(args: &RunArgs, env: &Environment) -> Result<Vec<PathBuf>> {
     inputs
         .iter()
         .map(|input| {
-            let name = input.file_name().with_context(|| format!("{}: not a file name", input.display()))?;
+            let name = input
+                .file_name()
+                .with_context(|| format!("{}: not a file name", input.display()))?;
             if let Some(other) = seen.insert(name.to_os_string(), input) {
                 bail!(
                     "{} and {} would both be written to {}; run them separately",
@@ -304,11 +371,15 @@ fn output_paths(args: &RunArgs, env: &Environment) -> Result<Vec<PathBuf>> {
 }
 
 fn progress_bar(config: &Config, name: &str) -> ProgressBar {
-    let target = if config.progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let target = if config.progress {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
     let bar = ProgressBar::with_draw_target(None, target);
-    if let Ok(style) =
-        ProgressStyle::with_template("{prefix:.bold} {spinner} [{bar:30.cyan/blue}] {pos}/{len} cells {elapsed}")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:.bold} {spinner} [{bar:30.cyan/blue}] {pos}/{len} cells {elapsed}",
+    ) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(name.to_string());
@@ -318,14 +389,26 @@ fn progress_bar(config: &Config, name: &str) -> ProgressBar {
 
 fn parameters(args: &RunArgs) -> Result<Vec<Parameter>> {
     let plain = args.parameters.iter().map(|p| Parameter::parse(p, false));
-    let raw = args.raw_parameters.iter().map(|p| Parameter::parse(p, true));
+    let raw = args
+        .raw_parameters
+        .iter()
+        .map(|p| Parameter::parse(p, true));
     Ok(plain.chain(raw).collect::<Result<_, _>>()?)
 }
 
-async fn run_notebooks(args: &RunArgs, config: &Config, cancel: &mut Option<Cancel>, err: &mut dyn Write) -> Result<i32> {
+async fn run_notebooks(
+    args: &RunArgs,
+    config: &Config,
+    cancel: &mut Option<Cancel>,
+    err: &mut dyn Write,
+) -> Result<i32> {
     let env = &config.env;
     let outputs = output_paths(args, env)?;
-    let options = RunOptions { timeout: args.timeout, startup_timeout: args.startup_timeout, params: parameters(args)? };
+    let options = RunOptions {
+        timeout: args.timeout,
+        startup_timeout: args.startup_timeout,
+        params: parameters(args)?,
+    };
     let mut specs: BTreeMap<String, KernelSpec> = BTreeMap::new();
     let mut failed = 0;
     for (input, output) in args.notebooks.iter().zip(&outputs) {
@@ -338,7 +421,11 @@ async fn run_notebooks(args: &RunArgs, config: &Config, cancel: &mut Option<Canc
                 continue;
             }
         };
-        let name = args.kernel.clone().or_else(|| nb.kernel_name().map(String::from)).unwrap_or_else(|| "python3".into());
+        let name = args
+            .kernel
+            .clone()
+            .or_else(|| nb.kernel_name().map(String::from))
+            .unwrap_or_else(|| "python3".into());
         let spec = match specs.get(&name) {
             Some(spec) => spec.clone(),
             None => match find_kernelspec(env, &name) {
@@ -354,17 +441,26 @@ async fn run_notebooks(args: &RunArgs, config: &Config, cancel: &mut Option<Canc
         let mut started = false;
         let began = Instant::now();
         let dir = env.absolute(input).parent().map(Path::to_path_buf);
-        let result = run_notebook(&mut nb, dir.as_deref(), &spec, env, &options, cancel, &mut |done, total| {
-            started = true;
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        })
+        let result = run_notebook(
+            &mut nb,
+            dir.as_deref(),
+            &spec,
+            env,
+            &options,
+            cancel,
+            &mut |done, total| {
+                started = true;
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            },
+        )
         .await;
         bar.finish_and_clear();
 
         // Whatever ran is written, failure or not; a kernel that never started ran nothing.
         let wrote = if started {
-            nb.write(&env.absolute(output)).with_context(|| format!("writing {}", output.display()))?;
+            nb.write(&env.absolute(output))
+                .with_context(|| format!("writing {}", output.display()))?;
             true
         } else {
             false
@@ -408,20 +504,39 @@ async fn run_notebooks(args: &RunArgs, config: &Config, cancel: &mut Option<Canc
 
 fn report_injection(summary: &RunSummary, label: &str, err: &mut dyn Write) -> std::io::Result<()> {
     if summary.injected == Some(Injected::AtTop) {
-        writeln!(err, "warning: {label}: no cell is tagged `parameters`; parameters were injected at the top")?;
+        writeln!(
+            err,
+            "warning: {label}: no cell is tagged `parameters`; parameters were injected at the top"
+        )?;
     }
     Ok(())
 }
 
 /// nbclient-style report: which cell, its source, and the kernel's traceback without colours.
-fn report_failure(label: &str, nb: &Notebook, failure: &CellFailure, err: &mut dyn Write) -> std::io::Result<()> {
+fn report_failure(
+    label: &str,
+    nb: &Notebook,
+    failure: &CellFailure,
+    err: &mut dyn Write,
+) -> std::io::Result<()> {
     let cell = failure.cell_index + 1;
-    let count = failure.execution_count.map_or_else(String::new, |n| format!(" (In [{n}])"));
+    let count = failure
+        .execution_count
+        .map_or_else(String::new, |n| format!(" (In [{n}])"));
     let headline = match &failure.failure {
-        Failure::Error { ename, evalue, .. } => format!("error: {label}: cell {cell}{count} raised {ename}: {evalue}"),
-        Failure::Timeout(t) => format!("error: {label}: cell {cell}{count} timed out after {} s", t.as_secs_f64()),
-        Failure::KernelDied { reason, .. } => format!("error: {label}: the kernel died while running cell {cell}{count}: {reason}"),
-        Failure::Interrupted => format!("interrupted: {label}: cell {cell}{count} was interrupted (Ctrl-C)"),
+        Failure::Error { ename, evalue, .. } => {
+            format!("error: {label}: cell {cell}{count} raised {ename}: {evalue}")
+        }
+        Failure::Timeout(t) => format!(
+            "error: {label}: cell {cell}{count} timed out after {} s",
+            t.as_secs_f64()
+        ),
+        Failure::KernelDied { reason, .. } => {
+            format!("error: {label}: the kernel died while running cell {cell}{count}: {reason}")
+        }
+        Failure::Interrupted => {
+            format!("interrupted: {label}: cell {cell}{count} was interrupted (Ctrl-C)")
+        }
     };
     writeln!(err, "{headline}")?;
     writeln!(err, "------------------")?;
@@ -429,7 +544,11 @@ fn report_failure(label: &str, nb: &Notebook, failure: &CellFailure, err: &mut d
     writeln!(err, "------------------")?;
     match &failure.failure {
         Failure::Error { traceback, .. } => {
-            let traceback = if traceback.is_empty() { error_traceback(nb, failure.cell_index) } else { traceback.clone() };
+            let traceback = if traceback.is_empty() {
+                error_traceback(nb, failure.cell_index)
+            } else {
+                traceback.clone()
+            };
             writeln!(err, "\n{}", strip_ansi(&traceback.join("\n")))?;
         }
         Failure::KernelDied { output, .. } if !output.trim().is_empty() => {
@@ -446,18 +565,28 @@ fn error_traceback(nb: &Notebook, index: usize) -> Vec<String> {
         .as_array()
         .and_then(|outs| outs.iter().rev().find(|o| o["output_type"] == "error"))
         .and_then(|o| o["traceback"].as_array())
-        .map(|t| t.iter().filter_map(Value::as_str).map(String::from).collect())
+        .map(|t| {
+            t.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// `--kernel` if given; else the gpushare kernel; else python3 plus gpushare's memory settings.
-fn kernel_for_tools(env: &Environment, name: Option<&str>) -> Result<(KernelSpec, &'static [(&'static str, &'static str)])> {
+fn kernel_for_tools(
+    env: &Environment,
+    name: Option<&str>,
+) -> Result<(KernelSpec, &'static [(&'static str, &'static str)])> {
     if let Some(name) = name {
         return Ok((find_kernelspec(env, name)?, &[]));
     }
     match find_kernelspec(env, DEFAULT_KERNEL_NAME) {
         Ok(spec) => Ok((spec, &[])),
-        Err(KernelError::KernelNotFound { .. }) => Ok((find_kernelspec(env, "python3")?, &MEMORY_ENV)),
+        Err(KernelError::KernelNotFound { .. }) => {
+            Ok((find_kernelspec(env, "python3")?, &MEMORY_ENV))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -468,7 +597,13 @@ fn python_list(csv: &str) -> String {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| if s.bytes().all(|b| b.is_ascii_digit()) { s.to_string() } else { python_str_literal(s) })
+        .map(|s| {
+            if s.bytes().all(|b| b.is_ascii_digit()) {
+                s.to_string()
+            } else {
+                python_str_literal(s)
+            }
+        })
         .collect();
     format!("[{}]", items.join(", "))
 }
@@ -485,7 +620,11 @@ fn bench_code(src: &str, dst: &str, args: &BenchArgs) -> String {
         call.push_str(&format!(", device={}", python_str_literal(device)));
     }
     if let Some(paths) = &args.paths {
-        let value = if paths.trim() == "all" { python_str_literal("all") } else { python_list(paths) };
+        let value = if paths.trim() == "all" {
+            python_str_literal("all")
+        } else {
+            python_list(paths)
+        };
         call.push_str(&format!(", paths={value}"));
     }
     format!("import gpushare\n_b = gpushare.bench({call})\n")
@@ -517,7 +656,11 @@ async fn bench_pair(
     err: &mut dyn Write,
 ) -> Result<BenchResult> {
     let (spec, extra_env) = kernel_for_tools(&config.env, args.kernel.as_deref())?;
-    let start = StartOptions { startup_timeout: args.startup_timeout, cwd: None, extra_env };
+    let start = StartOptions {
+        startup_timeout: args.startup_timeout,
+        cwd: None,
+        extra_env,
+    };
     let mut kernel = Kernel::start(&spec, &config.env, &start, cancel).await?;
     let bar = progress_bar(config, &format!("{src}->{dst}"));
     bar.set_length(2);
@@ -537,13 +680,19 @@ async fn bench_in(
     bar: &ProgressBar,
 ) -> Result<BenchResult> {
     let mut found: Option<Value> = None;
-    for (step, code) in [bench_code(src, dst, args), BENCH_FETCH.to_string()].iter().enumerate() {
+    for (step, code) in [bench_code(src, dst, args), BENCH_FETCH.to_string()]
+        .iter()
+        .enumerate()
+    {
         let mut streamed = String::new();
         let outcome = kernel
             .execute(code, args.timeout, cancel, |m| match m.msg_type.as_str() {
                 "stream" => streamed.push_str(m.content["text"].as_str().unwrap_or_default()),
                 "display_data" => {
-                    if let Some(v) = m.content.pointer(&format!("/data/{}", BENCH_MIME.replace('/', "~1"))) {
+                    if let Some(v) = m
+                        .content
+                        .pointer(&format!("/data/{}", BENCH_MIME.replace('/', "~1")))
+                    {
                         found = Some(v.clone());
                     }
                 }
@@ -555,11 +704,22 @@ async fn bench_in(
         bar.set_position(step as u64 + 1);
         match outcome.failure {
             None => {}
-            Some(Failure::Error { ename, evalue, traceback }) => {
-                bail!("{src}->{dst}: {ename}: {evalue}\n{}", strip_ansi(&traceback.join("\n")))
+            Some(Failure::Error {
+                ename,
+                evalue,
+                traceback,
+            }) => {
+                bail!(
+                    "{src}->{dst}: {ename}: {evalue}\n{}",
+                    strip_ansi(&traceback.join("\n"))
+                )
             }
-            Some(Failure::Timeout(t)) => bail!("{src}->{dst}: timed out after {} s", t.as_secs_f64()),
-            Some(Failure::KernelDied { reason, output }) => bail!("{src}->{dst}: the kernel died: {reason}\n{output}"),
+            Some(Failure::Timeout(t)) => {
+                bail!("{src}->{dst}: timed out after {} s", t.as_secs_f64())
+            }
+            Some(Failure::KernelDied { reason, output }) => {
+                bail!("{src}->{dst}: the kernel died: {reason}\n{output}")
+            }
             Some(Failure::Interrupted) => return Err(KernelError::Interrupted.into()),
         }
     }
@@ -599,28 +759,42 @@ async fn bench(
                 .context("the benchmark's to_json() is not JSON")?;
             serde_json::to_string_pretty(&values)?
         };
-        std::fs::write(config.env.absolute(path), text + "\n").with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(config.env.absolute(path), text + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.html {
         let body: Vec<String> = results
             .iter()
             .zip(&args.pairs)
-            .map(|(r, (s, d))| r.html.clone().unwrap_or_else(|| format!("<pre>{}</pre>", html_escape(&r.text))) + &format!("<!-- {s}->{d} -->"))
+            .map(|(r, (s, d))| {
+                r.html
+                    .clone()
+                    .unwrap_or_else(|| format!("<pre>{}</pre>", html_escape(&r.text)))
+                    + &format!("<!-- {s}->{d} -->")
+            })
             .collect();
         let page = format!(
             "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<title>gpushare bench</title>\n</head>\n<body>\n{}\n</body>\n</html>\n",
             body.join("\n")
         );
-        std::fs::write(config.env.absolute(path), page).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(config.env.absolute(path), page)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(0)
 }
 
 fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
-fn doctor(args: &DoctorArgs, config: &Config, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32> {
+fn doctor(
+    args: &DoctorArgs,
+    config: &Config,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
     let env = &config.env;
     let (spec, extra_env) = match kernel_for_tools(env, args.kernel.as_deref()) {
         Ok((spec, extra)) => (Some(spec), extra),
@@ -633,14 +807,23 @@ fn doctor(args: &DoctorArgs, config: &Config, out: &mut dyn Write, err: &mut dyn
     };
     writeln!(out, "python:     {}", python.display())?;
     match &spec {
-        Some(spec) if spec.name == DEFAULT_KERNEL_NAME => writeln!(out, "kernelspec: {} ({})", spec.name, spec.dir.display())?,
+        Some(spec) if spec.name == DEFAULT_KERNEL_NAME => {
+            writeln!(out, "kernelspec: {} ({})", spec.name, spec.dir.display())?
+        }
         Some(spec) => writeln!(
             out,
             "kernelspec: {} ({}); the gpushare kernel is not installed (gpushare kernel install --sys-prefix)",
             spec.name,
-            if spec.dir.as_os_str().is_empty() { "ipykernel built-in".into() } else { spec.dir.display().to_string() }
+            if spec.dir.as_os_str().is_empty() {
+                "ipykernel built-in".into()
+            } else {
+                spec.dir.display().to_string()
+            }
         )?,
-        None => writeln!(out, "kernelspec: none found (gpushare kernel install --sys-prefix)")?,
+        None => writeln!(
+            out,
+            "kernelspec: none found (gpushare kernel install --sys-prefix)"
+        )?,
     }
     let mut command = Process::new(&python);
     command
@@ -656,10 +839,16 @@ fn doctor(args: &DoctorArgs, config: &Config, out: &mut dyn Write, err: &mut dyn
             command.env(key, value);
         }
     }
-    let output = command.output().with_context(|| format!("running {}", python.display()))?;
+    let output = command
+        .output()
+        .with_context(|| format!("running {}", python.display()))?;
     out.write_all(&output.stdout)?;
     err.write_all(&output.stderr)?;
-    Ok(if output.status.success() { 0 } else { output.status.code().unwrap_or(EXIT_FAILURE) })
+    Ok(if output.status.success() {
+        0
+    } else {
+        output.status.code().unwrap_or(EXIT_FAILURE)
+    })
 }
 
 #[cfg(test)]
@@ -677,35 +866,73 @@ mod tests {
     #[test]
     fn output_defaults_beside_input_and_directories_for_several() {
         let env = Environment::empty();
-        assert_eq!(output_paths(&run_args(&["a/x.ipynb"]), &env).unwrap(), [PathBuf::from("a/x.executed.ipynb")]);
-        assert_eq!(output_paths(&run_args(&["x.ipynb", "-o", "y.ipynb"]), &env).unwrap(), [PathBuf::from("y.ipynb")]);
+        assert_eq!(
+            output_paths(&run_args(&["a/x.ipynb"]), &env).unwrap(),
+            [PathBuf::from("a/x.executed.ipynb")]
+        );
+        assert_eq!(
+            output_paths(&run_args(&["x.ipynb", "-o", "y.ipynb"]), &env).unwrap(),
+            [PathBuf::from("y.ipynb")]
+        );
         assert_eq!(
             output_paths(&run_args(&["a/x.ipynb", "b/y.ipynb", "-o", "out"]), &env).unwrap(),
             [PathBuf::from("out/x.ipynb"), PathBuf::from("out/y.ipynb")]
         );
         assert!(output_paths(&run_args(&["a/x.ipynb", "b/x.ipynb", "-o", "out"]), &env).is_err());
-        assert_eq!(output_paths(&run_args(&["x.ipynb", "--inplace"]), &env).unwrap(), [PathBuf::from("x.ipynb")]);
+        assert_eq!(
+            output_paths(&run_args(&["x.ipynb", "--inplace"]), &env).unwrap(),
+            [PathBuf::from("x.ipynb")]
+        );
     }
 
     #[test]
     fn usage_errors_exit_2_and_say_why() {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let config = Config::with_env(Environment::empty());
-        let code = run_with(vec!["gpushare".into(), "run".into()], &config, &mut out, &mut err);
+        let code = run_with(
+            vec!["gpushare".into(), "run".into()],
+            &config,
+            &mut out,
+            &mut err,
+        );
         assert_eq!(code, EXIT_USAGE);
         assert!(String::from_utf8_lossy(&err).contains("NOTEBOOK"));
-        let code = run_with(["gpushare", "run", "x.ipynb", "--timeout", "-1"].map(String::from).to_vec(), &config, &mut out, &mut err);
+        let code = run_with(
+            ["gpushare", "run", "x.ipynb", "--timeout", "-1"]
+                .map(String::from)
+                .to_vec(),
+            &config,
+            &mut out,
+            &mut err,
+        );
         assert_eq!(code, EXIT_USAGE);
-        let code = run_with(["gpushare", "kernel", "install", "--user", "--sys-prefix"].map(String::from).to_vec(), &config, &mut out, &mut err);
+        let code = run_with(
+            ["gpushare", "kernel", "install", "--user", "--sys-prefix"]
+                .map(String::from)
+                .to_vec(),
+            &config,
+            &mut out,
+            &mut err,
+        );
         assert_eq!(code, EXIT_USAGE);
-        let code = run_with(["gpushare", "bench", "torch"].map(String::from).to_vec(), &config, &mut out, &mut err);
+        let code = run_with(
+            ["gpushare", "bench", "torch"].map(String::from).to_vec(),
+            &config,
+            &mut out,
+            &mut err,
+        );
         assert_eq!(code, EXIT_USAGE);
     }
 
     #[test]
     fn help_goes_to_stdout_and_exits_0() {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = run_with(vec!["gpushare".into(), "--help".into()], &Config::with_env(Environment::empty()), &mut out, &mut err);
+        let code = run_with(
+            vec!["gpushare".into(), "--help".into()],
+            &Config::with_env(Environment::empty()),
+            &mut out,
+            &mut err,
+        );
         assert_eq!(code, 0);
         assert!(String::from_utf8_lossy(&out).contains("kernel"));
     }
@@ -713,10 +940,22 @@ mod tests {
     #[test]
     fn bench_code_passes_arguments_as_literals() {
         let cli = Cli::try_parse_from([
-            "gpushare", "bench", "torch->jax", "--sizes", "4KiB,1024", "--dtype", "float32", "--device", "cuda:0", "--paths", "dlpack,host",
+            "gpushare",
+            "bench",
+            "torch->jax",
+            "--sizes",
+            "4KiB,1024",
+            "--dtype",
+            "float32",
+            "--device",
+            "cuda:0",
+            "--paths",
+            "dlpack,host",
         ])
         .unwrap();
-        let Command::Bench(args) = cli.command else { panic!() };
+        let Command::Bench(args) = cli.command else {
+            panic!()
+        };
         assert_eq!(
             bench_code("torch", "jax", &args),
             "import gpushare\n_b = gpushare.bench('torch', 'jax', sizes=['4KiB', 1024], dtype='float32', device='cuda:0', paths=['dlpack', 'host'])\n"

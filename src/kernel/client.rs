@@ -9,7 +9,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use jupyter_protocol::{ConnectionInfo, ExecuteRequest, InterruptRequest, JupyterMessage, KernelInfoRequest, ShutdownRequest};
+use jupyter_protocol::{
+    ConnectionInfo, ExecuteRequest, InterruptRequest, JupyterMessage, KernelInfoRequest,
+    ShutdownRequest,
+};
 use jupyter_zmq_client::{ClientControlConnection, DealerSendConnection, RawMessage};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -40,7 +43,10 @@ impl Message {
         let content: Value = serde_json::from_slice(raw.jparts.get(3)?).ok()?;
         Some(Self {
             msg_type: header.get("msg_type")?.as_str()?.to_string(),
-            parent_id: parent.get("msg_id").and_then(Value::as_str).map(String::from),
+            parent_id: parent
+                .get("msg_id")
+                .and_then(Value::as_str)
+                .map(String::from),
             content,
         })
     }
@@ -51,7 +57,8 @@ impl Message {
 
     /// `status` message with `execution_state: idle`.
     pub fn is_idle(&self) -> bool {
-        self.msg_type == "status" && self.content.get("execution_state").and_then(Value::as_str) == Some("idle")
+        self.msg_type == "status"
+            && self.content.get("execution_state").and_then(Value::as_str) == Some("idle")
     }
 }
 
@@ -72,7 +79,10 @@ impl Drop for KernelClient {
 }
 
 /// Read one socket into a channel until the receiver goes away.
-fn pump<S>(mut connection: jupyter_zmq_client::Connection<S>, tx: mpsc::UnboundedSender<Message>) -> JoinHandle<()>
+fn pump<S>(
+    mut connection: jupyter_zmq_client::Connection<S>,
+    tx: mpsc::UnboundedSender<Message>,
+) -> JoinHandle<()>
 where
     S: SocketRecv + Send + 'static,
 {
@@ -81,7 +91,9 @@ where
             match connection.socket.recv().await {
                 Ok(frames) => {
                     // A message that fails its signature or does not parse is dropped, never trusted.
-                    let Ok(raw) = RawMessage::from_multipart(frames, &connection.mac) else { continue };
+                    let Ok(raw) = RawMessage::from_multipart(frames, &connection.mac) else {
+                        continue;
+                    };
                     if let Some(message) = Message::from_raw(&raw)
                         && tx.send(message).is_err()
                     {
@@ -105,7 +117,9 @@ where
 /// zeromq connect to a closed port backs off exponentially (up to seconds) instead of retrying
 /// promptly.
 async fn wait_for_port(ip: &str, port: u16, deadline: Instant) -> bool {
-    let Ok(addr) = format!("{ip}:{port}").parse::<SocketAddr>() else { return false };
+    let Ok(addr) = format!("{ip}:{port}").parse::<SocketAddr>() else {
+        return false;
+    };
     while Instant::now() < deadline {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
             return true;
@@ -134,7 +148,10 @@ where
 
 impl KernelClient {
     /// Connect iopub, shell and control. Returns `None` if the kernel did not come up by `deadline`.
-    pub async fn connect(info: &ConnectionInfo, deadline: Instant) -> Result<Option<Self>, KernelError> {
+    pub async fn connect(
+        info: &ConnectionInfo,
+        deadline: Instant,
+    ) -> Result<Option<Self>, KernelError> {
         for port in [info.shell_port, info.control_port, info.iopub_port] {
             if !wait_for_port(&info.ip, port, deadline).await {
                 return Ok(None);
@@ -142,18 +159,28 @@ impl KernelClient {
         }
         let session = uuid::Uuid::new_v4().to_string();
         let identity = jupyter_zmq_client::peer_identity_for_session(&session)?;
-        let Some(iopub) = retry(deadline, || jupyter_zmq_client::create_client_iopub_connection(info, "", &session)).await
-        else {
-            return Ok(None);
-        };
-        let Some(shell) = retry(deadline, || {
-            jupyter_zmq_client::create_client_shell_connection_with_identity(info, &session, identity.clone())
+        let Some(iopub) = retry(deadline, || {
+            jupyter_zmq_client::create_client_iopub_connection(info, "", &session)
         })
         .await
         else {
             return Ok(None);
         };
-        let Some(control) = retry(deadline, || jupyter_zmq_client::create_client_control_connection(info, &session)).await
+        let Some(shell) = retry(deadline, || {
+            jupyter_zmq_client::create_client_shell_connection_with_identity(
+                info,
+                &session,
+                identity.clone(),
+            )
+        })
+        .await
+        else {
+            return Ok(None);
+        };
+        let Some(control) = retry(deadline, || {
+            jupyter_zmq_client::create_client_control_connection(info, &session)
+        })
+        .await
         else {
             return Ok(None);
         };
@@ -161,7 +188,14 @@ impl KernelClient {
         let (iopub_tx, iopub_rx) = mpsc::unbounded_channel();
         let (shell_tx, shell_rx) = mpsc::unbounded_channel();
         let pumps = vec![pump(iopub, iopub_tx), pump(shell_recv, shell_tx)];
-        Ok(Some(Self { info: info.clone(), shell: shell_send, control, shell_rx, iopub_rx, pumps }))
+        Ok(Some(Self {
+            info: info.clone(),
+            shell: shell_send,
+            control,
+            shell_rx,
+            iopub_rx,
+            pumps,
+        }))
     }
 
     /// Send on shell; returns the request's msg_id.
@@ -222,15 +256,23 @@ impl KernelClient {
     }
 
     /// Send on control and wait (bounded) for the reply.
-    async fn control_request(&mut self, message: JupyterMessage, wait: Duration) -> Result<Option<Value>, KernelError> {
+    async fn control_request(
+        &mut self,
+        message: JupyterMessage,
+        wait: Duration,
+    ) -> Result<Option<Value>, KernelError> {
         let id = message.header.msg_id.clone();
         self.control.send(message).await?;
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(frames) = timeout(left, self.control.socket.recv()).await else { return Ok(None) };
+            let Ok(frames) = timeout(left, self.control.socket.recv()).await else {
+                return Ok(None);
+            };
             let frames = frames.map_err(jupyter_zmq_client::RuntimeError::from)?;
-            let Ok(raw) = RawMessage::from_multipart(frames, &self.control.mac) else { continue };
+            let Ok(raw) = RawMessage::from_multipart(frames, &self.control.mac) else {
+                continue;
+            };
             if let Some(m) = Message::from_raw(&raw)
                 && m.is_child_of(&id)
             {
@@ -241,13 +283,17 @@ impl KernelClient {
 
     /// `interrupt_request` on control (for kernels with `interrupt_mode: message`).
     pub async fn interrupt(&mut self) -> Result<(), KernelError> {
-        self.control_request(InterruptRequest {}.into(), Duration::from_secs(2)).await.map(drop)
+        self.control_request(InterruptRequest {}.into(), Duration::from_secs(2))
+            .await
+            .map(drop)
     }
 
     /// `shutdown_request` on control; does not wait for the reply (the caller waits for the
     /// process to exit instead).
     pub async fn request_shutdown(&mut self) -> Result<(), KernelError> {
-        self.control.send(ShutdownRequest { restart: false }.into()).await?;
+        self.control
+            .send(ShutdownRequest { restart: false }.into())
+            .await?;
         Ok(())
     }
 }

@@ -26,7 +26,10 @@ pub struct Environment {
 impl Environment {
     /// The variables and working directory of this process.
     pub fn from_process() -> Self {
-        Self { vars: std::env::vars_os().collect(), cwd: std::env::current_dir().ok() }
+        Self {
+            vars: std::env::vars_os().collect(),
+            cwd: std::env::current_dir().ok(),
+        }
     }
 
     /// No variables at all (a kernel started from it gets only what its kernelspec sets).
@@ -50,7 +53,10 @@ impl Environment {
 
     /// A variable's value; an empty value counts as unset, as in `jupyter_core`.
     pub fn get(&self, key: &str) -> Option<&OsStr> {
-        self.vars.get(OsStr::new(key)).map(OsString::as_os_str).filter(|v| !v.is_empty())
+        self.vars
+            .get(OsStr::new(key))
+            .map(OsString::as_os_str)
+            .filter(|v| !v.is_empty())
     }
 
     pub fn vars(&self) -> impl Iterator<Item = (&OsString, &OsString)> {
@@ -93,18 +99,23 @@ impl Environment {
     /// Truthiness of a flag variable the way `jupyter_core.paths.envset` reads it.
     pub fn flag(&self, key: &str) -> Option<bool> {
         let value = self.get(key)?.to_string_lossy().to_ascii_lowercase();
-        Some(!matches!(value.as_str(), "0" | "false" | "no" | "off" | "n" | "f"))
+        Some(!matches!(
+            value.as_str(),
+            "0" | "false" | "no" | "off" | "n" | "f"
+        ))
     }
 
     /// Directory for private temporary files (`$TMPDIR`, else `/tmp`).
     pub fn temp_dir(&self) -> PathBuf {
-        self.get("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+        self.get("TMPDIR")
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
     }
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
@@ -119,19 +130,31 @@ mod tests {
 
     #[test]
     fn python_prefers_the_shim_variable_and_makes_it_absolute() {
-        let env = Environment { cwd: Some(PathBuf::from("/work")), ..Environment::empty() }
-            .with(PYTHON_VAR, "venv/bin/python");
-        assert_eq!(env.python().ok(), Some(PathBuf::from("/work/venv/bin/python")));
+        let env = Environment {
+            cwd: Some(PathBuf::from("/work")),
+            ..Environment::empty()
+        }
+        .with(PYTHON_VAR, "venv/bin/python");
+        assert_eq!(
+            env.python().ok(),
+            Some(PathBuf::from("/work/venv/bin/python"))
+        );
     }
 
     #[test]
     fn python_not_found_without_path() {
-        assert!(matches!(Environment::empty().python(), Err(KernelError::PythonNotFound)));
+        assert!(matches!(
+            Environment::empty().python(),
+            Err(KernelError::PythonNotFound)
+        ));
     }
 
     #[test]
     fn flags_read_like_jupyter_core() {
-        let env = Environment::empty().with("A", "0").with("B", "yes").with("C", "False");
+        let env = Environment::empty()
+            .with("A", "0")
+            .with("B", "yes")
+            .with("C", "False");
         assert_eq!(env.flag("A"), Some(false));
         assert_eq!(env.flag("B"), Some(true));
         assert_eq!(env.flag("C"), Some(false));

@@ -18,8 +18,14 @@ use super::env::{Environment, SYS_PREFIX_VAR};
 /// The kernelspec shipped in `kernelspec/`; `argv[0]` is replaced at install time.
 const KERNEL_JSON_TEMPLATE: &str = include_str!("../../kernelspec/kernel.json");
 const LOGOS: [(&str, &[u8]); 2] = [
-    ("logo-32x32.png", include_bytes!("../../kernelspec/logo-32x32.png")),
-    ("logo-64x64.png", include_bytes!("../../kernelspec/logo-64x64.png")),
+    (
+        "logo-32x32.png",
+        include_bytes!("../../kernelspec/logo-32x32.png"),
+    ),
+    (
+        "logo-64x64.png",
+        include_bytes!("../../kernelspec/logo-64x64.png"),
+    ),
 ];
 
 /// The name `gpushare kernel install` uses unless told otherwise.
@@ -65,10 +71,16 @@ impl KernelSpec {
     pub fn read(name: &str, dir: &Path) -> Result<Self, KernelError> {
         let path = dir.join("kernel.json");
         let text = fs::read_to_string(&path).map_err(|source| KernelError::io(&path, source))?;
-        let json: KernelJson = serde_json::from_str(&text)
-            .map_err(|e| KernelError::InvalidKernelspec { path: path.clone(), detail: e.to_string() })?;
+        let json: KernelJson =
+            serde_json::from_str(&text).map_err(|e| KernelError::InvalidKernelspec {
+                path: path.clone(),
+                detail: e.to_string(),
+            })?;
         if json.argv.is_empty() {
-            return Err(KernelError::InvalidKernelspec { path, detail: "argv is empty".into() });
+            return Err(KernelError::InvalidKernelspec {
+                path,
+                detail: "argv is empty".into(),
+            });
         }
         let interrupt_mode = match json.interrupt_mode.as_deref() {
             Some("message") => InterruptMode::Message,
@@ -91,9 +103,15 @@ impl KernelSpec {
         Self {
             name: "python3".into(),
             dir: PathBuf::new(),
-            argv: [python.to_string_lossy().as_ref(), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-                .map(String::from)
-                .to_vec(),
+            argv: [
+                python.to_string_lossy().as_ref(),
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}",
+            ]
+            .map(String::from)
+            .to_vec(),
             display_name: "Python 3 (ipykernel)".into(),
             language: "python".into(),
             env: BTreeMap::new(),
@@ -103,7 +121,9 @@ impl KernelSpec {
 
     /// Whether this is an IPython kernel, whose command line takes IPython's traitlets options.
     pub fn is_ipykernel(&self) -> bool {
-        self.argv.iter().any(|a| a == "ipykernel_launcher" || a == "ipykernel")
+        self.argv
+            .iter()
+            .any(|a| a == "ipykernel_launcher" || a == "ipykernel")
     }
 
     /// The interpreter the kernel runs, when it is a Python kernel.
@@ -123,8 +143,13 @@ pub fn sys_prefix(env: &Environment, python: &Path) -> Result<PathBuf, KernelErr
         .envs(env.vars())
         .stdin(Stdio::null())
         .output()
-        .map_err(|source| KernelError::Spawn { program: python.to_path_buf(), source })?;
-    let prefix = String::from_utf8_lossy(&output.stdout).trim_end_matches(['\r', '\n']).to_string();
+        .map_err(|source| KernelError::Spawn {
+            program: python.to_path_buf(),
+            source,
+        })?;
+    let prefix = String::from_utf8_lossy(&output.stdout)
+        .trim_end_matches(['\r', '\n'])
+        .to_string();
     if !output.status.success() || prefix.is_empty() {
         return Err(KernelError::Python {
             python: python.to_path_buf(),
@@ -143,19 +168,29 @@ pub fn user_data_dir(env: &Environment) -> Option<PathBuf> {
     if cfg!(target_os = "macos") {
         return Some(home.join("Library/Jupyter"));
     }
-    let xdg = env.get("XDG_DATA_HOME").map_or_else(|| home.join(".local/share"), PathBuf::from);
+    let xdg = env
+        .get("XDG_DATA_HOME")
+        .map_or_else(|| home.join(".local/share"), PathBuf::from);
     Some(xdg.join("jupyter"))
 }
 
 /// System-wide Jupyter data dirs (`SYSTEM_JUPYTER_PATH`).
 pub fn system_data_dirs() -> Vec<PathBuf> {
-    vec![PathBuf::from("/usr/local/share/jupyter"), PathBuf::from("/usr/share/jupyter")]
+    vec![
+        PathBuf::from("/usr/local/share/jupyter"),
+        PathBuf::from("/usr/share/jupyter"),
+    ]
 }
 
 /// `$JUPYTER_PATH`, split on `:` like `jupyter_core` does.
 pub fn jupyter_path_dirs(env: &Environment) -> Vec<PathBuf> {
     env.get("JUPYTER_PATH")
-        .map(|p| std::env::split_paths(p).filter(|d| !d.as_os_str().is_empty()).map(|d| env.absolute(&d)).collect())
+        .map(|p| {
+            std::env::split_paths(p)
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(|d| env.absolute(&d))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -190,7 +225,9 @@ pub fn data_dirs(env: &Environment, sys_prefix: Option<&Path>) -> Vec<PathBuf> {
 
 /// Kernel names under `DATA_DIR/kernels`, lower-cased as Jupyter does.
 fn kernel_names_in(data_dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(entries) = fs::read_dir(data_dir.join("kernels")) else { return Vec::new() };
+    let Ok(entries) = fs::read_dir(data_dir.join("kernels")) else {
+        return Vec::new();
+    };
     let mut names: Vec<(String, PathBuf)> = entries
         .filter_map(Result::ok)
         .filter(|e| e.path().join("kernel.json").is_file())
@@ -208,7 +245,12 @@ fn kernel_names_in(data_dir: &Path) -> Vec<(String, PathBuf)> {
 pub fn find_kernelspec(env: &Environment, name: &str) -> Result<KernelSpec, KernelError> {
     let wanted = name.to_lowercase();
     let lookup = |dirs: &[PathBuf]| {
-        dirs.iter().find_map(|d| kernel_names_in(d).into_iter().find(|(n, _)| *n == wanted).map(|(_, p)| p))
+        dirs.iter().find_map(|d| {
+            kernel_names_in(d)
+                .into_iter()
+                .find(|(n, _)| *n == wanted)
+                .map(|(_, p)| p)
+        })
     };
     if let Some(dir) = lookup(&jupyter_path_dirs(env)) {
         return KernelSpec::read(&wanted, &dir);
@@ -224,10 +266,18 @@ pub fn find_kernelspec(env: &Environment, name: &str) -> Result<KernelSpec, Kern
     {
         return Ok(KernelSpec::native_python(&python));
     }
-    let mut available: Vec<String> = dirs.iter().flat_map(|d| kernel_names_in(d)).map(|(n, _)| n).collect();
+    let mut available: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| kernel_names_in(d))
+        .map(|(n, _)| n)
+        .collect();
     available.sort();
     available.dedup();
-    Err(KernelError::KernelNotFound { name: name.to_string(), available, searched: dirs })
+    Err(KernelError::KernelNotFound {
+        name: name.to_string(),
+        available,
+        searched: dirs,
+    })
 }
 
 /// Where `gpushare kernel install` puts the kernelspec (the flags of `python -m ipykernel install`).
@@ -245,14 +295,24 @@ pub enum InstallTarget {
 
 /// `[a-z0-9._-]+`, case-insensitive: what `jupyter_client` accepts as a kernel name.
 pub fn validate_kernel_name(name: &str) -> Result<(), KernelError> {
-    let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok { Ok(()) } else { Err(KernelError::InvalidKernelName(name.to_string())) }
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidKernelName(name.to_string()))
+    }
 }
 
 /// The kernel.json gpushare installs: the shipped template with `argv[0]` set to `python`.
 pub fn kernel_json(python: &Path, display_name: Option<&str>) -> Result<Value, KernelError> {
-    let mut spec: Value = serde_json::from_str(KERNEL_JSON_TEMPLATE)
-        .map_err(|e| KernelError::InvalidKernelspec { path: "kernelspec/kernel.json".into(), detail: e.to_string() })?;
+    let mut spec: Value =
+        serde_json::from_str(KERNEL_JSON_TEMPLATE).map_err(|e| KernelError::InvalidKernelspec {
+            path: "kernelspec/kernel.json".into(),
+            detail: e.to_string(),
+        })?;
     if let Some(argv0) = spec.pointer_mut("/argv/0") {
         *argv0 = Value::String(python.to_string_lossy().into_owned());
     }
@@ -281,7 +341,8 @@ pub fn install(
     fs::create_dir_all(&dir).map_err(|source| KernelError::io(&dir, source))?;
     let spec = kernel_json(&python, display_name)?;
     let path = dir.join("kernel.json");
-    fs::write(&path, super::notebook::to_nbformat_json(&spec)).map_err(|source| KernelError::io(&path, source))?;
+    fs::write(&path, super::notebook::to_nbformat_json(&spec))
+        .map_err(|source| KernelError::io(&path, source))?;
     for (file, bytes) in LOGOS {
         let path = dir.join(file);
         fs::write(&path, bytes).map_err(|source| KernelError::io(&path, source))?;
@@ -301,7 +362,9 @@ mod tests {
 
     #[test]
     fn data_dirs_split_jupyter_path_and_prefer_the_environment() {
-        let env = Environment::empty().with("JUPYTER_PATH", "/a:/b:").with("HOME", "/home/u");
+        let env = Environment::empty()
+            .with("JUPYTER_PATH", "/a:/b:")
+            .with("HOME", "/home/u");
         let dirs = data_dirs(&env, Some(Path::new("/venv")));
         let expected: Vec<PathBuf> = [
             "/a",
@@ -346,7 +409,9 @@ mod tests {
                 "interrupt_mode": "message", "env": {"A": "1"}}"#,
         )
         .unwrap();
-        let env = Environment::empty().with("JUPYTER_PATH", &root).with("GPUSHARE_SYS_PREFIX", "/nonexistent");
+        let env = Environment::empty()
+            .with("JUPYTER_PATH", &root)
+            .with("GPUSHARE_SYS_PREFIX", "/nonexistent");
         let spec = find_kernelspec(&env, "MyKernel").unwrap();
         assert_eq!(spec.name, "mykernel");
         assert_eq!(spec.interrupt_mode, InterruptMode::Message);
@@ -356,7 +421,9 @@ mod tests {
 
     #[test]
     fn missing_kernel_lists_what_was_searched() {
-        let env = Environment::empty().with("JUPYTER_PATH", "/nonexistent-a").with("GPUSHARE_SYS_PREFIX", "/nonexistent-b");
+        let env = Environment::empty()
+            .with("JUPYTER_PATH", "/nonexistent-a")
+            .with("GPUSHARE_SYS_PREFIX", "/nonexistent-b");
         match find_kernelspec(&env, "nope") {
             Err(KernelError::KernelNotFound { searched, .. }) => {
                 assert!(searched.contains(&PathBuf::from("/nonexistent-a")));
@@ -367,7 +434,9 @@ mod tests {
 
     #[test]
     fn python3_falls_back_to_ipykernel_builtin() {
-        let env = Environment::empty().with("GPUSHARE_PYTHON", "/venv/bin/python").with("GPUSHARE_SYS_PREFIX", "/nonexistent");
+        let env = Environment::empty()
+            .with("GPUSHARE_PYTHON", "/venv/bin/python")
+            .with("GPUSHARE_SYS_PREFIX", "/nonexistent");
         let spec = find_kernelspec(&env, "python3").unwrap();
         assert_eq!(spec.argv[0], "/venv/bin/python");
         assert!(spec.is_ipykernel());
@@ -383,8 +452,18 @@ mod tests {
         assert_eq!(spec.argv[0], "/venv/bin/python");
         assert!(spec.argv.iter().any(|a| a == "--ext=gpushare"));
         assert!(spec.argv.iter().any(|a| a == "{connection_file}"));
-        assert_eq!(spec.env.get("XLA_PYTHON_CLIENT_PREALLOCATE").map(String::as_str), Some("false"));
-        assert_eq!(spec.env.get("TF_FORCE_GPU_ALLOW_GROWTH").map(String::as_str), Some("true"));
+        assert_eq!(
+            spec.env
+                .get("XLA_PYTHON_CLIENT_PREALLOCATE")
+                .map(String::as_str),
+            Some("false")
+        );
+        assert_eq!(
+            spec.env
+                .get("TF_FORCE_GPU_ALLOW_GROWTH")
+                .map(String::as_str),
+            Some("true")
+        );
         assert!(dir.join("logo-64x64.png").is_file());
         fs::remove_dir_all(root).unwrap();
     }

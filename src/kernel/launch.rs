@@ -60,13 +60,22 @@ pub fn runtime_dir(env: &Environment) -> PathBuf {
 /// Whether `argv[0]` names "the" Python rather than a particular one: `jupyter_client` runs
 /// such kernels with its own `sys.executable`, and the stock `python3` kernelspec says `python`.
 fn is_bare_python(program: &str) -> bool {
-    let Some(version) = program.strip_prefix("python") else { return false };
-    version.is_empty() || version.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    let Some(version) = program.strip_prefix("python") else {
+        return false;
+    };
+    version.is_empty()
+        || version
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The kernel's command line: `{connection_file}` and `{resource_dir}` substituted, and a bare
 /// `python` replaced by `python` (the interpreter running gpushare), as `jupyter_client` does.
-pub fn kernel_argv(spec: &KernelSpec, connection_file: &Path, python: Option<&Path>) -> Vec<String> {
+pub fn kernel_argv(
+    spec: &KernelSpec,
+    connection_file: &Path,
+    python: Option<&Path>,
+) -> Vec<String> {
     let mut argv: Vec<String> = spec
         .argv
         .iter()
@@ -116,12 +125,19 @@ impl KernelProcess {
             kernel_name: Some(spec.name.clone()),
         };
         let dir = runtime_dir(env);
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|source| KernelError::io(&dir, source))?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| KernelError::io(&dir, source))?;
         let path = dir.join(format!("gpushare-kernel-{}.json", uuid::Uuid::new_v4()));
-        write_private(&path, &serde_json::to_vec(&info)?).map_err(|source| KernelError::io(&path, source))?;
+        write_private(&path, &serde_json::to_vec(&info)?)
+            .map_err(|source| KernelError::io(&path, source))?;
         let connection_file = ConnectionFile(path);
 
-        let python = is_bare_python(&spec.argv[0]).then(|| env.python().ok()).flatten();
+        let python = is_bare_python(&spec.argv[0])
+            .then(|| env.python().ok())
+            .flatten();
         let argv = kernel_argv(spec, &connection_file.0, python.as_deref());
         let mut command = Command::new(&argv[0]);
         command
@@ -144,9 +160,10 @@ impl KernelProcess {
         if let Some(cwd) = cwd {
             command.current_dir(env.absolute(cwd));
         }
-        let mut child = command
-            .spawn()
-            .map_err(|source| KernelError::Spawn { program: PathBuf::from(&argv[0]), source })?;
+        let mut child = command.spawn().map_err(|source| KernelError::Spawn {
+            program: PathBuf::from(&argv[0]),
+            source,
+        })?;
         drop(listeners);
 
         let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -189,7 +206,10 @@ impl KernelProcess {
 
     /// The last lines the kernel printed to its own stdout/stderr (start-up errors live there).
     pub fn output_tail(&self) -> String {
-        self.tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default()
+        self.tail
+            .lock()
+            .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
     }
 
     /// Send a signal to the kernel's process group, falling back to the process itself.
@@ -197,7 +217,9 @@ impl KernelProcess {
         if self.exited().is_some() {
             return;
         }
-        let Some(pid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) else { return };
+        let Some(pid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) else {
+            return;
+        };
         // SAFETY: kill(2) has no memory-safety preconditions; pid is a child we spawned and have
         // not reaped (exited() is None), so the id cannot have been reused.
         unsafe {
@@ -224,7 +246,11 @@ impl Drop for KernelProcess {
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     // 0600 from the start and create_new, so the key is never readable by others and a
     // pre-planted symlink cannot redirect the write.
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     file.write_all(bytes)
 }
 
@@ -250,9 +276,16 @@ mod tests {
         let spec = KernelSpec {
             name: "k".into(),
             dir: PathBuf::from("/specs/k"),
-            argv: ["/py", "-m", "ipykernel_launcher", "-f", "{connection_file}", "--logo={resource_dir}/l.png"]
-                .map(String::from)
-                .to_vec(),
+            argv: [
+                "/py",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}",
+                "--logo={resource_dir}/l.png",
+            ]
+            .map(String::from)
+            .to_vec(),
             display_name: "K".into(),
             language: "python".into(),
             env: BTreeMap::new(),
@@ -261,33 +294,55 @@ mod tests {
         let argv = kernel_argv(&spec, Path::new("/run/c.json"), None);
         assert_eq!(argv[4], "/run/c.json");
         assert_eq!(argv[5], "--logo=/specs/k/l.png");
-        assert_eq!(argv.last().map(String::as_str), Some("--HistoryManager.hist_file=:memory:"));
+        assert_eq!(
+            argv.last().map(String::as_str),
+            Some("--HistoryManager.hist_file=:memory:")
+        );
     }
 
     #[test]
     fn a_bare_python_becomes_ours() {
-        assert!(is_bare_python("python") && is_bare_python("python3") && is_bare_python("python3.11"));
-        assert!(!is_bare_python("/usr/bin/python3") && !is_bare_python("python3.") && !is_bare_python("pythonista"));
+        assert!(
+            is_bare_python("python") && is_bare_python("python3") && is_bare_python("python3.11")
+        );
+        assert!(
+            !is_bare_python("/usr/bin/python3")
+                && !is_bare_python("python3.")
+                && !is_bare_python("pythonista")
+        );
         let mut spec = KernelSpec::native_python(Path::new("python"));
-        assert_eq!(kernel_argv(&spec, Path::new("/c"), Some(Path::new("/venv/bin/python")))[0], "/venv/bin/python");
+        assert_eq!(
+            kernel_argv(&spec, Path::new("/c"), Some(Path::new("/venv/bin/python")))[0],
+            "/venv/bin/python"
+        );
         spec.argv[0] = "/opt/py".into();
-        assert_eq!(kernel_argv(&spec, Path::new("/c"), Some(Path::new("/venv/bin/python")))[0], "/opt/py");
+        assert_eq!(
+            kernel_argv(&spec, Path::new("/c"), Some(Path::new("/venv/bin/python")))[0],
+            "/opt/py"
+        );
     }
 
     #[test]
     fn runtime_dir_prefers_jupyter_then_xdg() {
         let env = Environment::empty().with("XDG_RUNTIME_DIR", "/run/user/1");
         assert_eq!(runtime_dir(&env), PathBuf::from("/run/user/1/jupyter"));
-        assert_eq!(runtime_dir(&env.with("JUPYTER_RUNTIME_DIR", "/rt")), PathBuf::from("/rt"));
+        assert_eq!(
+            runtime_dir(&env.with("JUPYTER_RUNTIME_DIR", "/rt")),
+            PathBuf::from("/rt")
+        );
         assert_eq!(runtime_dir(&Environment::empty()), PathBuf::from("/tmp"));
     }
 
     #[test]
     fn connection_file_is_private() {
-        let path = std::env::temp_dir().join(format!("gpushare-conn-{}.json", uuid::Uuid::new_v4()));
+        let path =
+            std::env::temp_dir().join(format!("gpushare-conn-{}.json", uuid::Uuid::new_v4()));
         write_private(&path, b"{}").unwrap();
         use std::os::unix::fs::PermissionsExt as _;
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert!(write_private(&path, b"{}").is_err(), "never overwrites");
         drop(ConnectionFile(path.clone()));
         assert!(!path.exists());

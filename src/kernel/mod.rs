@@ -46,8 +46,16 @@ pub enum KernelError {
     InvalidNotebook { path: PathBuf, detail: String },
     #[error("{path}: not a valid kernelspec: {detail}")]
     InvalidKernelspec { path: PathBuf, detail: String },
-    #[error("no kernel named `{name}` (available: {}); searched {}", list_or_none(available), paths(searched))]
-    KernelNotFound { name: String, available: Vec<String>, searched: Vec<PathBuf> },
+    #[error(
+        "no kernel named `{name}` (available: {}); searched {}",
+        list_or_none(available),
+        paths(searched)
+    )]
+    KernelNotFound {
+        name: String,
+        available: Vec<String>,
+        searched: Vec<PathBuf>,
+    },
     #[error("`{0}` is not a valid kernel name (letters, digits, `.`, `_` and `-` only)")]
     InvalidKernelName(String),
     #[error("cannot find the home directory ($HOME is not set)")]
@@ -66,7 +74,10 @@ pub enum KernelError {
     InvalidParameter(String),
     #[error("the kernel exited during start-up ({status}){}", with_output(output))]
     DiedAtStartup { status: String, output: String },
-    #[error("the kernel did not answer within {seconds} s of starting{}", with_output(output))]
+    #[error(
+        "the kernel did not answer within {seconds} s of starting{}",
+        with_output(output)
+    )]
     StartupTimeout { seconds: u64, output: String },
     #[error("interrupted")]
     Interrupted,
@@ -78,20 +89,34 @@ pub enum KernelError {
 
 impl KernelError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
-        Self::Io { path: path.to_path_buf(), source }
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
 fn list_or_none(items: &[String]) -> String {
-    if items.is_empty() { "none".into() } else { items.join(", ") }
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
 }
 
 fn paths(dirs: &[PathBuf]) -> String {
-    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn with_output(output: &str) -> String {
-    if output.trim().is_empty() { String::new() } else { format!("; its last output:\n{output}") }
+    if output.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; its last output:\n{output}")
+    }
 }
 
 /// Remove ANSI escape sequences (IPython colours its tracebacks) for plain-text reports.
@@ -132,14 +157,27 @@ mod tests {
 
     #[test]
     fn strips_colour_and_hyperlinks() {
-        assert_eq!(strip_ansi("\x1b[0;31mZeroDivisionError\x1b[0m: x"), "ZeroDivisionError: x");
-        assert_eq!(strip_ansi("\x1b]8;;file:///a.py\x1b\\a.py\x1b]8;;\x1b\\:3"), "a.py:3");
+        assert_eq!(
+            strip_ansi("\x1b[0;31mZeroDivisionError\x1b[0m: x"),
+            "ZeroDivisionError: x"
+        );
+        assert_eq!(
+            strip_ansi("\x1b]8;;file:///a.py\x1b\\a.py\x1b]8;;\x1b\\:3"),
+            "a.py:3"
+        );
         assert_eq!(strip_ansi("plain ünï"), "plain ünï");
     }
 
     #[test]
     fn kernel_not_found_says_where_it_looked() {
-        let e = KernelError::KernelNotFound { name: "k".into(), available: vec![], searched: vec!["/a".into()] };
-        assert_eq!(e.to_string(), "no kernel named `k` (available: none); searched /a");
+        let e = KernelError::KernelNotFound {
+            name: "k".into(),
+            available: vec![],
+            searched: vec!["/a".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no kernel named `k` (available: none); searched /a"
+        );
     }
 }

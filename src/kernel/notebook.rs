@@ -26,7 +26,10 @@ impl Notebook {
     /// Read and check a notebook file (nbformat 4).
     pub fn read(path: &Path) -> Result<Self, KernelError> {
         let text = fs::read_to_string(path).map_err(|source| KernelError::io(path, source))?;
-        Self::parse(&text).map_err(|detail| KernelError::InvalidNotebook { path: path.to_path_buf(), detail })
+        Self::parse(&text).map_err(|detail| KernelError::InvalidNotebook {
+            path: path.to_path_buf(),
+            detail,
+        })
     }
 
     /// Parse notebook JSON; the error says what is wrong with it.
@@ -34,11 +37,21 @@ impl Notebook {
         let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         match value.get("nbformat").and_then(Value::as_u64) {
             Some(4) => {}
-            Some(v) => return Err(format!("nbformat {v} is not supported; convert it with `jupyter nbconvert --to notebook` first")),
+            Some(v) => {
+                return Err(format!(
+                    "nbformat {v} is not supported; convert it with `jupyter nbconvert --to notebook` first"
+                ));
+            }
             None => return Err("no `nbformat` field: not a notebook".into()),
         }
-        let cells = value.get("cells").and_then(Value::as_array).ok_or("no `cells` list")?;
-        if cells.iter().any(|c| !c.is_object() || c.get("cell_type").and_then(Value::as_str).is_none()) {
+        let cells = value
+            .get("cells")
+            .and_then(Value::as_array)
+            .ok_or("no `cells` list")?;
+        if cells
+            .iter()
+            .any(|c| !c.is_object() || c.get("cell_type").and_then(Value::as_str).is_none())
+        {
             return Err("a cell is not an object with a `cell_type`".into());
         }
         Ok(Self { value })
@@ -58,7 +71,10 @@ impl Notebook {
 
     /// nbformat minor version (cell ids are required from 4.5 on).
     pub fn minor(&self) -> u64 {
-        self.value.get("nbformat_minor").and_then(Value::as_u64).unwrap_or(0)
+        self.value
+            .get("nbformat_minor")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
     }
 
     /// Metadata object, created if absent.
@@ -68,7 +84,9 @@ impl Notebook {
 
     /// `metadata.kernelspec.name`, the kernel the notebook asks for.
     pub fn kernel_name(&self) -> Option<&str> {
-        self.value.pointer("/metadata/kernelspec/name").and_then(Value::as_str)
+        self.value
+            .pointer("/metadata/kernelspec/name")
+            .and_then(Value::as_str)
     }
 
     /// Remove outputs and execution counts from every code cell, so what the run writes is
@@ -96,8 +114,13 @@ impl Notebook {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|source| KernelError::io(dir, source))?;
         }
-        let file_name = path.file_name().map_or_else(|| "notebook".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = path.with_file_name(format!(".{file_name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+        let file_name = path
+            .file_name()
+            .map_or_else(|| "notebook".into(), |n| n.to_string_lossy().into_owned());
+        let tmp = path.with_file_name(format!(
+            ".{file_name}.{}.tmp",
+            uuid::Uuid::new_v4().simple()
+        ));
         fs::write(&tmp, text).map_err(|source| KernelError::io(&tmp, source))?;
         fs::rename(&tmp, path).map_err(|source| {
             let _ = fs::remove_file(&tmp);
@@ -157,7 +180,8 @@ pub fn split_lines(text: &str) -> Vec<String> {
                 }
                 _ => i + 1,
             },
-            '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}' => i + c.len_utf8(),
+            '\n' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}'
+            | '\u{2029}' => i + c.len_utf8(),
             _ => continue,
         };
         lines.push(text[start..end].to_string());
@@ -170,7 +194,11 @@ pub fn split_lines(text: &str) -> Vec<String> {
 }
 
 fn split_value(value: &mut Value) {
-    if value.is_string() || value.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+    if value.is_string()
+        || value
+            .as_array()
+            .is_some_and(|a| a.iter().all(Value::is_string))
+    {
         let text = multiline_text(value);
         *value = Value::Array(split_lines(&text).into_iter().map(Value::String).collect());
     }
@@ -178,8 +206,12 @@ fn split_value(value: &mut Value) {
 
 /// The MIME types nbformat stores as lists of lines (`nbformat.v4.rwbase._split_mimebundle`).
 fn is_split_mime(mime: &str) -> bool {
-    let json = mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"));
-    !json && (mime.starts_with("text/") || mime == "application/javascript" || mime == "image/svg+xml")
+    let json =
+        mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"));
+    !json
+        && (mime.starts_with("text/")
+            || mime == "application/javascript"
+            || mime == "image/svg+xml")
 }
 
 fn split_mimebundle(bundle: &mut Value) {
@@ -194,7 +226,9 @@ fn split_mimebundle(bundle: &mut Value) {
 
 /// `nbformat.v4.rwbase.split_lines`, applied to a whole notebook.
 fn split_notebook_lines(nb: &mut Value) {
-    let Some(cells) = nb.get_mut("cells").and_then(Value::as_array_mut) else { return };
+    let Some(cells) = nb.get_mut("cells").and_then(Value::as_array_mut) else {
+        return;
+    };
     for cell in cells {
         if let Some(source) = cell.get_mut("source") {
             split_value(source);
@@ -202,7 +236,9 @@ fn split_notebook_lines(nb: &mut Value) {
         if let Some(attachments) = cell.get_mut("attachments").and_then(Value::as_object_mut) {
             attachments.values_mut().for_each(split_mimebundle);
         }
-        let Some(outputs) = cell.get_mut("outputs").and_then(Value::as_array_mut) else { continue };
+        let Some(outputs) = cell.get_mut("outputs").and_then(Value::as_array_mut) else {
+            continue;
+        };
         for output in outputs {
             match output.get("output_type").and_then(Value::as_str) {
                 Some("execute_result" | "display_data") => {
@@ -228,9 +264,14 @@ pub fn to_nbformat_json(value: &Value) -> String {
     let mut value = value.clone();
     value.sort_all_objects();
     let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b" "));
+    let mut ser = serde_json::Serializer::with_formatter(
+        &mut out,
+        serde_json::ser::PrettyFormatter::with_indent(b" "),
+    );
     // Serialising a `Value` into a Vec cannot fail: every key is a string and there is no I/O.
-    value.serialize(&mut ser).expect("serialising a serde_json::Value into memory");
+    value
+        .serialize(&mut ser)
+        .expect("serialising a serde_json::Value into memory");
     let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
     text.push('\n');
     text
@@ -261,19 +302,35 @@ impl OutputRecorder {
 
     /// Apply one iopub message (`msg_type`, `content`) to cell `cell` of `cells`.
     /// Returns the execution count when the message carries one (`execute_input`).
-    pub fn apply(&mut self, cells: &mut [Value], cell: usize, msg_type: &str, content: &Value) -> Option<i64> {
+    pub fn apply(
+        &mut self,
+        cells: &mut [Value],
+        cell: usize,
+        msg_type: &str,
+        content: &Value,
+    ) -> Option<i64> {
         match msg_type {
             "execute_input" => return content.get("execution_count").and_then(Value::as_i64),
             "clear_output" => {
-                if content.get("wait").and_then(Value::as_bool).unwrap_or(false) {
+                if content
+                    .get("wait")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                {
                     self.clear_pending = true;
                 } else {
                     self.clear(cells, cell);
                 }
             }
             "stream" => {
-                let name = content.get("name").and_then(Value::as_str).unwrap_or("stdout");
-                let text = content.get("text").and_then(Value::as_str).unwrap_or_default();
+                let name = content
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("stdout");
+                let text = content
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 self.flush_clear(cells, cell);
                 let outputs = outputs_mut(&mut cells[cell]);
                 if let Some(last) = outputs.last_mut()
@@ -283,7 +340,9 @@ impl OutputRecorder {
                     let merged = multiline_text(&last["text"]) + text;
                     last["text"] = Value::String(merged);
                 } else {
-                    outputs.push(serde_json::json!({"output_type": "stream", "name": name, "text": text}));
+                    outputs.push(
+                        serde_json::json!({"output_type": "stream", "name": name, "text": text}),
+                    );
                 }
             }
             "display_data" | "execute_result" => {
@@ -293,18 +352,31 @@ impl OutputRecorder {
                 output.insert("data".into(), object_or_empty(content.get("data")));
                 output.insert("metadata".into(), object_or_empty(content.get("metadata")));
                 if msg_type == "execute_result" {
-                    output.insert("execution_count".into(), content.get("execution_count").cloned().unwrap_or(Value::Null));
+                    output.insert(
+                        "execution_count".into(),
+                        content
+                            .get("execution_count")
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                    );
                 }
                 let outputs = outputs_mut(&mut cells[cell]);
                 outputs.push(Value::Object(output));
                 if let Some(id) = display_id(content) {
-                    self.display_ids.entry(id.to_string()).or_default().push((cell, outputs.len() - 1));
+                    self.display_ids
+                        .entry(id.to_string())
+                        .or_default()
+                        .push((cell, outputs.len() - 1));
                 }
             }
             "update_display_data" => {
-                let Some(id) = display_id(content) else { return None };
+                let id = display_id(content)?;
                 for &(c, o) in self.display_ids.get(id).map_or(&[][..], Vec::as_slice) {
-                    if let Some(output) = cells.get_mut(c).and_then(|c| c.get_mut("outputs")).and_then(|o2| o2.get_mut(o)) {
+                    if let Some(output) = cells
+                        .get_mut(c)
+                        .and_then(|c| c.get_mut("outputs"))
+                        .and_then(|o2| o2.get_mut(o))
+                    {
                         output["data"] = object_or_empty(content.get("data"));
                         output["metadata"] = object_or_empty(content.get("metadata"));
                     }
@@ -351,16 +423,23 @@ fn outputs_mut(cell: &mut Value) -> &mut Vec<Value> {
 }
 
 fn object_or_empty(value: Option<&Value>) -> Value {
-    value.filter(|v| v.is_object()).cloned().unwrap_or_else(|| Value::Object(Map::new()))
+    value
+        .filter(|v| v.is_object())
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 fn display_id(content: &Value) -> Option<&str> {
-    content.pointer("/transient/display_id").and_then(Value::as_str)
+    content
+        .pointer("/transient/display_id")
+        .and_then(Value::as_str)
 }
 
 /// The output path for `input` when no `-o` is given: `NAME.executed.ipynb` beside it.
 pub fn default_output_path(input: &Path) -> PathBuf {
-    let stem = input.file_stem().map_or_else(|| "notebook".into(), |s| s.to_string_lossy().into_owned());
+    let stem = input
+        .file_stem()
+        .map_or_else(|| "notebook".into(), |s| s.to_string_lossy().into_owned());
     input.with_file_name(format!("{stem}.executed.ipynb"))
 }
 
@@ -375,7 +454,10 @@ mod tests {
         assert_eq!(split_lines("a\n"), ["a\n"]);
         assert_eq!(split_lines(""), Vec::<String>::new());
         assert_eq!(split_lines("a\r\nb\rc"), ["a\r\n", "b\r", "c"]);
-        assert_eq!(split_lines("x\u{2028}y\u{85}z"), ["x\u{2028}", "y\u{85}", "z"]);
+        assert_eq!(
+            split_lines("x\u{2028}y\u{85}z"),
+            ["x\u{2028}", "y\u{85}", "z"]
+        );
         assert_eq!(split_lines("\n\n"), ["\n", "\n"]);
     }
 
@@ -447,34 +529,70 @@ mod tests {
         assert_eq!(back["x-top"], original["x-top"]);
         assert_eq!(back["cells"][0]["x-cell"], "kept");
         assert_eq!(back["metadata"]["custom"]["deep"], true);
-        assert_eq!(back["cells"][0]["attachments"]["a.png"]["text/plain"], json!(["x\n", "y"]));
+        assert_eq!(
+            back["cells"][0]["attachments"]["a.png"]["text/plain"],
+            json!(["x\n", "y"])
+        );
     }
 
     #[test]
     fn rejects_what_is_not_a_v4_notebook() {
         assert!(Notebook::parse("[]").is_err());
-        assert!(Notebook::parse(r#"{"nbformat": 3, "worksheets": []}"#).unwrap_err().contains("nbformat 3"));
+        assert!(
+            Notebook::parse(r#"{"nbformat": 3, "worksheets": []}"#)
+                .unwrap_err()
+                .contains("nbformat 3")
+        );
         assert!(Notebook::parse(r#"{"nbformat": 4, "cells": [1]}"#).is_err());
         assert!(Notebook::parse("{").unwrap_err().starts_with("not JSON"));
     }
 
     fn code_cells(n: usize) -> Vec<Value> {
-        (0..n).map(|_| json!({"cell_type": "code", "source": "", "outputs": [], "metadata": {}})).collect()
+        (0..n)
+            .map(|_| json!({"cell_type": "code", "source": "", "outputs": [], "metadata": {}}))
+            .collect()
     }
 
     #[test]
     fn streams_merge_and_clear_wait_applies_at_the_next_output() {
         let mut cells = code_cells(1);
         let mut rec = OutputRecorder::new();
-        rec.apply(&mut cells, 0, "stream", &json!({"name": "stdout", "text": "a"}));
-        rec.apply(&mut cells, 0, "stream", &json!({"name": "stdout", "text": "b\n"}));
-        rec.apply(&mut cells, 0, "stream", &json!({"name": "stderr", "text": "e"}));
+        rec.apply(
+            &mut cells,
+            0,
+            "stream",
+            &json!({"name": "stdout", "text": "a"}),
+        );
+        rec.apply(
+            &mut cells,
+            0,
+            "stream",
+            &json!({"name": "stdout", "text": "b\n"}),
+        );
+        rec.apply(
+            &mut cells,
+            0,
+            "stream",
+            &json!({"name": "stderr", "text": "e"}),
+        );
         assert_eq!(cells[0]["outputs"].as_array().unwrap().len(), 2);
         assert_eq!(cells[0]["outputs"][0]["text"], "ab\n");
         rec.apply(&mut cells, 0, "clear_output", &json!({"wait": true}));
-        assert_eq!(cells[0]["outputs"].as_array().unwrap().len(), 2, "wait=True defers the clear");
-        rec.apply(&mut cells, 0, "stream", &json!({"name": "stdout", "text": "c"}));
-        assert_eq!(cells[0]["outputs"], json!([{"output_type": "stream", "name": "stdout", "text": "c"}]));
+        assert_eq!(
+            cells[0]["outputs"].as_array().unwrap().len(),
+            2,
+            "wait=True defers the clear"
+        );
+        rec.apply(
+            &mut cells,
+            0,
+            "stream",
+            &json!({"name": "stdout", "text": "c"}),
+        );
+        assert_eq!(
+            cells[0]["outputs"],
+            json!([{"output_type": "stream", "name": "stdout", "text": "c"}])
+        );
         rec.apply(&mut cells, 0, "clear_output", &json!({"wait": false}));
         assert_eq!(cells[0]["outputs"], json!([]));
     }
@@ -483,7 +601,8 @@ mod tests {
     fn update_display_data_rewrites_every_output_with_the_id() {
         let mut cells = code_cells(2);
         let mut rec = OutputRecorder::new();
-        let shown = json!({"data": {"text/plain": "0%"}, "metadata": {}, "transient": {"display_id": "p"}});
+        let shown =
+            json!({"data": {"text/plain": "0%"}, "metadata": {}, "transient": {"display_id": "p"}});
         rec.apply(&mut cells, 0, "display_data", &shown);
         rec.apply(&mut cells, 1, "display_data", &shown);
         rec.apply(&mut cells, 1, "update_display_data",
@@ -491,7 +610,10 @@ mod tests {
         for cell in &cells {
             assert_eq!(cell["outputs"][0]["data"]["text/plain"], "100%");
             assert_eq!(cell["outputs"][0]["metadata"]["m"], 1);
-            assert!(cell["outputs"][0].get("transient").is_none(), "transient is never written");
+            assert!(
+                cell["outputs"][0].get("transient").is_none(),
+                "transient is never written"
+            );
         }
     }
 
@@ -499,15 +621,42 @@ mod tests {
     fn records_results_and_errors_with_their_fields() {
         let mut cells = code_cells(1);
         let mut rec = OutputRecorder::new();
-        assert_eq!(rec.apply(&mut cells, 0, "execute_input", &json!({"code": "1", "execution_count": 7})), Some(7));
-        rec.apply(&mut cells, 0, "execute_result", &json!({"execution_count": 7, "data": {"text/plain": "2"}, "metadata": {}}));
-        rec.apply(&mut cells, 0, "error", &json!({"ename": "E", "evalue": "v", "traceback": ["t"]}));
-        assert_eq!(cells[0]["outputs"][0], json!({"output_type": "execute_result", "execution_count": 7, "data": {"text/plain": "2"}, "metadata": {}}));
-        assert_eq!(cells[0]["outputs"][1], json!({"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"]}));
+        assert_eq!(
+            rec.apply(
+                &mut cells,
+                0,
+                "execute_input",
+                &json!({"code": "1", "execution_count": 7})
+            ),
+            Some(7)
+        );
+        rec.apply(
+            &mut cells,
+            0,
+            "execute_result",
+            &json!({"execution_count": 7, "data": {"text/plain": "2"}, "metadata": {}}),
+        );
+        rec.apply(
+            &mut cells,
+            0,
+            "error",
+            &json!({"ename": "E", "evalue": "v", "traceback": ["t"]}),
+        );
+        assert_eq!(
+            cells[0]["outputs"][0],
+            json!({"output_type": "execute_result", "execution_count": 7, "data": {"text/plain": "2"}, "metadata": {}})
+        );
+        assert_eq!(
+            cells[0]["outputs"][1],
+            json!({"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"]})
+        );
     }
 
     #[test]
     fn default_output_sits_beside_the_input() {
-        assert_eq!(default_output_path(Path::new("dir/a.ipynb")), PathBuf::from("dir/a.executed.ipynb"));
+        assert_eq!(
+            default_output_path(Path::new("dir/a.ipynb")),
+            PathBuf::from("dir/a.executed.ipynb")
+        );
     }
 }

@@ -78,7 +78,9 @@ fn is_float_literal(s: &str) -> bool {
     };
     let mantissa_ok = match mantissa.split_once('.') {
         Some((int, frac)) => {
-            (int.is_empty() || is_digits(int)) && (frac.is_empty() || is_digits(frac)) && !(int.is_empty() && frac.is_empty())
+            (int.is_empty() || is_digits(int))
+                && (frac.is_empty() || is_digits(frac))
+                && !(int.is_empty() && frac.is_empty())
         }
         None => is_digits(mantissa) && exponent.is_some(),
     };
@@ -102,7 +104,10 @@ pub fn python_str_literal(s: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             '\0'..='\x1f' | '\x7f'..='\u{9f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' => {
+            '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}' => {
                 out.push_str(&format!("\\u{:04x}", c as u32));
             }
             c => out.push(c),
@@ -113,15 +118,18 @@ pub fn python_str_literal(s: &str) -> String {
 }
 
 const PYTHON_KEYWORDS: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-    "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
-    "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
 ];
 
 /// Whether `name` can be assigned to in Python (an identifier that is not a keyword).
 pub fn is_python_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    let Some(first) = chars.next() else { return false };
+    let Some(first) = chars.next() else {
+        return false;
+    };
     (first == '_' || first.is_alphabetic())
         && chars.all(|c| c == '_' || c.is_alphanumeric())
         && !PYTHON_KEYWORDS.contains(&name)
@@ -137,15 +145,24 @@ pub struct Parameter {
 impl Parameter {
     /// Parse `key=value`; `raw` keeps the value a string whatever it looks like (`-r`).
     pub fn parse(assignment: &str, raw: bool) -> Result<Self, KernelError> {
-        let (name, value) = assignment
-            .split_once('=')
-            .ok_or_else(|| KernelError::InvalidParameter(format!("`{assignment}` is not of the form key=value")))?;
+        let (name, value) = assignment.split_once('=').ok_or_else(|| {
+            KernelError::InvalidParameter(format!("`{assignment}` is not of the form key=value"))
+        })?;
         let name = name.trim();
         if !is_python_identifier(name) {
-            return Err(KernelError::InvalidParameter(format!("`{name}` is not a Python variable name")));
+            return Err(KernelError::InvalidParameter(format!(
+                "`{name}` is not a Python variable name"
+            )));
         }
-        let value = if raw { PyLiteral::Str(value.to_string()) } else { PyLiteral::parse(value) };
-        Ok(Self { name: name.to_string(), value })
+        let value = if raw {
+            PyLiteral::Str(value.to_string())
+        } else {
+            PyLiteral::parse(value)
+        };
+        Ok(Self {
+            name: name.to_string(),
+            value,
+        })
     }
 }
 
@@ -173,7 +190,9 @@ pub fn inject(nb: &mut Notebook, params: &[Parameter]) -> Injected {
     let with_ids = nb.minor() >= 5;
     let cells = nb.cells_mut();
     cells.retain(|c| !cell_tags(c).contains(&INJECTED_TAG));
-    let anchor = cells.iter().position(|c| cell_type(c) == Some("code") && cell_tags(c).contains(&PARAMETERS_TAG));
+    let anchor = cells
+        .iter()
+        .position(|c| cell_type(c) == Some("code") && cell_tags(c).contains(&PARAMETERS_TAG));
     let mut cell = json!({
         "cell_type": "code",
         "execution_count": null,
@@ -183,7 +202,12 @@ pub fn inject(nb: &mut Notebook, params: &[Parameter]) -> Injected {
     });
     if with_ids {
         // nbformat 4.5 requires ids; nbformat itself makes them from the first 8 hex digits of a uuid4.
-        let id: String = uuid::Uuid::new_v4().simple().to_string().chars().take(8).collect();
+        let id: String = uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .chars()
+            .take(8)
+            .collect();
         cell["id"] = Value::String(id);
     }
     match anchor {
@@ -207,7 +231,10 @@ mod tests {
         assert_eq!(PyLiteral::parse("42").render(), "42");
         assert_eq!(PyLiteral::parse("-7").render(), "-7");
         assert_eq!(PyLiteral::parse("+7").render(), "7");
-        assert_eq!(PyLiteral::parse("123456789012345678901234567890").render(), "123456789012345678901234567890");
+        assert_eq!(
+            PyLiteral::parse("123456789012345678901234567890").render(),
+            "123456789012345678901234567890"
+        );
         assert_eq!(PyLiteral::parse("2.5").render(), "2.5");
         assert_eq!(PyLiteral::parse("1e-5").render(), "1e-5");
         assert_eq!(PyLiteral::parse(".5").render(), ".5");
@@ -230,16 +257,31 @@ mod tests {
         assert_eq!(python_str_literal(r#"it's "x" \ y"#), r#"'it\'s "x" \\ y'"#);
         assert_eq!(python_str_literal("a\nb\r\tc\0"), r"'a\nb\r\tc\x00'");
         assert_eq!(python_str_literal("ünï 日本 🚀"), "'ünï 日本 🚀'");
-        assert_eq!(python_str_literal("x\u{2028}y\u{202e}z\u{feff}\u{85}"), r"'x\u2028y\u202ez\ufeff\x85'");
+        assert_eq!(
+            python_str_literal("x\u{2028}y\u{202e}z\u{feff}\u{85}"),
+            r"'x\u2028y\u202ez\ufeff\x85'"
+        );
         // Code disguised as a value stays inside the string.
-        assert_eq!(python_str_literal("'); import os; ('"), r"'\'); import os; (\''");
+        assert_eq!(
+            python_str_literal("'); import os; ('"),
+            r"'\'); import os; (\''"
+        );
     }
 
     #[test]
     fn parameters_need_a_name_and_an_equals_sign() {
-        assert_eq!(Parameter::parse("n=3", false).unwrap().value, PyLiteral::Int("3".into()));
-        assert_eq!(Parameter::parse("n=3", true).unwrap().value, PyLiteral::Str("3".into()));
-        assert_eq!(Parameter::parse("s=a=b", false).unwrap().value, PyLiteral::Str("a=b".into()));
+        assert_eq!(
+            Parameter::parse("n=3", false).unwrap().value,
+            PyLiteral::Int("3".into())
+        );
+        assert_eq!(
+            Parameter::parse("n=3", true).unwrap().value,
+            PyLiteral::Str("3".into())
+        );
+        assert_eq!(
+            Parameter::parse("s=a=b", false).unwrap().value,
+            PyLiteral::Str("a=b".into())
+        );
         assert!(Parameter::parse("n", false).is_err());
         assert!(Parameter::parse("1n=3", false).is_err());
         assert!(Parameter::parse("class=3", false).is_err());
@@ -248,7 +290,11 @@ mod tests {
     }
 
     fn notebook(cells: Value, minor: u64) -> Notebook {
-        Notebook::parse(&json!({"nbformat": 4, "nbformat_minor": minor, "metadata": {}, "cells": cells}).to_string()).unwrap()
+        Notebook::parse(
+            &json!({"nbformat": 4, "nbformat_minor": minor, "metadata": {}, "cells": cells})
+                .to_string(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -273,8 +319,14 @@ mod tests {
 
     #[test]
     fn injects_at_the_top_without_a_parameters_cell_with_an_id_on_4_5() {
-        let mut nb = notebook(json!([{"cell_type": "code", "id": "a", "source": "x", "metadata": {}, "outputs": [], "execution_count": null}]), 5);
-        assert_eq!(inject(&mut nb, &[Parameter::parse("s=hi", false).unwrap()]), Injected::AtTop);
+        let mut nb = notebook(
+            json!([{"cell_type": "code", "id": "a", "source": "x", "metadata": {}, "outputs": [], "execution_count": null}]),
+            5,
+        );
+        assert_eq!(
+            inject(&mut nb, &[Parameter::parse("s=hi", false).unwrap()]),
+            Injected::AtTop
+        );
         assert_eq!(nb.cells()[0]["source"], "# Parameters\ns = 'hi'\n");
         assert_eq!(nb.cells()[0]["id"].as_str().map(str::len), Some(8));
     }

@@ -28,7 +28,11 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        Self { timeout: None, startup_timeout: Duration::from_secs(60), params: Vec::new() }
+        Self {
+            timeout: None,
+            startup_timeout: Duration::from_secs(60),
+            params: Vec::new(),
+        }
     }
 }
 
@@ -59,7 +63,9 @@ pub fn cells_to_run(nb: &Notebook) -> Vec<usize> {
         .iter()
         .enumerate()
         .filter(|(_, c)| {
-            cell_type(c) == Some("code") && !cell_source(c).trim().is_empty() && !cell_tags(c).contains(&SKIP_TAG)
+            cell_type(c) == Some("code")
+                && !cell_source(c).trim().is_empty()
+                && !cell_tags(c).contains(&SKIP_TAG)
         })
         .map(|(i, _)| i)
         .collect()
@@ -87,12 +93,25 @@ pub async fn run_notebook(
     let cells = cells_to_run(nb);
     summary.cells_total = cells.len();
 
-    let start = StartOptions { startup_timeout: options.startup_timeout, cwd: notebook_dir, extra_env: &[] };
+    let start = StartOptions {
+        startup_timeout: options.startup_timeout,
+        cwd: notebook_dir,
+        extra_env: &[],
+    };
     let mut kernel = Kernel::start(spec, env, &start, cancel).await?;
     record_kernel_metadata(nb, spec, &kernel.kernel_info);
     progress(0, cells.len());
 
-    let result = run_cells(nb, &cells, &mut kernel, options, cancel, &mut summary, progress).await;
+    let result = run_cells(
+        nb,
+        &cells,
+        &mut kernel,
+        options,
+        cancel,
+        &mut summary,
+        progress,
+    )
+    .await;
     kernel.shutdown().await;
     result.map(|()| summary)
 }

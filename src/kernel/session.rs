@@ -61,7 +61,11 @@ async fn cancelled(cancel: &mut Option<Cancel>) {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Failure {
     /// It raised (`execute_reply` status `error`). The traceback keeps the kernel's ANSI colours.
-    Error { ename: String, evalue: String, traceback: Vec<String> },
+    Error {
+        ename: String,
+        evalue: String,
+        traceback: Vec<String>,
+    },
     /// It ran past the timeout and was interrupted.
     Timeout(Duration),
     /// The kernel process exited, or stopped answering its heartbeat.
@@ -89,7 +93,11 @@ pub struct StartOptions<'a> {
 
 impl Default for StartOptions<'_> {
     fn default() -> Self {
-        Self { startup_timeout: Duration::from_secs(60), cwd: None, extra_env: &[] }
+        Self {
+            startup_timeout: Duration::from_secs(60),
+            cwd: None,
+            extra_env: &[],
+        }
     }
 }
 
@@ -145,16 +153,26 @@ impl Kernel {
             status = process.wait() => return Err(died(&process, status)),
             () = cancelled(cancel) => return Err(KernelError::Interrupted),
         };
-        let Some(mut client) = connected else { return Err(timed_out(&process)) };
+        let Some(mut client) = connected else {
+            return Err(timed_out(&process));
+        };
         let kernel_info = tokio::select! {
             r = client.handshake(deadline) => r?,
             status = process.wait() => return Err(died(&process, status)),
             () = cancelled(cancel) => return Err(KernelError::Interrupted),
         };
-        let Some(kernel_info) = kernel_info else { return Err(timed_out(&process)) };
+        let Some(kernel_info) = kernel_info else {
+            return Err(timed_out(&process));
+        };
         let (hb_tx, hb_dead) = watch::channel(false);
         let heartbeat = tokio::spawn(heartbeat(info, hb_tx));
-        Ok(Self { process, client, heartbeat, hb_dead, kernel_info })
+        Ok(Self {
+            process,
+            client,
+            heartbeat,
+            hb_dead,
+            kernel_info,
+        })
     }
 
     /// Interrupt the running code the way the kernelspec asks.
@@ -253,15 +271,31 @@ impl Kernel {
             let status = reply.get("status").and_then(Value::as_str).unwrap_or("ok");
             if outcome.failure.is_none() && status != "ok" {
                 let text = |key: &str, default: &str| {
-                    reply.get(key).and_then(Value::as_str).unwrap_or(default).to_string()
+                    reply
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or(default)
+                        .to_string()
                 };
                 outcome.failure = Some(Failure::Error {
-                    ename: text("ename", if status == "aborted" { "Aborted" } else { "Error" }),
+                    ename: text(
+                        "ename",
+                        if status == "aborted" {
+                            "Aborted"
+                        } else {
+                            "Error"
+                        },
+                    ),
                     evalue: text("evalue", ""),
                     traceback: reply
                         .get("traceback")
                         .and_then(Value::as_array)
-                        .map(|t| t.iter().filter_map(Value::as_str).map(String::from).collect())
+                        .map(|t| {
+                            t.iter()
+                                .filter_map(Value::as_str)
+                                .map(String::from)
+                                .collect()
+                        })
                         .unwrap_or_default(),
                 });
             }
@@ -273,8 +307,14 @@ impl Kernel {
     /// period. The connection file goes with the process.
     pub async fn shutdown(mut self) {
         if self.process.exited().is_none() {
-            let asked = timeout(Duration::from_secs(1), self.client.request_shutdown()).await.is_ok_and(|r| r.is_ok());
-            let grace = if asked { SHUTDOWN_GRACE } else { Duration::ZERO };
+            let asked = timeout(Duration::from_secs(1), self.client.request_shutdown())
+                .await
+                .is_ok_and(|r| r.is_ok());
+            let grace = if asked {
+                SHUTDOWN_GRACE
+            } else {
+                Duration::ZERO
+            };
             if timeout(grace, self.process.wait()).await.is_err() {
                 self.process.kill().await;
             }
@@ -300,13 +340,18 @@ async fn heartbeat(info: jupyter_protocol::ConnectionInfo, dead: watch::Sender<b
     loop {
         sleep(HB_INTERVAL).await;
         if connection.is_none() {
-            connection = timeout(HB_TIMEOUT, jupyter_zmq_client::create_client_heartbeat_connection(&info))
-                .await
-                .ok()
-                .and_then(Result::ok);
+            connection = timeout(
+                HB_TIMEOUT,
+                jupyter_zmq_client::create_client_heartbeat_connection(&info),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok);
         }
         let answered = match connection.as_mut() {
-            Some(c) => timeout(HB_TIMEOUT, c.single_heartbeat()).await.is_ok_and(|r| r.is_ok()),
+            Some(c) => timeout(HB_TIMEOUT, c.single_heartbeat())
+                .await
+                .is_ok_and(|r| r.is_ok()),
             None => false,
         };
         if answered {
