@@ -135,9 +135,7 @@ pub(crate) fn primary_state_of(device: sys::CUdevice) -> Result<(bool, u32)> {
     let mut flags: u32 = 0;
     let mut active: i32 = 0;
     // SAFETY: writes one unsigned int and one int.
-    check("cuDevicePrimaryCtxGetState", unsafe {
-        sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active)
-    })?;
+    check("cuDevicePrimaryCtxGetState", unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) })?;
     Ok((active != 0, flags))
 }
 

@@ -6,8 +6,8 @@ use cudarc::driver::sys;
 use serde::Serialize;
 
 use super::context::{
-    PrimaryContextState, RetainedPrimary, active_primary_handle, current_ctx_device, current_ctx_raw,
-    device_handle, primary_state_of,
+    PrimaryContextState, RetainedPrimary, active_primary_handle, current_ctx_device, current_ctx_raw, device_handle,
+    primary_state_of,
 };
 use super::error::{CudaError, Result, check, guarded};
 use super::status::{driver_status, has_symbol, visible_devices};

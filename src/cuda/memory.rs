@@ -84,7 +84,11 @@ impl Drop for DeviceBuffer {
 
 impl std::fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceBuffer").field("ptr", &format_args!("{:#x}", self.ptr)).field("len", &self.len).field("ordinal", &self.ordinal).finish()
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .field("ordinal", &self.ordinal)
+            .finish()
     }
 }
 

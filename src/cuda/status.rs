@@ -17,8 +17,13 @@ pub const DISABLE_ENV: &str = "GPUSHARE_DISABLE_CUDA";
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum DriverStatus {
     /// `version` is `cuDriverGetVersion` (13000 = CUDA 13.0); `device_count` counts visible devices.
-    Available { version: i32, device_count: i32 },
-    Unavailable { reason: String },
+    Available {
+        version: i32,
+        device_count: i32,
+    },
+    Unavailable {
+        reason: String,
+    },
 }
 
 impl DriverStatus {
@@ -147,7 +152,9 @@ fn probe_driver() -> DriverStatus {
         );
     }
     if let Some(missing) = REQUIRED_SYMBOLS.iter().find(|s| !has_symbol(s)) {
-        return unavailable(format!("libcuda lacks {missing}: the NVIDIA driver is too old (a CUDA 12 driver is needed)"));
+        return unavailable(format!(
+            "libcuda lacks {missing}: the NVIDIA driver is too old (a CUDA 12 driver is needed)"
+        ));
     }
     // SAFETY: symbol checked above; cuInit takes a flags word that must be 0.
     let rc = unsafe { sys::cuInit(0) };

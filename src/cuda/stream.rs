@@ -275,7 +275,12 @@ impl std::fmt::Debug for EventTimer {
 impl EventTimer {
     pub fn new(ordinal: i32) -> Result<EventTimer> {
         guarded(|| {
-            Ok(EventTimer { start: Event::new(ordinal, true)?, stop: Event::new(ordinal, true)?, started: false, stopped: false })
+            Ok(EventTimer {
+                start: Event::new(ordinal, true)?,
+                stop: Event::new(ordinal, true)?,
+                started: false,
+                stopped: false,
+            })
         })
     }
 
@@ -458,7 +463,14 @@ impl StagingGear {
 ///
 /// # Safety
 /// As [`stage_through_pinned`]; `host` must hold `2 * plan.chunk_bytes` bytes.
-unsafe fn enqueue_staged(src: u64, dst: u64, plan: &StagePlan, host: *mut u8, stream: &Stream, gear: &StagingGear) -> Result<()> {
+unsafe fn enqueue_staged(
+    src: u64,
+    dst: u64,
+    plan: &StagePlan,
+    host: *mut u8,
+    stream: &Stream,
+    gear: &StagingGear,
+) -> Result<()> {
     if plan.chunks == 0 {
         return Ok(());
     }
@@ -617,7 +629,12 @@ impl PinnedStager {
         let plan = unsafe { self.enqueue(src, dst, bytes, stream) }?;
         self.timer.stop(stream)?;
         let ms = self.timer.elapsed_ms_interruptibly(keep_waiting)?;
-        Ok(StageReport { bytes: plan.bytes, chunk_bytes: plan.chunk_bytes, chunks: plan.chunks, device_seconds: ms / 1e3 })
+        Ok(StageReport {
+            bytes: plan.bytes,
+            chunk_bytes: plan.chunk_bytes,
+            chunks: plan.chunks,
+            device_seconds: ms / 1e3,
+        })
     }
 }
 

@@ -128,9 +128,8 @@ fn same_allocation_as_uses_buffer_ids() {
 
 #[test]
 fn uuids_format_like_nvidia_smi() {
-    let bytes: [u8; 16] = [
-        0x5f, 0x2e, 0x9a, 0x01, 0xb2, 0xc3, 0x4d, 0x5e, 0x8f, 0x90, 0x01, 0x12, 0x23, 0x34, 0x45, 0xff,
-    ];
+    let bytes: [u8; 16] =
+        [0x5f, 0x2e, 0x9a, 0x01, 0xb2, 0xc3, 0x4d, 0x5e, 0x8f, 0x90, 0x01, 0x12, 0x23, 0x34, 0x45, 0xff];
     assert_eq!(format_uuid(&bytes), "GPU-5f2e9a01-b2c3-4d5e-8f90-0112233445ff");
     assert_eq!(format_uuid(&[0; 16]), "GPU-00000000-0000-0000-0000-000000000000");
 }
@@ -148,7 +147,10 @@ fn driver_versions_format_as_major_minor() {
         serde_json::json!({"state": "available", "version": 12040, "device_count": 2})
     );
     let u = DriverStatus::Unavailable { reason: "libcuda not found".into() };
-    assert_eq!(serde_json::to_value(&u).unwrap(), serde_json::json!({"state": "unavailable", "reason": "libcuda not found"}));
+    assert_eq!(
+        serde_json::to_value(&u).unwrap(),
+        serde_json::json!({"state": "unavailable", "reason": "libcuda not found"})
+    );
     assert_eq!(u.device_count(), 0);
 }
 
@@ -205,7 +207,12 @@ fn errors_read_well() {
     assert_eq!(e.to_string(), "no CUDA: libcuda not found");
     assert!(e.is_unavailable());
     assert_eq!(e.driver_code(), None);
-    let d = CudaError::Driver { call: "cuMemAlloc_v2", code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY".into(), description: "out of memory".into() };
+    let d = CudaError::Driver {
+        call: "cuMemAlloc_v2",
+        code: 2,
+        name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+        description: "out of memory".into(),
+    };
     assert_eq!(d.to_string(), "cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory");
     assert_eq!(d.driver_code(), Some(2));
 }
