@@ -7,10 +7,13 @@ shell = InteractiveShell.instance(history_load_length=0)
 shell.history_manager.enabled = False
 
 
-def run(code: str) -> None:
+def run(code: str, fails: bool = False) -> None:
     print(f"\n>>> {code.strip()}")
     result = shell.run_cell(code, store_history=False)
-    result.raise_error()
+    if fails:
+        assert result.error_in_exec is not None, "this cell was meant to be refused"
+    else:
+        result.raise_error()
 
 
 run("%load_ext gpushare")
@@ -21,7 +24,9 @@ w = torch.randn(256, 256)
 """)
 run("x_tf[0, :2]")
 run("%share x ->jax -r 5")
-run("a = np.arange(10, dtype=np.float64)[::2]")
-run("%share a numpy->torch->jax")
+run("a = np.arange(10, dtype=np.float64)")
+run("%share a numpy->torch->jax")  # JAX without x64 narrows float64: the last hop copies, and says why
+run("r = a[::-1]")
+run("%share r ->torch", fails=True)  # refused before torch can abort the process on negative strides
 run("import gpushare; print(repr(gpushare.inspect(x)))")
-print("\nThe bound names x_tf, w_tf, x_jax, a_torch, a_jax now live in the shell's namespace.")
+print("\nThe bound names x_tf, w_tf, x_jax, a_torch and a_jax now live in the shell's namespace.")

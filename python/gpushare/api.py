@@ -150,13 +150,12 @@ def share_chain(
     """Converts through each framework in turn; every hop's result says whether it still shares the
     first source's memory (``shares_origin``)."""
     results: list[ShareResult] = []
-    current, origin = obj, None
+    current, origin = obj, inspect(obj)
     for i, target in enumerate(targets):
         r = share(
             current, target, path=path, repeat=repeat, number=number,
             source=source if i == 0 else None, name=name, origin=origin,
         )
-        origin = origin or r.source
         results.append(r)
         current = r.value
     return results

@@ -12,16 +12,16 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Int, Unicode, validate
+from traitlets import Bool, Int, Unicode
 
 from gpushare import api
 from gpushare.adapters import adapter_of
 from gpushare.exceptions import GpushareError, NotAnArrayError, UnknownFrameworkError
 
 
-def _split_route(line: str) -> tuple[str, str | None]:
+def _split_route(line: str) -> tuple[list[str], str | None]:
     """Takes the ``SRC->DST`` token out of a magic line: argparse would read ``->jax`` as a flag."""
     try:
         tokens = shlex.split(line)
@@ -30,8 +30,7 @@ def _split_route(line: str) -> tuple[str, str | None]:
     routes = [t for t in tokens if "->" in t]
     if len(routes) > 1:
         raise UsageError(f"one route per magic, got {routes}")
-    rest = " ".join(shlex.quote(t) for t in tokens if "->" not in t)
-    return rest, (routes[0] if routes else None)
+    return [t for t in tokens if "->" not in t], (routes[0] if routes else None)
 
 
 def _top_level_names(cell: str) -> list[str]:
@@ -81,12 +80,6 @@ class GpuShare(Magics):
     ).tag(config=True)
     quiet = Bool(False, help="Default -q: do not display the table.").tag(config=True)
 
-    @validate("repeat", "number")
-    def _positive(self, proposal: Any) -> int:
-        if proposal["value"] < 1:
-            raise ValueError(f"{proposal['trait'].name} must be at least 1")
-        return proposal["value"]
-
     def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
@@ -135,7 +128,7 @@ class GpuShare(Magics):
             %share x torch->jax->tf -r 20
         """
         rest, route = _split_route(line)
-        args = parse_argstring(self.share, rest)
+        args = self.share.parser.parse_args(rest)
         if route is None:
             raise UsageError("missing route: write SRC->DST (e.g. torch->tf) or ->DST")
         source, targets = self._run(api.parse_chain, route)
