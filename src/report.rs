@@ -101,6 +101,26 @@ pub struct ShareReport {
     pub timing: Timing,
     /// In a chain: whether this hop's target still shares the first source's memory.
     pub shares_origin: Option<bool>,
+    /// What gpushare predicted before converting; `None` when no prediction was made.
+    pub predicted: Option<Prediction>,
+    /// The CUDA memory ledger: device memory in use before and after, per allocator where known.
+    pub memory: Option<serde_json::Value>,
+    /// Producer and consumer streams of the DLPack handoff and whether a wait was inserted.
+    pub streams: Option<serde_json::Value>,
+}
+
+impl ShareReport {
+    /// True when the outcome differs from the prediction: shown, never hidden.
+    pub fn unexpected(&self) -> bool {
+        self.predicted.as_ref().is_some_and(|p| p.verdict != self.verdict)
+    }
+}
+
+/// A verdict predicted from the source's layout, the target framework and its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub verdict: Verdict,
+    pub reason: Option<String>,
 }
 
 /// The JSON envelope every gpushare result uses.

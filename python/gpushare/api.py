@@ -6,7 +6,7 @@ import time
 import warnings
 from typing import Any, Iterator, Sequence
 
-from gpushare import _native
+from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.exceptions import ConversionError, GpushareError, GpushareWarning
 from gpushare.paths import route
@@ -95,6 +95,7 @@ def share(
     src.check_source(obj)
     src_info.refuse_for(dst.name)
     path_name, convert = route(src, dst, path)
+    predicted = verdicts.predict(src, dst, src_info, path_name)
     on_device = src_info.dlpack_device[0] != 1
     samples: list[float] = []
     value: Any = None
@@ -118,7 +119,9 @@ def share(
         raise
     except Exception as e:
         raise _conversion_error(src, dst, path_name, e) from e
-    result = ShareResult(value, src_info, dst_info, path_name, samples, number, name, origin)
+    result = ShareResult(
+        value, src_info, dst_info, path_name, samples, number, name, origin, predicted=predicted
+    )
     for note in result.notes:
         if "read-only" in note:
             warnings.warn(f"{src.name} → {dst.name}: {note}", GpushareWarning, stacklevel=2)

@@ -314,7 +314,8 @@ pub struct ShareResult {
 #[pymethods]
 impl ShareResult {
     #[new]
-    #[pyo3(signature = (value, source, target, path, samples, loops=1, name=None, origin=None, notes=None))]
+    #[pyo3(signature = (value, source, target, path, samples, loops=1, name=None, origin=None, notes=None,
+                        predicted=None, memory_json=None, streams_json=None, device_samples=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -327,12 +328,33 @@ impl ShareResult {
         name: Option<String>,
         origin: Option<Py<TensorInfo>>,
         notes: Option<Vec<String>>,
+        predicted: Option<(String, Option<String>)>,
+        memory_json: Option<&str>,
+        streams_json: Option<&str>,
+        device_samples: Option<Vec<f64>>,
     ) -> PyResult<ShareResult> {
         let (src, dst) = (&source.get().report, &target.get().report);
         let judgement = explain::judge(src, dst);
         let shares_origin =
             origin.map(|o| explain::judge(&o.get().report, dst).verdict == Verdict::Shared);
-        let timing = Timing::from_samples(samples, loops);
+        let mut timing = Timing::from_samples(samples, loops);
+        if let Some(device) = device_samples {
+            timing.device_median = Some(Timing::from_samples(device, loops).median);
+        }
+        let predicted = predicted
+            .map(|(verdict, reason)| -> PyResult<crate::report::Prediction> {
+                let verdict = match verdict.as_str() {
+                    "shared" => Verdict::Shared,
+                    "copied" => Verdict::Copied,
+                    "failed" => Verdict::Failed,
+                    other => return Err(PyTypeError::new_err(format!("unknown verdict {other:?}"))),
+                };
+                Ok(crate::report::Prediction { verdict, reason })
+            })
+            .transpose()?;
+        let parse = |text: Option<&str>| -> PyResult<Option<serde_json::Value>> {
+            text.map(|t| serde_json::from_str(t).map_err(|e| PyTypeError::new_err(e.to_string()))).transpose()
+        };
         let mut all_notes = judgement.notes;
         all_notes.extend(notes.unwrap_or_default());
         let report = ShareReport {
@@ -345,6 +367,9 @@ impl ShareResult {
             notes: all_notes,
             timing: timing.clone(),
             shares_origin,
+            predicted,
+            memory: parse(memory_json)?,
+            streams: parse(streams_json)?,
         };
         Ok(ShareResult { value, source, target, timing: Py::new(py, PyTiming { timing })?, report })
     }
@@ -393,6 +418,27 @@ impl ShareResult {
     fn shares_origin(&self) -> Option<bool> {
         self.report.shares_origin
     }
+    /// `{"verdict", "reason"}` predicted before converting, or None.
+    #[getter]
+    fn prediction<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(p) = &self.report.predicted else { return Ok(None) };
+        Some(json_to_py(py, &serde_json::to_value(p).map_err(|e| PyTypeError::new_err(e.to_string()))?)).transpose()
+    }
+    /// True when what happened differs from the prediction.
+    #[getter]
+    fn unexpected(&self) -> bool {
+        self.report.unexpected()
+    }
+    /// The CUDA memory ledger of this handoff, or None.
+    #[getter]
+    fn memory<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.report.memory.as_ref().map(|m| json_to_py(py, m)).transpose()
+    }
+    /// Producer/consumer streams of the handoff, or None (CPU).
+    #[getter]
+    fn streams<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.report.streams.as_ref().map(|m| json_to_py(py, m)).transpose()
+    }
 
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         json_to_py(py, &serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
@@ -419,7 +465,12 @@ impl ShareResult {
         exclude: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        mimebundle(py, std::slice::from_ref(&self.report))
+        let d = PyDict::new(py);
+        d.set_item("text/plain", self.__repr__())?;
+        d.set_item("text/html", self._repr_html_())?;
+        let payload = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        d.set_item(MIME_TYPE, json_to_py(py, &envelope("share", payload))?)?;
+        Ok(d)
     }
 }
 

@@ -56,15 +56,30 @@ fn verdict_text(r: &ShareReport) -> String {
         Verdict::Copied => "copied ✗",
         Verdict::Failed => "failed ✗",
     };
-    match r.shares_origin {
-        Some(false) if r.verdict == Verdict::Shared => format!("{mark} (not origin)"),
-        _ => mark.to_string(),
+    let mut text = mark.to_string();
+    if r.shares_origin == Some(false) && r.verdict == Verdict::Shared {
+        text.push_str(" (not origin)");
     }
+    if r.unexpected() {
+        text.push_str(match r.verdict {
+            Verdict::Shared => " UNEXPECTED share",
+            Verdict::Copied => " UNEXPECTED copy",
+            Verdict::Failed => " UNEXPECTED failure",
+        });
+    }
+    text
 }
 
 fn why(r: &ShareReport) -> String {
-    let mut parts: Vec<&str> = r.reason.iter().map(String::as_str).collect();
-    parts.extend(r.notes.iter().map(String::as_str));
+    let mut parts: Vec<String> = r.reason.iter().cloned().collect();
+    if let Some(p) = r.predicted.as_ref().filter(|_| r.unexpected()) {
+        parts.push(format!(
+            "predicted {}{}",
+            p.verdict.as_str(),
+            p.reason.as_ref().map(|why| format!(" ({why})")).unwrap_or_default()
+        ));
+    }
+    parts.extend(r.notes.iter().cloned());
     parts.join("; ")
 }
 
@@ -140,7 +155,7 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
 pub fn share_table_html(rows: &[ShareReport]) -> String {
     let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
     let show_ctx = rows.iter().any(|r| r.source.cuda.is_some() || r.target.cuda.is_some());
-    let show_why = rows.iter().any(|r| r.reason.is_some() || !r.notes.is_empty());
+    let show_why = rows.iter().any(|r| r.reason.is_some() || !r.notes.is_empty() || r.unexpected());
     let mut h = String::with_capacity(512 + rows.len() * 600);
     h.push_str(STYLE);
     h.push_str("<table class=\"gpushare\"><thead><tr><th>name</th><th>hop</th><th>path</th><th>shape</th><th>dtype</th>\

@@ -34,6 +34,9 @@ fn row(name: &str, verdict: Verdict, reason: Option<&str>, median: f64) -> Share
         notes: vec![],
         timing: Timing::from_samples(vec![median, median * 2.0], 1),
         shares_origin: None,
+        predicted: None,
+        memory: None,
+        streams: None,
     }
 }
 
@@ -74,4 +77,14 @@ fn tensor_renderings_list_every_field() {
         assert!(tensor_text(&t).contains(key));
         assert!(tensor_html(&t).contains(key));
     }
+}
+
+#[test]
+fn an_unexpected_outcome_is_shown_with_the_prediction() {
+    let mut r = row("x", Verdict::Copied, Some("dtype changed"), 1e-6);
+    r.predicted = Some(crate::report::Prediction { verdict: Verdict::Shared, reason: None });
+    let text = share_table_text(std::slice::from_ref(&r));
+    assert!(text.contains("UNEXPECTED copy"), "{text}");
+    assert!(text.contains("predicted shared"));
+    assert!(share_table_html(&[r]).contains("UNEXPECTED copy"));
 }
