@@ -1,0 +1,507 @@
+"""What this process can see of CUDA and the array frameworks: ``gpuinfo()`` → :class:`GpuInfo`.
+
+The CUDA part comes from the driver (through the Rust core): driver version, devices (name, UUID,
+compute capability, memory, the physical device ``CUDA_VISIBLE_DEVICES`` maps each ordinal to),
+primary contexts, this thread's current context, peer access. The framework part says, for each of
+PyTorch, TensorFlow, JAX, CuPy, Numba, NumPy and Paddle: installed (which version), imported,
+DLPack support, the GPUs it sees and what its allocator holds, plus the memory settings in force.
+
+Nothing here imports a framework unless asked (``gpuinfo(import_frameworks=True)``), and nothing
+initialises a framework's GPU runtime: JAX and TensorFlow claim most of the GPU when they start, so
+they are only asked once they have started by themselves. No CUDA is a normal answer ("no CUDA:
+<reason>", fields "n/a"), not an error.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from gpushare import _native
+from gpushare.ledger import _jax_initialized, _tensorflow_initialized, framework_memory
+
+#: The frameworks reported, in report order.
+FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "numba", "numpy", "paddle")
+
+#: Distribution names a framework is installed under (the first that is found gives the version).
+_DISTRIBUTIONS = {
+    "torch": ("torch",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"),
+    "jax": ("jax",),
+    "cupy": ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0"),
+    "numba": ("numba",),
+    "numpy": ("numpy",),
+    "paddle": ("paddlepaddle-gpu", "paddlepaddle"),
+}
+
+#: Environment variables that decide how frameworks take GPU memory (and which devices exist).
+MEMORY_SETTINGS = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "CUPY_GPU_MEMORY_LIMIT",
+    "GPUSHARE_DISABLE_CUDA",
+)
+
+
+@dataclass
+class FrameworkInfo:
+    """One framework as found in this process."""
+
+    name: str
+    installed: bool
+    version: Optional[str] = None
+    imported: bool = False
+    #: The consumer entry point exists (``from_dlpack``); None when not imported (unknown).
+    from_dlpack: Optional[bool] = None
+    #: What ``__dlpack__`` hands out: "versioned" (DLPack 1.x, with flags), "legacy", "none" (no
+    #: producer); None when not imported.
+    dlpack_export: Optional[str] = None
+    #: "probed" (asked a tiny CPU array) or "documented" (probing would start the GPU runtime).
+    dlpack_export_source: Optional[str] = None
+    #: The framework's own names for the GPUs it sees; None when it was not asked (not imported, or
+    #: asking would initialise its GPU runtime).
+    gpu_devices: Optional[list[str]] = None
+    #: CUDA ordinal → what the framework's allocator holds there, in its own terms.
+    memory: dict[int, dict[str, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    #: Why importing or asking it failed.
+    error: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["memory"] = {str(k): v for k, v in self.memory.items()}
+        return d
+
+
+def _native_call(name: str, problems: list[str], default: Any = None) -> Any:
+    """Calls ``_native.<name>`` if this build has it. Report functions answer None/[] without CUDA
+    themselves; an exception here is a driver error: noted in ``problems``, the default used."""
+    fn = getattr(_native, name, None)
+    if fn is None:
+        return default
+    try:
+        return fn()
+    except Exception as e:
+        problems.append(f"{name}: {type(e).__name__}: {e}")
+        return default
+
+
+def _driver_status() -> dict[str, Any]:
+    fn = getattr(_native, "cuda_driver_status", None)
+    if fn is None:
+        return {
+            "available": False,
+            "state": "unavailable",
+            "version": None,
+            "version_string": None,
+            "device_count": 0,
+            "reason": "this build of gpushare has no CUDA support (gpushare._native lacks cuda_driver_status)",
+            "visible_devices": None,
+        }
+    return fn()
+
+
+def _installed_version(name: str) -> tuple[bool, Optional[str]]:
+    for dist in _DISTRIBUTIONS.get(name, (name,)):
+        try:
+            return True, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    try:
+        return importlib.util.find_spec(name) is not None, None
+    except (ImportError, ValueError):
+        return False, None
+
+
+def _capsule_kind(capsule: Any) -> str:
+    # A capsule's repr names it: <capsule object "dltensor_versioned" at 0x...>.
+    return "versioned" if "dltensor_versioned" in repr(capsule) else "legacy"
+
+
+def _probe_export(array: Any) -> str:
+    """What ``array.__dlpack__`` hands a consumer that accepts DLPack 1.x."""
+    try:
+        capsule = array.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than the max_version keyword
+        capsule = array.__dlpack__()
+    return _capsule_kind(capsule)
+
+
+def _major(version: Optional[str]) -> int:
+    try:
+        return int((version or "0").split(".")[0])
+    except ValueError:
+        return 0
+
+
+def _describe_torch(info: FrameworkInfo, torch: Any) -> None:
+    info.from_dlpack = hasattr(torch, "from_dlpack")
+    info.dlpack_export, info.dlpack_export_source = _probe_export(torch.zeros(1)), "probed"
+    # is_available() counts devices without creating a CUDA context (torch keeps fork-safety).
+    if torch.cuda.is_available():
+        info.gpu_devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    else:
+        info.gpu_devices = []
+    if not torch.cuda.is_initialized():
+        info.notes.append("CUDA not initialised yet (no context, nothing allocated)")
+
+
+def _describe_numpy(info: FrameworkInfo, numpy: Any) -> None:
+    info.from_dlpack = hasattr(numpy, "from_dlpack")
+    info.dlpack_export, info.dlpack_export_source = _probe_export(numpy.zeros(1)), "probed"
+    info.gpu_devices = []
+    info.notes.append("host memory only")
+
+
+def _describe_jax(info: FrameworkInfo, jax: Any) -> None:
+    dlpack = getattr(jax, "dlpack", None)
+    info.from_dlpack = hasattr(dlpack, "from_dlpack")
+    if _jax_initialized():
+        info.dlpack_export, info.dlpack_export_source = _probe_export(jax.numpy.zeros(1)), "probed"
+        info.gpu_devices = [str(d) for d in jax.local_devices() if d.platform in ("gpu", "cuda", "rocm")]
+    else:
+        # JAX's DLPACK_VERSION is (0, 8): legacy capsules only.
+        info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
+        info.notes.append("backends not initialised yet (first use preallocates 75% of GPU memory by default)")
+    try:
+        if not jax.config.jax_enable_x64:
+            info.notes.append("x64 off: 64-bit arrays are copied to 32-bit on import")
+    except AttributeError:
+        pass
+
+
+def _describe_tensorflow(info: FrameworkInfo, tf: Any) -> None:
+    try:
+        info.from_dlpack = hasattr(tf.experimental.dlpack, "from_dlpack")
+    except AttributeError:
+        info.from_dlpack = False
+    # TF exports "dltensor" capsules only, and its export syncs the whole device: not probed.
+    info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
+    info.notes.append("imports capsules only: use the capsule path")
+    if _tensorflow_initialized():
+        info.gpu_devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+    else:
+        info.notes.append("runtime not initialised yet (maps nearly all GPU memory unless memory growth is on)")
+
+
+def _describe_cupy(info: FrameworkInfo, cupy: Any) -> None:
+    info.from_dlpack = hasattr(cupy, "from_dlpack")
+    # Any CuPy array lives on the GPU, so probing would allocate there: documented instead
+    # (versioned DLPack since CuPy 14).
+    info.dlpack_export = "versioned" if _major(info.version) >= 14 else "legacy"
+    info.dlpack_export_source = "documented"
+    try:
+        info.gpu_devices = [f"cuda:{i}" for i in range(cupy.cuda.runtime.getDeviceCount())]
+    except Exception as e:  # CUDARuntimeError without a driver
+        info.gpu_devices = []
+        info.notes.append(f"no GPU: {e}")
+
+
+def _describe_numba(info: FrameworkInfo, numba: Any) -> None:
+    info.from_dlpack = False
+    info.dlpack_export, info.dlpack_export_source = "none", "documented"
+    info.notes.append("no DLPack producer: __cuda_array_interface__ only")
+    cuda = sys.modules.get("numba.cuda")
+    if cuda is not None:
+        info.gpu_devices = [f"cuda:{i}" for i in range(len(cuda.gpus))] if cuda.is_available() else []
+
+
+def _describe_paddle(info: FrameworkInfo, paddle: Any) -> None:
+    info.from_dlpack = hasattr(paddle, "from_dlpack") or hasattr(getattr(paddle, "utils", None), "dlpack")
+    info.dlpack_export = "versioned" if _major(info.version) >= 3 else "legacy"
+    info.dlpack_export_source = "documented"
+    if paddle.device.is_compiled_with_cuda():
+        info.gpu_devices = [f"gpu:{i}" for i in range(paddle.device.cuda.device_count())]
+    else:
+        info.gpu_devices = []
+
+
+_DESCRIBE = {
+    "torch": _describe_torch,
+    "tensorflow": _describe_tensorflow,
+    "jax": _describe_jax,
+    "cupy": _describe_cupy,
+    "numba": _describe_numba,
+    "numpy": _describe_numpy,
+    "paddle": _describe_paddle,
+}
+
+
+def describe_framework(name: str, ordinals: list[int], import_it: bool = False) -> FrameworkInfo:
+    """One framework: found, imported (importing it only if ``import_it``), DLPack support, GPUs
+    and allocator figures for each CUDA ordinal in ``ordinals``."""
+    installed, version = _installed_version(name)
+    info = FrameworkInfo(name=name, installed=installed, version=version)
+    module = sys.modules.get(name)
+    if module is None and import_it and installed:
+        try:
+            module = importlib.import_module(name)
+        except Exception as e:  # a broken install must not break the report
+            info.error = f"import failed: {type(e).__name__}: {e}"
+    if module is None:
+        return info
+    info.imported = True
+    info.version = getattr(module, "__version__", None) or info.version
+    try:
+        _DESCRIBE[name](info, module)
+    except Exception as e:
+        info.error = f"{type(e).__name__}: {e}"
+    for ordinal in ordinals:
+        figures = framework_memory(name, ordinal)
+        if figures is not None:
+            info.memory[ordinal] = figures
+    return info
+
+
+def memory_settings() -> dict[str, Optional[str]]:
+    """The memory-related environment variables, None when unset."""
+    return {name: os.environ.get(name) for name in MEMORY_SETTINGS}
+
+
+def _bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "n/a"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def _hex(n: Optional[int]) -> str:
+    return "n/a" if n is None else f"{n:#x}"
+
+
+def _figures(figures: dict[str, int]) -> str:
+    return ", ".join(f"{key} {_bytes(value)}" for key, value in figures.items())
+
+
+class GpuInfo:
+    """The report of :func:`gpuinfo`. Plain text as ``repr``, a table in notebooks, ``to_dict()``."""
+
+    def __init__(
+        self,
+        driver: dict[str, Any],
+        devices: list[dict[str, Any]],
+        current_context: Optional[dict[str, Any]],
+        peer_access: list[list[bool]],
+        frameworks: dict[str, FrameworkInfo],
+        settings: dict[str, Optional[str]],
+        problems: Optional[list[str]] = None,
+    ) -> None:
+        self.driver = driver
+        self.devices = devices
+        self.current_context = current_context
+        self.peer_access = peer_access
+        self.frameworks = frameworks
+        self.memory_settings = settings
+        #: Driver calls that failed while the report was made (the report shows n/a there).
+        self.problems = list(problems or [])
+
+    @property
+    def cuda_available(self) -> bool:
+        return bool(self.driver.get("available"))
+
+    @property
+    def reason(self) -> Optional[str]:
+        """Why there is no CUDA (None when there is)."""
+        return None if self.cuda_available else self.driver.get("reason")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "driver": dict(self.driver),
+            "devices": [dict(d) for d in self.devices],
+            "current_context": self.current_context,
+            "peer_access": self.peer_access,
+            "frameworks": {name: info.to_dict() for name, info in self.frameworks.items()},
+            "memory_settings": dict(self.memory_settings),
+            "problems": list(self.problems),
+        }
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def _cuda_headline(self) -> str:
+        if not self.cuda_available:
+            return f"no CUDA: {self.reason}"
+        count = self.driver.get("device_count", 0)
+        return f"CUDA driver {self.driver.get('version_string')}, {count} device{'s' if count != 1 else ''}"
+
+    def _device_lines(self, d: dict[str, Any]) -> list[str]:
+        cc = d.get("compute_capability") or ("?", "?")
+        physical = d.get("visible_as")
+        mapped = f", physical {physical} via CUDA_VISIBLE_DEVICES" if physical is not None else ""
+        total, free = d.get("total_memory"), d.get("free_memory")
+        used = None if free is None or total is None else total - free
+        memory = (
+            f"{_bytes(used)} used of {_bytes(total)} ({_bytes(free)} free)"
+            if free is not None
+            else f"{_bytes(total)} total, free n/a (no context on this device yet)"
+        )
+        primary = d.get("primary_context") or {}
+        state = (
+            f"active {_hex(primary.get('handle'))}, flags {_hex(primary.get('flags'))}"
+            if primary.get("active")
+            else "inactive"
+        )
+        return [
+            f"cuda:{d['ordinal']}  {d.get('name')}  (CC {cc[0]}.{cc[1]}, {d.get('multiprocessor_count')} SMs{mapped})",
+            f"        UUID {d.get('uuid')}  PCI {d.get('pci_bus_id') or 'n/a'}",
+            f"        memory {memory}",
+            f"        primary context {state}",
+        ]
+
+    def _context_line(self) -> str:
+        c = self.current_context
+        if not self.cuda_available:
+            return "current context: n/a"
+        if c is None:
+            return "this thread's current context: none"
+        kind = "primary" if c.get("is_primary") else "NOT the primary context"
+        return f"this thread's current context: {_hex(c.get('handle'))} on cuda:{c.get('device')} ({kind})"
+
+    def _peer_lines(self) -> list[str]:
+        n = len(self.peer_access)
+        if n < 2:
+            return []
+        lines = ["peer access (row can access column):", "        " + " ".join(f"cuda:{j:<2}" for j in range(n))]
+        for i, row in enumerate(self.peer_access):
+            lines.append(f"cuda:{i:<3} " + " ".join(f"{'yes' if ok else 'no':<7}" for ok in row))
+        return lines
+
+    def _framework_rows(self) -> list[list[str]]:
+        rows = []
+        for info in self.frameworks.values():
+            if info.imported:
+                export = info.dlpack_export or "n/a"
+                if info.dlpack_export_source == "documented":
+                    export += " (doc)"
+                from_dlpack = "yes" if info.from_dlpack else "no"
+                gpus = ", ".join(info.gpu_devices) if info.gpu_devices else ("none" if info.gpu_devices == [] else "n/a")
+            else:
+                export = from_dlpack = gpus = "n/a"
+            memory = "; ".join(f"cuda:{o} {_figures(f)}" for o, f in info.memory.items()) or "n/a"
+            rows.append([
+                info.name,
+                info.version or ("n/a" if info.installed else "not installed"),
+                "yes" if info.imported else "no",
+                from_dlpack,
+                export,
+                gpus,
+                memory,
+            ])
+        return rows
+
+    _FRAMEWORK_HEADER = ["framework", "version", "imported", "from_dlpack", "exports", "GPUs", "allocator holds"]
+
+    def _framework_notes(self) -> list[str]:
+        lines = []
+        for info in self.frameworks.values():
+            for note in ([info.error] if info.error else []) + info.notes:
+                lines.append(f"  {info.name}: {note}")
+        return lines
+
+    def __repr__(self) -> str:
+        lines = [f"gpushare.gpuinfo: {self._cuda_headline()}"]
+        for d in self.devices:
+            lines += self._device_lines(d)
+        lines.append(self._context_line())
+        lines += self._peer_lines()
+        lines += [f"driver call failed: {p}" for p in self.problems]
+        lines.append("")
+        rows = [self._FRAMEWORK_HEADER] + self._framework_rows()
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        notes = self._framework_notes()
+        if notes:
+            lines.append("notes ((doc) = documented behaviour, not probed):")
+            lines += notes
+        lines.append("")
+        lines.append("memory settings:")
+        width = max(len(name) for name in self.memory_settings)
+        for name, value in self.memory_settings.items():
+            lines.append(f"  {name.ljust(width)}  {'(unset)' if value is None else repr(value)}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        parts = [f"<div class='gpushare-gpuinfo'><p><b>gpushare.gpuinfo</b>: {e(self._cuda_headline())}</p>"]
+        if self.devices:
+            parts.append(
+                "<table><thead><tr><th>device</th><th>name</th><th>CC</th><th>UUID</th><th>physical</th>"
+                "<th>used</th><th>free</th><th>total</th><th>primary context</th></tr></thead><tbody>"
+            )
+            for d in self.devices:
+                cc = d.get("compute_capability") or ("?", "?")
+                total, free = d.get("total_memory"), d.get("free_memory")
+                used = None if free is None or total is None else total - free
+                primary = d.get("primary_context") or {}
+                state = f"active {_hex(primary.get('handle'))}" if primary.get("active") else "inactive"
+                cells = [
+                    f"cuda:{d['ordinal']}",
+                    d.get("name"),
+                    f"{cc[0]}.{cc[1]}",
+                    d.get("uuid"),
+                    d.get("visible_as") if d.get("visible_as") is not None else "n/a",
+                    _bytes(used),
+                    _bytes(free),
+                    _bytes(total),
+                    state,
+                ]
+                parts.append("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in cells) + "</tr>")
+            parts.append("</tbody></table>")
+        parts.append(f"<p>{e(self._context_line())}</p>")
+        for problem in self.problems:
+            parts.append(f"<p>driver call failed: {e(problem)}</p>")
+        peers = self._peer_lines()
+        if peers:
+            parts.append("<pre>" + e("\n".join(peers)) + "</pre>")
+        parts.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in self._FRAMEWORK_HEADER) + "</tr></thead><tbody>")
+        for row in self._framework_rows():
+            parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+        parts.append("</tbody></table>")
+        notes = self._framework_notes()
+        if notes:
+            parts.append("<ul>" + "".join(f"<li>{e(n.strip())}</li>" for n in notes) + "</ul>")
+        parts.append("<table><thead><tr><th>memory setting</th><th>value</th></tr></thead><tbody>")
+        for name, value in self.memory_settings.items():
+            shown = "(unset)" if value is None else repr(value)
+            parts.append(f"<tr><td><code>{e(name)}</code></td><td>{e(shown)}</td></tr>")
+        parts.append("</tbody></table></div>")
+        return "".join(parts)
+
+
+def gpuinfo(import_frameworks: bool = False) -> GpuInfo:
+    """Report CUDA and the frameworks as this process sees them (see the module docstring).
+
+    ``import_frameworks=True`` imports every installed framework first (their GPU runtimes still
+    start only when used). The first call initialises the CUDA driver (``cuInit``), as any CUDA
+    framework does on first use.
+    """
+    problems: list[str] = []
+    driver = _driver_status()
+    available = bool(driver.get("available"))
+    devices = _native_call("cuda_devices", problems, default=[]) if available else []
+    current = _native_call("cuda_current_context", problems) if available else None
+    peers = _native_call("cuda_peer_matrix", problems, default=[]) if available else []
+    ordinals = [d["ordinal"] for d in devices or []]
+    frameworks = {name: describe_framework(name, ordinals, import_frameworks) for name in FRAMEWORKS}
+    return GpuInfo(driver, devices or [], current, peers or [], frameworks, memory_settings(), problems)
+
+
+__all__ = ["FRAMEWORKS", "MEMORY_SETTINGS", "FrameworkInfo", "GpuInfo", "describe_framework", "gpuinfo", "memory_settings"]
