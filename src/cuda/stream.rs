@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys;
 use serde::Serialize;
 
-use super::context::{ContextScope, RetainedPrimary};
+use super::context::{ContextScope, RetainedPrimary, active_primary_handle};
 use super::error::{CudaError, Result, check, guarded, quietly};
 use super::memory::PinnedHostBuffer;
 use super::pointer::{PointerAttributes, check_device_range};
@@ -85,9 +85,18 @@ impl Stream {
         Ok(StreamScope { _scope: primary.enter()?, _primary: Some(primary) })
     }
 
+    /// A default-stream handle of a device whose primary context is inactive: nothing can be
+    /// queued there, and entering it would create the context just to find that out.
+    fn is_idle_default_stream(&self) -> Result<bool> {
+        Ok(self.owner.is_none() && self.handle <= Self::PER_THREAD && active_primary_handle(self.ordinal)?.is_none())
+    }
+
     /// Has all work queued on the stream finished?
     pub fn is_done(&self) -> Result<bool> {
         guarded(|| {
+            if self.is_idle_default_stream()? {
+                return Ok(true);
+            }
             let _scope = self.enter()?;
             // SAFETY: queries a live stream in its context.
             query("cuStreamQuery", unsafe { sys::cuStreamQuery(self.raw()) })
@@ -97,6 +106,9 @@ impl Stream {
     /// Blocks until all work queued on the stream has finished.
     pub fn synchronize(&self) -> Result<()> {
         guarded(|| {
+            if self.is_idle_default_stream()? {
+                return Ok(());
+            }
             let _scope = self.enter()?;
             // SAFETY: synchronises a live stream in its context.
             check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw()) })
@@ -597,8 +609,13 @@ impl PinnedStager {
         let host = self.pinned.as_mut_ptr();
         let gear = &self.gear;
         // SAFETY: the caller's contract; `host` holds two chunks.
-        guarded(|| unsafe { enqueue_staged(src, dst, &plan, host, stream, gear) })?;
-        Ok(plan)
+        let queued = guarded(|| unsafe { enqueue_staged(src, dst, &plan, host, stream, gear) });
+        if queued.is_err() {
+            // Part of the copy may be queued without the H→D leg that the drop waits for: let it
+            // finish now, so nothing can still be writing into the buffer when it is freed.
+            quietly(|| stream.synchronize());
+        }
+        queued.map(|()| plan)
     }
 
     /// Copies `bytes` from device address `src` to device address `dst` through the page-locked
