@@ -10,7 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from gpushare.api import ShareTable
-from gpushare.exceptions import NotAnArrayError, UnsafeInputError
+from gpushare.exceptions import ConversionError, NotAnArrayError
 
 pytest.importorskip("torch", reason="torch not installed")
 pytest.importorskip("jax", reason="jax not installed")
@@ -125,7 +125,7 @@ def test_bad_arguments_raise_usage_error(run, line, match):
 
 def test_failed_cell_conversion_binds_nothing(ip, run):
     run("f1_tf = 'old value'")
-    with pytest.raises(UnsafeInputError):
+    with pytest.raises(ConversionError):
         run("%%share torch->tf\nf1 = torch.ones(3)\nf2 = torch.ones(3, 4).t()\n")
     assert ip.user_ns["f1_tf"] == "old value"
     assert "f2_tf" not in ip.user_ns

@@ -193,12 +193,15 @@ def test_negative_strides_into_torch_are_refused_not_crashed():
     assert gpushare.share(np.ascontiguousarray(a), "torch").verdict == "shared"
 
 
-def test_non_contiguous_into_tf_and_zero_stride_into_jax_are_refused():
-    with pytest.raises(UnsafeInputError, match="TensorFlow imports only compact"):
+def test_non_contiguous_into_tf_and_zero_stride_into_jax_fail_with_an_explanation():
+    with pytest.raises(ConversionError, match="compact row-major") as e:
         gpushare.share(torch.ones(4, 3).t(), "tf")
-    b = np.broadcast_to(np.arange(3.0, dtype=np.float32), (4, 3))
-    with pytest.raises(UnsafeInputError, match="JAX imports only compact"):
+    assert "Invalid strides" in e.value.framework_error and e.value.fix
+    base = np.arange(3.0, dtype=np.float32)
+    b = np.lib.stride_tricks.as_strided(base, shape=(4, 3), strides=(0, 4))  # writable zero stride
+    with pytest.raises(ConversionError, match="compact layouts") as e:
         gpushare.share(b, "jax")
+    assert e.value.fix
 
 
 def test_transposed_torch_into_jax_is_accepted():

@@ -54,8 +54,19 @@ def resolve_auto(src: Adapter, dst: Adapter) -> str:
     return "dlpack"
 
 
+_ROUTES: dict[tuple[str, str, str], tuple[str, Route]] = {}
+
+
 def route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
-    """The resolved path name and its conversion function."""
+    """The resolved path name and its conversion function (cached: builders depend only on the pair)."""
+    key = (src.name, dst.name, path)
+    cached = _ROUTES.get(key)
+    if cached is None:
+        cached = _ROUTES[key] = _build_route(src, dst, path)
+    return cached
+
+
+def _build_route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
     name = resolve_auto(src, dst) if path == "auto" else path
     builder = _BUILDERS.get(name)
     if builder is None:

@@ -44,7 +44,7 @@ pub use pointer::{
     MemoryType, PointerAttributes, check_device_range, pointer_attributes, same_allocation, same_allocation_as,
 };
 pub use status::{
-    DISABLE_ENV, DriverStatus, VisibleDevices, driver_status, format_driver_version, parse_visible_devices,
+    DISABLE_ENV, DriverStatus, VisibleDevices, driver_status, driver_status_if_probed, format_driver_version, parse_visible_devices,
     require_driver, visible_devices, visible_devices_env,
 };
 pub use stream::{

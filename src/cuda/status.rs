@@ -114,13 +114,19 @@ pub(crate) fn has_symbol(name: &str) -> bool {
     unsafe { sys::culib().get::<unsafe extern "C" fn()>(name).is_ok() }
 }
 
+static STATUS: OnceLock<DriverStatus> = OnceLock::new();
+
+/// The cached driver state if something already asked for it, without probing (no `cuInit`).
+pub fn driver_status_if_probed() -> Option<&'static DriverStatus> {
+    STATUS.get()
+}
+
 /// The driver's state, probed once per process and cached.
 ///
 /// Probing calls `cuInit`, which must not happen behind the user's back: a process that has called
 /// `cuInit` cannot use CUDA in children it forks afterwards (DataLoader workers, multiprocessing
 /// "fork"). So nothing calls this at import or `%load_ext` time, only when a CUDA answer is asked for.
 pub fn driver_status() -> &'static DriverStatus {
-    static STATUS: OnceLock<DriverStatus> = OnceLock::new();
     STATUS.get_or_init(|| match catch_unwind(probe_driver) {
         Ok(status) => status,
         Err(payload) => DriverStatus::Unavailable {

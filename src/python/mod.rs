@@ -1,6 +1,8 @@
 //! The pyo3 boundary: converts types and errors, nothing else. Built as `gpushare._native`.
 
+mod cuda;
 mod errors;
+mod explain;
 mod types;
 
 use pyo3::prelude::*;
@@ -17,6 +19,8 @@ fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    explain::register(m)?;
+    cuda::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

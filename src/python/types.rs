@@ -54,6 +54,25 @@ fn to_pandas<'py>(py: Python<'py>, rows: Bound<'py, PyAny>) -> PyResult<Bound<'p
     pandas.getattr("json_normalize")?.call1((rows,))
 }
 
+/// Fills `report.cuda` with the driver's attributes of the data pointer when a driver is present:
+/// memory type (device, page-locked or pageable host, managed), ordinal, owning context and
+/// whether it is primary, allocation range and buffer id. Without CUDA it stays `None` ("n/a").
+fn attach_cuda(report: &mut TensorReport) {
+    if report.cuda.is_some() || report.data_ptr == 0 {
+        return;
+    }
+    // Device memory means CUDA is in use anyway; for host memory, ask only if the driver was
+    // already probed: probing runs cuInit, after which forked children cannot use CUDA.
+    let on_device = matches!(report.dlpack_device.0, 2 | 3 | 13);
+    let status = if on_device { Some(crate::cuda::driver_status()) } else { crate::cuda::driver_status_if_probed() };
+    if !matches!(status, Some(crate::cuda::DriverStatus::Available { .. })) {
+        return;
+    }
+    if let Ok(attributes) = crate::cuda::pointer_attributes(report.data_ptr) {
+        report.cuda = serde_json::to_value(&attributes).ok();
+    }
+}
+
 /// What one array is: framework, dtype, shape, strides (elements), devices, address and extent.
 #[pyclass(module = "gpushare", frozen, name = "TensorInfo")]
 pub struct TensorInfo {
@@ -77,6 +96,58 @@ impl TensorInfo {
         if let Some(text) = cuda_json {
             report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
         }
+        attach_cuda(&mut report);
+        Ok(TensorInfo { report })
+    }
+
+    /// Reads a producer's DLPack C exchange API (`type(obj).__dlpack_c_exchange_api__`, DLPack 1.3,
+    /// PyTorch ships it): a direct C call that fills a DLTensor on our stack, about 20 times cheaper
+    /// than `__dlpack__`, with no capsule and no ownership transfer. Nothing is kept after return.
+    #[staticmethod]
+    /// `device=None` names the device as PyTorch does (`cpu`, `cuda:0`) from the DLPack device.
+    #[pyo3(signature = (obj, api, framework, device=None, immutable=false, cuda_json=None))]
+    fn from_exchange_api(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        api: &Bound<'_, PyAny>,
+        framework: &str,
+        device: Option<&str>,
+        immutable: bool,
+        cuda_json: Option<&str>,
+    ) -> PyResult<TensorInfo> {
+        let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
+        let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
+        // SAFETY: a capsule named "dlpack_exchange_api" holds a DLPackExchangeAPI that lives for the
+        // whole process (DLPack 1.3); we only read its header and one function pointer.
+        let table = unsafe { &*table.as_ptr().cast::<dlpark::ffi::DLPackExchangeAPI>() };
+        let version = (table.header.version.major, table.header.version.minor);
+        if version.0 != 1 {
+            return Err(DLPackError::new_err(format!("unsupported DLPack exchange API version {version:?}")));
+        }
+        let fill = table
+            .dltensor_from_py_object_no_sync
+            .ok_or_else(|| DLPackError::new_err("the exchange API has no dltensor_from_py_object_no_sync"))?;
+        // SAFETY: DLTensor is plain old data; all-zero is a valid (empty) value the producer overwrites.
+        let mut tensor: dlpark::ffi::DLTensor = unsafe { std::mem::zeroed() };
+        // SAFETY: `obj` is of the type the table came from (the caller looked it up on type(obj)),
+        // we hold the GIL, and `tensor` outlives the call.
+        let rc = unsafe { fill(obj.as_ptr().cast(), &mut tensor) };
+        if rc != 0 {
+            return Err(PyErr::take(py).unwrap_or_else(|| DLPackError::new_err("the producer could not describe the tensor")));
+        }
+        // SAFETY: on success the producer filled shape/strides valid until we return to Python.
+        let layout = unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
+            .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))?;
+        let words = match device {
+            Some(d) => d.to_string(),
+            None if layout.device_type == 1 => "cpu".to_string(),
+            None => format!("{}:{}", crate::dlpack::device_type_name(layout.device_type), layout.device_id),
+        };
+        let mut report = TensorReport::from_layout(&layout, framework, &words, immutable);
+        if let Some(text) = cuda_json {
+            report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
+        }
+        attach_cuda(&mut report);
         Ok(TensorInfo { report })
     }
 
@@ -186,7 +257,7 @@ impl TensorInfo {
 
 /// A TensorInfo from raw fields, for producers without DLPack (`__cuda_array_interface__`).
 #[pyfunction]
-#[pyo3(signature = (framework, device, ptr, shape, strides, code, bits, device_type, device_id, readonly, cuda_json=None))]
+#[pyo3(signature = (framework, device, ptr, shape, strides, code, bits, device_type, device_id, readonly, cuda_json=None, immutable=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_info_from_fields(
     framework: &str,
@@ -200,6 +271,7 @@ pub fn tensor_info_from_fields(
     device_id: i32,
     readonly: bool,
     cuda_json: Option<&str>,
+    immutable: bool,
 ) -> PyResult<TensorInfo> {
     let explicit_strides = strides.is_some();
     let strides = strides.unwrap_or_else(|| crate::dlpack::compact_strides(&shape));
@@ -219,10 +291,11 @@ pub fn tensor_info_from_fields(
         version: None,
     })
     .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
-    let mut report = TensorReport::from_layout(&layout, framework, device, false);
+    let mut report = TensorReport::from_layout(&layout, framework, device, immutable);
     if let Some(text) = cuda_json {
         report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
     }
+    attach_cuda(&mut report);
     Ok(TensorInfo { report })
 }
 

@@ -1,0 +1,112 @@
+"""Core speed, as ratios against the raw framework calls measured in the same run (issue 2).
+
+Targets: on zero-copy CPU paths, gpushare.share adds at most max(5 µs, 25 %) to the median of the
+raw framework call; %share including the report object stays under 200 µs; rendering a 10-row HTML
+table takes under 1 ms. Run: `make bench` or `.venv/bin/python benchmarks/bench_core.py [--json F]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import gpushare  # noqa: E402
+from gpushare import _native  # noqa: E402
+
+
+def median_time(fn, number: int, repeat: int) -> float:
+    """Median over `repeat` samples of the mean time of `number` calls, in seconds."""
+    for _ in range(max(1, number // 10)):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter_ns() - t0) / number * 1e-9)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+
+    import jax
+    import tensorflow as tf
+
+    t = torch.ones(256, 256)
+    a = np.ones((256, 256), dtype=np.float32)
+    cases = {
+        "torch->numpy": (lambda: np.from_dlpack(t), lambda: gpushare.share(t, "numpy"), 2000),
+        "numpy->torch": (lambda: torch.from_dlpack(a), lambda: gpushare.share(a, "torch"), 2000),
+        "torch->jax": (lambda: jax.dlpack.from_dlpack(t), lambda: gpushare.share(t, "jax"), 300),
+        "torch->tf": (
+            lambda: tf.experimental.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(t)),
+            lambda: gpushare.share(t, "tf"),
+            500,
+        ),
+    }
+    rows = []
+    ok = True
+    print(f"{'pair':<14} {'raw µs':>8} {'share µs':>9} {'added µs':>9} {'ratio':>6} {'budget µs':>10}  verdict")
+    for name, (raw, ours, number) in cases.items():
+        raw_s = median_time(raw, number, args.repeat)
+        ours_s = median_time(ours, number, args.repeat)
+        added = ours_s - raw_s
+        budget = max(5e-6, 0.25 * raw_s)
+        passed = added <= budget
+        ok &= passed
+        rows.append(dict(pair=name, raw_s=raw_s, share_s=ours_s, added_s=added, budget_s=budget, ok=passed))
+        print(
+            f"{name:<14} {raw_s*1e6:8.2f} {ours_s*1e6:9.2f} {added*1e6:9.2f} {ours_s/raw_s:6.2f} {budget*1e6:10.2f}  "
+            f"{'ok' if passed else 'OVER BUDGET'}"
+        )
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance(history_load_length=0)
+    ip.history_manager.enabled = False
+    ip.run_line_magic("load_ext", "gpushare")
+    ip.user_ns["t"] = t
+    magic_s = median_time(lambda: ip.run_line_magic("share", "t ->numpy -q -o"), 500, args.repeat)
+    magic_ok = magic_s < 200e-6
+    ok &= magic_ok
+    print(f"%share t ->numpy (report object included): {magic_s*1e6:.1f} µs (budget 200 µs) {'ok' if magic_ok else 'OVER BUDGET'}")
+
+    results = [gpushare.share(t, "numpy", name=f"v{i}") for i in range(10)]
+    render_s = median_time(lambda: _native.render_shares(results, "html"), 500, args.repeat)
+    render_ok = render_s < 1e-3
+    ok &= render_ok
+    print(f"10-row HTML table: {render_s*1e6:.1f} µs (budget 1000 µs) {'ok' if render_ok else 'OVER BUDGET'}")
+
+    report = dict(
+        date=time.strftime("%Y-%m-%d"),
+        machine=platform.platform(),
+        python=sys.version.split()[0],
+        versions=dict(torch=torch.__version__, numpy=np.__version__, jax=jax.__version__, tf=tf.__version__),
+        pairs=rows,
+        magic_s=magic_s,
+        render_10_rows_s=render_s,
+        all_within_budget=ok,
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
