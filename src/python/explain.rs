@@ -1,0 +1,87 @@
+//! Predictions before a conversion: `predict` and `predict_detail` over `crate::explain::predict`.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::types::TensorInfo;
+use crate::explain::{self, PredictedOutcome, Settings, TargetFacts};
+
+#[allow(clippy::too_many_arguments)]
+fn outcome(
+    source: &Bound<'_, TensorInfo>,
+    target: &str,
+    version: &str,
+    jax_x64: bool,
+    path: &str,
+    source_version: Option<String>,
+    cupy_ptds: bool,
+    source_current_device: Option<i32>,
+) -> PredictedOutcome {
+    let facts = TargetFacts {
+        framework: target.to_string(),
+        version: version.to_string(),
+        path: path.to_string(),
+        settings: Settings {
+            jax_x64,
+            cupy_ptds,
+            source_version: source_version.unwrap_or_default(),
+            source_current_device,
+        },
+    };
+    explain::predict(&source.get().report, &facts)
+}
+
+/// Predicts what handing ``source`` to framework ``target`` by ``path`` will do.
+///
+/// Returns ``(verdict, reason, fix)``: verdict ``"shared"``, ``"copied"`` or ``"failed"``; the reason
+/// for a copy or a failure (or a note on a share, e.g. a writable view of read-only memory); the fix
+/// for a failure. ``version`` is the target framework's ``__version__`` ("" when unknown),
+/// ``jax_x64`` the value of ``jax.config.jax_enable_x64``.
+#[pyfunction]
+#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None))]
+#[allow(clippy::too_many_arguments)]
+fn predict(
+    source: &Bound<'_, TensorInfo>,
+    target: &str,
+    version: &str,
+    jax_x64: bool,
+    path: &str,
+    source_version: Option<String>,
+    cupy_ptds: bool,
+    source_current_device: Option<i32>,
+) -> (&'static str, Option<String>, Option<String>) {
+    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device);
+    (o.verdict().as_str(), o.reason().map(str::to_string), o.fix().map(str::to_string))
+}
+
+/// As ``predict``, as a dict that also holds ``expected_error``: the words the framework is expected
+/// to use in its error message (a substring), or None.
+#[pyfunction]
+#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None))]
+#[allow(clippy::too_many_arguments)]
+fn predict_detail<'py>(
+    py: Python<'py>,
+    source: &Bound<'py, TensorInfo>,
+    target: &str,
+    version: &str,
+    jax_x64: bool,
+    path: &str,
+    source_version: Option<String>,
+    cupy_ptds: bool,
+    source_current_device: Option<i32>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device);
+    let d = PyDict::new(py);
+    d.set_item("verdict", o.verdict().as_str())?;
+    d.set_item("reason", o.reason())?;
+    d.set_item("fix", o.fix())?;
+    d.set_item("expected_error", o.expected_error())?;
+    d.set_item("path", explain::resolve_path(&source.get().report.framework, target, path))?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(predict, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_detail, m)?)?;
+    Ok(())
+}
