@@ -1,5 +1,7 @@
 //! Text and HTML renderings of reports. Raw seconds and bytes stay in the data; units are chosen here.
 
+pub mod lab;
+pub mod plot;
 pub mod units;
 
 use crate::report::{ShareReport, TensorReport, Verdict};

@@ -1,0 +1,782 @@
+//! Memory gpushare owns and hands to every framework at once: the storage of `gpushare.SharedBuffer`
+//! and the destination of the `copy` and `pinned` transfer paths.
+//!
+//! An [`Allocation`] is either 256-byte-aligned host memory (DLPack asks for 256-byte alignment;
+//! JAX and TensorFlow copy host memory that is less aligned than they want, so anything less would
+//! turn "shared" into "copied") or device memory from the CUDA layer's [`DeviceBuffer`]. It lives in
+//! an `Arc`: the Python object holds one reference and every exported DLPack tensor holds another in
+//! its manager context, so the memory goes away only when the last framework lets go.
+//!
+//! **Streams.** A device allocation remembers the stream that last wrote it without waiting
+//! (`pending`) and the streams that were handed it (`users`). An export to a consumer on another
+//! stream waits for the pending write first ([`Allocation::ready_for`]); a pooled buffer used again
+//! by a writer on another stream waits for its earlier users ([`take_pooled`]).
+//!
+//! **Pool.** The `copy` and `pinned` paths allocate a destination per conversion. `cuMemAlloc` and
+//! `cuMemFree` (which waits for the whole device) would cost more than copying a few hundred MiB,
+//! so their buffers go back to a small pool ([`POOL_MAX_BYTES`]) when the last consumer lets go, the
+//! way PyTorch's caching allocator keeps `clone()` cheap. Buffers a user made with
+//! `SharedBuffer(...)` are never pooled: they are freed when the last consumer lets go.
+
+use std::alloc::{Layout as AllocLayout, alloc, alloc_zeroed, dealloc};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use crate::cuda::{self, CudaError, DeviceBuffer, PinnedStager, Stream};
+use crate::dlpack::DType;
+
+/// Alignment of host allocations: what DLPack recommends and the most any framework asks for.
+pub const HOST_ALIGNMENT: usize = 256;
+/// Host copies are cut into chunks of this size; between chunks the caller is asked whether to go
+/// on (Ctrl-C in a notebook stops a multi-GiB copy within milliseconds).
+pub const COPY_CHUNK_BYTES: usize = 64 << 20;
+/// Most bytes the pool of the `copy`/`pinned` paths keeps for reuse.
+pub const POOL_MAX_BYTES: usize = 4 << 30;
+/// Most buffers the pool keeps.
+pub const POOL_MAX_ENTRIES: usize = 16;
+/// A stream that gpushare cannot name (a consumer that asked for no synchronisation, or one that
+/// reads through `__cuda_array_interface__`): reusing memory it saw waits for the whole device.
+pub const UNKNOWN_STREAM: u64 = u64::MAX;
+
+/// Why a SharedBuffer could not be made, filled or exported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SharedError {
+    #[error("unknown device {0:?}: use \"cpu\", \"cuda\" or \"cuda:N\"")]
+    BadDevice(String),
+    #[error("unknown dtype {0:?}: use a name like float32, int64, bfloat16, bool, complex64")]
+    BadDtype(String),
+    #[error("{0}")]
+    BadShape(String),
+    #[error("cannot allocate {0} bytes of host memory")]
+    OutOfHostMemory(usize),
+    #[error("{0}")]
+    NotApplicable(String),
+    #[error("interrupted")]
+    Interrupted,
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+}
+
+pub type Result<T, E = SharedError> = std::result::Result<T, E>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data that is still consistent.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices and dtypes by name.
+
+/// Where an allocation lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    Cpu,
+    Cuda(i32),
+}
+
+impl Device {
+    /// `"cpu"`, `"cuda"` (= `cuda:0`), `"cuda:N"`, `"gpu"`, `"gpu:N"`; case and spaces ignored.
+    pub fn parse(text: &str) -> Result<Device> {
+        let t = text.trim().to_ascii_lowercase();
+        if t == "cpu" {
+            return Ok(Device::Cpu);
+        }
+        for prefix in ["cuda", "gpu"] {
+            if let Some(rest) = t.strip_prefix(prefix) {
+                if rest.is_empty() {
+                    return Ok(Device::Cuda(0));
+                }
+                if let Some(n) = rest.strip_prefix(':').and_then(|n| n.parse::<i32>().ok())
+                    && n >= 0
+                {
+                    return Ok(Device::Cuda(n));
+                }
+            }
+        }
+        Err(SharedError::BadDevice(text.to_owned()))
+    }
+
+    /// From a DLPack `(device_type, device_id)`: CPU and page-locked host memory are host memory.
+    pub fn from_dlpack(device_type: u32, device_id: i32) -> Result<Device> {
+        match device_type {
+            1 | 3 => Ok(Device::Cpu),
+            2 => Ok(Device::Cuda(device_id)),
+            other => Err(SharedError::NotApplicable(format!(
+                "gpushare copies host and CUDA device memory; this array is in {} memory",
+                crate::dlpack::device_type_name(other)
+            ))),
+        }
+    }
+
+    /// DLPack `(device_type, device_id)`.
+    pub fn dlpack(self) -> (u32, i32) {
+        match self {
+            Device::Cpu => (1, 0),
+            Device::Cuda(n) => (2, n),
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Device::Cpu => "cpu".to_owned(),
+            Device::Cuda(n) => format!("cuda:{n}"),
+        }
+    }
+}
+
+/// A dtype by the names NumPy, PyTorch and JAX use (`float32`, `bfloat16`, `bool`, `complex64`),
+/// plus the short aliases `float`, `double`, `half`, `int`, `long`.
+pub fn parse_dtype(name: &str) -> Result<DType> {
+    let n = name.trim().to_ascii_lowercase();
+    let n = n.strip_prefix("torch.").or_else(|| n.strip_prefix("np.")).unwrap_or(&n);
+    let (code, bits) = match n {
+        "bool" => (6, 8),
+        "float" => (2, 32),
+        "double" => (2, 64),
+        "half" => (2, 16),
+        "int" => (0, 32),
+        "long" => (0, 64),
+        "bfloat16" => (4, 16),
+        other => {
+            let (code, digits) = if let Some(d) = other.strip_prefix("float") {
+                (2, d)
+            } else if let Some(d) = other.strip_prefix("uint") {
+                (1, d)
+            } else if let Some(d) = other.strip_prefix("int") {
+                (0, d)
+            } else if let Some(d) = other.strip_prefix("complex") {
+                (5, d)
+            } else {
+                return Err(SharedError::BadDtype(name.to_owned()));
+            };
+            let bits: u8 = digits.parse().map_err(|_| SharedError::BadDtype(name.to_owned()))?;
+            let valid = match code {
+                2 => matches!(bits, 16 | 32 | 64),
+                5 => matches!(bits, 64 | 128),
+                _ => matches!(bits, 8 | 16 | 32 | 64),
+            };
+            if !valid {
+                return Err(SharedError::BadDtype(name.to_owned()));
+            }
+            (code, bits)
+        }
+    };
+    Ok(DType { code, bits, lanes: 1 })
+}
+
+/// Bytes of a compact array of `shape` with items of `itemsize` bytes, checked for overflow.
+pub fn compact_nbytes(shape: &[i64], itemsize: u64) -> Result<usize> {
+    let mut n: u64 = itemsize;
+    for (dim, &size) in shape.iter().enumerate() {
+        if size < 0 {
+            return Err(SharedError::BadShape(format!("dimension {dim} has negative size {size}")));
+        }
+        n = n.checked_mul(size as u64).ok_or_else(|| SharedError::BadShape("the size overflows 64 bits".into()))?;
+    }
+    usize::try_from(n).map_err(|_| SharedError::BadShape("the size does not fit in memory".into()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host memory.
+
+/// `len` bytes of host memory aligned to [`HOST_ALIGNMENT`] (at least one byte is allocated, so
+/// even an empty buffer has a real, aligned address).
+pub struct HostMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the struct exclusively owns its allocation; it hands out addresses only, and whoever
+// writes through them (frameworks, the copy functions) is bound by the DLPack contract.
+unsafe impl Send for HostMemory {}
+// SAFETY: as above; no interior state besides the allocation.
+unsafe impl Sync for HostMemory {}
+
+impl HostMemory {
+    fn layout(len: usize) -> Result<AllocLayout> {
+        AllocLayout::from_size_align(len.max(1), HOST_ALIGNMENT).map_err(|_| SharedError::OutOfHostMemory(len))
+    }
+
+    pub fn new(len: usize, zeroed: bool) -> Result<HostMemory> {
+        let layout = Self::layout(len)?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { if zeroed { alloc_zeroed(layout) } else { alloc(layout) } };
+        let ptr = NonNull::new(raw).ok_or(SharedError::OutOfHostMemory(len))?;
+        Ok(HostMemory { ptr, len })
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as usize as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        // The layout was valid when allocating, so it is now.
+        if let Ok(layout) = Self::layout(self.len) {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocations, their liveness counter and the registry of live ones.
+
+static ALIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Allocations alive now (held by a SharedBuffer or by any exported tensor). Pooled buffers waiting
+/// for reuse are not counted. For tests that check memory is freed only after the last consumer.
+pub fn buffers_alive() -> usize {
+    ALIVE.load(Ordering::SeqCst)
+}
+
+type Registry = Vec<(u64, u64, Weak<Allocation>)>;
+static LIVE: Mutex<Registry> = Mutex::new(Vec::new());
+
+/// Which streams wrote or read a device allocation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamLedger {
+    /// A stream with a write queued that nobody has waited for.
+    pub pending: Option<u64>,
+    /// Streams the memory was written on or handed to; [`UNKNOWN_STREAM`] for consumers that
+    /// gave none.
+    pub users: Vec<u64>,
+}
+
+impl StreamLedger {
+    fn note_user(&mut self, stream: u64) {
+        let stream = normalize_stream(stream);
+        if !self.users.contains(&stream) {
+            self.users.push(stream);
+        }
+    }
+
+    /// Whether a writer on `stream` must wait before writing memory these users saw: stream order
+    /// protects it from users on the same stream, nothing protects it from the others.
+    pub fn must_wait_before_write_on(&self, stream: u64) -> bool {
+        let stream = normalize_stream(stream);
+        self.users.iter().any(|&u| u != stream)
+    }
+}
+
+/// Handles 0 and 1 both mean the legacy default stream (`cudaStreamLegacy`).
+pub fn normalize_stream(handle: u64) -> u64 {
+    if handle == 1 { 0 } else { handle }
+}
+
+enum Memory {
+    Host(HostMemory),
+    /// `None` only while being dropped (the buffer moves to the pool).
+    Device { buffer: Option<DeviceBuffer>, pooled: bool },
+}
+
+/// Memory owned by gpushare, shared by reference counting (`Arc<Allocation>`).
+pub struct Allocation {
+    memory: Memory,
+    ptr: u64,
+    len: usize,
+    device: Device,
+    ledger: Mutex<StreamLedger>,
+}
+
+impl Allocation {
+    fn register(memory: Memory, device: Device, ledger: StreamLedger) -> Arc<Allocation> {
+        let (ptr, len) = match &memory {
+            Memory::Host(h) => (h.addr(), h.len()),
+            Memory::Device { buffer, .. } => buffer.as_ref().map_or((0, 0), |b| (b.ptr(), b.len())),
+        };
+        let allocation = Arc::new(Allocation { memory, ptr, len, device, ledger: Mutex::new(ledger) });
+        ALIVE.fetch_add(1, Ordering::SeqCst);
+        if len > 0 {
+            lock(&LIVE).push((ptr, ptr + len as u64, Arc::downgrade(&allocation)));
+        }
+        allocation
+    }
+
+    /// `len` bytes of 256-byte-aligned host memory; zeroed on request.
+    pub fn host(len: usize, zeroed: bool) -> Result<Arc<Allocation>> {
+        Ok(Self::register(Memory::Host(HostMemory::new(len, zeroed)?), Device::Cpu, StreamLedger::default()))
+    }
+
+    /// `len` bytes of device memory in device `ordinal`'s primary context (zeroed on request), freed
+    /// when the last reference goes.
+    pub fn on_device(ordinal: i32, len: usize, zeroed: bool) -> Result<Arc<Allocation>> {
+        let buffer = DeviceBuffer::new(ordinal, len)?;
+        if zeroed {
+            buffer.zero()?;
+        }
+        Ok(Self::register(
+            Memory::Device { buffer: Some(buffer), pooled: false },
+            Device::Cuda(ordinal),
+            StreamLedger::default(),
+        ))
+    }
+
+    /// `len` bytes of device memory for a writer on `stream`, from the pool when it has a buffer of
+    /// exactly that size (after waiting for earlier users on other streams), returned to the pool
+    /// when the last reference goes.
+    pub fn device_pooled(ordinal: i32, len: usize, stream: u64) -> Result<Arc<Allocation>> {
+        let (buffer, ledger) = match take_pooled(ordinal, len, stream)? {
+            Some(found) => found,
+            None => (DeviceBuffer::new(ordinal, len)?, StreamLedger::default()),
+        };
+        Ok(Self::register(Memory::Device { buffer: Some(buffer), pooled: true }, Device::Cuda(ordinal), ledger))
+    }
+
+    /// Allocation of `len` bytes on `device`: host (aligned) or device memory.
+    pub fn new(device: Device, len: usize, zeroed: bool) -> Result<Arc<Allocation>> {
+        match device {
+            Device::Cpu => Self::host(len, zeroed),
+            Device::Cuda(ordinal) => Self::on_device(ordinal, len, zeroed),
+        }
+    }
+
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    pub fn is_pooled(&self) -> bool {
+        matches!(self.memory, Memory::Device { pooled: true, .. })
+    }
+
+    pub fn ledger(&self) -> StreamLedger {
+        lock(&self.ledger).clone()
+    }
+
+    /// A write was queued on `stream` and not waited for.
+    pub fn note_write(&self, stream: u64) {
+        let mut ledger = lock(&self.ledger);
+        ledger.pending = Some(normalize_stream(stream));
+        ledger.note_user(stream);
+    }
+
+    /// Makes the memory ready for a consumer that reads on `consumer` (`None`: a consumer that
+    /// named no stream and reads on the legacy default stream; `Some(UNKNOWN_STREAM)`: one that asked
+    /// for no synchronisation). A write still queued on another stream is waited for.
+    pub fn ready_for(&self, consumer: Option<u64>, keep_waiting: &mut dyn FnMut() -> bool) -> Result<()> {
+        let Device::Cuda(ordinal) = self.device else { return Ok(()) };
+        let reader = normalize_stream(consumer.unwrap_or(0));
+        let pending = {
+            let mut ledger = lock(&self.ledger);
+            ledger.note_user(reader);
+            match ledger.pending {
+                Some(p) if reader != UNKNOWN_STREAM && p != reader => ledger.pending.take(),
+                _ => None,
+            }
+        };
+        if let Some(stream) = pending {
+            Stream::external(stream, ordinal).wait_interruptibly(keep_waiting).map_err(|e| match e {
+                CudaError::Interrupted => SharedError::Interrupted,
+                other => SharedError::Cuda(other),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The stream a consumer must wait on before reading, for `__cuda_array_interface__` ("stream"),
+    /// noting that an unnamed consumer uses the memory.
+    pub fn pending_for_unknown_reader(&self) -> Option<u64> {
+        let mut ledger = lock(&self.ledger);
+        ledger.note_user(UNKNOWN_STREAM);
+        ledger.pending
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            let me = self as *const Allocation;
+            lock(&LIVE).retain(|(_, _, weak)| weak.as_ptr() != me && weak.strong_count() > 0);
+        }
+        ALIVE.fetch_sub(1, Ordering::SeqCst);
+        if let Memory::Device { buffer, pooled: true } = &mut self.memory
+            && let Some(buffer) = buffer.take()
+        {
+            let ledger = std::mem::take(&mut *lock(&self.ledger));
+            give_to_pool(buffer, ledger);
+        }
+        // Host memory and unpooled device memory are freed by their own Drop.
+    }
+}
+
+impl std::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocation")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .field("device", &self.device)
+            .field("pooled", &self.is_pooled())
+            .finish()
+    }
+}
+
+/// The live allocation that holds `[ptr, ptr + nbytes)`, if gpushare owns that memory.
+pub fn owner_of(ptr: u64, nbytes: u64) -> Option<Arc<Allocation>> {
+    let found = {
+        let live = lock(&LIVE);
+        live.iter()
+            .filter(|(start, end, _)| *start <= ptr && ptr.saturating_add(nbytes) <= *end)
+            .find_map(|(_, _, weak)| weak.upgrade())
+    };
+    // The lock is released before `found` can be dropped by the caller (whose Drop takes the lock).
+    found
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool of the copy and pinned paths.
+
+struct Pooled {
+    ordinal: i32,
+    buffer: DeviceBuffer,
+    ledger: StreamLedger,
+}
+
+static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
+
+fn give_to_pool(buffer: DeviceBuffer, ledger: StreamLedger) {
+    let len = buffer.len();
+    if len == 0 || len > POOL_MAX_BYTES {
+        return; // dropped (freed) here
+    }
+    let evicted: Vec<Pooled> = {
+        let mut pool = lock(&POOL);
+        let mut evicted = Vec::new();
+        while !pool.is_empty()
+            && (pool.len() >= POOL_MAX_ENTRIES || pool.iter().map(|p| p.buffer.len()).sum::<usize>() + len > POOL_MAX_BYTES)
+        {
+            evicted.push(pool.remove(0));
+        }
+        pool.push(Pooled { ordinal: buffer.ordinal(), buffer, ledger });
+        evicted
+    };
+    drop(evicted); // freed outside the lock: cuMemFree waits for the device
+}
+
+/// A pooled buffer of exactly `len` bytes on `ordinal`, made safe to write on `stream`: if anyone
+/// used it on another stream, the device is synchronised first.
+pub fn take_pooled(ordinal: i32, len: usize, stream: u64) -> Result<Option<(DeviceBuffer, StreamLedger)>> {
+    let taken = {
+        let mut pool = lock(&POOL);
+        pool.iter().position(|p| p.ordinal == ordinal && p.buffer.len() == len).map(|i| pool.remove(i))
+    };
+    let Some(Pooled { buffer, mut ledger, .. }) = taken else { return Ok(None) };
+    if ledger.must_wait_before_write_on(stream) {
+        cuda::synchronize_context(ordinal)?;
+        ledger.users.clear();
+    }
+    ledger.pending = None;
+    Ok(Some((buffer, ledger)))
+}
+
+/// `(buffers, bytes)` in the pool.
+pub fn pool_usage() -> (usize, usize) {
+    let pool = lock(&POOL);
+    (pool.len(), pool.iter().map(|p| p.buffer.len()).sum())
+}
+
+/// Frees every pooled buffer (waits for the devices).
+pub fn clear_pool() {
+    let drained: Vec<Pooled> = std::mem::take(&mut *lock(&POOL));
+    drop(drained);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies into a new allocation: the copy and pinned paths.
+
+/// How a source gets into gpushare's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `cuMemcpyDtoDAsync` on the source's stream (GPU), `memcpy` in chunks (CPU).
+    Copy,
+    /// Device → page-locked host → device, double-buffered by the CUDA layer's [`PinnedStager`].
+    Pinned,
+}
+
+impl Method {
+    pub fn parse(name: &str) -> Result<Method> {
+        match name {
+            "copy" => Ok(Method::Copy),
+            "pinned" => Ok(Method::Pinned),
+            other => Err(SharedError::NotApplicable(format!("unknown copy method {other:?}: copy or pinned"))),
+        }
+    }
+}
+
+/// What a copy did.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CopyReport {
+    pub bytes: u64,
+    /// Device time of a staged copy (events on the caller's stream); `None` for queued copies.
+    pub device_seconds: Option<f64>,
+    /// Host chunks or staging chunks.
+    pub chunks: u64,
+    /// The copy finished before returning (`false`: queued on the stream).
+    pub complete: bool,
+}
+
+/// Copies `len` bytes of host memory from `src` to `dst` in chunks of [`COPY_CHUNK_BYTES`], asking
+/// `keep_going` between chunks. Returns the number of chunks.
+///
+/// # Safety
+/// `[src, src+len)` must be readable and `[dst, dst+len)` writable for the whole call, and the two
+/// must not overlap.
+pub unsafe fn copy_host_chunked(dst: u64, src: u64, len: usize, keep_going: &mut dyn FnMut() -> bool) -> Result<u64> {
+    let mut offset = 0usize;
+    let mut chunks = 0u64;
+    while offset < len {
+        if chunks > 0 && !keep_going() {
+            return Err(SharedError::Interrupted);
+        }
+        let n = COPY_CHUNK_BYTES.min(len - offset);
+        // SAFETY: the caller's contract; offset + n <= len.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (src as usize + offset) as *const u8,
+                (dst as usize + offset) as *mut u8,
+                n,
+            );
+        }
+        offset += n;
+        chunks += 1;
+    }
+    Ok(chunks)
+}
+
+fn stager_for(ordinal: i32) -> Result<Arc<Mutex<PinnedStager>>> {
+    type Stagers = Vec<(i32, Arc<Mutex<PinnedStager>>)>;
+    static STAGERS: Mutex<Stagers> = Mutex::new(Vec::new());
+    let mut stagers = lock(&STAGERS);
+    if let Some((_, s)) = stagers.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(Arc::clone(s));
+    }
+    let stager = Arc::new(Mutex::new(PinnedStager::new(ordinal, PinnedStager::DEFAULT_CHUNK_BYTES)?));
+    stagers.push((ordinal, Arc::clone(&stager)));
+    Ok(stager)
+}
+
+/// A new allocation holding a copy of the `len` bytes at `src` on `device`, made by `method`. On
+/// the GPU the copy is ordered after the work queued on `stream` (the source framework's current
+/// stream); a `Copy` is left queued there (the allocation remembers it), a `Pinned` copy is waited for.
+///
+/// # Safety
+/// `[src, src+len)` must be live memory of `device` (as a DLPack producer described it) that stays
+/// alive and unchanged until the copy has finished.
+pub unsafe fn copy_of(
+    src: u64,
+    len: usize,
+    device: Device,
+    method: Method,
+    stream: u64,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<(Arc<Allocation>, CopyReport)> {
+    match (device, method) {
+        (Device::Cpu, Method::Pinned) => Err(SharedError::NotApplicable(
+            "pinned stages device memory through page-locked host memory; this array is already in host \
+             memory (cpu): use path='copy'"
+                .into(),
+        )),
+        (Device::Cpu, Method::Copy) => {
+            let allocation = Allocation::host(len, false)?;
+            // SAFETY: the caller's contract for `src`; the destination is fresh and `len` long.
+            let chunks = unsafe { copy_host_chunked(allocation.ptr(), src, len, keep_going) }?;
+            Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks, complete: true }))
+        }
+        (Device::Cuda(ordinal), Method::Copy) => {
+            let allocation = Allocation::device_pooled(ordinal, len, stream)?;
+            if len > 0 {
+                cuda::copy_dtod_checked(allocation.ptr(), src, len, &Stream::external(stream, ordinal))?;
+                allocation.note_write(stream);
+            }
+            Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks: 1, complete: false }))
+        }
+        (Device::Cuda(ordinal), Method::Pinned) => {
+            let allocation = Allocation::device_pooled(ordinal, len, stream)?;
+            let stager = stager_for(ordinal)?;
+            let report = lock(&stager)
+                .stage(src, allocation.ptr(), len, &Stream::external(stream, ordinal), keep_going)
+                .map_err(|e| match e {
+                    CudaError::Interrupted => SharedError::Interrupted,
+                    other => SharedError::Cuda(other),
+                })?;
+            lock(&allocation.ledger).note_user(stream);
+            Ok((
+                allocation,
+                CopyReport {
+                    bytes: report.bytes,
+                    device_seconds: Some(report.device_seconds),
+                    chunks: report.chunks,
+                    complete: true,
+                },
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tests that read the global liveness counter run one at a time.
+    static COUNTER: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn host_memory_is_256_byte_aligned_and_zeroed() {
+        for len in [0usize, 1, 3, 255, 256, 257, 4096, 1 << 20] {
+            let m = HostMemory::new(len, true).unwrap();
+            assert_eq!(m.addr() % HOST_ALIGNMENT as u64, 0, "len {len}");
+            assert_eq!(m.len(), len);
+            // SAFETY: the memory is ours and at least max(len, 1) bytes long.
+            let bytes = unsafe { std::slice::from_raw_parts(m.addr() as usize as *const u8, len.max(1)) };
+            assert!(bytes.iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn an_allocation_lives_until_its_last_reference() {
+        let _serial = lock(&COUNTER);
+        let before = buffers_alive();
+        let a = Allocation::host(1024, true).unwrap();
+        assert_eq!(buffers_alive(), before + 1);
+        let consumer_one = Arc::clone(&a);
+        let consumer_two = Arc::clone(&a);
+        drop(a);
+        assert_eq!(buffers_alive(), before + 1, "consumers still hold it");
+        drop(consumer_one);
+        assert_eq!(buffers_alive(), before + 1);
+        drop(consumer_two);
+        assert_eq!(buffers_alive(), before);
+    }
+
+    #[test]
+    fn owner_of_finds_live_allocations_only() {
+        let _serial = lock(&COUNTER);
+        let a = Allocation::host(4096, false).unwrap();
+        let found = owner_of(a.ptr() + 100, 200).expect("inside");
+        assert!(Arc::ptr_eq(&found, &a));
+        assert!(owner_of(a.ptr() + 4000, 200).is_none(), "runs past the end");
+        let addr = a.ptr();
+        drop(found);
+        drop(a);
+        assert!(owner_of(addr, 1).is_none());
+    }
+
+    #[test]
+    fn host_copies_are_exact_and_interruptible() {
+        let len = COPY_CHUNK_BYTES * 2 + 17;
+        let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let dst = HostMemory::new(len, false).unwrap();
+        let mut asked = 0;
+        // SAFETY: both ranges are ours and `len` long.
+        let chunks = unsafe {
+            copy_host_chunked(dst.addr(), src.as_ptr() as usize as u64, len, &mut || {
+                asked += 1;
+                true
+            })
+        }
+        .unwrap();
+        assert_eq!((chunks, asked), (3, 2));
+        // SAFETY: written above.
+        let out = unsafe { std::slice::from_raw_parts(dst.addr() as usize as *const u8, len) };
+        assert!(out == src.as_slice());
+        // SAFETY: as above.
+        let stopped = unsafe { copy_host_chunked(dst.addr(), src.as_ptr() as usize as u64, len, &mut || false) };
+        assert_eq!(stopped, Err(SharedError::Interrupted));
+    }
+
+    #[test]
+    fn copy_of_host_memory_and_refusals() {
+        let _serial = lock(&COUNTER);
+        let src: Vec<u32> = (0..1000).collect();
+        // SAFETY: `src` is live host memory of 4000 bytes.
+        let (copy, report) =
+            unsafe { copy_of(src.as_ptr() as usize as u64, 4000, Device::Cpu, Method::Copy, 0, &mut || true) }.unwrap();
+        assert_eq!((report.bytes, report.complete), (4000, true));
+        assert_eq!(copy.ptr() % 256, 0);
+        // SAFETY: the allocation holds 4000 bytes written above.
+        let out = unsafe { std::slice::from_raw_parts(copy.ptr() as usize as *const u32, 1000) };
+        assert_eq!(out, src.as_slice());
+        // SAFETY: refused before touching memory.
+        let refused = unsafe { copy_of(src.as_ptr() as usize as u64, 4000, Device::Cpu, Method::Pinned, 0, &mut || true) };
+        assert!(matches!(refused, Err(SharedError::NotApplicable(m)) if m.contains("path='copy'")));
+    }
+
+    #[test]
+    fn devices_and_dtypes_by_name() {
+        assert_eq!(Device::parse("cpu").unwrap(), Device::Cpu);
+        assert_eq!(Device::parse(" CUDA ").unwrap(), Device::Cuda(0));
+        assert_eq!(Device::parse("cuda:3").unwrap(), Device::Cuda(3));
+        assert_eq!(Device::parse("gpu:1").unwrap(), Device::Cuda(1));
+        assert!(Device::parse("cuda:-1").is_err());
+        assert!(Device::parse("tpu").is_err());
+        assert_eq!(Device::Cuda(2).dlpack(), (2, 2));
+        assert_eq!(Device::from_dlpack(3, 0).unwrap(), Device::Cpu);
+        assert!(Device::from_dlpack(10, 0).is_err());
+        assert_eq!(parse_dtype("float32").unwrap(), DType { code: 2, bits: 32, lanes: 1 });
+        assert_eq!(parse_dtype("torch.bfloat16").unwrap().name(), "bfloat16");
+        assert_eq!(parse_dtype("bool").unwrap().itemsize(), 1);
+        assert_eq!(parse_dtype("complex64").unwrap().itemsize(), 8);
+        assert_eq!(parse_dtype("uint8").unwrap().name(), "uint8");
+        assert!(parse_dtype("float7").is_err());
+        assert!(parse_dtype("string").is_err());
+        assert_eq!(compact_nbytes(&[2, 3], 4).unwrap(), 24);
+        assert_eq!(compact_nbytes(&[], 8).unwrap(), 8);
+        assert!(compact_nbytes(&[-1], 4).is_err());
+        assert!(compact_nbytes(&[i64::MAX, 4], 4).is_err());
+    }
+
+    #[test]
+    fn stream_ledger_says_when_reuse_must_wait() {
+        let mut ledger = StreamLedger::default();
+        assert!(!ledger.must_wait_before_write_on(7));
+        ledger.note_user(1); // the legacy default stream, by its DLPack sentinel
+        assert!(!ledger.must_wait_before_write_on(0), "0 and 1 are the same stream");
+        assert!(ledger.must_wait_before_write_on(0x55));
+        ledger.users.clear();
+        ledger.note_user(UNKNOWN_STREAM);
+        assert!(ledger.must_wait_before_write_on(0));
+    }
+
+    #[test]
+    fn cpu_allocations_need_no_stream_work() {
+        let _serial = lock(&COUNTER);
+        let a = Allocation::host(64, true).unwrap();
+        a.ready_for(Some(0x1234), &mut || true).unwrap();
+        assert_eq!(a.device(), Device::Cpu);
+        assert!(!a.is_pooled());
+    }
+
+    #[test]
+    fn without_cuda_device_memory_is_an_error_not_a_panic() {
+        if cuda::driver_status().is_available() {
+            return; // covered by the GPU tests
+        }
+        let _serial = lock(&COUNTER);
+        let before = buffers_alive();
+        assert!(matches!(Allocation::on_device(0, 1024, true), Err(SharedError::Cuda(_))));
+        assert!(matches!(Allocation::device_pooled(0, 1024, 0), Err(SharedError::Cuda(_))));
+        assert_eq!(buffers_alive(), before);
+        assert_eq!(pool_usage(), (0, 0));
+    }
+}
