@@ -18,6 +18,7 @@ from typing import Any
 from gpushare import _native
 from gpushare.api import ShareResult, ShareTable, TensorInfo, inspect, share, share_chain
 from gpushare.exceptions import GpushareError, GpushareWarning
+from gpushare.gpuinfo import GpuInfo, gpuinfo
 
 __version__: str = _native.__version__
 Timing = _native.Timing
@@ -46,11 +47,13 @@ def unload_ipython_extension(ip: Any) -> None:
 
 __all__ = [
     "GpushareError",
+    "GpuInfo",
     "GpushareWarning",
     "ShareResult",
     "ShareTable",
     "TensorInfo",
     "Timing",
+    "gpuinfo",
     "inspect",
     "load_ipython_extension",
     "share",

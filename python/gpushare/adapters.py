@@ -110,6 +110,10 @@ class Adapter:
     def synchronize(self, obj: Any) -> None:
         """Waits for work queued on the array's device (no-op on CPU)."""
 
+    def current_stream(self, obj: Any) -> int | None:
+        """The handle of the framework's current CUDA stream for the array's device, if it has one."""
+        return None
+
 
 class NumpyAdapter(Adapter):
     name = "numpy"
@@ -185,6 +189,9 @@ class TorchAdapter(Adapter):
     def synchronize(self, obj: Any) -> None:
         if obj.is_cuda:
             self.load().cuda.synchronize(obj.device)
+
+    def current_stream(self, obj: Any) -> int | None:
+        return int(self.load().cuda.current_stream(obj.device).cuda_stream) if obj.is_cuda else None
 
 
 class JaxAdapter(Adapter):
@@ -320,6 +327,9 @@ class CupyAdapter(Adapter):
 
     def synchronize(self, obj: Any) -> None:
         self.load().cuda.runtime.deviceSynchronize()
+
+    def current_stream(self, obj: Any) -> int | None:
+        return int(self.load().cuda.get_current_stream().ptr)
 
 
 class NumbaAdapter(Adapter):

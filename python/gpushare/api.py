@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from typing import Any, Iterator, Sequence
@@ -17,19 +18,27 @@ TensorInfo = _native.TensorInfo
 _now = time.perf_counter_ns
 
 
-def _conversion_error(src: Adapter, dst: Adapter, path: str, exc: BaseException) -> ConversionError:
+def _conversion_error(
+    src: Adapter, dst: Adapter, path: str, exc: BaseException, predicted: Any = None
+) -> ConversionError:
     text = f"{type(exc).__name__}: {exc}"
     known = _native.explain_failure(text)
     if known is not None:
         reason, fix = known
         message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
+    elif predicted is not None and predicted[0] == "failed":
+        reason, fix = predicted[1] or text, getattr(predicted, "fix", None)
+        message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
     else:
         reason, fix = text, None
         message = f"{src.name} → {dst.name} via {path} failed: {text}"
+    if predicted is not None and predicted[0] != "failed":
+        message += f" (UNEXPECTED: gpushare predicted {predicted[0]})"
     err = ConversionError(message)
     err.reason = reason
     err.fix = fix
     err.framework_error = text
+    err.predicted = predicted
     return err
 
 
@@ -93,13 +102,23 @@ def share(
     dst.load()
     src_info = inspect(obj)
     src.check_source(obj)
-    src_info.refuse_for(dst.name)
     path_name, convert = route(src, dst, path)
     predicted = verdicts.predict(src, dst, src_info, path_name)
+    try:
+        src_info.refuse_for(dst.name)  # crash-class inputs only; everything else the framework answers
+    except GpushareError as e:
+        e.predicted = predicted
+        raise
     on_device = src_info.dlpack_device[0] != 1
     samples: list[float] = []
     value: Any = None
+    memory_json = streams_json = None
     try:
+        if on_device:
+            # One handoff outside the timing: it pays one-time costs, records the streams the
+            # consumer asked for, and is the one the memory ledger measures (its value is kept
+            # alive until the "after" snapshot, so a copy shows what it cost).
+            memory_json, streams_json = _observed_handoff(src, dst, obj, convert, path_name, src_info)
         for _ in range(repeat):
             if on_device:
                 src.synchronize(obj)
@@ -109,23 +128,44 @@ def share(
             if on_device:
                 dst.synchronize(value)
             samples.append((_now() - t0) * 1e-9 / number)
-    except GpushareError:
+    except GpushareError as e:
+        e.predicted = predicted
         raise
     except Exception as e:
-        raise _conversion_error(src, dst, path_name, e) from e
+        raise _conversion_error(src, dst, path_name, e, predicted) from e
     try:
         dst_info = dst.inspect(value)
-    except GpushareError:
+    except GpushareError as e:
+        e.predicted = predicted
         raise
     except Exception as e:
-        raise _conversion_error(src, dst, path_name, e) from e
+        raise _conversion_error(src, dst, path_name, e, predicted) from e
     result = ShareResult(
-        value, src_info, dst_info, path_name, samples, number, name, origin, predicted=predicted
+        value, src_info, dst_info, path_name, samples, number, name, origin,
+        predicted=predicted, memory_json=memory_json, streams_json=streams_json,
     )
     for note in result.notes:
         if "read-only" in note:
             warnings.warn(f"{src.name} → {dst.name}: {note}", GpushareWarning, stacklevel=2)
     return result
+
+
+def _observed_handoff(
+    src: Adapter, dst: Adapter, obj: Any, convert: Any, path: str, src_info: TensorInfo
+) -> tuple[str | None, str]:
+    from gpushare.ledger import MemoryLedger
+
+    ordinal = src_info.dlpack_device[1]
+    recorder = _StreamRecorder(obj)
+    src.synchronize(obj)
+    before = MemoryLedger.snapshot(ordinal)
+    value = convert(recorder if path == "dlpack" else obj)
+    dst.synchronize(value)
+    after = MemoryLedger.snapshot(ordinal)
+    del value
+    diff = MemoryLedger.diff(before, after)
+    memory = {**diff.to_dict(), "summary": diff.summary()}
+    return json.dumps(memory, default=str), json.dumps(_stream_report(src, obj, recorder.requests, path), default=str)
 
 
 def parse_chain(spec: str) -> tuple[str | None, list[str]]:

@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Bool, Int, Unicode
@@ -210,6 +210,29 @@ class GpuShare(Magics):
         if not (args.quiet or self.quiet) and not args.output:
             display(result)
         return result if args.output else None
+
+    @magic_arguments()
+    @argument("--import", dest="import_frameworks", action="store_true",
+              help="Import every installed framework to report its version and DLPack support "
+                   "(never starts a framework's GPU runtime).")
+    @argument("-o", dest="output", action="store_true", help="Return the GpuInfo object.")
+    @line_magic
+    def gpuinfo(self, line: str) -> Any:
+        """Frameworks found (versions, DLPack support), the CUDA driver and devices, contexts,
+        peer access, memory per framework allocator and the memory settings in force.
+
+        Usage::
+
+            %gpuinfo [--import] [-o]
+        """
+        from gpushare.gpuinfo import gpuinfo
+
+        args = self.gpuinfo.parser.parse_args(line.split())
+        info = gpuinfo(import_frameworks=args.import_frameworks)
+        if args.output:
+            return info
+        display(info)
+        return None
 
     def _bind(self, bindings: dict[str, Any]) -> None:
         self.shell.user_ns.update(bindings)

@@ -85,6 +85,26 @@ fn why(r: &ShareReport) -> String {
     parts.join("; ")
 }
 
+/// The ledger's one-line summary (`driver +64.0 MiB; torch allocated +64.0 MiB`), or empty.
+fn memory_text(r: &ShareReport) -> String {
+    r.memory
+        .as_ref()
+        .and_then(|m| m.get("summary"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Consumer stream and the ordering the producer did, or empty on CPU.
+fn streams_text(r: &ShareReport) -> String {
+    let Some(s) = &r.streams else { return String::new() };
+    let wait = s.get("wait").and_then(serde_json::Value::as_str).unwrap_or("");
+    match s.get("consumer_stream") {
+        Some(v) if !v.is_null() => format!("consumer stream {v}; {wait}"),
+        _ => wait.to_string(),
+    }
+}
+
 fn hop(r: &ShareReport) -> String {
     format!("{}→{}", r.source.framework, r.target.framework)
 }
@@ -99,7 +119,7 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
     let header = [
         "name", "hop", "path", "shape", "dtype", "source device", "target device", "source ptr", "target ptr",
         "verdict", "source ctx", "target ctx", &format!("median ({})", unit.suffix), &format!("min ({})", unit.suffix),
-        "why",
+        "memory", "streams", "why",
     ];
     let body: Vec<Vec<String>> = rows
         .iter()
@@ -119,14 +139,16 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
                 context_text(&r.target),
                 units::time_in(r.timing.median, unit),
                 units::time_in(r.timing.min, unit),
+                memory_text(r),
+                streams_text(r),
                 why(r),
             ]
         })
         .collect();
-    // Drop the empty trailing "why" column and the ctx columns when nothing would be in them.
+    // Drop the optional columns (why, memory, streams, contexts) when nothing would be in them.
     let keep: Vec<bool> = (0..header.len())
         .map(|c| match header[c] {
-            "why" => body.iter().any(|row| !row[c].is_empty()),
+            "why" | "memory" | "streams" => body.iter().any(|row| !row[c].is_empty()),
             "source ctx" | "target ctx" => body.iter().any(|row| row[c] != "n/a"),
             _ => true,
         })
@@ -158,6 +180,8 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
     let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
     let show_ctx = rows.iter().any(|r| r.source.cuda.is_some() || r.target.cuda.is_some());
     let show_why = rows.iter().any(|r| r.reason.is_some() || !r.notes.is_empty() || r.unexpected());
+    let show_memory = rows.iter().any(|r| r.memory.is_some());
+    let show_streams = rows.iter().any(|r| r.streams.is_some());
     let mut h = String::with_capacity(512 + rows.len() * 600);
     h.push_str(STYLE);
     h.push_str("<table class=\"gpushare\"><thead><tr><th>name</th><th>hop</th><th>path</th><th>shape</th><th>dtype</th>\
@@ -169,6 +193,12 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         "<th class=\"num\">median ({u})</th><th class=\"num\">min ({u})</th>",
         u = unit.suffix
     ));
+    if show_memory {
+        h.push_str("<th>memory</th>");
+    }
+    if show_streams {
+        h.push_str("<th>streams</th>");
+    }
     if show_why {
         h.push_str("<th>why</th>");
     }
@@ -201,6 +231,12 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             units::time_in(r.timing.median, unit),
             units::time_in(r.timing.min, unit)
         ));
+        if show_memory {
+            h.push_str(&format!("<td>{}</td>", escape(&memory_text(r))));
+        }
+        if show_streams {
+            h.push_str(&format!("<td>{}</td>", escape(&streams_text(r))));
+        }
         if show_why {
             h.push_str(&format!("<td>{}</td>", escape(&why(r))));
         }

@@ -88,3 +88,14 @@ fn an_unexpected_outcome_is_shown_with_the_prediction() {
     assert!(text.contains("predicted shared"));
     assert!(share_table_html(&[r]).contains("UNEXPECTED copy"));
 }
+
+#[test]
+fn memory_and_stream_columns_appear_only_with_data() {
+    let mut r = row("x", Verdict::Shared, None, 1e-6);
+    assert!(!share_table_html(std::slice::from_ref(&r)).contains("<th>memory</th>"));
+    r.memory = Some(serde_json::json!({"summary": "driver ±0 B"}));
+    r.streams = Some(serde_json::json!({"consumer_stream": 7, "wait": "producer makes stream 7 wait"}));
+    let html = share_table_html(std::slice::from_ref(&r));
+    assert!(html.contains("<th>memory</th>") && html.contains("driver ±0 B"));
+    assert!(share_table_text(&[r]).contains("consumer stream 7; producer makes stream 7 wait"));
+}

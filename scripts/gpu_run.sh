@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (no network) after scripts/prepare_gpu_run.sh carried .whl/ there.
+# Everything it prints and writes lands in $OUT (default ./gpu-out).
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false TF_FORCE_GPU_ALLOW_GROWTH=true TF_CPP_MIN_LOG_LEVEL=3
+step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
+{
+  step versions
+  date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import sys, torch, jax, cupy, numba, numpy, gpushare; print(sys.version.split()[0], 'torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, 'gpushare', gpushare.__version__)"
+  step "cargo tests of the CUDA layer"
+  ./.whl/cuda_driver_tests --nocapture --test-threads=1 2>&1 | tail -40
+  step "pytest -m gpu"
+  python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/ -rs 2>&1 | tail -60
+  step gpuinfo
+  python3 -c "import torch, jax, cupy; torch.ones(1, device='cuda'); import jax.numpy as jnp; jnp.ones(1).block_until_ready(); cupy.ones(1); import gpushare; print(repr(gpushare.gpuinfo(import_frameworks=True)))"
+  for extra in "$@"; do step "$extra"; bash -c "$extra" 2>&1 | tail -80; done
+} 2>&1 | tee "$OUT/gpu_run.log"
