@@ -32,6 +32,6 @@ rm -rf .whl/deps
 
 # The CUDA layer's cargo tests, built without pyo3 so the binary needs only libc and libcuda.
 bin=$(cargo test --release --no-default-features --test cuda_driver --no-run --message-format=json 2>/dev/null \
-  | "$PY" -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
+  | "$PY" -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "cuda_driver"][-1])')
 cp "$bin" .whl/cuda_driver_tests
 du -sh .whl; ls .whl

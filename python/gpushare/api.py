@@ -42,6 +42,46 @@ def _conversion_error(
     return err
 
 
+class _StreamRecorder:
+    """Stands in for the source during one handoff and records what the consumer asked its
+    ``__dlpack__`` for: the stream argument is how DLPack orders work between frameworks."""
+
+    __slots__ = ("obj", "requests")
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+        self.requests: list[dict] = []
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        self.requests.append(kwargs)
+        return self.obj.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self.obj.__dlpack_device__()
+
+
+def _stream_report(src: Adapter, obj: Any, requests: list[dict], path: str) -> dict:
+    """Producer and consumer streams of a handoff and whether the producer had to order them."""
+    producer = src.current_stream(obj)
+    report: dict[str, Any] = {"path": path, "producer_stream": producer}
+    if path != "dlpack" or not requests:
+        report["consumer_stream"] = None
+        report["wait"] = "none: this route carries no stream; gpushare synchronised the source first"
+        return report
+    consumer = requests[-1].get("stream")
+    report["consumer_stream"] = consumer
+    report["max_version"] = requests[-1].get("max_version")
+    if consumer is None:
+        report["wait"] = "producer synchronises with the legacy default stream (stream=None)"
+    elif consumer == -1:
+        report["wait"] = "none: the consumer asked for no synchronisation (stream=-1)"
+    elif producer is not None and consumer == producer:
+        report["wait"] = "none: producer and consumer use the same stream"
+    else:
+        report["wait"] = f"producer makes stream {consumer} wait on its stream {producer} (event)"
+    return report
+
+
 def inspect(obj: Any) -> TensorInfo:
     """What an array is: framework, dtype, shape, strides (elements), device in the framework's words
     and DLPack's, data address, bytes spanned, contiguity, alignment, read-only flag, CUDA attributes.
