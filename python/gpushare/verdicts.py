@@ -2,14 +2,93 @@
 
 ``predict`` returns ``(verdict, reason)`` for a planned handoff, or None where gpushare makes no
 prediction; ``share`` stores it on the result, which shows an outcome that differs from it as
-"UNEXPECTED" rather than hiding it.
+"UNEXPECTED" rather than hiding it. The rules live in the Rust core (``src/explain.rs``); this module
+only gathers the facts they need: the target's version, and settings such as JAX's x64 flag, read
+from frameworks that are already imported (a prediction never imports a framework).
+
+The rules are checked against the installed frameworks by ``python -m gpushare.conformance``
+(``docs/compatibility.md``) and ``tests/test_conformance.py``.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
+from gpushare import _native
 
-def predict(src: Any, dst: Any, src_info: Any, path: str) -> tuple[str, str | None] | None:
-    """The predicted verdict and reason for converting ``src_info`` to ``dst`` by ``path``."""
-    return None
+#: Paths the Rust rules model; for any other path gpushare makes no prediction.
+MODELLED_PATHS = ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
+
+
+class Prediction(tuple):
+    """``(verdict, reason)``, with the ``fix`` for a predicted failure and ``expected_error``, the
+    words the framework is expected to use in its error message (a substring), when known."""
+
+    fix: str | None
+    expected_error: str | None
+
+    def __new__(
+        cls, verdict: str, reason: str | None, fix: str | None = None, expected_error: str | None = None
+    ) -> "Prediction":
+        self = super().__new__(cls, (verdict, reason))
+        self.fix = fix
+        self.expected_error = expected_error
+        return self
+
+    @property
+    def verdict(self) -> str:
+        return self[0]
+
+    @property
+    def reason(self) -> str | None:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Prediction(verdict={self[0]!r}, reason={self[1]!r}, fix={self.fix!r})"
+
+
+def jax_x64() -> bool:
+    """``jax.config.jax_enable_x64`` when JAX is already imported; False otherwise (JAX's default),
+    or when the ``JAX_ENABLE_X64`` environment variable says so for a JAX not imported yet."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            return bool(jax.config.jax_enable_x64)
+        except AttributeError:
+            return False
+    return os.environ.get("JAX_ENABLE_X64", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _cupy_ptds() -> bool:
+    return os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip() not in ("", "0")
+
+
+def _current_device(src: Any, src_info: Any) -> int | None:
+    """PyTorch exports only from its current CUDA device: the device it would export from."""
+    if src.name != "torch" or src_info.dlpack_device[0] != 2:
+        return None
+    torch = sys.modules.get("torch")
+    try:
+        return int(torch.cuda.current_device()) if torch is not None else None
+    except Exception:  # no CUDA initialised: nothing to predict from
+        return None
+
+
+def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
+    """The predicted verdict and reason for converting ``src_info`` (a ``TensorInfo`` of an array of
+    adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model."""
+    if path not in MODELLED_PATHS:
+        return None
+    d = _native.predict_detail(
+        src_info,
+        dst.name,
+        dst.version() or "",
+        jax_x64(),
+        path,
+        source_version=src.version() or "",
+        cupy_ptds=_cupy_ptds(),
+        source_current_device=_current_device(src, src_info),
+    )
+    return Prediction(d["verdict"], d["reason"], d["fix"], d["expected_error"])
