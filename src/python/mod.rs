@@ -3,6 +3,7 @@
 mod cuda;
 mod errors;
 mod explain;
+mod shared;
 mod types;
 
 use pyo3::prelude::*;
@@ -21,6 +22,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     explain::register(m)?;
     cuda::register(m)?;
+    shared::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;
