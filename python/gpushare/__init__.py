@@ -18,6 +18,7 @@ from typing import Any
 from gpushare import _native
 from gpushare.api import ShareResult, ShareTable, TensorInfo, inspect, share, share_chain
 from gpushare.exceptions import GpushareError, GpushareWarning
+from gpushare.lab import Benchmark, Comparison, SharedBuffer, bench, compare
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 
 __version__: str = _native.__version__
@@ -46,13 +47,18 @@ def unload_ipython_extension(ip: Any) -> None:
 
 
 __all__ = [
+    "Benchmark",
+    "Comparison",
     "GpushareError",
     "GpuInfo",
     "GpushareWarning",
     "ShareResult",
     "ShareTable",
+    "SharedBuffer",
     "TensorInfo",
     "Timing",
+    "bench",
+    "compare",
     "gpuinfo",
     "inspect",
     "load_ipython_extension",

@@ -287,3 +287,6 @@ class ShareTable:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
         return _native.shares_mimebundle(self.results)
+
+
+from gpushare.lab import bench, compare  # noqa: E402  (the transfer-path lab; %share --path all calls api.compare)

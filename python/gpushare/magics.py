@@ -243,6 +243,9 @@ def load(shell: Any) -> GpuShare:
     shell.register_magics(magics)
     if magics not in shell.configurables:
         shell.configurables.append(magics)
+    from gpushare import lab_magics  # %sharebench, the transfer-path lab
+
+    lab_magics.load(shell)
     return magics
 
 

@@ -103,3 +103,154 @@ def _cai(src: Adapter, dst: Adapter) -> Route:
     if src.name in ("numpy", "tf"):
         raise PathNotApplicableError(f"{src.name} arrays do not expose __cuda_array_interface__")
     return dst.from_cai
+
+
+# -- The paths of the transfer-path lab -------------------------------------------------------
+# ``host`` is the naive route users write by hand; ``pinned`` and ``copy`` are copies made by the
+# Rust core into memory it owns (a SharedBuffer), then handed to the target without a second copy;
+# ``shared`` hands the target a SharedBuffer the source already lives in.
+
+
+def _device_of(src: Adapter, obj: Any) -> tuple[bool, int]:
+    """``(in host memory, CUDA ordinal)`` of an array, from ``__dlpack_device__`` or the device words."""
+    if src.name == "numba":
+        return False, int(src.load().cuda.get_current_device().id)
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is not None:
+        try:
+            kind, ordinal = dev()
+            return kind in (1, 3), int(ordinal)
+        except Exception:  # a producer that cannot say: fall back to its words
+            pass
+    words = str(getattr(obj, "device", "cpu")).upper()
+    if "GPU" in words or "CUDA" in words:
+        digits = words.rstrip().rsplit(":", 1)[-1]
+        return False, int(digits) if digits.isdigit() else 0
+    return True, 0
+
+
+def _to_numpy(src: Adapter, obj: Any) -> Any:
+    """What users write to get a NumPy array: ``.cpu().numpy()``, ``.numpy()``, ``.get()``, ``np.asarray``."""
+    import numpy as np
+
+    if src.name == "torch":
+        return obj.detach().cpu().numpy()
+    if src.name == "tf":
+        return obj.numpy()
+    if src.name == "cupy":
+        return obj.get()
+    if src.name == "numba":
+        return obj.copy_to_host()
+    return np.asarray(obj)
+
+
+def _from_numpy(dst: Adapter, array: Any, on_host: bool, ordinal: int) -> Any:
+    """The target framework's array from a NumPy array, on the source's device where it can be."""
+    mod = dst.load()
+    if dst.name == "torch":
+        t = mod.from_numpy(array)
+        return t if on_host else t.to(f"cuda:{ordinal}")
+    if dst.name == "jax":
+        device = mod.devices("cpu")[0] if on_host else mod.devices("gpu")[ordinal]
+        return mod.device_put(array, device)
+    if dst.name == "tf":
+        with mod.device("/CPU:0" if on_host else f"/GPU:{ordinal}"):
+            return mod.convert_to_tensor(array)
+    if dst.name == "cupy":
+        with mod.cuda.Device(ordinal):
+            return mod.asarray(array)
+    if dst.name == "numba":
+        return mod.cuda.to_device(array)
+    return array  # numpy: host memory is where NumPy lives
+
+
+@register("host")
+def _host(src: Adapter, dst: Adapter) -> Route:
+    import numpy as np
+
+    def convert(obj: Any) -> Any:
+        on_host, ordinal = _device_of(src, obj)
+        array = _to_numpy(src, obj)
+        if on_host:
+            # On the host, .numpy()/np.asarray are views of the source: the naive route copies here.
+            array = np.array(array, copy=True)
+        return _from_numpy(dst, array, on_host, ordinal)
+
+    return convert
+
+
+def _cuda_reason() -> str | None:
+    """None when the CUDA driver is usable, else why not."""
+    from gpushare import _native
+
+    status = getattr(_native, "cuda_driver_status", None)
+    if status is None:
+        return "this build of gpushare has no CUDA layer"
+    s = status()
+    return None if s.get("available") else (s.get("reason") or "the CUDA driver is unavailable")
+
+
+def _shared_buffer_importer(dst: Adapter) -> Route:
+    """How ``dst`` takes a SharedBuffer without copying: DLPack, a legacy capsule (TensorFlow), or
+    ``__cuda_array_interface__`` (Numba)."""
+    if dst.accepts_objects:
+        return dst.from_dlpack
+    if dst.accepts_capsules:
+        from_capsule = dst.from_capsule
+        return lambda buf: from_capsule(buf.__dlpack__())
+    return dst.from_cai
+
+
+def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
+    from gpushare import _native
+
+    if src.name == "numba":
+        raise PathNotApplicableError(f"{method} reads the source through DLPack and Numba device arrays have none")
+    importer = _shared_buffer_importer(dst)
+    inspect_capsule = src.inspect_capsule
+    stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
+    copy_of = _native.SharedBuffer._copy_of
+
+    def convert(obj: Any) -> Any:
+        if getattr(obj, "requires_grad", False):
+            obj = obj.detach()
+        return importer(copy_of(inspect_capsule(obj), method, stream_of(obj)))
+
+    return convert
+
+
+@register("pinned")
+def _pinned(src: Adapter, dst: Adapter) -> Route:
+    reason = _cuda_reason()
+    if reason is not None:
+        raise PathNotApplicableError(f"pinned needs CUDA: {reason}")
+    return _into_shared_buffer(src, dst, "pinned")
+
+
+@register("copy")
+def _copy(src: Adapter, dst: Adapter) -> Route:
+    return _into_shared_buffer(src, dst, "copy")
+
+
+@register("shared")
+def _shared(src: Adapter, dst: Adapter) -> Route:
+    from gpushare import _native
+
+    if src.name == "numba":
+        raise PathNotApplicableError("shared finds the source's memory through DLPack and Numba device arrays have none")
+    importer = _shared_buffer_importer(dst)
+    inspect_capsule = src.inspect_capsule
+    owner_of = _native.SharedBuffer._of
+
+    def convert(obj: Any) -> Any:
+        if getattr(obj, "requires_grad", False):
+            obj = obj.detach()
+        buf = owner_of(inspect_capsule(obj))
+        if buf is None:
+            raise PathNotApplicableError(
+                "shared hands over a gpushare.SharedBuffer and this array's memory is not one: "
+                "make it with gpushare.SharedBuffer(shape, dtype, device).to(framework)"
+            )
+        return importer(buf)
+
+    return convert

@@ -1,0 +1,534 @@
+"""The transfer-path laboratory: every way to move an array from one framework to another, side by
+side, timed properly.
+
+- :func:`compare` tries every transfer path for one array (``%share x ->jax --path all``) and
+  returns a :class:`Comparison`: one row per path with its verdict (shared, copied, failed — a path
+  that does not apply is a row with the reason, never hidden), bytes moved, median and minimum time,
+  IQR, bandwidth and, on a GPU, device time; the fastest is highlighted.
+- :func:`bench` sweeps sizes × paths (``%sharebench torch->jax``) and returns a :class:`Benchmark`
+  with tables and an SVG plot of time and bandwidth against size.
+- :class:`SharedBuffer` is memory owned by gpushare's Rust core, handed to any number of
+  frameworks at once.
+
+Tables, JSON and the plot are rendered by the Rust core; raw seconds and bytes stay in the data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import warnings
+from typing import Any, Iterable, Sequence
+
+from gpushare import _native
+from gpushare.adapters import Adapter, adapter_for, framework
+from gpushare.api import inspect
+from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
+from gpushare.paths import PATH_NAMES, _shared_buffer_importer, resolve_auto, route
+from gpushare.timing import _DeviceClock, measure, synchronizer
+
+SharedBuffer = _native.SharedBuffer
+
+#: Sizes ``bench`` and ``%sharebench`` sweep when none are given.
+DEFAULT_SIZES = ("4KiB", "1MiB", "256MiB")
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "tb": 1000**4}
+
+
+def parse_size(size: int | str) -> int:
+    """``"4KiB"`` → 4096, ``"1.5 MB"`` → 1500000, ``65536`` → 65536 (bytes)."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size < 0:
+            raise ValueError(f"a size is at least 0 bytes, got {size}")
+        return size
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(size))
+    unit = _UNITS.get(m.group(2).lower()) if m else None
+    if m is None or unit is None:
+        raise ValueError(f"cannot read size {size!r}: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes")
+    return int(float(m.group(1)) * unit)
+
+
+def parse_paths(paths: str | Sequence[str]) -> list[str]:
+    """``"all"`` → every path; ``"dlpack,copy"`` or a list → those paths (checked)."""
+    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
+    names = [p for p in names if p]
+    if names in (["all"], []):
+        return list(PATH_NAMES)
+    known = (*PATH_NAMES, "auto")
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown transfer path {name!r}; known paths: {', '.join(known)}, all")
+    return list(dict.fromkeys(names))
+
+
+def _buffer_to(buf: Any, to: Any) -> Any:
+    """``SharedBuffer.to``: a view of the buffer in framework ``to``, by DLPack (TensorFlow: a legacy
+    capsule; Numba: ``__cuda_array_interface__``)."""
+    dst = to if isinstance(to, Adapter) else framework(to)
+    dst.load()
+    return _shared_buffer_importer(dst)(buf)
+
+
+def empty_cache() -> None:
+    """Frees the device buffers the ``copy`` and ``pinned`` paths keep for reuse."""
+    _native.shared_pool_clear()
+
+
+def _reason_of(exc: BaseException) -> tuple[str, str | None]:
+    reason = getattr(exc, "reason", None)
+    if isinstance(exc, GpushareError) and reason:
+        return str(reason), getattr(exc, "fix", None)
+    if isinstance(exc, GpushareError):
+        return str(exc), getattr(exc, "fix", None)
+    text = f"{type(exc).__name__}: {exc}"
+    known = _native.explain_failure(text)
+    return (known[0], known[1]) if known else (text, None)
+
+
+#: Why the copying paths copy: by design, not because a framework refused to share.
+_BY_DESIGN = {
+    "host": "copied by design: the naive route through NumPy on the host",
+    "pinned": "copied by design: staged through page-locked host memory by gpushare",
+    "copy": "copied by design: gpushare copies into its own buffer, then shares that",
+}
+
+
+def _empty_run(path: str) -> dict:
+    return {"path": path, "verdict": "failed", "applicable": True, "reason": None, "fix": None,
+            "samples": [], "loops": 1, "device_samples": None, "bytes_moved": 0, "target": None,
+            "notes": [], "auto": False}
+
+
+def _try_path(
+    obj: Any, src: Adapter, dst: Adapter, src_info: Any, path: str, *, repeat: int, number: int | None,
+    warmup: int, min_sample_time: float, clock: Any, keep_value: bool,
+) -> tuple[dict, Any]:
+    """Measures one path; a path that does not apply or fails is a run with its reason."""
+    run = _empty_run(path)
+    try:
+        _, convert = route(src, dst, path)
+    except PathNotApplicableError as e:
+        run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)
+        return run, None
+    if path != "host":  # host goes through NumPy, which takes any layout
+        try:
+            src_info.refuse_for(dst.name)
+        except GpushareError as e:
+            run["reason"], run["fix"] = _reason_of(e)
+            return run, None
+    try:
+        m = measure(
+            convert, obj, synchronize=synchronizer(src, obj, dst), repeat=repeat, number=number,
+            warmup=max(warmup, 1), min_sample_time=min_sample_time, device_clock=clock,
+        )
+        dst_info = dst.inspect(m.value)
+    except PathNotApplicableError as e:
+        run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)
+        return run, None
+    except Exception as e:  # the framework failed: a row, not an exception
+        run["reason"], run["fix"] = _reason_of(e)
+        return run, None
+    result = _native.ShareResult(
+        m.value if keep_value else None, src_info, dst_info, path, m.samples, m.number,
+        device_samples=m.device_samples,
+    )
+    reason = result.reason
+    if result.verdict == "copied" and path in _BY_DESIGN:
+        reason = _BY_DESIGN[path]
+    run.update(
+        verdict=result.verdict, reason=reason, samples=m.samples, loops=m.number,
+        device_samples=m.device_samples, bytes_moved=0 if result.verdict == "shared" else int(src_info.nbytes),
+        target=dst_info.to_dict(), notes=list(result.notes),
+    )
+    return run, (result if keep_value else None)
+
+
+class _Report:
+    """Shared behaviour of Comparison and Benchmark: rendering by the Rust core, cached."""
+
+    _kind = ""
+
+    def __init__(self, data: dict):
+        self._input = json.dumps(data, allow_nan=False)
+        self._rendered: dict[str, str] = {}
+
+    def _render(self, fmt: str) -> str:
+        if fmt not in self._rendered:
+            self._rendered[fmt] = _native.render_lab(self._kind, self._input, fmt)
+        return self._rendered[fmt]
+
+    def to_json(self) -> str:
+        """The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.<kind>/1", "data": …}``."""
+        return self._render("json")
+
+    def to_dict(self) -> dict:
+        return json.loads(self.to_json())["data"]
+
+    def __repr__(self) -> str:
+        return self._render("text")
+
+    def _repr_html_(self) -> str:
+        return self._render("html")
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return {
+            "text/plain": self.__repr__(),
+            "text/html": self._repr_html_(),
+            "application/vnd.gpushare+json": json.loads(self.to_json()),
+        }
+
+
+def _flat(row: dict) -> dict:
+    timing = row.get("timing") or {}
+    device = row.get("device_timing") or {}
+    return {
+        "path": row["path"], "verdict": row["verdict"], "applicable": row["applicable"], "auto": row["auto"],
+        "fastest": row["fastest"], "bytes_moved": row["bytes_moved"], "median_s": timing.get("median"),
+        "min_s": timing.get("min"), "iqr_s": timing.get("iqr"), "repeats": len(timing.get("samples") or []) or None,
+        "loops": timing.get("loops"), "device_median_s": device.get("median"),
+        "bandwidth_Bps": row.get("bandwidth"), "reason": row.get("reason"), "warning": row.get("warning"),
+    }
+
+
+class Comparison(_Report):
+    """Every transfer path for one array. ``rows`` (dicts), ``results`` (path → ShareResult of the
+    paths that worked, with ``.value``), ``fastest``, ``to_dict()``, ``to_json()``, ``to_pandas()``."""
+
+    _kind = "comparison"
+
+    def __init__(self, data: dict, results: dict[str, Any]):
+        super().__init__(data)
+        self.results = results
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.to_dict()["rows"]
+
+    @property
+    def fastest(self) -> str | None:
+        return self.to_dict()["fastest"]
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Path → the converted array, for the paths that worked."""
+        return {path: r.value for path, r in self.results.items()}
+
+    def __getitem__(self, path: str) -> dict:
+        for row in self.rows:
+            if row["path"] == path:
+                return row
+        raise KeyError(path)
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([_flat(r) for r in self.rows])
+
+
+class Benchmark(_Report):
+    """A sweep over sizes × paths. ``points`` (dicts with ``size``), ``interrupted``, ``svg``,
+    ``to_dict()``, ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot."""
+
+    _kind = "benchmark"
+
+    def __init__(self, data: dict):
+        super().__init__(data)
+        self.interrupted = bool(data.get("interrupted"))
+
+    @property
+    def points(self) -> list[dict]:
+        return self.to_dict()["points"]
+
+    @property
+    def svg(self) -> str:
+        """The plot: time and bandwidth against size, one line per path."""
+        return self._render("svg")
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([{"size": p["size"], **_flat(p)} for p in self.points])
+
+
+def compare(
+    obj: Any,
+    to: str,
+    paths: str | Sequence[str] = "all",
+    *,
+    repeat: int = 7,
+    number: int | None = None,
+    source: str | None = None,
+    warmup: int = 1,
+    min_sample_time: float = 0.005,
+) -> Comparison:
+    """Tries every transfer path (or those named) from ``obj`` to framework ``to`` and times each.
+
+    Parameters
+    ----------
+    obj : an array of PyTorch, TensorFlow, JAX, NumPy, CuPy or Numba.
+    to : the target framework.
+    paths : ``"all"`` (every path in the table order of DESIGN.md), a comma-separated string or a list.
+    repeat, number : samples and handoffs per sample (``%timeit``'s -r/-n); ``number=None`` picks
+        it so a sample lasts ``min_sample_time`` seconds.
+    source : the framework ``obj`` must belong to (checked); inferred when None.
+    warmup : untimed handoffs before timing (at least one: it also finds paths that do not apply).
+
+    Returns
+    -------
+    Comparison: one row per path, failures and paths that do not apply included with their reason.
+
+    Examples
+    --------
+    >>> gpushare.compare(torch.ones(1024), "jax")          # doctest: +SKIP
+    """
+    if repeat < 1 or (number is not None and number < 1):
+        raise ValueError("repeat and number must be at least 1")
+    names = parse_paths(paths)
+    dst = framework(to)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    dst.load()
+    src_info = inspect(obj)
+    src.check_source(obj)
+    auto = resolve_auto(src, dst)
+    clock = _DeviceClock.for_source(src, obj, tuple(src_info.dlpack_device))
+    runs: list[dict] = []
+    results: dict[str, Any] = {}
+    try:
+        for name in names:
+            path = auto if name == "auto" else name
+            run, result = _try_path(
+                obj, src, dst, src_info, path, repeat=repeat, number=number, warmup=warmup,
+                min_sample_time=min_sample_time, clock=clock, keep_value=True,
+            )
+            run["auto"] = path == auto
+            runs.append(run)
+            if result is not None:
+                results[path] = result
+    finally:
+        empty_cache()
+    data = {"source": src_info.to_dict(), "target_framework": dst.name, "runs": runs,
+            "repeat": repeat, "warmup": max(warmup, 1)}
+    return Comparison(data, results)
+
+
+def _default_device(src: Adapter) -> str:
+    """``cuda:0`` when the CUDA driver is usable and the source framework can place arrays there."""
+    status = getattr(_native, "cuda_driver_status", None)
+    if status is None or not status().get("available") or src.name == "numpy":
+        return "cpu"
+    try:
+        mod = src.load()
+        if src.name == "torch":
+            return "cuda:0" if mod.cuda.is_available() else "cpu"
+        if src.name == "jax":
+            return "cuda:0" if any(d.platform == "gpu" for d in mod.devices()) else "cpu"
+        if src.name == "tf":
+            return "cuda:0" if mod.config.list_physical_devices("GPU") else "cpu"
+    except Exception:
+        return "cpu"
+    return "cuda:0"  # cupy, numba: GPU only
+
+
+def _ordinal(device: str) -> tuple[bool, int]:
+    d = device.strip().lower()
+    if d == "cpu":
+        return True, 0
+    m = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", d)
+    if m is None:
+        raise ValueError(f"unknown device {device!r}: use cpu or cuda:N")
+    return False, int(m.group(1) or 0)
+
+
+def make_array(src: Adapter, n: int, dtype: str, device: str) -> Any:
+    """A 1-d array of ``n`` ones of ``dtype`` made by framework ``src`` on ``device``."""
+    on_host, ordinal = _ordinal(device)
+    mod = src.load()
+    if src.name == "torch":
+        return mod.ones(n, dtype=getattr(mod, dtype), device="cpu" if on_host else f"cuda:{ordinal}")
+    if src.name == "jax":
+        dev = mod.devices("cpu")[0] if on_host else mod.devices("gpu")[ordinal]
+        return mod.device_put(mod.numpy.ones(n, dtype=dtype), dev)
+    if src.name == "tf":
+        with mod.device("/CPU:0" if on_host else f"/GPU:{ordinal}"):
+            return mod.ones(n, dtype=mod.as_dtype(dtype))
+    import numpy as np
+
+    if src.name == "numpy":
+        if not on_host:
+            raise ValueError("NumPy arrays live on the host: use --device cpu")
+        return np.ones(n, dtype=dtype)
+    if on_host:
+        raise ValueError(f"{src.name} arrays live on a GPU: use --device cuda:N")
+    if src.name == "cupy":
+        with mod.cuda.Device(ordinal):
+            return mod.ones(n, dtype=dtype)
+    return mod.cuda.to_device(np.ones(n, dtype=dtype))  # numba
+
+
+class _TextBar:
+    """A progress bar for when tqdm is not installed: one line on stderr, rewritten in place."""
+
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc, self.n, self.post = total, desc, 0, ""
+        self._draw()
+
+    def _draw(self) -> None:
+        width = 24
+        done = int(width * self.n / max(self.total, 1))
+        sys.stderr.write(f"\r{self.desc} [{'#' * done}{'.' * (width - done)}] {self.n}/{self.total} {self.post:<28}")
+        sys.stderr.flush()
+
+    def set_postfix_str(self, text: str) -> None:
+        self.post = text
+        self._draw()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self._draw()
+
+    def close(self) -> None:
+        sys.stderr.write("\r" + " " * (len(self.desc) + 70) + "\r")
+        sys.stderr.flush()
+
+
+class _NoBar:
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _in_notebook() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    try:
+        if _in_notebook():
+            from tqdm.auto import tqdm
+        else:
+            from tqdm import tqdm
+    except ImportError:
+        return _TextBar(total, desc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tqdm.auto without ipywidgets falls back to text, and says so
+        return tqdm(total=total, desc=desc, leave=False, unit="pt")
+
+
+def bench(
+    src: str,
+    dst: str,
+    sizes: Iterable[int | str] = DEFAULT_SIZES,
+    dtype: str = "float32",
+    device: str | None = None,
+    paths: str | Sequence[str] = "all",
+    *,
+    repeat: int = 5,
+    number: int | None = None,
+    warmup: int = 1,
+    min_sample_time: float = 0.005,
+    progress: bool = True,
+) -> Benchmark:
+    """Sweeps sizes × paths for handoffs from framework ``src`` to ``dst``.
+
+    For each size a 1-d array of ones is made by ``src`` on ``device`` (default ``cuda:0`` when
+    CUDA is usable, else ``cpu``) and every path is measured as :func:`compare` does (the ``shared``
+    path starts from a SharedBuffer viewed by ``src``). A progress bar shows the sweep (tqdm when
+    installed). Ctrl-C between measurements stops the sweep: the points measured so far come back
+    with ``interrupted=True`` and a warning.
+
+    Examples
+    --------
+    >>> b = gpushare.bench("torch", "jax", sizes=["4KiB", "1MiB"])   # doctest: +SKIP
+    >>> b.to_pandas()                                                # doctest: +SKIP
+    """
+    if repeat < 1 or (number is not None and number < 1):
+        raise ValueError("repeat and number must be at least 1")
+    s, d = framework(src), framework(dst)
+    names = parse_paths(paths)
+    size_list = [parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)]
+    if not size_list:
+        raise ValueError("no sizes to sweep")
+    size_list = list(dict.fromkeys(size_list))
+    itemsize = SharedBuffer((0,), dtype).itemsize  # checks the dtype name, bfloat16 included
+    s.load()
+    d.load()
+    device = device or _default_device(s)
+    _ordinal(device)
+    auto = resolve_auto(s, d)
+    points: list[dict] = []
+    interrupted = False
+    bar = _progress(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
+    try:
+        for size in size_list:
+            n = max(size // itemsize, 1) if size else 0
+            arrays: dict[str, Any] = {}
+            for name in names:
+                path = auto if name == "auto" else name
+                bar.set_postfix_str(f"{_native_size(size)} {path}")
+                key = "shared" if path == "shared" else "plain"
+                try:
+                    if key not in arrays:
+                        if key == "shared":
+                            arrays[key] = SharedBuffer((n,), dtype, device).to(s.name)
+                        else:
+                            arrays[key] = make_array(s, n, dtype, device)
+                    obj = arrays[key]
+                    src_info = inspect(obj)
+                    clock = _DeviceClock.for_source(s, obj, tuple(src_info.dlpack_device))
+                except KeyboardInterrupt:
+                    raise
+                except Exception as e:
+                    run = _empty_run(path)
+                    run["reason"], run["fix"] = _reason_of(e)
+                    run["reason"] = f"could not make the source array: {run['reason']}"
+                else:
+                    run, _ = _try_path(
+                        obj, s, d, src_info, path, repeat=repeat, number=number, warmup=warmup,
+                        min_sample_time=min_sample_time, clock=clock, keep_value=False,
+                    )
+                run["auto"] = path == auto
+                run["size"] = size
+                points.append(run)
+                bar.update(1)
+            arrays.clear()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+        empty_cache()
+    data = {
+        "source_framework": s.name, "target_framework": d.name, "dtype": dtype, "device": device,
+        "sizes": size_list, "paths": [auto if p == "auto" else p for p in names], "points": points,
+        "interrupted": interrupted, "repeat": repeat, "warmup": max(warmup, 1),
+    }
+    result = Benchmark(data)
+    if interrupted:
+        warnings.warn(
+            f"sharebench interrupted: {len(points)} of {len(size_list) * len(names)} points measured",
+            GpushareWarning, stacklevel=2,
+        )
+    return result
+
+
+def _native_size(n: int) -> str:
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= factor:
+            return f"{n / factor:g} {unit}"
+    return f"{n} B"
+
+
+__all__ = [
+    "DEFAULT_SIZES", "Benchmark", "Comparison", "SharedBuffer", "bench", "compare", "empty_cache",
+    "make_array", "parse_paths", "parse_size",
+]

@@ -1,0 +1,105 @@
+"""``%sharebench``: sweep sizes × transfer paths between two frameworks. Run ``%sharebench?`` for help.
+
+Thin over :func:`gpushare.lab.bench`; ``%share NAME ->DST --path all`` (in :mod:`gpushare.magics`)
+is the one-array form, over :func:`gpushare.lab.compare`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
+
+from gpushare import api, lab
+from gpushare.exceptions import UnknownFrameworkError
+from gpushare.magics import _split_route
+
+
+@magics_class
+class GpuShareLab(Magics):
+    """The transfer-path laboratory's magics."""
+
+    @magic_arguments()
+    @argument(
+        "--sizes", default=None, metavar="S1,S2,…",
+        help=f"Sizes to sweep, comma-separated (default {','.join(lab.DEFAULT_SIZES)}); KiB/MiB/GiB, KB/MB/GB or bytes.",
+    )
+    @argument("--dtype", default="float32", help="Element type of the arrays (default float32).")
+    @argument("--device", default=None, help="cpu or cuda:N (default cuda:0 when CUDA is usable, else cpu).")
+    @argument("--paths", default="all", metavar="P1,P2,…",
+              help="Transfer paths to measure, comma-separated, or all (default): dlpack, capsule, cai, host, pinned, copy, shared, auto.")
+    @argument("-n", dest="number", type=int, default=None, help="Handoffs per timing sample (default: enough for 5 ms).")
+    @argument("-r", dest="repeat", type=int, default=None, help="Timing samples per point (default 5); median and min are reported.")
+    @argument("-q", dest="quiet", action="store_true", help="Quiet: no progress bar, no table.")
+    @argument("-o", dest="output", action="store_true", help="Return the Benchmark object.")
+    @line_magic
+    def sharebench(self, line: str) -> Any:
+        """Sweep array sizes × transfer paths from one framework to another and show the results.
+
+        Usage::
+
+            %sharebench SRC->DST [--sizes 4KiB,1MiB,256MiB] [--dtype float32] [--device cuda:0]
+                                 [--paths all] [-n N] [-r R] [-q] [-o]
+
+        For every size, SRC makes a 1-d array on the device and every path hands it to DST: a table
+        of median times (one unit per column, the fastest at each size starred), a table of
+        bandwidths, and a plot of time and bandwidth against size. A path that does not apply (pinned
+        without CUDA, capsules into JAX…) is listed with the reason. Ctrl-C stops the sweep and shows
+        what was measured.
+
+        Examples
+        --------
+        ::
+
+            %sharebench torch->jax
+            %sharebench torch->tf --sizes 4KiB,64MiB --paths dlpack,capsule,host -r 7
+            b = %sharebench cupy->torch --device cuda:0 -o
+        """
+        rest, route = _split_route(line)
+        args = self.sharebench.parser.parse_args(rest)  # bad flags raise UsageError with the usage line
+        if route is None:
+            raise UsageError("missing route: %sharebench SRC->DST (e.g. torch->jax)")
+        try:
+            source, targets = api.parse_chain(route)
+        except (UnknownFrameworkError, ValueError) as e:
+            raise UsageError(str(e)) from None
+        if source is None or len(targets) != 1:
+            raise UsageError("%sharebench needs one source and one target: SRC->DST (e.g. torch->jax)")
+        for flag, value in (("-n", args.number), ("-r", args.repeat)):
+            if value is not None and value < 1:
+                raise UsageError(f"{flag} must be at least 1")
+        try:
+            sizes = [lab.parse_size(s) for s in (args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)]
+            paths = lab.parse_paths(args.paths)
+            if args.device is not None:
+                lab._ordinal(args.device)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        kwargs: dict[str, Any] = dict(dtype=args.dtype, device=args.device, paths=paths, progress=not args.quiet)
+        if args.repeat is not None:
+            kwargs["repeat"] = args.repeat
+        if args.number is not None:
+            kwargs["number"] = args.number
+        try:
+            result = lab.bench(source, targets[0], sizes, **kwargs)
+        except ValueError as e:  # a dtype or device the frameworks refuse
+            raise UsageError(str(e)) from None
+        if not args.quiet and (not args.output or result.interrupted):
+            display(result)
+        if result.interrupted:
+            # The cell was interrupted: the partial results are shown, and the cell still fails.
+            raise KeyboardInterrupt("sharebench interrupted: partial results shown above")
+        return result if args.output else None
+
+
+def load(shell: Any) -> GpuShareLab:
+    """Registers ``%sharebench`` on ``shell``."""
+    magics = GpuShareLab(shell=shell)
+    shell.register_magics(magics)
+    return magics
+
+
+__all__ = ["GpuShareLab", "load"]

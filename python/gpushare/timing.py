@@ -1,0 +1,171 @@
+"""Timing done right, for handoffs between frameworks.
+
+What ``%timeit`` leaves out and GPU users trip over (cupy#7185, ipython#14512):
+
+- **warm-up**: the first handoff pays one-time costs (imports, allocator pools, page-locking), so
+  ``warmup`` runs are made and thrown away first;
+- **loops and repeats**: ``number`` handoffs per sample (``-n``; chosen so a sample lasts at least
+  ``min_sample_time`` when None) and ``repeat`` samples (``-r``);
+- **synchronisation**: every framework involved is synchronised before and after each sample (the
+  source on its array, the target on the last result), so queued GPU work is inside the sample it
+  belongs to and not in the next one;
+- **two clocks**: host wall time (what the user waits for) and, when the source lives on a CUDA
+  device and its framework names its current stream, device time by CUDA events on that stream;
+- **statistics**: median, minimum and IQR (``gpushare.Timing``), and a warning when the spread says
+  the figure is noisy.
+
+``api.share`` and the lab (``compare``, ``bench``) measure through :func:`measure`.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpushare import _native
+from gpushare.exceptions import GpushareWarning
+
+_now = time.perf_counter
+
+#: Longest a single sample is stretched to by the automatic choice of ``number``.
+MAX_AUTO_NUMBER = 100_000
+
+
+@dataclass
+class Measurement:
+    """Raw timings of one operation: seconds per loop, one entry per repeat."""
+
+    samples: list[float]
+    number: int
+    warmup: int
+    device_samples: list[float] | None = None
+    value: Any = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def timing(self) -> Any:
+        """``gpushare.Timing``: median, min, max, mean, IQR, the noise warning, device median."""
+        device = None
+        if self.device_samples:
+            device = _native.Timing(self.device_samples, self.number).median
+        return _native.Timing(self.samples, self.number, device)
+
+    @property
+    def warning(self) -> str | None:
+        return self.timing.warning
+
+
+class _DeviceClock:
+    """CUDA events on the source framework's current stream: device time of what each sample queued."""
+
+    def __init__(self, ordinal: int, stream: int):
+        self.timer = _native.EventTimer(ordinal, stream)
+
+    @classmethod
+    def for_source(cls, src: Any, obj: Any, dlpack_device: tuple[int, int]) -> _DeviceClock | None:
+        if dlpack_device[0] != 2 or getattr(_native, "EventTimer", None) is None:
+            return None
+        current_stream = getattr(src, "current_stream", None)
+        if current_stream is None:
+            return None
+        try:
+            stream = current_stream(obj)
+            if stream is None:
+                return None
+            return cls(int(dlpack_device[1]), int(stream))
+        except Exception:  # no device clock is an answer ("n/a"), not a failure of the measurement
+            return None
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def seconds(self) -> float:
+        return float(self.timer.elapsed_seconds())
+
+
+def measure(
+    fn: Callable[[Any], Any],
+    arg: Any,
+    *,
+    synchronize: Callable[[Any], None] = lambda value: None,
+    repeat: int = 7,
+    number: int | None = None,
+    warmup: int = 1,
+    min_sample_time: float = 0.01,
+    device_clock: _DeviceClock | None = None,
+    warn: bool = False,
+) -> Measurement:
+    """Times ``fn(arg)``: ``warmup`` untimed runs, then ``repeat`` samples of ``number`` calls each.
+
+    ``synchronize(value)`` waits for every framework involved (called with the latest result, or
+    None before the first) before and after each sample. With ``number=None`` the number of calls per
+    sample doubles until a sample lasts ``min_sample_time``. The last result is kept in ``.value``.
+    With ``warn=True`` a noisy figure also raises a :class:`GpushareWarning`.
+    """
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
+    if number is not None and number < 1:
+        raise ValueError("number must be at least 1")
+    value: Any = None
+    for _ in range(max(warmup, 0)):
+        value = fn(arg)
+        synchronize(value)
+
+    def sample(n: int, clock: _DeviceClock | None) -> tuple[float, float | None]:
+        nonlocal value
+        synchronize(value)
+        if clock is not None:
+            clock.start()
+        t0 = _now()
+        for _ in range(n):
+            value = fn(arg)
+        if clock is not None:
+            clock.stop()
+        synchronize(value)
+        elapsed = _now() - t0
+        return elapsed / n, (clock.seconds() / n if clock is not None else None)
+
+    if number is None:
+        number = 1
+        while number < MAX_AUTO_NUMBER:
+            per_loop, _ = sample(number, None)
+            if per_loop * number >= min_sample_time:
+                break
+            # Aim straight for the target, at most ×10 per step, so a noisy first sample can't
+            # make one calibration run last seconds.
+            want = int(min_sample_time / max(per_loop, 1e-9)) + 1
+            number = min(MAX_AUTO_NUMBER, max(number * 2, min(want, number * 10)))
+    samples: list[float] = []
+    device: list[float] | None = [] if device_clock is not None else None
+    for _ in range(repeat):
+        host, dev = sample(number, device_clock)
+        samples.append(host)
+        if device is not None and dev is not None:
+            device.append(dev)
+    m = Measurement(samples, number, max(warmup, 0), device or None, value)
+    if warn and m.warning:
+        warnings.warn(m.warning, GpushareWarning, stacklevel=2)
+    return m
+
+
+def synchronizer(src: Any, obj: Any, dst: Any) -> Callable[[Any], None]:
+    """A ``synchronize(value)`` for a handoff: the source on its array, the target on the result.
+    Adapters' ``synchronize`` are no-ops on the host."""
+
+    def sync(value: Any) -> None:
+        src.synchronize(obj)
+        if value is not None:
+            try:
+                dst.synchronize(value)
+            except AttributeError:
+                pass  # a result that is not the target's array (e.g. None from a failed route)
+
+    return sync
+
+
+__all__ = ["MAX_AUTO_NUMBER", "Measurement", "measure", "synchronizer"]

@@ -1,0 +1,436 @@
+"""The transfer-path lab on CPU: SharedBuffer shared by every framework at once, compare() and
+bench() tables, JSON and plot, timing, and the magics through a real InteractiveShell."""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+
+import gpushare
+from gpushare import _native, lab, timing
+from gpushare.exceptions import GpushareWarning, PathNotApplicableError
+from gpushare.paths import PATH_NAMES
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+jax = pytest.importorskip("jax", reason="jax not installed")
+tf = pytest.importorskip("tensorflow", reason="tensorflow not installed")
+
+CUDA = _native.cuda_driver_status()["available"]
+
+
+def alive() -> int:
+    gc.collect()
+    return _native.shared_buffers_alive()
+
+
+# -- SharedBuffer ------------------------------------------------------------------------------
+
+
+def test_one_buffer_shared_by_torch_numpy_jax_and_tf_at_once():
+    buf = gpushare.SharedBuffer((3, 4), "float32")
+    t, n, j, f = buf.to("torch"), buf.to("numpy"), buf.to("jax"), buf.to("tf")
+    t[1, 2] = 42.0  # written through torch ...
+    t[0, 0] = -1.0
+    for view in (n, np.asarray(j), f.numpy()):  # ... read through everyone else
+        assert view[1, 2] == 42.0 and view[0, 0] == -1.0 and view.sum() == 41.0
+    # Identity, not equality: every framework's array starts at the buffer's address.
+    for view in (t, n, j, f):
+        info = gpushare.inspect(view)
+        assert info.data_ptr == buf.data_ptr and tuple(info.shape) == (3, 4)
+    assert gpushare.inspect(t).dtype == "float32"
+
+
+def test_host_memory_is_256_byte_aligned():
+    for shape, dtype in [((1,), "uint8"), ((7,), "float64"), ((3, 5), "int16"), ((0,), "float32"), ((), "bool")]:
+        buf = gpushare.SharedBuffer(shape, dtype)
+        assert buf.data_ptr % 256 == 0, (shape, dtype)
+    assert gpushare.inspect(gpushare.SharedBuffer(100, "float32").to("numpy")).alignment == 256
+
+
+def test_freed_only_after_the_last_consumer_lets_go():
+    before = alive()
+    buf = gpushare.SharedBuffer(1000, "float32")
+    views = [buf.to("torch"), buf.to("jax"), buf.to("tf"), buf.to("numpy")]
+    assert alive() == before + 1
+    del buf
+    assert alive() == before + 1, "the frameworks still hold it"
+    while views:
+        assert alive() == before + 1
+        views.pop(0)
+    assert alive() == before
+
+
+def test_dlpack_protocol_legacy_versioned_and_refusals():
+    buf = gpushare.SharedBuffer((2, 2), "int32")
+    legacy, versioned = buf.__dlpack__(), buf.__dlpack__(max_version=(1, 0))
+    assert "dltensor" in repr(legacy) and "dltensor_versioned" not in repr(legacy)
+    assert "dltensor_versioned" in repr(versioned)
+    assert buf.__dlpack_device__() == (1, 0)
+    # Each call is a fresh header: both capsules import, as do old-ABI callers.
+    a, b = torch.from_dlpack(legacy), torch.from_dlpack(versioned)
+    a[0, 1] = 9
+    assert int(b[0, 1]) == 9
+    assert int(torch.utils.dlpack.from_dlpack(buf.__dlpack__())[0, 1]) == 9
+    with pytest.raises(BufferError):
+        buf.__dlpack__(max_version=(1, 0), copy=True)
+    with pytest.raises(BufferError):
+        buf.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+    assert not hasattr(buf, "__cuda_array_interface__")
+
+
+def test_fields_repr_and_arguments():
+    buf = gpushare.SharedBuffer([4, 8], np.dtype("float64"))
+    assert (buf.shape, buf.strides, buf.dtype, buf.device) == ((4, 8), (8, 1), "float64", "cpu")
+    assert (buf.nbytes, buf.itemsize, buf.size, buf.ndim, len(buf)) == (256, 8, 32, 2, 4)
+    assert re.fullmatch(r"SharedBuffer\(shape=\(4, 8\), dtype=float64, device=cpu, nbytes=256, data_ptr=0x[0-9a-f]+\)", repr(buf))
+    assert gpushare.SharedBuffer(3, torch.bfloat16).dtype == "bfloat16"
+    assert gpushare.SharedBuffer(3, np.int8).dtype == "int8"
+    assert gpushare.SharedBuffer(3).dtype == "float32"
+    with pytest.raises(ValueError, match="unknown dtype"):
+        gpushare.SharedBuffer(3, "float7")
+    with pytest.raises(ValueError, match="unknown device"):
+        gpushare.SharedBuffer(3, "float32", "tpu:0")
+    with pytest.raises(ValueError, match="negative"):
+        gpushare.SharedBuffer((2, -1))
+    if not CUDA:
+        with pytest.raises(gpushare.exceptions.CudaError):
+            gpushare.SharedBuffer(3, "float32", "cuda:0")
+
+
+def test_copy_of_keeps_strided_layouts():
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # strides (1, 4)
+    buf = _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
+    assert buf.shape == (4, 3) and buf.strides == (1, 4)
+    y = buf.to("torch")
+    assert torch.equal(y, x) and y.data_ptr() != x.data_ptr()
+    with pytest.raises(PathNotApplicableError, match="path='copy'"):
+        _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "pinned", None)
+
+
+def test_shared_buffer_of_finds_views_only():
+    buf = gpushare.SharedBuffer(16, "float32")
+    view = buf.to("torch")[4:8]
+    found = _native.SharedBuffer._of(view.__dlpack__(max_version=(1, 0)))
+    assert found is not None and found.data_ptr == buf.data_ptr + 16 and found.shape == (4,)
+    assert _native.SharedBuffer._of(torch.ones(4).__dlpack__(max_version=(1, 0))) is None
+
+
+def test_a_long_host_copy_stops_on_ctrl_c():
+    import signal
+
+    x = np.ones(64 << 20, dtype=np.float32)  # 256 MiB: four 64 MiB chunks, signals checked between
+    before = alive()
+    signal.setitimer(signal.ITIMER_REAL, 0.002)
+    old = signal.signal(signal.SIGALRM, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(50):  # the alarm lands inside one of these copies, or between them
+                _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        lab.empty_cache()
+    assert alive() == before, "an interrupted copy leaks nothing"
+
+
+# -- paths ---------------------------------------------------------------------------------------
+
+
+def test_lab_paths_are_registered_under_their_design_names():
+    assert gpushare.paths.available() == PATH_NAMES
+    assert PATH_NAMES == ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
+
+
+def test_host_and_copy_paths_copy_correct_data():
+    x = torch.arange(10, dtype=torch.float32)
+    for path in ("host", "copy"):
+        r = gpushare.share(x, "jax", path=path)
+        assert r.verdict == "copied", path
+        assert np.array_equal(np.asarray(r.value), x.numpy())
+    r = gpushare.share(x, "tf", path="copy")
+    assert r.verdict == "copied" and np.array_equal(r.value.numpy(), x.numpy())
+
+
+def test_pinned_without_cuda_is_not_applicable_with_the_driver_status():
+    if CUDA:
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(PathNotApplicableError, match=r"^pinned needs CUDA: .+"):
+        gpushare.share(torch.ones(3), "jax", path="pinned")
+
+
+def test_shared_path_hands_over_the_buffer_the_source_lives_in():
+    buf = gpushare.SharedBuffer(8, "float32")
+    src = buf.to("torch")
+    r = gpushare.share(src, "jax", path="shared")
+    assert r.verdict == "shared" and gpushare.inspect(r.value).data_ptr == buf.data_ptr
+    with pytest.raises(PathNotApplicableError, match="not one"):
+        gpushare.share(torch.ones(3), "jax", path="shared")
+
+
+# -- compare ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    return gpushare.compare(torch.arange(4096, dtype=torch.float32), "jax", repeat=5)
+
+
+def test_compare_has_a_row_for_every_path_and_reasons_for_the_rest(comparison):
+    rows = comparison.rows
+    assert [r["path"] for r in rows] == list(PATH_NAMES)
+    by = {r["path"]: r for r in rows}
+    assert by["dlpack"]["verdict"] == "shared" and by["dlpack"]["auto"]
+    assert by["host"]["verdict"] == by["copy"]["verdict"] == "copied"
+    assert by["capsule"]["applicable"] is False and "capsule" in by["capsule"]["reason"]
+    assert by["shared"]["applicable"] is False and "SharedBuffer" in by["shared"]["reason"]
+    if not CUDA:
+        assert by["pinned"]["applicable"] is False and by["pinned"]["reason"].startswith("pinned needs CUDA: ")
+    for r in rows:
+        if r["verdict"] == "failed":
+            assert r["reason"], r  # never hidden, always explained
+        else:
+            assert r["timing"]["median"] > 0 and len(r["timing"]["samples"]) == 5
+    assert by["copy"]["bytes_moved"] == 4096 * 4 and by["dlpack"]["bytes_moved"] == 0
+    assert by["copy"]["bandwidth"] == pytest.approx(4096 * 4 / by["copy"]["timing"]["median"])
+    assert by["dlpack"]["bandwidth"] is None
+
+
+def test_compare_highlights_exactly_the_fastest(comparison):
+    rows = comparison.rows
+    worked = [r for r in rows if r["verdict"] != "failed"]
+    best = min(worked, key=lambda r: r["timing"]["median"])
+    assert [r["path"] for r in rows if r["fastest"]] == [best["path"]] == [comparison.fastest]
+    text = repr(comparison)
+    star = [line for line in text.splitlines() if line.startswith("★")]
+    assert len(star) == 1 and best["path"] in star[0]
+    assert f'<tr class="best" data-path="{best["path"]}">' in comparison._repr_html_()
+
+
+def test_compare_uses_one_unit_per_column(comparison):
+    lines = repr(comparison).splitlines()
+    header = lines[1]
+    units = re.findall(r"(median|min|IQR) \((ns|µs|ms|s)\)", header)
+    assert [u[0] for u in units] == ["median", "min", "IQR"] and len({u[1] for u in units}) == 1
+    assert "bytes moved (KiB)" in header and "bandwidth (GB/s)" in header
+    # Cells carry bare numbers: the unit is in the header only.
+    numbers = slice(header.index("bytes moved"), header.index("why") if "why" in header else None)
+    for line in lines[2:2 + len(PATH_NAMES)]:
+        cells = line[numbers].split()
+        assert cells and all(re.fullmatch(r"-|\d+(\.\d+)?", c) for c in cells), line
+
+
+def test_compare_json_dict_and_pandas(comparison):
+    payload = json.loads(comparison.to_json())
+    assert payload["schema"] == "gpushare.comparison/1"
+    assert payload["data"]["source"]["framework"] == "torch" and payload["data"]["target_framework"] == "jax"
+    bundle = comparison._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html", "application/vnd.gpushare+json"}
+    df = comparison.to_pandas()
+    assert list(df["path"]) == list(PATH_NAMES)
+    assert {"verdict", "median_s", "min_s", "iqr_s", "bandwidth_Bps", "bytes_moved", "reason", "fastest"} <= set(df.columns)
+    assert comparison["copy"]["verdict"] == "copied"
+    assert set(comparison.values) == {r["path"] for r in comparison.rows if r["verdict"] != "failed"}
+
+
+def test_compare_into_tf_goes_by_capsule():
+    c = gpushare.compare(torch.ones(64), "tf", paths="dlpack,capsule,copy", repeat=3)
+    by = {r["path"]: r for r in c.rows}
+    assert by["capsule"]["verdict"] == "shared" and by["capsule"]["auto"]
+    assert by["dlpack"]["verdict"] == "failed" and "capsule" in by["dlpack"]["reason"]
+    assert by["copy"]["verdict"] == "copied"
+
+
+def test_compare_checks_its_arguments():
+    with pytest.raises(ValueError, match="unknown transfer path"):
+        gpushare.compare(torch.ones(3), "jax", paths="dlpack,teleport")
+    with pytest.raises(ValueError):
+        gpushare.compare(torch.ones(3), "jax", repeat=0)
+
+
+# -- bench -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    return gpushare.bench("torch", "jax", sizes=["4KiB", "64KiB", "1MiB"], paths="dlpack,capsule,host,pinned,copy,shared",
+                          repeat=3, progress=False)
+
+
+def test_bench_points_cover_sizes_times_paths(benchmark):
+    points = benchmark.points
+    assert len(points) == 3 * 6 and not benchmark.interrupted
+    assert {p["size"] for p in points} == {4096, 65536, 1 << 20}
+    by = {(p["size"], p["path"]): p for p in points}
+    assert by[(4096, "shared")]["verdict"] == "shared", "the shared path starts from a SharedBuffer"
+    assert by[(1 << 20, "copy")]["bytes_moved"] == 1 << 20
+    for size in (4096, 65536, 1 << 20):
+        assert sum(by[(size, p)]["fastest"] for p in ("dlpack", "capsule", "host", "pinned", "copy", "shared")) == 1
+
+
+def test_bench_table(benchmark):
+    text = repr(benchmark)
+    assert text.startswith("torch → jax · float32 on cpu · 3 sizes × 6 paths")
+    header = text.splitlines()[2]
+    for col in ("size", "dlpack (", "host (", "copy (", "capsule", "pinned"):
+        assert col in header
+    for size in ("4 KiB", "64 KiB", "1 MiB"):
+        assert size in text
+    assert "capsule: " in text and "n/a" in text
+    html = benchmark._repr_html_()
+    assert 'data-quantity="time"' in html and 'data-quantity="bandwidth"' in html and "<svg" in html
+
+
+def test_bench_svg_plot(benchmark):
+    svg = benchmark.svg
+    working = [p for p in ("dlpack", "host", "copy", "shared")]
+    if CUDA:
+        working.append("pinned")
+    for path in working:
+        assert f'<g class="legend-entry" data-path="{path}"' in svg
+        # One point per size in the time panel, and one more per size in the bandwidth panel for copies.
+        copies = path in ("host", "copy", "pinned")
+        assert svg.count(f'<circle class="point" data-path="{path}"') == 3 * (2 if copies else 1), path
+    assert 'data-path="capsule"' not in svg, "a path that never worked has no line"
+    for label in (">size (bytes)</text>", ">time (median)</text>", ">bandwidth (GB/s)</text>"):
+        assert label in svg
+    assert ">4 KiB</text>" in svg and ">1 MiB</text>" in svg
+
+
+def test_bench_pandas_and_json(benchmark):
+    df = benchmark.to_pandas()
+    assert len(df) == 18 and list(df.columns[:3]) == ["size", "path", "verdict"]
+    payload = json.loads(benchmark.to_json())
+    assert payload["schema"] == "gpushare.benchmark/1"
+    data = payload["data"]
+    assert data["sizes"] == [4096, 65536, 1 << 20] and data["dtype"] == "float32" and data["device"] == "cpu"
+    assert data["points"][0]["timing"]["loops"] >= 1
+
+
+def test_bench_stops_cleanly_on_ctrl_c(monkeypatch):
+    calls = {"n": 0}
+    real = lab._try_path
+
+    def interrupting(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab, "_try_path", interrupting)
+    with pytest.warns(GpushareWarning, match="interrupted: 2 of 4 points"):
+        b = gpushare.bench("torch", "numpy", sizes=[1024, 2048], paths="dlpack,copy", repeat=2, progress=False)
+    assert b.interrupted and len(b.points) == 2
+    assert "Interrupted: partial results." in repr(b)
+
+
+def test_bench_progress_bar_falls_back_without_tqdm(monkeypatch, capsys):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *args, **kwargs):
+        if name.startswith("tqdm"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    gpushare.bench("numpy", "torch", sizes=[256], paths="dlpack", repeat=1)
+    err = capsys.readouterr().err
+    assert "sharebench numpy→torch [" in err and "1/1" in err
+
+
+def test_sizes_and_paths_are_parsed():
+    assert [lab.parse_size(s) for s in ("4KiB", "1MiB", "256MiB", "1.5 KB", 100, "1GiB")] == [
+        4096, 1 << 20, 256 << 20, 1500, 100, 1 << 30]
+    with pytest.raises(ValueError, match="cannot read size"):
+        lab.parse_size("four")
+    assert lab.parse_paths("all") == list(PATH_NAMES)
+    assert lab.parse_paths("copy, dlpack") == ["copy", "dlpack"]
+
+
+# -- timing ----------------------------------------------------------------------------------------
+
+
+def test_measure_warms_up_synchronises_and_autoranges():
+    calls, syncs = [], []
+    m = timing.measure(lambda x: calls.append(x) or x, 1, synchronize=syncs.append, repeat=4, number=3, warmup=2)
+    assert len(calls) == 2 + 4 * 3 and m.number == 3 and len(m.samples) == 4
+    assert len(syncs) == 2 + 4 * 2, "after each warm-up, before and after each sample"
+    t = m.timing
+    assert t.repeats == 4 and t.loops == 3 and t.min <= t.median
+    auto = timing.measure(lambda x: x, 1, repeat=2, min_sample_time=0.002)
+    assert auto.number > 1 and auto.samples[0] * auto.number >= 0.001
+
+
+def test_measure_warns_when_noisy():
+    import time as _time
+
+    sleeps = iter([0.0, 0.0, 0.02, 0.0, 0.0, 0.02, 0.0, 0.02])
+    with pytest.warns(GpushareWarning, match="noisy"):
+        m = timing.measure(lambda x: _time.sleep(next(sleeps, 0.0)), None, repeat=6, number=1, warmup=1, warn=True)
+    assert m.warning is not None
+
+
+# -- magics ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def lab_shell(ip, run):
+    if "sharebench" not in ip.magics_manager.magics["line"]:
+        from gpushare import lab_magics
+
+        lab_magics.load(ip)
+    run("import torch, numpy as np, jax, tensorflow as tf")
+    return ip
+
+
+def test_sharebench_magic(lab_shell, run):
+    b = run("%sharebench torch->jax --sizes 4KiB,16KiB --paths dlpack,copy,pinned -r 3 -q -o")
+    assert isinstance(b, lab.Benchmark)
+    assert {(p["size"], p["path"]) for p in b.points} == {(s, p) for s in (4096, 16384) for p in ("dlpack", "copy", "pinned")}
+    assert "<svg" in b._repr_html_()
+
+
+def test_sharebench_magic_displays(lab_shell, run, capsys):
+    assert run("%sharebench numpy->torch --sizes 1KiB --paths dlpack -r 2 -q") is None
+    run("%sharebench numpy->torch --sizes 1KiB --paths dlpack,host -r 2")
+    out = capsys.readouterr().out
+    assert "numpy → torch · float32 on cpu" in out and "1 KiB" in out
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("%sharebench", "missing route"),
+        ("%sharebench torch->jax->tf", "one source and one target"),
+        ("%sharebench ->jax", "one source and one target"),
+        ("%sharebench torch->jxa", "did you mean"),
+        ("%sharebench torch->jax --sizes 4 parsecs", "unrecognized|cannot read size"),
+        ("%sharebench torch->jax --sizes 4parsecs", "cannot read size"),
+        ("%sharebench torch->jax --paths teleport", "unknown transfer path"),
+        ("%sharebench torch->jax -r 0", "-r must be at least 1"),
+        ("%sharebench torch->jax --device tpu", "unknown device"),
+    ],
+)
+def test_sharebench_bad_arguments_raise_usage_errors(lab_shell, run, line, message):
+    with pytest.raises(UsageError, match=message):
+        run(line)
+
+
+def test_sharebench_help(lab_shell):
+    doc = lab_shell.find_line_magic("sharebench").__doc__
+    assert "%sharebench SRC->DST" in doc and "--sizes" in doc and "-r" in doc
+
+
+def test_share_path_all_through_the_shell(lab_shell, run):
+    run("x = torch.arange(256, dtype=torch.float32)")
+    c = run("%share x ->jax --path all -r 3 -o")
+    assert isinstance(c, lab.Comparison)
+    assert [r["path"] for r in c.rows] == list(PATH_NAMES)
+    assert "x_jax" not in lab_shell.user_ns, "a comparison binds nothing"
