@@ -74,6 +74,8 @@ pub enum DlpackError {
     NullData(u64),
     #[error("data address plus byte_offset overflows 64 bits")]
     AddressOverflow,
+    #[error("{strides} strides for {shape} dimensions")]
+    StridesLength { shape: usize, strides: usize },
 }
 
 /// What a DLPack tensor says about itself, checked.
@@ -291,6 +293,9 @@ pub fn layout_from_parts(p: LayoutParts) -> Result<Layout, DlpackError> {
     if p.dtype.bits == 0 || p.dtype.lanes == 0 {
         return Err(DlpackError::BadDtype { bits: p.dtype.bits, lanes: p.dtype.lanes });
     }
+    if p.shape.len() != p.strides.len() {
+        return Err(DlpackError::StridesLength { shape: p.shape.len(), strides: p.strides.len() });
+    }
     let mut numel: u64 = 1;
     for (dim, size) in p.shape.iter().enumerate() {
         if *size < 0 {
@@ -306,20 +311,23 @@ pub fn layout_from_parts(p: LayoutParts) -> Result<Layout, DlpackError> {
     let (span_start, span_end) = if numel == 0 {
         (data_ptr, data_ptr)
     } else {
-        // Offsets in elements of the lowest and highest element, then in bytes; i128 so that no
-        // product of a 64-bit size and a 64-bit stride can overflow before we check it.
+        // Offsets in elements of the lowest and highest element, then in bytes. One product of a
+        // 64-bit size and a 64-bit stride fits in i128, but a sum of 64 of them, or that sum times
+        // the itemsize, may not (found by tests/fuzz_dlpack.rs): every step is checked.
+        let overflow = DlpackError::ExtentOverflow;
         let (mut lo, mut hi) = (0i128, 0i128);
         for (size, stride) in p.shape.iter().zip(&p.strides) {
-            let reach = (*size as i128 - 1) * (*stride as i128);
-            if reach < 0 { lo += reach } else { hi += reach }
+            let reach = (*size as i128 - 1).checked_mul(*stride as i128).ok_or(overflow.clone())?;
+            let side = if reach < 0 { &mut lo } else { &mut hi };
+            *side = side.checked_add(reach).ok_or(overflow.clone())?;
         }
         let item = itemsize as i128;
-        let start = data_ptr as i128 + lo * item;
-        let end = data_ptr as i128 + (hi + 1) * item;
-        if start < 0 || end > u64::MAX as i128 {
-            return Err(DlpackError::ExtentOverflow);
+        let start = lo.checked_mul(item).and_then(|b| (data_ptr as i128).checked_add(b));
+        let end = hi.checked_add(1).and_then(|h| h.checked_mul(item)).and_then(|b| (data_ptr as i128).checked_add(b));
+        match (start, end) {
+            (Some(start), Some(end)) if start >= 0 && end <= u64::MAX as i128 => (start as u64, end as u64),
+            _ => return Err(overflow),
         }
-        (start as u64, end as u64)
     };
     let contiguous = is_c_contiguous(&p.shape, &p.strides);
     Ok(Layout {
