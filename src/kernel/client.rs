@@ -288,12 +288,21 @@ impl KernelClient {
             .map(drop)
     }
 
-    /// `shutdown_request` on control; does not wait for the reply (the caller waits for the
-    /// process to exit instead).
-    pub async fn request_shutdown(&mut self) -> Result<(), KernelError> {
-        self.control
-            .send(ShutdownRequest { restart: false }.into())
-            .await?;
+    /// Send `shutdown_request`; does not wait for the reply (the caller waits for the process
+    /// to exit instead).
+    ///
+    /// An idle kernel is asked on shell: ipykernel 7 answers a shutdown on control, then races
+    /// its own teardown (the control thread flushes stdout into the already-stopped iopub
+    /// thread) and hangs for its 10 s flush timeout in about one exit in ten. On shell the
+    /// request is handled by the main thread before teardown starts. A busy kernel is asked on
+    /// control, the only channel it still reads.
+    pub async fn request_shutdown(&mut self, idle: bool) -> Result<(), KernelError> {
+        let request: JupyterMessage = ShutdownRequest { restart: false }.into();
+        if idle {
+            self.shell.send(request).await?;
+        } else {
+            self.control.send(request).await?;
+        }
         Ok(())
     }
 }

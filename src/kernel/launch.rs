@@ -145,6 +145,9 @@ impl KernelProcess {
             .env_clear()
             .envs(env.vars())
             .envs(&spec.env)
+            // As jupyter_client does: the kernel polls for this parent and exits if we die
+            // (even by SIGKILL), so no orphaned kernel keeps a GPU busy.
+            .env("JPY_PARENT_PID", std::process::id().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -47,9 +47,10 @@ pub enum KernelError {
     #[error("{path}: not a valid kernelspec: {detail}")]
     InvalidKernelspec { path: PathBuf, detail: String },
     #[error(
-        "no kernel named `{name}` (available: {}); searched {}",
+        "no kernel named `{name}` (available: {}); searched {}{}",
         list_or_none(available),
-        paths(searched)
+        paths(searched),
+        install_hint(name)
     )]
     KernelNotFound {
         name: String,
@@ -109,6 +110,14 @@ fn paths(dirs: &[PathBuf]) -> String {
         .map(|d| d.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn install_hint(name: &str) -> &'static str {
+    if name == kernelspec::DEFAULT_KERNEL_NAME {
+        "\nhint: install it with `gpushare kernel install --sys-prefix` (or --user)"
+    } else {
+        ""
+    }
 }
 
 fn with_output(output: &str) -> String {

@@ -107,6 +107,9 @@ pub struct Kernel {
     client: KernelClient,
     heartbeat: JoinHandle<()>,
     hb_dead: watch::Receiver<bool>,
+    /// Whether the last execution ended with the kernel idle (it may still be busy after an
+    /// interrupt that did not take).
+    idle: bool,
     /// `kernel_info_reply` content (its `language_info` goes into notebook metadata).
     pub kernel_info: Value,
 }
@@ -171,6 +174,7 @@ impl Kernel {
             client,
             heartbeat,
             hb_dead,
+            idle: true,
             kernel_info,
         })
     }
@@ -199,6 +203,7 @@ impl Kernel {
         mut on_output: impl FnMut(&Message),
     ) -> Result<ExecOutcome, KernelError> {
         let msg_id = self.client.execute(code).await?;
+        self.idle = false;
         let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let deadline = timeout_after.map_or(far, |t| Instant::now() + t);
         let mut grace: Option<Instant> = None;
@@ -264,6 +269,7 @@ impl Kernel {
                 () = sleep_until(idle_at.map_or(far, |t| t + REPLY_GRACE)), if idle_at.is_some() => break,
             }
         }
+        self.idle = idle_at.is_some();
         if let Some(reply) = reply {
             if let Some(n) = reply.get("execution_count").and_then(Value::as_i64) {
                 outcome.execution_count = Some(n);
@@ -307,9 +313,12 @@ impl Kernel {
     /// period. The connection file goes with the process.
     pub async fn shutdown(mut self) {
         if self.process.exited().is_none() {
-            let asked = timeout(Duration::from_secs(1), self.client.request_shutdown())
-                .await
-                .is_ok_and(|r| r.is_ok());
+            let asked = timeout(
+                Duration::from_secs(1),
+                self.client.request_shutdown(self.idle),
+            )
+            .await
+            .is_ok_and(|r| r.is_ok());
             let grace = if asked {
                 SHUTDOWN_GRACE
             } else {
