@@ -30,11 +30,12 @@ fn scratch(tag: &str) -> PathBuf {
     dir
 }
 
-/// `$PREFIX/share/jupyter` holding ipykernel's own `python3` kernelspec (installed once).
+/// `$PREFIX/share/jupyter` holding ipykernel's own `python3` kernelspec, installed once per run
+/// under cargo's target tmp dir (reinstalled each run, so it always names the current Python).
 fn jupyter_path() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let prefix = scratch("prefix");
+        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_runner-prefix");
         let status = Command::new(python())
             .args([
                 "-m",
