@@ -119,11 +119,16 @@ def measure(
     def sample(n: int, clock: _DeviceClock | None) -> tuple[float, float | None]:
         nonlocal value
         synchronize(value)
+        value = None
         if clock is not None:
             clock.start()
         t0 = _now()
-        for _ in range(n):
-            value = fn(arg)
+        # Results are dropped as they come, as %timeit and torch.utils.benchmark do: holding one
+        # alive across the next call changes what allocators hand out (fresh pages instead of the
+        # block just freed) and would be timed too. The last one is kept for synchronisation.
+        for _ in range(n - 1):
+            fn(arg)
+        value = fn(arg)
         if clock is not None:
             clock.stop()
         synchronize(value)
