@@ -152,3 +152,18 @@ def test_gpuinfo_reports_the_device():
     assert d["driver"]["available"] if "driver" in d else info.cuda_available
     text = repr(info)
     assert "GPU-" in text  # the device UUID
+
+
+def test_separate_context_report_shows_what_each_framework_does():
+    from gpushare.contexts import separate_context_report
+
+    report = separate_context_report(1 << 16, frameworks=("torch", "cupy", "numba"))
+    assert report.private_context_is_primary is False
+    by_fw = {r.framework: r for r in report.rows}
+    for fw in ("torch", "cupy", "numba"):
+        row = by_fw[fw]
+        assert row.outcome in ("aliased", "copied", "refused", "not installed"), row
+        if row.outcome == "aliased":
+            # The framework holds a pointer whose owning context is the private one, not its own.
+            assert row.target_context == report.private_context and row.target_context_is_primary is False
+    assert "NOT primary" in repr(report) or all(r.outcome != "aliased" for r in report.rows)

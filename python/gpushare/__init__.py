@@ -19,6 +19,7 @@ from gpushare import _native
 from gpushare.api import ShareResult, ShareTable, TensorInfo, inspect, share, share_chain
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.lab import Benchmark, Comparison, SharedBuffer, bench, compare
+from gpushare.contexts import separate_context_report
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 
 __version__: str = _native.__version__
@@ -62,6 +63,7 @@ __all__ = [
     "gpuinfo",
     "inspect",
     "load_ipython_extension",
+    "separate_context_report",
     "share",
     "share_chain",
     "unload_ipython_extension",

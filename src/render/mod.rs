@@ -110,7 +110,16 @@ fn hop(r: &ShareReport) -> String {
 }
 
 fn device_words(t: &TensorReport) -> String {
-    if t.device == t.dlpack_device_name { t.device.clone() } else { format!("{} [{}]", t.device, t.dlpack_device_name) }
+    let name = t
+        .cuda
+        .as_ref()
+        .and_then(|c| c.get("device_name"))
+        .and_then(serde_json::Value::as_str)
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
+    // The framework's words, then DLPack's (and the driver's device name) where they add something.
+    let same = t.device == t.dlpack_device_name || (t.dlpack_device.0 == 1 && t.device.to_lowercase().contains("cpu"));
+    if same && name.is_empty() { t.device.clone() } else { format!("{} [{}{}]", t.device, t.dlpack_device_name, name) }
 }
 
 /// Plain-text table of handoffs, for terminals and `__repr__`.

@@ -1,0 +1,175 @@
+"""The separate-context problem, made visible.
+
+PyTorch, CuPy, Numba, JAX and TensorFlow all work in the device's *primary* CUDA context, so their
+pointers are valid in each other's kernels. Code that creates its own context (PyCUDA's
+``make_context``, some C++ libraries) allocates memory that belongs to a context the frameworks do
+not use. :func:`separate_context_report` allocates in such a private context (through the Rust
+core), hands the pointer to each framework through ``__cuda_array_interface__`` and reports what each
+one did with it, in the driver's words. No kernel touches that memory: a kernel launched in the
+primary context on memory of another context may fault, and a fault poisons the whole context.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from gpushare import _native
+from gpushare.exceptions import CudaError
+
+
+class _CudaArrayView:
+    """A float32 vector over a raw device pointer, described by ``__cuda_array_interface__`` v3."""
+
+    def __init__(self, ptr: int, n: int):
+        self.__cuda_array_interface__ = {
+            "shape": (n,),
+            "typestr": "<f4",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": None,  # nothing is pending on it: the Rust core synchronised the allocation
+        }
+
+
+def _import(framework: str, view: _CudaArrayView) -> Any:
+    if framework == "torch":
+        import torch
+
+        return torch.as_tensor(view, device="cuda")
+    if framework == "cupy":
+        import cupy
+
+        return cupy.asarray(view)
+    if framework == "numba":
+        from numba import cuda
+
+        return cuda.as_cuda_array(view)
+    if framework == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(view)
+    raise ValueError(f"unknown framework {framework!r}")
+
+
+def _pointer_of(framework: str, value: Any) -> int:
+    if framework == "jax":
+        return int(value.unsafe_buffer_pointer())
+    return int(value.__cuda_array_interface__["data"][0])
+
+
+@dataclass
+class ContextRow:
+    framework: str
+    outcome: str  # "aliased", "copied", "refused", "not installed"
+    target_ptr: int | None = None
+    target_context: int | None = None
+    target_context_is_primary: bool | None = None
+    detail: str = ""
+
+
+@dataclass
+class SeparateContextReport:
+    """What each framework did with memory from a private context."""
+
+    ptr: int
+    nbytes: int
+    private_context: int
+    private_context_is_primary: bool | None
+    current_context: dict | None
+    rows: list[ContextRow] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ptr": self.ptr,
+            "nbytes": self.nbytes,
+            "private_context": self.private_context,
+            "private_context_is_primary": self.private_context_is_primary,
+            "current_context": self.current_context,
+            "rows": [vars(r) for r in self.rows],
+        }
+
+    def _lines(self) -> list[list[str]]:
+        out = []
+        for r in self.rows:
+            ctx = "n/a" if r.target_context is None else f"{r.target_context:#x}"
+            if r.target_context_is_primary is not None:
+                ctx += " primary" if r.target_context_is_primary else " NOT primary"
+            ptr = "n/a" if r.target_ptr is None else f"{r.target_ptr:#x}"
+            out.append([r.framework, r.outcome, ptr, ctx, r.detail])
+        return out
+
+    def __repr__(self) -> str:
+        head = (
+            f"memory {self.ptr:#x} ({self.nbytes} B) allocated in private context {self.private_context:#x} "
+            f"(primary: {self.private_context_is_primary}); this thread's context: "
+            f"{(self.current_context or {}).get('handle', 'none')}"
+        )
+        rows = [["framework", "outcome", "target ptr", "target ctx", "detail"], *self._lines()]
+        widths = [max(len(r[c]) for r in rows) for c in range(5)]
+        body = "\n".join("  ".join(cell.ljust(widths[c]) for c, cell in enumerate(r)).rstrip() for r in rows)
+        return f"{head}\n{body}"
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self._lines()
+        )
+        return (
+            f"<p>memory <code>{self.ptr:#x}</code> in private context <code>{self.private_context:#x}</code> "
+            f"(primary: {self.private_context_is_primary})</p><table class=\"gpushare\"><thead><tr>"
+            "<th>framework</th><th>outcome</th><th>target ptr</th><th>target ctx</th><th>detail</th>"
+            f"</tr></thead><tbody>{cells}</tbody></table>"
+        )
+
+
+def separate_context_report(
+    nbytes: int = 1 << 20, frameworks: Sequence[str] = ("torch", "cupy", "numba", "jax"), ordinal: int = 0
+) -> SeparateContextReport:
+    """Allocates ``nbytes`` in a private (non-primary) context and hands it to each framework."""
+    status = _native.cuda_driver_status()
+    if not status["available"]:
+        raise CudaError(f"no CUDA: {status.get('reason')}")
+    alloc = _native.PrivateContextAllocation(nbytes, ordinal)
+    attrs = _native.cuda_pointer_attributes(alloc.ptr) or {}
+    report = SeparateContextReport(
+        ptr=alloc.ptr,
+        nbytes=nbytes,
+        private_context=alloc.context,
+        private_context_is_primary=attrs.get("context_is_primary"),
+        current_context=_native.cuda_current_context(),
+    )
+    view = _CudaArrayView(alloc.ptr, nbytes // 4)
+    for fw in frameworks:
+        module = {"numba": "numba"}.get(fw, fw)
+        if module not in sys.modules:
+            try:
+                __import__(module)
+            except ImportError:
+                report.rows.append(ContextRow(fw, "not installed"))
+                continue
+        try:
+            value = _import(fw, view)
+            ptr = _pointer_of(fw, value)
+        except Exception as e:  # the framework's own refusal is the finding
+            report.rows.append(ContextRow(fw, "refused", detail=f"{type(e).__name__}: {e}"[:300]))
+            continue
+        t = _native.cuda_pointer_attributes(ptr) or {}
+        aliased = ptr == alloc.ptr
+        report.rows.append(
+            ContextRow(
+                fw,
+                "aliased" if aliased else "copied",
+                ptr,
+                t.get("context"),
+                t.get("context_is_primary"),
+                "kept the private context's memory: its kernels run in the primary context, so they may fault"
+                if aliased
+                else "copied into its own (primary-context) memory",
+            )
+        )
+        del value
+    # Keep the allocation alive until every framework's view is gone.
+    report._allocation = alloc  # type: ignore[attr-defined]
+    return report
