@@ -51,6 +51,8 @@ pub struct Panel<'a> {
     /// Tick positions of the x axis (the sizes swept).
     pub x_ticks: Vec<f64>,
     pub y_format: fn(f64) -> String,
+    /// Appended to values in tooltips when the tick labels carry no unit.
+    pub y_unit: &'a str,
 }
 
 /// Decade range that holds every value (at least one decade wide).
@@ -82,9 +84,9 @@ pub fn time_tick(seconds: f64) -> String {
     format!("{} {}", trim_number(seconds / unit.seconds), unit.suffix)
 }
 
-/// `2e9` (bytes per second) → "2 GB/s".
+/// `2e9` (bytes per second) → "2" (the axis label says GB/s; short ticks leave it room).
 pub fn bandwidth_tick(bytes_per_second: f64) -> String {
-    format!("{} GB/s", trim_number(bytes_per_second / 1e9))
+    trim_number(bytes_per_second / 1e9)
 }
 
 fn size_tick(bytes: f64) -> String {
@@ -172,11 +174,12 @@ impl Panel<'_> {
                 let _ = write!(
                     s,
                     "<circle class=\"point\" data-path=\"{p}\" data-size=\"{x}\" data-value=\"{y:e}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\">\
-<title>{p} · {} · {}</title></circle>",
+<title>{p} · {} · {}{}</title></circle>",
                     px(*x),
                     py(*y),
                     escape(&size_tick(*x)),
                     escape(&(self.y_format)(*y)),
+                    escape(self.y_unit),
                     p = escape(&series.path),
                 );
             }
@@ -216,6 +219,7 @@ pub fn benchmark_svg(report: &BenchmarkReport) -> String {
         series: series(false),
         x_ticks: x_ticks.clone(),
         y_format: time_tick,
+        y_unit: "",
     };
     let bw = Panel {
         name: "bandwidth",
@@ -225,6 +229,7 @@ pub fn benchmark_svg(report: &BenchmarkReport) -> String {
         series: series(true),
         x_ticks,
         y_format: bandwidth_tick,
+        y_unit: " GB/s",
     };
     let per_row = 4usize;
     let legend_rows = working.len().div_ceil(per_row).max(1);
@@ -339,8 +344,8 @@ mod tests {
     fn ticks() {
         assert_eq!(time_tick(1e-5), "10 µs");
         assert_eq!(time_tick(1e-3), "1 ms");
-        assert_eq!(bandwidth_tick(1e8), "0.1 GB/s");
-        assert_eq!(bandwidth_tick(1e12), "1000 GB/s");
+        assert_eq!(bandwidth_tick(1e8), "0.1");
+        assert_eq!(bandwidth_tick(1e12), "1000");
         assert_eq!(size_tick(4096.0), "4 KiB");
         assert_eq!(decades([3e-6, 2e-3].into_iter()), Some((-6.0, -2.0)));
     }
