@@ -98,6 +98,7 @@ def test_a_copy_queued_on_a_side_stream_is_ready_for_a_consumer_on_another():
         x = torch.randn(1 << 24, device="cuda")
         y = x * 3  # queued on the side stream
         r = gpushare.share(y, "cupy", path="copy")  # copy queued on the side stream too
+    torch.cuda.synchronize()
     expected = (x * 3).cpu().numpy()
     assert np.array_equal(r.value.get(), expected)
 
@@ -147,14 +148,17 @@ def test_shared_path_shares_on_the_gpu():
 
 
 def test_copy_path_reuses_pooled_device_memory_and_empties_the_cache():
+    from gpushare.adapters import framework
+
+    convert = gpushare.paths.route(framework("torch"), framework("torch"), "copy")[1]
     lab.empty_cache()
     x = torch.randn(1 << 20, device="cuda")
-    first = gpushare.share(x, "torch", path="copy").value
+    first = convert(x)
     ptr = first.data_ptr()
     del first
     gc.collect()
     assert _native.shared_pool_usage() == (1, 4 << 20)
-    second = gpushare.share(x, "torch", path="copy").value
+    second = convert(x)  # same stream as the last user: reused without waiting
     assert second.data_ptr() == ptr and torch.equal(second, x)
     del second
     gc.collect()
