@@ -340,8 +340,9 @@ impl ComparisonReport {
             _ => "no timings".into(),
         };
         let mut parts = vec![format!(
-            "Times are per handoff: median and minimum of {} repeats × {loops_text}, after {} warm-up run{}; bandwidth = bytes moved / median.",
+            "Times are per handoff: median and minimum of {} repeat{} × {loops_text}, after {} warm-up run{}; bandwidth = bytes moved / median.",
             self.repeat,
+            if self.repeat == 1 { "" } else { "s" },
             self.warmup,
             if self.warmup == 1 { "" } else { "s" }
         )];
@@ -583,9 +584,10 @@ impl BenchmarkReport {
 
     fn footer(&self) -> String {
         let mut parts = vec![format!(
-            "Median time per handoff of {} repeats after {} warm-up run{}; one unit per column; ★ fastest at each size; \
+            "Median time per handoff of {} repeat{} after {} warm-up run{}; one unit per column; ★ fastest at each size; \
              bandwidth = bytes copied / median (zero-copy paths move nothing).",
             self.repeat,
+            if self.repeat == 1 { "" } else { "s" },
             self.warmup,
             if self.warmup == 1 { "" } else { "s" }
         )];
