@@ -378,11 +378,12 @@ fn progress_bar(config: &Config, name: &str) -> ProgressBar {
     };
     let bar = ProgressBar::with_draw_target(None, target);
     if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:.bold} {spinner} [{bar:30.cyan/blue}] {pos}/{len} cells {elapsed}",
+        "{prefix:.bold} {spinner} [{bar:30.cyan/blue}] {pos}/{len} cells {elapsed} {msg}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(name.to_string());
+    bar.set_message("starting kernel");
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
 }
@@ -449,7 +450,10 @@ async fn run_notebooks(
             &options,
             cancel,
             &mut |done, total| {
-                started = true;
+                if !started {
+                    started = true;
+                    bar.set_message("");
+                }
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             },
@@ -661,9 +665,11 @@ async fn bench_pair(
         cwd: None,
         extra_env,
     };
-    let mut kernel = Kernel::start(&spec, &config.env, &start, cancel).await?;
     let bar = progress_bar(config, &format!("{src}->{dst}"));
     bar.set_length(2);
+    let kernel = Kernel::start(&spec, &config.env, &start, cancel).await;
+    bar.set_message("");
+    let mut kernel = kernel.inspect_err(|_| bar.finish_and_clear())?;
     let result = bench_in(&mut kernel, src, dst, args, cancel, err, &bar).await;
     bar.finish_and_clear();
     kernel.shutdown().await;
@@ -766,11 +772,15 @@ async fn bench(
         let body: Vec<String> = results
             .iter()
             .zip(&args.pairs)
-            .map(|(r, (s, d))| {
-                r.html
+            .map(|(r, (src, dst))| {
+                let table = r
+                    .html
                     .clone()
-                    .unwrap_or_else(|| format!("<pre>{}</pre>", html_escape(&r.text)))
-                    + &format!("<!-- {s}->{d} -->")
+                    .unwrap_or_else(|| format!("<pre>{}</pre>", html_escape(&r.text)));
+                format!(
+                    "<h2>{}</h2>\n{table}",
+                    html_escape(&format!("{src} → {dst}"))
+                )
             })
             .collect();
         let page = format!(
@@ -801,7 +811,7 @@ fn doctor(
         Err(_) if args.kernel.is_none() => (None, &MEMORY_ENV[..]),
         Err(e) => return Err(e),
     };
-    let python = match spec.as_ref().and_then(KernelSpec::python) {
+    let python = match spec.as_ref().and_then(|s| s.python(env)) {
         Some(python) => python,
         None => env.python()?,
     };

@@ -126,10 +126,29 @@ impl KernelSpec {
             .any(|a| a == "ipykernel_launcher" || a == "ipykernel")
     }
 
-    /// The interpreter the kernel runs, when it is a Python kernel.
-    pub fn python(&self) -> Option<PathBuf> {
-        (self.language.eq_ignore_ascii_case("python")).then(|| PathBuf::from(&self.argv[0]))
+    /// The interpreter the kernel runs, when it is a Python kernel (a bare `python` is the
+    /// environment's Python, as at launch).
+    pub fn python(&self, env: &Environment) -> Option<PathBuf> {
+        if !self.language.eq_ignore_ascii_case("python") {
+            return None;
+        }
+        if is_bare_python(&self.argv[0]) {
+            return env.python().ok();
+        }
+        Some(PathBuf::from(&self.argv[0]))
     }
+}
+
+/// Whether `argv[0]` names "the" Python rather than a particular one: `jupyter_client` runs
+/// such kernels with its own `sys.executable`, and the stock `python3` kernelspec says `python`.
+pub fn is_bare_python(program: &str) -> bool {
+    let Some(version) = program.strip_prefix("python") else {
+        return false;
+    };
+    version.is_empty()
+        || version
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Ask a Python for its `sys.prefix` (`$GPUSHARE_SYS_PREFIX` short-circuits the question).

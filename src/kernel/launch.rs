@@ -17,7 +17,7 @@ use tokio::process::{Child, Command};
 
 use super::KernelError;
 use super::env::Environment;
-use super::kernelspec::{InterruptMode, KernelSpec};
+use super::kernelspec::{InterruptMode, KernelSpec, is_bare_python};
 
 /// How many lines of the kernel's own stdout/stderr to keep for error reports.
 const OUTPUT_TAIL_LINES: usize = 40;
@@ -55,18 +55,6 @@ pub fn runtime_dir(env: &Environment) -> PathBuf {
         return PathBuf::from(dir).join("jupyter");
     }
     env.temp_dir()
-}
-
-/// Whether `argv[0]` names "the" Python rather than a particular one: `jupyter_client` runs
-/// such kernels with its own `sys.executable`, and the stock `python3` kernelspec says `python`.
-fn is_bare_python(program: &str) -> bool {
-    let Some(version) = program.strip_prefix("python") else {
-        return false;
-    };
-    version.is_empty()
-        || version
-            .split('.')
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The kernel's command line: `{connection_file}` and `{resource_dir}` substituted, and a bare
