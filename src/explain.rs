@@ -39,7 +39,7 @@ pub fn refuse(src: &TensorReport, target: &str) -> Option<Refusal> {
     match target {
         "torch" if has_negative_stride(shape, strides) => Some(Refusal {
             reason: format!(
-                "negative strides {strides:?}: torch.from_dlpack aborts the process on them (pytorch#188023)"
+                "negative strides {strides:?}: torch.from_dlpack aborted the process on them (pytorch#188023, torch 2.12; later versions raise)"
             ),
             fix: "make a contiguous copy first, e.g. numpy.ascontiguousarray(x) or x.copy()".into(),
         }),
@@ -279,7 +279,7 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOu
     let contiguous_fix = "make it contiguous first: x.contiguous() (torch), numpy.ascontiguousarray(x)";
     match target.framework.as_str() {
         "tf" if !is_c_contiguous(shape, strides) => Some(fail(
-            format!("TensorFlow imports only compact row-major tensors; shape {shape:?} has strides {strides:?}"),
+            format!("TensorFlow imports only compact row-major tensors (shape {shape:?}, strides {strides:?})"),
             Some("Invalid strides array from DLPack"),
             contiguous_fix,
         )),
@@ -302,11 +302,11 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOu
                 } else if has_negative_stride(shape, strides) {
                     "a negative stride"
                 } else {
-                    "a layout that is not a transpose of a compact one"
+                    "a strided view"
                 };
                 fail(
                     format!(
-                        "JAX imports only compact layouts or their transposes; shape {shape:?} with strides {strides:?} has {what} (copy=True does not help: the check comes first)"
+                        "JAX imports only compact layouts or their transposes, not {what} (shape {shape:?}, strides {strides:?}); copy=True does not help: the check comes first"
                     ),
                     Some("Only DLPack tensors with trivial (compact) striding are supported"),
                     contiguous_fix,
