@@ -8,10 +8,10 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.deps-installed
 # CPU builds of everything gpushare talks to, plus the notebook stack.
-DEPS := numpy torch "jax[cpu]" tensorflow-cpu ipython ipykernel pytest maturin nbformat nbclient pandas tqdm
+DEPS := numpy torch "jax[cpu]" tensorflow-cpu ipython ipykernel pytest maturin nbformat nbclient pandas tqdm jupyterlab
 CARGO_FLAGS ?=
 
-.PHONY: demo test test-rust test-python develop lab bench clean-venv
+.PHONY: demo test test-rust test-python develop lab bench browser-deps clean-venv
 
 $(STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,19 @@ develop: $(STAMP)
 	$(VENV)/bin/maturin develop -q --release --features python 2>&1 | grep -v "^📦\|^🔗\|^🐍\|^⚠️" || true
 	$(PY) -c "import gpushare, gpushare._native"
 
+# The main job, on CPU (CUDA hidden, so the outputs read the same on any machine): the tour notebook
+# executed by gpushare's own runner against the gpushare kernel, and a small transfer-path sweep.
+DEMO_ENV := CUDA_VISIBLE_DEVICES=
 demo: develop
-	$(PY) examples/cpu_demo.py
+	$(VENV)/bin/gpushare kernel install --sys-prefix
+	@mkdir -p out
+	$(DEMO_ENV) $(VENV)/bin/gpushare run notebooks/01_tour_cpu.ipynb -o out/01_tour_cpu.ipynb --timeout 120
+	$(DEMO_ENV) $(VENV)/bin/gpushare bench 'torch->jax' --sizes 4KiB,64KiB --device cpu --json out/bench.json --html out/bench.html
+	@echo
+	@echo "Outputs:"
+	@echo "  out/01_tour_cpu.ipynb   the tour, executed (open it in JupyterLab: make lab)"
+	@echo "  out/bench.html          torch->jax on CPU, every transfer path at 4 KiB and 64 KiB (open in a browser)"
+	@echo "  out/bench.json          the same sweep as data"
 
 test-rust:
 	cargo test --no-default-features -q $(CARGO_FLAGS)
@@ -33,13 +44,28 @@ test-rust:
 test-python: develop
 	$(PY) -m pytest -q tests
 
-test: develop test-rust test-python
+# Headless Chromium for tests/test_browser.py, installed with apt-get when we are root, and
+# JupyterLab for a .venv made before it joined DEPS. A failure here only makes that test skip.
+browser-deps: $(STAMP)
+	@$(PY) -c "import jupyterlab" 2>/dev/null || $(PIP) install -q jupyterlab \
+	  || echo "browser-deps: could not install jupyterlab; tests/test_browser.py will be skipped"
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "browser-deps: installing chromium with apt-get"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+	      || echo "browser-deps: could not install chromium; tests/test_browser.py will be skipped"; \
+	  else \
+	    echo "browser-deps: no chromium (apt-get as root installs it); tests/test_browser.py will be skipped"; \
+	  fi; }
+
+test: develop browser-deps test-rust test-python
 
 bench: develop
 	$(PY) benchmarks/bench_core.py
 
 lab: develop
-	$(PIP) install -q jupyterlab
+	@$(PY) -c "import jupyterlab" 2>/dev/null || $(PIP) install -q jupyterlab
+	$(VENV)/bin/gpushare kernel install --sys-prefix
 	$(VENV)/bin/jupyter lab notebooks/
 
 clean-venv:
