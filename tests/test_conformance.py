@@ -114,3 +114,41 @@ def test_cuda_matrix_conforms():
     cells = C.run_matrix(env)
     bad = [c for c in cells if c.problem]
     assert not bad, f"{len(bad)} of {len(cells)} cells do not conform:\n" + "\n".join(c.describe() for c in bad)
+
+
+def test_errors_carry_the_prediction():
+    if not all(_available(f) for f in ("numpy", "torch")):
+        pytest.skip("needs numpy and torch")
+    import numpy as np
+    import torch
+
+    import gpushare
+    from gpushare.exceptions import ConversionError, UnsafeInputError
+
+    with pytest.raises(ConversionError) as e:
+        gpushare.share(torch.zeros(3, dtype=torch.bfloat16), "numpy")
+    assert e.value.predicted[0] == "failed" and "bfloat16" in e.value.predicted[1]
+    assert e.value.predicted.expected_error.lower() in e.value.framework_error.lower()
+    with pytest.raises(UnsafeInputError) as e:
+        gpushare.share(np.arange(4.0)[::-1], "torch")
+    assert e.value.predicted[0] == "failed" and "ascontiguousarray" in e.value.predicted.fix
+
+
+def test_a_wrong_prediction_shows_as_unexpected(monkeypatch):
+    """Both directions: a predicted failure that works, and a predicted share that fails."""
+    if not all(_available(f) for f in ("numpy", "torch")):
+        pytest.skip("needs numpy and torch")
+    import torch
+
+    import gpushare
+    from gpushare import api, verdicts
+    from gpushare.exceptions import ConversionError
+
+    monkeypatch.setattr(api.verdicts, "predict", lambda *a: verdicts.Prediction("failed", "a wrong rule", "none"))
+    r = gpushare.share(torch.ones(3), "numpy")
+    assert r.verdict == "shared" and r.unexpected
+    assert "UNEXPECTED share" in repr(r) and "predicted failed" in repr(r)
+    monkeypatch.setattr(api.verdicts, "predict", lambda *a: verdicts.Prediction("shared", None))
+    with pytest.raises(ConversionError, match="UNEXPECTED: gpushare predicted shared") as e:
+        gpushare.share(torch.ones(3, dtype=torch.bfloat16), "numpy")
+    assert e.value.predicted[0] == "shared"
