@@ -424,12 +424,15 @@ x = torch.ones(nbytes // 4, device=device)
 
 A `SharedBuffer` is memory allocated by gpushare's Rust core (256-byte aligned, on the device you
 name) and handed to each framework by DLPack. Every view is the same memory; the buffer lives as
-long as any view does.
+long as any view does. On a GPU, a write through one framework must be ordered before another reads
+it: the frameworks queue work on different streams.
 """),
     code("""
 buf = gpushare.SharedBuffer((nbytes // 4,), "float32", device)
 s_torch, s_jax = buf.to("torch"), buf.to("jax")
 s_torch.fill_(3.0)
+if HAVE_CUDA:
+    torch.cuda.synchronize()  # torch wrote on its stream; JAX reads on its own: order them first
 print("jax sees", float(s_jax[0]), "| same address:", gpushare.inspect(s_jax).data_ptr == gpushare.inspect(s_torch).data_ptr)
 %share s_torch ->jax --path shared
 """),
