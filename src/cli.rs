@@ -665,13 +665,12 @@ async fn bench_pair(
         cwd: None,
         extra_env,
     };
+    // Our bar covers the kernel's start; the sweep then shows its own progress on stderr.
     let bar = progress_bar(config, &format!("{src}->{dst}"));
-    bar.set_length(2);
     let kernel = Kernel::start(&spec, &config.env, &start, cancel).await;
-    bar.set_message("");
-    let mut kernel = kernel.inspect_err(|_| bar.finish_and_clear())?;
-    let result = bench_in(&mut kernel, src, dst, args, cancel, err, &bar).await;
     bar.finish_and_clear();
+    let mut kernel = kernel?;
+    let result = bench_in(&mut kernel, src, dst, args, cancel, err).await;
     kernel.shutdown().await;
     result
 }
@@ -683,17 +682,16 @@ async fn bench_in(
     args: &BenchArgs,
     cancel: &mut Option<Cancel>,
     err: &mut dyn Write,
-    bar: &ProgressBar,
 ) -> Result<BenchResult> {
     let mut found: Option<Value> = None;
-    for (step, code) in [bench_code(src, dst, args), BENCH_FETCH.to_string()]
-        .iter()
-        .enumerate()
-    {
-        let mut streamed = String::new();
+    for code in [bench_code(src, dst, args), BENCH_FETCH.to_string()] {
         let outcome = kernel
-            .execute(code, args.timeout, cancel, |m| match m.msg_type.as_str() {
-                "stream" => streamed.push_str(m.content["text"].as_str().unwrap_or_default()),
+            .execute(&code, args.timeout, cancel, |m| match m.msg_type.as_str() {
+                // The sweep's own prints (progress, warnings) are diagnostics: stderr, live.
+                "stream" => {
+                    let text = m.content["text"].as_str().unwrap_or_default();
+                    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+                }
                 "display_data" => {
                     if let Some(v) = m
                         .content
@@ -705,9 +703,6 @@ async fn bench_in(
                 _ => {}
             })
             .await?;
-        // The sweep's own prints (progress, warnings) are diagnostics: they go to stderr.
-        bar.suspend(|| err.write_all(streamed.as_bytes()))?;
-        bar.set_position(step as u64 + 1);
         match outcome.failure {
             None => {}
             Some(Failure::Error {
