@@ -62,6 +62,8 @@ pub struct Settings {
     pub source_version: String,
     /// The source framework's current CUDA device, when known (PyTorch exports only from it).
     pub source_current_device: Option<i32>,
+    /// Whether the CUDA driver is usable, when known (the `pinned` path needs it).
+    pub cuda_available: Option<bool>,
 }
 
 /// What gpushare knows about the target of a handoff.
@@ -433,6 +435,71 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
     None
 }
 
+/// The `host` path (`gpushare.paths`): the source's values through NumPy on the host (`.cpu().numpy()`,
+/// `np.asarray`, `.get()`), an explicit `np.array(copy=True)`, then the target's own constructor
+/// (`torch.from_numpy`, `jax.device_put`, `tf.convert_to_tensor`, `cupy.asarray`). It always copies;
+/// it fails only where NumPy cannot carry the dtype between the two frameworks.
+fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
+    let (src, dst) = (source.framework.as_str(), target.framework.as_str());
+    let (base, lanes) = base_and_lanes(&source.dtype);
+    if !(lanes == 1 && STANDARD_DTYPES.contains(&base)) {
+        // NumPy holds bfloat16 and float8 only as ml_dtypes arrays: torch neither makes nor takes
+        // them, gpushare cannot inspect them (NumPy has no DLPack code for them); JAX and TF do.
+        let blocked = if src == "torch" {
+            Some(("torch.Tensor.numpy() has no NumPy dtype for it", Some("unsupported ScalarType")))
+        } else if dst == "torch" {
+            Some(("torch.from_numpy does not take ml_dtypes arrays", Some("can't convert np.ndarray")))
+        } else if dst == "numpy" {
+            Some(("NumPy holds it only as an ml_dtypes array, which has no DLPack code", Some("DLPack only supports")))
+        } else if matches!(dst, "cupy" | "numba") {
+            Some(("the target does not take ml_dtypes arrays", None))
+        } else {
+            None
+        };
+        if let Some((why, expected)) = blocked {
+            return fail(
+                format!("the host path carries {} through NumPy and {why}", source.dtype),
+                expected,
+                "cast to float32 first, or use path='dlpack'",
+            );
+        }
+    }
+    if source.numel() == 0 {
+        return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
+    }
+    PredictedOutcome::Copied {
+        reason: "path 'host' copies through NumPy on the host by design (the naive route, for comparison)".into(),
+    }
+}
+
+/// The `copy` and `pinned` paths: gpushare copies the source into a SharedBuffer of the same dtype,
+/// shape and strides, then hands that buffer to the target by DLPack (a legacy capsule into
+/// TensorFlow, `__cuda_array_interface__` into Numba). The target's device, dtype and layout rules
+/// apply to the buffer as they would to the source; the producer is gpushare, which refuses nothing.
+fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> PredictedOutcome {
+    let buffer = TensorReport { framework: "gpushare".into(), readonly: false, byte_offset: 0, ..source.clone() };
+    let import = match target.framework.as_str() {
+        "tf" => "capsule",
+        "numba" => "cai",
+        _ => "dlpack",
+    };
+    let checks = [
+        producer_or_path_gap(&buffer, target, import),
+        device_gap(&buffer, target),
+        dtype_gap(target, &buffer.dtype),
+        if import == "cai" { None } else { layout_gap(&buffer, target) },
+    ];
+    if let Some(f) = checks.into_iter().flatten().next() {
+        return f;
+    }
+    if source.numel() == 0 {
+        return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
+    }
+    PredictedOutcome::Copied {
+        reason: format!("path '{path}' copies the data into a gpushare SharedBuffer by design, then hands it over without a second copy"),
+    }
+}
+
 /// Predicts what handing `source` to `target` will do, from the rules of dlpack-matrix.md §4.
 ///
 /// Failures are checked first, because a framework that fails never gets to copy: the crash-class
@@ -456,23 +523,16 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
         };
     }
 
-    // Paths that leave DLPack: the host path on a CPU source is a DLPack handoff from the NumPy
-    // view of it; device sources and the staging paths copy by design.
     match path {
-        "pinned" | "copy" => {
-            return PredictedOutcome::Copied { reason: format!("path '{path}' copies the data by design") };
+        "host" => return predict_host(source, target),
+        "pinned" if target.settings.cuda_available == Some(false) => {
+            return fail(
+                "the pinned path stages through page-locked memory with the CUDA driver, which is unavailable here",
+                None,
+                "use path='copy' or path='host'",
+            );
         }
-        "host" => {
-            if !is_host_accessible(source.dlpack_device.0) {
-                return PredictedOutcome::Copied {
-                    reason: format!("path 'host' copies {} memory to the host", source.dlpack_device_name),
-                };
-            }
-            let mut via_numpy = source.clone();
-            via_numpy.framework = "numpy".into();
-            let facts = TargetFacts { path: "dlpack".into(), ..target.clone() };
-            return predict(&via_numpy, &facts);
-        }
+        "pinned" | "copy" => return predict_staged(source, target, path),
         _ => {}
     }
 
@@ -824,8 +884,25 @@ mod predict_tests {
         let bf16 = on_cuda(src("torch", "bfloat16", 0x10000, vec![8], vec![1]), 0);
         assert_eq!(predict(&bf16, &TargetFacts::new("cupy", "", "cai")).verdict(), Verdict::Failed);
         assert_eq!(predict(&gpu, &TargetFacts::new("jax", "", "pinned")).verdict(), Verdict::Copied);
+        let mut no_cuda = TargetFacts::new("jax", "", "pinned");
+        no_cuda.settings.cuda_available = Some(false);
+        assert_eq!(predict(&f32("torch", 0x10000), &no_cuda).verdict(), Verdict::Failed);
         assert_eq!(predict(&gpu, &TargetFacts::new("numpy", "", "host")).verdict(), Verdict::Copied);
-        assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("jax", "", "host")).verdict(), Verdict::Shared);
+        assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("jax", "", "host")).verdict(), Verdict::Copied);
+        // host: only dtypes NumPy cannot carry between the two fail.
+        let bf16 = src("torch", "bfloat16", 0x10000, vec![8], vec![1]);
+        assert_eq!(predict(&bf16, &TargetFacts::new("jax", "", "host")).expected_error(), Some("unsupported ScalarType"));
+        let jax_bf16 = src("jax", "bfloat16", 0x10000, vec![8], vec![1]);
+        assert_eq!(predict(&jax_bf16, &TargetFacts::new("tf", "", "host")).verdict(), Verdict::Copied);
+        assert_eq!(predict(&jax_bf16, &TargetFacts::new("torch", "", "host")).verdict(), Verdict::Failed);
+        // copy keeps the layout, so the target's layout rules still apply; the buffer is no read-only NumPy array.
+        let broadcast = src("torch", "float32", 0x10000, vec![4, 6], vec![0, 1]);
+        assert_eq!(predict(&broadcast, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Failed);
+        assert_eq!(predict(&broadcast, &TargetFacts::new("numpy", "", "copy")).verdict(), Verdict::Copied);
+        let mut ro = f32("numpy", 0x10000);
+        ro.readonly = true;
+        assert_eq!(predict(&ro, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Copied);
+        assert_eq!(predict(&bf16, &TargetFacts::new("numpy", "", "copy")).verdict(), Verdict::Failed);
     }
 
     #[test]

@@ -152,3 +152,13 @@ def test_a_wrong_prediction_shows_as_unexpected(monkeypatch):
     with pytest.raises(ConversionError, match="UNEXPECTED: gpushare predicted shared") as e:
         gpushare.share(torch.ones(3, dtype=torch.bfloat16), "numpy")
     assert e.value.predicted[0] == "shared"
+
+
+@pytest.mark.parametrize("path", ["dlpack", "capsule", "cai", "host", "copy", "pinned"])
+def test_every_path_conforms(path):
+    """The same matrix through each explicit path: paths that do not apply to a pair fail as
+    predicted (before the framework is called), and the lab's copies are predicted as copies."""
+    fws = [f for f in C.CPU_FRAMEWORKS if _available(f)]
+    cells = [c for s, d in C.pairs(fws) for c in C.run_pair(s, d, "cpu", path=path)]
+    bad = [c for c in cells if c.problem]
+    assert not bad, f"{len(bad)} of {len(cells)} cells do not conform:\n" + "\n".join(c.describe() for c in bad[:40])

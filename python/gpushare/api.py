@@ -18,6 +18,13 @@ TensorInfo = _native.TensorInfo
 _now = time.perf_counter_ns
 
 
+def _predicted_this(predicted: Any, text: str) -> bool:
+    """The prediction said "failed" and named words that the framework's message contains: its
+    reason is then the explanation (never when the framework failed for another reason)."""
+    expected = getattr(predicted, "expected_error", None)
+    return bool(predicted is not None and predicted[0] == "failed" and expected and expected.lower() in text.lower())
+
+
 def _conversion_error(
     src: Adapter, dst: Adapter, path: str, exc: BaseException, predicted: Any = None
 ) -> ConversionError:
@@ -26,7 +33,7 @@ def _conversion_error(
     if known is not None:
         reason, fix = known
         message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
-    elif predicted is not None and predicted[0] == "failed":
+    elif _predicted_this(predicted, text):
         reason, fix = predicted[1] or text, getattr(predicted, "fix", None)
         message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
     else:
@@ -142,7 +149,11 @@ def share(
     dst.load()
     src_info = inspect(obj)
     src.check_source(obj)
-    path_name, convert = route(src, dst, path)
+    try:
+        path_name, convert = route(src, dst, path)
+    except GpushareError as e:  # the path does not apply to this pair: predicted too
+        e.predicted = verdicts.predict(src, dst, src_info, path)
+        raise
     predicted = verdicts.predict(src, dst, src_info, path_name)
     try:
         src_info.refuse_for(dst.name)  # crash-class inputs only; everything else the framework answers

@@ -80,9 +80,11 @@ class Cell:
     #: Why this cell does not conform; None when it does.
     problem: str | None = None
     seconds: float = 0.0
+    path: str = "auto"
 
     def describe(self) -> str:
-        head = f"{self.src}→{self.dst} {self.dtype:<10} {self.layout:<15}"
+        via = "" if self.path == "auto" else f" via {self.path}"
+        head = f"{self.src}→{self.dst}{via} {self.dtype:<10} {self.layout:<15}"
         return (
             f"{head} outcome={self.outcome} predicted={self.predicted}: {self.problem}"
             f"\n    reason: {self.reason}\n    predicted reason: {self.predicted_reason}"
@@ -425,13 +427,13 @@ def _same_values(a: Any, b: Any) -> bool:
         return bool(np.array_equal(a, b))
 
 
-def run_cell(src: str, dst: str, dtype: str, layout: str, device: str = "cpu") -> Cell:
-    """Builds one source, shares it with `dst` through gpushare (path auto), and checks the outcome
+def run_cell(src: str, dst: str, dtype: str, layout: str, device: str = "cpu", path: str = "auto") -> Cell:
+    """Builds one source, shares it with `dst` through gpushare by `path`, and checks the outcome
     against gpushare's prediction."""
     import gpushare
     from gpushare.exceptions import GpushareError
 
-    cell = Cell(src, dst, dtype, layout, outcome="skipped")
+    cell = Cell(src, dst, dtype, layout, outcome="skipped", path=path)
     try:
         obj = build(src, dtype, layout, device)
     except NotConstructible as e:
@@ -454,7 +456,7 @@ def run_cell(src: str, dst: str, dtype: str, layout: str, device: str = "cpu") -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            r = gpushare.share(obj, dst)
+            r = gpushare.share(obj, dst, path=path)
         except GpushareError as e:
             cell.outcome = "failed"
             cell.reason = getattr(e, "reason", None) or str(e)
@@ -497,24 +499,27 @@ def run_cell(src: str, dst: str, dtype: str, layout: str, device: str = "cpu") -
 
 
 def run_pair(src: str, dst: str, device: str = "cpu", dtypes: Iterable[str] = DTYPES,
-             layouts: Iterable[str] = LAYOUTS) -> list[Cell]:
+             layouts: Iterable[str] = LAYOUTS, path: str = "auto") -> list[Cell]:
     layouts = tuple(layouts)
-    return [run_cell(src, dst, dt, lay, device) for dt in dtypes for lay in layouts]
+    return [run_cell(src, dst, dt, lay, device, path) for dt in dtypes for lay in layouts]
 
 
 def pairs(frameworks: Sequence[str]) -> list[tuple[str, str]]:
     return [(s, d) for s in frameworks for d in frameworks if s != d]
 
 
-def run_matrix(env: Environment, progress: Callable[[str], None] | None = None) -> list[Cell]:
+def run_matrix(env: Environment, progress: Callable[[str], None] | None = None,
+               paths: Sequence[str] = ("auto",)) -> list[Cell]:
     cells: list[Cell] = []
-    for s, d in pairs(env.frameworks):
-        t0 = time.perf_counter()
-        got = run_pair(s, d, env.device)
-        cells.extend(got)
-        if progress:
-            bad = sum(c.problem is not None for c in got)
-            progress(f"{s}→{d}: {len(got)} cells, {bad} not conforming, {time.perf_counter() - t0:.1f} s")
+    for path in paths:
+        for s, d in pairs(env.frameworks):
+            t0 = time.perf_counter()
+            got = run_pair(s, d, env.device, path=path)
+            cells.extend(got)
+            if progress:
+                bad = sum(c.problem is not None for c in got)
+                via = "" if path == "auto" else f" via {path}"
+                progress(f"{s}→{d}{via}: {len(got)} cells, {bad} not conforming, {time.perf_counter() - t0:.1f} s")
     return cells
 
 
@@ -617,18 +622,19 @@ def render_markdown(cells: Sequence[Cell], env: Environment, seconds: float) -> 
     if bad:
         lines += ["## Cells where the prediction was wrong", ""]
         lines += ["```"] + [c.describe() for c in bad] + ["```", ""]
-    by_pair: "OrderedDict[tuple[str, str], list[Cell]]" = OrderedDict()
+    by_pair: "OrderedDict[tuple[str, str, str], list[Cell]]" = OrderedDict()
     for c in cells:
-        by_pair.setdefault((c.src, c.dst), []).append(c)
+        by_pair.setdefault((c.src, c.dst, c.path), []).append(c)
     lines += ["## Summary", "", "| pair | shared | copied | failed | skipped | wrong |", "|---|---|---|---|---|---|"]
-    for (s, d), group in by_pair.items():
+    for (s, d, p), group in by_pair.items():
         k = Counter(c.outcome for c in group)
         wrong = sum(c.problem is not None for c in group)
-        lines.append(f"| {s} → {d} | {k['shared']} | {k['copied']} | {k['failed']} | "
+        via = "" if p == "auto" else f" (path {p})"
+        lines.append(f"| {s} → {d}{via} | {k['shared']} | {k['copied']} | {k['failed']} | "
                      f"{k['skipped'] + k['unexportable']} | {wrong} |")
     lines.append("")
-    for (s, d), group in by_pair.items():
-        lines += [f"## {s} → {d}", ""]
+    for (s, d, p), group in by_pair.items():
+        lines += [f"## {s} → {d}" + ("" if p == "auto" else f" (path {p})"), ""]
         grid = {(c.dtype, c.layout): c for c in group}
         layouts = [lay for lay in LAYOUTS if any((dt, lay) in grid for dt in DTYPES)]
         lines.append("| dtype | " + " | ".join(lay.replace("_", " ") for lay in layouts) + " |")
@@ -689,6 +695,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--frameworks",
                         help="comma-separated frameworks (default: torch,tf,jax,numpy on cpu; "
                         "torch,jax,cupy,numba on cuda); unavailable ones are skipped by name")
+    parser.add_argument("--paths", default="auto",
+                        help="comma-separated transfer paths to run (default: auto; also host, copy, pinned, dlpack, capsule, cai)")
     parser.add_argument("--jax-x64", action="store_true",
                         help="run with jax_enable_x64 on (64-bit dtypes then share into JAX)")
     args = parser.parse_args(argv)
@@ -698,7 +706,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for fw, why in env.missing.items():
         print(f"skipping {fw}: {why}", file=sys.stderr)
     t0 = time.perf_counter()
-    cells = run_matrix(env, progress=lambda line: print(line, file=sys.stderr))
+    cells = run_matrix(env, progress=lambda line: print(line, file=sys.stderr),
+                       paths=[p.strip() for p in args.paths.split(",")])
     seconds = time.perf_counter() - t0
     bad = [c for c in cells if c.problem]
     if args.out:

@@ -76,6 +76,16 @@ def _current_device(src: Any, src_info: Any) -> int | None:
         return None
 
 
+def _cuda_available() -> bool | None:
+    status = getattr(_native, "cuda_driver_status", None)
+    if status is None:
+        return False
+    try:
+        return bool(status().get("available"))
+    except Exception:  # a driver that cannot even say: unknown
+        return None
+
+
 def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
     """The predicted verdict and reason for converting ``src_info`` (a ``TensorInfo`` of an array of
     adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model."""
@@ -90,5 +100,6 @@ def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
         source_version=src.version() or "",
         cupy_ptds=_cupy_ptds(),
         source_current_device=_current_device(src, src_info),
+        cuda_available=_cuda_available() if path == "pinned" else None,
     )
     return Prediction(d["verdict"], d["reason"], d["fix"], d["expected_error"])

@@ -16,6 +16,7 @@ fn outcome(
     source_version: Option<String>,
     cupy_ptds: bool,
     source_current_device: Option<i32>,
+    cuda_available: Option<bool>,
 ) -> PredictedOutcome {
     let facts = TargetFacts {
         framework: target.to_string(),
@@ -26,6 +27,7 @@ fn outcome(
             cupy_ptds,
             source_version: source_version.unwrap_or_default(),
             source_current_device,
+            cuda_available,
         },
     };
     explain::predict(&source.get().report, &facts)
@@ -38,7 +40,7 @@ fn outcome(
 /// for a failure. ``version`` is the target framework's ``__version__`` ("" when unknown),
 /// ``jax_x64`` the value of ``jax.config.jax_enable_x64``.
 #[pyfunction]
-#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None))]
+#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
 #[allow(clippy::too_many_arguments)]
 fn predict(
     source: &Bound<'_, TensorInfo>,
@@ -49,15 +51,16 @@ fn predict(
     source_version: Option<String>,
     cupy_ptds: bool,
     source_current_device: Option<i32>,
+    cuda_available: Option<bool>,
 ) -> (&'static str, Option<String>, Option<String>) {
-    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device);
+    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device, cuda_available);
     (o.verdict().as_str(), o.reason().map(str::to_string), o.fix().map(str::to_string))
 }
 
 /// As ``predict``, as a dict that also holds ``expected_error``: the words the framework is expected
 /// to use in its error message (a substring), or None.
 #[pyfunction]
-#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None))]
+#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
 #[allow(clippy::too_many_arguments)]
 fn predict_detail<'py>(
     py: Python<'py>,
@@ -69,8 +72,9 @@ fn predict_detail<'py>(
     source_version: Option<String>,
     cupy_ptds: bool,
     source_current_device: Option<i32>,
+    cuda_available: Option<bool>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device);
+    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device, cuda_available);
     let d = PyDict::new(py);
     d.set_item("verdict", o.verdict().as_str())?;
     d.set_item("reason", o.reason())?;
