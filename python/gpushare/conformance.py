@@ -402,7 +402,12 @@ def to_numpy(fw: str, x: Any) -> Any:
     elif fw == "cupy":
         out = x.get()
     elif fw == "numba":
-        out = x.copy_to_host()
+        try:
+            out = x.copy_to_host()
+        except Exception:  # a strided view numba cannot copy as is: read it through torch's CAI import
+            import torch
+
+            out = torch.as_tensor(x, device="cuda").cpu().numpy()
     else:
         out = np.asarray(x)
     out = np.asarray(out)
