@@ -145,6 +145,7 @@ def test_unload_removes_the_magic(ip, run):
     run("%unload_ext gpushare")
     try:
         assert ip.find_line_magic("share") is None
+        assert ip.find_line_magic("sharebench") is None and ip.find_line_magic("gpuinfo") is None
     finally:
         run("%load_ext gpushare")
     assert ip.find_line_magic("share") is not None

@@ -36,15 +36,13 @@ def load_ipython_extension(ip: Any) -> None:
 
 
 def unload_ipython_extension(ip: Any) -> None:
-    """``%unload_ext gpushare``: removes the magics again."""
-    instance = _loaded.pop(id(ip), None)
-    if instance is None:
-        return
-    for kind, names in instance.magics.items():
-        for name in names:
-            ip.magics_manager.magics[kind].pop(name, None)
-    if instance in ip.configurables:
-        ip.configurables.remove(instance)
+    """``%unload_ext gpushare``: removes every magic it registered and its configurable."""
+    for instance in _loaded.pop(id(ip), []):
+        for kind, names in instance.magics.items():
+            for name in names:
+                ip.magics_manager.magics[kind].pop(name, None)
+        if instance in ip.configurables:
+            ip.configurables.remove(instance)
 
 
 __all__ = [

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 import warnings
 from typing import Any, Iterator, Sequence
@@ -23,6 +25,18 @@ def _predicted_this(predicted: Any, text: str) -> bool:
     reason is then the explanation (never when the framework failed for another reason)."""
     expected = getattr(predicted, "expected_error", None)
     return bool(predicted is not None and predicted[0] == "failed" and expected and expected.lower() in text.lower())
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel that points a warning at the first frame outside gpushare (the user's line,
+    whether they called share, share_chain or a magic)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _conversion_error(
@@ -197,7 +211,7 @@ def share(
     )
     for note in result.notes:
         if "read-only" in note:
-            warnings.warn(f"{src.name} → {dst.name}: {note}", GpushareWarning, stacklevel=2)
+            warnings.warn(f"{src.name} → {dst.name}: {note}", GpushareWarning, stacklevel=_user_stacklevel())
     return result
 
 

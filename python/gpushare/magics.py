@@ -206,7 +206,9 @@ class GpuShare(Magics):
         if cell is not None or not args.name or len(targets) != 1:
             raise UsageError("--path all: %share NAME [SRC]->DST --path all")
         obj = self._lookup(args.name)
-        result = compare(obj, targets[0], paths="all", repeat=opts["repeat"], number=opts["number"], source=source)
+        # compare() picks its own defaults (several samples per path) unless -n/-r were given.
+        timing = {k: v for k, v in (("repeat", args.repeat), ("number", args.number)) if v is not None}
+        result = compare(obj, targets[0], paths="all", source=source, **timing)
         if not (args.quiet or self.quiet) and not args.output:
             display(result)
         return result if args.output else None
@@ -238,15 +240,15 @@ class GpuShare(Magics):
         self.shell.user_ns.update(bindings)
 
 
-def load(shell: Any) -> GpuShare:
+def load(shell: Any) -> list[Magics]:
+    """Registers every gpushare magic; returns the Magics instances so unloading can remove them."""
+    from gpushare import lab_magics  # %sharebench, the transfer-path lab
+
     magics = GpuShare(shell=shell, parent=shell)
     shell.register_magics(magics)
     if magics not in shell.configurables:
         shell.configurables.append(magics)
-    from gpushare import lab_magics  # %sharebench, the transfer-path lab
-
-    lab_magics.load(shell)
-    return magics
+    return [magics, lab_magics.load(shell)]
 
 
 __all__ = ["GpuShare", "GpushareError", "load"]

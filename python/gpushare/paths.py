@@ -102,7 +102,20 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
 def _cai(src: Adapter, dst: Adapter) -> Route:
     if src.name in ("numpy", "tf"):
         raise PathNotApplicableError(f"{src.name} arrays do not expose __cuda_array_interface__")
-    return dst.from_cai
+    from_cai = dst.from_cai
+
+    def convert(obj: Any) -> Any:
+        # Host arrays have no CUDA array interface (torch raises on CPU tensors); without this check
+        # a consumer such as jnp.asarray would quietly copy through __array__ instead.
+        try:
+            obj.__cuda_array_interface__
+        except (AttributeError, RuntimeError, TypeError) as e:
+            raise PathNotApplicableError(
+                f"cai needs an array in CUDA memory; this {src.name} array has no __cuda_array_interface__ ({e})"
+            ) from None
+        return from_cai(obj)
+
+    return convert
 
 
 # -- The paths of the transfer-path lab -------------------------------------------------------

@@ -30,6 +30,16 @@ pub const STYLE: &str = "<style>.gpushare{border-collapse:collapse;font-size:12p
 .gpushare .best{background:#dafbe1}.gpushare caption{text-align:left;font-weight:bold}\
 .gpushare-note{font-size:11px;color:#555}</style>";
 
+/// Inline styles repeat what [`STYLE`] says, because JupyterLab drops `<style>` blocks from the outputs
+/// of untrusted notebooks (every notebook a runner wrote) but keeps inline colours and alignment.
+pub fn verdict_style(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Shared => "color:#1a7f37;font-weight:bold",
+        Verdict::Copied => "color:#b35900;font-weight:bold",
+        Verdict::Failed => "color:#cf222e;font-weight:bold",
+    }
+}
+
 fn shape_text(shape: &[i64]) -> String {
     let inner: Vec<String> = shape.iter().map(i64::to_string).collect();
     if shape.len() == 1 { format!("({},)", inner[0]) } else { format!("({})", inner.join(", ")) }
@@ -193,13 +203,13 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
     let show_streams = rows.iter().any(|r| r.streams.is_some());
     let mut h = String::with_capacity(512 + rows.len() * 600);
     h.push_str(STYLE);
-    h.push_str("<table class=\"gpushare\"><thead><tr><th>name</th><th>hop</th><th>path</th><th>shape</th><th>dtype</th>\
+    h.push_str("<table class=\"gpushare\" style=\"font-family:monospace;font-size:12px\"><thead><tr><th>name</th><th>hop</th><th>path</th><th>shape</th><th>dtype</th>\
 <th>source device</th><th>target device</th><th>source ptr</th><th>target ptr</th><th>verdict</th>");
     if show_ctx {
         h.push_str("<th>source ctx</th><th>target ctx</th>");
     }
     h.push_str(&format!(
-        "<th class=\"num\">median ({u})</th><th class=\"num\">min ({u})</th>",
+        "<th class=\"num\" style=\"text-align:right\">median ({u})</th><th class=\"num\" style=\"text-align:right\">min ({u})</th>",
         u = unit.suffix
     ));
     if show_memory {
@@ -219,7 +229,7 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             format!("{}→{}", escape(&r.source.dtype), escape(&r.target.dtype))
         };
         h.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\" style=\"{}\">{}</td>",
             escape(r.name.as_deref().unwrap_or("-")),
             escape(&hop(r)),
             escape(&r.path),
@@ -230,13 +240,14 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             units::hex(r.source.data_ptr),
             units::hex(r.target.data_ptr),
             r.verdict.as_str(),
+            verdict_style(r.verdict),
             escape(&verdict_text(r)),
         ));
         if show_ctx {
             h.push_str(&format!("<td>{}</td><td>{}</td>", escape(&context_text(&r.source)), escape(&context_text(&r.target))));
         }
         h.push_str(&format!(
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            "<td class=\"num\" style=\"text-align:right\">{}</td><td class=\"num\" style=\"text-align:right\">{}</td>",
             units::time_in(r.timing.median, unit),
             units::time_in(r.timing.min, unit)
         ));
