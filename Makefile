@@ -13,15 +13,16 @@ CARGO_FLAGS ?=
 
 .PHONY: demo test test-rust test-python develop lab bench browser-deps clean-venv
 
-$(STAMP):
-	$(PYTHON) -m venv $(VENV)
+# Re-run when the Makefile (and so DEPS) changes; pip is quick when everything is already there.
+$(STAMP): Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(DEPS)
 	touch $(STAMP)
 
 # maturin develop rebuilds only when the Rust or Python sources changed (cargo is incremental).
 develop: $(STAMP)
-	$(VENV)/bin/maturin develop -q --release --features python 2>&1 | grep -v "^📦\|^🔗\|^🐍\|^⚠️" || true
+	$(VENV)/bin/maturin develop -q --release --features python
 	$(PY) -c "import gpushare, gpushare._native"
 
 # The main job, on CPU (CUDA hidden, so the outputs read the same on any machine): the tour notebook
