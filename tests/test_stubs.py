@@ -1,0 +1,80 @@
+"""The type stubs of gpushare._native (python/gpushare/_native.pyi) match the compiled module:
+the same public names, and the same parameter names and defaults-ness for every callable."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import gpushare
+from gpushare import _native
+
+STUB = Path(gpushare.__file__).with_name("_native.pyi")
+KEPT_DUNDERS = {"__init__", "__dlpack__", "__dlpack_device__", "__len__", "__enter__", "__exit__"}
+
+
+def _params(fn: ast.FunctionDef) -> list[str]:
+    a = fn.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    if a.vararg:
+        names.append("*" + a.vararg.arg)
+    return [n for n in names if n != "self"]
+
+
+def _stub() -> tuple[dict[str, ast.FunctionDef], dict[str, dict[str, ast.FunctionDef]], set[str]]:
+    tree = ast.parse(STUB.read_text())
+    functions, classes, names = {}, {}, set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            functions[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            classes[node.name] = {n.name: n for n in node.body if isinstance(n, ast.FunctionDef)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return functions, classes, names
+
+
+def _runtime_params(obj) -> list[str] | None:
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    out = []
+    for p in sig.parameters.values():
+        if p.name == "self":
+            continue
+        out.append("*" + p.name if p.kind is p.VAR_POSITIONAL else p.name)
+    return out
+
+
+def test_every_public_name_is_stubbed_and_exists():
+    functions, classes, names = _stub()
+    runtime = {n for n in dir(_native) if not n.startswith("__") or n == "__version__"}
+    assert runtime == set(functions) | set(classes) | names
+
+
+def test_function_signatures_match():
+    functions, _, _ = _stub()
+    for name, node in functions.items():
+        params = _runtime_params(getattr(_native, name))
+        if params is not None:
+            assert params == _params(node), name
+
+
+def test_class_members_match():
+    _, classes, _ = _stub()
+    for cls_name, members in classes.items():
+        cls = getattr(_native, cls_name)
+        if issubclass(cls, BaseException):
+            continue
+        runtime = {m for m in vars(cls) if not m.startswith("__") or m in KEPT_DUNDERS} - {"__init__"}
+        stubbed = set(members) - {"__init__"}
+        assert runtime == stubbed, cls_name
+        for m, node in members.items():
+            target = cls if m == "__init__" else getattr(cls, m)
+            if isinstance(inspect.getattr_static(cls, m, None), (property,)) or m == "__init__" and "__init__" not in vars(cls):
+                continue
+            params = _runtime_params(target)
+            if params is not None and not any(isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list):
+                assert params == _params(node), f"{cls_name}.{m}"
