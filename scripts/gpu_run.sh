@@ -14,8 +14,12 @@ step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
   python3 -c "import sys, torch, jax, cupy, numba, numpy, gpushare; print(sys.version.split()[0], 'torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, 'gpushare', gpushare.__version__)"
   step "cargo tests of the CUDA layer"
   ./.whl/cuda_driver_tests --nocapture --test-threads=1 2>&1 | tail -40
-  step "pytest -m gpu"
-  python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/ -rs 2>&1 | tail -60
+  # One pytest process per file: a framework that aborts the process takes only its own file down.
+  for f in tests/test_*.py; do
+    grep -q "mark.gpu\|pytestmark = pytest.mark.gpu" "$f" || continue
+    step "pytest -m gpu $f"
+    python3 -X faulthandler -m pytest -q -m gpu -p no:cacheprovider -o addopts="" "$f" -rs 2>&1 | tail -40
+  done
   step gpuinfo
   python3 -c "import torch, jax, cupy; torch.ones(1, device='cuda'); import jax.numpy as jnp; jnp.ones(1).block_until_ready(); cupy.ones(1); import gpushare; print(repr(gpushare.gpuinfo(import_frameworks=True)))"
   for extra in "$@"; do step "$extra"; bash -c "$extra" 2>&1 | tail -80; done

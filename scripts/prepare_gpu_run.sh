@@ -14,10 +14,10 @@ mkdir -p .git/info; grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.w
 
 .venv/bin/maturin build --release -q -o .whl 2>&1 | grep -v "^📦\|^🔗\|^🐍" || true
 
-# What the image holds (KINDS.md, 2026-11-17): never carry these.
+# What the image holds (KINDS.md, 2026-11-17; tornado is NOT there): never carry these.
 ON_IMAGE="numpy torch jax jaxlib cupy-cuda13x numba numba-cuda psutil packaging pygments typing-extensions
-typing_extensions python-dateutil python_dateutil six pyyaml attrs tornado jinja2 markupsafe setuptools wheel
-pytest pluggy iniconfig pandas tzdata certifi idna urllib3 requests charset-normalizer charset_normalizer"
+typing_extensions python-dateutil python_dateutil six pyyaml attrs jinja2 markupsafe setuptools wheel
+pytest pluggy iniconfig pandas certifi idna urllib3 requests charset-normalizer charset_normalizer"
 "$PY" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux_2_27_x86_64 --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 \
