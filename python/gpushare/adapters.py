@@ -211,6 +211,8 @@ class JaxAdapter(Adapter):
 
     _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
     _device_words: ClassVar[dict[Any, tuple[str, int, int]]] = {}
+    # dtype -> (DLPack code, bits), or () for dtypes the attribute route does not describe.
+    _dtype_codes: ClassVar[dict[Any, tuple[int, int] | tuple[()]]] = {}
 
     def inspect(self, obj: Any) -> TensorInfo:
         # JAX exports only legacy capsules, and __dlpack__ costs ~3 µs; the same facts are on the
@@ -229,8 +231,10 @@ class JaxAdapter(Adapter):
             if layout.tiling or layout.sub_byte_element_size_in_bits:
                 return super().inspect(obj)
             dtype = obj.dtype
-            code = _DTYPE_KIND_CODES.get(dtype.kind)
-            if code is None or dtype.name.startswith(("bfloat", "float8", "float4", "int4", "uint4")):
+            code_bits = self._dtype_codes.get(dtype)
+            if code_bits is None:
+                code_bits = self._dtype_codes[dtype] = _dtype_code_bits(dtype)
+            if not code_bits:
                 return super().inspect(obj)
             shape = obj.shape
             strides = [0] * len(shape)
@@ -242,14 +246,19 @@ class JaxAdapter(Adapter):
         except (AttributeError, RuntimeError, ValueError):
             return super().inspect(obj)
         return _native.tensor_info_from_fields(
-            "jax", words[0], ptr, shape, strides, code, dtype.itemsize * 8, words[1], words[2], False, None, True
+            "jax", words[0], ptr, shape, strides, code_bits[0], code_bits[1], words[1], words[2], False, None, True
         )
 
     def from_dlpack(self, obj: Any) -> Any:
-        self.load()
-        import jax.dlpack
+        convert = JaxAdapter._from_dlpack  # read on the class: a plain function, not a bound method
+        if convert is None:
+            self.load()
+            import jax.dlpack
 
-        return jax.dlpack.from_dlpack(obj)
+            convert = JaxAdapter._from_dlpack = jax.dlpack.from_dlpack
+        return convert(obj)
+
+    _from_dlpack: ClassVar[Any] = None
 
     def from_capsule(self, capsule: Any) -> Any:
         raise PathNotApplicableError(
@@ -364,8 +373,15 @@ class NumbaAdapter(Adapter):
 
 
 _TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
-# NumPy dtype kinds to DLPack type codes (bfloat16 and float8 are kind "V" in ml_dtypes: not here).
-_DTYPE_KIND_CODES = _TYPESTR_CODES
+
+
+def _dtype_code_bits(dtype: Any) -> tuple[int, int] | tuple[()]:
+    """DLPack (code, bits) of a NumPy dtype of a standard kind; () for ml_dtypes' extended types
+    (bfloat16, float8, int4: their kind is "V" or their names say so), which go through DLPack."""
+    code = _TYPESTR_CODES.get(dtype.kind)
+    if code is None or dtype.name.startswith(("bfloat", "float8", "float4", "int4", "uint4", "int2", "uint2")):
+        return ()
+    return (code, dtype.itemsize * 8)
 
 
 def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
