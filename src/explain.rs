@@ -9,8 +9,10 @@
 //!   (and with which of the framework's own words)? The rules are those of dlpack-matrix.md §4,
 //!   checked against the installed frameworks by `tests/test_conformance.py`.
 //! - [`judge`], after the call: from addresses and extents (and CUDA allocation identity when the
-//!   driver described both pointers), did the target share the source's memory? A prediction that
-//!   differs from the judgement is shown as UNEXPECTED, never hidden.
+//!   driver described both pointers), did the target share the source's memory? A target that lies
+//!   inside the live source, or overlaps it at all, views it (a copy is a new allocation and cannot
+//!   overlap live memory); where its description reaches past the source, a note says so. A
+//!   prediction that differs from the judgement is shown as UNEXPECTED, never hidden.
 
 use crate::dlpack::{
     has_negative_stride, has_zero_stride, is_c_contiguous, is_host_accessible, is_permuted_compact,
@@ -19,6 +21,11 @@ use crate::report::{Prediction, TensorReport, Verdict};
 
 /// JAX/XLA's CPU client refuses to alias data that is not aligned to `EIGEN_MAX_ALIGN_BYTES`.
 pub const XLA_CPU_ALIGNMENT: u64 = 64;
+
+/// XLA's GPU executables check that every argument buffer is aligned to `kEntryParameterAlignBytes`
+/// (16) and raise "Address of buffer N must be a multiple of 10" (hex) otherwise. The GPU import
+/// itself aliases any address.
+pub const XLA_GPU_PARAMETER_ALIGNMENT: u64 = 16;
 
 /// A conversion gpushare will not attempt, with the fix to try.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,10 +282,43 @@ fn device_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOu
     }
 }
 
-/// Rule 3: layouts the consumer cannot express, computed from shape and strides.
-fn layout_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOutcome> {
+/// Rule 3: layouts the consumer cannot express, computed from shape and strides, for the import the
+/// path uses (`dlpack`/`capsule`: the consumer's DLPack import; `cai`: its `__cuda_array_interface__`
+/// import, where only JAX checks the layout).
+fn layout_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
     let (shape, strides) = (&source.shape, &source.strides);
     let contiguous_fix = "make it contiguous first: x.contiguous() (torch), numpy.ascontiguousarray(x)";
+    let what = || {
+        if has_zero_stride(shape, strides) {
+            "a zero stride (broadcast)"
+        } else if has_negative_stride(shape, strides) {
+            "a negative stride"
+        } else {
+            "a strided view"
+        }
+    };
+    if path == "cai" {
+        // torch.as_tensor, cupy.asarray and numba.cuda.as_cuda_array take any strides. JAX's
+        // jnp.asarray builds its view in jaxlib's CudaArrayInterfaceToBuffer, which accepts only a
+        // permutation of a compact layout (transposes included, on every version; size-0 and size-1
+        // dimensions are skipped) and raises otherwise: it never falls back to a copy. Seen on an
+        // H200 with jax 0.11.2: Numba's x[1:3, 2:] raised "Only arrays with trivial (compact)
+        // striding are supported".
+        if target.framework != "jax" || shape.contains(&0) {
+            return None;
+        }
+        let ok = !has_zero_stride(shape, strides) && is_permuted_compact(shape, strides);
+        return (!ok).then(|| {
+            fail(
+                format!(
+                    "jnp.asarray views a __cuda_array_interface__ only when its strides are compact or a transpose of compact, not {} (shape {shape:?}, strides {strides:?}); it raises rather than copying",
+                    what()
+                ),
+                Some("trivial (compact) striding"),
+                "make it contiguous first: x.contiguous() (torch), cupy.ascontiguousarray(x) (CuPy), or copy a Numba view into a cuda.device_array of its shape",
+            )
+        });
+    }
     match target.framework.as_str() {
         "tf" if !is_c_contiguous(shape, strides) => Some(fail(
             format!("TensorFlow imports only compact row-major tensors (shape {shape:?}, strides {strides:?})"),
@@ -299,16 +339,10 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOu
                 is_c_contiguous(shape, strides)
             };
             (!ok).then(|| {
-                let what = if has_zero_stride(shape, strides) {
-                    "a zero stride (broadcast)"
-                } else if has_negative_stride(shape, strides) {
-                    "a negative stride"
-                } else {
-                    "a strided view"
-                };
                 fail(
                     format!(
-                        "JAX imports only compact layouts or their transposes, not {what} (shape {shape:?}, strides {strides:?}); copy=True does not help: the check comes first"
+                        "JAX imports only compact layouts or their transposes, not {} (shape {shape:?}, strides {strides:?}); copy=True does not help: the check comes first",
+                        what()
                     ),
                     Some("Only DLPack tensors with trivial (compact) striding are supported"),
                     contiguous_fix,
@@ -487,7 +521,7 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
         producer_or_path_gap(&buffer, target, import),
         device_gap(&buffer, target),
         dtype_gap(target, &buffer.dtype),
-        if import == "cai" { None } else { layout_gap(&buffer, target) },
+        layout_gap(&buffer, target, import),
     ];
     if let Some(f) = checks.into_iter().flatten().next() {
         return f;
@@ -505,10 +539,15 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
 /// Failures are checked first, because a framework that fails never gets to copy: the crash-class
 /// refusal ([`refuse`]), then the path and the producer (rules 5–7: capsule generation, read-only
 /// export, streams, device index), the device type (rule 4), the dtype (rule 9), and the layout
-/// (rule 3). Then a zero-size tensor is shared (rule 10: there is no storage to copy). Then the copies,
-/// in the order of §4: JAX's x64 narrowing (rule 1) and XLA CPU's 64-byte alignment (rule 2), and
-/// paths that copy by design. Whatever remains is shared, with a note when the target can write to
-/// memory the source holds read-only (rule 6).
+/// (rule 3; on the `cai` path only JAX checks it, and raises rather than copying). Then a zero-size
+/// tensor is shared (rule 10: there is no storage to copy). Then the copies, in the order of §4:
+/// JAX's x64 narrowing (rule 1), which fails instead on a GPU source that is not 16-byte aligned (the
+/// narrowing is an XLA kernel, and XLA's GPU kernels check their inputs' alignment) and does not
+/// happen at all on the `cai` path (jnp.asarray keeps the dtype); XLA CPU's 64-byte alignment
+/// (rule 2); paths that copy by design. Whatever remains is shared, with notes: the target can write
+/// to memory the source holds read-only (rule 6), a GPU array JAX shares but cannot compute with
+/// (not 16-byte aligned), a 64-bit dtype JAX keeps with x64 off, a broadcast view Numba will
+/// misdescribe.
 pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
     let dst = target.framework.as_str();
     let path = resolve_path(&source.framework, dst, &target.path);
@@ -545,10 +584,8 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     if let Some(f) = dtype_gap(target, &source.dtype) {
         return f;
     }
-    if path != "cai" {
-        if let Some(f) = layout_gap(source, target) {
-            return f;
-        }
+    if let Some(f) = layout_gap(source, target, path) {
+        return f;
     }
 
     if source.numel() == 0 {
@@ -557,6 +594,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
         };
     }
 
+    let mut notes: Vec<String> = Vec::new();
     if dst == "jax" {
         // Rule 1: with x64 off JAX converts 64-bit arrays to new 32-bit buffers after import (jax#11895).
         let narrowed = match source.dtype.as_str() {
@@ -565,17 +603,44 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
             "float64" => Some("float32"),
             "complex128" => Some("complex64"),
             _ => None,
-        };
-        if let Some(to) = narrowed.filter(|_| !target.settings.jax_x64) {
-            return PredictedOutcome::Copied {
-                reason: format!(
-                    "dtype changed {} → {to}: JAX narrows 64-bit types when jax_enable_x64 is off (enable it to share)",
+        }
+        .filter(|_| !target.settings.jax_x64);
+        let on_xla_gpu = matches!(source.dlpack_device.0, 2 | 10);
+        let gpu_misaligned = on_xla_gpu && !source.data_ptr.is_multiple_of(XLA_GPU_PARAMETER_ALIGNMENT);
+        if let Some(to) = narrowed {
+            if path == "cai" {
+                // jnp.asarray of a __cuda_array_interface__ takes the dtype with lattice_result_type,
+                // which does not canonicalise: the array keeps its 64-bit dtype and is a view (seen
+                // on an H200 with jax 0.11.2: Numba int64/float64/complex128 arrays shared).
+                notes.push(format!(
+                    "JAX keeps {} here although jax_enable_x64 is off: jnp.asarray does not narrow a __cuda_array_interface__ (path 'dlpack' would copy it to {to})",
                     source.dtype
-                ),
-            };
+                ));
+            } else if gpu_misaligned {
+                // The narrowing runs an XLA kernel (jit_convert_element_type) on the imported buffer,
+                // and XLA's GPU executables take only 16-byte aligned arguments
+                // (kEntryParameterAlignBytes): torch and CuPy views one int64 into an allocation fail.
+                return fail(
+                    format!(
+                        "JAX narrows {} to {to} on import (x64 is off) with an XLA GPU kernel, and XLA's GPU kernels take only {XLA_GPU_PARAMETER_ALIGNMENT}-byte aligned inputs: the source starts at {:#x}, {} bytes past a {XLA_GPU_PARAMETER_ALIGNMENT}-byte boundary",
+                        source.dtype,
+                        source.data_ptr,
+                        source.data_ptr % XLA_GPU_PARAMETER_ALIGNMENT
+                    ),
+                    Some("Address of buffer"),
+                    "share an aligned copy: x.clone() (torch) or x.copy() (CuPy) starts a new allocation; enabling jax_enable_x64 lets the import share, but JAX computations on an unaligned array fail the same way",
+                );
+            } else {
+                return PredictedOutcome::Copied {
+                    reason: format!(
+                        "dtype changed {} → {to}: JAX narrows 64-bit types when jax_enable_x64 is off (enable it to share)",
+                        source.dtype
+                    ),
+                };
+            }
         }
         // Rule 2: XLA's CPU client views only 64-byte aligned host memory; the GPU client has no check.
-        if path != "cai" && matches!(source.dlpack_device.0, 1 | 3) && source.data_ptr % XLA_CPU_ALIGNMENT != 0 {
+        if path != "cai" && matches!(source.dlpack_device.0, 1 | 3) && !source.data_ptr.is_multiple_of(XLA_CPU_ALIGNMENT) {
             return PredictedOutcome::Copied {
                 reason: format!(
                     "source address {:#x} is not {XLA_CPU_ALIGNMENT}-byte aligned, so XLA's CPU client copies it (torch allocates 64-byte aligned memory; NumPy's malloc often does not)",
@@ -583,19 +648,31 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
                 ),
             };
         }
-        // jnp.asarray views a __cuda_array_interface__ only when it can; other layouts are copied.
-        if path == "cai" && !is_c_contiguous(&source.shape, &source.strides) {
-            return PredictedOutcome::Copied {
-                reason: "jnp.asarray copies a __cuda_array_interface__ array that is not C-contiguous".into(),
-            };
+        // The GPU import aliases any address (DLPack and __cuda_array_interface__ alike), but every
+        // XLA GPU computation checks its arguments' alignment: the share works, later work does not.
+        if gpu_misaligned {
+            notes.push(format!(
+                "the source starts at {:#x}, not {XLA_GPU_PARAMETER_ALIGNMENT}-byte aligned: JAX shares it, but XLA's GPU kernels take only {XLA_GPU_PARAMETER_ALIGNMENT}-byte aligned inputs, so JAX computations on it will fail (\"Address of buffer 0 must be a multiple of 10\"); share x.clone() (torch) or x.copy() (CuPy) if JAX is to compute with it",
+                source.data_ptr
+            ));
         }
     }
 
-    // Rule 6: torch and CuPy import writable views and ignore READ_ONLY.
-    let note = (source.readonly && matches!(dst, "torch" | "cupy")).then(|| {
-        format!("shared, but {dst} can mutate a read-only source ({} memory is read-only)", source.framework)
-    });
-    PredictedOutcome::Shared { note }
+    // Rule 6: torch, CuPy and Numba import writable views and ignore READ_ONLY.
+    if source.readonly && matches!(dst, "torch" | "cupy" | "numba") {
+        notes.push(format!(
+            "shared, but {dst} can mutate a read-only source ({} memory is read-only)",
+            source.framework
+        ));
+    }
+    // Numba's own __cuda_array_interface__ ignores zero strides when it decides contiguity
+    // (devicearray.is_contiguous), so it describes a broadcast view as C-contiguous (strides=None).
+    if dst == "numba" && has_zero_stride(&source.shape, &source.strides) {
+        notes.push(
+            "shared, but Numba's __cuda_array_interface__ describes this broadcast view as C-contiguous (strides=None): a consumer that reads it back from Numba by __cuda_array_interface__ gets the wrong layout and reads past the source's memory".into(),
+        );
+    }
+    PredictedOutcome::Shared { note: (!notes.is_empty()).then(|| notes.join("; ")) }
 }
 
 #[cfg(test)]
@@ -906,6 +983,109 @@ mod predict_tests {
     }
 
     #[test]
+    fn gpu_jax_narrowing_fails_on_memory_xla_kernels_cannot_take() {
+        // H200, jax 0.11.2, x64 off: torch/CuPy `x.ravel()[1:]` of int64/uint64/float64 (8 bytes past
+        // an allocation) failed with XLA's "Address of buffer 0 must be a multiple of 10" (hex 16)
+        // from jit_convert_element_type; complex128 (16 bytes past) copied as usual.
+        for dtype in ["int64", "uint64", "float64"] {
+            for fw in ["torch", "cupy"] {
+                let t = on_cuda(src(fw, dtype, 0x7f00_0000_0208, vec![23], vec![1]), 0);
+                let p = predict(&t, &to("jax"));
+                assert_eq!(p.verdict(), Verdict::Failed, "{fw} {dtype}");
+                assert_eq!(p.expected_error(), Some("Address of buffer"));
+                assert!(p.reason().unwrap().contains("16-byte") && p.fix().unwrap().contains("clone()"));
+                assert!(
+                    "JaxRuntimeError: INTERNAL: Address of buffer 0 must be a multiple of 10, but was 0x7fd8ad000208 [executable_name='jit_convert_element_type']"
+                        .contains(p.expected_error().unwrap())
+                );
+            }
+        }
+        let c128 = on_cuda(src("torch", "complex128", 0x7f00_0000_0210, vec![23], vec![1]), 0);
+        assert!(predict(&c128, &to("jax")).reason().unwrap().contains("jax_enable_x64"));
+        assert_eq!(predict(&c128, &to("jax")).verdict(), Verdict::Copied);
+        // Aligned device memory narrows by copying, as before; so does the CPU, aligned or not (XLA's
+        // CPU client copies unaligned memory on import, before it narrows).
+        let aligned = on_cuda(src("torch", "int64", 0x7f00_0000_0200, vec![24], vec![1]), 0);
+        assert_eq!(predict(&aligned, &to("jax")).verdict(), Verdict::Copied);
+        let cpu = src("numpy", "int64", 0x10008, vec![23], vec![1]);
+        assert!(predict(&cpu, &to("jax")).reason().unwrap().contains("jax_enable_x64"));
+        // With x64 on nothing narrows: the import shares, with the warning that XLA cannot compute on it.
+        let t = on_cuda(src("torch", "int64", 0x7f00_0000_0208, vec![23], vec![1]), 0);
+        let mut x64 = to("jax");
+        x64.settings.jax_x64 = true;
+        let p = predict(&t, &x64);
+        assert_eq!(p.verdict(), Verdict::Shared);
+        assert!(p.reason().unwrap().contains("Address of buffer 0 must be a multiple of 10"));
+        // Dtypes that do not narrow share on any address; the note says JAX cannot compute on them.
+        let f = on_cuda(src("torch", "float32", 0x7f00_0000_0204, vec![23], vec![1]), 0);
+        let p = predict(&f, &to("jax"));
+        assert_eq!(p.verdict(), Verdict::Shared);
+        assert!(p.reason().unwrap().contains("16-byte aligned"));
+        assert_eq!(predict(&on_cuda(f32("torch", 0x10000), 0), &to("jax")).reason(), None);
+    }
+
+    #[test]
+    fn cai_into_jax_keeps_64_bit_dtypes_and_raises_on_strides() {
+        // H200, jax 0.11.2, x64 off: jnp.asarray of a Numba array shared int64/uint64/float64/complex128
+        // (contiguous, 0-d, one element in) and raised on x[1:3, 2:] with "Only arrays with trivial
+        // (compact) striding are supported" instead of copying.
+        let numba = |dtype: &str, ptr: u64, shape: Vec<i64>, strides: Vec<i64>| on_cuda(src("numba", dtype, ptr, shape, strides), 0);
+        for dtype in ["int64", "uint64", "float64", "complex128"] {
+            for t in [
+                numba(dtype, 0x7f00_0000_0200, vec![4, 6], vec![6, 1]),
+                numba(dtype, 0x7f00_0000_0200, vec![], vec![]),
+                numba(dtype, 0x7f00_0000_0208, vec![23], vec![1]),
+            ] {
+                let p = predict(&t, &to("jax"));
+                assert_eq!(p.verdict(), Verdict::Shared, "{dtype} {t:?}");
+                assert!(p.reason().unwrap().contains(&format!("JAX keeps {dtype}")));
+            }
+        }
+        let said = "JaxRuntimeError: UNIMPLEMENTED: Only arrays with trivial (compact) striding are supported; i.e., arrays whose striding represents a transposition of the underlying buffer but not broadcasting.";
+        for dtype in ["bool", "int8", "float32", "int64", "complex128"] {
+            let sliced = numba(dtype, 0x7f00_0000_0220, vec![2, 4], vec![6, 1]);
+            let p = predict(&sliced, &to("jax"));
+            assert_eq!(p.verdict(), Verdict::Failed, "{dtype}");
+            assert!(said.contains(p.expected_error().unwrap()));
+            assert!(p.reason().unwrap().contains("raises rather than copying"));
+        }
+        // Transposes are views on every JAX version (jaxlib's CAI import sorts the strides); zero and
+        // negative strides raise; zero-size arrays skip the check.
+        let transposed = numba("float32", 0x7f00_0000_0200, vec![6, 4], vec![1, 6]);
+        assert_eq!(predict(&transposed, &TargetFacts::new("jax", "0.7.1", "cai")).verdict(), Verdict::Shared);
+        let broadcast = on_cuda(src("torch", "float32", 0x7f00_0000_0200, vec![4, 6], vec![0, 1]), 0);
+        assert!(predict(&broadcast, &TargetFacts::new("jax", "", "cai")).reason().unwrap().contains("zero stride"));
+        let reversed = on_cuda(src("cupy", "float32", 0x7f00_0000_0214, vec![4, 6], vec![6, -1]), 0);
+        assert_eq!(predict(&reversed, &TargetFacts::new("jax", "", "cai")).verdict(), Verdict::Failed);
+        let empty = numba("float32", 0, vec![0, 6], vec![6, 1]);
+        assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Shared);
+        // Other CAI consumers take any strides.
+        for d in ["torch", "cupy", "numba"] {
+            assert_eq!(predict(&broadcast, &TargetFacts::new(d, "", "cai")).verdict(), Verdict::Shared, "{d}");
+        }
+        // The DLPack path still narrows the same Numba-like int64 (from torch, which has __dlpack__).
+        let t = on_cuda(src("torch", "int64", 0x7f00_0000_0200, vec![4, 6], vec![6, 1]), 0);
+        assert_eq!(predict(&t, &TargetFacts::new("jax", "", "dlpack")).verdict(), Verdict::Copied);
+        assert_eq!(predict(&t, &TargetFacts::new("jax", "", "cai")).verdict(), Verdict::Shared);
+    }
+
+    #[test]
+    fn broadcast_views_into_numba_share_with_a_warning() {
+        // H200: torch `expand` and cupy.broadcast_to into Numba were judged "copied" only because
+        // Numba's __cuda_array_interface__ reported them C-contiguous; the Numba array is a view.
+        for fw in ["torch", "cupy"] {
+            let b = on_cuda(src(fw, "float32", 0x7f00_0000_0200, vec![4, 6], vec![0, 1]), 0);
+            let p = predict(&b, &to("numba"));
+            assert_eq!(p.verdict(), Verdict::Shared);
+            assert!(p.reason().unwrap().contains("C-contiguous"));
+        }
+        // Numba, like torch and CuPy, imports a read-only source writable.
+        let mut jax = on_cuda(f32("jax", 0x7f00_0000_0200), 0);
+        jax.readonly = true;
+        assert!(predict(&jax, &to("numba")).reason().unwrap().contains("numba can mutate a read-only source"));
+    }
+
+    #[test]
     fn versions_parse() {
         assert_eq!(parse_version("2.15.0+cpu"), Some((2, 15, 0)));
         assert_eq!(parse_version("0.10.2"), Some((0, 10, 2)));
@@ -971,17 +1151,40 @@ pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
         return Judgement { verdict: Verdict::Shared, reason: None, notes };
     }
     let inside = target.span.0 >= source.span.0 && target.span.1 <= source.span.1;
-    let inside = match same_cuda_allocation(source, target) {
-        Some(same) => same && inside,
-        None => inside,
+    // A copy is a new allocation, and a new allocation cannot overlap memory that is still alive: a
+    // target whose bytes overlap the live source's views it, even where its description reaches
+    // past the source's (a layout misreported by the target's exporter, or a target that reads
+    // beyond the source). That is said in a note, not hidden behind "copied".
+    let overlaps = target.span.0 < source.span.1 && source.span.0 < target.span.1;
+    let (inside, overlaps) = match same_cuda_allocation(source, target) {
+        Some(same) => (same && inside, same && overlaps),
+        None => (inside, overlaps),
     };
-    if inside {
+    if inside || overlaps {
+        if !inside {
+            notes.push(overreach_note(source, target));
+        }
         if source.readonly && !target.readonly {
             notes.push("the target can write to memory the source marks read-only".into());
         }
         return Judgement { verdict: Verdict::Shared, reason: None, notes };
     }
     Judgement { verdict: Verdict::Copied, reason: Some(copy_reason(source, target)), notes }
+}
+
+/// Why a target that views the source is described as reaching past the source's memory.
+fn overreach_note(source: &TensorReport, target: &TensorReport) -> String {
+    let past = target.span.1.saturating_sub(source.span.1) + source.span.0.saturating_sub(target.span.0);
+    let mut note = format!(
+        "the target views the source's memory, but as described (shape {:?}, strides {:?}) it reaches {past} bytes beyond the source's (strides {:?})",
+        target.shape, target.strides, source.strides
+    );
+    if target.framework == "numba" && has_zero_stride(&source.shape, &source.strides) {
+        note.push_str(
+            ": Numba's __cuda_array_interface__ describes a broadcast array as C-contiguous (strides=None), so the Numba array itself keeps the zero stride but anything reading it through __cuda_array_interface__ reads past the source",
+        );
+    }
+    note
 }
 
 /// The most specific known cause of a copy, in the order of the rules in dlpack-matrix.md §4.
@@ -997,7 +1200,7 @@ pub fn copy_reason(source: &TensorReport, target: &TensorReport) -> String {
     }
     if target.framework == "jax"
         && is_host_accessible(source.dlpack_device.0)
-        && source.data_ptr % XLA_CPU_ALIGNMENT != 0
+        && !source.data_ptr.is_multiple_of(XLA_CPU_ALIGNMENT)
     {
         return format!(
             "source address {:#x} is not {XLA_CPU_ALIGNMENT}-byte aligned, so XLA's CPU client copies it (torch allocates 64-byte aligned memory; NumPy's malloc often does not)",
@@ -1005,7 +1208,10 @@ pub fn copy_reason(source: &TensorReport, target: &TensorReport) -> String {
         );
     }
     if source.strides != target.strides {
-        return format!("layout changed: strides {:?} → {:?}", source.strides, target.strides);
+        return format!(
+            "layout changed: strides {:?} → {:?} (the target holds its own copy in the new layout)",
+            source.strides, target.strides
+        );
     }
     "the target's memory lies outside the source's (the framework made its own copy)".into()
 }
@@ -1091,6 +1297,33 @@ mod tests {
     }
 
     #[test]
+    fn a_target_overlapping_the_live_source_views_it() {
+        // Numba's view of a (4, 6) broadcast with strides (0, 1): its __cuda_array_interface__ says
+        // C-contiguous, so it is described as 24 elements from the source's address.
+        let mut src = t("torch", 0x7f00_0000_0200, vec![4, 6], vec![0, 1], (2, 0));
+        src.span = (0x7f00_0000_0200, 0x7f00_0000_0200 + 6 * 4);
+        let numba = t("numba", 0x7f00_0000_0200, vec![4, 6], vec![6, 1], (2, 0));
+        let j = judge(&src, &numba);
+        assert_eq!(j.verdict, Verdict::Shared);
+        assert!(j.notes[0].contains("reaches 72 bytes beyond") && j.notes[0].contains("Numba's __cuda_array_interface__"));
+        // A compact copy elsewhere is a copy, and the reason says the layout is the copy's own.
+        let copy = t("torch", 0x7f00_0010_0000, vec![4, 6], vec![6, 1], (2, 0));
+        let j = judge(&src, &copy);
+        assert_eq!(j.verdict, Verdict::Copied);
+        assert!(j.reason.unwrap().contains("holds its own copy"));
+        // Allocation identity still decides when the driver described both.
+        let (mut a, mut b) = (src.clone(), numba.clone());
+        a.cuda = Some(serde_json::json!({"buffer_id": 7}));
+        b.cuda = Some(serde_json::json!({"buffer_id": 8}));
+        assert_eq!(judge(&a, &b).verdict, Verdict::Copied);
+        // Any other overlap says how far the description reaches, without naming Numba.
+        let other = t("torch", 0x7f00_0000_0200, vec![24], vec![1], (2, 0));
+        let j = judge(&src, &other);
+        assert_eq!(j.verdict, Verdict::Shared);
+        assert!(j.notes[0].contains("reaches 72 bytes beyond") && !j.notes[0].contains("Numba"));
+    }
+
+    #[test]
     fn refusals() {
         let neg = t("numpy", 0x1000, vec![4], vec![-1], (1, 0));
         assert!(refuse(&neg, "torch").unwrap().reason.contains("188023"));
@@ -1112,6 +1345,7 @@ const KNOWN_FAILURES: &[(&str, &str, &str)] = &[
     ("DLPack only supports signed/unsigned integers", "the source's dtype has no DLPack code in its framework (NumPy cannot export ml_dtypes' bfloat16)", "cast to float32 first"),
     ("Invalid strides array from DLPack", "TensorFlow takes only compact row-major tensors", "make it contiguous first"),
     ("trivial (compact) striding", "JAX takes only compact layouts or their transposes", "make it contiguous first"),
+    ("Address of buffer", "XLA's GPU kernels take only 16-byte aligned inputs and this array does not start on a 16-byte boundary", "share an aligned copy: x.clone() (torch) or x.copy() (CuPy)"),
     ("Unsupported byte_offset", "TensorFlow refuses a non-zero byte_offset", "make a contiguous copy first"),
     ("Cannot export readonly array", "NumPy will not export a read-only array through a legacy capsule, which cannot say read-only", "use path='dlpack' (versioned) or x.copy()"),
     ("only supports stream=None", "NumPy cannot take a CUDA stream", "move the array to the host first"),
@@ -1144,5 +1378,10 @@ mod failure_tests {
         let (reason, fix) = super::explain_failure("RuntimeError: Can't export tensors that require gradient, use tensor.detach()").unwrap();
         assert!(reason.contains("grad") && fix.contains("detach"));
         assert!(super::explain_failure("something new").is_none());
+        let (reason, fix) = super::explain_failure(
+            "JaxRuntimeError: INTERNAL: Address of buffer 0 must be a multiple of 10, but was 0x7fd8ad000208",
+        )
+        .unwrap();
+        assert!(reason.contains("16-byte") && fix.contains("clone()"));
     }
 }

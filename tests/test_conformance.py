@@ -162,3 +162,102 @@ def test_every_path_conforms(path):
     cells = [c for s, d in C.pairs(fws) for c in C.run_pair(s, d, "cpu", path=path)]
     bad = [c for c in cells if c.problem]
     assert not bad, f"{len(bad)} of {len(cells)} cells do not conform:\n" + "\n".join(c.describe() for c in bad[:40])
+
+
+# -- The GPU run, replayed without a GPU ------------------------------------------------------------
+#
+# What the matrix saw on an NVIDIA H200 (driver 580, CUDA 13.0; torch 2.11.0+cu130, jax 0.11.2,
+# cupy 14.2.0, numba 0.68.0; jax_enable_x64 off), for the cells the rules got wrong before. Each
+# source is rebuilt as gpushare describes it (device memory, the address the run printed) and the
+# prediction must be the outcome the framework gave, in the framework's own words where it failed.
+
+_H200_BASE = 0x7FD8AD000200  # an allocation start; the run's misaligned int64 began at ...208
+_DTYPES = {"bool": (6, 8), "int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64),
+           "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64), "float16": (2, 16),
+           "float32": (2, 32), "float64": (2, 64), "complex64": (5, 64), "complex128": (5, 128)}
+_H200_VERSIONS = {"torch": "2.11.0+cu130", "jax": "0.11.2", "cupy": "14.2.0", "numba": "0.68.0"}
+_XLA_ALIGN = "JaxRuntimeError: INTERNAL: Address of buffer 0 must be a multiple of 10, but was 0x7fd8ad000208 [executable_name='jit_convert_element_type']"
+_CAI_STRIDES = ("JaxRuntimeError: UNIMPLEMENTED: Only arrays with trivial (compact) striding are supported; i.e., "
+                "arrays whose striding represents a transposition of the underlying buffer but not broadcasting.")
+
+
+def _cuda_source(fw, dtype, layout):
+    from gpushare import _native
+
+    code, bits = _DTYPES[dtype]
+    isz = bits // 8
+    shape, strides, ptr = [4, 6], [6, 1], _H200_BASE
+    if layout == "sliced":
+        shape, ptr = [2, 4], _H200_BASE + 8 * isz
+    elif layout == "zero_stride":
+        strides = [0, 1]
+    elif layout == "zero_d":
+        shape, strides = [], []
+    elif layout == "misaligned":
+        shape, strides, ptr = [23], [1], _H200_BASE + isz
+    if fw == "numba" and layout != "sliced":
+        strides = None  # Numba's __cuda_array_interface__ gives no strides for these
+    return _native.tensor_info_from_fields(fw, "cuda:0", ptr, shape, strides, code, bits, 2, 0, False)
+
+
+def _h200_predict(src, dst, dtype, layout):
+    from gpushare import _native
+
+    return _native.predict_detail(_cuda_source(src, dtype, layout), dst, _H200_VERSIONS[dst], False, "auto",
+                                  source_version=_H200_VERSIONS[src],
+                                  source_current_device=0 if src == "torch" else None)
+
+
+H200_CELLS = (
+    # XLA's convert kernel (x64 off) takes only 16-byte aligned inputs: one int64 into an allocation fails ...
+    *[(s, "jax", dt, "misaligned", "failed", _XLA_ALIGN) for s in ("torch", "cupy") for dt in ("int64", "uint64", "float64")],
+    # ... complex128 one element in is 16-byte aligned, and narrows by copying; what does not narrow shares.
+    *[(s, "jax", "complex128", "misaligned", "copied", None) for s in ("torch", "cupy")],
+    *[(s, "jax", dt, "misaligned", "shared", None) for s in ("torch", "cupy") for dt in ("int8", "float32", "complex64")],
+    # jnp.asarray of a __cuda_array_interface__ keeps 64-bit dtypes (a view) and raises on strided views.
+    *[("numba", "jax", dt, lay, "shared", None) for dt in ("int64", "uint64", "float64", "complex128")
+      for lay in ("contiguous", "zero_d", "misaligned")],
+    *[("numba", "jax", dt, "sliced", "failed", _CAI_STRIDES) for dt in _DTYPES],
+    # Numba views a broadcast (its own __cuda_array_interface__ then calls it C-contiguous).
+    *[(s, "numba", dt, "zero_stride", "shared", None) for s in ("torch", "cupy") for dt in ("int8", "float32", "complex128")],
+)
+
+
+@pytest.mark.parametrize("src,dst,dtype,layout,outcome,said", H200_CELLS,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3]}" for c in H200_CELLS])
+def test_h200_outcomes_are_predicted(src, dst, dtype, layout, outcome, said):
+    p = _h200_predict(src, dst, dtype, layout)
+    assert p["verdict"] == outcome, p
+    if said is not None:
+        assert p["expected_error"] and p["expected_error"].lower() in said.lower(), p
+        assert p["fix"], p
+
+
+def test_numba_view_of_a_broadcast_is_judged_shared():
+    """Numba's __cuda_array_interface__ describes its view of a (4, 6) broadcast as C-contiguous, so
+    the target seems to reach past the source; it starts inside the live source, so it is a view."""
+    from gpushare import _native
+
+    src = _cuda_source("torch", "float32", "zero_stride")
+    numba_view = _native.tensor_info_from_fields("numba", "cuda:0", _H200_BASE, [4, 6], None, 2, 32, 2, 0, False)
+    r = _native.ShareResult(None, src, numba_view, "cai", [1e-6])
+    assert r.verdict == "shared"
+    assert any("Numba's __cuda_array_interface__" in n for n in r.notes), r.notes
+    elsewhere = _native.tensor_info_from_fields("numba", "cuda:0", _H200_BASE + (1 << 20), [4, 6], None, 2, 32, 2, 0, False)
+    r = _native.ShareResult(None, src, elsewhere, "cai", [1e-6])
+    assert r.verdict == "copied" and "own copy" in r.reason
+
+
+def test_generator_names_the_device():
+    env = C.Environment(device="cuda", frameworks=["torch", "jax"], versions={"torch": "2.11.0", "jax": "0.11.2"})
+    p = _h200_predict("torch", "jax", "int64", "misaligned")
+    cell = C.Cell("torch", "jax", "int64", "misaligned", outcome="failed", predicted=p["verdict"],
+                  predicted_reason=p["reason"], fix=p["fix"], expected_error=p["expected_error"])
+    text = C.render_markdown([cell], env, 1.0)
+    assert text.startswith("# Compatibility: what each conversion does on CUDA\n")
+    assert "`python -m gpushare.conformance --device cuda`" in text
+    assert "✗ failed (unaligned for XLA GPU)" in text and "16-byte aligned inputs" in text
+    cpu = C.render_markdown([], C.Environment(device="cpu", frameworks=[]), 1.0)
+    assert cpu.startswith("# Compatibility: what each conversion does\n") and "XLA GPU" not in cpu
+    assert C.default_output("cpu") == "docs/compatibility.md"
+    assert C.default_output("cuda") == "docs/compatibility-cuda.md"

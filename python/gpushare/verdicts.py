@@ -7,7 +7,8 @@ only gathers the facts they need: the target's version, and settings such as JAX
 from frameworks that are already imported (a prediction never imports a framework).
 
 The rules are checked against the installed frameworks by ``python -m gpushare.conformance``
-(``docs/compatibility.md``) and ``tests/test_conformance.py``.
+(``docs/compatibility.md``; on a GPU ``--device cuda``, ``docs/compatibility-cuda.md``) and
+``tests/test_conformance.py``, which also replays what a GPU run observed.
 """
 
 from __future__ import annotations
