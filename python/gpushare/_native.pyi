@@ -106,7 +106,7 @@ class ShareResult:
         name: str | None = None,
         origin: TensorInfo | None = None,
         notes: Sequence[str] | None = None,
-        predicted: tuple[str, str | None] | None = None,
+        predicted: Sequence[str | None] | None = None,
         memory_json: str | None = None,
         streams_json: str | None = None,
         device_samples: Sequence[float] | None = None,
@@ -178,7 +178,7 @@ def predict(
     cupy_ptds: bool = False,
     source_current_device: int | None = None,
     cuda_available: bool | None = None,
-) -> tuple[str, str | None, str | None]: ...
+) -> tuple[str, str | None, str | None, str | None]: ...
 def predict_detail(
     source: TensorInfo,
     target: str,

@@ -357,7 +357,14 @@ class NumbaAdapter(Adapter):
         return f"cuda:{self.load().cuda.get_current_device().id}"
 
     def inspect(self, obj: Any) -> TensorInfo:
-        return info_from_cai(obj.__cuda_array_interface__, self.name, self.device(obj))
+        cai = dict(obj.__cuda_array_interface__)
+        # Numba's interface drops the strides whenever its is_contiguous check passes, and that
+        # check ignores zero strides: a broadcast view would read as a compact array spanning more
+        # bytes than it owns. The array's own strides (bytes) are the truth.
+        strides = getattr(obj, "strides", None)
+        if strides is not None:
+            cai["strides"] = tuple(strides)
+        return info_from_cai(cai, self.name, self.device(obj))
 
     def from_dlpack(self, obj: Any) -> Any:
         raise PathNotApplicableError("Numba has no from_dlpack; use path='cai'")

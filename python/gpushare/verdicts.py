@@ -24,19 +24,17 @@ MODELLED_PATHS = ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
 
 
 class Prediction(tuple):
-    """``(verdict, reason)``, with the ``fix`` for a predicted failure and ``expected_error``, the
-    words the framework is expected to use in its error message (a substring), when known."""
+    """``(verdict, reason, fix, expected_error)``: ``fix`` for a predicted failure and
+    ``expected_error``, the words the framework is expected to use in its error message (a
+    substring), when known. A plain tuple subclass without instance attributes, because ``share``
+    makes one per conversion."""
 
-    fix: str | None
-    expected_error: str | None
+    __slots__ = ()
 
     def __new__(
-        cls, verdict: str, reason: str | None, fix: str | None = None, expected_error: str | None = None
+        cls, verdict: str, reason: str | None = None, fix: str | None = None, expected_error: str | None = None
     ) -> "Prediction":
-        self = super().__new__(cls, (verdict, reason))
-        self.fix = fix
-        self.expected_error = expected_error
-        return self
+        return tuple.__new__(cls, (verdict, reason, fix, expected_error))
 
     @property
     def verdict(self) -> str:
@@ -46,8 +44,16 @@ class Prediction(tuple):
     def reason(self) -> str | None:
         return self[1]
 
+    @property
+    def fix(self) -> str | None:
+        return self[2]
+
+    @property
+    def expected_error(self) -> str | None:
+        return self[3]
+
     def __repr__(self) -> str:
-        return f"Prediction(verdict={self[0]!r}, reason={self[1]!r}, fix={self.fix!r})"
+        return f"Prediction(verdict={self[0]!r}, reason={self[1]!r}, fix={self[2]!r})"
 
 
 def jax_x64() -> bool:
@@ -62,8 +68,14 @@ def jax_x64() -> bool:
     return os.environ.get("JAX_ENABLE_X64", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+_PTDS: list[bool] = []
+
+
 def _cupy_ptds() -> bool:
-    return os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip() not in ("", "0")
+    # CuPy reads CUPY_CUDA_PER_THREAD_DEFAULT_STREAM once, at import; so do we (os.environ costs ~1 µs).
+    if not _PTDS:
+        _PTDS.append(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip() not in ("", "0"))
+    return _PTDS[0]
 
 
 def _current_device(src: Any, src_info: Any) -> int | None:
@@ -92,7 +104,7 @@ def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
     adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model."""
     if path not in MODELLED_PATHS:
         return None
-    d = _native.predict_detail(
+    return tuple.__new__(Prediction, _native.predict(
         src_info,
         dst.name,
         dst.version() or "",
@@ -102,5 +114,4 @@ def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
         cupy_ptds=_cupy_ptds(),
         source_current_device=_current_device(src, src_info),
         cuda_available=_cuda_available() if path == "pinned" else None,
-    )
-    return Prediction(d["verdict"], d["reason"], d["fix"], d["expected_error"])
+    ))

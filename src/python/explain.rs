@@ -35,9 +35,10 @@ fn outcome(
 
 /// Predicts what handing ``source`` to framework ``target`` by ``path`` will do.
 ///
-/// Returns ``(verdict, reason, fix)``: verdict ``"shared"``, ``"copied"`` or ``"failed"``; the reason
-/// for a copy or a failure (or a note on a share, e.g. a writable view of read-only memory); the fix
-/// for a failure. ``version`` is the target framework's ``__version__`` ("" when unknown),
+/// Returns ``(verdict, reason, fix, expected_error)``: verdict ``"shared"``, ``"copied"`` or
+/// ``"failed"``; the reason for a copy or a failure (or a note on a share, e.g. a writable view of
+/// read-only memory); the fix for a failure; the words the framework is expected to use in its error.
+/// A tuple, not a dict, because ``share`` calls this on every conversion. ``version`` is the target framework's ``__version__`` ("" when unknown),
 /// ``jax_x64`` the value of ``jax.config.jax_enable_x64``.
 #[pyfunction]
 #[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
@@ -52,9 +53,14 @@ fn predict(
     cupy_ptds: bool,
     source_current_device: Option<i32>,
     cuda_available: Option<bool>,
-) -> (&'static str, Option<String>, Option<String>) {
+) -> (&'static str, Option<String>, Option<String>, Option<String>) {
     let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device, cuda_available);
-    (o.verdict().as_str(), o.reason().map(str::to_string), o.fix().map(str::to_string))
+    (
+        o.verdict().as_str(),
+        o.reason().map(str::to_string),
+        o.fix().map(str::to_string),
+        o.expected_error().map(str::to_string),
+    )
 }
 
 /// As ``predict``, as a dict that also holds ``expected_error``: the words the framework is expected

@@ -424,7 +424,7 @@ impl ShareResult {
         name: Option<String>,
         origin: Option<Py<TensorInfo>>,
         notes: Option<Vec<String>>,
-        predicted: Option<(String, Option<String>)>,
+        predicted: Option<Bound<'_, PyAny>>,
         memory_json: Option<&str>,
         streams_json: Option<&str>,
         device_samples: Option<Vec<f64>>,
@@ -437,6 +437,10 @@ impl ShareResult {
         if let Some(device) = device_samples {
             timing.device_median = Some(Timing::from_samples(device, loops).median);
         }
+        // Any sequence whose first two items are (verdict, reason): verdicts.Prediction carries more.
+        let predicted = predicted
+            .map(|p| -> PyResult<(String, Option<String>)> { Ok((p.get_item(0)?.extract()?, p.get_item(1)?.extract()?)) })
+            .transpose()?;
         let predicted = predicted
             .map(|(verdict, reason)| -> PyResult<crate::report::Prediction> {
                 let verdict = match verdict.as_str() {
