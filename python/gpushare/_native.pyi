@@ -128,6 +128,8 @@ class ShareResult:
     @property
     def notes(self) -> list[str]: ...
     @property
+    def readonly_warning(self) -> str | None: ...
+    @property
     def path(self) -> str: ...
     @property
     def name(self) -> str | None: ...
@@ -173,7 +175,6 @@ def predict(
     version: str,
     jax_x64: bool,
     path: str,
-    *,
     source_version: str | None = None,
     cupy_ptds: bool = False,
     source_current_device: int | None = None,

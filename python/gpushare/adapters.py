@@ -68,9 +68,17 @@ class Adapter:
     def pip_name(self) -> str:
         return self.module
 
+    _version: str | None = None
+
     def version(self) -> str | None:
-        mod = sys.modules.get(self.module)
-        return getattr(mod, "__version__", None) if mod is not None else None
+        # A module's version does not change once imported; cached because predictions ask twice
+        # per share.
+        if self._version is None:
+            mod = sys.modules.get(self.module)
+            if mod is None:
+                return None
+            self._version = getattr(mod, "__version__", None)
+        return self._version
 
     def owns_type(self, tp: type) -> bool:
         return tp.__module__.split(".")[0] in self.type_modules
@@ -423,6 +431,9 @@ _BY_TYPE: dict[type, Adapter] = {}
 
 def framework(name: str) -> Adapter:
     """The adapter for a framework name or alias; suggests the closest name when unknown."""
+    adapter = _NAMES.get(name)  # the common case, exact, first: this is on every share's path
+    if adapter is not None:
+        return adapter
     adapter = _NAMES.get(name.strip().lower()) if isinstance(name, str) else None
     if adapter is None:
         close = difflib.get_close_matches(str(name).lower(), list(_NAMES), n=1, cutoff=0.4)

@@ -161,7 +161,12 @@ def share(
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
-    src_info = inspect(obj)
+    try:
+        src_info = src.inspect(obj)
+    except GpushareError:
+        raise
+    except Exception as e:
+        raise _conversion_error(src, src, "inspect", e) from e
     src.check_source(obj)
     try:
         path_name, convert = route(src, dst, path)
@@ -205,13 +210,13 @@ def share(
         raise
     except Exception as e:
         raise _conversion_error(src, dst, path_name, e, predicted) from e
+    # Positional: keyword parsing would cost a microsecond on a path that adds only a few.
     result = ShareResult(
-        value, src_info, dst_info, path_name, samples, number, name, origin,
-        predicted=predicted, memory_json=memory_json, streams_json=streams_json,
+        value, src_info, dst_info, path_name, samples, number, name, origin, None, predicted, memory_json, streams_json
     )
-    for note in result.notes:
-        if "read-only" in note:
-            warnings.warn(f"{src.name} → {dst.name}: {note}", GpushareWarning, stacklevel=_user_stacklevel())
+    warning = result.readonly_warning
+    if warning is not None:
+        warnings.warn(f"{src.name} → {dst.name}: {warning}", GpushareWarning, stacklevel=_user_stacklevel())
     return result
 
 

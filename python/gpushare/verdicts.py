@@ -104,14 +104,19 @@ def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
     adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model."""
     if path not in MODELLED_PATHS:
         return None
-    return tuple.__new__(Prediction, _native.predict(
-        src_info,
-        dst.name,
-        dst.version() or "",
-        jax_x64(),
-        path,
-        source_version=src.version() or "",
-        cupy_ptds=_cupy_ptds(),
-        source_current_device=_current_device(src, src_info),
-        cuda_available=_cuda_available() if path == "pinned" else None,
-    ))
+    # Positional arguments, and each fact gathered only where a rule reads it: this runs on every share.
+    target, source = dst.name, src.name
+    return tuple.__new__(
+        Prediction,
+        _native.predict(
+            src_info,
+            target,
+            dst.version() or "",
+            jax_x64() if target == "jax" else False,  # rule 1 reads x64 only for JAX targets
+            path,
+            src.version() or "",
+            _cupy_ptds() if target == "cupy" else False,  # torch refuses stream=2 from CuPy only
+            _current_device(src, src_info) if source == "torch" else None,
+            _cuda_available() if path == "pinned" else None,
+        ),
+    )

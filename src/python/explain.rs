@@ -41,7 +41,7 @@ fn outcome(
 /// A tuple, not a dict, because ``share`` calls this on every conversion. ``version`` is the target framework's ``__version__`` ("" when unknown),
 /// ``jax_x64`` the value of ``jax.config.jax_enable_x64``.
 #[pyfunction]
-#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
+#[pyo3(signature = (source, target, version, jax_x64, path, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
 #[allow(clippy::too_many_arguments)]
 fn predict(
     source: &Bound<'_, TensorInfo>,

@@ -506,6 +506,12 @@ impl ShareResult {
     fn notes(&self) -> Vec<String> {
         self.report.notes.clone()
     }
+    /// The note that the target can write to memory the source holds read-only, if any: `share`
+    /// turns it into a GpushareWarning (one call instead of copying every note to Python).
+    #[getter]
+    fn readonly_warning(&self) -> Option<&str> {
+        self.report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
+    }
     #[getter]
     fn path(&self) -> &str {
         &self.report.path
