@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 
 import numpy as np
 import pytest
@@ -108,10 +109,45 @@ def test_pinned_on_a_host_array_is_not_applicable():
         gpushare.share(torch.ones(16), "torch", path="pinned")
 
 
+def settled_alive() -> int:
+    """alive() once it stops changing: XLA may still be running the DLPack deleters of arrays that
+    earlier tests dropped."""
+    last = alive()
+    for _ in range(100):
+        torch.cuda.synchronize()
+        time.sleep(0.02)
+        now = alive()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def release(fw: str, view) -> None:
+    """Lets go of a view the way its framework frees device memory. Torch, CuPy and Numba free an
+    imported buffer when their array goes; a JAX array is freed now by ``Array.delete()`` (going
+    away frees it too), though XLA may run the DLPack deleter on its own thread a little later."""
+    if fw == "jax":
+        view.delete()
+
+
+def alive_after_release(target: int, seconds: float = 10.0) -> int:
+    """alive() once it reaches ``target``, or what it is after ``seconds``: an allocation imported
+    by JAX is given back when XLA's deleter has run, which it may do asynchronously."""
+    deadline = time.monotonic() + seconds
+    while True:
+        torch.cuda.synchronize()
+        n = alive()
+        if n == target or time.monotonic() > deadline:
+            return n
+        time.sleep(0.01)
+
+
 def test_cuda_shared_buffer_is_one_allocation_for_torch_jax_cupy_and_numba():
+    before = settled_alive()
     buf = gpushare.SharedBuffer((4, 256), "float32", "cuda:0")
     assert buf.device == "cuda:0" and buf.__dlpack_device__() == (2, 0) and buf.data_ptr % 256 == 0
-    before = alive()
+    assert alive() == before + 1
     views = {"torch": buf.to("torch")}
     for fw in ("jax", "cupy", "numba"):
         try:
@@ -130,11 +166,31 @@ def test_cuda_shared_buffer_is_one_allocation_for_torch_jax_cupy_and_numba():
         if fw != "numba":
             info = gpushare.inspect(view)
             assert info.data_ptr == buf.data_ptr and info.cuda["memory_type"] == "device", fw
+    # Only the frameworks' arrays may hold the memory now: not this test's own names for them
+    # (`t`, and `view`, the loop's last one: they kept it alive after every framework was done).
+    del t, view, host, info
     del buf
-    assert alive() == before, "the views hold the allocation"
-    views.clear()
-    torch.cuda.synchronize()
-    assert alive() == before - 1
+    assert alive() == before + 1, "the views hold the allocation"
+    order = [fw for fw in ("torch", "cupy", "numba", "jax") if fw in views]
+    for i, fw in enumerate(order):
+        release(fw, views.pop(fw))
+        if i < len(order) - 1:
+            assert alive() == before + 1, f"freed when {fw} let go, while {', '.join(order[i + 1:])} still hold it"
+    assert alive_after_release(before) == before, f"every framework let go ({order[-1]} last), the allocation lives on"
+
+
+@pytest.mark.parametrize("fw", ["torch", "jax", "cupy", "numba"])
+def test_each_framework_frees_a_cuda_shared_buffer_when_it_lets_go(fw):
+    _need(fw)
+    before = settled_alive()
+    buf = gpushare.SharedBuffer((4, 256), "float32", "cuda:0")
+    view = buf.to(fw)
+    assert to_host(fw, view).shape == (4, 256)
+    del buf
+    assert alive() == before + 1, f"{fw}'s array holds the allocation"
+    release(fw, view)
+    del view
+    assert alive_after_release(before) == before, f"{fw} let go of its array and the allocation lives on"
 
 
 def test_shared_path_shares_on_the_gpu():
