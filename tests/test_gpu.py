@@ -9,53 +9,24 @@ types, the memory ledger and the stream report.
 from __future__ import annotations
 
 import itertools
-import os
 
 import numpy as np
 import pytest
 
 import gpushare
 from gpushare import _native
+from _gpu import need, require_cuda, to_host
 
 pytestmark = pytest.mark.gpu
 
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-
-def _cuda_ok() -> bool:
-    status = getattr(_native, "cuda_driver_status", None)
-    return bool(status and status()["available"])
-
-
-if not _cuda_ok():
-    pytest.skip("no CUDA", allow_module_level=True)
-
-torch = pytest.importorskip("torch", reason="torch not installed")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA (torch sees no GPU)", allow_module_level=True)
+torch = require_cuda()
 
 FRAMEWORKS = ["torch", "jax", "cupy", "numba"]
 
 
-def _need(fw: str):
-    if fw == "torch":
-        return torch
-    if fw == "jax":
-        jax = pytest.importorskip("jax", reason="jax not installed")
-        if not any(d.platform == "gpu" for d in jax.devices()):
-            pytest.skip("jax has no GPU backend")
-        return jax
-    if fw == "cupy":
-        return pytest.importorskip("cupy", reason="cupy not installed")
-    if fw == "numba":
-        numba_cuda = pytest.importorskip("numba.cuda", reason="numba not installed")
-        return numba_cuda
-    raise AssertionError(fw)
-
-
 def alias(fw: str, backing):
     """An array of `fw` over the memory of the torch tensor `backing`."""
-    mod = _need(fw)
+    mod = need(fw)
     if fw == "torch":
         return backing
     if fw == "jax":
@@ -69,19 +40,10 @@ def alias(fw: str, backing):
     raise AssertionError(fw)
 
 
-def to_host(fw: str, value) -> np.ndarray:
-    if fw == "torch":
-        return value.cpu().numpy()
-    if fw == "cupy":
-        return value.get()
-    if fw == "numba":
-        return value.copy_to_host()
-    return np.asarray(value)
-
 
 @pytest.mark.parametrize("src,dst", list(itertools.permutations(FRAMEWORKS, 2)))
 def test_pair_shares_device_memory(src, dst):
-    _need(src), _need(dst)
+    need(src), need(dst)
     backing = torch.arange(1 << 16, dtype=torch.float32, device="cuda")
     source = alias(src, backing)
     r = gpushare.share(source, dst)
@@ -108,7 +70,7 @@ def test_pair_shares_device_memory(src, dst):
 
 
 def test_copy_shows_its_cost_in_the_ledger():
-    _need("jax")
+    need("jax")
     x = torch.arange(1 << 20, device="cuda")  # int64: JAX without x64 narrows, so it copies
     r = gpushare.share(x, "jax")
     assert r.verdict == "copied" and "jax_enable_x64" in r.reason
@@ -124,7 +86,7 @@ def test_torch_context_is_the_primary_context():
 
 
 def test_source_deleted_while_target_lives_is_not_reused():
-    _need("jax")
+    need("jax")
     n = 1 << 22
     x = torch.randn(n, device="cuda")
     expected = x.cpu().numpy().copy()

@@ -16,49 +16,13 @@ import pytest
 
 import gpushare
 from gpushare import _native, lab
+from _gpu import need, require_cuda, to_host
 from gpushare.exceptions import PathNotApplicableError
 
 pytestmark = pytest.mark.gpu
 
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+torch = require_cuda()
 
-
-def _cuda_ok() -> bool:
-    status = getattr(_native, "cuda_driver_status", None)
-    return bool(status and status()["available"])
-
-
-if not _cuda_ok():
-    pytest.skip("no CUDA", allow_module_level=True)
-
-torch = pytest.importorskip("torch", reason="torch not installed")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA (torch sees no GPU)", allow_module_level=True)
-
-
-def _need(fw: str):
-    if fw == "torch":
-        return torch
-    if fw == "jax":
-        jax = pytest.importorskip("jax", reason="jax not installed")
-        if not any(d.platform == "gpu" for d in jax.devices()):
-            pytest.skip("jax has no GPU backend")
-        return jax
-    if fw == "cupy":
-        return pytest.importorskip("cupy", reason="cupy not installed")
-    if fw == "numba":
-        return pytest.importorskip("numba.cuda", reason="numba not installed")
-    raise AssertionError(fw)
-
-
-def to_host(fw: str, value) -> np.ndarray:
-    if fw == "torch":
-        return value.cpu().numpy()
-    if fw == "cupy":
-        return value.get()
-    if fw == "numba":
-        return value.copy_to_host()
-    return np.asarray(value)
 
 
 def alive() -> int:
@@ -69,7 +33,7 @@ def alive() -> int:
 @pytest.mark.parametrize("path", ["copy", "pinned"])
 @pytest.mark.parametrize("dst", ["torch", "jax", "cupy", "numba"])
 def test_device_copies_are_exact_and_land_in_gpushare_memory(path, dst):
-    _need(dst)
+    need(dst)
     x = torch.randn(1 << 20, device="cuda")
     r = gpushare.share(x, dst, path=path)
     assert r.verdict == "copied", r.reason
@@ -93,7 +57,7 @@ def test_copy_keeps_a_strided_layout():
 
 
 def test_a_copy_queued_on_a_side_stream_is_ready_for_a_consumer_on_another():
-    _need("cupy")
+    need("cupy")
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         x = torch.randn(1 << 24, device="cuda")
@@ -151,7 +115,7 @@ def test_cuda_shared_buffer_is_one_allocation_for_torch_jax_cupy_and_numba():
     views = {"torch": buf.to("torch")}
     for fw in ("jax", "cupy", "numba"):
         try:
-            _need(fw)
+            need(fw)
         except pytest.skip.Exception:
             continue
         views[fw] = buf.to(fw)
@@ -181,7 +145,7 @@ def test_cuda_shared_buffer_is_one_allocation_for_torch_jax_cupy_and_numba():
 
 @pytest.mark.parametrize("fw", ["torch", "jax", "cupy", "numba"])
 def test_each_framework_frees_a_cuda_shared_buffer_when_it_lets_go(fw):
-    _need(fw)
+    need(fw)
     before = settled_alive()
     buf = gpushare.SharedBuffer((4, 256), "float32", "cuda:0")
     view = buf.to(fw)
@@ -194,7 +158,7 @@ def test_each_framework_frees_a_cuda_shared_buffer_when_it_lets_go(fw):
 
 
 def test_shared_path_shares_on_the_gpu():
-    _need("jax")
+    need("jax")
     src = gpushare.SharedBuffer(1 << 16, "float32", "cuda:0").to("torch")
     r = gpushare.share(src, "jax", path="shared")
     assert r.verdict == "shared" and r.target.data_ptr == src.data_ptr()
@@ -223,7 +187,7 @@ def test_copy_path_reuses_pooled_device_memory_and_empties_the_cache():
 
 
 def test_compare_on_the_gpu_reports_device_paths_and_device_time():
-    _need("cupy")
+    need("cupy")
     c = gpushare.compare(torch.randn(1 << 20, device="cuda"), "cupy", repeat=5)
     by = {r["path"]: r for r in c.rows}
     assert by["dlpack"]["verdict"] == "shared"
@@ -240,7 +204,7 @@ def test_compare_on_the_gpu_reports_device_paths_and_device_time():
 
 
 def test_bench_on_the_gpu():
-    _need("cupy")
+    need("cupy")
     b = gpushare.bench("torch", "cupy", sizes=["64KiB", "16MiB"], device="cuda:0", repeat=3, progress=False)
     by = {(p["size"], p["path"]): p for p in b.points}
     for size in (64 << 10, 16 << 20):

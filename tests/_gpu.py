@@ -1,0 +1,52 @@
+"""Helpers shared by the GPU suites (``pytest -m gpu``): the module-level skip with its condition,
+and each framework's import and host read-back."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from gpushare import _native
+
+# Let JAX share the GPU with the other frameworks instead of taking 75 % of it at first use.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def require_cuda():
+    """Skips the calling test module with the condition when there is no usable GPU; returns torch."""
+    status = getattr(_native, "cuda_driver_status", None)
+    if not (status and status()["available"]):
+        pytest.skip("no CUDA", allow_module_level=True)
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA (torch sees no GPU)", allow_module_level=True)
+    return torch
+
+
+def need(fw: str):
+    """The framework's module, or a skip naming why it cannot run on the GPU here."""
+    if fw == "torch":
+        return pytest.importorskip("torch", reason="torch not installed")
+    if fw == "jax":
+        jax = pytest.importorskip("jax", reason="jax not installed")
+        if not any(d.platform == "gpu" for d in jax.devices()):
+            pytest.skip("jax has no GPU backend")
+        return jax
+    if fw == "cupy":
+        return pytest.importorskip("cupy", reason="cupy not installed")
+    if fw == "numba":
+        return pytest.importorskip("numba.cuda", reason="numba not installed")
+    raise AssertionError(fw)
+
+
+def to_host(fw: str, value) -> np.ndarray:
+    """A GPU array's values as NumPy, read back by its own framework."""
+    if fw == "torch":
+        return value.cpu().numpy()
+    if fw == "cupy":
+        return value.get()
+    if fw == "numba":
+        return value.copy_to_host()
+    return np.asarray(value)
