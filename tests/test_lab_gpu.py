@@ -8,7 +8,6 @@ Run with ``pytest -m gpu``; everywhere without a CUDA driver these skip with "no
 from __future__ import annotations
 
 import gc
-import os
 import time
 
 import numpy as np

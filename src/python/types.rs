@@ -403,7 +403,9 @@ pub struct ShareResult {
     value: Py<PyAny>,
     source: Py<TensorInfo>,
     target: Py<TensorInfo>,
-    timing: Py<PyTiming>,
+    /// Made on first access: most results are never asked for their timing object, and creating it
+    /// eagerly cost every share a Python allocation.
+    timing: pyo3::sync::PyOnceLock<Py<PyTiming>>,
     pub report: ShareReport,
 }
 
@@ -414,7 +416,6 @@ impl ShareResult {
                         predicted=None, memory_json=None, streams_json=None, device_samples=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        py: Python<'_>,
         value: Py<PyAny>,
         source: Py<TensorInfo>,
         target: Py<TensorInfo>,
@@ -465,13 +466,13 @@ impl ShareResult {
             verdict: judgement.verdict,
             reason: judgement.reason,
             notes: all_notes,
-            timing: timing.clone(),
+            timing,
             shares_origin,
             predicted,
             memory: parse(memory_json)?,
             streams: parse(streams_json)?,
         };
-        Ok(ShareResult { value, source, target, timing: Py::new(py, PyTiming { timing })?, report })
+        Ok(ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report })
     }
 
     #[getter]
@@ -487,8 +488,9 @@ impl ShareResult {
         self.target.clone_ref(py)
     }
     #[getter]
-    fn timing(&self, py: Python<'_>) -> Py<PyTiming> {
-        self.timing.clone_ref(py)
+    fn timing(&self, py: Python<'_>) -> PyResult<Py<PyTiming>> {
+        let timing = self.timing.get_or_try_init(py, || Py::new(py, PyTiming { timing: self.report.timing.clone() }))?;
+        Ok(timing.clone_ref(py))
     }
     #[getter]
     fn verdict(&self) -> &'static str {
