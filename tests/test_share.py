@@ -239,3 +239,44 @@ def test_awkward_dtypes_work_or_fail_cleanly(dtype, dst):
 def test_bad_repeat_is_a_value_error():
     with pytest.raises(ValueError):
         gpushare.share(torch.ones(2), "numpy", repeat=0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: jnp.ones((3, 4)),
+        lambda: jax.dlpack.from_dlpack(torch.ones(3, 4).t()),
+        lambda: jax.dlpack.from_dlpack(torch.ones(2, 3, 4).permute(2, 0, 1)),
+        lambda: jnp.array(2.0),
+        lambda: jnp.zeros((0, 3)),
+        lambda: jnp.arange(5),
+        lambda: jnp.ones(3, dtype=bool),
+        lambda: jnp.ones(2, dtype=jnp.complex64),
+        lambda: jnp.ones(2, dtype=jnp.bfloat16),
+    ],
+)
+def test_jax_attribute_inspection_equals_the_dlpack_reading(make):
+    """JAX arrays are described from their buffer and layout (cheaper than __dlpack__); both routes
+    must give the same TensorInfo, layout caches included (each case runs twice)."""
+    from gpushare.adapters import Adapter, framework
+
+    jax_adapter = framework("jax")
+    for _ in range(2):
+        x = make()
+        fast = jax_adapter.inspect(x).to_dict()
+        slow = Adapter.inspect(jax_adapter, x).to_dict()
+        fast.pop("dlpack_version"), slow.pop("dlpack_version")
+        assert fast == slow
+
+
+def test_torch_exchange_api_inspection_equals_the_capsule_reading():
+    from gpushare.adapters import Adapter, framework
+
+    if getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:
+        pytest.skip("this torch has no DLPack exchange API (DLPack 1.3)")
+    torch_adapter = framework("torch")
+    for x in (torch.ones(3, 4), torch.ones(4, 6)[1:3, ::2], torch.tensor(1.5), torch.zeros(0, 2)):
+        fast = torch_adapter.inspect(x).to_dict()
+        slow = Adapter.inspect(torch_adapter, x).to_dict()
+        fast.pop("dlpack_version"), slow.pop("dlpack_version")
+        assert fast == slow

@@ -219,6 +219,24 @@ class JaxAdapter(Adapter):
 
     _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
     _device_words: ClassVar[dict[Any, tuple[str, int, int]]] = {}
+    # PjRt layout -> major-to-minor order, or None for tiled / sub-byte layouts (DLPack route).
+    _layouts: ClassVar[dict[Any, tuple[int, ...] | None]] = {}
+
+    def _major_to_minor(self, obj: Any) -> tuple[int, ...] | None:
+        # `obj.format.layout` is the public answer but costs ~1.2 µs; the PjRt layout object behind
+        # it is hashable and compares by value ("{1,0}"), so the answer is cached per layout.
+        key = getattr(obj, "_pjrt_layout", None)
+        if key is not None:
+            try:
+                return self._layouts[key]
+            except KeyError:
+                pass
+        layout = obj.format.layout
+        order = None if layout.tiling or layout.sub_byte_element_size_in_bits else tuple(layout.major_to_minor)
+        if key is not None:
+            self._layouts[key] = order
+        return order
+
     # dtype -> (DLPack code, bits), or () for dtypes the attribute route does not describe.
     _dtype_codes: ClassVar[dict[Any, tuple[int, int] | tuple[()]]] = {}
 
@@ -235,8 +253,8 @@ class JaxAdapter(Adapter):
                 if code is None:
                     return super().inspect(obj)
                 words = self._device_words[device] = (repr(device), code, device.id)
-            layout = obj.format.layout
-            if layout.tiling or layout.sub_byte_element_size_in_bits:
+            major_to_minor = self._major_to_minor(obj)
+            if major_to_minor is None:
                 return super().inspect(obj)
             dtype = obj.dtype
             code_bits = self._dtype_codes.get(dtype)
@@ -247,7 +265,7 @@ class JaxAdapter(Adapter):
             shape = obj.shape
             strides = [0] * len(shape)
             step = 1
-            for dim in reversed(layout.major_to_minor):
+            for dim in reversed(major_to_minor):
                 strides[dim] = step
                 step *= max(shape[dim], 1)
             ptr = obj.unsafe_buffer_pointer()
