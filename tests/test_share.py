@@ -170,6 +170,8 @@ def test_read_only_numpy_into_torch_works_with_a_warning():
 def test_unknown_framework_suggests_the_closest():
     with pytest.raises(UnknownFrameworkError, match="did you mean 'tf'"):
         gpushare.share(torch.ones(2), "tfx")
+    with pytest.raises(UnknownFrameworkError):
+        gpushare.share(torch.ones(2), ["tf"])  # not a name at all
 
 
 @pytest.mark.skipif(have("cupy"), reason="cupy is installed, so it cannot be reported missing")

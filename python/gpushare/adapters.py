@@ -449,9 +449,10 @@ _BY_TYPE: dict[type, Adapter] = {}
 
 def framework(name: str) -> Adapter:
     """The adapter for a framework name or alias; suggests the closest name when unknown."""
-    adapter = _NAMES.get(name)  # the common case, exact, first: this is on every share's path
-    if adapter is not None:
-        return adapter
+    if isinstance(name, str):
+        adapter = _NAMES.get(name)  # the common case, exact, first: this is on every share's path
+        if adapter is not None:
+            return adapter
     adapter = _NAMES.get(name.strip().lower()) if isinstance(name, str) else None
     if adapter is None:
         close = difflib.get_close_matches(str(name).lower(), list(_NAMES), n=1, cutoff=0.4)

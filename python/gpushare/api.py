@@ -19,6 +19,9 @@ TensorInfo = _native.TensorInfo
 
 _now = time.perf_counter_ns
 
+# (type of the array, target, path, source) -> (source adapter, target adapter, path, route).
+_PLANS: dict[tuple[Any, ...], tuple[Adapter, Adapter, str, Any]] = {}
+
 
 def _predicted_this(predicted: Any, text: str) -> bool:
     """The prediction said "failed" and named words that the framework's message contains: its
@@ -158,9 +161,19 @@ def share(
     """
     if repeat < 1 or number < 1:
         raise ValueError("repeat and number must be at least 1")
-    dst = framework(to)
-    src = adapter_for(obj, framework(source) if source is not None else None)
-    dst.load()
+    # What depends only on the array's type, the target and the path is worked out once: naming the
+    # frameworks, importing the target and building the route cost more than the rest of a share.
+    plan_key = (type(obj), to, path, source)
+    try:
+        plan = _PLANS.get(plan_key)
+    except TypeError:  # an unhashable name: framework() below says what is wrong with it
+        plan_key, plan = None, None
+    if plan is None:
+        dst = framework(to)
+        src = adapter_for(obj, framework(source) if source is not None else None)
+        dst.load()
+    else:
+        src, dst, path_name, convert = plan
     try:
         src_info = src.inspect(obj)
     except GpushareError:
@@ -168,11 +181,14 @@ def share(
     except Exception as e:
         raise _conversion_error(src, src, "inspect", e) from e
     src.check_source(obj)
-    try:
-        path_name, convert = route(src, dst, path)
-    except GpushareError as e:  # the path does not apply to this pair: predicted too
-        e.predicted = verdicts.predict(src, dst, src_info, path)
-        raise
+    if plan is None:
+        try:
+            path_name, convert = route(src, dst, path)
+        except GpushareError as e:  # the path does not apply to this pair: predicted too
+            e.predicted = verdicts.predict(src, dst, src_info, path)
+            raise
+        if plan_key is not None:
+            _PLANS[plan_key] = (src, dst, path_name, convert)
     predicted = verdicts.predict(src, dst, src_info, path_name)
     try:
         src_info.refuse_for(dst.name)  # crash-class inputs only; everything else the framework answers
