@@ -219,7 +219,8 @@ class JaxAdapter(Adapter):
 
     _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
     _device_words: ClassVar[dict[Any, tuple[str, int, int]]] = {}
-    # PjRt layout -> major-to-minor order, or None for tiled / sub-byte layouts (DLPack route).
+    # PjRt layout -> major-to-minor order, () for row-major, None for tiled / sub-byte layouts
+    # (those take the DLPack route).
     _layouts: ClassVar[dict[Any, tuple[int, ...] | None]] = {}
 
     def _major_to_minor(self, obj: Any) -> tuple[int, ...] | None:
@@ -233,6 +234,8 @@ class JaxAdapter(Adapter):
                 pass
         layout = obj.format.layout
         order = None if layout.tiling or layout.sub_byte_element_size_in_bits else tuple(layout.major_to_minor)
+        if order == tuple(range(len(order or ()))):
+            order = ()  # row-major: the core computes compact strides itself
         if key is not None:
             self._layouts[key] = order
         return order
@@ -263,11 +266,13 @@ class JaxAdapter(Adapter):
             if not code_bits:
                 return super().inspect(obj)
             shape = obj.shape
-            strides = [0] * len(shape)
-            step = 1
-            for dim in reversed(major_to_minor):
-                strides[dim] = step
-                step *= max(shape[dim], 1)
+            strides = None
+            if major_to_minor:  # a transposed layout (a view of a permuted torch tensor, say)
+                strides = [0] * len(shape)
+                step = 1
+                for dim in reversed(major_to_minor):
+                    strides[dim] = step
+                    step *= max(shape[dim], 1)
             ptr = obj.unsafe_buffer_pointer()
         except (AttributeError, RuntimeError, ValueError):
             return super().inspect(obj)
