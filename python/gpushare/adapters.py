@@ -325,8 +325,19 @@ class TensorFlowAdapter(Adapter):
     def inspect_capsule(self, obj: Any) -> Any:
         return self.to_capsule(obj)
 
+    # tf.experimental.dlpack's functions, looked up once: both sit on every TensorFlow handoff.
+    _to_dlpack: ClassVar[Any] = None
+    _from_dlpack: ClassVar[Any] = None
+
+    def _dlpack_functions(self) -> tuple[Any, Any]:
+        if TensorFlowAdapter._to_dlpack is None:
+            dlpack = self.load().experimental.dlpack
+            TensorFlowAdapter._from_dlpack = dlpack.from_dlpack
+            TensorFlowAdapter._to_dlpack = dlpack.to_dlpack
+        return TensorFlowAdapter._to_dlpack, TensorFlowAdapter._from_dlpack
+
     def to_capsule(self, obj: Any) -> Any:
-        return self.load().experimental.dlpack.to_dlpack(obj)
+        return (TensorFlowAdapter._to_dlpack or self._dlpack_functions()[0])(obj)
 
     def from_dlpack(self, obj: Any) -> Any:
         raise PathNotApplicableError(
@@ -334,7 +345,7 @@ class TensorFlowAdapter(Adapter):
         )
 
     def from_capsule(self, capsule: Any) -> Any:
-        return self.load().experimental.dlpack.from_dlpack(capsule)
+        return (TensorFlowAdapter._from_dlpack or self._dlpack_functions()[1])(capsule)
 
 
 class CupyAdapter(Adapter):

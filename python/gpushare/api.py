@@ -189,13 +189,14 @@ def share(
             raise
         if plan_key is not None:
             _PLANS[plan_key] = (src, dst, path_name, convert)
-    predicted = verdicts.predict(src, dst, src_info, path_name)
+    device_type = src_info.dlpack_device[0]
+    predicted = verdicts.predict(src, dst, src_info, path_name, device_type)
     try:
         src_info.refuse_for(dst.name)  # crash-class inputs only; everything else the framework answers
     except GpushareError as e:
         e.predicted = predicted
         raise
-    on_device = src_info.dlpack_device[0] != 1
+    on_device = device_type != 1
     samples: list[float] = []
     value: Any = None
     memory_json = streams_json = None

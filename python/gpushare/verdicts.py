@@ -99,9 +99,10 @@ def _cuda_available() -> bool | None:
         return None
 
 
-def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
+def predict(src: Any, dst: Any, src_info: Any, path: str, device_type: int | None = None) -> Prediction | None:
     """The predicted verdict and reason for converting ``src_info`` (a ``TensorInfo`` of an array of
-    adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model."""
+    adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model.
+    ``device_type``, the source's DLPack device type when the caller already has it, saves a lookup."""
     if path not in MODELLED_PATHS:
         return None
     # Positional arguments, and each fact gathered only where a rule reads it: this runs on every share.
@@ -116,7 +117,8 @@ def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
             path,
             src.version() or "",
             _cupy_ptds() if target == "cupy" else False,  # torch refuses stream=2 from CuPy only
-            _current_device(src, src_info) if source == "torch" else None,
+            # Only a torch CUDA source needs torch's current device (its DLPack device type is 2).
+            _current_device(src, src_info) if source == "torch" and device_type in (2, None) else None,
             _cuda_available() if path == "pinned" else None,
         ),
     )
