@@ -894,39 +894,17 @@ mod tests {
     fn usage_errors_exit_2_and_say_why() {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let config = Config::with_env(Environment::empty());
-        let code = run_with(
-            vec!["gpushare".into(), "run".into()],
-            &config,
-            &mut out,
-            &mut err,
-        );
-        assert_eq!(code, EXIT_USAGE);
+        let bad: [&[&str]; 4] = [
+            &["gpushare", "run"],
+            &["gpushare", "run", "x.ipynb", "--timeout", "-1"],
+            &["gpushare", "kernel", "install", "--user", "--sys-prefix"],
+            &["gpushare", "bench", "torch"],
+        ];
+        for args in bad {
+            let code = run_with(args.iter().map(|a| a.to_string()).collect(), &config, &mut out, &mut err);
+            assert_eq!(code, EXIT_USAGE, "{args:?}");
+        }
         assert!(String::from_utf8_lossy(&err).contains("NOTEBOOK"));
-        let code = run_with(
-            ["gpushare", "run", "x.ipynb", "--timeout", "-1"]
-                .map(String::from)
-                .to_vec(),
-            &config,
-            &mut out,
-            &mut err,
-        );
-        assert_eq!(code, EXIT_USAGE);
-        let code = run_with(
-            ["gpushare", "kernel", "install", "--user", "--sys-prefix"]
-                .map(String::from)
-                .to_vec(),
-            &config,
-            &mut out,
-            &mut err,
-        );
-        assert_eq!(code, EXIT_USAGE);
-        let code = run_with(
-            ["gpushare", "bench", "torch"].map(String::from).to_vec(),
-            &config,
-            &mut out,
-            &mut err,
-        );
-        assert_eq!(code, EXIT_USAGE);
     }
 
     #[test]

@@ -48,7 +48,7 @@ def test_the_matrix_exercises_every_verdict():
     """A guard against a matrix that passes because it converts nothing: the cheap numpy pairs alone
     must share, copy, fail and refuse."""
     if not all(_available(f) for f in ("numpy", "jax", "torch")):
-        pytest.skip("needs numpy, jax and torch")
+        pytest.skip("numpy, jax or torch not installed")
     cells = C.run_pair("numpy", "jax") + C.run_pair("numpy", "torch")
     outcomes = {c.outcome for c in cells}
     assert {"shared", "copied", "failed"} <= outcomes
@@ -203,9 +203,11 @@ def _cuda_source(fw, dtype, layout):
 def _h200_predict(src, dst, dtype, layout):
     from gpushare import _native
 
-    return _native.predict_detail(_cuda_source(src, dtype, layout), dst, _H200_VERSIONS[dst], False, "auto",
-                                  source_version=_H200_VERSIONS[src],
-                                  source_current_device=0 if src == "torch" else None)
+    verdict, reason, fix, expected_error = _native.predict(
+        _cuda_source(src, dtype, layout), dst, _H200_VERSIONS[dst], False, "auto",
+        _H200_VERSIONS[src], False, 0 if src == "torch" else None,
+    )
+    return {"verdict": verdict, "reason": reason, "fix": fix, "expected_error": expected_error}
 
 
 H200_CELLS = (

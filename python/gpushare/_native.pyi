@@ -180,18 +180,6 @@ def predict(
     source_current_device: int | None = None,
     cuda_available: bool | None = None,
 ) -> tuple[str, str | None, str | None, str | None]: ...
-def predict_detail(
-    source: TensorInfo,
-    target: str,
-    version: str,
-    jax_x64: bool,
-    path: str,
-    *,
-    source_version: str | None = None,
-    cupy_ptds: bool = False,
-    source_current_device: int | None = None,
-    cuda_available: bool | None = None,
-) -> dict[str, Any]: ...
 
 # -- the CUDA layer (src/python/cuda.rs); reports answer None / [] without CUDA ----------------------
 def cuda_driver_status() -> dict[str, Any]: ...

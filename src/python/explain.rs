@@ -1,7 +1,6 @@
-//! Predictions before a conversion: `predict` and `predict_detail` over `crate::explain::predict`.
+//! Predictions before a conversion: `predict` over `crate::explain::predict`.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use super::types::TensorInfo;
 use crate::explain::{self, PredictedOutcome, Settings, TargetFacts};
@@ -63,35 +62,7 @@ fn predict(
     )
 }
 
-/// As ``predict``, as a dict that also holds ``expected_error``: the words the framework is expected
-/// to use in its error message (a substring), or None.
-#[pyfunction]
-#[pyo3(signature = (source, target, version, jax_x64, path, *, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
-#[allow(clippy::too_many_arguments)]
-fn predict_detail<'py>(
-    py: Python<'py>,
-    source: &Bound<'py, TensorInfo>,
-    target: &str,
-    version: &str,
-    jax_x64: bool,
-    path: &str,
-    source_version: Option<String>,
-    cupy_ptds: bool,
-    source_current_device: Option<i32>,
-    cuda_available: Option<bool>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device, cuda_available);
-    let d = PyDict::new(py);
-    d.set_item("verdict", o.verdict().as_str())?;
-    d.set_item("reason", o.reason())?;
-    d.set_item("fix", o.fix())?;
-    d.set_item("expected_error", o.expected_error())?;
-    d.set_item("path", explain::resolve_path(&source.get().report.framework, target, path))?;
-    Ok(d)
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predict, m)?)?;
-    m.add_function(wrap_pyfunction!(predict_detail, m)?)?;
     Ok(())
 }
