@@ -144,11 +144,15 @@ def test_a_wrong_prediction_shows_as_unexpected(monkeypatch):
     from gpushare import api, verdicts
     from gpushare.exceptions import ConversionError
 
-    monkeypatch.setattr(api.verdicts, "predict", lambda *a: verdicts.Prediction("failed", "a wrong rule", "none"))
+    # A wrong rule stands in for the predictor of every new plan (plans made before are set aside).
+    monkeypatch.setattr(api, "_PLANS", {})
+    wrong = verdicts.Prediction("failed", "a wrong rule", "none")
+    monkeypatch.setattr(api.verdicts, "predictor", lambda *a: lambda info: wrong)
     r = gpushare.share(torch.ones(3), "numpy")
     assert r.verdict == "shared" and r.unexpected
     assert "UNEXPECTED share" in repr(r) and "predicted failed" in repr(r)
-    monkeypatch.setattr(api.verdicts, "predict", lambda *a: verdicts.Prediction("shared", None))
+    monkeypatch.setattr(api, "_PLANS", {})
+    monkeypatch.setattr(api.verdicts, "predictor", lambda *a: lambda info: ("shared", None))
     with pytest.raises(ConversionError, match="UNEXPECTED: gpushare predicted shared") as e:
         gpushare.share(torch.ones(3, dtype=torch.bfloat16), "numpy")
     assert e.value.predicted[0] == "shared"
@@ -203,10 +207,11 @@ def _cuda_source(fw, dtype, layout):
 def _h200_predict(src, dst, dtype, layout):
     from gpushare import _native
 
-    verdict, reason, fix, expected_error = _native.predict(
-        _cuda_source(src, dtype, layout), dst, _H200_VERSIONS[dst], False, "auto",
-        _H200_VERSIONS[src], False, 0 if src == "torch" else None,
+    predictor = _native.Predictor(
+        dst, _H200_VERSIONS[dst], "auto", _H200_VERSIONS[src], False,
+        jax_x64=lambda: False, source_current_device=(lambda: 0) if src == "torch" else None,
     )
+    verdict, reason, fix, expected_error = predictor(_cuda_source(src, dtype, layout))
     return {"verdict": verdict, "reason": reason, "fix": fix, "expected_error": expected_error}
 
 

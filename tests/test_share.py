@@ -260,11 +260,14 @@ def test_bad_repeat_is_a_value_error():
 def test_jax_attribute_inspection_equals_the_dlpack_reading(make):
     """JAX arrays are described from their buffer and layout (cheaper than __dlpack__); both routes
     must give the same TensorInfo, layout caches included (each case runs twice)."""
+    from gpushare import _native
     from gpushare.adapters import Adapter, framework
 
     jax_adapter = framework("jax")
     for _ in range(2):
         x = make()
+        # The attribute route declines only extended dtypes (bfloat16): those read the DLPack capsule.
+        assert (_native.inspect_jax(x, jax_adapter) is None) == (x.dtype == jnp.bfloat16)
         fast = jax_adapter.inspect(x).to_dict()
         slow = Adapter.inspect(jax_adapter, x).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
@@ -276,9 +279,86 @@ def test_torch_exchange_api_inspection_equals_the_capsule_reading():
 
     if getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:
         pytest.skip("this torch has no DLPack exchange API (DLPack 1.3)")
+    from gpushare import _native
+
     torch_adapter = framework("torch")
+    assert _native.inspect_torch(torch.ones(2, requires_grad=True)) is None  # only a detached capsule describes it
     for x in (torch.ones(3, 4), torch.ones(4, 6)[1:3, ::2], torch.tensor(1.5), torch.zeros(0, 2)):
+        assert _native.inspect_torch(x) is not None
         fast = torch_adapter.inspect(x).to_dict()
         slow = Adapter.inspect(torch_adapter, x).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
         assert fast == slow
+
+
+def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
+    """A plan is made once per (array type, target, path); what it reports depends on each array,
+    and on JAX's x64 flag at the time of the share, not on the array the plan was made for."""
+    from gpushare import api
+
+    monkeypatch.setattr(api, "_PLANS", {})
+    r = gpushare.share(torch.ones(4), "numpy")
+    assert r.verdict == "shared" and r.prediction["verdict"] == "shared"
+    plans = len(api._PLANS)
+    with pytest.raises(ConversionError) as e:
+        gpushare.share(torch.zeros(3, dtype=torch.bfloat16), "numpy")
+    assert e.value.predicted.verdict == "failed" and "bfloat16" in e.value.predicted.reason
+    with pytest.raises(ConversionError, match="detach"):
+        gpushare.share(torch.ones(2, requires_grad=True), "numpy")
+    assert gpushare.share(torch.ones(4, 6)[:, ::2], "numpy").verdict == "shared"
+    with pytest.raises(UnsafeInputError) as e:
+        gpushare.share(np.arange(4.0)[::-1], "torch")
+    assert e.value.predicted.verdict == "failed"
+    assert gpushare.share(np.arange(4.0), "torch").verdict == "shared"
+    assert len(api._PLANS) == plans + 1  # numpy->torch; torch->numpy was planned once
+
+    x = torch.arange(8)  # int64: JAX narrows it (a copy) unless x64 is on
+    assert gpushare.share(x, "jax").prediction["verdict"] == "copied"
+    jax.config.update("jax_enable_x64", True)
+    try:
+        r = gpushare.share(x, "jax")
+        assert r.verdict == "shared" and r.prediction["verdict"] == "shared"
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    assert gpushare.share(x, "jax").verdict == "copied"
+
+
+def test_prediction_is_a_tuple_with_names():
+    from gpushare.verdicts import Prediction
+
+    p = Prediction("failed", "no bfloat16", "cast first", "bfloat16")
+    verdict, reason, fix, expected = p
+    assert (verdict, reason, fix, expected) == ("failed", "no bfloat16", "cast first", "bfloat16")
+    assert p[0] == p.verdict == "failed" and p[-1] == p.expected_error == "bfloat16" and len(p) == 4
+    assert p == ("failed", "no bfloat16", "cast first", "bfloat16") and p != ("failed", None, None, None)
+    assert p == Prediction("failed", "no bfloat16", "cast first", "bfloat16")
+    assert hash(p) == hash(tuple(p))
+    assert Prediction("shared") == ("shared", None, None, None)
+    with pytest.raises(IndexError):
+        p[4]
+    with pytest.raises(ValueError, match="unknown verdict"):
+        Prediction("maybe")
+
+
+def test_ctrl_c_during_a_conversion_is_not_turned_into_a_conversion_error():
+    """A KeyboardInterrupt raised while the framework converts reaches the user as itself, and so
+    does any other exception that is not an Exception."""
+    from gpushare import _native, api
+    from gpushare.adapters import framework
+
+    src, dst = framework("torch"), framework("numpy")
+
+    def interrupted(obj):
+        raise KeyboardInterrupt
+
+    plan = _native.SharePlan(src, dst, "dlpack", interrupted, None, api._error_hook(src, dst, "dlpack"), api._observed_handoff)
+    with pytest.raises(KeyboardInterrupt):
+        plan.run(torch.ones(2))
+
+    def broken(obj):
+        raise RuntimeError("the framework broke")
+
+    plan = _native.SharePlan(src, dst, "dlpack", broken, None, api._error_hook(src, dst, "dlpack"), api._observed_handoff)
+    with pytest.raises(ConversionError, match="the framework broke") as e:
+        plan.run(torch.ones(2))
+    assert isinstance(e.value.__cause__, RuntimeError)

@@ -4,7 +4,7 @@ Checked against the compiled module by tests/test_stubs.py (mypy.stubtest when m
 else a signature comparison of every public name).
 """
 
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 __version__: str
 
@@ -169,17 +169,63 @@ def explain_failure(error_text: str) -> tuple[str, str] | None: ...
 def render_lab(kind: str, input_json: str, fmt: str) -> str: ...
 
 # -- predictions (src/python/explain.rs) ------------------------------------------------------------
-def predict(
-    source: TensorInfo,
-    target: str,
-    version: str,
-    jax_x64: bool,
-    path: str,
-    source_version: str | None = None,
-    cupy_ptds: bool = False,
-    source_current_device: int | None = None,
-    cuda_available: bool | None = None,
-) -> tuple[str, str | None, str | None, str | None]: ...
+class Prediction:
+    """``(verdict, reason, fix, expected_error)``: a 4-tuple with named fields."""
+
+    def __init__(
+        self, verdict: str, reason: str | None = None, fix: str | None = None, expected_error: str | None = None
+    ) -> None: ...
+    @property
+    def verdict(self) -> Literal["shared", "copied", "failed"]: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def fix(self) -> str | None: ...
+    @property
+    def expected_error(self) -> str | None: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: int) -> str | None: ...
+    def __iter__(self) -> Iterator[str | None]: ...
+
+class Predictor:
+    """Predicts handoffs of one (source framework, target framework, path)."""
+
+    def __init__(
+        self,
+        target: str,
+        version: str,
+        path: str,
+        source_version: str = "",
+        cupy_ptds: bool = False,
+        jax_x64: Callable[[], bool] | None = None,
+        source_current_device: Callable[[], int | None] | None = None,
+    ) -> None: ...
+    def __call__(self, source: TensorInfo) -> Prediction: ...
+
+# -- one kind of share, run in Rust (src/python/plan.rs) --------------------------------------------
+class SharePlan:
+    """Source and target adapters, the resolved path and its conversion, the predictor, and the
+    callbacks for errors and for observing a handoff of device memory."""
+
+    def __init__(
+        self,
+        source: Any,
+        target: Any,
+        path: str,
+        convert: Callable[[Any], Any],
+        predictor: Callable[[TensorInfo], Any] | None,
+        on_error: Callable[[str, BaseException, Prediction | None], BaseException],
+        observe: Callable[..., tuple[str | None, str | None]],
+        check_source: bool = True,
+    ) -> None: ...
+    @property
+    def path(self) -> str: ...
+    def run(
+        self, obj: Any, repeat: int = 1, number: int = 1, name: str | None = None, origin: TensorInfo | None = None
+    ) -> ShareResult: ...
+
+def inspect_torch(obj: Any) -> TensorInfo | None: ...
+def inspect_jax(obj: Any, adapter: Any) -> TensorInfo | None: ...
 
 # -- the CUDA layer (src/python/cuda.rs); reports answer None / [] without CUDA ----------------------
 def cuda_driver_status() -> dict[str, Any]: ...

@@ -166,10 +166,8 @@ class TorchAdapter(Adapter):
     def inspect(self, obj: Any) -> TensorInfo:
         # PyTorch ships the DLPack 1.3 C exchange API: one C call fills a DLTensor, ~20x cheaper than
         # __dlpack__. It refuses tensors that require grad; those go through a detached capsule.
-        api = getattr(type(obj), "__dlpack_c_exchange_api__", None)
-        if api is not None and not obj.requires_grad:
-            return TensorInfo.from_exchange_api(obj, api, "torch")
-        return super().inspect(obj)
+        info = _native.inspect_torch(obj)
+        return info if info is not None else super().inspect(obj)
 
     def check_source(self, obj: Any) -> None:
         if obj.requires_grad:
@@ -217,68 +215,33 @@ class JaxAdapter(Adapter):
         devices = obj.devices()
         return repr(next(iter(devices))) if len(devices) == 1 else repr(obj.sharding)
 
+    # JAX exports only legacy capsules, and __dlpack__ costs ~3 µs; the same facts are attributes
+    # of the array, which the Rust core reads (`_native.inspect_jax`, src/python/plan.rs). It asks
+    # the three methods below once per device, layout and dtype; anything they decline (sharded
+    # arrays, tiled or sub-byte layouts, other platforms, extended dtypes) goes through DLPack.
     _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
-    _device_words: ClassVar[dict[Any, tuple[str, int, int]]] = {}
-    # PjRt layout -> major-to-minor order, () for row-major, None for tiled / sub-byte layouts
-    # (those take the DLPack route).
-    _layouts: ClassVar[dict[Any, tuple[int, ...] | None]] = {}
-
-    def _major_to_minor(self, obj: Any) -> tuple[int, ...] | None:
-        # `obj.format.layout` is the public answer but costs ~1.2 µs; the PjRt layout object behind
-        # it is hashable and compares by value ("{1,0}"), so the answer is cached per layout.
-        key = getattr(obj, "_pjrt_layout", None)
-        if key is not None:
-            try:
-                return self._layouts[key]
-            except KeyError:
-                pass
-        layout = obj.format.layout
-        order = None if layout.tiling or layout.sub_byte_element_size_in_bits else tuple(layout.major_to_minor)
-        if order == tuple(range(len(order or ()))):
-            order = ()  # row-major: the core computes compact strides itself
-        if key is not None:
-            self._layouts[key] = order
-        return order
-
-    # dtype -> (DLPack code, bits), or () for dtypes the attribute route does not describe.
-    _dtype_codes: ClassVar[dict[Any, tuple[int, int] | tuple[()]]] = {}
 
     def inspect(self, obj: Any) -> TensorInfo:
-        # JAX exports only legacy capsules, and __dlpack__ costs ~3 µs; the same facts are on the
-        # array: the buffer address, shape, dtype and the layout's major-to-minor order. The
-        # attribute route is checked against the DLPack route in tests/test_share.py. Anything
-        # unusual (sharded, tiled or sub-byte layouts, other platforms) goes through DLPack.
-        try:
-            device = obj.sharding._device
-            words = self._device_words.get(device)
-            if words is None:
-                code = self._platform_codes.get(device.platform)
-                if code is None:
-                    return super().inspect(obj)
-                words = self._device_words[device] = (repr(device), code, device.id)
-            major_to_minor = self._major_to_minor(obj)
-            if major_to_minor is None:
-                return super().inspect(obj)
-            dtype = obj.dtype
-            code_bits = self._dtype_codes.get(dtype)
-            if code_bits is None:
-                code_bits = self._dtype_codes[dtype] = _dtype_code_bits(dtype)
-            if not code_bits:
-                return super().inspect(obj)
-            shape = obj.shape
-            strides = None
-            if major_to_minor:  # a transposed layout (a view of a permuted torch tensor, say)
-                strides = [0] * len(shape)
-                step = 1
-                for dim in reversed(major_to_minor):
-                    strides[dim] = step
-                    step *= max(shape[dim], 1)
-            ptr = obj.unsafe_buffer_pointer()
-        except (AttributeError, RuntimeError, ValueError):
-            return super().inspect(obj)
-        return _native.tensor_info_from_fields(
-            "jax", words[0], ptr, shape, strides, code_bits[0], code_bits[1], words[1], words[2], False, None, True
-        )
+        info = _native.inspect_jax(obj, self)
+        return info if info is not None else super().inspect(obj)
+
+    def _describe_device(self, device: Any) -> tuple[str, int, int] | None:
+        """``(words, DLPack device type, id)`` of a device the attribute route describes."""
+        code = self._platform_codes.get(device.platform)
+        return None if code is None else (repr(device), code, device.id)
+
+    @staticmethod
+    def _layout_order(obj: Any) -> tuple[int, ...] | None:
+        """The layout's major-to-minor order; () for row-major; None for tiled or sub-byte layouts."""
+        layout = obj.format.layout
+        if layout.tiling or layout.sub_byte_element_size_in_bits:
+            return None
+        order = tuple(layout.major_to_minor)
+        return () if order == tuple(range(len(order))) else order
+
+    @staticmethod
+    def _dtype_code_bits(dtype: Any) -> tuple[int, int] | tuple[()]:
+        return _dtype_code_bits(dtype)
 
     def from_dlpack(self, obj: Any) -> Any:
         convert = JaxAdapter._from_dlpack  # read on the class: a plain function, not a bound method

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import warnings
 from typing import Any, Iterator, Sequence
 
@@ -17,10 +16,9 @@ from gpushare.paths import route
 ShareResult = _native.ShareResult
 TensorInfo = _native.TensorInfo
 
-_now = time.perf_counter_ns
 
-# (type of the array, target, path, source) -> (source adapter, target adapter, path, route).
-_PLANS: dict[tuple[Any, ...], tuple[Adapter, Adapter, str, Any]] = {}
+# (type of the array, target, path, source) -> the _native.SharePlan that runs such shares.
+_PLANS: dict[tuple[Any, ...], Any] = {}
 
 
 def _predicted_this(predicted: Any, text: str) -> bool:
@@ -161,80 +159,74 @@ def share(
     """
     if repeat < 1 or number < 1:
         raise ValueError("repeat and number must be at least 1")
-    # What depends only on the array's type, the target and the path is worked out once: naming the
-    # frameworks, importing the target and building the route cost more than the rest of a share.
+    # What depends only on the array's type, the target and the path is worked out once, into a plan
+    # that runs every later share of that kind in the Rust core (src/python/plan.rs).
     plan_key = (type(obj), to, path, source)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
-        dst = framework(to)
-        src = adapter_for(obj, framework(source) if source is not None else None)
-        dst.load()
-    else:
-        src, dst, path_name, convert = plan
-    try:
-        src_info = src.inspect(obj)
-    except GpushareError:
-        raise
-    except Exception as e:
-        raise _conversion_error(src, src, "inspect", e) from e
-    src.check_source(obj)
-    if plan is None:
-        try:
-            path_name, convert = route(src, dst, path)
-        except GpushareError as e:  # the path does not apply to this pair: predicted too
-            e.predicted = verdicts.predict(src, dst, src_info, path)
-            raise
+        plan = _plan(obj, to, path, source)
         if plan_key is not None:
-            _PLANS[plan_key] = (src, dst, path_name, convert)
-    device_type = src_info.dlpack_device[0]
-    predicted = verdicts.predict(src, dst, src_info, path_name, device_type)
-    try:
-        src_info.refuse_for(dst.name)  # crash-class inputs only; everything else the framework answers
-    except GpushareError as e:
-        e.predicted = predicted
-        raise
-    on_device = device_type != 1
-    samples: list[float] = []
-    value: Any = None
-    memory_json = streams_json = None
-    try:
-        if on_device:
-            # One handoff outside the timing: it pays one-time costs, records the streams the
-            # consumer asked for, and is the one the memory ledger measures (its value is kept
-            # alive until the "after" snapshot, so a copy shows what it cost).
-            memory_json, streams_json = _observed_handoff(src, dst, obj, convert, path_name, src_info)
-        for _ in range(repeat):
-            if on_device:
-                src.synchronize(obj)
-            t0 = _now()
-            for _ in range(number):
-                value = convert(obj)
-            if on_device:
-                dst.synchronize(value)
-            samples.append((_now() - t0) * 1e-9 / number)
-    except GpushareError as e:
-        e.predicted = predicted
-        raise
-    except Exception as e:
-        raise _conversion_error(src, dst, path_name, e, predicted) from e
-    try:
-        dst_info = dst.inspect(value)
-    except GpushareError as e:
-        e.predicted = predicted
-        raise
-    except Exception as e:
-        raise _conversion_error(src, dst, path_name, e, predicted) from e
-    # Positional: keyword parsing would cost a microsecond on a path that adds only a few.
-    result = ShareResult(
-        value, src_info, dst_info, path_name, samples, number, name, origin, None, predicted, memory_json, streams_json
-    )
+            _PLANS[plan_key] = plan
+    result = plan.run(obj, repeat, number, name, origin)
     warning = result.readonly_warning
     if warning is not None:
-        warnings.warn(f"{src.name} → {dst.name}: {warning}", GpushareWarning, stacklevel=_user_stacklevel())
+        warnings.warn(
+            f"{result.source.framework} → {result.target.framework}: {warning}",
+            GpushareWarning,
+            stacklevel=_user_stacklevel(),
+        )
     return result
+
+
+def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
+    """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
+    target imported, the route built. A path that does not apply raises here, with its prediction."""
+    dst = framework(to)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    dst.load()
+    try:
+        path_name, convert = route(src, dst, path)
+    except GpushareError as e:  # the path does not apply to this pair: predicted too
+        try:
+            src_info = src.inspect(obj)
+        except Exception:  # nothing to predict from; the path error is the one to report
+            raise e from None
+        e.predicted = verdicts.predict(src, dst, src_info, path)
+        raise
+    return _native.SharePlan(
+        src,
+        dst,
+        path_name,
+        convert,
+        verdicts.predictor(src, dst, path_name),
+        _error_hook(src, dst, path_name),
+        _observed_handoff,
+        type(src).check_source is not Adapter.check_source,
+    )
+
+
+def _error_hook(src: Adapter, dst: Adapter, path: str) -> Any:
+    """What a plan raises when a step fails: gpushare's own errors carry the prediction; any other
+    exception of the framework becomes a ConversionError that explains it (``raise … from``)."""
+
+    def on_error(stage: str, exc: BaseException, predicted: Any) -> BaseException:
+        if isinstance(exc, GpushareError):
+            if stage != "inspect":
+                exc.predicted = predicted
+            return exc
+        if not isinstance(exc, Exception):  # KeyboardInterrupt and the like pass through untouched
+            return exc
+        if stage == "inspect":
+            err = _conversion_error(src, src, "inspect", exc)
+        else:
+            err = _conversion_error(src, dst, path, exc, predicted)
+        err.__cause__ = exc
+        return err
+
+    return on_error
 
 
 def _observed_handoff(

@@ -1,68 +1,215 @@
-//! Predictions before a conversion: `predict` over `crate::explain::predict`.
+//! Predictions before a conversion: `Prediction` and `Predictor` over `crate::explain::predict`.
 
+use std::borrow::Cow;
+
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pyclass::CompareOp;
+use pyo3::types::PyTuple;
 
 use super::types::TensorInfo;
 use crate::explain::{self, PredictedOutcome, Settings, TargetFacts};
+use crate::report::{TensorReport, Verdict};
 
-#[allow(clippy::too_many_arguments)]
-fn outcome(
-    source: &Bound<'_, TensorInfo>,
-    target: &str,
-    version: &str,
-    jax_x64: bool,
-    path: &str,
-    source_version: Option<String>,
-    cupy_ptds: bool,
-    source_current_device: Option<i32>,
-    cuda_available: Option<bool>,
-) -> PredictedOutcome {
-    let facts = TargetFacts {
-        framework: target.to_string(),
-        version: version.to_string(),
-        path: path.to_string(),
-        settings: Settings {
-            jax_x64,
-            cupy_ptds,
-            source_version: source_version.unwrap_or_default(),
-            source_current_device,
-            cuda_available,
-        },
-    };
-    explain::predict(&source.get().report, &facts)
+/// What a handoff is predicted to do: ``(verdict, reason, fix, expected_error)``.
+///
+/// ``verdict`` is ``"shared"``, ``"copied"`` or ``"failed"``; ``reason`` why it copies or fails (or a
+/// note on a share, e.g. a writable view of read-only memory); ``fix`` for a failure;
+/// ``expected_error`` the words the framework is expected to use in its error message. Behaves as a
+/// 4-tuple (indexing, unpacking, equality with tuples).
+#[pyclass(module = "gpushare", frozen, name = "Prediction", sequence)]
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+    pub fix: Option<String>,
+    pub expected_error: Option<String>,
 }
 
-/// Predicts what handing ``source`` to framework ``target`` by ``path`` will do.
-///
-/// Returns ``(verdict, reason, fix, expected_error)``: verdict ``"shared"``, ``"copied"`` or
-/// ``"failed"``; the reason for a copy or a failure (or a note on a share, e.g. a writable view of
-/// read-only memory); the fix for a failure; the words the framework is expected to use in its error.
-/// A tuple, not a dict, because ``share`` calls this on every conversion. ``version`` is the target framework's ``__version__`` ("" when unknown),
-/// ``jax_x64`` the value of ``jax.config.jax_enable_x64``.
-#[pyfunction]
-#[pyo3(signature = (source, target, version, jax_x64, path, source_version=None, cupy_ptds=false, source_current_device=None, cuda_available=None))]
-#[allow(clippy::too_many_arguments)]
-fn predict(
-    source: &Bound<'_, TensorInfo>,
-    target: &str,
-    version: &str,
-    jax_x64: bool,
-    path: &str,
-    source_version: Option<String>,
-    cupy_ptds: bool,
-    source_current_device: Option<i32>,
-    cuda_available: Option<bool>,
-) -> (&'static str, Option<String>, Option<String>, Option<String>) {
-    let o = outcome(source, target, version, jax_x64, path, source_version, cupy_ptds, source_current_device, cuda_available);
-    (
-        o.verdict().as_str(),
-        o.reason().map(str::to_string),
-        o.fix().map(str::to_string),
-        o.expected_error().map(str::to_string),
-    )
+impl Prediction {
+    fn from_outcome(o: PredictedOutcome) -> Prediction {
+        let verdict = o.verdict();
+        match o {
+            PredictedOutcome::Shared { note } => Prediction { verdict, reason: note, fix: None, expected_error: None },
+            PredictedOutcome::Copied { reason } => {
+                Prediction { verdict, reason: Some(reason), fix: None, expected_error: None }
+            }
+            PredictedOutcome::Failed { reason, expected_error, fix } => {
+                Prediction { verdict, reason: Some(reason), fix: Some(fix), expected_error }
+            }
+        }
+    }
+
+    /// What a ShareResult keeps of it.
+    pub fn summary(&self) -> crate::report::Prediction {
+        crate::report::Prediction { verdict: self.verdict, reason: self.reason.clone() }
+    }
+
+    fn as_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(
+            py,
+            [
+                self.verdict.as_str().into_bound_py_any(py)?,
+                self.reason.as_deref().into_bound_py_any(py)?,
+                self.fix.as_deref().into_bound_py_any(py)?,
+                self.expected_error.as_deref().into_bound_py_any(py)?,
+            ],
+        )
+    }
+}
+
+fn parse_verdict(verdict: &str) -> PyResult<Verdict> {
+    match verdict {
+        "shared" => Ok(Verdict::Shared),
+        "copied" => Ok(Verdict::Copied),
+        "failed" => Ok(Verdict::Failed),
+        other => Err(PyValueError::new_err(format!("unknown verdict {other:?}: use shared, copied or failed"))),
+    }
+}
+
+/// A Prediction, or any sequence whose items are ``(verdict, reason[, fix[, expected_error]])``.
+pub fn prediction_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Prediction> {
+    if let Ok(p) = obj.cast::<Prediction>() {
+        return Ok(p.get().clone());
+    }
+    let len = obj.len()?;
+    let item = |i: usize| -> PyResult<Option<String>> { if i < len { obj.get_item(i)?.extract() } else { Ok(None) } };
+    let verdict: String = obj.get_item(0)?.extract()?;
+    Ok(Prediction { verdict: parse_verdict(&verdict)?, reason: item(1)?, fix: item(2)?, expected_error: item(3)? })
+}
+
+#[pymethods]
+impl Prediction {
+    #[new]
+    #[pyo3(signature = (verdict, reason=None, fix=None, expected_error=None))]
+    fn new(verdict: &str, reason: Option<String>, fix: Option<String>, expected_error: Option<String>) -> PyResult<Self> {
+        Ok(Prediction { verdict: parse_verdict(verdict)?, reason, fix, expected_error })
+    }
+    #[getter]
+    fn verdict(&self) -> &'static str {
+        self.verdict.as_str()
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+    #[getter]
+    fn fix(&self) -> Option<&str> {
+        self.fix.as_deref()
+    }
+    #[getter]
+    fn expected_error(&self) -> Option<&str> {
+        self.expected_error.as_deref()
+    }
+    fn __len__(&self) -> usize {
+        4
+    }
+    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+        let i = if index < 0 { index + 4 } else { index };
+        match i {
+            0 => self.verdict.as_str().into_bound_py_any(py),
+            1 => self.reason.as_deref().into_bound_py_any(py),
+            2 => self.fix.as_deref().into_bound_py_any(py),
+            3 => self.expected_error.as_deref().into_bound_py_any(py),
+            _ => Err(PyIndexError::new_err("Prediction index out of range")),
+        }
+    }
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.as_tuple(py)?.try_iter()?.into_any())
+    }
+    fn __richcmp__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>, op: CompareOp) -> PyResult<Bound<'py, PyAny>> {
+        let mine = self.as_tuple(py)?;
+        let theirs = match other.cast::<Prediction>() {
+            Ok(p) => p.get().as_tuple(py)?.into_any(),
+            Err(_) => other.clone(),
+        };
+        mine.rich_compare(theirs, op)
+    }
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        self.as_tuple(py)?.hash()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Prediction(verdict={:?}, reason={}, fix={})",
+            self.verdict.as_str(),
+            self.reason.as_deref().map_or("None".into(), |r| format!("{r:?}")),
+            self.fix.as_deref().map_or("None".into(), |r| format!("{r:?}")),
+        )
+    }
+}
+
+/// Predicts handoffs of one (source framework, target framework, path): the facts that do not
+/// change within a process (names, versions, the CuPy stream setting) are given once; the ones that
+/// can (JAX's x64 flag, PyTorch's current device) are read through callables, only where a rule
+/// reads them.
+#[pyclass(module = "gpushare", frozen, name = "Predictor")]
+pub struct Predictor {
+    facts: TargetFacts,
+    jax_x64: Option<Py<PyAny>>,
+    source_current_device: Option<Py<PyAny>>,
+}
+
+impl Predictor {
+    pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Prediction> {
+        // Borrowed in the common case: this runs on every share.
+        let mut facts = Cow::Borrowed(&self.facts);
+        if let Some(read) = &self.jax_x64
+            && read.bind(py).call0()?.is_truthy()?
+        {
+            facts.to_mut().settings.jax_x64 = true;
+        }
+        // Only a CUDA source has a current device that matters (PyTorch exports only from it).
+        if let Some(read) = &self.source_current_device
+            && source.dlpack_device.0 == 2
+        {
+            facts.to_mut().settings.source_current_device = read.bind(py).call0()?.extract()?;
+        }
+        if facts.path == "pinned" {
+            let available = matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. });
+            facts.to_mut().settings.cuda_available = Some(available);
+        }
+        Ok(Prediction::from_outcome(explain::predict(source, &facts)))
+    }
+}
+
+#[pymethods]
+impl Predictor {
+    /// ``version`` and ``source_version`` are the frameworks' ``__version__`` ("" when unknown: the
+    /// newest behaviour is assumed). ``jax_x64`` returns ``jax.config.jax_enable_x64``;
+    /// ``source_current_device`` the source framework's current CUDA device (or None).
+    #[new]
+    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None))]
+    fn new(
+        target: &str,
+        version: &str,
+        path: &str,
+        source_version: &str,
+        cupy_ptds: bool,
+        jax_x64: Option<Py<PyAny>>,
+        source_current_device: Option<Py<PyAny>>,
+    ) -> Predictor {
+        let facts = TargetFacts {
+            framework: target.to_string(),
+            version: version.to_string(),
+            path: path.to_string(),
+            settings: Settings { cupy_ptds, source_version: source_version.to_string(), ..Default::default() },
+        };
+        Predictor { facts, jax_x64, source_current_device }
+    }
+
+    /// The prediction for handing the array ``source`` describes to the target.
+    fn __call__(&self, py: Python<'_>, source: &Bound<'_, TensorInfo>) -> PyResult<Prediction> {
+        self.predict(py, &source.get().report)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Predictor(target={:?}, version={:?}, path={:?})", self.facts.framework, self.facts.version, self.facts.path)
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(predict, m)?)?;
+    m.add_class::<Prediction>()?;
+    m.add_class::<Predictor>()?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod cuda;
 mod errors;
 mod explain;
+mod plan;
 mod shared;
 mod types;
 
@@ -21,6 +22,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     explain::register(m)?;
+    plan::register(m)?;
     cuda::register(m)?;
     shared::register(m)?;
     m.add_class::<types::TensorInfo>()?;

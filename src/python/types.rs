@@ -96,6 +96,96 @@ fn device_identity(ordinal: i32) -> Option<(String, String)> {
         .clone()
 }
 
+/// Describes `obj` through its type's DLPack C exchange API (`api` is the
+/// `__dlpack_c_exchange_api__` capsule of `type(obj)`), without the CUDA attributes.
+pub fn exchange_api_report(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    api: &Bound<'_, PyAny>,
+    framework: &str,
+    device: Option<&str>,
+    immutable: bool,
+) -> PyResult<TensorReport> {
+    let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
+    let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
+    // SAFETY: a capsule named "dlpack_exchange_api" holds a DLPackExchangeAPI that lives for the
+    // whole process (DLPack 1.3); we only read its header and one function pointer.
+    let table = unsafe { &*table.as_ptr().cast::<dlpark::ffi::DLPackExchangeAPI>() };
+    let version = (table.header.version.major, table.header.version.minor);
+    if version.0 != 1 {
+        return Err(DLPackError::new_err(format!("unsupported DLPack exchange API version {version:?}")));
+    }
+    let fill = table
+        .dltensor_from_py_object_no_sync
+        .ok_or_else(|| DLPackError::new_err("the exchange API has no dltensor_from_py_object_no_sync"))?;
+    // SAFETY: DLTensor is plain old data; all-zero is a valid (empty) value the producer overwrites.
+    let mut tensor: dlpark::ffi::DLTensor = unsafe { std::mem::zeroed() };
+    // SAFETY: `obj` is of the type the table came from (the caller looked it up on type(obj)),
+    // we hold the GIL, and `tensor` outlives the call.
+    let rc = unsafe { fill(obj.as_ptr().cast(), &mut tensor) };
+    if rc != 0 {
+        return Err(PyErr::take(py).unwrap_or_else(|| DLPackError::new_err("the producer could not describe the tensor")));
+    }
+    // SAFETY: on success the producer filled shape/strides valid until we return to Python.
+    let layout = unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
+        .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))?;
+    let words = match device {
+        Some(d) => std::borrow::Cow::Borrowed(d),
+        None if layout.device_type == 1 => std::borrow::Cow::Borrowed("cpu"),
+        None => std::borrow::Cow::Owned(format!(
+            "{}:{}",
+            crate::dlpack::device_type_name(layout.device_type),
+            layout.device_id
+        )),
+    };
+    Ok(TensorReport::from_layout(&layout, framework, &words, immutable))
+}
+
+/// The fields of an array described without DLPack (attributes, `__cuda_array_interface__`).
+pub struct Fields<'a> {
+    pub framework: &'a str,
+    pub device: &'a str,
+    pub ptr: u64,
+    pub shape: Vec<i64>,
+    /// In elements; `None` for row-major.
+    pub strides: Option<Vec<i64>>,
+    pub code: u8,
+    pub bits: u8,
+    pub device_type: u32,
+    pub device_id: i32,
+    pub readonly: bool,
+    pub immutable: bool,
+    /// Pointer attributes given by the caller (tests replay a GPU run's); otherwise the driver is asked.
+    pub cuda: Option<serde_json::Value>,
+}
+
+/// A report from raw fields, checked as a DLPack tensor would be, with the CUDA attributes.
+pub fn report_from_fields(f: Fields<'_>) -> PyResult<TensorReport> {
+    let explicit_strides = f.strides.is_some();
+    let strides = f.strides.unwrap_or_else(|| crate::dlpack::compact_strides(&f.shape));
+    if strides.len() != f.shape.len() {
+        return Err(DLPackError::new_err("strides and shape differ in length"));
+    }
+    let layout = crate::dlpack::layout_from_parts(crate::dlpack::LayoutParts {
+        dtype: crate::dlpack::DType { code: f.code, bits: f.bits, lanes: 1 },
+        shape: f.shape,
+        strides,
+        explicit_strides,
+        device_type: f.device_type,
+        device_id: f.device_id,
+        base_ptr: f.ptr,
+        byte_offset: 0,
+        flags: if f.readonly { 1 } else { 0 },
+        version: None,
+    })
+    .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
+    let mut report = TensorReport::from_layout(&layout, f.framework, f.device, f.immutable);
+    report.cuda = f.cuda;
+    attach_cuda(&mut report);
+    Ok(report)
+}
+
+
 /// What one array is: framework, dtype, shape, strides (elements), devices, address and extent.
 #[pyclass(module = "gpushare", frozen, name = "TensorInfo")]
 pub struct TensorInfo {
@@ -138,35 +228,7 @@ impl TensorInfo {
         immutable: bool,
         cuda_json: Option<&str>,
     ) -> PyResult<TensorInfo> {
-        let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
-        let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
-        // SAFETY: a capsule named "dlpack_exchange_api" holds a DLPackExchangeAPI that lives for the
-        // whole process (DLPack 1.3); we only read its header and one function pointer.
-        let table = unsafe { &*table.as_ptr().cast::<dlpark::ffi::DLPackExchangeAPI>() };
-        let version = (table.header.version.major, table.header.version.minor);
-        if version.0 != 1 {
-            return Err(DLPackError::new_err(format!("unsupported DLPack exchange API version {version:?}")));
-        }
-        let fill = table
-            .dltensor_from_py_object_no_sync
-            .ok_or_else(|| DLPackError::new_err("the exchange API has no dltensor_from_py_object_no_sync"))?;
-        // SAFETY: DLTensor is plain old data; all-zero is a valid (empty) value the producer overwrites.
-        let mut tensor: dlpark::ffi::DLTensor = unsafe { std::mem::zeroed() };
-        // SAFETY: `obj` is of the type the table came from (the caller looked it up on type(obj)),
-        // we hold the GIL, and `tensor` outlives the call.
-        let rc = unsafe { fill(obj.as_ptr().cast(), &mut tensor) };
-        if rc != 0 {
-            return Err(PyErr::take(py).unwrap_or_else(|| DLPackError::new_err("the producer could not describe the tensor")));
-        }
-        // SAFETY: on success the producer filled shape/strides valid until we return to Python.
-        let layout = unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
-            .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))?;
-        let words = match device {
-            Some(d) => d.to_string(),
-            None if layout.device_type == 1 => "cpu".to_string(),
-            None => format!("{}:{}", crate::dlpack::device_type_name(layout.device_type), layout.device_id),
-        };
-        let mut report = TensorReport::from_layout(&layout, framework, &words, immutable);
+        let mut report = exchange_api_report(py, obj, api, framework, device, immutable)?;
         if let Some(text) = cuda_json {
             report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
         }
@@ -296,29 +358,21 @@ pub fn tensor_info_from_fields(
     cuda_json: Option<&str>,
     immutable: bool,
 ) -> PyResult<TensorInfo> {
-    let explicit_strides = strides.is_some();
-    let strides = strides.unwrap_or_else(|| crate::dlpack::compact_strides(&shape));
-    if strides.len() != shape.len() {
-        return Err(DLPackError::new_err("strides and shape differ in length"));
-    }
-    let layout = crate::dlpack::layout_from_parts(crate::dlpack::LayoutParts {
-        dtype: crate::dlpack::DType { code, bits, lanes: 1 },
+    let cuda = cuda_json.map(serde_json::from_str).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let report = report_from_fields(Fields {
+        framework,
+        device,
+        ptr,
         shape,
         strides,
-        explicit_strides,
+        code,
+        bits,
         device_type,
         device_id,
-        base_ptr: ptr,
-        byte_offset: 0,
-        flags: if readonly { 1 } else { 0 },
-        version: None,
-    })
-    .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
-    let mut report = TensorReport::from_layout(&layout, framework, device, immutable);
-    if let Some(text) = cuda_json {
-        report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
-    }
-    attach_cuda(&mut report);
+        readonly,
+        immutable,
+        cuda,
+    })?;
     Ok(TensorInfo { report })
 }
 
@@ -409,6 +463,45 @@ pub struct ShareResult {
     pub report: ShareReport,
 }
 
+impl ShareResult {
+    /// Judges the handoff from the two descriptions and assembles the result.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        value: Py<PyAny>,
+        source: Py<TensorInfo>,
+        target: Py<TensorInfo>,
+        path: String,
+        timing: Timing,
+        name: Option<String>,
+        origin: Option<Py<TensorInfo>>,
+        notes: Vec<String>,
+        predicted: Option<crate::report::Prediction>,
+        memory: Option<serde_json::Value>,
+        streams: Option<serde_json::Value>,
+    ) -> ShareResult {
+        let (src, dst) = (&source.get().report, &target.get().report);
+        let judgement = explain::judge(src, dst);
+        let shares_origin = origin.map(|o| explain::judge(&o.get().report, dst).verdict == Verdict::Shared);
+        let mut all_notes = judgement.notes;
+        all_notes.extend(notes);
+        let report = ShareReport {
+            name,
+            path,
+            source: src.clone(),
+            target: dst.clone(),
+            verdict: judgement.verdict,
+            reason: judgement.reason,
+            notes: all_notes,
+            timing,
+            shares_origin,
+            predicted,
+            memory,
+            streams,
+        };
+        ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report }
+    }
+}
+
 #[pymethods]
 impl ShareResult {
     #[new]
@@ -430,49 +523,28 @@ impl ShareResult {
         streams_json: Option<&str>,
         device_samples: Option<Vec<f64>>,
     ) -> PyResult<ShareResult> {
-        let (src, dst) = (&source.get().report, &target.get().report);
-        let judgement = explain::judge(src, dst);
-        let shares_origin =
-            origin.map(|o| explain::judge(&o.get().report, dst).verdict == Verdict::Shared);
         let mut timing = Timing::from_samples(samples, loops);
         if let Some(device) = device_samples {
             timing.device_median = Some(Timing::from_samples(device, loops).median);
         }
-        // Any sequence whose first two items are (verdict, reason): verdicts.Prediction carries more.
-        let predicted = predicted
-            .map(|p| -> PyResult<(String, Option<String>)> { Ok((p.get_item(0)?.extract()?, p.get_item(1)?.extract()?)) })
-            .transpose()?;
-        let predicted = predicted
-            .map(|(verdict, reason)| -> PyResult<crate::report::Prediction> {
-                let verdict = match verdict.as_str() {
-                    "shared" => Verdict::Shared,
-                    "copied" => Verdict::Copied,
-                    "failed" => Verdict::Failed,
-                    other => return Err(PyTypeError::new_err(format!("unknown verdict {other:?}"))),
-                };
-                Ok(crate::report::Prediction { verdict, reason })
-            })
-            .transpose()?;
+        // Any sequence whose first two items are (verdict, reason): a Prediction carries more.
+        let predicted = predicted.map(|p| super::explain::prediction_from_py(&p)).transpose()?;
         let parse = |text: Option<&str>| -> PyResult<Option<serde_json::Value>> {
             text.map(|t| serde_json::from_str(t).map_err(|e| PyTypeError::new_err(e.to_string()))).transpose()
         };
-        let mut all_notes = judgement.notes;
-        all_notes.extend(notes.unwrap_or_default());
-        let report = ShareReport {
-            name,
+        Ok(ShareResult::build(
+            value,
+            source,
+            target,
             path,
-            source: src.clone(),
-            target: dst.clone(),
-            verdict: judgement.verdict,
-            reason: judgement.reason,
-            notes: all_notes,
             timing,
-            shares_origin,
-            predicted,
-            memory: parse(memory_json)?,
-            streams: parse(streams_json)?,
-        };
-        Ok(ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report })
+            name,
+            origin,
+            notes.unwrap_or_default(),
+            predicted.map(|p| p.summary()),
+            parse(memory_json)?,
+            parse(streams_json)?,
+        ))
     }
 
     #[getter]
