@@ -115,6 +115,17 @@ class Adapter:
     def from_cai(self, obj: Any) -> Any:
         raise PathNotApplicableError(f"{self.name} does not import __cuda_array_interface__")
 
+    # What the routes call: the framework's own functions where they take one array and the
+    # framework is imported, so that a timing measures the framework and not a wrapper around it.
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.from_dlpack
+
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self.to_capsule
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self.from_capsule
+
     def synchronize(self, obj: Any) -> None:
         """Waits for work queued on the array's device (no-op on CPU)."""
 
@@ -143,6 +154,9 @@ class NumpyAdapter(Adapter):
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
 
     def from_cai(self, obj: Any) -> Any:
         raise PathNotApplicableError("NumPy cannot address GPU memory through __cuda_array_interface__")
@@ -187,6 +201,15 @@ class TorchAdapter(Adapter):
 
     def to_capsule(self, obj: Any) -> Any:
         return self.load().utils.dlpack.to_dlpack(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
+
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self.load().utils.dlpack.to_dlpack
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self.load().utils.dlpack.from_dlpack
 
     def from_cai(self, obj: Any) -> Any:
         torch = self.load()
@@ -244,15 +267,13 @@ class JaxAdapter(Adapter):
         return _dtype_code_bits(dtype)
 
     def from_dlpack(self, obj: Any) -> Any:
-        convert = JaxAdapter._from_dlpack  # read on the class: a plain function, not a bound method
-        if convert is None:
-            self.load()
-            import jax.dlpack
+        return self.dlpack_importer()(obj)
 
-            convert = JaxAdapter._from_dlpack = jax.dlpack.from_dlpack
-        return convert(obj)
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        self.load()
+        import jax.dlpack
 
-    _from_dlpack: ClassVar[Any] = None
+        return jax.dlpack.from_dlpack
 
     def from_capsule(self, capsule: Any) -> Any:
         raise PathNotApplicableError(
@@ -310,6 +331,12 @@ class TensorFlowAdapter(Adapter):
     def from_capsule(self, capsule: Any) -> Any:
         return (TensorFlowAdapter._from_dlpack or self._dlpack_functions()[1])(capsule)
 
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self._dlpack_functions()[0]
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self._dlpack_functions()[1]
+
 
 class CupyAdapter(Adapter):
     name = "cupy"
@@ -332,6 +359,12 @@ class CupyAdapter(Adapter):
 
     def from_capsule(self, capsule: Any) -> Any:
         return self.load().from_dlpack(capsule)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
 
     def to_capsule(self, obj: Any) -> Any:
         return obj.toDlpack()

@@ -81,7 +81,7 @@ def _dlpack(src: Adapter, dst: Adapter) -> Route:
         return dst.from_dlpack  # raises the adapter's own explanation when called
     if src.name == "numba":
         raise PathNotApplicableError("Numba device arrays have no __dlpack__; use path='cai'")
-    return dst.from_dlpack
+    return dst.dlpack_importer()
 
 
 @register("capsule")
@@ -90,7 +90,7 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
         raise PathNotApplicableError(
             f"{dst.name} does not import raw DLPack capsules; use path='dlpack'"
         )
-    to_capsule, from_capsule = src.to_capsule, dst.from_capsule
+    to_capsule, from_capsule = src.capsule_exporter(), dst.capsule_importer()
 
     def convert(obj: Any) -> Any:
         return from_capsule(to_capsule(obj))
