@@ -97,7 +97,8 @@ fn device_identity(ordinal: i32) -> Option<(String, String)> {
 }
 
 /// Describes `obj` through its type's DLPack C exchange API (`api` is the
-/// `__dlpack_c_exchange_api__` capsule of `type(obj)`), without the CUDA attributes.
+/// `__dlpack_c_exchange_api__` capsule of `type(obj)`), with the CUDA driver's attributes unless
+/// `cuda` gives them.
 pub fn exchange_api_report(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
@@ -105,6 +106,7 @@ pub fn exchange_api_report(
     framework: &str,
     device: Option<&str>,
     immutable: bool,
+    cuda: Option<serde_json::Value>,
 ) -> PyResult<TensorReport> {
     let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
     let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
@@ -138,7 +140,10 @@ pub fn exchange_api_report(
             layout.device_id
         )),
     };
-    Ok(TensorReport::from_layout(&layout, framework, &words, immutable))
+    let mut report = TensorReport::from_layout(&layout, framework, &words, immutable);
+    report.cuda = cuda;
+    attach_cuda(&mut report);
+    Ok(report)
 }
 
 /// The fields of an array described without DLPack (attributes, `__cuda_array_interface__`).
@@ -228,12 +233,8 @@ impl TensorInfo {
         immutable: bool,
         cuda_json: Option<&str>,
     ) -> PyResult<TensorInfo> {
-        let mut report = exchange_api_report(py, obj, api, framework, device, immutable)?;
-        if let Some(text) = cuda_json {
-            report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
-        }
-        attach_cuda(&mut report);
-        Ok(TensorInfo { report })
+        let cuda = cuda_json.map(serde_json::from_str).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        Ok(TensorInfo { report: exchange_api_report(py, obj, api, framework, device, immutable, cuda)? })
     }
 
     #[getter]
