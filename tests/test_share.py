@@ -323,6 +323,28 @@ def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
     assert gpushare.share(x, "jax").verdict == "copied"
 
 
+def test_a_predictor_made_before_the_target_was_imported_is_not_reused_after():
+    """Predictors are kept per pair and path; a version read before the import ("" = unknown) must
+    not stand for the imported framework's."""
+    from gpushare import verdicts
+
+    class Fake:
+        def __init__(self, name, version):
+            self.name, self._v = name, version
+
+        def version(self):
+            return self._v
+
+    src, dst = Fake("numpy", "2.5.0"), Fake("torch", None)
+    before = verdicts.predictor(src, dst, "auto")
+    assert 'version=""' in repr(before)
+    dst._v = "2.11.0"
+    after = verdicts.predictor(src, dst, "auto")
+    assert after is not before and 'version="2.11.0"' in repr(after)
+    assert verdicts.predictor(src, dst, "auto") is after  # and made once
+    assert verdicts.predictor(src, dst, "no-such-path") is None
+
+
 def test_prediction_is_a_tuple_with_names():
     from gpushare.verdicts import Prediction
 

@@ -193,6 +193,7 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
         try:
             src_info = src.inspect(obj)
         except Exception:  # nothing to predict from; the path error is the one to report
+            e.predicted = None
             raise e from None
         e.predicted = verdicts.predict(src, dst, src_info, path)
         raise

@@ -59,24 +59,25 @@ def _torch_current_device() -> int | None:
         return None
 
 
-_PREDICTORS: dict[tuple[str, str, str], Any] = {}
+_PREDICTORS: dict[tuple[str, str, str, str, str], Any] = {}
 
 
 def predictor(src: Any, dst: Any, path: str) -> Any:
     """The ``_native.Predictor`` for handing arrays of adapter ``src`` to adapter ``dst`` by
-    ``path``, or None for a path gpushare does not model. Made once per triple: the facts it holds
-    (versions, CuPy's stream setting) do not change within a process; the ones that can (JAX's x64
-    flag, PyTorch's current device) it reads when a rule needs them."""
+    ``path``, or None for a path gpushare does not model. Made once per pair, path and versions: the
+    facts it holds (versions, CuPy's stream setting) do not change once the frameworks are imported;
+    the ones that can (JAX's x64 flag, PyTorch's current device) it reads when a rule needs them."""
     if path not in MODELLED_PATHS:
         return None
-    key = (src.name, dst.name, path)
+    # The versions are part of the key: one read before the framework was imported is unknown ("").
+    key = (src.name, dst.name, path, dst.version() or "", src.version() or "")
     made = _PREDICTORS.get(key)
     if made is None:
         made = _PREDICTORS[key] = _native.Predictor(
             dst.name,
-            dst.version() or "",
+            key[3],
             path,
-            src.version() or "",
+            key[4],
             _cupy_ptds() if dst.name == "cupy" else False,  # torch refuses stream=2 from CuPy only
             jax_x64 if dst.name == "jax" else None,  # rule 1 reads x64 only for JAX targets
             _torch_current_device if src.name == "torch" else None,

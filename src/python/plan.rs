@@ -343,7 +343,8 @@ impl SharePlan {
             streams = parse_json(s)?;
         }
         let convert = self.convert.bind(py);
-        let mut samples = Vec::with_capacity(repeat);
+        // Grown as it goes: reserving `repeat` up front would abort the process on `-r 10**12`.
+        let mut samples = Vec::with_capacity(repeat.min(1024));
         let mut value = None;
         for _ in 0..repeat {
             if on_device {
