@@ -384,3 +384,27 @@ def test_ctrl_c_during_a_conversion_is_not_turned_into_a_conversion_error():
     with pytest.raises(ConversionError, match="the framework broke") as e:
         plan.run(torch.ones(2))
     assert isinstance(e.value.__cause__, RuntimeError)
+
+
+def test_jax_arrays_without_a_layout_key_are_each_asked_their_layout():
+    """The attribute route caches layouts by JAX's PjRt layout object; an array whose layout object
+    is None must not reuse the order cached for another such array."""
+    from types import SimpleNamespace
+
+    from gpushare import _native
+    from gpushare.adapters import framework
+
+    real = jnp.ones((2, 3))
+
+    def fake(order):
+        layout = SimpleNamespace(tiling=(), sub_byte_element_size_in_bits=0, major_to_minor=order)
+        return SimpleNamespace(
+            sharding=real.sharding, _pjrt_layout=None, format=SimpleNamespace(layout=layout),
+            dtype=real.dtype, shape=(2, 3), unsafe_buffer_pointer=real.unsafe_buffer_pointer,
+        )
+
+    adapter = framework("jax")
+    row_major = _native.inspect_jax(fake((0, 1)), adapter)
+    transposed = _native.inspect_jax(fake((1, 0)), adapter)
+    assert row_major.strides == [3, 1]
+    assert transposed.strides == [1, 2]

@@ -90,9 +90,11 @@ fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, Py
     let words = words.cast::<PyTuple>()?;
     let (device_code, device_id): (u32, i32) = (words.get_item(1)?.extract()?, words.get_item(2)?.extract()?);
     // The PjRt layout behind `obj.format.layout` (which costs ~1.2 µs) is hashable and compares by
-    // value ("{1,0}"); an array without it asks the adapter every time.
+    // value ("{1,0}"); an array without one (or with None, which would stand for every layout) asks
+    // the adapter every time.
     let order = match obj.getattr(intern!(py, "_pjrt_layout")) {
-        Ok(layout) => cached(&JAX_LAYOUTS, &layout, adapter, intern!(py, "_layout_order"), obj)?,
+        Ok(layout) if !layout.is_none() => cached(&JAX_LAYOUTS, &layout, adapter, intern!(py, "_layout_order"), obj)?,
+        Ok(_) => adapter.call_method1(intern!(py, "_layout_order"), (obj,))?,
         Err(e) if e.is_instance_of::<PyAttributeError>(py) => adapter.call_method1(intern!(py, "_layout_order"), (obj,))?,
         Err(e) => return Err(e),
     };
