@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use serde::Serialize;
 
-use super::errors::CudaError as PyCudaError;
+use super::errors::{CudaError as PyCudaError, interruptible};
 use crate::cuda::{self, ContextPolicy, CudaError, Stream};
 
 /// `CudaError` → `gpushare.exceptions.CudaError`, with `kind` ("unavailable", "driver",
@@ -82,33 +82,6 @@ fn or_none<T>(result: cuda::Result<T>) -> PyResult<Option<T>> {
         Ok(value) => Ok(Some(value)),
         Err(CudaError::Unavailable(_)) => Ok(None),
         Err(e) => Err(to_pyerr(e)),
-    }
-}
-
-/// Runs `f` without the GIL, giving it a `keep_waiting` callback that re-attaches every 50 ms to
-/// run Python's signal handlers. If a handler raised (Ctrl-C → KeyboardInterrupt), that exception is
-/// what the caller gets.
-fn interruptible<T, F>(py: Python<'_>, f: F) -> PyResult<T>
-where
-    T: Send,
-    F: FnOnce(&mut dyn FnMut() -> bool) -> cuda::Result<T> + Send,
-{
-    let mut raised: Option<PyErr> = None;
-    let result = py.detach(|| {
-        let mut keep_waiting = || {
-            Python::attach(|py| match py.check_signals() {
-                Ok(()) => true,
-                Err(e) => {
-                    raised = Some(e);
-                    false
-                }
-            })
-        };
-        f(&mut keep_waiting)
-    });
-    match raised {
-        Some(err) => Err(err),
-        None => result.map_err(to_pyerr),
     }
 }
 
@@ -265,7 +238,7 @@ fn cuda_primary_context(py: Python<'_>, ordinal: i32) -> PyResult<Option<Bound<'
 #[pyo3(signature = (stream = None, ordinal = 0))]
 fn cuda_synchronize(py: Python<'_>, stream: Option<&Bound<'_, PyAny>>, ordinal: i32) -> PyResult<()> {
     let stream = Stream::external(stream_handle(stream)?, ordinal);
-    interruptible(py, |keep_waiting| stream.wait_interruptibly(keep_waiting))
+    interruptible(py, to_pyerr, |keep_waiting| stream.wait_interruptibly(keep_waiting))
 }
 
 /// Waits for all work in device `ordinal`'s primary context (every framework's streams).
@@ -290,7 +263,7 @@ fn copy_dtod(
     synchronize: bool,
 ) -> PyResult<()> {
     let handle = stream_handle(stream)?;
-    interruptible(py, move |keep_waiting| {
+    interruptible(py, to_pyerr, move |keep_waiting| {
         let ordinal = match ordinal {
             Some(o) => o,
             None => ordinal_of(src)?,
@@ -337,7 +310,7 @@ fn stage_through_pinned<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let handle = stream_handle(stream)?;
     let started = std::time::Instant::now();
-    let report = interruptible(py, move |keep_waiting| {
+    let report = interruptible(py, to_pyerr, move |keep_waiting| {
         let ordinal = ordinal_of(src)?;
         let stager = cached_stager(ordinal, chunk_bytes)?;
         let mut stager = lock(&stager);
@@ -385,7 +358,7 @@ impl PyPinnedStager {
         let handle = stream_handle(stream)?;
         let (ordinal, inner) = (self.ordinal, &self.inner);
         let started = std::time::Instant::now();
-        let report = interruptible(py, move |keep_waiting| {
+        let report = interruptible(py, to_pyerr, move |keep_waiting| {
             lock(inner).stage(src, dst, nbytes, &Stream::external(handle, ordinal), keep_waiting)
         })?;
         stage_report(py, &report, started.elapsed().as_secs_f64())
@@ -464,7 +437,7 @@ impl PyEventTimer {
     /// the wait).
     fn elapsed_ms(&self, py: Python<'_>) -> PyResult<f64> {
         let inner = &self.inner;
-        interruptible(py, move |keep_waiting| lock(inner).elapsed_ms_interruptibly(keep_waiting))
+        interruptible(py, to_pyerr, move |keep_waiting| lock(inner).elapsed_ms_interruptibly(keep_waiting))
     }
 
     /// `elapsed_ms() / 1000`.

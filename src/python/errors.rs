@@ -35,6 +35,35 @@ pub fn with_fix<E: pyo3::PyTypeInfo>(py: Python<'_>, message: String, reason: &s
     err
 }
 
+/// Runs `f` without the GIL, giving it a `keep_waiting` callback that re-attaches to run Python's
+/// signal handlers (the core calls it every 50 ms or so while it waits). If a handler raised
+/// (Ctrl-C → KeyboardInterrupt), that exception is what the caller gets; otherwise `f`'s error,
+/// converted by `to_pyerr`.
+pub fn interruptible<T, E, F>(py: Python<'_>, to_pyerr: fn(E) -> PyErr, f: F) -> PyResult<T>
+where
+    T: Send,
+    E: Send,
+    F: FnOnce(&mut dyn FnMut() -> bool) -> Result<T, E> + Send,
+{
+    let mut raised: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut keep_waiting = || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => true,
+                Err(e) => {
+                    raised = Some(e);
+                    false
+                }
+            })
+        };
+        f(&mut keep_waiting)
+    });
+    match raised {
+        Some(err) => Err(err),
+        None => result.map_err(to_pyerr),
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("GpushareError", py.get_type::<GpushareError>())?;

@@ -18,7 +18,7 @@ use pyo3::exceptions::{PyAttributeError, PyKeyboardInterrupt, PyMemoryError, PyT
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::errors::PathNotApplicableError;
+use super::errors::{PathNotApplicableError, interruptible};
 use super::types::layout_from_capsule;
 use crate::dlpack::{DType, compact_strides, is_c_contiguous};
 use crate::render::lab::{BenchInput, BenchmarkReport, ComparisonInput, ComparisonReport};
@@ -41,32 +41,6 @@ fn to_pyerr(error: SharedError) -> PyErr {
         }
         SharedError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
         SharedError::Cuda(e) => super::cuda::to_pyerr(e),
-    }
-}
-
-/// Runs `f` without the GIL, giving it a `keep_going` callback that re-attaches to run Python's
-/// signal handlers; if one raised (Ctrl-C → KeyboardInterrupt), that exception is what the caller gets.
-fn interruptible<T, F>(py: Python<'_>, f: F) -> PyResult<T>
-where
-    T: Send,
-    F: FnOnce(&mut dyn FnMut() -> bool) -> shared::Result<T> + Send,
-{
-    let mut raised: Option<PyErr> = None;
-    let result = py.detach(|| {
-        let mut keep_going = || {
-            Python::attach(|py| match py.check_signals() {
-                Ok(()) => true,
-                Err(e) => {
-                    raised = Some(e);
-                    false
-                }
-            })
-        };
-        f(&mut keep_going)
-    });
-    match raised {
-        Some(err) => Err(err),
-        None => result.map_err(to_pyerr),
     }
 }
 
@@ -183,7 +157,7 @@ impl DlpackExporter for PySharedBuffer {
                 CudaStreamRequest::Pointer(p) => Some(p as u64),
             };
             let alloc = Arc::clone(&self.alloc);
-            interruptible(py, move |keep_going| alloc.ready_for(consumer, keep_going))?;
+            interruptible(py, to_pyerr, move |keep_going| alloc.ready_for(consumer, keep_going))?;
         }
         Ok(())
     }
@@ -379,7 +353,7 @@ impl PySharedBuffer {
         // for this call, keeps the producer's memory alive until the copy is queued (GPU; the
         // source's stream orders it before later writes) or done (host, pinned).
         let (alloc, _report) =
-            interruptible(py, move |keep_going| unsafe { shared::copy_of(start, len, device, method, stream, keep_going) })?;
+            interruptible(py, to_pyerr, move |keep_going| unsafe { shared::copy_of(start, len, device, method, stream, keep_going) })?;
         let offset = layout.data_ptr - layout.span_start;
         Ok(PySharedBuffer::from_layout(alloc, &layout, offset))
     }
