@@ -212,14 +212,9 @@ def _aligned_numpy(shape: tuple[int, ...], dtype: str, extra: int = 0) -> Any:
     return flat
 
 
-def _build_numpy(dtype: str, layout: str) -> Any:
-    import numpy as np
-
-    n = SHAPE[0] * SHAPE[1]
-    if layout == "misaligned":
-        return _aligned_numpy((n,), dtype, extra=1)[1:]
-    flat = _aligned_numpy(SHAPE, dtype)
-    base = flat.reshape(SHAPE)
+def _plain_view(base: Any, layout: str) -> Any:
+    """The views every strided array library makes the same way (NumPy, CuPy, PyTorch) of a
+    compact 2-d ``base``; None for the layouts each builds its own way."""
     if layout == "contiguous":
         return base
     if layout == "transposed":
@@ -228,14 +223,28 @@ def _build_numpy(dtype: str, layout: str) -> Any:
         return base[1:3, 2:]
     if layout == "negative_stride":
         return base[:, ::-1]
+    if layout == "zero_size":
+        return base[:0]
+    return None
+
+
+def _build_numpy(dtype: str, layout: str) -> Any:
+    import numpy as np
+
+    n = SHAPE[0] * SHAPE[1]
+    if layout == "misaligned":
+        return _aligned_numpy((n,), dtype, extra=1)[1:]
+    flat = _aligned_numpy(SHAPE, dtype)
+    base = flat.reshape(SHAPE)
+    view = _plain_view(base, layout)
+    if view is not None:
+        return view
     if layout == "zero_stride":
         # as_strided, not broadcast_to: broadcast_to returns a read-only view, which would test the
         # read-only rule instead of the stride rule.
         return np.lib.stride_tricks.as_strided(base[0], shape=SHAPE, strides=(0, base.itemsize), writeable=True)
     if layout == "zero_d":
         return flat[:1].reshape(())
-    if layout == "zero_size":
-        return base[:0]
     if layout == "read_only":
         base.flags.writeable = False
         return base
@@ -260,18 +269,13 @@ def _build_torch(dtype: str, layout: str, device: str) -> Any:
     if layout == "misaligned":
         return flat[1:]  # torch allocations are 64-byte aligned, so one element in is not
     base = flat[:n].reshape(SHAPE)
-    if layout == "contiguous":
-        return base
-    if layout == "transposed":
-        return base.t()
-    if layout == "sliced":
-        return base[1:3, 2:]
+    view = _plain_view(base, layout)  # negative strides were refused above
+    if view is not None:
+        return view
     if layout == "zero_stride":
         return base[0].expand(*SHAPE)
     if layout == "zero_d":
         return base[0, 0].clone()
-    if layout == "zero_size":
-        return base[:0]
     raise AssertionError(layout)
 
 
@@ -332,20 +336,13 @@ def _build_cupy(dtype: str, layout: str, device: str) -> Any:
         flat = cupy.asarray(_aligned_numpy((n,), dtype, extra=1))
         return flat[1:]
     base = cupy.asarray(host)
-    if layout == "contiguous":
-        return base
-    if layout == "transposed":
-        return base.T
-    if layout == "sliced":
-        return base[1:3, 2:]
-    if layout == "negative_stride":
-        return base[:, ::-1]
+    view = _plain_view(base, layout)
+    if view is not None:
+        return view
     if layout == "zero_stride":
         return cupy.broadcast_to(base[0], SHAPE)
     if layout == "zero_d":
         return base[0, 0].copy()
-    if layout == "zero_size":
-        return base[:0]
     raise AssertionError(layout)
 
 
