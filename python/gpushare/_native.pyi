@@ -25,15 +25,6 @@ class TensorInfo:
     def from_capsule(
         capsule: Any, framework: str, device: str, immutable: bool = False, cuda_json: str | None = None
     ) -> TensorInfo: ...
-    @staticmethod
-    def from_exchange_api(
-        obj: Any,
-        api: Any,
-        framework: str,
-        device: str | None = None,
-        immutable: bool = False,
-        cuda_json: str | None = None,
-    ) -> TensorInfo: ...
     @property
     def framework(self) -> str: ...
     @property

@@ -33,7 +33,7 @@ fn torch_report(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<Tenso
     if obj.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
         return Ok(None);
     }
-    exchange_api_report(py, obj, &api, "torch", None, false, None).map(Some)
+    exchange_api_report(py, obj, &api, "torch").map(Some)
 }
 
 // What JAX's attribute route has already worked out, keyed by Python objects that compare by value.

@@ -97,16 +97,15 @@ fn device_identity(ordinal: i32) -> Option<(String, String)> {
 }
 
 /// Describes `obj` through its type's DLPack C exchange API (`api` is the
-/// `__dlpack_c_exchange_api__` capsule of `type(obj)`), with the CUDA driver's attributes unless
-/// `cuda` gives them.
+/// `__dlpack_c_exchange_api__` capsule of `type(obj)`, DLPack 1.3; PyTorch ships it): a direct C
+/// call that fills a DLTensor on our stack, about 20 times cheaper than `__dlpack__`, with no
+/// capsule and no ownership transfer; nothing is kept after return. The device is named as
+/// PyTorch names it (`cpu`, `cuda:0`); the CUDA driver's attributes are attached.
 pub fn exchange_api_report(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     api: &Bound<'_, PyAny>,
     framework: &str,
-    device: Option<&str>,
-    immutable: bool,
-    cuda: Option<serde_json::Value>,
 ) -> PyResult<TensorReport> {
     let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
     let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
@@ -131,17 +130,12 @@ pub fn exchange_api_report(
     // SAFETY: on success the producer filled shape/strides valid until we return to Python.
     let layout = unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
         .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))?;
-    let words = match device {
-        Some(d) => std::borrow::Cow::Borrowed(d),
-        None if layout.device_type == 1 => std::borrow::Cow::Borrowed("cpu"),
-        None => std::borrow::Cow::Owned(format!(
-            "{}:{}",
-            crate::dlpack::device_type_name(layout.device_type),
-            layout.device_id
-        )),
+    let words = if layout.device_type == 1 {
+        std::borrow::Cow::Borrowed("cpu")
+    } else {
+        std::borrow::Cow::Owned(format!("{}:{}", crate::dlpack::device_type_name(layout.device_type), layout.device_id))
     };
-    let mut report = TensorReport::from_layout(&layout, framework, &words, immutable);
-    report.cuda = cuda;
+    let mut report = TensorReport::from_layout(&layout, framework, &words, false);
     attach_cuda(&mut report);
     Ok(report)
 }
@@ -216,25 +210,6 @@ impl TensorInfo {
         }
         attach_cuda(&mut report);
         Ok(TensorInfo { report })
-    }
-
-    /// Reads a producer's DLPack C exchange API (`type(obj).__dlpack_c_exchange_api__`, DLPack 1.3,
-    /// PyTorch ships it): a direct C call that fills a DLTensor on our stack, about 20 times cheaper
-    /// than `__dlpack__`, with no capsule and no ownership transfer. Nothing is kept after return.
-    #[staticmethod]
-    /// `device=None` names the device as PyTorch does (`cpu`, `cuda:0`) from the DLPack device.
-    #[pyo3(signature = (obj, api, framework, device=None, immutable=false, cuda_json=None))]
-    fn from_exchange_api(
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        api: &Bound<'_, PyAny>,
-        framework: &str,
-        device: Option<&str>,
-        immutable: bool,
-        cuda_json: Option<&str>,
-    ) -> PyResult<TensorInfo> {
-        let cuda = cuda_json.map(serde_json::from_str).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
-        Ok(TensorInfo { report: exchange_api_report(py, obj, api, framework, device, immutable, cuda)? })
     }
 
     #[getter]
