@@ -186,10 +186,13 @@ fn base_and_lanes(dtype: &str) -> (&str, u32) {
     // not a dtype), "complex64x2" has one.
     if let Some(idx) = dtype.rfind('x') {
         let (base, lanes) = (&dtype[..idx], &dtype[idx + 1..]);
-        if !base.is_empty() && base != "comple" && !lanes.is_empty() && lanes.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(lanes) = lanes.parse::<u32>() {
-                return (base, lanes);
-            }
+        if !base.is_empty()
+            && base != "comple"
+            && !lanes.is_empty()
+            && lanes.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(lanes) = lanes.parse::<u32>()
+        {
+            return (base, lanes);
         }
     }
     (dtype, 1)
@@ -452,19 +455,21 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
         ));
     }
     // Rule 7: torch exports only from its current CUDA device; CuPy switches device first, others do not.
-    if src == "torch" && on_cuda && path != "cai" && dst != "cupy" {
-        if let Some(current) = target.settings.source_current_device {
-            if current != source.dlpack_device.1 {
-                return Some(fail(
-                    format!(
-                        "the torch tensor is on cuda:{} but torch's current device is cuda:{current}",
-                        source.dlpack_device.1
-                    ),
-                    Some("different CUDA device index"),
-                    "wrap the share in `with torch.cuda.device(x.device):` or call torch.cuda.set_device first",
-                ));
-            }
-        }
+    if src == "torch"
+        && on_cuda
+        && path != "cai"
+        && dst != "cupy"
+        && let Some(current) = target.settings.source_current_device
+        && current != source.dlpack_device.1
+    {
+        return Some(fail(
+            format!(
+                "the torch tensor is on cuda:{} but torch's current device is cuda:{current}",
+                source.dlpack_device.1
+            ),
+            Some("different CUDA device index"),
+            "wrap the share in `with torch.cuda.device(x.device):` or call torch.cuda.set_device first",
+        ));
     }
     None
 }

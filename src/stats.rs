@@ -47,7 +47,8 @@ impl Timing {
 
     /// A warning when the spread says the median is not to be trusted (needs at least 4 repeats).
     pub fn noise_warning(&self) -> Option<String> {
-        if self.samples.len() < 4 || !(self.median > 0.0) {
+        // NaN takes this branch too.
+        if self.samples.len() < 4 || self.median.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return None;
         }
         let ratio = self.iqr / self.median;
@@ -86,6 +87,9 @@ mod tests {
         let t = Timing::from_samples(vec![1.0, 1.01, 0.99, 1.0], 1);
         assert!(t.noise_warning().is_none());
         assert!(Timing::from_samples(vec![], 1).median.is_nan());
+        // A median that is NaN or not positive says nothing about noise.
+        assert!(Timing::from_samples(vec![f64::NAN; 5], 1).noise_warning().is_none());
+        assert!(Timing::from_samples(vec![0.0, 0.0, 0.0, 0.0, 1.0], 1).noise_warning().is_none());
     }
 
     #[test]

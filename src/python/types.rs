@@ -84,7 +84,8 @@ fn attach_cuda(report: &mut TensorReport) {
 fn device_identity(ordinal: i32) -> Option<(String, String)> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<i32, Option<(String, String)>>>> = OnceLock::new();
+    type NameAndUuid = Option<(String, String)>;
+    static CACHE: OnceLock<Mutex<HashMap<i32, NameAndUuid>>> = OnceLock::new();
     if ordinal < 0 {
         return None;
     }

@@ -64,7 +64,8 @@ pub fn bytes(n: u64) -> String {
 
 /// Bandwidth in GB/s (decimal, as hardware is quoted).
 pub fn bandwidth(bytes: u64, seconds: f64) -> String {
-    if !(seconds > 0.0) || bytes == 0 {
+    // Written so that NaN takes this branch too.
+    if seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || bytes == 0 {
         return "n/a".into();
     }
     format!("{} GB/s", sig_figs(bytes as f64 / seconds / 1e9, 3))
@@ -88,6 +89,9 @@ mod tests {
         assert_eq!(bytes(4096), "4.00 KiB");
         assert_eq!(bytes(256 << 20), "256 MiB");
         assert_eq!(bandwidth(1_000_000_000, 0.5), "2.00 GB/s");
+        for seconds in [0.0, -1.0, f64::NAN] {
+            assert_eq!(bandwidth(1_000_000_000, seconds), "n/a", "{seconds}");
+        }
         assert_eq!(sig_figs(1234.5, 3), "1234");
         assert_eq!(sig_figs(f64::NAN, 3), "n/a");
     }
