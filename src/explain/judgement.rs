@@ -1,0 +1,109 @@
+//! Judgement after the fact: from addresses, extents and CUDA allocation identity, did the
+//! target share the source's memory?
+
+use super::XLA_CPU_ALIGNMENT;
+use crate::dlpack::{has_zero_stride, is_host_accessible};
+use crate::report::{TensorReport, Verdict};
+
+/// The outcome of a handoff: verdict, the reason for a copy, and notes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+    pub notes: Vec<String>,
+}
+
+fn same_address_space(a: &TensorReport, b: &TensorReport) -> bool {
+    let (at, ai) = a.dlpack_device;
+    let (bt, bi) = b.dlpack_device;
+    (is_host_accessible(at) && is_host_accessible(bt)) || (at == bt && ai == bi)
+}
+
+/// CUDA allocation identity, when the driver described both pointers: same buffer id.
+fn same_cuda_allocation(a: &TensorReport, b: &TensorReport) -> Option<bool> {
+    let id = |t: &TensorReport| t.cuda.as_ref()?.get("buffer_id")?.as_u64().filter(|id| *id != 0);
+    Some(id(a)? == id(b)?)
+}
+
+/// Decides from addresses and extents whether `target` lies inside `source`'s memory.
+pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
+    let mut notes = Vec::new();
+    if !same_address_space(source, target) {
+        return Judgement {
+            verdict: Verdict::Copied,
+            reason: Some(format!(
+                "device changed: {} → {}",
+                source.dlpack_device_name, target.dlpack_device_name
+            )),
+            notes,
+        };
+    }
+    if source.numel() == 0 || target.numel() == 0 {
+        notes.push("zero-size: there is no storage to share or copy".into());
+        return Judgement { verdict: Verdict::Shared, reason: None, notes };
+    }
+    let inside = target.span.0 >= source.span.0 && target.span.1 <= source.span.1;
+    // A copy is a new allocation, and a new allocation cannot overlap memory that is still alive: a
+    // target whose bytes overlap the live source's views it, even where its description reaches
+    // past the source's (a layout misreported by the target's exporter, or a target that reads
+    // beyond the source). That is said in a note, not hidden behind "copied".
+    let overlaps = target.span.0 < source.span.1 && source.span.0 < target.span.1;
+    let (inside, overlaps) = match same_cuda_allocation(source, target) {
+        Some(same) => (same && inside, same && overlaps),
+        None => (inside, overlaps),
+    };
+    if inside || overlaps {
+        if !inside {
+            notes.push(overreach_note(source, target));
+        }
+        if source.readonly && !target.readonly {
+            notes.push("the target can write to memory the source marks read-only".into());
+        }
+        return Judgement { verdict: Verdict::Shared, reason: None, notes };
+    }
+    Judgement { verdict: Verdict::Copied, reason: Some(copy_reason(source, target)), notes }
+}
+
+/// Why a target that views the source is described as reaching past the source's memory.
+fn overreach_note(source: &TensorReport, target: &TensorReport) -> String {
+    let past = target.span.1.saturating_sub(source.span.1) + source.span.0.saturating_sub(target.span.0);
+    let mut note = format!(
+        "the target views the source's memory, but as described (shape {:?}, strides {:?}) it reaches {past} bytes beyond the source's (strides {:?})",
+        target.shape, target.strides, source.strides
+    );
+    if target.framework == "numba" && has_zero_stride(&source.shape, &source.strides) {
+        note.push_str(
+            ": Numba's __cuda_array_interface__ describes a broadcast array as C-contiguous (strides=None), so the Numba array itself keeps the zero stride but anything reading it through __cuda_array_interface__ reads past the source",
+        );
+    }
+    note
+}
+
+/// The most specific known cause of a copy, in the order of the rules in dlpack-matrix.md §4.
+pub fn copy_reason(source: &TensorReport, target: &TensorReport) -> String {
+    if target.framework == "jax" && source.dtype != target.dtype {
+        return format!(
+            "dtype changed {} → {}: JAX narrows 64-bit types when jax_enable_x64 is off (enable it to share)",
+            source.dtype, target.dtype
+        );
+    }
+    if source.dtype != target.dtype {
+        return format!("dtype changed {} → {}", source.dtype, target.dtype);
+    }
+    if target.framework == "jax"
+        && is_host_accessible(source.dlpack_device.0)
+        && !source.data_ptr.is_multiple_of(XLA_CPU_ALIGNMENT)
+    {
+        return format!(
+            "source address {:#x} is not {XLA_CPU_ALIGNMENT}-byte aligned, so XLA's CPU client copies it (torch allocates 64-byte aligned memory; NumPy's malloc often does not)",
+            source.data_ptr
+        );
+    }
+    if source.strides != target.strides {
+        return format!(
+            "layout changed: strides {:?} → {:?} (the target holds its own copy in the new layout)",
+            source.strides, target.strides
+        );
+    }
+    "the target's memory lies outside the source's (the framework made its own copy)".into()
+}

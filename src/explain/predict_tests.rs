@@ -1,0 +1,432 @@
+//! One test per rule of dlpack-matrix.md §4 that `predict` encodes, plus the order between them.
+use super::*;
+use super::prediction::{STANDARD_DTYPES, at_least, base_and_lanes};
+use crate::report::{TensorReport, Verdict};
+
+fn src(framework: &str, dtype: &str, ptr: u64, shape: Vec<i64>, strides: Vec<i64>) -> TensorReport {
+    let numel: u64 = shape.iter().map(|d| *d as u64).product();
+    TensorReport {
+        framework: framework.into(),
+        dtype: dtype.into(),
+        shape,
+        strides,
+        device: "cpu".into(),
+        dlpack_device: (1, 0),
+        dlpack_device_name: "cpu:0".into(),
+        data_ptr: ptr,
+        byte_offset: 0,
+        nbytes: numel * 4,
+        span: (ptr, ptr + numel * 4),
+        contiguous: true,
+        alignment: crate::dlpack::alignment_of(ptr),
+        readonly: matches!(framework, "jax" | "tf"),
+        dlpack_version: None,
+        cuda: None,
+    }
+}
+
+fn f32(framework: &str, ptr: u64) -> TensorReport {
+    src(framework, "float32", ptr, vec![4, 6], vec![6, 1])
+}
+
+fn to(framework: &str) -> TargetFacts {
+    TargetFacts::new(framework, "", "auto")
+}
+
+fn on_cuda(mut t: TensorReport, id: i32) -> TensorReport {
+    t.dlpack_device = (2, id);
+    t.dlpack_device_name = format!("cuda:{id}");
+    t
+}
+
+#[test]
+fn plain_compact_aligned_shares_everywhere() {
+    for s in ["torch", "numpy", "jax", "tf"] {
+        for d in ["torch", "numpy", "jax", "tf"] {
+            if s != d {
+                assert_eq!(predict(&f32(s, 0x10000), &to(d)).verdict(), Verdict::Shared, "{s}→{d}");
+            }
+        }
+    }
+}
+
+#[test]
+fn rule1_jax_x64_narrows_64_bit_types() {
+    for (dtype, narrow) in [("int64", "int32"), ("uint64", "uint32"), ("float64", "float32"), ("complex128", "complex64")] {
+        let t = src("torch", dtype, 0x10000, vec![8], vec![1]);
+        let p = predict(&t, &to("jax"));
+        assert_eq!(p.verdict(), Verdict::Copied);
+        assert!(p.reason().unwrap().contains(narrow) && p.reason().unwrap().contains("jax_enable_x64"));
+        let mut x64 = to("jax");
+        x64.settings.jax_x64 = true;
+        assert_eq!(predict(&t, &x64).verdict(), Verdict::Shared, "{dtype} with x64 on");
+    }
+    assert_eq!(predict(&src("torch", "int32", 0x10000, vec![8], vec![1]), &to("jax")).verdict(), Verdict::Shared);
+    // Only JAX narrows.
+    assert_eq!(predict(&src("torch", "float64", 0x10000, vec![8], vec![1]), &to("tf")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn rule2_jax_cpu_alignment_copies_unaligned_host_memory_only() {
+    let p = predict(&f32("numpy", 0x10004), &to("jax"));
+    assert_eq!(p.verdict(), Verdict::Copied);
+    assert!(p.reason().unwrap().contains("64-byte aligned"));
+    assert_eq!(predict(&f32("numpy", 0x10040), &to("jax")).verdict(), Verdict::Shared);
+    // The GPU client has no alignment check: the pointer is aliased.
+    assert_eq!(predict(&on_cuda(f32("torch", 0x10004), 0), &to("jax")).verdict(), Verdict::Shared);
+    // Other consumers alias unaligned memory.
+    assert_eq!(predict(&f32("numpy", 0x10004), &to("torch")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&f32("numpy", 0x10004), &to("tf")).verdict(), Verdict::Shared);
+    // x64 comes first when both apply.
+    let both = src("numpy", "float64", 0x10008, vec![8], vec![1]);
+    assert!(predict(&both, &to("jax")).reason().unwrap().contains("jax_enable_x64"));
+}
+
+#[test]
+fn rule3_layouts() {
+    let transposed = src("torch", "float32", 0x10000, vec![6, 4], vec![1, 6]);
+    let sliced = src("torch", "float32", 0x10020, vec![2, 4], vec![6, 1]);
+    let broadcast = src("torch", "float32", 0x10000, vec![4, 6], vec![0, 1]);
+    let reversed = src("numpy", "float32", 0x10000, vec![4, 6], vec![6, -1]);
+    // TF: compact C order only.
+    for t in [&transposed, &sliced, &broadcast, &reversed] {
+        let p = predict(t, &to("tf"));
+        assert_eq!(p.expected_error(), Some("Invalid strides array from DLPack"), "{t:?}");
+    }
+    // JAX: permutations of compact only, never a zero or negative stride.
+    assert_eq!(predict(&transposed, &to("jax")).verdict(), Verdict::Shared);
+    for t in [&sliced, &broadcast, &reversed] {
+        let p = predict(t, &to("jax"));
+        assert_eq!(p.verdict(), Verdict::Failed);
+        assert!(p.expected_error().unwrap().contains("trivial (compact) striding"));
+    }
+    assert!(predict(&broadcast, &to("jax")).reason().unwrap().contains("zero stride"));
+    // Before JAX 0.8.0 transposes failed too.
+    assert_eq!(predict(&transposed, &TargetFacts::new("jax", "0.7.1", "dlpack")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&transposed, &TargetFacts::new("jax", "0.10.2", "dlpack")).verdict(), Verdict::Shared);
+    // torch and NumPy take any non-negative strides.
+    for t in [&transposed, &sliced, &broadcast] {
+        assert_eq!(predict(t, &to("torch")).verdict(), Verdict::Shared);
+        assert_eq!(predict(t, &to("numpy")).verdict(), Verdict::Shared);
+    }
+    assert_eq!(predict(&reversed, &to("numpy")).verdict(), Verdict::Shared);
+    // A non-zero byte_offset is refused by TF.
+    let mut offset = f32("torch", 0x10000);
+    offset.byte_offset = 16;
+    assert_eq!(predict(&offset, &to("tf")).expected_error(), Some("Unsupported byte_offset"));
+    // Zero-size tensors skip the stride checks.
+    let empty = src("torch", "float32", 0, vec![0, 3], vec![1, 0]);
+    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&empty, &to("tf")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn rule3_negative_strides_into_torch_are_refused_and_predicted_failed() {
+    let reversed = src("numpy", "float32", 0x10000, vec![4, 6], vec![6, -1]);
+    assert!(refuse(&reversed, "torch").is_some());
+    let p = predict(&reversed, &to("torch"));
+    assert_eq!(p.verdict(), Verdict::Failed);
+    assert!(p.reason().unwrap().contains("188023") && p.fix().unwrap().contains("ascontiguousarray"));
+    // Refused ⇒ predicted failed, for every target and path.
+    for d in ["torch", "numpy", "jax", "tf", "cupy"] {
+        for path in ["auto", "dlpack", "capsule", "cai"] {
+            if refuse(&reversed, d).is_some() {
+                assert_eq!(predict(&reversed, &TargetFacts::new(d, "", path)).verdict(), Verdict::Failed);
+            }
+        }
+    }
+    // Only crash-class inputs are refused: TF and JAX raise cleanly on bad strides.
+    assert!(refuse(&reversed, "tf").is_none() && refuse(&reversed, "jax").is_none());
+}
+
+#[test]
+fn rule4_device_types() {
+    let mut managed = f32("cupy", 0x10000);
+    managed.dlpack_device = (13, 0);
+    managed.dlpack_device_name = "cuda_managed:0".into();
+    assert_eq!(predict(&managed, &to("torch")).expected_error(), Some("Unsupported device_type"));
+    assert_eq!(predict(&managed, &to("jax")).expected_error(), Some("unsupported device type"));
+    assert_eq!(predict(&managed, &to("numpy")).verdict(), Verdict::Shared); // host-accessible
+    let mut pinned = f32("jax", 0x10000);
+    pinned.dlpack_device = (3, 0);
+    assert_eq!(predict(&pinned, &to("torch")).verdict(), Verdict::Failed);
+    let cpu = f32("numpy", 0x10000);
+    assert_eq!(
+        predict(&cpu, &to("cupy")).expected_error(),
+        Some("CPU arrays cannot be directly imported to CuPy")
+    );
+    let gpu = on_cuda(f32("torch", 0x10000), 0);
+    assert_eq!(predict(&gpu, &to("numpy")).expected_error(), Some("Unsupported device in DLTensor"));
+    assert_eq!(predict(&gpu, &to("cupy")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&gpu, &to("tf")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn rule5_producer_refuses_a_consumer_kwarg() {
+    let tf_gpu = on_cuda(f32("tf", 0x10000), 0);
+    let p = predict(&tf_gpu, &TargetFacts::new("torch", "", "dlpack"));
+    assert_eq!(p.expected_error(), Some("non-None stream"));
+    assert!(p.fix().unwrap().contains("capsule"));
+    assert_eq!(predict(&tf_gpu, &TargetFacts::new("torch", "", "capsule")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&tf_gpu, &to("jax")).verdict(), Verdict::Shared); // JAX passes stream=None for TF
+    // CuPy under PTDS passes stream=2, which torch refuses.
+    let torch_gpu = on_cuda(f32("torch", 0x10000), 0);
+    let mut ptds = to("cupy");
+    ptds.settings.cupy_ptds = true;
+    assert_eq!(predict(&torch_gpu, &ptds).expected_error(), Some("per-thread default stream is not supported"));
+    assert_eq!(predict(&torch_gpu, &to("cupy")).verdict(), Verdict::Shared);
+    // TF on the CPU takes stream=None, so torch ← TF works there.
+    assert_eq!(predict(&f32("tf", 0x10000), &to("torch")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn rule6_capsule_generation_and_read_only() {
+    let mut ro = f32("numpy", 0x10000);
+    ro.readonly = true;
+    // torch asks for a versioned capsule, gets READ_ONLY, and drops it.
+    let p = predict(&ro, &to("torch"));
+    assert_eq!(p.verdict(), Verdict::Shared);
+    assert!(p.reason().unwrap().contains("can mutate a read-only source"));
+    // JAX (no max_version) and the capsule path (TF) ask for a legacy capsule: NumPy refuses.
+    for facts in [to("jax"), to("tf"), TargetFacts::new("torch", "", "capsule")] {
+        let p = predict(&ro, &facts);
+        assert_eq!(p.expected_error(), Some("Cannot export readonly array"), "{facts:?}");
+    }
+    // NumPy before 2.1 has no versioned export at all.
+    let mut old = to("torch");
+    old.settings.source_version = "2.0.2".into();
+    assert_eq!(predict(&ro, &old).verdict(), Verdict::Failed);
+    // Immutable JAX/TF memory imported writable by torch: shared, with the warning; NumPy imports it read-only.
+    assert!(predict(&f32("jax", 0x10000), &to("torch")).reason().unwrap().contains("mutate"));
+    assert_eq!(predict(&f32("jax", 0x10000), &to("numpy")).reason(), None);
+    // Path generation: JAX and NumPy take no raw capsules, TF nothing else.
+    assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("jax", "", "capsule")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("tf", "", "dlpack")).verdict(), Verdict::Failed);
+}
+
+#[test]
+fn rule7_torch_exports_only_from_its_current_device() {
+    let t = on_cuda(f32("torch", 0x10000), 1);
+    let mut facts = to("jax");
+    facts.settings.source_current_device = Some(0);
+    assert_eq!(predict(&t, &facts).expected_error(), Some("different CUDA device index"));
+    facts.settings.source_current_device = Some(1);
+    assert_eq!(predict(&t, &facts).verdict(), Verdict::Shared);
+    let mut cupy = to("cupy");
+    cupy.settings.source_current_device = Some(0);
+    assert_eq!(predict(&t, &cupy).verdict(), Verdict::Shared); // CuPy switches device first
+}
+
+#[test]
+fn rule9_dtype_gaps() {
+    let bf16 = src("torch", "bfloat16", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&bf16, &to("numpy")).expected_error(), Some("Unsupported dtype in DLTensor"));
+    for d in ["jax", "tf"] {
+        assert_eq!(predict(&bf16, &to(d)).verdict(), Verdict::Shared, "{d}");
+    }
+    let f8 = src("torch", "float8_e4m3fn", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&f8, &to("tf")).expected_error(), Some("Unsupported Type Codes"));
+    assert_eq!(predict(&f8, &to("jax")).verdict(), Verdict::Shared);
+    let e3m4 = src("jax", "float8_e3m4", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&e3m4, &to("torch")).verdict(), Verdict::Failed);
+    // fp4: torch takes packed pairs only, JAX single lanes only.
+    let fp4_1 = src("jax", "float4_e2m1fn", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&fp4_1, &to("torch")).verdict(), Verdict::Failed);
+    let fp4_2 = src("torch", "float4_e2m1fnx2", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&fp4_2, &to("jax")).verdict(), Verdict::Failed);
+    let c32 = src("torch", "complex32", 0x10000, vec![8], vec![1]);
+    for d in ["numpy", "jax", "tf"] {
+        assert_eq!(predict(&c32, &to(d)).verdict(), Verdict::Failed, "{d}");
+    }
+    // The standard dtypes pass everywhere (checked against the installed frameworks by the
+    // conformance matrix).
+    for dt in STANDARD_DTYPES {
+        let t = src("torch", dt, 0x10000, vec![8], vec![1]);
+        for d in ["numpy", "tf"] {
+            assert_eq!(predict(&t, &to(d)).verdict(), Verdict::Shared, "{dt} → {d}");
+        }
+    }
+}
+
+#[test]
+fn rule10_empty_and_zero_d() {
+    // An empty tensor (null pointer included) is "no storage", not a copy, even where JAX would narrow.
+    let empty = src("torch", "int64", 0, vec![0], vec![1]);
+    let p = predict(&empty, &to("jax"));
+    assert_eq!(p.verdict(), Verdict::Shared);
+    assert!(p.reason().unwrap().contains("zero-size"));
+    // A failure still wins over "empty".
+    let empty_bf16 = src("torch", "bfloat16", 0, vec![0, 3], vec![3, 1]);
+    assert_eq!(predict(&empty_bf16, &to("numpy")).verdict(), Verdict::Failed);
+    // 0-d: shared unless a copy rule applies (an unaligned NumPy scalar into JAX).
+    let scalar = src("numpy", "float32", 0x10000, vec![], vec![]);
+    assert_eq!(predict(&scalar, &to("tf")).verdict(), Verdict::Shared);
+    let unaligned = src("numpy", "float32", 0x10010, vec![], vec![]);
+    assert_eq!(predict(&unaligned, &to("jax")).verdict(), Verdict::Copied);
+}
+
+#[test]
+fn failures_come_before_copies() {
+    // An int64 transpose-of-a-slice into JAX fails on strides; it never reaches the x64 copy.
+    let t = src("torch", "int64", 0x10008, vec![2, 4], vec![6, 1]);
+    assert_eq!(predict(&t, &to("jax")).verdict(), Verdict::Failed);
+}
+
+#[test]
+fn paths() {
+    assert_eq!(resolve_path("torch", "tf", "auto"), "capsule");
+    assert_eq!(resolve_path("torch", "jax", "auto"), "dlpack");
+    assert_eq!(resolve_path("numba", "torch", "auto"), "cai");
+    let gpu = on_cuda(f32("torch", 0x10000), 0);
+    assert_eq!(predict(&gpu, &TargetFacts::new("numba", "", "auto")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("cupy", "", "cai")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&f32("numpy", 0x10000), &TargetFacts::new("torch", "", "cai")).verdict(), Verdict::Failed);
+    let bf16 = on_cuda(src("torch", "bfloat16", 0x10000, vec![8], vec![1]), 0);
+    assert_eq!(predict(&bf16, &TargetFacts::new("cupy", "", "cai")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&gpu, &TargetFacts::new("jax", "", "pinned")).verdict(), Verdict::Copied);
+    let mut no_cuda = TargetFacts::new("jax", "", "pinned");
+    no_cuda.settings.cuda_available = Some(false);
+    assert_eq!(predict(&f32("torch", 0x10000), &no_cuda).verdict(), Verdict::Failed);
+    assert_eq!(predict(&gpu, &TargetFacts::new("numpy", "", "host")).verdict(), Verdict::Copied);
+    assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("jax", "", "host")).verdict(), Verdict::Copied);
+    // host: only dtypes NumPy cannot carry between the two fail.
+    let bf16 = src("torch", "bfloat16", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&bf16, &TargetFacts::new("jax", "", "host")).expected_error(), Some("unsupported ScalarType"));
+    let jax_bf16 = src("jax", "bfloat16", 0x10000, vec![8], vec![1]);
+    assert_eq!(predict(&jax_bf16, &TargetFacts::new("tf", "", "host")).verdict(), Verdict::Copied);
+    assert_eq!(predict(&jax_bf16, &TargetFacts::new("torch", "", "host")).verdict(), Verdict::Failed);
+    // copy keeps the layout, so the target's layout rules still apply; the buffer is no read-only NumPy array.
+    let broadcast = src("torch", "float32", 0x10000, vec![4, 6], vec![0, 1]);
+    assert_eq!(predict(&broadcast, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&broadcast, &TargetFacts::new("numpy", "", "copy")).verdict(), Verdict::Copied);
+    let mut ro = f32("numpy", 0x10000);
+    ro.readonly = true;
+    assert_eq!(predict(&ro, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Copied);
+    assert_eq!(predict(&bf16, &TargetFacts::new("numpy", "", "copy")).verdict(), Verdict::Failed);
+}
+
+#[test]
+fn gpu_jax_narrowing_fails_on_memory_xla_kernels_cannot_take() {
+    // H200, jax 0.11.2, x64 off: torch/CuPy `x.ravel()[1:]` of int64/uint64/float64 (8 bytes past
+    // an allocation) failed with XLA's "Address of buffer 0 must be a multiple of 10" (hex 16)
+    // from jit_convert_element_type; complex128 (16 bytes past) copied as usual.
+    for dtype in ["int64", "uint64", "float64"] {
+        for fw in ["torch", "cupy"] {
+            let t = on_cuda(src(fw, dtype, 0x7f00_0000_0208, vec![23], vec![1]), 0);
+            let p = predict(&t, &to("jax"));
+            assert_eq!(p.verdict(), Verdict::Failed, "{fw} {dtype}");
+            assert_eq!(p.expected_error(), Some("Address of buffer"));
+            assert!(p.reason().unwrap().contains("16-byte") && p.fix().unwrap().contains("clone()"));
+            assert!(
+                "JaxRuntimeError: INTERNAL: Address of buffer 0 must be a multiple of 10, but was 0x7fd8ad000208 [executable_name='jit_convert_element_type']"
+                    .contains(p.expected_error().unwrap())
+            );
+        }
+    }
+    let c128 = on_cuda(src("torch", "complex128", 0x7f00_0000_0210, vec![23], vec![1]), 0);
+    assert!(predict(&c128, &to("jax")).reason().unwrap().contains("jax_enable_x64"));
+    assert_eq!(predict(&c128, &to("jax")).verdict(), Verdict::Copied);
+    // Aligned device memory narrows by copying, as before; so does the CPU, aligned or not (XLA's
+    // CPU client copies unaligned memory on import, before it narrows).
+    let aligned = on_cuda(src("torch", "int64", 0x7f00_0000_0200, vec![24], vec![1]), 0);
+    assert_eq!(predict(&aligned, &to("jax")).verdict(), Verdict::Copied);
+    let cpu = src("numpy", "int64", 0x10008, vec![23], vec![1]);
+    assert!(predict(&cpu, &to("jax")).reason().unwrap().contains("jax_enable_x64"));
+    // With x64 on nothing narrows: the import shares, with the warning that XLA cannot compute on it.
+    let t = on_cuda(src("torch", "int64", 0x7f00_0000_0208, vec![23], vec![1]), 0);
+    let mut x64 = to("jax");
+    x64.settings.jax_x64 = true;
+    let p = predict(&t, &x64);
+    assert_eq!(p.verdict(), Verdict::Shared);
+    assert!(p.reason().unwrap().contains("Address of buffer 0 must be a multiple of 10"));
+    // Dtypes that do not narrow share on any address; the note says JAX cannot compute on them.
+    let f = on_cuda(src("torch", "float32", 0x7f00_0000_0204, vec![23], vec![1]), 0);
+    let p = predict(&f, &to("jax"));
+    assert_eq!(p.verdict(), Verdict::Shared);
+    assert!(p.reason().unwrap().contains("16-byte aligned"));
+    assert_eq!(predict(&on_cuda(f32("torch", 0x10000), 0), &to("jax")).reason(), None);
+}
+
+#[test]
+fn cai_into_jax_keeps_64_bit_dtypes_and_raises_on_strides() {
+    // H200, jax 0.11.2, x64 off: jnp.asarray of a Numba array shared int64/uint64/float64/complex128
+    // (contiguous, 0-d, one element in) and raised on x[1:3, 2:] with "Only arrays with trivial
+    // (compact) striding are supported" instead of copying.
+    let numba = |dtype: &str, ptr: u64, shape: Vec<i64>, strides: Vec<i64>| on_cuda(src("numba", dtype, ptr, shape, strides), 0);
+    for dtype in ["int64", "uint64", "float64", "complex128"] {
+        for t in [
+            numba(dtype, 0x7f00_0000_0200, vec![4, 6], vec![6, 1]),
+            numba(dtype, 0x7f00_0000_0200, vec![], vec![]),
+            numba(dtype, 0x7f00_0000_0208, vec![23], vec![1]),
+        ] {
+            let p = predict(&t, &to("jax"));
+            assert_eq!(p.verdict(), Verdict::Shared, "{dtype} {t:?}");
+            assert!(p.reason().unwrap().contains(&format!("JAX keeps {dtype}")));
+        }
+    }
+    let said = "JaxRuntimeError: UNIMPLEMENTED: Only arrays with trivial (compact) striding are supported; i.e., arrays whose striding represents a transposition of the underlying buffer but not broadcasting.";
+    for dtype in ["bool", "int8", "float32", "int64", "complex128"] {
+        let sliced = numba(dtype, 0x7f00_0000_0220, vec![2, 4], vec![6, 1]);
+        let p = predict(&sliced, &to("jax"));
+        assert_eq!(p.verdict(), Verdict::Failed, "{dtype}");
+        assert!(said.contains(p.expected_error().unwrap()));
+        assert!(p.reason().unwrap().contains("raises rather than copying"));
+    }
+    // Transposes are views on every JAX version (jaxlib's CAI import sorts the strides); zero and
+    // negative strides raise; zero-size arrays skip the check.
+    let transposed = numba("float32", 0x7f00_0000_0200, vec![6, 4], vec![1, 6]);
+    assert_eq!(predict(&transposed, &TargetFacts::new("jax", "0.7.1", "cai")).verdict(), Verdict::Shared);
+    let broadcast = on_cuda(src("torch", "float32", 0x7f00_0000_0200, vec![4, 6], vec![0, 1]), 0);
+    assert!(predict(&broadcast, &TargetFacts::new("jax", "", "cai")).reason().unwrap().contains("zero stride"));
+    let reversed = on_cuda(src("cupy", "float32", 0x7f00_0000_0214, vec![4, 6], vec![6, -1]), 0);
+    assert_eq!(predict(&reversed, &TargetFacts::new("jax", "", "cai")).verdict(), Verdict::Failed);
+    let empty = numba("float32", 0, vec![0, 6], vec![6, 1]);
+    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Shared);
+    // Other CAI consumers take any strides.
+    for d in ["torch", "cupy", "numba"] {
+        assert_eq!(predict(&broadcast, &TargetFacts::new(d, "", "cai")).verdict(), Verdict::Shared, "{d}");
+    }
+    // The DLPack path still narrows the same Numba-like int64 (from torch, which has __dlpack__).
+    let t = on_cuda(src("torch", "int64", 0x7f00_0000_0200, vec![4, 6], vec![6, 1]), 0);
+    assert_eq!(predict(&t, &TargetFacts::new("jax", "", "dlpack")).verdict(), Verdict::Copied);
+    assert_eq!(predict(&t, &TargetFacts::new("jax", "", "cai")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn broadcast_views_into_numba_share_with_a_warning() {
+    // H200: torch `expand` and cupy.broadcast_to into Numba were judged "copied" only because
+    // Numba's __cuda_array_interface__ reported them C-contiguous; the Numba array is a view.
+    for fw in ["torch", "cupy"] {
+        let b = on_cuda(src(fw, "float32", 0x7f00_0000_0200, vec![4, 6], vec![0, 1]), 0);
+        let p = predict(&b, &to("numba"));
+        assert_eq!(p.verdict(), Verdict::Shared);
+        assert!(p.reason().unwrap().contains("C-contiguous"));
+    }
+    // Numba, like torch and CuPy, imports a read-only source writable.
+    let mut jax = on_cuda(f32("jax", 0x7f00_0000_0200), 0);
+    jax.readonly = true;
+    assert!(predict(&jax, &to("numba")).reason().unwrap().contains("numba can mutate a read-only source"));
+}
+
+#[test]
+fn versions_parse() {
+    assert_eq!(parse_version("2.15.0+cpu"), Some((2, 15, 0)));
+    assert_eq!(parse_version("0.10.2"), Some((0, 10, 2)));
+    assert_eq!(parse_version("2.21.0-rc1"), Some((2, 21, 0)));
+    assert_eq!(parse_version("3"), Some((3, 0, 0)));
+    assert_eq!(parse_version(""), None);
+    assert!(at_least("", (9, 9, 9)));
+    assert!(!at_least("0.7.9", (0, 8, 0)));
+}
+
+#[test]
+fn prediction_form() {
+    let p = predict(&src("torch", "int64", 0x10000, vec![8], vec![1]), &to("jax")).to_prediction();
+    assert_eq!(p.verdict, Verdict::Copied);
+    assert!(p.reason.unwrap().contains("x64"));
+    assert_eq!(base_and_lanes("float4_e2m1fnx2"), ("float4_e2m1fn", 2));
+    assert_eq!(base_and_lanes("complex128"), ("complex128", 1));
+    assert_eq!(base_and_lanes("int8x4"), ("int8", 4));
+    assert_eq!(base_and_lanes("complex64"), ("complex64", 1));
+    assert_eq!(base_and_lanes("complex64x2"), ("complex64", 2));
+}

@@ -1,0 +1,630 @@
+//! The prediction rules of dlpack-matrix.md §4: will the target share, copy or fail?
+
+use super::refuse;
+use super::{XLA_CPU_ALIGNMENT, XLA_GPU_PARAMETER_ALIGNMENT};
+use crate::dlpack::{
+    has_negative_stride, has_zero_stride, is_c_contiguous, is_host_accessible, is_permuted_compact,
+};
+use crate::report::{Prediction, TensorReport, Verdict};
+
+/// Settings of the frameworks that change the outcome of a handoff.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `jax.config.jax_enable_x64`: off (the default), JAX narrows 64-bit dtypes on import.
+    pub jax_x64: bool,
+    /// `CUPY_CUDA_PER_THREAD_DEFAULT_STREAM`: CuPy then passes `stream=2`, which PyTorch refuses.
+    pub cupy_ptds: bool,
+    /// The source framework's version ("" when unknown): NumPy before 2.1 exports legacy capsules only.
+    pub source_version: String,
+    /// The source framework's current CUDA device, when known (PyTorch exports only from it).
+    pub source_current_device: Option<i32>,
+    /// Whether the CUDA driver is usable, when known (the `pinned` path needs it).
+    pub cuda_available: Option<bool>,
+}
+
+/// What gpushare knows about the target of a handoff.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetFacts {
+    /// gpushare's framework name: `torch`, `jax`, `tf`, `numpy`, `cupy`, `numba`.
+    pub framework: String,
+    /// The target framework's `__version__` ("" when unknown: the newest behaviour is assumed).
+    pub version: String,
+    /// The transfer path (`dlpack`, `capsule`, `cai`, `host`, `pinned`, `copy`, or `auto`).
+    pub path: String,
+    pub settings: Settings,
+}
+
+impl TargetFacts {
+    pub fn new(framework: &str, version: &str, path: &str) -> TargetFacts {
+        TargetFacts { framework: framework.into(), version: version.into(), path: path.into(), ..Default::default() }
+    }
+}
+
+/// What a handoff is predicted to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PredictedOutcome {
+    /// The target will view the source's memory; `note` says what to watch for (a writable view
+    /// of read-only memory, a zero-size tensor that has no storage).
+    Shared { note: Option<String> },
+    /// The target will hold a copy, for this reason.
+    Copied { reason: String },
+    /// The conversion will fail: why, the words the framework is expected to use (a substring of
+    /// its error message; `None` where gpushare stops it first or the words are not known), and the fix.
+    Failed { reason: String, expected_error: Option<String>, fix: String },
+}
+
+impl PredictedOutcome {
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            PredictedOutcome::Shared { .. } => Verdict::Shared,
+            PredictedOutcome::Copied { .. } => Verdict::Copied,
+            PredictedOutcome::Failed { .. } => Verdict::Failed,
+        }
+    }
+
+    /// The reason for a copy or a failure, or the note on a share.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            PredictedOutcome::Shared { note } => note.as_deref(),
+            PredictedOutcome::Copied { reason } | PredictedOutcome::Failed { reason, .. } => Some(reason),
+        }
+    }
+
+    pub fn fix(&self) -> Option<&str> {
+        match self {
+            PredictedOutcome::Failed { fix, .. } => Some(fix),
+            _ => None,
+        }
+    }
+
+    pub fn expected_error(&self) -> Option<&str> {
+        match self {
+            PredictedOutcome::Failed { expected_error, .. } => expected_error.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The form stored on a [`crate::report::ShareReport`].
+    pub fn to_prediction(&self) -> Prediction {
+        Prediction { verdict: self.verdict(), reason: self.reason().map(str::to_string) }
+    }
+}
+
+fn fail(reason: impl Into<String>, expected: Option<&str>, fix: impl Into<String>) -> PredictedOutcome {
+    PredictedOutcome::Failed { reason: reason.into(), expected_error: expected.map(str::to_string), fix: fix.into() }
+}
+
+/// `major.minor.patch` of a version string such as `2.15.0+cpu`, `0.10.2`, `2.21.0-rc1`; `None`
+/// when it cannot be read (callers then assume the newest behaviour).
+pub fn parse_version(version: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = version.trim().split(['.', '+', '-']).map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u64>().ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+/// True unless the version is known to be older than `min` (unknown versions count as new).
+pub(super) fn at_least(version: &str, min: (u64, u64, u64)) -> bool {
+    parse_version(version).is_none_or(|v| v >= min)
+}
+
+/// The path `auto` resolves to, as `gpushare.paths.resolve_auto` does.
+pub fn resolve_path<'a>(source_framework: &str, target: &str, path: &'a str) -> &'a str {
+    if path != "auto" {
+        return path;
+    }
+    if source_framework == "numba" || target == "numba" {
+        "cai"
+    } else if target == "tf" {
+        "capsule"
+    } else {
+        "dlpack"
+    }
+}
+
+/// Paths [`predict`] models; for others it falls back to the rules of `dlpack`.
+pub const MODELLED_PATHS: &[&str] = &["auto", "dlpack", "capsule", "cai", "host", "pinned", "copy"];
+
+/// Splits a dtype name into its base and lanes: `float4_e2m1fnx2` → (`float4_e2m1fn`, 2).
+pub(super) fn base_and_lanes(dtype: &str) -> (&str, u32) {
+    // The lanes suffix is the last `x` followed only by digits; "complex64" has none ("comple" is
+    // not a dtype), "complex64x2" has one.
+    if let Some(idx) = dtype.rfind('x') {
+        let (base, lanes) = (&dtype[..idx], &dtype[idx + 1..]);
+        if !base.is_empty()
+            && base != "comple"
+            && !lanes.is_empty()
+            && lanes.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(lanes) = lanes.parse::<u32>()
+        {
+            return (base, lanes);
+        }
+    }
+    (dtype, 1)
+}
+
+/// bool, signed and unsigned integers, IEEE floats and complex: what every framework imports.
+pub(super) const STANDARD_DTYPES: &[&str] = &[
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+    "float64", "complex64", "complex128",
+];
+const TORCH_EXTRA: &[&str] = &[
+    "bfloat16", "complex32", "float8_e5m2", "float8_e5m2fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e8m0fnu",
+];
+const JAX_EXTRA: &[&str] = &[
+    "bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+];
+
+/// Rule 9: a dtype the target cannot import, with the framework's words for it.
+fn dtype_gap(target: &TargetFacts, dtype: &str) -> Option<PredictedOutcome> {
+    let (base, lanes) = base_and_lanes(dtype);
+    let standard = STANDARD_DTYPES.contains(&base);
+    let fix = "cast to a dtype both frameworks have (e.g. float32) before sharing";
+    let (supported, expected, who) = match target.framework.as_str() {
+        // torch takes fp4 only as packed pairs (lanes = 2), and nothing else with lanes ≠ 1.
+        "torch" => (
+            (lanes == 1 && (standard || TORCH_EXTRA.contains(&base))) || (base == "float4_e2m1fn" && lanes == 2),
+            "Unsupported",
+            "PyTorch",
+        ),
+        "jax" => (lanes == 1 && (standard || JAX_EXTRA.contains(&base)), "DLPack", "JAX"),
+        "tf" => (
+            // TF imports bool since kDLBool exists (older TF exported bool as uint8); no float8 or fp4.
+            lanes == 1 && (standard || base == "bfloat16"),
+            "Unsupported Type Codes",
+            "TensorFlow",
+        ),
+        // NumPy has no bfloat16 or float8 of its own (ml_dtypes' are not DLPack-registered in 2.x).
+        "numpy" => (lanes == 1 && standard, "Unsupported dtype in DLTensor", "NumPy"),
+        // CuPy: no float8 or complex32; bfloat16 through ml_dtypes.
+        "cupy" => (lanes == 1 && (standard || base == "bfloat16"), "", "CuPy"),
+        // __cuda_array_interface__ typestrs have no bfloat16 or float8.
+        "numba" => (lanes == 1 && standard, "", "Numba"),
+        _ => (true, "", ""),
+    };
+    if supported {
+        return None;
+    }
+    let expected = (!expected.is_empty()).then_some(expected);
+    Some(fail(format!("{who} cannot import dtype {dtype} over DLPack"), expected, fix))
+}
+
+/// Rule 4: DLPack device types each consumer imports.
+fn device_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOutcome> {
+    let (dev, _) = source.dlpack_device;
+    let name = &source.dlpack_device_name;
+    let host_fix = "copy to plain device or host memory first";
+    match target.framework.as_str() {
+        // DLConvertor: CPU, CUDA, ROCm, Metal (MPS), oneAPI (XPU), MAIA; not pinned host (3) or managed (13).
+        "torch" if !matches!(dev, 1 | 2 | 8 | 10 | 14 | 17) => Some(fail(
+            format!("PyTorch does not import DLPack device {name} (kDLCUDAHost and kDLCUDAManaged included)"),
+            Some("Unsupported device_type"),
+            host_fix,
+        )),
+        // JAX imports CPU, CUDA, ROCm and pinned host; managed memory (13) raises a TypeError.
+        "jax" if !matches!(dev, 1 | 2 | 3 | 10) => Some(fail(
+            format!("JAX does not import DLPack device {name}"),
+            Some("unsupported device type"),
+            host_fix,
+        )),
+        "tf" if !matches!(dev, 1 | 2) => Some(fail(
+            format!("TensorFlow maps only kDLCPU and kDLCUDA to its devices, not {name}"),
+            None,
+            host_fix,
+        )),
+        "numpy" if !is_host_accessible(dev) => Some(fail(
+            format!("NumPy cannot address {name} memory"),
+            Some("Unsupported device in DLTensor"),
+            "copy to the host first (path='host', or x.cpu() / cupy.asnumpy(x))",
+        )),
+        "cupy" if dev == 1 => Some(fail(
+            "CuPy imports device memory only; the source is on the CPU",
+            Some("CPU arrays cannot be directly imported to CuPy"),
+            "cupy.asarray(x) copies it to the GPU",
+        )),
+        "cupy" if !matches!(dev, 2 | 3 | 10 | 13) => {
+            Some(fail(format!("CuPy does not import DLPack device {name}"), None, host_fix))
+        }
+        _ => None,
+    }
+}
+
+/// Rule 3: layouts the consumer cannot express, computed from shape and strides, for the import the
+/// path uses (`dlpack`/`capsule`: the consumer's DLPack import; `cai`: its `__cuda_array_interface__`
+/// import, where only JAX checks the layout).
+fn layout_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
+    let (shape, strides) = (&source.shape, &source.strides);
+    let contiguous_fix = "make it contiguous first: x.contiguous() (torch), numpy.ascontiguousarray(x)";
+    let what = || {
+        if has_zero_stride(shape, strides) {
+            "a zero stride (broadcast)"
+        } else if has_negative_stride(shape, strides) {
+            "a negative stride"
+        } else {
+            "a strided view"
+        }
+    };
+    if path == "cai" {
+        // torch.as_tensor, cupy.asarray and numba.cuda.as_cuda_array take any strides. JAX's
+        // jnp.asarray builds its view in jaxlib's CudaArrayInterfaceToBuffer, which accepts only a
+        // permutation of a compact layout (transposes included, on every version; size-0 and size-1
+        // dimensions are skipped) and raises otherwise: it never falls back to a copy. Seen on an
+        // H200 with jax 0.11.2: Numba's x[1:3, 2:] raised "Only arrays with trivial (compact)
+        // striding are supported".
+        if target.framework != "jax" || shape.contains(&0) {
+            return None;
+        }
+        let ok = !has_zero_stride(shape, strides) && is_permuted_compact(shape, strides);
+        return (!ok).then(|| {
+            fail(
+                format!(
+                    "jnp.asarray views a __cuda_array_interface__ only when its strides are compact or a transpose of compact, not {} (shape {shape:?}, strides {strides:?}); it raises rather than copying",
+                    what()
+                ),
+                Some("trivial (compact) striding"),
+                "make it contiguous first: x.contiguous() (torch), cupy.ascontiguousarray(x) (CuPy), or copy a Numba view into a cuda.device_array of its shape",
+            )
+        });
+    }
+    match target.framework.as_str() {
+        "tf" if !is_c_contiguous(shape, strides) => Some(fail(
+            format!("TensorFlow imports only compact row-major tensors (shape {shape:?}, strides {strides:?})"),
+            Some("Invalid strides array from DLPack"),
+            contiguous_fix,
+        )),
+        "tf" if source.byte_offset != 0 => Some(fail(
+            format!("TensorFlow refuses a non-zero DLPack byte_offset ({})", source.byte_offset),
+            Some("Unsupported byte_offset"),
+            "make a contiguous copy first",
+        )),
+        // Zero-size tensors skip JAX's check, as they do in jaxlib's StridesToLayout.
+        "jax" if !shape.contains(&0) => {
+            // Transposes are accepted since JAX 0.8.0; before, only C order.
+            let ok = if at_least(&target.version, (0, 8, 0)) {
+                !has_zero_stride(shape, strides) && is_permuted_compact(shape, strides)
+            } else {
+                is_c_contiguous(shape, strides)
+            };
+            (!ok).then(|| {
+                fail(
+                    format!(
+                        "JAX imports only compact layouts or their transposes, not {} (shape {shape:?}, strides {strides:?}); copy=True does not help: the check comes first",
+                        what()
+                    ),
+                    Some("Only DLPack tensors with trivial (compact) striding are supported"),
+                    contiguous_fix,
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Rules 5–7: the producer refuses what the consumer asks of it, or the capsule generation or
+/// path does not fit the pair.
+fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
+    let src = source.framework.as_str();
+    let dst = target.framework.as_str();
+    let on_cuda = source.dlpack_device.0 == 2;
+    match path {
+        "capsule" => {
+            if matches!(dst, "jax" | "numpy") {
+                return Some(fail(
+                    format!("{dst} does not import raw DLPack capsules (JAX removed it in 0.7.2; NumPy never did)"),
+                    None,
+                    "use path='dlpack'",
+                ));
+            }
+            if src == "numba" {
+                return Some(fail("Numba device arrays have no __dlpack__", None, "use path='cai'"));
+            }
+        }
+        "dlpack" => {
+            if dst == "tf" {
+                return Some(fail(
+                    "TensorFlow's from_dlpack takes legacy capsules only",
+                    None,
+                    "use path='capsule' (auto does)",
+                ));
+            }
+            if src == "numba" || dst == "numba" {
+                return Some(fail("Numba speaks __cuda_array_interface__, not DLPack", None, "use path='cai'"));
+            }
+        }
+        "cai" => {
+            if matches!(src, "numpy" | "tf") {
+                return Some(fail(
+                    format!("{src} arrays do not expose __cuda_array_interface__"),
+                    None,
+                    "use path='dlpack'",
+                ));
+            }
+            if matches!(dst, "numpy" | "tf") {
+                return Some(fail(
+                    format!("{dst} does not import __cuda_array_interface__"),
+                    None,
+                    "use path='dlpack' or 'capsule'",
+                ));
+            }
+            if !on_cuda {
+                return Some(fail(
+                    format!("__cuda_array_interface__ describes CUDA memory only; the source is on {}", source.dlpack_device_name),
+                    Some("cuda_array_interface"),
+                    "use path='dlpack'",
+                ));
+            }
+            if base_and_lanes(&source.dtype).0 == "bfloat16" || source.dtype.starts_with("float8") {
+                return Some(fail(
+                    format!("__cuda_array_interface__ has no typestr for {}", source.dtype),
+                    None,
+                    "use path='dlpack'",
+                ));
+            }
+        }
+        _ => {}
+    }
+    // Which capsule generation the producer is asked for: consumers that pass max_version get a
+    // versioned one (torch, NumPy, CuPy on the dlpack path); JAX calls __dlpack__ without it, and
+    // explicit capsules (the capsule path, TF) are legacy.
+    let versioned_request = path == "dlpack" && matches!(dst, "torch" | "numpy" | "cupy");
+    // Rule 6: NumPy will not export a read-only array through a legacy capsule, which cannot say
+    // read-only; NumPy before 2.1 has no versioned export at all.
+    if src == "numpy" && source.readonly && path != "cai" {
+        let numpy_versioned = at_least(&target.settings.source_version, (2, 1, 0));
+        if !versioned_request || !numpy_versioned {
+            return Some(fail(
+                format!(
+                    "the NumPy array is read-only and {} asks for a legacy capsule, which cannot carry the read-only flag",
+                    if path == "capsule" { "the capsule path" } else { dst }
+                ),
+                Some("Cannot export readonly array"),
+                "share a writable copy (x.copy()), or use path='dlpack' into a consumer that asks for versioned capsules (torch, NumPy)",
+            ));
+        }
+    }
+    // Rule 5: TF's __dlpack__ takes stream=None only; torch and CuPy pass a stream for CUDA tensors.
+    if src == "tf" && on_cuda && path == "dlpack" && matches!(dst, "torch" | "cupy") {
+        return Some(fail(
+            format!("TensorFlow's __dlpack__ refuses the CUDA stream that {dst} passes"),
+            Some("non-None stream"),
+            "use path='capsule' (tf.experimental.dlpack.to_dlpack)",
+        ));
+    }
+    // Rule 5: CuPy under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM passes stream=2, which torch refuses.
+    if src == "torch" && dst == "cupy" && path == "dlpack" && target.settings.cupy_ptds {
+        return Some(fail(
+            "CuPy runs on the per-thread default stream (stream=2), which PyTorch's __dlpack__ refuses",
+            Some("per-thread default stream is not supported"),
+            "unset CUPY_CUDA_PER_THREAD_DEFAULT_STREAM, or use path='cai'",
+        ));
+    }
+    // Rule 7: torch exports only from its current CUDA device; CuPy switches device first, others do not.
+    if src == "torch"
+        && on_cuda
+        && path != "cai"
+        && dst != "cupy"
+        && let Some(current) = target.settings.source_current_device
+        && current != source.dlpack_device.1
+    {
+        return Some(fail(
+            format!(
+                "the torch tensor is on cuda:{} but torch's current device is cuda:{current}",
+                source.dlpack_device.1
+            ),
+            Some("different CUDA device index"),
+            "wrap the share in `with torch.cuda.device(x.device):` or call torch.cuda.set_device first",
+        ));
+    }
+    None
+}
+
+/// The `host` path (`gpushare.paths`): the source's values through NumPy on the host (`.cpu().numpy()`,
+/// `np.asarray`, `.get()`), an explicit `np.array(copy=True)`, then the target's own constructor
+/// (`torch.from_numpy`, `jax.device_put`, `tf.convert_to_tensor`, `cupy.asarray`). It always copies;
+/// it fails only where NumPy cannot carry the dtype between the two frameworks.
+fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
+    let (src, dst) = (source.framework.as_str(), target.framework.as_str());
+    let (base, lanes) = base_and_lanes(&source.dtype);
+    if !(lanes == 1 && STANDARD_DTYPES.contains(&base)) {
+        // NumPy holds bfloat16 and float8 only as ml_dtypes arrays: torch neither makes nor takes
+        // them, gpushare cannot inspect them (NumPy has no DLPack code for them); JAX and TF do.
+        let blocked = if src == "torch" {
+            Some(("torch.Tensor.numpy() has no NumPy dtype for it", Some("unsupported ScalarType")))
+        } else if dst == "torch" {
+            Some(("torch.from_numpy does not take ml_dtypes arrays", Some("can't convert np.ndarray")))
+        } else if dst == "numpy" {
+            Some(("NumPy holds it only as an ml_dtypes array, which has no DLPack code", Some("DLPack only supports")))
+        } else if matches!(dst, "cupy" | "numba") {
+            Some(("the target does not take ml_dtypes arrays", None))
+        } else {
+            None
+        };
+        if let Some((why, expected)) = blocked {
+            return fail(
+                format!("the host path carries {} through NumPy and {why}", source.dtype),
+                expected,
+                "cast to float32 first, or use path='dlpack'",
+            );
+        }
+    }
+    if source.numel() == 0 {
+        return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
+    }
+    PredictedOutcome::Copied {
+        reason: "path 'host' copies through NumPy on the host by design (the naive route, for comparison)".into(),
+    }
+}
+
+/// The `copy` and `pinned` paths: gpushare copies the source into a SharedBuffer of the same dtype,
+/// shape and strides, then hands that buffer to the target by DLPack (a legacy capsule into
+/// TensorFlow, `__cuda_array_interface__` into Numba). The target's device, dtype and layout rules
+/// apply to the buffer as they would to the source; the producer is gpushare, which refuses nothing.
+fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> PredictedOutcome {
+    let buffer = TensorReport { framework: "gpushare".into(), readonly: false, byte_offset: 0, ..source.clone() };
+    let import = match target.framework.as_str() {
+        "tf" => "capsule",
+        "numba" => "cai",
+        _ => "dlpack",
+    };
+    let checks = [
+        producer_or_path_gap(&buffer, target, import),
+        device_gap(&buffer, target),
+        dtype_gap(target, &buffer.dtype),
+        layout_gap(&buffer, target, import),
+    ];
+    if let Some(f) = checks.into_iter().flatten().next() {
+        return f;
+    }
+    if source.numel() == 0 {
+        return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
+    }
+    PredictedOutcome::Copied {
+        reason: format!("path '{path}' copies the data into a gpushare SharedBuffer by design, then hands it over without a second copy"),
+    }
+}
+
+/// Predicts what handing `source` to `target` will do, from the rules of dlpack-matrix.md §4.
+///
+/// Failures are checked first, because a framework that fails never gets to copy: the crash-class
+/// refusal ([`refuse`]), then the path and the producer (rules 5–7: capsule generation, read-only
+/// export, streams, device index), the device type (rule 4), the dtype (rule 9), and the layout
+/// (rule 3; on the `cai` path only JAX checks it, and raises rather than copying). Then a zero-size
+/// tensor is shared (rule 10: there is no storage to copy). Then the copies, in the order of §4:
+/// JAX's x64 narrowing (rule 1), which fails instead on a GPU source that is not 16-byte aligned (the
+/// narrowing is an XLA kernel, and XLA's GPU kernels check their inputs' alignment) and does not
+/// happen at all on the `cai` path (jnp.asarray keeps the dtype); XLA CPU's 64-byte alignment
+/// (rule 2); paths that copy by design. Whatever remains is shared, with notes: the target can write
+/// to memory the source holds read-only (rule 6), a GPU array JAX shares but cannot compute with
+/// (not 16-byte aligned), a 64-bit dtype JAX keeps with x64 off, a broadcast view Numba will
+/// misdescribe.
+pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
+    let dst = target.framework.as_str();
+    let path = resolve_path(&source.framework, dst, &target.path);
+
+    if let Some(r) = refuse(source, dst) {
+        // On the versions that no longer abort (2.15 raises "Storage size calculation overflowed"),
+        // the refusal still predicts the right verdict: failed.
+        return PredictedOutcome::Failed {
+            reason: format!("{}; gpushare refuses it before calling {dst}", r.reason),
+            expected_error: None,
+            fix: r.fix,
+        };
+    }
+
+    match path {
+        "host" => return predict_host(source, target),
+        "pinned" if target.settings.cuda_available == Some(false) => {
+            return fail(
+                "the pinned path stages through page-locked memory with the CUDA driver, which is unavailable here",
+                None,
+                "use path='copy' or path='host'",
+            );
+        }
+        "pinned" | "copy" => return predict_staged(source, target, path),
+        _ => {}
+    }
+
+    if let Some(f) = producer_or_path_gap(source, target, path) {
+        return f;
+    }
+    if let Some(f) = device_gap(source, target) {
+        return f;
+    }
+    if let Some(f) = dtype_gap(target, &source.dtype) {
+        return f;
+    }
+    if let Some(f) = layout_gap(source, target, path) {
+        return f;
+    }
+
+    if source.numel() == 0 {
+        return PredictedOutcome::Shared {
+            note: Some("zero-size: there is no storage to share or copy".into()),
+        };
+    }
+
+    let mut notes: Vec<String> = Vec::new();
+    if dst == "jax" {
+        // Rule 1: with x64 off JAX converts 64-bit arrays to new 32-bit buffers after import (jax#11895).
+        let narrowed = match source.dtype.as_str() {
+            "int64" => Some("int32"),
+            "uint64" => Some("uint32"),
+            "float64" => Some("float32"),
+            "complex128" => Some("complex64"),
+            _ => None,
+        }
+        .filter(|_| !target.settings.jax_x64);
+        let on_xla_gpu = matches!(source.dlpack_device.0, 2 | 10);
+        let gpu_misaligned = on_xla_gpu && !source.data_ptr.is_multiple_of(XLA_GPU_PARAMETER_ALIGNMENT);
+        if let Some(to) = narrowed {
+            if path == "cai" {
+                // jnp.asarray of a __cuda_array_interface__ takes the dtype with lattice_result_type,
+                // which does not canonicalise: the array keeps its 64-bit dtype and is a view (seen
+                // on an H200 with jax 0.11.2: Numba int64/float64/complex128 arrays shared).
+                notes.push(format!(
+                    "JAX keeps {} here although jax_enable_x64 is off: jnp.asarray does not narrow a __cuda_array_interface__ (path 'dlpack' would copy it to {to})",
+                    source.dtype
+                ));
+            } else if gpu_misaligned {
+                // The narrowing runs an XLA kernel (jit_convert_element_type) on the imported buffer,
+                // and XLA's GPU executables take only 16-byte aligned arguments
+                // (kEntryParameterAlignBytes): torch and CuPy views one int64 into an allocation fail.
+                return fail(
+                    format!(
+                        "JAX narrows {} to {to} on import (x64 is off) with an XLA GPU kernel, and XLA's GPU kernels take only {XLA_GPU_PARAMETER_ALIGNMENT}-byte aligned inputs: the source starts at {:#x}, {} bytes past a {XLA_GPU_PARAMETER_ALIGNMENT}-byte boundary",
+                        source.dtype,
+                        source.data_ptr,
+                        source.data_ptr % XLA_GPU_PARAMETER_ALIGNMENT
+                    ),
+                    Some("Address of buffer"),
+                    "share an aligned copy: x.clone() (torch) or x.copy() (CuPy) starts a new allocation; enabling jax_enable_x64 lets the import share, but JAX computations on an unaligned array fail the same way",
+                );
+            } else {
+                return PredictedOutcome::Copied {
+                    reason: format!(
+                        "dtype changed {} → {to}: JAX narrows 64-bit types when jax_enable_x64 is off (enable it to share)",
+                        source.dtype
+                    ),
+                };
+            }
+        }
+        // Rule 2: XLA's CPU client views only 64-byte aligned host memory; the GPU client has no check.
+        if path != "cai" && matches!(source.dlpack_device.0, 1 | 3) && !source.data_ptr.is_multiple_of(XLA_CPU_ALIGNMENT) {
+            return PredictedOutcome::Copied {
+                reason: format!(
+                    "source address {:#x} is not {XLA_CPU_ALIGNMENT}-byte aligned, so XLA's CPU client copies it (torch allocates 64-byte aligned memory; NumPy's malloc often does not)",
+                    source.data_ptr
+                ),
+            };
+        }
+        // The GPU import aliases any address (DLPack and __cuda_array_interface__ alike), but every
+        // XLA GPU computation checks its arguments' alignment: the share works, later work does not.
+        if gpu_misaligned {
+            notes.push(format!(
+                "the source starts at {:#x}, not {XLA_GPU_PARAMETER_ALIGNMENT}-byte aligned: JAX shares it, but XLA's GPU kernels take only {XLA_GPU_PARAMETER_ALIGNMENT}-byte aligned inputs, so JAX computations on it will fail (\"Address of buffer 0 must be a multiple of 10\"); share x.clone() (torch) or x.copy() (CuPy) if JAX is to compute with it",
+                source.data_ptr
+            ));
+        }
+    }
+
+    // Rule 6: torch, CuPy and Numba import writable views and ignore READ_ONLY.
+    if source.readonly && matches!(dst, "torch" | "cupy" | "numba") {
+        notes.push(format!(
+            "shared, but {dst} can mutate a read-only source ({} memory is read-only)",
+            source.framework
+        ));
+    }
+    // Numba's own __cuda_array_interface__ ignores zero strides when it decides contiguity
+    // (devicearray.is_contiguous), so it describes a broadcast view as C-contiguous (strides=None).
+    if dst == "numba" && has_zero_stride(&source.shape, &source.strides) {
+        notes.push(
+            "shared, but Numba's __cuda_array_interface__ describes this broadcast view as C-contiguous (strides=None): a consumer that reads it back from Numba by __cuda_array_interface__ gets the wrong layout and reads past the source's memory".into(),
+        );
+    }
+    PredictedOutcome::Shared { note: (!notes.is_empty()).then(|| notes.join("; ")) }
+}

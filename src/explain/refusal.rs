@@ -1,0 +1,31 @@
+//! Inputs refused before a framework is called: only those known to crash the target.
+
+use crate::dlpack::has_negative_stride;
+use crate::report::TensorReport;
+
+/// A conversion gpushare will not attempt, with the fix to try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: String,
+    pub fix: String,
+}
+
+/// Stops inputs that would crash the target framework, before calling it. Only crash-class inputs
+/// belong here: an input the framework rejects with an exception is handed to it, so that the user
+/// sees the framework's real answer (and [`predict`](super::predict) has already said it will fail).
+///
+/// Negative strides into PyTorch: `torch.from_dlpack` aborted the whole process on them in 2.12
+/// (SIGABRT, pytorch#188023); later versions raise "Storage size calculation overflowed" (#188047).
+/// gpushare refuses them on every version, because a kernel that dies loses the user's work.
+pub fn refuse(src: &TensorReport, target: &str) -> Option<Refusal> {
+    let (shape, strides) = (&src.shape, &src.strides);
+    match target {
+        "torch" if has_negative_stride(shape, strides) => Some(Refusal {
+            reason: format!(
+                "negative strides {strides:?}: torch.from_dlpack aborted the process on them (pytorch#188023, torch 2.12; later versions raise)"
+            ),
+            fix: "make a contiguous copy first, e.g. numpy.ascontiguousarray(x) or x.copy()".into(),
+        }),
+        _ => None,
+    }
+}
