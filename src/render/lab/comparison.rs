@@ -1,0 +1,193 @@
+//! Comparison: every path for one array (`gpushare.compare`, `%share x ->jax --path all`).
+
+use serde::{Deserialize, Serialize};
+
+use super::columns::{byte_unit_for, bytes_in, dash, gbps, text_table, time_unit};
+use super::rows::{PathRow, PathRun, mark_fastest};
+use crate::render::{STYLE, escape, units};
+use crate::report::{TensorReport, envelope};
+use crate::stats::Timing;
+
+/// What Python measured for `compare`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ComparisonInput {
+    pub source: TensorReport,
+    pub target_framework: String,
+    pub runs: Vec<PathRun>,
+    #[serde(default)]
+    pub repeat: u64,
+    #[serde(default)]
+    pub warmup: u64,
+}
+
+/// A comparison of transfer paths for one array (payload of `gpushare.comparison/1`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComparisonReport {
+    pub source: TensorReport,
+    pub target_framework: String,
+    pub rows: Vec<PathRow>,
+    /// The fastest path that worked, if any did.
+    pub fastest: Option<String>,
+    /// The path `auto` picks for this pair.
+    pub auto_path: Option<String>,
+    pub repeat: u64,
+    pub warmup: u64,
+}
+
+impl ComparisonReport {
+    pub fn from_input(input: ComparisonInput) -> ComparisonReport {
+        let mut rows: Vec<PathRow> = input.runs.into_iter().map(PathRow::from_run).collect();
+        let best = {
+            let mut refs: Vec<&mut PathRow> = rows.iter_mut().collect();
+            mark_fastest(&mut refs)
+        };
+        let fastest = best.map(|i| rows[i].path.clone());
+        let auto_path = rows.iter().find(|r| r.auto).map(|r| r.path.clone());
+        ComparisonReport {
+            source: input.source,
+            target_framework: input.target_framework,
+            rows,
+            fastest,
+            auto_path,
+            repeat: input.repeat,
+            warmup: input.warmup,
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        envelope("comparison", serde_json::to_value(self).unwrap_or_default())
+    }
+
+    fn caption(&self) -> String {
+        let s = &self.source;
+        let shape: Vec<String> = s.shape.iter().map(i64::to_string).collect();
+        let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
+        format!(
+            "{} → {} · {} {} on {} · {}",
+            s.framework,
+            self.target_framework,
+            s.dtype,
+            shape,
+            s.dlpack_device_name,
+            units::bytes(s.nbytes)
+        )
+    }
+
+    fn footer(&self) -> String {
+        let loops: Vec<u64> = self.rows.iter().filter_map(|r| r.timing.as_ref().map(|t| t.loops)).collect();
+        let loops_text = match (loops.iter().min(), loops.iter().max()) {
+            (Some(a), Some(b)) if a == b => format!("{a} loop{} each", if *a == 1 { "" } else { "s" }),
+            (Some(a), Some(b)) => format!("{a}–{b} loops each"),
+            _ => "no timings".into(),
+        };
+        let mut parts = vec![format!(
+            "Times are per handoff: median and minimum of {} repeat{} × {loops_text}, after {} warm-up run{}; bandwidth = bytes moved / median.",
+            self.repeat,
+            if self.repeat == 1 { "" } else { "s" },
+            self.warmup,
+            if self.warmup == 1 { "" } else { "s" }
+        )];
+        if let Some(f) = &self.fastest {
+            parts.push(format!("★ fastest: {f}."));
+        }
+        if let Some(a) = &self.auto_path {
+            parts.push(format!("auto picks {a}."));
+        }
+        parts.join(" ")
+    }
+
+    /// Columns shared by the text and HTML forms: (header, right-aligned, cells per row).
+    fn columns(&self) -> Vec<(String, bool, Vec<String>)> {
+        let refs: Vec<&PathRow> = self.rows.iter().collect();
+        let tu = time_unit(&refs);
+        let bu = byte_unit_for(&self.rows.iter().map(|r| r.bytes_moved).collect::<Vec<_>>());
+        let time = |f: &dyn Fn(&Timing) -> f64| -> Vec<String> {
+            self.rows
+                .iter()
+                .map(|r| r.timing.as_ref().filter(|_| r.worked()).map_or_else(dash, |t| units::time_in(f(t), tu)))
+                .collect()
+        };
+        let mut cols = vec![
+            ("path".to_string(), false, self.rows.iter().map(PathRow::path_text).collect()),
+            ("verdict".to_string(), false, self.rows.iter().map(PathRow::verdict_text).collect()),
+            (
+                format!("bytes moved ({})", bu.suffix),
+                true,
+                self.rows.iter().map(|r| if r.worked() { bytes_in(r.bytes_moved, bu) } else { dash() }).collect(),
+            ),
+            (format!("median ({})", tu.suffix), true, time(&|t| t.median)),
+            (format!("min ({})", tu.suffix), true, time(&|t| t.min)),
+            (format!("IQR ({})", tu.suffix), true, time(&|t| t.iqr)),
+            (
+                "bandwidth (GB/s)".to_string(),
+                true,
+                self.rows.iter().map(|r| r.bandwidth.map_or_else(dash, gbps)).collect(),
+            ),
+        ];
+        if self.rows.iter().any(|r| r.device_timing.is_some()) {
+            cols.push((
+                format!("device ({})", tu.suffix),
+                true,
+                self.rows
+                    .iter()
+                    .map(|r| r.device_timing.as_ref().map_or_else(dash, |t| units::time_in(t.median, tu)))
+                    .collect(),
+            ));
+        }
+        if self.rows.iter().any(|r| !r.why().is_empty()) {
+            cols.push(("why".to_string(), false, self.rows.iter().map(PathRow::why).collect()));
+        }
+        cols
+    }
+
+    pub fn text(&self) -> String {
+        let cols = self.columns();
+        let mut header = vec![String::new()];
+        header.extend(cols.iter().map(|c| c.0.clone()));
+        let mut right = vec![false];
+        right.extend(cols.iter().map(|c| c.1));
+        let body: Vec<Vec<String>> = (0..self.rows.len())
+            .map(|i| {
+                let mut row = vec![if self.rows[i].fastest { "★".to_string() } else { String::new() }];
+                row.extend(cols.iter().map(|c| c.2[i].clone()));
+                row
+            })
+            .collect();
+        format!("{}\n{}\n{}", self.caption(), text_table(&header, &body, &right), self.footer())
+    }
+
+    pub fn html(&self) -> String {
+        let cols = self.columns();
+        let mut h = String::with_capacity(2048 + self.rows.len() * 512);
+        h.push_str(STYLE);
+        h.push_str("<table class=\"gpushare gpushare-comparison\"><caption>");
+        h.push_str(&escape(&self.caption()));
+        h.push_str("</caption><thead><tr>");
+        for (name, right, _) in &cols {
+            h.push_str(&format!("<th{}>{}</th>", if *right { " class=\"num\"" } else { "" }, escape(name)));
+        }
+        h.push_str("</tr></thead><tbody>");
+        for (i, r) in self.rows.iter().enumerate() {
+            let class = if r.fastest { " class=\"best\"" } else { "" };
+            h.push_str(&format!("<tr{class} data-path=\"{}\">", escape(&r.path)));
+            for (c, (name, right, cells)) in cols.iter().enumerate() {
+                let mut cell = escape(&cells[i]);
+                if c == 0 && r.fastest {
+                    cell = format!("<b>★ {cell}</b>");
+                }
+                let class = if name == "verdict" {
+                    format!(" class=\"{}\"", if r.applicable { r.verdict.as_str() } else { "failed" })
+                } else if *right {
+                    " class=\"num\"".to_string()
+                } else {
+                    String::new()
+                };
+                h.push_str(&format!("<td{class}>{cell}</td>"));
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</tbody></table>");
+        h.push_str(&format!("<div class=\"gpushare-note\">{}</div>", escape(&self.footer())));
+        h
+    }
+}

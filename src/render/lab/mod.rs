@@ -1,0 +1,20 @@
+//! The transfer-path laboratory: a comparison of every path for one array (`gpushare.compare`,
+//! `%share x ->jax --path all`) and a sweep over sizes × paths (`gpushare.bench`, `%sharebench`).
+//!
+//! Python measures and hands over raw runs ([`PathRun`]: samples in seconds, bytes, verdicts); this
+//! module computes the statistics, picks the fastest path, chooses one unit per column and renders
+//! text, HTML and the JSON payload (`gpushare.comparison/1`, `gpushare.benchmark/1`). The plot of a
+//! sweep is in [`super::plot`].
+
+mod benchmark;
+mod columns;
+mod comparison;
+mod rows;
+
+pub use benchmark::{BenchInput, BenchPoint, BenchRun, BenchmarkReport};
+pub use columns::{ByteUnit, byte_unit_for, gbps, size_label};
+pub use comparison::{ComparisonInput, ComparisonReport};
+pub use rows::{PathRow, PathRun};
+
+#[cfg(test)]
+mod tests;

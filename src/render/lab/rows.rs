@@ -1,0 +1,173 @@
+//! One path tried on one array: the raw run Python hands over ([`PathRun`]) and the row tables
+//! show and the JSON carries ([`PathRow`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{TensorReport, Verdict};
+use crate::stats::Timing;
+
+fn yes() -> bool {
+    true
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// One path tried on one array, as Python measured it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PathRun {
+    pub path: String,
+    /// `"shared"`, `"copied"` or `"failed"`.
+    pub verdict: String,
+    /// `false` when the path does not apply to the pair (then `verdict` is `"failed"`).
+    #[serde(default = "yes")]
+    pub applicable: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub fix: Option<String>,
+    /// Seconds per loop, one per repeat.
+    #[serde(default)]
+    pub samples: Vec<f64>,
+    #[serde(default = "one")]
+    pub loops: u64,
+    /// Device seconds per loop by CUDA events on the source's stream, one per repeat.
+    #[serde(default)]
+    pub device_samples: Option<Vec<f64>>,
+    /// Payload bytes the path copied (0 when it shared).
+    #[serde(default)]
+    pub bytes_moved: u64,
+    #[serde(default)]
+    pub target: Option<TensorReport>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// This is the path `auto` picks for the pair.
+    #[serde(default)]
+    pub auto: bool,
+}
+
+/// A measured path as tables show it and the JSON carries it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathRow {
+    pub path: String,
+    pub verdict: Verdict,
+    pub applicable: bool,
+    pub auto: bool,
+    pub reason: Option<String>,
+    pub fix: Option<String>,
+    pub bytes_moved: u64,
+    /// Host wall time per handoff.
+    pub timing: Option<Timing>,
+    /// Device time per handoff (CUDA events), where measured.
+    pub device_timing: Option<Timing>,
+    /// Bytes moved per second at the median time; `None` when nothing was copied or it failed.
+    pub bandwidth: Option<f64>,
+    /// The fastest path that worked (at this size, in a sweep).
+    pub fastest: bool,
+    /// Set when the spread makes the median untrustworthy.
+    pub warning: Option<String>,
+    pub notes: Vec<String>,
+    pub target: Option<TensorReport>,
+}
+
+fn verdict_of(name: &str) -> Verdict {
+    match name {
+        "shared" => Verdict::Shared,
+        "copied" => Verdict::Copied,
+        _ => Verdict::Failed,
+    }
+}
+
+impl PathRow {
+    pub fn from_run(run: PathRun) -> PathRow {
+        let verdict = verdict_of(&run.verdict);
+        let worked = verdict != Verdict::Failed && !run.samples.is_empty();
+        let timing = worked.then(|| Timing::from_samples(run.samples.clone(), run.loops));
+        let device_timing = if worked {
+            run.device_samples.filter(|d| !d.is_empty()).map(|d| Timing::from_samples(d, run.loops))
+        } else {
+            None
+        };
+        let timing = timing.map(|mut t| {
+            t.device_median = device_timing.as_ref().map(|d| d.median);
+            t
+        });
+        let bandwidth = timing
+            .as_ref()
+            .filter(|t| run.bytes_moved > 0 && t.median > 0.0)
+            .map(|t| run.bytes_moved as f64 / t.median);
+        let warning = timing.as_ref().and_then(Timing::noise_warning);
+        PathRow {
+            path: run.path,
+            verdict,
+            applicable: run.applicable,
+            auto: run.auto,
+            reason: run.reason,
+            fix: run.fix,
+            bytes_moved: if worked { run.bytes_moved } else { 0 },
+            timing,
+            device_timing,
+            bandwidth,
+            fastest: false,
+            warning,
+            notes: run.notes,
+            target: run.target,
+        }
+    }
+
+    pub fn worked(&self) -> bool {
+        self.verdict != Verdict::Failed && self.timing.as_ref().is_some_and(|t| t.median.is_finite())
+    }
+
+    pub(super) fn median(&self) -> Option<f64> {
+        self.timing.as_ref().map(|t| t.median).filter(|m| m.is_finite())
+    }
+
+    /// "shared ✓", "copied ✗", "failed ✗", "not applicable".
+    pub fn verdict_text(&self) -> String {
+        let base = if !self.applicable {
+            "not applicable"
+        } else {
+            match self.verdict {
+                Verdict::Shared => "shared ✓",
+                Verdict::Copied => "copied ✗",
+                Verdict::Failed => "failed ✗",
+            }
+        };
+        base.to_owned()
+    }
+
+    pub(super) fn path_text(&self) -> String {
+        if self.auto { format!("{} (auto)", self.path) } else { self.path.clone() }
+    }
+
+    pub(super) fn why(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(r) = &self.reason {
+            parts.push(r.clone());
+        }
+        if let Some(f) = &self.fix {
+            parts.push(format!("fix: {f}"));
+        }
+        parts.extend(self.notes.iter().cloned());
+        if let Some(w) = &self.warning {
+            parts.push(format!("⚠ {w}"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// Marks the fastest row that worked; returns its index.
+pub(super) fn mark_fastest(rows: &mut [&mut PathRow]) -> Option<usize> {
+    let best = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.median().filter(|_| r.worked()).map(|m| (i, m)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i);
+    if let Some(i) = best {
+        rows[i].fastest = true;
+    }
+    best
+}

@@ -1,0 +1,159 @@
+use super::*;
+use super::columns::bytes_in;
+use crate::report::TensorReport;
+
+fn tensor() -> TensorReport {
+    serde_json::from_value(serde_json::json!({
+        "framework": "torch", "dtype": "float32", "shape": [1024], "strides": [1], "device": "cpu",
+        "dlpack_device": [1, 0], "dlpack_device_name": "cpu:0", "data_ptr": 4096, "byte_offset": 0,
+        "nbytes": 4096, "span": [4096, 8192], "contiguous": true, "alignment": 256, "readonly": false,
+        "dlpack_version": [1, 0], "cuda": null
+    }))
+    .unwrap()
+}
+
+fn run(path: &str, verdict: &str, samples: &[f64], bytes: u64) -> PathRun {
+    serde_json::from_value(serde_json::json!({
+        "path": path, "verdict": verdict, "samples": samples, "loops": 10, "bytes_moved": bytes
+    }))
+    .unwrap()
+}
+
+fn comparison() -> ComparisonReport {
+    let mut na = run("pinned", "failed", &[], 0);
+    na.applicable = false;
+    na.reason = Some("pinned needs CUDA: libcuda not found".into());
+    let mut auto = run("dlpack", "shared", &[2e-6, 2.1e-6, 1.9e-6, 2e-6], 0);
+    auto.auto = true;
+    ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![
+            auto,
+            run("host", "copied", &[40e-6, 41e-6, 39e-6, 40e-6], 4096),
+            na,
+            run("copy", "copied", &[1.5e-6, 1.6e-6, 1.5e-6, 1.5e-6], 4096),
+        ],
+        repeat: 4,
+        warmup: 1,
+    })
+}
+
+#[test]
+fn comparison_marks_the_fastest_and_keeps_failed_rows() {
+    let c = comparison();
+    assert_eq!(c.fastest.as_deref(), Some("copy"));
+    assert_eq!(c.auto_path.as_deref(), Some("dlpack"));
+    assert_eq!(c.rows.iter().filter(|r| r.fastest).count(), 1);
+    let pinned = &c.rows[2];
+    assert!(!pinned.applicable && pinned.timing.is_none() && pinned.bandwidth.is_none());
+    let host = &c.rows[1];
+    assert!((host.bandwidth.unwrap() - 4096.0 / 40e-6).abs() < 1.0);
+    assert!(c.rows[0].bandwidth.is_none(), "zero-copy moves nothing");
+}
+
+#[test]
+fn comparison_text_has_one_unit_per_column() {
+    let text = comparison().text();
+    assert!(text.starts_with("torch → jax · float32 (1024,) on cpu:0 · 4.00 KiB"), "{text}");
+    let header = text.lines().nth(1).unwrap();
+    for col in ["path", "verdict", "bytes moved (KiB)", "median (µs)", "min (µs)", "IQR (µs)", "bandwidth (GB/s)", "why"] {
+        assert!(header.contains(col), "{col} missing in {header}");
+    }
+    assert!(text.contains("★  copy"), "{text}");
+    assert!(text.contains("not applicable") && text.contains("pinned needs CUDA: libcuda not found"));
+    assert!(text.contains("dlpack (auto)"));
+    assert!(text.contains("auto picks dlpack"));
+    // The host row in µs, three significant figures; copy's bandwidth in GB/s.
+    let host = text.lines().find(|l| l.contains("host")).unwrap();
+    assert!(host.contains("40.0") && host.contains("0.102"), "{host}");
+}
+
+#[test]
+fn comparison_html_highlights_the_fastest_and_json_has_the_schema() {
+    let c = comparison();
+    let html = c.html();
+    assert!(html.contains("<tr class=\"best\" data-path=\"copy\">"));
+    assert!(html.contains("<b>★ copy</b>"));
+    assert!(html.contains("class=\"failed\">not applicable"));
+    let json = c.to_json();
+    assert_eq!(json["schema"], "gpushare.comparison/1");
+    assert_eq!(json["data"]["rows"][2]["verdict"], "failed");
+    assert_eq!(json["data"]["rows"][2]["applicable"], false);
+    assert_eq!(json["data"]["rows"][3]["fastest"], true);
+    assert_eq!(json["data"]["rows"][1]["timing"]["median"], 40e-6);
+}
+
+#[test]
+fn noisy_rows_carry_a_warning() {
+    let c = ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "numpy".into(),
+        runs: vec![run("dlpack", "shared", &[1e-6, 5e-6, 1e-6, 9e-6, 2e-6], 0)],
+        repeat: 5,
+        warmup: 1,
+    });
+    assert!(c.rows[0].warning.as_deref().unwrap().starts_with("noisy"));
+    assert!(c.text().contains("⚠ noisy"));
+}
+
+fn bench() -> BenchmarkReport {
+    let mut points = Vec::new();
+    for (i, size) in [4096u64, 1 << 20, 256 << 20].into_iter().enumerate() {
+        let scale = [1.0, 10.0, 1000.0][i];
+        points.push(BenchRun { size, run: run("dlpack", "shared", &[2e-6, 2e-6, 2e-6], 0) });
+        points.push(BenchRun { size, run: run("host", "copied", &[scale * 30e-6; 3], size) });
+        let mut na = run("pinned", "failed", &[], 0);
+        na.applicable = false;
+        na.reason = Some("pinned needs CUDA: no driver".into());
+        points.push(BenchRun { size, run: na });
+    }
+    BenchmarkReport::from_input(BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "jax".into(),
+        dtype: "float32".into(),
+        device: "cpu".into(),
+        sizes: vec![4096, 1 << 20, 256 << 20],
+        paths: vec!["dlpack".into(), "host".into(), "pinned".into()],
+        points,
+        interrupted: false,
+        repeat: 3,
+        warmup: 1,
+    })
+}
+
+#[test]
+fn bench_pivots_sizes_by_paths_with_a_unit_per_column() {
+    let b = bench();
+    assert_eq!(b.working_paths(), vec!["dlpack", "host"]);
+    assert_eq!(b.path_verdict("pinned"), "n/a");
+    let text = b.text();
+    let header = text.lines().nth(2).unwrap();
+    assert!(header.contains("dlpack (µs)") && header.contains("host (µs)") && header.contains("pinned"), "{header}");
+    assert!(text.contains("4 KiB") && text.contains("256 MiB"));
+    assert!(text.contains("★ 2.00"), "{text}");
+    assert!(text.contains("host (GB/s)"));
+    assert!(text.contains("pinned: pinned needs CUDA: no driver"));
+    let json = b.to_json();
+    assert_eq!(json["schema"], "gpushare.benchmark/1");
+    assert_eq!(json["data"]["points"].as_array().unwrap().len(), 9);
+    assert_eq!(json["data"]["points"][0]["size"], 4096);
+    assert_eq!(json["data"]["points"][0]["path"], "dlpack");
+    assert_eq!(json["data"]["points"][0]["fastest"], true);
+}
+
+#[test]
+fn bench_html_has_tables_and_the_plot() {
+    let html = bench().html();
+    assert!(html.contains("data-quantity=\"time\"") && html.contains("data-quantity=\"bandwidth\""));
+    assert!(html.contains("<svg"));
+    assert!(html.contains("<li><b>pinned</b>: pinned needs CUDA: no driver</li>"));
+}
+
+#[test]
+fn byte_units() {
+    assert_eq!(byte_unit_for(&[0, 4096, 1 << 20]).suffix, "KiB");
+    assert_eq!(byte_unit_for(&[0]).suffix, "B");
+    assert_eq!(bytes_in(4096, byte_unit_for(&[4096])), "4");
+    assert_eq!(bytes_in(1 << 20, byte_unit_for(&[4096])), "1024");
+}
