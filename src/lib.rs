@@ -10,6 +10,7 @@ pub mod explain;
 pub mod kernel;
 pub mod render;
 pub mod report;
+pub mod share;
 pub mod shared;
 pub mod stats;
 

@@ -1,6 +1,8 @@
 //! The result data model: what gpushare reports about a tensor and about one handoff.
 //! Serialised as the `application/vnd.gpushare+json` payload, so field names are part of the contract.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::dlpack::{Layout, device_type_name};
@@ -104,9 +106,128 @@ pub struct ShareReport {
     /// What gpushare predicted before converting; `None` when no prediction was made.
     pub predicted: Option<Prediction>,
     /// The CUDA memory ledger: device memory in use before and after, per allocator where known.
-    pub memory: Option<serde_json::Value>,
+    pub memory: Option<MemoryLedger>,
     /// Producer and consumer streams of the DLPack handoff and whether a wait was inserted.
-    pub streams: Option<serde_json::Value>,
+    pub streams: Option<StreamReport>,
+}
+
+/// Device memory at one moment: the driver's free and total bytes and each framework allocator's
+/// figures in its own terms (torch: allocated/reserved; JAX: bytes_in_use; …).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemorySnapshot {
+    pub ordinal: i32,
+    pub driver_free: Option<u64>,
+    pub driver_total: Option<u64>,
+    pub frameworks: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+impl MemorySnapshot {
+    pub fn driver_used(&self) -> Option<i64> {
+        Some(self.driver_total? as i64 - self.driver_free? as i64)
+    }
+}
+
+/// What one handoff cost in device memory: `after - before` of the driver's used bytes and of
+/// every allocator figure present both times. Positive means more memory held afterwards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryLedger {
+    pub ordinal: i32,
+    pub driver_used: Option<i64>,
+    pub frameworks: BTreeMap<String, BTreeMap<String, i64>>,
+    pub seconds: f64,
+    /// One line: `driver +64.0 MiB; torch allocated +64.0 MiB`, or `no change`.
+    pub summary: String,
+}
+
+impl MemoryLedger {
+    pub fn between(before: &MemorySnapshot, after: &MemorySnapshot, seconds: f64) -> MemoryLedger {
+        let driver_used = before.driver_used().zip(after.driver_used()).map(|(b, a)| a - b);
+        let mut frameworks = BTreeMap::new();
+        for (name, figures) in &after.frameworks {
+            let Some(earlier) = before.frameworks.get(name) else { continue };
+            let diff: BTreeMap<String, i64> =
+                figures.iter().filter_map(|(k, v)| earlier.get(k).map(|e| (k.clone(), v - e))).collect();
+            frameworks.insert(name.clone(), diff);
+        }
+        let mut parts = Vec::new();
+        if let Some(d) = driver_used {
+            parts.push(format!("driver {}", signed_bytes(d)));
+        }
+        for (name, figures) in &frameworks {
+            let changed: Vec<String> =
+                figures.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {}", signed_bytes(*v))).collect();
+            if !changed.is_empty() {
+                parts.push(format!("{name} {}", changed.join(", ")));
+            }
+        }
+        let summary = if parts.is_empty() { "no change".to_string() } else { parts.join("; ") };
+        MemoryLedger { ordinal: after.ordinal, driver_used, frameworks, seconds, summary }
+    }
+}
+
+/// `+64.0 MiB`, `-512 B`, `±0 B`.
+pub fn signed_bytes(n: i64) -> String {
+    let sign = match n.signum() {
+        1 => "+",
+        -1 => "-",
+        _ => "±",
+    };
+    let mut value = n.unsigned_abs() as f64;
+    for unit in ["B", "KiB", "MiB", "GiB"] {
+        if value < 1024.0 || unit == "GiB" {
+            return if unit == "B" { format!("{sign}{value:.0} {unit}") } else { format!("{sign}{value:.1} {unit}") };
+        }
+        value /= 1024.0;
+    }
+    unreachable!("GiB ends the loop")
+}
+
+/// What a consumer asked the producer's `__dlpack__` for during a handoff.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamRequest {
+    /// The `stream` argument: `None` when the consumer passed none (or `None`).
+    pub stream: Option<i64>,
+    pub max_version: Option<(u32, u32)>,
+}
+
+/// How the two sides' work was ordered in a handoff of device memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    pub path: String,
+    pub producer_stream: Option<u64>,
+    pub consumer_stream: Option<i64>,
+    pub max_version: Option<(u32, u32)>,
+    /// What ordered them, in words.
+    pub wait: String,
+}
+
+impl StreamReport {
+    /// The ordering of a handoff by `path`, from the producer's current stream and what the
+    /// consumer asked `__dlpack__` for (the last request: consumers may probe first).
+    pub fn of(path: &str, producer_stream: Option<u64>, requests: &[StreamRequest]) -> StreamReport {
+        let last = requests.last();
+        let (consumer_stream, max_version) = match last {
+            Some(r) if path == "dlpack" => (r.stream, r.max_version),
+            _ => (None, None),
+        };
+        let wait = match last.filter(|_| path == "dlpack") {
+            None => "none: this route carries no stream; gpushare synchronised the source first".to_string(),
+            Some(StreamRequest { stream: None, .. }) => {
+                "producer synchronises with the legacy default stream (stream=None)".to_string()
+            }
+            Some(StreamRequest { stream: Some(-1), .. }) => {
+                "none: the consumer asked for no synchronisation (stream=-1)".to_string()
+            }
+            Some(StreamRequest { stream: Some(s), .. }) if producer_stream == Some(*s as u64) => {
+                "none: producer and consumer use the same stream".to_string()
+            }
+            Some(StreamRequest { stream: Some(s), .. }) => match producer_stream {
+                Some(p) => format!("producer makes stream {s} wait on its stream {p} (event)"),
+                None => format!("producer makes stream {s} wait on its stream None (event)"),
+            },
+        };
+        StreamReport { path: path.to_string(), producer_stream, consumer_stream, max_version, wait }
+    }
 }
 
 impl ShareReport {

@@ -20,6 +20,12 @@ pub struct Timing {
     pub iqr: f64,
     /// Device time per loop measured with CUDA events, when the path ran on a GPU.
     pub device_median: Option<f64>,
+    /// Device seconds per loop of each sample, by CUDA events, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_samples: Option<Vec<f64>>,
+    /// Untimed runs made before the samples.
+    #[serde(default)]
+    pub warmup: u64,
 }
 
 impl Timing {
@@ -38,11 +44,23 @@ impl Timing {
                 quantile(&sorted, 0.75) - quantile(&sorted, 0.25),
             )
         };
-        Timing { samples, loops, median, min, max, mean, iqr, device_median: None }
+        Timing { samples, loops, median, min, max, mean, iqr, device_median: None, device_samples: None, warmup: 0 }
     }
 
     pub fn repeats(&self) -> usize {
         self.samples.len()
+    }
+
+    /// Adds the device clock's samples (and their median).
+    pub fn with_device_samples(mut self, device: Vec<f64>) -> Timing {
+        self.device_median = Some(Timing::from_samples(device.clone(), self.loops).median);
+        self.device_samples = Some(device);
+        self
+    }
+
+    /// One call measured once: no median, no minimum, just that sample.
+    pub fn is_single(&self) -> bool {
+        self.samples.len() == 1 && self.loops == 1
     }
 
     /// A warning when the spread says the median is not to be trusted (needs at least 4 repeats).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import warnings
@@ -10,7 +9,8 @@ from typing import Any, Iterator, Sequence
 
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
-from gpushare.exceptions import ConversionError, GpushareError, GpushareWarning
+from gpushare.exceptions import GpushareError, GpushareWarning
+from gpushare.ledger import allocator_memory
 from gpushare.paths import route
 
 ShareResult = _native.ShareResult
@@ -19,13 +19,6 @@ TensorInfo = _native.TensorInfo
 
 # (type of the array, target, path, source) -> the _native.SharePlan that runs such shares.
 _PLANS: dict[tuple[Any, ...], Any] = {}
-
-
-def _predicted_this(predicted: Any, text: str) -> bool:
-    """The prediction said "failed" and named words that the framework's message contains: its
-    reason is then the explanation (never when the framework failed for another reason)."""
-    expected = getattr(predicted, "expected_error", None)
-    return bool(predicted is not None and predicted[0] == "failed" and expected and expected.lower() in text.lower())
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -42,66 +35,10 @@ def _user_stacklevel() -> int:
 
 def _conversion_error(
     src: Adapter, dst: Adapter, path: str, exc: BaseException, predicted: Any = None
-) -> ConversionError:
-    text = f"{type(exc).__name__}: {exc}"
-    known = _native.explain_failure(text)
-    if known is not None:
-        reason, fix = known
-        message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
-    elif _predicted_this(predicted, text):
-        reason, fix = predicted[1] or text, getattr(predicted, "fix", None)
-        message = f"{src.name} → {dst.name} via {path} failed: {reason}. Fix: {fix}"
-    else:
-        reason, fix = text, None
-        message = f"{src.name} → {dst.name} via {path} failed: {text}"
-    if predicted is not None and predicted[0] != "failed":
-        message += f" (UNEXPECTED: gpushare predicted {predicted[0]})"
-    err = ConversionError(message)
-    err.reason = reason
-    err.fix = fix
-    err.framework_error = text
-    err.predicted = predicted
-    return err
-
-
-class _StreamRecorder:
-    """Stands in for the source during one handoff and records what the consumer asked its
-    ``__dlpack__`` for: the stream argument is how DLPack orders work between frameworks."""
-
-    __slots__ = ("obj", "requests")
-
-    def __init__(self, obj: Any):
-        self.obj = obj
-        self.requests: list[dict] = []
-
-    def __dlpack__(self, **kwargs: Any) -> Any:
-        self.requests.append(kwargs)
-        return self.obj.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self) -> Any:
-        return self.obj.__dlpack_device__()
-
-
-def _stream_report(src: Adapter, obj: Any, requests: list[dict], path: str) -> dict:
-    """Producer and consumer streams of a handoff and whether the producer had to order them."""
-    producer = src.current_stream(obj)
-    report: dict[str, Any] = {"path": path, "producer_stream": producer}
-    if path != "dlpack" or not requests:
-        report["consumer_stream"] = None
-        report["wait"] = "none: this route carries no stream; gpushare synchronised the source first"
-        return report
-    consumer = requests[-1].get("stream")
-    report["consumer_stream"] = consumer
-    report["max_version"] = requests[-1].get("max_version")
-    if consumer is None:
-        report["wait"] = "producer synchronises with the legacy default stream (stream=None)"
-    elif consumer == -1:
-        report["wait"] = "none: the consumer asked for no synchronisation (stream=-1)"
-    elif producer is not None and consumer == producer:
-        report["wait"] = "none: producer and consumer use the same stream"
-    else:
-        report["wait"] = f"producer makes stream {consumer} wait on its stream {producer} (event)"
-    return report
+) -> BaseException:
+    """The exception gpushare raises for ``exc``, raised while handing an array of ``src`` to ``dst``
+    by ``path``: made by the core's one conversion (``src/python/errors.rs``), as every share's is."""
+    return _native.conversion_error(src.name, dst.name, path, exc, predicted)
 
 
 def inspect(obj: Any) -> TensorInfo:
@@ -124,11 +61,14 @@ def share(
     to: str,
     *,
     path: str = "auto",
-    repeat: int = 1,
-    number: int = 1,
+    repeat: int | None = None,
+    number: int | None = None,
     source: str | None = None,
     name: str | None = None,
     origin: TensorInfo | None = None,
+    warmup: int = 0,
+    budget: float | None = None,
+    observe: bool = False,
 ) -> ShareResult:
     """Converts ``obj`` to framework ``to`` and reports what happened.
 
@@ -137,8 +77,15 @@ def share(
     obj : an array of PyTorch, TensorFlow, JAX, NumPy, CuPy or Numba.
     to : the target framework: ``"torch"``, ``"tf"``, ``"jax"``, ``"numpy"``, ``"cupy"``, ``"numba"``.
     path : the transfer path (``"auto"``, ``"dlpack"``, ``"capsule"``, ``"cai"``, …).
-    repeat, number : timing: ``repeat`` samples of ``number`` conversions each (``%timeit``'s -r/-n).
+    repeat, number : timing: ``repeat`` samples of ``number`` conversions each (``%timeit``'s -r/-n;
+        None counts as 1 without a ``budget``). By default one conversion, timed once and reported as "1 sample" (its host time, as the raw
+        call's would be); anything more is synchronised at the sample edges.
     source : the framework ``obj`` must belong to (checked); inferred when None.
+    warmup : untimed conversions before the samples.
+    budget : seconds: time the way ``%timeit`` does within this budget (a warm-up, auto-ranged
+        samples), as the magics do; ``repeat``/``number`` then fix those counts if given.
+    observe : on a GPU, also record the memory ledger (``.memory``) and the DLPack stream report
+        (``.streams``) of one extra, untimed handoff. The magics turn it on.
 
     Returns
     -------
@@ -157,8 +104,10 @@ def share(
     >>> r.verdict, r.value
     ('shared', array([1., 1., 1.], dtype=float32))
     """
-    if repeat < 1 or number < 1:
+    if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if budget is not None and not budget > 0:
+        raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
     # What depends only on the array's type, the target and the path is worked out once, into a plan
     # that runs every later share of that kind in the Rust core (src/python/plan.rs).
     plan_key = (type(obj), to, path, source)
@@ -170,7 +119,10 @@ def share(
         plan = _plan(obj, to, path, source)
         if plan_key is not None:
             _PLANS[plan_key] = plan
-    result = plan.run(obj, repeat, number, name, origin)
+    if budget is None:
+        result = plan.run(obj, repeat or 1, number or 1, name, origin, warmup=warmup, observe=observe)
+    else:  # the budget's policy, with -r/-n pinned only where asked for
+        result = plan.run(obj, repeat, number, name, origin, warmup=warmup, budget=budget, observe=observe)
     warning = result.readonly_warning
     if warning is not None:
         warnings.warn(
@@ -197,55 +149,7 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
             raise e from None
         e.predicted = verdicts.predict(src, dst, src_info, path)
         raise
-    return _native.SharePlan(
-        src,
-        dst,
-        path_name,
-        convert,
-        verdicts.predictor(src, dst, path_name),
-        _error_hook(src, dst, path_name),
-        _observed_handoff,
-        type(src).check_source is not Adapter.check_source,
-    )
-
-
-def _error_hook(src: Adapter, dst: Adapter, path: str) -> Any:
-    """What a plan raises when a step fails: gpushare's own errors carry the prediction; any other
-    exception of the framework becomes a ConversionError that explains it (``raise … from``)."""
-
-    def on_error(stage: str, exc: BaseException, predicted: Any) -> BaseException:
-        if isinstance(exc, GpushareError):
-            if stage != "inspect":
-                exc.predicted = predicted
-            return exc
-        if not isinstance(exc, Exception):  # KeyboardInterrupt and the like pass through untouched
-            return exc
-        if stage == "inspect":
-            err = _conversion_error(src, src, "inspect", exc)
-        else:
-            err = _conversion_error(src, dst, path, exc, predicted)
-        err.__cause__ = exc
-        return err
-
-    return on_error
-
-
-def _observed_handoff(
-    src: Adapter, dst: Adapter, obj: Any, convert: Any, path: str, src_info: TensorInfo
-) -> tuple[str | None, str]:
-    from gpushare.ledger import MemoryLedger
-
-    ordinal = src_info.dlpack_device[1]
-    recorder = _StreamRecorder(obj)
-    src.synchronize(obj)
-    before = MemoryLedger.snapshot(ordinal)
-    value = convert(recorder if path == "dlpack" else obj)
-    dst.synchronize(value)
-    after = MemoryLedger.snapshot(ordinal)
-    del value
-    diff = MemoryLedger.diff(before, after)
-    memory = {**diff.to_dict(), "summary": diff.summary()}
-    return json.dumps(memory, default=str), json.dumps(_stream_report(src, obj, recorder.requests, path), default=str)
+    return _native.SharePlan(src, dst, path_name, convert, verdicts.predictor(src, dst, path_name), allocator_memory)
 
 
 def parse_chain(spec: str) -> tuple[str | None, list[str]]:
@@ -265,10 +169,13 @@ def share_chain(
     targets: Sequence[str],
     *,
     path: str = "auto",
-    repeat: int = 1,
-    number: int = 1,
+    repeat: int | None = None,
+    number: int | None = None,
     source: str | None = None,
     name: str | None = None,
+    warmup: int = 0,
+    budget: float | None = None,
+    observe: bool = False,
 ) -> list[ShareResult]:
     """Converts through each framework in turn; every hop's result says whether it still shares the
     first source's memory (``shares_origin``)."""
@@ -278,6 +185,7 @@ def share_chain(
         r = share(
             current, target, path=path, repeat=repeat, number=number,
             source=source if i == 0 else None, name=name, origin=origin,
+            warmup=warmup, budget=budget, observe=observe,
         )
         results.append(r)
         current = r.value

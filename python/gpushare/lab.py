@@ -21,12 +21,11 @@ import sys
 import warnings
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native
+from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.api import inspect
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES, _shared_buffer_importer, resolve_auto, route
-from gpushare.timing import _DeviceClock, measure, synchronizer
 
 SharedBuffer = _native.SharedBuffer
 
@@ -77,22 +76,13 @@ def empty_cache() -> None:
 
 
 def _reason_of(exc: BaseException) -> tuple[str, str | None]:
+    """Why a path failed, in the words of the error the core made (``reason``, ``fix``)."""
     reason = getattr(exc, "reason", None)
-    if isinstance(exc, GpushareError) and reason:
-        return str(reason), getattr(exc, "fix", None)
     if isinstance(exc, GpushareError):
-        return str(exc), getattr(exc, "fix", None)
+        return str(reason or exc), getattr(exc, "fix", None)
     text = f"{type(exc).__name__}: {exc}"
     known = _native.explain_failure(text)
     return (known[0], known[1]) if known else (text, None)
-
-
-#: Why the copying paths copy: by design, not because a framework refused to share.
-_BY_DESIGN = {
-    "host": "copied by design: the naive route through NumPy on the host",
-    "pinned": "copied by design: staged through page-locked host memory by gpushare",
-    "copy": "copied by design: gpushare copies into its own buffer, then shares that",
-}
 
 
 def _empty_run(path: str) -> dict:
@@ -102,45 +92,28 @@ def _empty_run(path: str) -> dict:
 
 
 def _try_path(
-    obj: Any, src: Adapter, dst: Adapter, src_info: Any, path: str, *, repeat: int, number: int | None,
-    warmup: int, min_sample_time: float, clock: Any, keep_value: bool,
+    obj: Any, src: Adapter, dst: Adapter, path: str, *, repeat: int, number: int | None,
+    warmup: int, min_sample_time: float, keep_value: bool,
 ) -> tuple[dict, Any]:
-    """Measures one path; a path that does not apply or fails is a run with its reason."""
+    """Measures one path: the share pipeline, run with the lab's timing policy. A path that does
+    not apply or fails is a row with its reason."""
     run = _empty_run(path)
     try:
         _, convert = route(src, dst, path)
-    except PathNotApplicableError as e:
-        run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)
-        return run, None
-    if path != "host":  # host goes through NumPy, which takes any layout
-        try:
-            src_info.refuse_for(dst.name)
-        except GpushareError as e:
-            run["reason"], run["fix"] = _reason_of(e)
-            return run, None
-    try:
-        m = measure(
-            convert, obj, synchronize=synchronizer(src, obj, dst), repeat=repeat, number=number,
-            warmup=max(warmup, 1), min_sample_time=min_sample_time, device_clock=clock,
-        )
-        dst_info = dst.inspect(m.value)
+        plan = _native.SharePlan(src, dst, path, convert, verdicts.predictor(src, dst, path))
+        result = plan.run(obj, repeat, number, warmup=max(warmup, 1), min_sample_time=min_sample_time)
     except PathNotApplicableError as e:
         run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)
         return run, None
     except Exception as e:  # the framework failed: a row, not an exception
         run["reason"], run["fix"] = _reason_of(e)
         return run, None
-    result = _native.ShareResult(
-        m.value if keep_value else None, src_info, dst_info, path, m.samples, m.number,
-        device_samples=m.device_samples,
-    )
-    reason = result.reason
-    if result.verdict == "copied" and path in _BY_DESIGN:
-        reason = _BY_DESIGN[path]
+    t = result.timing
     run.update(
-        verdict=result.verdict, reason=reason, samples=m.samples, loops=m.number,
-        device_samples=m.device_samples, bytes_moved=0 if result.verdict == "shared" else int(src_info.nbytes),
-        target=dst_info.to_dict(), notes=list(result.notes),
+        verdict=result.verdict, reason=result.reason, samples=list(t.samples), loops=t.loops,
+        device_samples=t.device_samples,
+        bytes_moved=0 if result.verdict == "shared" else int(result.source.nbytes),
+        target=result.target.to_dict(), notes=list(result.notes),
     )
     return run, (result if keep_value else None)
 
@@ -292,15 +265,14 @@ def compare(
     src_info = inspect(obj)
     src.check_source(obj)
     auto = resolve_auto(src, dst)
-    clock = _DeviceClock.for_source(src, obj, tuple(src_info.dlpack_device))
     runs: list[dict] = []
     results: dict[str, Any] = {}
     try:
         for name in names:
             path = auto if name == "auto" else name
             run, result = _try_path(
-                obj, src, dst, src_info, path, repeat=repeat, number=number, warmup=warmup,
-                min_sample_time=min_sample_time, clock=clock, keep_value=True,
+                obj, src, dst, path, repeat=repeat, number=number, warmup=warmup,
+                min_sample_time=min_sample_time, keep_value=True,
             )
             run["auto"] = path == auto
             runs.append(run)
@@ -484,8 +456,6 @@ def bench(
                         else:
                             arrays[key] = make_array(s, n, dtype, device)
                     obj = arrays[key]
-                    src_info = inspect(obj)
-                    clock = _DeviceClock.for_source(s, obj, tuple(src_info.dlpack_device))
                 except KeyboardInterrupt:
                     raise
                 except Exception as e:
@@ -494,10 +464,13 @@ def bench(
                     run["reason"] = f"could not make the source array: {run['reason']}"
                 else:
                     run, _ = _try_path(
-                        obj, s, d, src_info, path, repeat=repeat, number=number, warmup=warmup,
-                        min_sample_time=min_sample_time, clock=clock, keep_value=False,
+                        obj, s, d, path, repeat=repeat, number=number, warmup=warmup,
+                        min_sample_time=min_sample_time, keep_value=False,
                     )
                 run["auto"] = path == auto
+                # The shared path starts from a SharedBuffer, not from the array the others start
+                # from: shown, never ranked against them.
+                run["comparable"] = path != "shared"
                 run["size"] = size
                 points.append(run)
                 bar.update(1)

@@ -142,6 +142,18 @@ def framework_memory(name: str, ordinal: int = 0) -> Optional[dict[str, int]]:
         return None
 
 
+def allocator_memory(ordinal: int = 0) -> dict[str, dict[str, int]]:
+    """Every imported framework allocator's figures on CUDA device ``ordinal`` (the memory
+    ledger's per-framework half; the core reads the driver's figure itself)."""
+    figures = {}
+    for name in TRACKED_FRAMEWORKS:
+        if name in sys.modules:
+            found = framework_memory(name, ordinal)
+            if found is not None:
+                figures[name] = found
+    return figures
+
+
 @dataclass(frozen=True)
 class MemorySnapshot:
     """Device memory at one moment: the driver's free/total and each allocator's figures."""
@@ -223,11 +235,12 @@ class MemoryLedger:
     def snapshot(ordinal: int = 0, frameworks: Optional[Iterable[str]] = None) -> MemorySnapshot:
         """The driver's free/total for ``ordinal`` and the allocator figures of ``frameworks``
         (default: every tracked framework that is imported). Never imports or initialises one."""
-        names = TRACKED_FRAMEWORKS if frameworks is None else tuple(frameworks)
-        figures = {}
-        for name in names:
-            if name in sys.modules:
-                found = framework_memory(name, ordinal)
+        if frameworks is None:
+            figures = allocator_memory(ordinal)
+        else:
+            figures = {}
+            for name in frameworks:
+                found = framework_memory(name, ordinal) if name in sys.modules else None
                 if found is not None:
                     figures[name] = found
         info = driver_mem_info(ordinal)

@@ -14,7 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Int, Unicode
+from traitlets import Bool, Float, Int, Unicode
 
 from gpushare import api
 from gpushare.adapters import adapter_of
@@ -72,8 +72,20 @@ def _top_level_names(cell: str) -> list[str]:
 class GpuShare(Magics):
     """gpushare's magics and their defaults (``%config GpuShare``)."""
 
-    repeat = Int(1, help="Default -r: timing samples per conversion.").tag(config=True)
-    number = Int(1, help="Default -n: conversions per timing sample.").tag(config=True)
+    repeat = Int(None, allow_none=True, min=1, help=(
+        "Default -r: timing samples per conversion. None: as many as time_budget allows."
+    )).tag(config=True)
+    number = Int(None, allow_none=True, min=1, help=(
+        "Default -n: conversions per timing sample. None: chosen so a sample is long enough to time."
+    )).tag(config=True)
+    time_budget = Float(0.05, min=1e-4, help=(
+        "Seconds of timing per array, as %timeit measures: a warm-up, then auto-ranged samples until "
+        "the budget is spent (-n/-r pin those counts). A cell of a few arrays answers well under a second."
+    )).tag(config=True)
+    observe = Bool(True, help=(
+        "On a GPU, record the memory ledger and the DLPack stream report of each handoff (one extra, "
+        "untimed handoff)."
+    )).tag(config=True)
     path = Unicode("auto", help="Default transfer path (--path).").tag(config=True)
     name_template = Unicode(
         "{name}_{dst}", help="How %%share names results: {name} is the variable, {dst} the framework."
@@ -132,13 +144,16 @@ class GpuShare(Magics):
         if route is None:
             raise UsageError("missing route: write SRC->DST (e.g. torch->tf) or ->DST")
         source, targets = self._run(api.parse_chain, route)
-        opts = dict(
-            path=args.path or self.path,
-            repeat=args.repeat if args.repeat is not None else self.repeat,
-            number=args.number if args.number is not None else self.number,
-        )
-        if opts["repeat"] < 1 or opts["number"] < 1:
+        repeat = args.repeat if args.repeat is not None else self.repeat
+        number = args.number if args.number is not None else self.number
+        if (repeat is not None and repeat < 1) or (number is not None and number < 1):
             raise UsageError("-n and -r must be at least 1")
+        opts: dict[str, Any] = dict(path=args.path or self.path, repeat=repeat, number=number, observe=self.observe)
+        if repeat is None or number is None:
+            # Measured as %timeit does: warm, auto-ranged, within the budget; -n/-r pin what they name.
+            opts.update(budget=self.time_budget, warmup=1)
+        elif (repeat, number) != (1, 1):
+            opts.update(warmup=1)
         if opts["path"] == "all":
             return self._compare(args, source, targets, cell, opts)
         if cell is None:
@@ -207,7 +222,7 @@ class GpuShare(Magics):
             raise UsageError("--path all: %share NAME [SRC]->DST --path all")
         obj = self._lookup(args.name)
         # compare() picks its own defaults (several samples per path) unless -n/-r were given.
-        timing = {k: v for k, v in (("repeat", args.repeat), ("number", args.number)) if v is not None}
+        timing = {k: v for k, v in (("repeat", opts["repeat"]), ("number", opts["number"])) if v is not None}
         result = compare(obj, targets[0], paths="all", source=source, **timing)
         if not (args.quiet or self.quiet) and not args.output:
             display(result)

@@ -1,4 +1,5 @@
-"""Timing done right, for handoffs between frameworks.
+"""Timing done right, for handoffs between frameworks: ``measure`` over any callable. The loop is
+the Rust core's (``src/share/timing.rs``), the same one every share, comparison and sweep runs.
 
 What ``%timeit`` leaves out and GPU users trip over (cupy#7185, ipython#14512):
 
@@ -21,9 +22,6 @@ What ``%timeit`` leaves out and GPU users trip over (cupy#7185, ipython#14512):
 
 from __future__ import annotations
 
-import gc
-import statistics
-import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -31,9 +29,7 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.exceptions import GpushareWarning
 
-_now = time.perf_counter
-
-#: Most calls per sample the automatic choice of ``number`` makes.
+#: Most calls per sample the automatic choice of ``number`` makes (the core's constant).
 MAX_AUTO_NUMBER = 100_000
 
 #: Largest share of a sample its fixed cost (synchronisation, clock reads) may take when ``number``
@@ -135,79 +131,14 @@ def measure(
         raise ValueError("repeat must be at least 1")
     if number is not None and number < 1:
         raise ValueError("number must be at least 1")
-    value: Any = None
-    for _ in range(max(warmup, 0)):
-        # The last result goes before the next call, here as in the samples: two alive at once
-        # would change what the allocator keeps (glibc trims the heap when a second 1 MiB block is
-        # freed, and the first call of the next sample pays for fresh pages).
-        value = None
-        value = fn(arg)
-        synchronize(value)
-
-    def sample(n: int, clock: _DeviceClock | None) -> tuple[float, float | None]:
-        """Seconds (host, device) that ``n`` calls took, synchronised at both ends."""
-        nonlocal value
-        gc_was_enabled = disable_gc and gc.isenabled()
-        if gc_was_enabled:
-            gc.disable()
-        try:
-            synchronize(value)
-            value = None
-            if clock is not None:
-                clock.start()
-            t0 = _now()
-            # Results are dropped as they come, as %timeit and torch.utils.benchmark do: holding one
-            # alive across the next call changes what allocators hand out (fresh pages instead of the
-            # block just freed) and would be timed too. The last one is kept for synchronisation.
-            if n > 0:
-                for _ in range(n - 1):
-                    fn(arg)
-                value = fn(arg)
-            if clock is not None:
-                clock.stop()
-            synchronize(value)
-            elapsed = _now() - t0
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        return elapsed, (clock.seconds() if clock is not None else None)
-
-    if number is None:
-        number = _autorange(sample, min_sample_time, max_overhead)
-    samples: list[float] = []
-    device: list[float] | None = [] if device_clock is not None else None
-    for _ in range(repeat):
-        host, dev = sample(number, device_clock)
-        samples.append(host / number)
-        if device is not None and dev is not None:
-            device.append(dev / number)
-    m = Measurement(samples, number, max(warmup, 0), device or None, value)
+    # The loop itself is the core's, the one every share runs (src/share/timing.rs).
+    samples, device, number, warmup, value = _native.measure(
+        fn, arg, synchronize, repeat, number, max(warmup, 0), min_sample_time, max_overhead, disable_gc, device_clock,
+    )
+    m = Measurement(samples, number, warmup, device or None, value)
     if warn and m.warning:
         warnings.warn(m.warning, GpushareWarning, stacklevel=2)
     return m
-
-
-def _autorange(sample: Callable[[int, Any], tuple[float, float | None]], min_sample_time: float,
-               max_overhead: float) -> int:
-    """Calls per sample: torch.utils.benchmark's rule (``Timer._estimate_block_size``) with a floor.
-
-    The fixed cost of a sample is the median of five empty ones (synchronisation and clock reads,
-    no call), as torch measures it. The sample must last ``min_sample_time`` and that cost must be
-    at most ``max_overhead`` of it, within ten times ``min_sample_time``.
-    """
-    overhead = statistics.median(sample(0, None)[0] for _ in range(5))
-    goal = max(min_sample_time, min(overhead / max(max_overhead, 1e-12), 10 * min_sample_time))
-    number = 1
-    while number < MAX_AUTO_NUMBER:
-        total, _ = sample(number, None)
-        if total >= goal:
-            break
-        # Aim straight for the goal, at most x10 per step, so a noisy first sample can't make
-        # one calibration run last seconds.
-        per_loop = max(total / number, 1e-9)
-        want = int(goal / per_loop) + 1
-        number = min(MAX_AUTO_NUMBER, max(number * 2, min(want, number * 10)))
-    return number
 
 
 def synchronizer(src: Any, obj: Any, dst: Any) -> Callable[[Any], None]:

@@ -25,6 +25,27 @@ fn same_cuda_allocation(a: &TensorReport, b: &TensorReport) -> Option<bool> {
     Some(id(a)? == id(b)?)
 }
 
+/// Why each copying path copies: by design, not because a framework refused to share.
+pub fn copied_by_design(path: &str) -> Option<&'static str> {
+    match path {
+        "host" => Some("copied by design: the naive route through NumPy on the host"),
+        "pinned" => Some("copied by design: staged through page-locked host memory by gpushare"),
+        "copy" => Some("copied by design: gpushare copies into its own buffer, then shares that"),
+        _ => None,
+    }
+}
+
+/// [`judge`], with the reason a copying path gives for its copies: the same words in every table.
+pub fn judge_path(source: &TensorReport, target: &TensorReport, path: &str) -> Judgement {
+    let mut judgement = judge(source, target);
+    if judgement.verdict == Verdict::Copied
+        && let Some(why) = copied_by_design(path)
+    {
+        judgement.reason = Some(why.to_string());
+    }
+    judgement
+}
+
 /// Decides from addresses and extents whether `target` lies inside `source`'s memory.
 pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
     let mut notes = Vec::new();

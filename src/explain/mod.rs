@@ -19,7 +19,7 @@ mod known;
 mod prediction;
 mod refusal;
 
-pub use judgement::{Judgement, copy_reason, judge};
+pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path};
 pub use known::explain_failure;
 pub use prediction::{MODELLED_PATHS, PredictedOutcome, Settings, TargetFacts, parse_version, predict, resolve_path};
 pub use refusal::{Refusal, refuse};

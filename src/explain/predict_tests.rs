@@ -123,20 +123,20 @@ fn rule3_layouts() {
 #[test]
 fn rule3_negative_strides_into_torch_are_refused_and_predicted_failed() {
     let reversed = src("numpy", "float32", 0x10000, vec![4, 6], vec![6, -1]);
-    assert!(refuse(&reversed, "torch").is_some());
+    assert!(refuse(&reversed, "torch", "dlpack").is_some());
     let p = predict(&reversed, &to("torch"));
     assert_eq!(p.verdict(), Verdict::Failed);
     assert!(p.reason().unwrap().contains("188023") && p.fix().unwrap().contains("ascontiguousarray"));
     // Refused ⇒ predicted failed, for every target and path.
     for d in ["torch", "numpy", "jax", "tf", "cupy"] {
         for path in ["auto", "dlpack", "capsule", "cai"] {
-            if refuse(&reversed, d).is_some() {
+            if refuse(&reversed, d, "dlpack").is_some() {
                 assert_eq!(predict(&reversed, &TargetFacts::new(d, "", path)).verdict(), Verdict::Failed);
             }
         }
     }
     // Only crash-class inputs are refused: TF and JAX raise cleanly on bad strides.
-    assert!(refuse(&reversed, "tf").is_none() && refuse(&reversed, "jax").is_none());
+    assert!(refuse(&reversed, "tf", "dlpack").is_none() && refuse(&reversed, "jax", "dlpack").is_none());
 }
 
 #[test]

@@ -506,7 +506,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     let dst = target.framework.as_str();
     let path = resolve_path(&source.framework, dst, &target.path);
 
-    if let Some(r) = refuse(source, dst) {
+    if let Some(r) = refuse(source, dst, path) {
         // On the versions that no longer abort (2.15 raises "Storage size calculation overflowed"),
         // the refusal still predicts the right verdict: failed.
         return PredictedOutcome::Failed {

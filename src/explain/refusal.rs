@@ -17,7 +17,13 @@ pub struct Refusal {
 /// Negative strides into PyTorch: `torch.from_dlpack` aborted the whole process on them in 2.12
 /// (SIGABRT, pytorch#188023); later versions raise "Storage size calculation overflowed" (#188047).
 /// gpushare refuses them on every version, because a kernel that dies loses the user's work.
-pub fn refuse(src: &TensorReport, target: &str) -> Option<Refusal> {
+///
+/// `path` is the transfer path: the routes that hand the target a fresh host copy (`host`) never
+/// show it the source's layout, so nothing is refused there.
+pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
+    if super::resolve_path(&src.framework, target, path) == "host" {
+        return None;
+    }
     let (shape, strides) = (&src.shape, &src.strides);
     match target {
         "torch" if has_negative_stride(shape, strides) => Some(Refusal {

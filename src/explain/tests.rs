@@ -107,11 +107,11 @@ fn a_target_overlapping_the_live_source_views_it() {
 #[test]
 fn refusals() {
     let neg = t("numpy", 0x1000, vec![4], vec![-1], (1, 0));
-    assert!(refuse(&neg, "torch").unwrap().reason.contains("188023"));
-    assert!(refuse(&neg, "numpy").is_none());
+    assert!(refuse(&neg, "torch", "dlpack").unwrap().reason.contains("188023"));
+    assert!(refuse(&neg, "numpy", "dlpack").is_none());
     // TF and JAX raise cleanly on layouts they cannot take: predicted failed, not refused.
     let tr = t("torch", 0x1000, vec![4, 3], vec![1, 4], (1, 0));
-    assert!(refuse(&tr, "tf").is_none());
+    assert!(refuse(&tr, "tf", "dlpack").is_none());
     let bc = t("numpy", 0x1000, vec![4, 3], vec![0, 1], (1, 0));
-    assert!(refuse(&bc, "jax").is_none());
+    assert!(refuse(&bc, "jax", "dlpack").is_none());
 }

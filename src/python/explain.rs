@@ -28,7 +28,7 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    fn from_outcome(o: PredictedOutcome) -> Prediction {
+    pub fn from_outcome(o: PredictedOutcome) -> Prediction {
         let verdict = o.verdict();
         match o {
             PredictedOutcome::Shared { note } => Prediction { verdict, reason: note, fix: None, expected_error: None },
@@ -38,6 +38,20 @@ impl Prediction {
             PredictedOutcome::Failed { reason, expected_error, fix } => {
                 Prediction { verdict, reason: Some(reason), fix: Some(fix), expected_error }
             }
+        }
+    }
+
+    /// The core's form, for the pipeline.
+    pub fn to_outcome(&self) -> PredictedOutcome {
+        let reason = self.reason.clone().unwrap_or_default();
+        match self.verdict {
+            Verdict::Shared => PredictedOutcome::Shared { note: self.reason.clone() },
+            Verdict::Copied => PredictedOutcome::Copied { reason },
+            Verdict::Failed => PredictedOutcome::Failed {
+                reason,
+                expected_error: self.expected_error.clone(),
+                fix: self.fix.clone().unwrap_or_default(),
+            },
         }
     }
 

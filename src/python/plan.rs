@@ -6,7 +6,8 @@
 //! microseconds (issue 2's budget): the same steps in Python cost about as much as JAX's own import.
 //! Everything framework-specific stays in the Python adapters, which the plan calls back.
 
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyValueError};
 use pyo3::intern;
@@ -14,12 +15,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::errors::{UnsafeInputError, with_fix};
-use super::explain::{Prediction, Predictor, prediction_from_py};
+use super::errors::share_error;
+use super::explain::{Predictor, prediction_from_py};
 use super::types::{Fields, ShareResult, TensorInfo, exchange_api_report, report_from_fields};
-use crate::explain;
-use crate::report::TensorReport;
-use crate::stats::Timing;
+use crate::explain::PredictedOutcome;
+use crate::report::{StreamRequest, TensorReport};
+use crate::share::timing::{self, Repeat, TimingPolicy};
+use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
 
 /// PyTorch's route: the DLPack C exchange API of the tensor's type, one C call with no capsule.
 /// `None` where it does not apply (no exchange API in this PyTorch, or a tensor that requires grad,
@@ -159,232 +161,467 @@ pub fn inspect_jax(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, P
     Ok(jax_report(py, obj, adapter)?.map(|report| TensorInfo { report }))
 }
 
-/// How the plan describes one side's arrays.
+/// How one side's arrays are described: PyTorch's and JAX's routes in Rust, else the adapter.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Route {
+enum Describe {
     Torch,
     Jax,
     /// `adapter.inspect(obj)`.
     Adapter,
 }
 
-impl Route {
-    fn of(name: &str) -> Route {
-        match name {
-            "torch" => Route::Torch,
-            "jax" => Route::Jax,
-            _ => Route::Adapter,
+/// A description the pipeline hands back in the result: the adapter's `TensorInfo` itself.
+pub struct Described(Py<TensorInfo>);
+
+impl AsRef<TensorReport> for Described {
+    fn as_ref(&self) -> &TensorReport {
+        &self.0.get().report
+    }
+}
+
+/// The core's `Framework` over a Python adapter (`gpushare.adapters.Adapter`): tokenizers'
+/// `CustomNormalizer { inner: PyObject }` pattern.
+pub struct PyFramework {
+    adapter: Py<PyAny>,
+    name: String,
+    describe: Describe,
+    /// Whether the adapter overrides `check_source` (only PyTorch's does): skipped otherwise.
+    checks_source: bool,
+    /// Whether the adapter overrides `current_stream`.
+    has_streams: bool,
+}
+
+impl PyFramework {
+    pub fn new(adapter: &Bound<'_, PyAny>) -> PyResult<PyFramework> {
+        let py = adapter.py();
+        let name: String = adapter.getattr(intern!(py, "name"))?.extract()?;
+        let base = py.import("gpushare.adapters")?.getattr("Adapter")?;
+        let overrides = |method: &Bound<'_, PyString>| -> PyResult<bool> {
+            Ok(!adapter.get_type().getattr(method)?.is(&base.getattr(method)?))
+        };
+        Ok(PyFramework {
+            describe: match name.as_str() {
+                "torch" => Describe::Torch,
+                "jax" => Describe::Jax,
+                _ => Describe::Adapter,
+            },
+            checks_source: overrides(intern!(py, "check_source"))?,
+            has_streams: overrides(intern!(py, "current_stream"))?,
+            adapter: adapter.clone().unbind(),
+            name,
+        })
+    }
+
+    fn call(&self, py: Python<'_>, method: &Bound<'_, PyString>, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
+        self.adapter.bind(py).call_method1(method, (array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e))
+    }
+
+    /// `(description, whether PyTorch's own route made it)`.
+    fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<(Py<TensorInfo>, bool)> {
+        let fast = match self.describe {
+            Describe::Torch => torch_report(py, obj)?,
+            Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
+            Describe::Adapter => None,
+        };
+        match fast {
+            Some(report) => Ok((Py::new(py, TensorInfo { report })?, self.describe == Describe::Torch)),
+            None => {
+                let info = self.adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
+                Ok((info.cast_into::<TensorInfo>()?.unbind(), false))
+            }
         }
     }
 }
 
-/// The prediction step: the Rust predictor, or any callable (tests stand in wrong rules).
+impl Framework for PyFramework {
+    type Array = Py<PyAny>;
+    type Info = Described;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self, array: &Py<PyAny>) -> crate::share::Result<Described> {
+        Python::attach(|py| self.describe_py(py, array.bind(py)).map(|(info, _)| Described(info)).map_err(|e| share_error(py, e)))
+    }
+
+    fn check_source(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
+        if !self.checks_source {
+            return Ok(());
+        }
+        Python::attach(|py| {
+            // PyTorch's exchange-API route describes only tensors that do not require grad, which
+            // is all its check_source checks: a tensor that route described needs no second look.
+            if self.describe == Describe::Torch
+                && !array.bind(py).getattr(intern!(py, "requires_grad")).and_then(|v| v.is_truthy()).unwrap_or(true)
+            {
+                return Ok(());
+            }
+            self.call(py, intern!(py, "check_source"), array).map(drop)
+        })
+    }
+
+    fn synchronize(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
+        Python::attach(|py| self.call(py, intern!(py, "synchronize"), array).map(drop))
+    }
+
+    fn current_stream(&self, array: &Py<PyAny>) -> crate::share::Result<Option<u64>> {
+        if !self.has_streams {
+            return Ok(None);
+        }
+        Python::attach(|py| {
+            let stream = self.call(py, intern!(py, "current_stream"), array)?;
+            stream.extract::<Option<u64>>(py).map_err(|e| share_error(py, e))
+        })
+    }
+}
+
+/// A transfer path: the conversion function the Python side built for the pair.
+pub struct PyRoute {
+    path: String,
+    convert: Py<PyAny>,
+}
+
+impl Route<Py<PyAny>> for PyRoute {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
+        Python::attach(|py| self.convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+    }
+
+    fn convert_recorded(&self, array: &Py<PyAny>) -> crate::share::Result<(Py<PyAny>, Vec<StreamRequest>)> {
+        if self.path != "dlpack" {
+            return Ok((self.convert(array)?, Vec::new()));
+        }
+        Python::attach(|py| {
+            let recorder = Py::new(py, StreamRecorder { obj: array.clone_ref(py), requests: Mutex::new(Vec::new()) })
+                .map_err(|e| share_error(py, e))?;
+            let value = self.convert.bind(py).call1((recorder.bind(py),)).map_err(|e| share_error(py, e))?;
+            let requests = recorder.get().requests.lock().map(|r| r.clone()).unwrap_or_default();
+            Ok((value.unbind(), requests))
+        })
+    }
+}
+
+/// Stands in for the source during one observed handoff and records what the consumer asked its
+/// `__dlpack__` for: the stream argument is how DLPack orders work between frameworks.
+#[pyclass(module = "gpushare", frozen, name = "StreamRecorder")]
+pub struct StreamRecorder {
+    obj: Py<PyAny>,
+    requests: Mutex<Vec<StreamRequest>>,
+}
+
+#[pymethods]
+impl StreamRecorder {
+    #[pyo3(signature = (**kwargs))]
+    fn __dlpack__<'py>(&self, py: Python<'py>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let mut request = StreamRequest::default();
+        if let Some(kw) = kwargs {
+            // A stream that is not an integer (a framework's stream object) reads as None.
+            request.stream = kw.get_item("stream")?.and_then(|s| s.extract::<i64>().ok());
+            request.max_version = kw.get_item("max_version")?.and_then(|v| v.extract::<(u32, u32)>().ok());
+        }
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(request);
+        }
+        self.obj.bind(py).call_method(intern!(py, "__dlpack__"), (), kwargs)
+    }
+
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.obj.bind(py).call_method0(intern!(py, "__dlpack_device__"))
+    }
+}
+
+/// The interpreter around the pipeline: Ctrl-C, the garbage collector, the allocators' figures.
+struct PyHost {
+    /// `gpushare.ledger.allocator_memory(ordinal)`, or None.
+    allocators: Option<Py<PyAny>>,
+}
+
+static GC: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+fn gc(py: Python<'_>) -> Option<&(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    GC.get_or_try_init(py, || -> PyResult<_> {
+        let gc = py.import("gc")?;
+        Ok((gc.getattr("isenabled")?.unbind(), gc.getattr("disable")?.unbind(), gc.getattr("enable")?.unbind()))
+    })
+    .ok()
+}
+
+impl Host for PyHost {
+    fn check_interrupt(&self) -> crate::share::Result<()> {
+        Python::attach(|py| py.check_signals().map_err(|e| ShareError::Interrupted(Box::new(e))))
+    }
+
+    fn pause_collector(&self) -> bool {
+        Python::attach(|py| {
+            let Some((enabled, disable, _)) = gc(py) else { return false };
+            let was = enabled.call0(py).and_then(|v| v.is_truthy(py)).unwrap_or(false);
+            was && disable.call0(py).is_ok()
+        })
+    }
+
+    fn resume_collector(&self) {
+        Python::attach(|py| {
+            if let Some((_, _, enable)) = gc(py) {
+                let _ = enable.call0(py);
+            }
+        })
+    }
+
+    fn allocator_memory(&self, ordinal: i32) -> BTreeMap<String, BTreeMap<String, i64>> {
+        let Some(probe) = &self.allocators else { return BTreeMap::new() };
+        // The ledger is advisory: a probe that fails gives no figures, never a failed share.
+        Python::attach(|py| probe.call1(py, (ordinal,)).and_then(|m| m.extract(py)).unwrap_or_default())
+    }
+}
+
+/// The prediction step: the Rust rules (`Predictor`), or any callable (tests stand in wrong rules).
 enum PredictStep {
     Native(Py<Predictor>),
     Callable(Py<PyAny>),
 }
 
-/// One kind of share, planned: source and target adapters, the resolved path and its conversion,
-/// the predictor, and two callbacks: ``on_error(stage, exception, prediction)`` returns the exception
-/// to raise (stage ``"inspect"`` before the prediction, ``"refuse"`` or ``"convert"`` after), and
-/// ``observe(source, target, obj, convert, path, source_info)`` returns the memory ledger and stream
-/// report of one handoff of device memory as JSON texts.
+impl PredictStep {
+    fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Option<PredictedOutcome>> {
+        match self {
+            PredictStep::Native(p) => Ok(Some(p.get().predict(py, source)?.to_outcome())),
+            PredictStep::Callable(f) => {
+                let info = Py::new(py, TensorInfo { report: source.clone() })?;
+                let p = f.call1(py, (info,))?;
+                if p.is_none(py) { Ok(None) } else { Ok(Some(prediction_from_py(p.bind(py))?.to_outcome())) }
+            }
+        }
+    }
+}
+
+/// One kind of share, planned: the source and target frameworks, the route, and the prediction.
+/// `gpushare.share` makes one per (array type, target, path); `compare` and `bench` one per path.
+/// ``allocators(ordinal)`` returns the imported frameworks' allocator figures for the memory ledger.
 #[pyclass(module = "gpushare", frozen, name = "SharePlan")]
 pub struct SharePlan {
-    source: Py<PyAny>,
-    target: Py<PyAny>,
-    source_route: Route,
-    target_route: Route,
-    target_name: String,
-    check_source: bool,
-    path: String,
-    convert: Py<PyAny>,
+    source: PyFramework,
+    target: PyFramework,
+    route: PyRoute,
     predict: Option<PredictStep>,
-    on_error: Py<PyAny>,
-    observe: Py<PyAny>,
+    check_source: bool,
+    host: PyHost,
 }
 
 impl SharePlan {
-    /// The exception `on_error` makes of `err` at `stage`.
-    fn fail(&self, py: Python<'_>, stage: &str, err: PyErr, predicted: Option<&Prediction>) -> PyErr {
-        let predicted = match predicted.map(|p| Py::new(py, p.clone())).transpose() {
-            Ok(p) => p,
-            Err(e) => return e,
-        };
-        match self.on_error.call1(py, (stage, err.into_value(py), predicted)) {
-            Ok(exc) => PyErr::from_value(exc.into_bound(py)),
-            Err(e) => e,
-        }
-    }
-
-    /// The description of `obj`, and whether the plan's own route made it (else the adapter's).
-    fn describe(
-        &self,
-        py: Python<'_>,
-        route: Route,
-        adapter: &Py<PyAny>,
-        obj: &Bound<'_, PyAny>,
-    ) -> PyResult<(Py<TensorInfo>, bool)> {
-        let fast = match route {
-            Route::Torch => torch_report(py, obj)?,
-            Route::Jax => jax_report(py, obj, adapter.bind(py))?,
-            Route::Adapter => None,
-        };
-        match fast {
-            Some(report) => Ok((Py::new(py, TensorInfo { report })?, true)),
-            None => {
-                let info = adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
-                Ok((info.cast_into::<TensorInfo>()?.unbind(), false))
+    fn handoff_run(&self, py: Python<'_>, obj: Py<PyAny>, options: &Options) -> PyResult<ShareResult> {
+        let predictor = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
+            match &self.predict {
+                None => Ok(None),
+                Some(step) => Python::attach(|py| step.predict(py, source).map_err(|e| share_error(py, e))),
             }
-        }
-    }
-
-    fn predict(&self, py: Python<'_>, info: &Py<TensorInfo>) -> PyResult<Option<Prediction>> {
-        match &self.predict {
-            None => Ok(None),
-            Some(PredictStep::Native(p)) => p.get().predict(py, &info.get().report).map(Some),
-            Some(PredictStep::Callable(f)) => {
-                let p = f.call1(py, (info.clone_ref(py),))?;
-                if p.is_none(py) { Ok(None) } else { prediction_from_py(p.bind(py)).map(Some) }
-            }
-        }
+        };
+        let handoff = Handoff {
+            source: &self.source,
+            target: &self.target,
+            route: &self.route,
+            predictor: Some(&predictor),
+            check_source: self.check_source,
+        };
+        let outcome = handoff.run(&self.host, &obj, options)?;
+        Ok(ShareResult::from_outcome(py, outcome.value, outcome.source.0, outcome.target.0, outcome.report))
     }
 }
 
-fn parse_json(text: Option<String>) -> PyResult<Option<serde_json::Value>> {
-    text.map(|t| serde_json::from_str(&t).map_err(|e| pyo3::exceptions::PyTypeError::new_err(e.to_string())))
-        .transpose()
+/// The timing policy that keyword arguments describe (see `SharePlan.run`).
+pub fn policy(
+    repeat: Option<usize>,
+    number: Option<u64>,
+    warmup: usize,
+    budget: Option<f64>,
+    min_sample_time: Option<f64>,
+    pause_collector: bool,
+) -> PyResult<TimingPolicy> {
+    let mut policy = match budget {
+        Some(budget) => TimingPolicy::within(budget),
+        None if repeat.unwrap_or(1) == 1 && number == Some(1) && warmup == 0 => TimingPolicy::once(),
+        None => TimingPolicy {
+            warmup,
+            number,
+            repeat: Repeat::Exactly(repeat.unwrap_or(1)),
+            min_sample_time: min_sample_time.unwrap_or(0.01),
+            max_overhead: timing::MAX_OVERHEAD,
+            pause_collector,
+        },
+    };
+    if budget.is_some() {
+        policy.warmup = warmup.max(policy.warmup);
+        if let Some(r) = repeat {
+            policy.repeat = Repeat::Exactly(r);
+        }
+        if number.is_some() {
+            policy.number = number;
+        }
+        if let Some(m) = min_sample_time {
+            policy.min_sample_time = m;
+        }
+        policy.pause_collector = pause_collector;
+    }
+    policy.validate().map_err(PyValueError::new_err)?;
+    Ok(policy)
 }
 
 #[pymethods]
 impl SharePlan {
     #[new]
-    #[pyo3(signature = (source, target, path, convert, predictor, on_error, observe, check_source=true))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true))]
     fn new(
         source: &Bound<'_, PyAny>,
         target: &Bound<'_, PyAny>,
         path: String,
         convert: Py<PyAny>,
         predictor: Option<&Bound<'_, PyAny>>,
-        on_error: Py<PyAny>,
-        observe: Py<PyAny>,
+        allocators: Option<Py<PyAny>>,
         check_source: bool,
     ) -> PyResult<SharePlan> {
-        let py = source.py();
-        let source_name: String = source.getattr(intern!(py, "name"))?.extract()?;
-        let target_name: String = target.getattr(intern!(py, "name"))?.extract()?;
-        let predict = predictor.map(|p| match p.cast::<Predictor>() {
+        let predict = predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
             Ok(native) => PredictStep::Native(native.clone().unbind()),
             Err(_) => PredictStep::Callable(p.clone().unbind()),
         });
         Ok(SharePlan {
-            source_route: Route::of(&source_name),
-            target_route: Route::of(&target_name),
-            source: source.clone().unbind(),
-            target: target.clone().unbind(),
-            target_name,
-            check_source,
-            path,
-            convert,
+            source: PyFramework::new(source)?,
+            target: PyFramework::new(target)?,
+            route: PyRoute { path, convert },
             predict,
-            on_error,
-            observe,
+            check_source,
+            host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },
         })
     }
 
     #[getter]
     fn path(&self) -> &str {
-        &self.path
+        &self.route.path
     }
 
-    /// Shares ``obj``: describe it, check it, predict, refuse what would crash the target, convert
-    /// ``repeat`` times ``number`` conversions (timed, synchronised at the sample edges for device
-    /// memory), describe the result and judge it.
-    #[pyo3(signature = (obj, repeat=1, number=1, name=None, origin=None))]
+    /// Shares ``obj`` through the pipeline of the Rust core: describe, check, predict, refuse
+    /// what would crash the target, convert under the timing policy, describe the result, judge.
+    ///
+    /// Timing: by default one conversion, reported as one sample. ``budget`` (seconds) times it the
+    /// way ``%timeit`` does within that budget (a warm-up, then auto-ranged samples); otherwise
+    /// ``repeat`` samples of ``number`` conversions (``None``: auto-ranged so a sample lasts
+    /// ``min_sample_time``) after ``warmup`` runs. ``observe`` collects the memory ledger and the
+    /// stream report of a handoff of device memory.
+    #[pyo3(signature = (obj, repeat=None, number=Some(1), name=None, origin=None, *, warmup=0, budget=None,
+                        min_sample_time=None, observe=false))]
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        repeat: usize,
-        number: usize,
+        obj: Py<PyAny>,
+        repeat: Option<usize>,
+        number: Option<u64>,
         name: Option<String>,
         origin: Option<Py<TensorInfo>>,
+        warmup: usize,
+        budget: Option<f64>,
+        min_sample_time: Option<f64>,
+        observe: bool,
     ) -> PyResult<ShareResult> {
-        if repeat < 1 || number < 1 {
-            return Err(PyValueError::new_err("repeat and number must be at least 1"));
-        }
-        let (source_info, fast) =
-            self.describe(py, self.source_route, &self.source, obj).map_err(|e| self.fail(py, "inspect", e, None))?;
-        // PyTorch's own route describes only tensors that do not require grad, which is all its
-        // check_source checks; every other source asks its adapter (when it checks anything).
-        let checked = fast && self.source_route == Route::Torch;
-        if self.check_source && !checked {
-            self.source.call_method1(py, intern!(py, "check_source"), (obj,)).map_err(|e| self.fail(py, "inspect", e, None))?;
-        }
-        let predicted = self.predict(py, &source_info).map_err(|e| self.fail(py, "inspect", e, None))?;
-        let report = &source_info.get().report;
-        // Crash-class inputs only: everything else the framework answers for itself.
-        if let Some(r) = explain::refuse(report, &self.target_name) {
-            let message = format!("{} → {}: {}. Fix: {}", report.framework, self.target_name, r.reason, r.fix);
-            let err = with_fix::<UnsafeInputError>(py, message, &r.reason, &r.fix);
-            return Err(self.fail(py, "refuse", err, predicted.as_ref()));
-        }
-        let on_device = report.dlpack_device.0 != 1;
-        let convert_failed = |e: PyErr| self.fail(py, "convert", e, predicted.as_ref());
-        let (mut memory, mut streams) = (None, None);
-        if on_device {
-            // One handoff outside the timing: it pays one-time costs, records the streams the
-            // consumer asked for, and is the one the memory ledger measures.
-            let observed = self
-                .observe
-                .call1(py, (&self.source, &self.target, obj, &self.convert, &self.path, source_info.clone_ref(py)))
-                .map_err(convert_failed)?;
-            let (m, s): (Option<String>, Option<String>) = observed.extract(py).map_err(convert_failed)?;
-            memory = parse_json(m)?;
-            streams = parse_json(s)?;
-        }
-        let convert = self.convert.bind(py);
-        // Grown as it goes: reserving `repeat` up front would abort the process on `-r 10**12`.
-        let mut samples = Vec::with_capacity(repeat.min(1024));
-        let mut value = None;
-        for _ in 0..repeat {
-            if on_device {
-                self.source.call_method1(py, intern!(py, "synchronize"), (obj,)).map_err(convert_failed)?;
-            }
-            let t0 = Instant::now();
-            for _ in 0..number {
-                value = Some(convert.call1((obj,)).map_err(convert_failed)?);
-                // Ctrl-C between conversions, as a Python loop would allow (a flag test).
-                py.check_signals()?;
-            }
-            let value = value.as_ref().expect("number >= 1");
-            if on_device {
-                self.target.call_method1(py, intern!(py, "synchronize"), (value,)).map_err(convert_failed)?;
-            }
-            samples.push(t0.elapsed().as_secs_f64() / number as f64);
-        }
-        let value = value.expect("repeat >= 1");
-        let (target_info, _) = self.describe(py, self.target_route, &self.target, &value).map_err(convert_failed)?;
-        Ok(ShareResult::build(
-            value.unbind(),
-            source_info,
-            target_info,
-            self.path.clone(),
-            Timing::from_samples(samples, number as u64),
-            name,
-            origin,
-            Vec::new(),
-            predicted.map(|p| p.summary()),
-            memory,
-            streams,
-        ))
+        let timing = policy(repeat, number, warmup, budget, min_sample_time, true)?;
+        let options = Options { timing, observe, name, origin: origin.map(|o| o.get().report.clone()) };
+        self.handoff_run(py, obj, &options)
     }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharePlan>()?;
+    m.add_class::<StreamRecorder>()?;
+    m.add_function(wrap_pyfunction!(measure, m)?)?;
     m.add_function(wrap_pyfunction!(inspect_torch, m)?)?;
     m.add_function(wrap_pyfunction!(inspect_jax, m)?)?;
     Ok(())
+}
+
+/// `gpushare.timing.measure`'s samples: `fn(arg)` calls, `synchronize(value)` at the sample
+/// edges, and an optional device clock with `start()`, `stop()` and `seconds()`.
+struct CallSampler<'py> {
+    call: Bound<'py, PyAny>,
+    arg: Bound<'py, PyAny>,
+    synchronize: Option<Bound<'py, PyAny>>,
+    clock: Option<Bound<'py, PyAny>>,
+    value: Option<Bound<'py, PyAny>>,
+    host: PyHost,
+}
+
+impl crate::share::Sampler for CallSampler<'_> {
+    fn sample(&mut self, n: u64, device_clock: bool) -> crate::share::Result<(f64, Option<f64>)> {
+        let py = self.call.py();
+        let fail = |e: PyErr| ShareError::Raised { origin: Box::new(e), predicted: None };
+        let none = py.None().into_bound(py);
+        if let Some(sync) = &self.synchronize {
+            sync.call1((self.value.as_ref().unwrap_or(&none),)).map_err(fail)?;
+        }
+        self.value = None;
+        let clock = self.clock.as_ref().filter(|_| device_clock);
+        if let Some(c) = clock {
+            c.call_method0(intern!(py, "start")).map_err(fail)?;
+        }
+        let t0 = std::time::Instant::now();
+        for i in 0..n {
+            let value = self.call.call1((&self.arg,)).map_err(fail)?;
+            if i + 1 == n {
+                self.value = Some(value);
+            }
+        }
+        if let Some(c) = clock {
+            c.call_method0(intern!(py, "stop")).map_err(fail)?;
+        }
+        if let Some(sync) = &self.synchronize {
+            sync.call1((self.value.as_ref().unwrap_or(&none),)).map_err(fail)?;
+        }
+        let host = t0.elapsed().as_secs_f64();
+        let device = match clock {
+            Some(c) => Some(c.call_method0(intern!(py, "seconds")).and_then(|s| s.extract::<f64>()).map_err(fail)?),
+            None => None,
+        };
+        py.check_signals().map_err(fail)?;
+        Ok((host, device))
+    }
+
+    fn pause_collector(&mut self) -> bool {
+        self.host.pause_collector()
+    }
+
+    fn resume_collector(&mut self) {
+        self.host.resume_collector()
+    }
+}
+
+/// The timing loop of the core over any callable: ``(samples, device_samples, number, warmup,
+/// last value)``, seconds per call. ``gpushare.timing.measure`` is this.
+#[pyfunction]
+#[pyo3(signature = (call, arg, synchronize=None, repeat=7, number=None, warmup=1, min_sample_time=0.01,
+                    max_overhead=timing::MAX_OVERHEAD, disable_gc=true, device_clock=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn measure<'py>(
+    call: Bound<'py, PyAny>,
+    arg: Bound<'py, PyAny>,
+    synchronize: Option<Bound<'py, PyAny>>,
+    repeat: usize,
+    number: Option<u64>,
+    warmup: usize,
+    min_sample_time: f64,
+    max_overhead: f64,
+    disable_gc: bool,
+    device_clock: Option<Bound<'py, PyAny>>,
+) -> PyResult<(Vec<f64>, Option<Vec<f64>>, u64, usize, Option<Bound<'py, PyAny>>)> {
+    let policy = TimingPolicy {
+        warmup,
+        number,
+        repeat: Repeat::Exactly(repeat),
+        min_sample_time,
+        max_overhead,
+        pause_collector: disable_gc,
+    };
+    policy.validate().map_err(PyValueError::new_err)?;
+    let mut sampler = CallSampler { call, arg, synchronize, clock: device_clock, value: None, host: PyHost { allocators: None } };
+    let m = timing::measure(&policy, &mut sampler)?;
+    Ok((m.samples, m.device_samples, m.number, m.warmup, sampler.value.take()))
 }

@@ -304,8 +304,9 @@ impl TensorInfo {
     }
 
     /// Raises UnsafeInputError when the target framework must not be handed this tensor.
-    fn refuse_for(&self, py: Python<'_>, target: &str) -> PyResult<()> {
-        match explain::refuse(&self.report, target) {
+    #[pyo3(signature = (target, path="dlpack"))]
+    fn refuse_for(&self, py: Python<'_>, target: &str, path: &str) -> PyResult<()> {
+        match explain::refuse(&self.report, target, path) {
             None => Ok(()),
             Some(r) => Err(with_fix::<UnsafeInputError>(
                 py,
@@ -404,6 +405,21 @@ impl PyTiming {
     fn device_median(&self) -> Option<f64> {
         self.timing.device_median
     }
+    /// Device seconds per loop of each sample (CUDA events), or None.
+    #[getter]
+    fn device_samples(&self) -> Option<Vec<f64>> {
+        self.timing.device_samples.clone()
+    }
+    /// Untimed runs before the samples.
+    #[getter]
+    fn warmup(&self) -> u64 {
+        self.timing.warmup
+    }
+    /// True for one call timed once: there is no median or minimum to speak of.
+    #[getter]
+    fn single(&self) -> bool {
+        self.timing.is_single()
+    }
     /// A warning text when the spread makes the median untrustworthy, else None.
     #[getter]
     fn warning(&self) -> Option<String> {
@@ -414,6 +430,9 @@ impl PyTiming {
     }
     fn __repr__(&self) -> String {
         let t = &self.timing;
+        if t.is_single() {
+            return format!("{} (1 sample: one call, timed once)", render::units::time(t.median));
+        }
         format!(
             "{} median, {} min, IQR {} ({} repeats, {} loop{} each)",
             render::units::time(t.median),
@@ -453,11 +472,11 @@ impl ShareResult {
         origin: Option<Py<TensorInfo>>,
         notes: Vec<String>,
         predicted: Option<crate::report::Prediction>,
-        memory: Option<serde_json::Value>,
-        streams: Option<serde_json::Value>,
+        memory: Option<crate::report::MemoryLedger>,
+        streams: Option<crate::report::StreamReport>,
     ) -> ShareResult {
         let (src, dst) = (&source.get().report, &target.get().report);
-        let judgement = explain::judge(src, dst);
+        let judgement = explain::judge_path(src, dst, &path);
         let shares_origin = origin.map(|o| explain::judge(&o.get().report, dst).verdict == Verdict::Shared);
         let mut all_notes = judgement.notes;
         all_notes.extend(notes);
@@ -475,6 +494,17 @@ impl ShareResult {
             memory,
             streams,
         };
+        ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report }
+    }
+
+    /// The result of a share the pipeline ran and judged.
+    pub fn from_outcome(
+        _py: Python<'_>,
+        value: Py<PyAny>,
+        source: Py<TensorInfo>,
+        target: Py<TensorInfo>,
+        report: ShareReport,
+    ) -> ShareResult {
         ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report }
     }
 }
@@ -506,9 +536,9 @@ impl ShareResult {
         }
         // Any sequence whose first two items are (verdict, reason): a Prediction carries more.
         let predicted = predicted.map(|p| super::explain::prediction_from_py(&p)).transpose()?;
-        let parse = |text: Option<&str>| -> PyResult<Option<serde_json::Value>> {
+        fn parse<T: serde::de::DeserializeOwned>(text: Option<&str>) -> PyResult<Option<T>> {
             text.map(|t| serde_json::from_str(t).map_err(|e| PyTypeError::new_err(e.to_string()))).transpose()
-        };
+        }
         Ok(ShareResult::build(
             value,
             source,
@@ -589,12 +619,14 @@ impl ShareResult {
     /// The CUDA memory ledger of this handoff, or None.
     #[getter]
     fn memory<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.report.memory.as_ref().map(|m| json_to_py(py, m)).transpose()
+        let value = self.report.memory.as_ref().map(serde_json::to_value).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        value.map(|m| json_to_py(py, &m)).transpose()
     }
     /// Producer/consumer streams of the handoff, or None (CPU).
     #[getter]
     fn streams<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.report.streams.as_ref().map(|m| json_to_py(py, m)).transpose()
+        let value = self.report.streams.as_ref().map(serde_json::to_value).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        value.map(|m| json_to_py(py, &m)).transpose()
     }
 
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -97,21 +97,15 @@ fn why(r: &ShareReport) -> String {
 
 /// The ledger's one-line summary (`driver +64.0 MiB; torch allocated +64.0 MiB`), or empty.
 fn memory_text(r: &ShareReport) -> String {
-    r.memory
-        .as_ref()
-        .and_then(|m| m.get("summary"))
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+    r.memory.as_ref().map(|m| m.summary.clone()).unwrap_or_default()
 }
 
 /// Consumer stream and the ordering the producer did, or empty on CPU.
 fn streams_text(r: &ShareReport) -> String {
     let Some(s) = &r.streams else { return String::new() };
-    let wait = s.get("wait").and_then(serde_json::Value::as_str).unwrap_or("");
-    match s.get("consumer_stream") {
-        Some(v) if !v.is_null() => format!("consumer stream {v}; {wait}"),
-        _ => wait.to_string(),
+    match s.consumer_stream {
+        Some(v) => format!("consumer stream {v}; {}", s.wait),
+        None => s.wait.clone(),
     }
 }
 
@@ -132,12 +126,32 @@ fn device_words(t: &TensorReport) -> String {
     if same && name.is_empty() { t.device.clone() } else { format!("{} [{}{}]", t.device, t.dlpack_device_name, name) }
 }
 
+/// The time column's heading: a median only where some row has more than one sample.
+fn time_heading(rows: &[ShareReport], suffix: &str) -> String {
+    if rows.iter().all(|r| r.timing.is_single()) { format!("time ({suffix})") } else { format!("median ({suffix})") }
+}
+
+/// A row's minimum, or a dash for one sample (which has no minimum to speak of).
+fn min_cell(r: &ShareReport, unit: units::TimeUnit) -> String {
+    if r.timing.is_single() { "—".into() } else { units::time_in(r.timing.min, unit) }
+}
+
+/// How many samples the figures come from: `1 sample`, or `7 × 1000 calls`.
+pub fn samples_text(t: &crate::stats::Timing) -> String {
+    match (t.repeats(), t.loops) {
+        (1, 1) => "1 sample".into(),
+        (n, 1) => format!("{n} samples"),
+        (n, loops) => format!("{n} × {loops} calls"),
+    }
+}
+
 /// Plain-text table of handoffs, for terminals and `__repr__`.
 pub fn share_table_text(rows: &[ShareReport]) -> String {
     let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
+    let time_header = time_heading(rows, unit.suffix);
     let header = [
         "name", "hop", "path", "shape", "dtype", "source device", "target device", "source ptr", "target ptr",
-        "verdict", "source ctx", "target ctx", &format!("median ({})", unit.suffix), &format!("min ({})", unit.suffix),
+        "verdict", "source ctx", "target ctx", &time_header, &format!("min ({})", unit.suffix), "samples",
         "memory", "streams", "why",
     ];
     let body: Vec<Vec<String>> = rows
@@ -157,7 +171,8 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
                 context_text(&r.source),
                 context_text(&r.target),
                 units::time_in(r.timing.median, unit),
-                units::time_in(r.timing.min, unit),
+                min_cell(r, unit),
+                samples_text(&r.timing),
                 memory_text(r),
                 streams_text(r),
                 why(r),
@@ -209,8 +224,9 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         h.push_str("<th>source ctx</th><th>target ctx</th>");
     }
     h.push_str(&format!(
-        "<th class=\"num\" style=\"text-align:right\">median ({u})</th><th class=\"num\" style=\"text-align:right\">min ({u})</th>",
-        u = unit.suffix
+        "<th class=\"num\" style=\"text-align:right\">{t}</th><th class=\"num\" style=\"text-align:right\">min ({u})</th><th>samples</th>",
+        u = unit.suffix,
+        t = time_heading(rows, unit.suffix)
     ));
     if show_memory {
         h.push_str("<th>memory</th>");
@@ -247,9 +263,10 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             h.push_str(&format!("<td>{}</td><td>{}</td>", escape(&context_text(&r.source)), escape(&context_text(&r.target))));
         }
         h.push_str(&format!(
-            "<td class=\"num\" style=\"text-align:right\">{}</td><td class=\"num\" style=\"text-align:right\">{}</td>",
+            "<td class=\"num\" style=\"text-align:right\">{}</td><td class=\"num\" style=\"text-align:right\">{}</td><td>{}</td>",
             units::time_in(r.timing.median, unit),
-            units::time_in(r.timing.min, unit)
+            min_cell(r, unit),
+            samples_text(&r.timing)
         ));
         if show_memory {
             h.push_str(&format!("<td>{}</td>", escape(&memory_text(r))));

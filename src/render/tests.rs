@@ -93,8 +93,20 @@ fn an_unexpected_outcome_is_shown_with_the_prediction() {
 fn memory_and_stream_columns_appear_only_with_data() {
     let mut r = row("x", Verdict::Shared, None, 1e-6);
     assert!(!share_table_html(std::slice::from_ref(&r)).contains("<th>memory</th>"));
-    r.memory = Some(serde_json::json!({"summary": "driver ±0 B"}));
-    r.streams = Some(serde_json::json!({"consumer_stream": 7, "wait": "producer makes stream 7 wait"}));
+    r.memory = Some(crate::report::MemoryLedger {
+        ordinal: 0,
+        driver_used: Some(0),
+        frameworks: Default::default(),
+        seconds: 0.0,
+        summary: "driver ±0 B".into(),
+    });
+    r.streams = Some(crate::report::StreamReport {
+        path: "dlpack".into(),
+        producer_stream: Some(3),
+        consumer_stream: Some(7),
+        max_version: None,
+        wait: "producer makes stream 7 wait".into(),
+    });
     let html = share_table_html(std::slice::from_ref(&r));
     assert!(html.contains("<th>memory</th>") && html.contains("driver ±0 B"));
     assert!(share_table_text(&[r]).contains("consumer stream 7; producer makes stream 7 wait"));

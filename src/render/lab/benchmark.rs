@@ -137,7 +137,7 @@ impl BenchmarkReport {
 
     fn footer(&self) -> String {
         let mut parts = vec![format!(
-            "Median time per handoff of {} repeat{} after {} warm-up run{}; one unit per column; ★ fastest at each size; \
+            "Median time per handoff of {} repeat{} after {} warm-up run{}; one unit per column; ★ fastest at each size beyond the measured spread; \
              bandwidth = bytes copied / median (zero-copy paths move nothing).",
             self.repeat,
             if self.repeat == 1 { "" } else { "s" },
@@ -147,9 +147,31 @@ impl BenchmarkReport {
         if self.interrupted {
             parts.push("Interrupted: partial results.".into());
         }
-        let noisy = self.points.iter().filter(|p| p.row.warning.is_some()).count();
-        if noisy > 0 {
-            parts.push(format!("⚠ {noisy} noisy point{} (IQR > 25% of the median).", if noisy == 1 { "" } else { "s" }));
+        let noisy: Vec<String> = self
+            .points
+            .iter()
+            .filter(|p| p.row.warning.is_some())
+            .map(|p| format!("{} at {}", p.row.path, size_label(p.size)))
+            .collect();
+        if !noisy.is_empty() {
+            parts.push(format!("⚠ noisy (IQR > 25% of the median): {}.", noisy.join(", ")));
+        }
+        let mut ties: Vec<String> = Vec::new();
+        for &size in &self.measured_sizes() {
+            let tied: Vec<&str> =
+                self.points.iter().filter(|p| p.size == size && p.row.tied).map(|p| p.row.path.as_str()).collect();
+            if !tied.is_empty() {
+                ties.push(format!("{} ({})", size_label(size), tied.join(" ≈ ")));
+            }
+        }
+        if !ties.is_empty() {
+            parts.push(format!("No ★ where the fastest paths are within each other's spread: {}.", ties.join(", ")));
+        }
+        let apart: Vec<&str> = self.paths.iter().map(String::as_str).filter(|p| {
+            self.points.iter().any(|pt| pt.row.path == *p && !pt.row.comparable)
+        }).collect();
+        if !apart.is_empty() {
+            parts.push(format!("{} starts from its own source (a SharedBuffer), so it is not ranked.", apart.join(", ")));
         }
         parts.join(" ")
     }

@@ -88,7 +88,15 @@ impl ComparisonReport {
             if self.warmup == 1 { "" } else { "s" }
         )];
         if let Some(f) = &self.fastest {
-            parts.push(format!("★ fastest: {f}."));
+            parts.push(format!("★ fastest: {f}, beyond the measured spread."));
+        }
+        let tied: Vec<&str> = self.rows.iter().filter(|r| r.tied).map(|r| r.path.as_str()).collect();
+        if !tied.is_empty() {
+            parts.push(format!("No ★: {} are within each other's spread (a tie).", tied.join(" ≈ ")));
+        }
+        let noisy: Vec<&str> = self.rows.iter().filter(|r| r.warning.is_some()).map(|r| r.path.as_str()).collect();
+        if !noisy.is_empty() {
+            parts.push(format!("⚠ noisy (IQR > 25% of the median): {}.", noisy.join(", ")));
         }
         if let Some(a) = &self.auto_path {
             parts.push(format!("auto picks {a}."));
@@ -148,7 +156,8 @@ impl ComparisonReport {
         right.extend(cols.iter().map(|c| c.1));
         let body: Vec<Vec<String>> = (0..self.rows.len())
             .map(|i| {
-                let mut row = vec![if self.rows[i].fastest { "★".to_string() } else { String::new() }];
+                let mark = if self.rows[i].fastest { "★" } else if self.rows[i].tied { "≈" } else { "" };
+                let mut row = vec![mark.to_string()];
                 row.extend(cols.iter().map(|c| c.2[i].clone()));
                 row
             })

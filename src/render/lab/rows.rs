@@ -45,6 +45,10 @@ pub struct PathRun {
     /// This is the path `auto` picks for the pair.
     #[serde(default)]
     pub auto: bool,
+    /// False when the row was measured from another source than the others (the `shared` path
+    /// of a sweep starts from a SharedBuffer): shown, but never ranked against them.
+    #[serde(default = "yes")]
+    pub comparable: bool,
 }
 
 /// A measured path as tables show it and the JSON carries it.
@@ -63,8 +67,12 @@ pub struct PathRow {
     pub device_timing: Option<Timing>,
     /// Bytes moved per second at the median time; `None` when nothing was copied or it failed.
     pub bandwidth: Option<f64>,
-    /// The fastest path that worked (at this size, in a sweep).
+    /// The fastest path that worked (at this size, in a sweep), faster than the next beyond the
+    /// measured spread.
     pub fastest: bool,
+    /// Within the measured spread of the fastest: no winner can be named among the tied rows.
+    pub tied: bool,
+    pub comparable: bool,
     /// Set when the spread makes the median untrustworthy.
     pub warning: Option<String>,
     pub notes: Vec<String>,
@@ -110,6 +118,8 @@ impl PathRow {
             device_timing,
             bandwidth,
             fastest: false,
+            tied: false,
+            comparable: run.comparable,
             warning,
             notes: run.notes,
             target: run.target,
@@ -158,16 +168,47 @@ impl PathRow {
     }
 }
 
-/// Marks the fastest row that worked; returns its index.
+/// Fewest samples a row needs before it can be named faster than another: fewer have no spread.
+pub const MIN_SAMPLES_TO_RANK: usize = 3;
+
+/// `[p25, p75]` of a row's samples per call, or `None` when there are too few to have a spread.
+fn spread(row: &PathRow) -> Option<(f64, f64)> {
+    let t = row.timing.as_ref()?;
+    let mut sorted: Vec<f64> = t.samples.iter().copied().filter(|s| s.is_finite()).collect();
+    if sorted.len() < MIN_SAMPLES_TO_RANK {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    Some((crate::stats::quantile(&sorted, 0.25), crate::stats::quantile(&sorted, 0.75)))
+}
+
+/// Marks the fastest comparable row that worked, if it is faster than every other beyond the
+/// measured spread (its upper quartile below their lower quartiles); returns its index. Otherwise
+/// the rows within its spread are marked as tied, and none is fastest.
 pub(super) fn mark_fastest(rows: &mut [&mut PathRow]) -> Option<usize> {
-    let best = rows
+    let ranked: Vec<(usize, f64)> = rows
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| r.median().filter(|_| r.worked()).map(|m| (i, m)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(i, _)| i);
-    if let Some(i) = best {
-        rows[i].fastest = true;
+        .filter(|(_, r)| r.worked() && r.comparable)
+        .filter_map(|(i, r)| r.median().map(|m| (i, m)))
+        .collect();
+    let best = ranked.iter().min_by(|a, b| a.1.total_cmp(&b.1))?.0;
+    let others: Vec<usize> = ranked.iter().map(|(i, _)| *i).filter(|i| *i != best).collect();
+    let best_spread = spread(rows[best]);
+    let tied: Vec<usize> = others
+        .iter()
+        .copied()
+        .filter(|&i| match (best_spread, spread(rows[i])) {
+            (Some((_, best_high)), Some((low, _))) => low <= best_high,
+            _ => true, // too few samples to tell them apart
+        })
+        .collect();
+    if tied.is_empty() {
+        rows[best].fastest = true;
+        return Some(best);
     }
-    best
+    for i in tied.into_iter().chain([best]) {
+        rows[i].tied = true;
+    }
+    None
 }

@@ -157,3 +157,50 @@ fn byte_units() {
     assert_eq!(bytes_in(4096, byte_unit_for(&[4096])), "4");
     assert_eq!(bytes_in(1 << 20, byte_unit_for(&[4096])), "1024");
 }
+
+#[test]
+fn no_star_for_paths_within_each_others_spread() {
+    let c = ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![
+            run("dlpack", "shared", &[77e-6, 50e-6, 90e-6, 60e-6], 0),
+            run("host", "copied", &[56e-6, 70e-6, 52e-6, 80e-6], 4096),
+            run("copy", "copied", &[500e-6, 510e-6, 490e-6, 505e-6], 4096),
+        ],
+        repeat: 4,
+        warmup: 1,
+    });
+    assert_eq!(c.fastest, None, "host ★56 over dlpack 77 was noise");
+    let tied: Vec<&str> = c.rows.iter().filter(|r| r.tied).map(|r| r.path.as_str()).collect();
+    assert_eq!(tied, ["dlpack", "host"]);
+    let text = c.text();
+    assert!(!text.contains('★') || text.contains("No ★"), "{text}");
+    assert!(text.contains("dlpack ≈ host"), "{text}");
+}
+
+#[test]
+fn one_sample_is_too_few_to_name_a_winner() {
+    let c = ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![run("dlpack", "shared", &[1e-6], 0), run("host", "copied", &[50e-6], 4096)],
+        repeat: 1,
+        warmup: 1,
+    });
+    assert_eq!(c.fastest, None);
+}
+
+#[test]
+fn a_row_from_another_source_is_shown_but_not_ranked() {
+    let mut shared = run("shared", "shared", &[1e-7, 1e-7, 1e-7, 1e-7], 0);
+    shared.comparable = false;
+    let c = ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![run("dlpack", "shared", &[2e-6, 2e-6, 2e-6, 2e-6], 0), shared],
+        repeat: 4,
+        warmup: 1,
+    });
+    assert_eq!(c.fastest.as_deref(), Some("dlpack"));
+}

@@ -1,0 +1,206 @@
+//! The one error type of the share pipeline. The binding turns it into gpushare's Python
+//! exceptions in one place (`src/python/errors.rs`, `impl From<ShareError> for PyErr`), the way
+//! polars' `PyPolarsErr` does.
+
+use std::fmt;
+
+use crate::explain::{self, PredictedOutcome};
+
+/// An error raised by code outside the core (a framework, an adapter), kept whole so that the
+/// binding can re-raise it or chain it (`raise … from`).
+pub type Foreign = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Which step of the pipeline failed: the same framework error means something different while
+/// describing the source and while converting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Describing or checking the source, before any prediction.
+    Inspect,
+    /// Converting, or describing what the conversion made.
+    Convert,
+}
+
+#[derive(Debug)]
+pub enum ShareError {
+    /// A framework name gpushare does not know.
+    UnknownFramework(String),
+    /// The framework is known but cannot be imported here.
+    FrameworkNotInstalled(String),
+    /// The object is not an array of the named (or any known) framework.
+    NotAnArray(String),
+    /// A DLPack tensor that cannot be read.
+    DLPack(String),
+    /// The CUDA driver refused a call.
+    Cuda(String),
+    /// Bad arguments (negative repeat, an unknown path name, …).
+    Usage(String),
+    /// Refused before calling the framework: it would crash or misread the input.
+    UnsafeInput { source: String, target: String, reason: String, fix: String, predicted: Option<PredictedOutcome> },
+    /// The path does not apply to this pair.
+    PathNotApplicable { message: String, predicted: Option<PredictedOutcome> },
+    /// A handoff the framework failed, explained.
+    Conversion {
+        message: String,
+        reason: String,
+        fix: Option<String>,
+        /// The framework's own words: `TypeName: message`.
+        framework_error: String,
+        predicted: Option<PredictedOutcome>,
+        origin: Option<Foreign>,
+    },
+    /// A framework raised; the pipeline explains it ([`ShareError::explain`]) as a [`Conversion`].
+    ///
+    /// [`Conversion`]: ShareError::Conversion
+    Framework { text: String, origin: Option<Foreign> },
+    /// One of gpushare's own errors raised by an adapter, passed through unchanged but for the
+    /// prediction, which the binding attaches.
+    Raised { origin: Foreign, predicted: Option<PredictedOutcome> },
+    /// Ctrl-C or another error that must reach the user untouched.
+    Interrupted(Foreign),
+}
+
+pub type Result<T> = std::result::Result<T, ShareError>;
+
+impl ShareError {
+    /// `Framework` errors made into explained `Conversion`s; everything else gains the prediction
+    /// where it can carry one. `source` and `target` are framework names, `path` the route.
+    pub fn explain(self, stage: Stage, source: &str, target: &str, path: &str, predicted: Option<&PredictedOutcome>) -> ShareError {
+        match self {
+            ShareError::Framework { text, origin } => {
+                let (target, path, predicted) = match stage {
+                    // Describing the source is not yet a handoff: no prediction, no path.
+                    Stage::Inspect => (source, "inspect", None),
+                    Stage::Convert => (target, path, predicted),
+                };
+                conversion(source, target, path, text, predicted.cloned(), origin)
+            }
+            ShareError::Raised { origin, predicted: None } if stage == Stage::Convert => {
+                ShareError::Raised { origin, predicted: predicted.cloned() }
+            }
+            ShareError::PathNotApplicable { message, predicted: None } => {
+                ShareError::PathNotApplicable { message, predicted: predicted.cloned() }
+            }
+            other => other,
+        }
+    }
+
+    /// The prediction carried, if any.
+    pub fn predicted(&self) -> Option<&PredictedOutcome> {
+        match self {
+            ShareError::UnsafeInput { predicted, .. }
+            | ShareError::PathNotApplicable { predicted, .. }
+            | ShareError::Conversion { predicted, .. }
+            | ShareError::Raised { predicted, .. } => predicted.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Why it failed and how to fix it, in a row of a comparison table.
+    pub fn reason_and_fix(&self) -> (String, Option<String>) {
+        match self {
+            ShareError::UnsafeInput { reason, fix, .. } => (reason.clone(), Some(fix.clone())),
+            ShareError::Conversion { reason, fix, .. } => (reason.clone(), fix.clone()),
+            other => (other.to_string(), None),
+        }
+    }
+
+    pub fn is_interrupt(&self) -> bool {
+        matches!(self, ShareError::Interrupted(_))
+    }
+}
+
+/// The explained error of a framework that failed a handoff: a known failure's reason and fix,
+/// else the prediction's when it foresaw these words, else the framework's text; and "UNEXPECTED"
+/// when gpushare had predicted success.
+pub fn conversion(
+    source: &str,
+    target: &str,
+    path: &str,
+    text: String,
+    predicted: Option<PredictedOutcome>,
+    origin: Option<Foreign>,
+) -> ShareError {
+    let foreseen = predicted.as_ref().and_then(|p| match p {
+        PredictedOutcome::Failed { reason, expected_error: Some(words), fix }
+            if !words.is_empty() && text.to_lowercase().contains(&words.to_lowercase()) =>
+        {
+            Some((reason.clone(), Some(fix.clone())))
+        }
+        _ => None,
+    });
+    let (reason, fix) = match (explain::explain_failure(&text), foreseen) {
+        (Some((reason, fix)), _) => (reason.to_string(), Some(fix.to_string())),
+        (None, Some(known)) => known,
+        (None, None) => (text.clone(), None),
+    };
+    let mut message = match &fix {
+        Some(fix) => format!("{source} → {target} via {path} failed: {reason}. Fix: {fix}"),
+        None => format!("{source} → {target} via {path} failed: {text}"),
+    };
+    if let Some(p) = &predicted
+        && !matches!(p, PredictedOutcome::Failed { .. })
+    {
+        message.push_str(&format!(" (UNEXPECTED: gpushare predicted {})", p.verdict().as_str()));
+    }
+    ShareError::Conversion { message, reason, fix, framework_error: text, predicted, origin }
+}
+
+impl fmt::Display for ShareError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShareError::UnknownFramework(m)
+            | ShareError::FrameworkNotInstalled(m)
+            | ShareError::NotAnArray(m)
+            | ShareError::DLPack(m)
+            | ShareError::Cuda(m)
+            | ShareError::Usage(m) => f.write_str(m),
+            ShareError::UnsafeInput { source, target, reason, fix, .. } => {
+                write!(f, "{source} → {target}: {reason}. Fix: {fix}")
+            }
+            ShareError::PathNotApplicable { message, .. } | ShareError::Conversion { message, .. } => f.write_str(message),
+            ShareError::Framework { text, .. } => f.write_str(text),
+            ShareError::Raised { origin, .. } | ShareError::Interrupted(origin) => write!(f, "{origin}"),
+        }
+    }
+}
+
+impl std::error::Error for ShareError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(words: &str) -> PredictedOutcome {
+        PredictedOutcome::Failed { reason: "r".into(), expected_error: Some(words.into()), fix: "f".into() }
+    }
+
+    #[test]
+    fn a_foreseen_failure_is_explained_by_its_prediction() {
+        let e = conversion("a", "b", "dlpack", "BufferError: Boom happened".into(), Some(failed("boom")), None);
+        let ShareError::Conversion { reason, fix, message, .. } = e else { panic!() };
+        assert_eq!((reason.as_str(), fix.as_deref()), ("r", Some("f")));
+        assert!(!message.contains("UNEXPECTED"), "{message}");
+    }
+
+    #[test]
+    fn a_failure_other_than_the_one_foreseen_keeps_the_frameworks_words() {
+        let e = conversion("a", "b", "dlpack", "TypeError: other".into(), Some(failed("boom")), None);
+        let ShareError::Conversion { reason, fix, .. } = e else { panic!() };
+        assert_eq!((reason.as_str(), fix), ("TypeError: other", None));
+    }
+
+    #[test]
+    fn a_failure_after_a_predicted_success_says_unexpected() {
+        let shared = PredictedOutcome::Shared { note: None };
+        let e = conversion("torch", "jax", "dlpack", "ValueError: x".into(), Some(shared), None);
+        assert!(e.to_string().ends_with("(UNEXPECTED: gpushare predicted shared)"), "{e}");
+    }
+
+    #[test]
+    fn explaining_at_inspection_names_no_path_and_no_prediction() {
+        let e = ShareError::Framework { text: "RuntimeError: x".into(), origin: None };
+        let e = e.explain(Stage::Inspect, "jax", "torch", "dlpack", Some(&PredictedOutcome::Shared { note: None }));
+        assert_eq!(e.to_string(), "jax → jax via inspect failed: RuntimeError: x");
+        assert!(e.predicted().is_none());
+    }
+}

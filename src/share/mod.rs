@@ -1,0 +1,327 @@
+//! THE share pipeline: one for `share`, `%share`, `compare` and `bench`.
+//!
+//! describe → check → predict → refuse → (observe) → convert under a timing policy → describe the
+//! target → judge → report.
+//!
+//! Plain Rust: the frameworks are reached through [`Framework`] and the conversion through
+//! [`Route`], which the Python binding implements once over its adapters (as tokenizers'
+//! `CustomNormalizer` implements its core's `Normalizer`). Everything framework-specific lives in
+//! those adapters; every rule lives in [`crate::explain`]. The lab (`compare`, `bench`) is this
+//! pipeline run once per path and size.
+
+pub mod error;
+pub mod timing;
+
+use std::time::Instant;
+
+pub use error::{Foreign, Result, ShareError, Stage};
+pub use timing::{Measured, Repeat, Sampler, TimingPolicy};
+
+use crate::explain::{self, PredictedOutcome};
+use crate::report::{MemoryLedger, MemorySnapshot, ShareReport, StreamReport, StreamRequest, TensorReport, Verdict};
+use crate::stats::Timing;
+
+/// DLPack's device type of host memory.
+const DL_CPU: u32 = 1;
+
+/// One framework, as the pipeline needs it.
+pub trait Framework {
+    /// An array of any framework (the pipeline never looks inside).
+    type Array;
+    /// A description of an array, as the binding keeps it (it hands it back in the result).
+    type Info: AsRef<TensorReport>;
+
+    /// gpushare's name of the framework: `torch`, `tf`, `jax`, `numpy`, `cupy`, `numba`, `paddle`.
+    fn name(&self) -> &str;
+    /// What an array of this framework is, read without consuming it.
+    fn describe(&self, array: &Self::Array) -> Result<Self::Info>;
+    /// Refuses sources this framework will not export (a torch tensor that requires grad).
+    fn check_source(&self, _array: &Self::Array) -> Result<()> {
+        Ok(())
+    }
+    /// Waits for the work queued on the array's device.
+    fn synchronize(&self, array: &Self::Array) -> Result<()>;
+    /// The handle of this framework's current CUDA stream on the array's device, if it has one.
+    fn current_stream(&self, _array: &Self::Array) -> Result<Option<u64>> {
+        Ok(None)
+    }
+}
+
+/// A transfer path for one pair: how the target gets an array from the source.
+pub trait Route<A> {
+    /// The path's name (`dlpack`, `capsule`, `cai`, `host`, `pinned`, `copy`, `shared`).
+    fn path(&self) -> &str;
+    fn convert(&self, array: &A) -> Result<A>;
+    /// One conversion that also records what the consumer asked the producer's `__dlpack__`
+    /// for; routes that carry no stream record nothing.
+    fn convert_recorded(&self, array: &A) -> Result<(A, Vec<StreamRequest>)> {
+        Ok((self.convert(array)?, Vec::new()))
+    }
+}
+
+/// What the process around the pipeline provides: interruption, the garbage collector and the
+/// allocators' memory figures.
+pub trait Host {
+    /// Ctrl-C between conversions, as a loop in the host language would allow.
+    fn check_interrupt(&self) -> Result<()>;
+    /// Pauses the garbage collector during a sample; returns whether it was running.
+    fn pause_collector(&self) -> bool {
+        false
+    }
+    fn resume_collector(&self) {}
+    /// Each imported framework allocator's figures on CUDA device `ordinal`, in its own terms.
+    fn allocator_memory(&self, _ordinal: i32) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, i64>> {
+        Default::default()
+    }
+}
+
+/// A prediction for a source: `explain::predict` over the target's facts and settings.
+pub type Predict<'a> = dyn Fn(&TensorReport) -> Result<Option<PredictedOutcome>> + 'a;
+
+/// One kind of handoff: source and target frameworks, the route, and what to predict from.
+pub struct Handoff<'a, F: Framework> {
+    pub source: &'a F,
+    pub target: &'a F,
+    pub route: &'a dyn Route<F::Array>,
+    /// What the rules of [`crate::explain`] predict for a source; `None`: no prediction (a path the
+    /// rules do not model). The binding reads the frameworks' settings a rule needs (JAX's x64
+    /// flag, PyTorch's current device) when it is called.
+    pub predictor: Option<&'a Predict<'a>>,
+    /// Whether the source framework checks its arrays before export.
+    pub check_source: bool,
+}
+
+/// How one share runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub timing: TimingPolicy,
+    /// Collect the memory ledger and the stream report of a handoff of device memory (one
+    /// extra, untimed handoff).
+    pub observe: bool,
+    /// The variable's name, from a magic.
+    pub name: Option<String>,
+    /// In a chain, the first source: the report says whether this hop still shares its memory.
+    pub origin: Option<TensorReport>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { timing: TimingPolicy::once(), observe: false, name: None, origin: None }
+    }
+}
+
+/// A share that worked.
+pub struct Outcome<F: Framework> {
+    pub value: F::Array,
+    pub source: F::Info,
+    pub target: F::Info,
+    pub report: ShareReport,
+}
+
+impl<F: Framework> Handoff<'_, F> {
+    fn path(&self) -> &str {
+        self.route.path()
+    }
+
+    fn explained<'s>(&'s self, stage: Stage, predicted: Option<&'s PredictedOutcome>) -> impl Fn(ShareError) -> ShareError + 's {
+        move |e| e.explain(stage, self.source.name(), self.target.name(), self.path(), predicted)
+    }
+
+    /// What this handoff of `source` is predicted to do; `None` where gpushare makes no prediction.
+    pub fn predict(&self, source: &TensorReport) -> Result<Option<PredictedOutcome>> {
+        self.predictor.map_or(Ok(None), |predict| predict(source))
+    }
+
+    /// Describes, checks and predicts `array`, and refuses what would crash the target: what
+    /// the pipeline does before converting. The lab uses it once for all paths' rows.
+    pub fn prepare(&self, array: &F::Array) -> Result<(F::Info, Option<PredictedOutcome>)> {
+        let inspect = self.explained(Stage::Inspect, None);
+        let source = self.source.describe(array).map_err(&inspect)?;
+        if self.check_source {
+            self.source.check_source(array).map_err(&inspect)?;
+        }
+        let predicted = self.predict(source.as_ref()).map_err(&inspect)?;
+        let report = source.as_ref();
+        if let Some(r) = explain::refuse(report, self.target.name(), self.path()) {
+            return Err(ShareError::UnsafeInput {
+                source: report.framework.clone(),
+                target: self.target.name().to_string(),
+                reason: r.reason,
+                fix: r.fix,
+                predicted,
+            });
+        }
+        Ok((source, predicted))
+    }
+
+    /// Shares `array` (see the module's doc).
+    pub fn run(&self, host: &dyn Host, array: &F::Array, options: &Options) -> Result<Outcome<F>> {
+        options.timing.validate().map_err(ShareError::Usage)?;
+        let (source, predicted) = self.prepare(array)?;
+        self.convert_prepared(host, array, source, predicted, options)
+    }
+
+    /// The pipeline after [`Handoff::prepare`].
+    pub fn convert_prepared(
+        &self,
+        host: &dyn Host,
+        array: &F::Array,
+        source: F::Info,
+        predicted: Option<PredictedOutcome>,
+        options: &Options,
+    ) -> Result<Outcome<F>> {
+        let failed = self.explained(Stage::Convert, predicted.as_ref());
+        let on_device = source.as_ref().dlpack_device.0 != DL_CPU;
+        let (memory, streams) = if on_device && options.observe {
+            let (m, s) = self.observe(host, array, source.as_ref()).map_err(&failed)?;
+            (m, Some(s))
+        } else {
+            (None, None)
+        };
+        // One conversion on its own is the raw call's host time; anything more is synchronised at
+        // the sample edges, so queued device work lands in the sample it belongs to.
+        let synchronise = on_device && !options.timing.is_once();
+        let clock = if synchronise { self.device_clock(array, source.as_ref()).map_err(&failed)? } else { None };
+        let mut sampler = HandoffSampler { handoff: self, host, array, synchronise, clock, value: None };
+        let measured = timing::measure(&options.timing, &mut sampler).map_err(&failed)?;
+        let value = sampler.value.take().expect("every policy makes at least one conversion");
+        let target = self.target.describe(&value).map_err(&failed)?;
+        let report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
+        Ok(Outcome { value, source, target, report })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        source: &TensorReport,
+        target: &TensorReport,
+        measured: Measured,
+        predicted: Option<&PredictedOutcome>,
+        memory: Option<MemoryLedger>,
+        streams: Option<StreamReport>,
+        options: &Options,
+    ) -> ShareReport {
+        let judgement = explain::judge_path(source, target, self.path());
+        let mut timing = Timing::from_samples(measured.samples, measured.number);
+        timing.warmup = measured.warmup as u64;
+        if let Some(device) = measured.device_samples {
+            timing = timing.with_device_samples(device);
+        }
+        ShareReport {
+            name: options.name.clone(),
+            path: self.path().to_string(),
+            source: source.clone(),
+            target: target.clone(),
+            verdict: judgement.verdict,
+            reason: judgement.reason,
+            notes: judgement.notes,
+            timing,
+            shares_origin: options.origin.as_ref().map(|o| explain::judge(o, target).verdict == Verdict::Shared),
+            predicted: predicted.map(PredictedOutcome::to_prediction),
+            memory,
+            streams,
+        }
+    }
+
+    /// One handoff outside the timing: it pays one-time costs, records the streams the consumer
+    /// asked for, and is the one the memory ledger measures.
+    fn observe(&self, host: &dyn Host, array: &F::Array, source: &TensorReport) -> Result<(Option<MemoryLedger>, StreamReport)> {
+        let ordinal = source.dlpack_device.1;
+        self.source.synchronize(array)?;
+        let before = snapshot(host, ordinal);
+        let t0 = Instant::now();
+        let (value, requests) = self.route.convert_recorded(array)?;
+        self.target.synchronize(&value)?;
+        let after = snapshot(host, ordinal);
+        let seconds = t0.elapsed().as_secs_f64();
+        drop(value);
+        let producer = self.source.current_stream(array)?;
+        Ok((Some(MemoryLedger::between(&before, &after, seconds)), StreamReport::of(self.path(), producer, &requests)))
+    }
+
+    /// CUDA events on the source framework's current stream, where it has one.
+    fn device_clock(&self, array: &F::Array, source: &TensorReport) -> Result<Option<DeviceClock>> {
+        if source.dlpack_device.0 != 2 {
+            return Ok(None);
+        }
+        let Some(stream) = self.source.current_stream(array)? else { return Ok(None) };
+        let ordinal = source.dlpack_device.1;
+        // No device clock is an answer ("n/a"), not a failure of the measurement.
+        Ok(crate::cuda::EventTimer::new(ordinal)
+            .ok()
+            .map(|timer| DeviceClock { timer, stream: crate::cuda::Stream::external(stream, ordinal) }))
+    }
+}
+
+fn snapshot(host: &dyn Host, ordinal: i32) -> MemorySnapshot {
+    let (driver_free, driver_total) = match crate::cuda::mem_info(ordinal, crate::cuda::ContextPolicy::ExistingOnly) {
+        Ok(info) => (Some(info.free), Some(info.total)),
+        Err(_) => (None, None),
+    };
+    MemorySnapshot { ordinal, driver_free, driver_total, frameworks: host.allocator_memory(ordinal) }
+}
+
+struct DeviceClock {
+    timer: crate::cuda::EventTimer,
+    stream: crate::cuda::Stream,
+}
+
+/// Takes the samples of one handoff for [`timing::measure`].
+struct HandoffSampler<'h, 'a, F: Framework> {
+    handoff: &'h Handoff<'a, F>,
+    host: &'h dyn Host,
+    array: &'h F::Array,
+    synchronise: bool,
+    clock: Option<DeviceClock>,
+    /// The latest result: kept for the synchronisation at the sample's end and for the outcome.
+    value: Option<F::Array>,
+}
+
+impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
+    fn sample(&mut self, n: u64, device_clock: bool) -> Result<(f64, Option<f64>)> {
+        let h = self.handoff;
+        if self.synchronise {
+            h.source.synchronize(self.array)?;
+        }
+        // The last result goes before the next call: holding it alive across the call would
+        // change what allocators hand out, and would be timed too.
+        self.value = None;
+        let clock = if device_clock { self.clock.as_mut() } else { None };
+        let clock_started = match clock {
+            Some(c) => c.timer.start(&c.stream).is_ok(),
+            None => false,
+        };
+        let t0 = Instant::now();
+        for i in 0..n {
+            let value = h.route.convert(self.array)?;
+            if i + 1 == n {
+                self.value = Some(value);
+            }
+            self.host.check_interrupt()?;
+        }
+        let mut device = None;
+        if clock_started && let Some(c) = self.clock.as_mut() {
+            device = c.timer.stop(&c.stream).ok().map(|_| ());
+        }
+        if self.synchronise && let Some(v) = &self.value {
+            h.target.synchronize(v)?;
+        }
+        let host_seconds = t0.elapsed().as_secs_f64();
+        let device_seconds = match (device, self.clock.as_ref()) {
+            (Some(()), Some(c)) => c.timer.elapsed_ms().ok().map(|ms| ms / 1e3),
+            _ => None,
+        };
+        Ok((host_seconds, device_seconds))
+    }
+
+    fn pause_collector(&mut self) -> bool {
+        self.host.pause_collector()
+    }
+
+    fn resume_collector(&mut self) {
+        self.host.resume_collector()
+    }
+}
+
+#[cfg(test)]
+mod tests;

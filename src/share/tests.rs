@@ -1,0 +1,246 @@
+//! The pipeline against a framework made of plain Rust values: what it calls, in which order, and
+//! what it reports, without Python.
+
+use std::cell::{Cell, RefCell};
+
+use super::*;
+use crate::explain::TargetFacts;
+
+/// An array: an address, a length in float32 elements, strides, and on which device.
+#[derive(Debug, Clone, PartialEq)]
+struct Buf {
+    ptr: u64,
+    len: i64,
+    strides: Vec<i64>,
+    device: (u32, i32),
+}
+
+fn buf(ptr: u64, len: i64) -> Buf {
+    Buf { ptr, len, strides: vec![1], device: (1, 0) }
+}
+
+struct Fake {
+    name: &'static str,
+    log: RefCell<Vec<String>>,
+    refuse_export: bool,
+}
+
+fn fake(name: &'static str) -> Fake {
+    Fake { name, log: RefCell::new(vec![]), refuse_export: false }
+}
+
+struct Info(TensorReport);
+
+impl AsRef<TensorReport> for Info {
+    fn as_ref(&self) -> &TensorReport {
+        &self.0
+    }
+}
+
+impl Framework for Fake {
+    type Array = Buf;
+    type Info = Info;
+
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn describe(&self, a: &Buf) -> Result<Info> {
+        self.log.borrow_mut().push("describe".into());
+        let extent = if a.len == 0 { 0 } else { 4 * (1 + (a.len - 1) * a.strides[0].abs()) as u64 };
+        Ok(Info(TensorReport {
+            framework: self.name.into(),
+            dtype: "float32".into(),
+            shape: vec![a.len],
+            strides: a.strides.clone(),
+            device: "cpu".into(),
+            dlpack_device: a.device,
+            dlpack_device_name: format!("{}:{}", if a.device.0 == 1 { "cpu" } else { "cuda" }, a.device.1),
+            data_ptr: a.ptr,
+            byte_offset: 0,
+            nbytes: extent,
+            span: (a.ptr, a.ptr + extent),
+            contiguous: a.strides == [1],
+            alignment: 64,
+            readonly: false,
+            dlpack_version: None,
+            cuda: None,
+        }))
+    }
+    fn check_source(&self, _a: &Buf) -> Result<()> {
+        self.log.borrow_mut().push("check".into());
+        if self.refuse_export {
+            return Err(ShareError::Framework { text: "RuntimeError: requires grad".into(), origin: None });
+        }
+        Ok(())
+    }
+    fn synchronize(&self, _a: &Buf) -> Result<()> {
+        self.log.borrow_mut().push("sync".into());
+        Ok(())
+    }
+}
+
+/// A route that views (`copy = false`) or copies to a new address.
+struct Via {
+    path: &'static str,
+    copy: bool,
+    fail_with: Option<&'static str>,
+    calls: Cell<u64>,
+}
+
+fn via(path: &'static str, copy: bool) -> Via {
+    Via { path, copy, fail_with: None, calls: Cell::new(0) }
+}
+
+impl Route<Buf> for Via {
+    fn path(&self) -> &str {
+        self.path
+    }
+    fn convert(&self, a: &Buf) -> Result<Buf> {
+        self.calls.set(self.calls.get() + 1);
+        if let Some(text) = self.fail_with {
+            return Err(ShareError::Framework { text: text.into(), origin: None });
+        }
+        Ok(if self.copy { Buf { ptr: a.ptr + 0x10_0000, strides: vec![1], ..a.clone() } } else { a.clone() })
+    }
+}
+
+struct NoHost;
+
+impl Host for NoHost {
+    fn check_interrupt(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn handoff<'a>(src: &'a Fake, dst: &'a Fake, route: &'a Via, predictor: Option<&'a Predict<'a>>) -> Handoff<'a, Fake> {
+    Handoff { source: src, target: dst, route, predictor, check_source: true }
+}
+
+/// The rules' prediction for a target framework by `path`.
+fn rules(target: &'static str, path: &'static str) -> impl Fn(&TensorReport) -> Result<Option<PredictedOutcome>> {
+    let facts = TargetFacts::new(target, "", path);
+    move |source| Ok(Some(explain::predict(source, &facts)))
+}
+
+#[test]
+fn a_view_is_shared_and_timed_once_by_default() {
+    let (src, dst, route) = (fake("numpy"), fake("torch"), via("dlpack", false));
+    let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).unwrap();
+    assert_eq!(out.report.verdict, Verdict::Shared);
+    assert!(out.report.timing.is_single());
+    assert_eq!(route.calls.get(), 1);
+    assert_eq!(out.value, buf(0x1000, 8));
+    // Host memory: nothing to synchronise.
+    assert_eq!(*src.log.borrow(), ["describe", "check"]);
+    assert_eq!(*dst.log.borrow(), ["describe"]);
+}
+
+#[test]
+fn a_copying_path_says_it_copies_by_design() {
+    let (src, dst, route) = (fake("numpy"), fake("torch"), via("host", true));
+    let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).unwrap();
+    assert_eq!(out.report.verdict, Verdict::Copied);
+    assert_eq!(out.report.reason.as_deref(), explain::copied_by_design("host"));
+}
+
+#[test]
+fn a_fixed_policy_times_repeat_samples_and_synchronises_device_memory() {
+    let (src, dst, route) = (fake("cupy"), fake("torch"), via("dlpack", false));
+    let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
+    let options = Options { timing: TimingPolicy::fixed(3, 2, 1), ..Options::default() };
+    let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &options).unwrap();
+    assert_eq!(out.report.timing.samples.len(), 3);
+    assert_eq!(out.report.timing.loops, 2);
+    assert_eq!(out.report.timing.warmup, 1);
+    assert_eq!(route.calls.get(), 1 + 3 * 2);
+    let syncs = |f: &Fake| f.log.borrow().iter().filter(|s| *s == "sync").count();
+    assert_eq!((syncs(&src), syncs(&dst)), (4, 4), "both edges of each of 4 samples (warm-up included)");
+}
+
+#[test]
+fn the_prediction_is_made_before_and_kept_beside_the_outcome() {
+    let (src, dst, route) = (fake("numpy"), fake("torch"), via("dlpack", false));
+    let rules = rules("torch", "dlpack");
+    let out = handoff(&src, &dst, &route, Some(&rules)).run(&NoHost, &buf(0x1000, 8), &Options::default()).unwrap();
+    let predicted = out.report.predicted.clone().unwrap();
+    assert_eq!(predicted.verdict, Verdict::Shared);
+    assert!(!out.report.unexpected());
+}
+
+#[test]
+fn crash_class_inputs_are_refused_before_the_framework_is_called() {
+    let (src, dst, route) = (fake("numpy"), fake("torch"), via("dlpack", false));
+    let reversed = Buf { ptr: 0x1000 + 28, strides: vec![-1], ..buf(0, 8) };
+    let rules = rules("torch", "dlpack");
+    let err = handoff(&src, &dst, &route, Some(&rules)).run(&NoHost, &reversed, &Options::default()).err().unwrap();
+    assert!(matches!(err, ShareError::UnsafeInput { .. }), "{err}");
+    assert_eq!(err.predicted().map(|p| p.verdict()), Some(Verdict::Failed));
+    assert_eq!(route.calls.get(), 0, "never called");
+    // The host route hands torch a fresh compact copy: nothing to refuse.
+    let host = via("host", true);
+    assert!(handoff(&src, &dst, &host, None).run(&NoHost, &reversed, &Options::default()).is_ok());
+}
+
+#[test]
+fn a_framework_failure_is_explained_with_the_prediction() {
+    let (src, dst) = (fake("numpy"), fake("torch"));
+    let route = Via { fail_with: Some("BufferError: nope"), ..via("dlpack", false) };
+    let rules = rules("torch", "dlpack");
+    let err = handoff(&src, &dst, &route, Some(&rules)).run(&NoHost, &buf(0x1000, 8), &Options::default()).err().unwrap();
+    let ShareError::Conversion { message, framework_error, predicted, .. } = &err else { panic!("{err}") };
+    assert_eq!(framework_error, "BufferError: nope");
+    assert!(message.starts_with("numpy → torch via dlpack failed"), "{message}");
+    assert!(message.contains("UNEXPECTED"), "predicted shared, then failed: {message}");
+    assert!(predicted.is_some());
+}
+
+#[test]
+fn a_source_the_framework_will_not_export_fails_at_inspection() {
+    let (mut src, dst, route) = (fake("torch"), fake("numpy"), via("dlpack", false));
+    src.refuse_export = true;
+    let err = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).err().unwrap();
+    assert!(err.to_string().starts_with("torch → torch via inspect failed"), "{err}");
+    assert_eq!(route.calls.get(), 0);
+}
+
+#[test]
+fn a_chain_hop_says_whether_it_still_shares_the_origin() {
+    let (src, dst, route) = (fake("numpy"), fake("torch"), via("dlpack", false));
+    let h = handoff(&src, &dst, &route, None);
+    let origin = src.describe(&buf(0x1000, 8)).unwrap().0;
+    let options = Options { origin: Some(origin), ..Options::default() };
+    assert_eq!(h.run(&NoHost, &buf(0x1000, 4), &options).unwrap().report.shares_origin, Some(true));
+    assert_eq!(h.run(&NoHost, &buf(0x9000, 4), &options).unwrap().report.shares_origin, Some(false));
+}
+
+#[test]
+fn bad_timing_is_a_usage_error_before_anything_runs() {
+    let (src, dst, route) = (fake("numpy"), fake("torch"), via("dlpack", false));
+    let options = Options { timing: TimingPolicy::fixed(0, 1, 0), ..Options::default() };
+    let err = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &options).err().unwrap();
+    assert!(matches!(err, ShareError::Usage(_)));
+    assert!(src.log.borrow().is_empty());
+}
+
+#[test]
+fn stream_reports_say_what_ordered_the_two_sides() {
+    let req = |stream| vec![StreamRequest { stream, max_version: Some((1, 0)) }];
+    assert!(StreamReport::of("capsule", Some(7), &req(Some(7))).wait.starts_with("none: this route carries no stream"));
+    assert!(StreamReport::of("dlpack", Some(7), &req(Some(7))).wait.contains("same stream"));
+    assert!(StreamReport::of("dlpack", Some(7), &req(Some(9))).wait.contains("wait on its stream 7"));
+    assert!(StreamReport::of("dlpack", Some(7), &req(Some(-1))).wait.contains("stream=-1"));
+    assert!(StreamReport::of("dlpack", Some(7), &req(None)).wait.contains("legacy default stream"));
+}
+
+#[test]
+fn the_ledger_subtracts_figures_present_both_times() {
+    use std::collections::BTreeMap;
+    let figures = |a: i64| BTreeMap::from([("torch".to_string(), BTreeMap::from([("allocated".to_string(), a)]))]);
+    let before = MemorySnapshot { ordinal: 0, driver_free: Some(100 << 20), driver_total: Some(1 << 30), frameworks: figures(0) };
+    let after = MemorySnapshot { driver_free: Some(36 << 20), frameworks: figures(64 << 20), ..before.clone() };
+    let ledger = MemoryLedger::between(&before, &after, 0.0);
+    assert_eq!(ledger.summary, "driver +64.0 MiB; torch allocated +64.0 MiB");
+    assert_eq!(MemoryLedger::between(&before, &before, 0.0).summary, "driver ±0 B");
+    let no_driver = MemorySnapshot { driver_free: None, ..before.clone() };
+    assert_eq!(MemoryLedger::between(&no_driver, &no_driver, 0.0).summary, "no change");
+}

@@ -1,0 +1,269 @@
+//! How a share is timed: the one timing loop of gpushare (the API, the magics, the lab and
+//! `gpushare.timing.measure` all run it).
+//!
+//! Where it changes the figure the method is `torch.utils.benchmark.Timer`'s: warm-up runs first;
+//! every framework is synchronised at the edges of a sample and never between its calls; the
+//! garbage collector is paused during a sample (as `timeit` does); with no fixed number of calls
+//! per sample, the number grows until a sample lasts long enough that its fixed cost is at most
+//! 0.1 % of it. A budget in seconds bounds how many samples are taken, the way `%timeit` bounds its
+//! runs, so a cell of several arrays answers quickly.
+
+use std::time::Instant;
+
+use super::error::Result;
+
+/// Most calls per sample that auto-ranging chooses.
+pub const MAX_AUTO_NUMBER: u64 = 100_000;
+/// torch.utils.benchmark's documented goal: a sample's fixed cost at most 0.1 % of it.
+pub const MAX_OVERHEAD: f64 = 1e-3;
+
+/// How many samples to take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Repeat {
+    /// Exactly this many (`-r`).
+    Exactly(usize),
+    /// Samples until `budget` seconds have been spent on them and at least `at_least` were taken,
+    /// at most `at_most`; never past `5 × budget` once one sample exists (a slow copy).
+    Within { budget: f64, at_least: usize, at_most: usize },
+}
+
+/// How a handoff is timed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingPolicy {
+    /// Untimed runs first: they pay one-time costs (imports, allocator pools, page-locking).
+    pub warmup: usize,
+    /// Calls per sample (`-n`); `None` chooses it (auto-ranging).
+    pub number: Option<u64>,
+    pub repeat: Repeat,
+    /// With `number: None`, a sample lasts at least this long.
+    pub min_sample_time: f64,
+    /// With `number: None`, the largest share of a sample its fixed cost may take.
+    pub max_overhead: f64,
+    /// Pause the garbage collector during a sample.
+    pub pause_collector: bool,
+}
+
+impl TimingPolicy {
+    /// One conversion, reported as one sample: what `gpushare.share()` does unless asked.
+    pub const fn once() -> TimingPolicy {
+        TimingPolicy {
+            warmup: 0,
+            number: Some(1),
+            repeat: Repeat::Exactly(1),
+            min_sample_time: 0.0,
+            max_overhead: MAX_OVERHEAD,
+            pause_collector: false,
+        }
+    }
+
+    /// `repeat` samples of `number` calls after `warmup` runs (`%timeit -n N -r R`).
+    pub const fn fixed(repeat: usize, number: u64, warmup: usize) -> TimingPolicy {
+        TimingPolicy { warmup, number: Some(number), repeat: Repeat::Exactly(repeat), min_sample_time: 0.0, max_overhead: MAX_OVERHEAD, pause_collector: true }
+    }
+
+    /// `%timeit`'s way within a budget: one warm-up, calls per sample auto-ranged so a sample lasts
+    /// about a tenth of the budget, samples until the budget is spent (at least 3, at most 1000).
+    pub fn within(budget: f64) -> TimingPolicy {
+        TimingPolicy {
+            warmup: 1,
+            number: None,
+            repeat: Repeat::Within { budget, at_least: 3, at_most: 1000 },
+            min_sample_time: (budget / 10.0).max(1e-4),
+            max_overhead: MAX_OVERHEAD,
+            pause_collector: true,
+        }
+    }
+
+    /// True when the result is one call, measured once.
+    pub fn is_once(&self) -> bool {
+        self.warmup == 0 && self.number == Some(1) && self.repeat == Repeat::Exactly(1)
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.number == Some(0) {
+            return Err("number (-n) must be at least 1".into());
+        }
+        match self.repeat {
+            Repeat::Exactly(0) => Err("repeat (-r) must be at least 1".into()),
+            Repeat::Within { budget, .. } if !(budget.is_finite() && budget > 0.0) => {
+                Err(format!("the time budget must be a positive number of seconds, got {budget}"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What takes one sample: `n` calls, synchronised at both ends, timed on the host and (when a
+/// device clock exists) on the device. `n = 0` measures a sample's fixed cost alone.
+pub trait Sampler {
+    /// Seconds on the host and, where measured, on the device.
+    fn sample(&mut self, n: u64, device_clock: bool) -> Result<(f64, Option<f64>)>;
+    /// Pauses the garbage collector; returns whether it was running (to resume it after).
+    fn pause_collector(&mut self) -> bool {
+        false
+    }
+    fn resume_collector(&mut self) {}
+}
+
+/// Raw timings: seconds per call, one entry per sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    pub samples: Vec<f64>,
+    pub device_samples: Option<Vec<f64>>,
+    pub number: u64,
+    pub warmup: usize,
+}
+
+/// Times a sampler under a policy (see the module's doc).
+pub fn measure(policy: &TimingPolicy, sampler: &mut dyn Sampler) -> Result<Measured> {
+    let paused = policy.pause_collector && sampler.pause_collector();
+    let result = measure_inner(policy, sampler);
+    if paused {
+        sampler.resume_collector();
+    }
+    result
+}
+
+fn measure_inner(policy: &TimingPolicy, sampler: &mut dyn Sampler) -> Result<Measured> {
+    let started = Instant::now();
+    for _ in 0..policy.warmup {
+        sampler.sample(1, false)?;
+    }
+    let number = match policy.number {
+        Some(n) => n.max(1),
+        None => autorange(sampler, policy.min_sample_time, policy.max_overhead)?,
+    };
+    let timed_from = Instant::now();
+    // Grown as it goes: reserving `repeat` up front would abort the process on `-r 10**12`.
+    let mut samples = Vec::new();
+    let mut device = Vec::new();
+    loop {
+        let (host, dev) = sampler.sample(number, true)?;
+        samples.push(host / number as f64);
+        if let Some(d) = dev {
+            device.push(d / number as f64);
+        }
+        let done = match policy.repeat {
+            Repeat::Exactly(n) => samples.len() >= n,
+            Repeat::Within { budget, at_least, at_most } => {
+                let spent = timed_from.elapsed().as_secs_f64();
+                samples.len() >= at_most
+                    || (spent >= budget && samples.len() >= at_least)
+                    || started.elapsed().as_secs_f64() >= 5.0 * budget
+            }
+        };
+        if done {
+            break;
+        }
+    }
+    let device_samples = (!device.is_empty() && device.len() == samples.len()).then_some(device);
+    Ok(Measured { samples, device_samples, number, warmup: policy.warmup })
+}
+
+/// Calls per sample: torch.utils.benchmark's rule (`Timer._estimate_block_size`) with a floor.
+/// The fixed cost of a sample is the median of five empty ones; a sample must last
+/// `min_sample_time` and that cost must be at most `max_overhead` of it, within ten times
+/// `min_sample_time`.
+fn autorange(sampler: &mut dyn Sampler, min_sample_time: f64, max_overhead: f64) -> Result<u64> {
+    let mut empty = Vec::with_capacity(5);
+    for _ in 0..5 {
+        empty.push(sampler.sample(0, false)?.0);
+    }
+    empty.sort_by(f64::total_cmp);
+    let overhead = empty[2];
+    let goal = min_sample_time.max((overhead / max_overhead.max(1e-12)).min(10.0 * min_sample_time));
+    let mut number: u64 = 1;
+    while number < MAX_AUTO_NUMBER {
+        let (total, _) = sampler.sample(number, false)?;
+        if total >= goal {
+            break;
+        }
+        // Aim straight for the goal, at most ×10 per step, so one noisy sample can't make a
+        // calibration run last seconds.
+        let per_call = (total / number as f64).max(1e-9);
+        let want = (goal / per_call) as u64 + 1;
+        number = MAX_AUTO_NUMBER.min((number * 2).max(want.min(number * 10)));
+    }
+    Ok(number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampler whose calls cost `per_call` seconds and whose samples cost `fixed` more.
+    struct Fake {
+        per_call: f64,
+        fixed: f64,
+        calls: Vec<(u64, bool)>,
+        paused: bool,
+    }
+
+    impl Sampler for Fake {
+        fn sample(&mut self, n: u64, device_clock: bool) -> Result<(f64, Option<f64>)> {
+            self.calls.push((n, device_clock));
+            let host = self.fixed + self.per_call * n as f64;
+            std::thread::sleep(std::time::Duration::from_secs_f64(host));
+            Ok((host, device_clock.then_some(self.per_call * n as f64)))
+        }
+        fn pause_collector(&mut self) -> bool {
+            self.paused = true;
+            true
+        }
+        fn resume_collector(&mut self) {
+            self.paused = false;
+        }
+    }
+
+    fn fake(per_call: f64) -> Fake {
+        Fake { per_call, fixed: 0.0, calls: vec![], paused: false }
+    }
+
+    #[test]
+    fn once_is_one_call_one_sample_and_no_warmup() {
+        let mut s = fake(0.0);
+        let m = measure(&TimingPolicy::once(), &mut s).unwrap();
+        assert_eq!((m.samples.len(), m.number, m.warmup), (1, 1, 0));
+        assert_eq!(s.calls, vec![(1, true)]);
+        assert!(TimingPolicy::once().is_once());
+    }
+
+    #[test]
+    fn fixed_takes_exactly_repeat_samples_of_number_after_warmup() {
+        let mut s = fake(0.0);
+        let m = measure(&TimingPolicy::fixed(4, 3, 2), &mut s).unwrap();
+        assert_eq!(m.samples.len(), 4);
+        assert_eq!(s.calls, vec![(1, false), (1, false), (3, true), (3, true), (3, true), (3, true)]);
+        assert_eq!(m.device_samples.unwrap().len(), 4);
+        assert!(!s.paused, "the collector is resumed");
+    }
+
+    #[test]
+    fn within_a_budget_auto_ranges_then_stops_once_the_budget_is_spent() {
+        let mut s = fake(1e-5);
+        let policy = TimingPolicy::within(0.02);
+        let t0 = Instant::now();
+        let m = measure(&policy, &mut s).unwrap();
+        let spent = t0.elapsed().as_secs_f64();
+        assert!(m.number > 1, "a 10 µs call is grouped: {}", m.number);
+        assert!(m.samples.len() >= 3);
+        assert!(spent < 0.2, "{spent}");
+    }
+
+    #[test]
+    fn a_slow_call_stops_within_five_budgets() {
+        let mut s = fake(0.03);
+        let m = measure(&TimingPolicy::within(0.01), &mut s).unwrap();
+        assert_eq!(m.number, 1);
+        assert!(!m.samples.is_empty() && m.samples.len() <= 3, "{:?}", m.samples);
+    }
+
+    #[test]
+    fn bad_policies_are_refused() {
+        assert!(TimingPolicy::fixed(0, 1, 0).validate().is_err());
+        assert!(TimingPolicy::fixed(1, 0, 0).validate().is_err());
+        assert!(TimingPolicy::within(0.0).validate().is_err());
+        assert!(TimingPolicy::within(f64::NAN).validate().is_err());
+        assert!(TimingPolicy::within(0.1).validate().is_ok());
+    }
+}
