@@ -149,7 +149,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _UNIT_HEADER = re.compile(r"\((?:ns|µs|us|ms|s|B|KiB|MiB|GiB|GB/s|MB/s)\)")
 #: Variance warnings come and go with the machine's load.
-_NOISE = re.compile(r";?\s*⚠ (?:noisy: .*?quiet the machine|\d+ noisy points? \([^)]*\)\.?)")
+_NOISE = re.compile(
+    r";?\s*⚠ (?:noisy: .*?quiet the machine|\d+ noisy points? \([^)]*\)\.?|noisy \(IQR > \d+% of the median\): [^.]*\.)"
+)
+#: Whether the fastest path wins beyond the spread or ties with another depends on the load too.
+_RANKING = re.compile(r"★ fastest: [\w, ]*?beyond the measured spread\.|No ★[^.]*\.|[★≈](?= )")
 _NUMBER = re.compile(
     r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?\s?(?:ns|µs|us|ms|s|B|KiB|MiB|GiB|GB/s|MB/s|x|×|pt/s)?(?![\w.])"
 )
@@ -162,6 +166,7 @@ def normalise(text: str) -> str:
     text = _ANSI.sub("", text)
     text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
     text = _NOISE.sub("", text)
+    text = _RANKING.sub("", text)
     text = _HEX.sub("0xADDR", text)
     text = _UNIT_HEADER.sub("(UNIT)", text)
     text = _NUMBER.sub("N", text)

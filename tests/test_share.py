@@ -373,14 +373,14 @@ def test_ctrl_c_during_a_conversion_is_not_turned_into_a_conversion_error():
     def interrupted(obj):
         raise KeyboardInterrupt
 
-    plan = _native.SharePlan(src, dst, "dlpack", interrupted, None, api._error_hook(src, dst, "dlpack"), api._observed_handoff)
+    plan = _native.SharePlan(src, dst, "dlpack", interrupted, None, api.allocator_memory)
     with pytest.raises(KeyboardInterrupt):
         plan.run(torch.ones(2))
 
     def broken(obj):
         raise RuntimeError("the framework broke")
 
-    plan = _native.SharePlan(src, dst, "dlpack", broken, None, api._error_hook(src, dst, "dlpack"), api._observed_handoff)
+    plan = _native.SharePlan(src, dst, "dlpack", broken, None, api.allocator_memory)
     with pytest.raises(ConversionError, match="the framework broke") as e:
         plan.run(torch.ones(2))
     assert isinstance(e.value.__cause__, RuntimeError)

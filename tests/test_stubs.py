@@ -19,6 +19,8 @@ def _params(fn: ast.FunctionDef) -> list[str]:
     names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
     if a.vararg:
         names.append("*" + a.vararg.arg)
+    if a.kwarg:  # the runtime signature names **kwargs by its bare name
+        names.append(a.kwarg.arg)
     return [n for n in names if n != "self"]
 
 

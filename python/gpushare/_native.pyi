@@ -55,7 +55,7 @@ class TensorInfo:
     def dlpack_version(self) -> tuple[int, int] | None: ...
     @property
     def cuda(self) -> dict[str, Any] | None: ...
-    def refuse_for(self, target: str) -> None: ...
+    def refuse_for(self, target: str, path: str = "dlpack") -> None: ...
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self) -> str: ...
     def _repr_html_(self) -> str: ...
@@ -81,6 +81,12 @@ class Timing:
     def samples(self) -> list[float]: ...
     @property
     def device_median(self) -> float | None: ...
+    @property
+    def device_samples(self) -> list[float] | None: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def single(self) -> bool: ...
     @property
     def warning(self) -> str | None: ...
     def to_dict(self) -> dict[str, Any]: ...
@@ -195,8 +201,8 @@ class Predictor:
 
 # -- one kind of share, run in Rust (src/python/plan.rs) --------------------------------------------
 class SharePlan:
-    """Source and target adapters, the resolved path and its conversion, the predictor, and the
-    callbacks for errors and for observing a handoff of device memory."""
+    """One kind of share (source and target adapters, the path and its conversion, the prediction)
+    run by the share pipeline of the Rust core (src/share/)."""
 
     def __init__(
         self,
@@ -204,16 +210,48 @@ class SharePlan:
         target: Any,
         path: str,
         convert: Callable[[Any], Any],
-        predictor: Callable[[TensorInfo], Any] | None,
-        on_error: Callable[[str, BaseException, Prediction | None], BaseException],
-        observe: Callable[..., tuple[str | None, str | None]],
+        predictor: Callable[[TensorInfo], Any] | None = None,
+        allocators: Callable[[int], dict[str, dict[str, int]]] | None = None,
         check_source: bool = True,
     ) -> None: ...
     @property
     def path(self) -> str: ...
     def run(
-        self, obj: Any, repeat: int = 1, number: int = 1, name: str | None = None, origin: TensorInfo | None = None
+        self,
+        obj: Any,
+        repeat: int | None = None,
+        number: int | None = 1,
+        name: str | None = None,
+        origin: TensorInfo | None = None,
+        *,
+        warmup: int = 0,
+        budget: float | None = None,
+        min_sample_time: float | None = None,
+        observe: bool = False,
     ) -> ShareResult: ...
+
+class StreamRecorder:
+    """Stands in for a source during an observed handoff and records what the consumer asked its
+    ``__dlpack__`` for."""
+
+    def __dlpack__(self, **kwargs: Any) -> Any: ...
+    def __dlpack_device__(self) -> Any: ...
+
+def measure(
+    call: Callable[[Any], Any],
+    arg: Any,
+    synchronize: Callable[[Any], Any] | None = None,
+    repeat: int = 7,
+    number: int | None = None,
+    warmup: int = 1,
+    min_sample_time: float = 0.01,
+    max_overhead: float = 0.001,
+    disable_gc: bool = True,
+    device_clock: Any = None,
+) -> tuple[list[float], list[float] | None, int, int, Any]: ...
+def conversion_error(
+    source: str, target: str, path: str, exc: BaseException, predicted: Any = None
+) -> BaseException: ...
 
 def inspect_torch(obj: Any) -> TensorInfo | None: ...
 def inspect_jax(obj: Any, adapter: Any) -> TensorInfo | None: ...

@@ -133,6 +133,27 @@ class Adapter:
         """The handle of the framework's current CUDA stream for the array's device, if it has one."""
         return None
 
+    # -- the host route and the lab's arrays ----------------------------------------------
+    def to_numpy(self, obj: Any) -> Any:
+        """What users write to get a NumPy array (``.cpu().numpy()``, ``.get()``, …)."""
+        import numpy as np
+
+        return np.asarray(obj)
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        """This framework's array from a NumPy array, on the host or CUDA device ``ordinal``."""
+        raise PathNotApplicableError(f"{self.name} cannot make an array from NumPy here")
+
+    def ones(self, n: int, dtype: str, on_host: bool, ordinal: int) -> Any:
+        """A 1-d array of ``n`` ones of ``dtype`` (the lab's source arrays)."""
+        import numpy as np
+
+        return self.from_numpy(np.ones(n, dtype=dtype), on_host, ordinal)
+
+    def has_gpu(self) -> bool:
+        """Whether this framework can place arrays on a CUDA device here (imports it)."""
+        return False
+
 
 class NumpyAdapter(Adapter):
     name = "numpy"
@@ -160,6 +181,11 @@ class NumpyAdapter(Adapter):
 
     def from_cai(self, obj: Any) -> Any:
         raise PathNotApplicableError("NumPy cannot address GPU memory through __cuda_array_interface__")
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        if not on_host:
+            raise ValueError("NumPy arrays live on the host: use --device cpu")
+        return array  # host memory is where NumPy lives
 
 
 class TorchAdapter(Adapter):
@@ -221,6 +247,20 @@ class TorchAdapter(Adapter):
 
     def current_stream(self, obj: Any) -> int | None:
         return int(self.load().cuda.current_stream(obj.device).cuda_stream) if obj.is_cuda else None
+
+    def to_numpy(self, obj: Any) -> Any:
+        return obj.detach().cpu().numpy()
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        t = self.load().from_numpy(array)
+        return t if on_host else t.to(f"cuda:{ordinal}")
+
+    def ones(self, n: int, dtype: str, on_host: bool, ordinal: int) -> Any:
+        torch = self.load()
+        return torch.ones(n, dtype=getattr(torch, dtype), device="cpu" if on_host else f"cuda:{ordinal}")
+
+    def has_gpu(self) -> bool:
+        return bool(self.load().cuda.is_available())
 
 
 class JaxAdapter(Adapter):
@@ -290,6 +330,16 @@ class JaxAdapter(Adapter):
     def synchronize(self, obj: Any) -> None:
         obj.block_until_ready()
 
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        jax = self.load()
+        return jax.device_put(array, jax.devices("cpu")[0] if on_host else jax.devices("gpu")[ordinal])
+
+    def has_gpu(self) -> bool:
+        try:
+            return any(d.platform == "gpu" for d in self.load().devices())
+        except RuntimeError:
+            return False
+
 
 class TensorFlowAdapter(Adapter):
     name = "tf"
@@ -337,6 +387,17 @@ class TensorFlowAdapter(Adapter):
     def capsule_importer(self) -> Callable[[Any], Any]:
         return self._dlpack_functions()[1]
 
+    def to_numpy(self, obj: Any) -> Any:
+        return obj.numpy()
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        tf = self.load()
+        with tf.device("/CPU:0" if on_host else f"/GPU:{ordinal}"):
+            return tf.convert_to_tensor(array)
+
+    def has_gpu(self) -> bool:
+        return bool(self.load().config.list_physical_devices("GPU"))
+
 
 class CupyAdapter(Adapter):
     name = "cupy"
@@ -378,6 +439,19 @@ class CupyAdapter(Adapter):
     def current_stream(self, obj: Any) -> int | None:
         return int(self.load().cuda.get_current_stream().ptr)
 
+    def to_numpy(self, obj: Any) -> Any:
+        return obj.get()
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        if on_host:
+            raise ValueError("CuPy arrays live on a GPU: use --device cuda:N")
+        cp = self.load()
+        with cp.cuda.Device(ordinal):
+            return cp.asarray(array)
+
+    def has_gpu(self) -> bool:
+        return True
+
 
 class NumbaAdapter(Adapter):
     """Numba-CUDA device arrays: no ``__dlpack__``, only ``__cuda_array_interface__``."""
@@ -416,6 +490,81 @@ class NumbaAdapter(Adapter):
     def synchronize(self, obj: Any) -> None:
         self.load().cuda.synchronize()
 
+    def to_numpy(self, obj: Any) -> Any:
+        return obj.copy_to_host()
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        if on_host:
+            raise ValueError("Numba device arrays live on a GPU: use --device cuda:N")
+        return self.load().cuda.to_device(array)
+
+    def has_gpu(self) -> bool:
+        return True
+
+
+class PaddleAdapter(Adapter):
+    """PaddlePaddle tensors: ``__dlpack__`` (versioned), ``paddle.from_dlpack`` and legacy capsules
+    through ``paddle.utils.dlpack``."""
+
+    name = "paddle"
+    module = "paddle"
+    aliases = ("paddlepaddle", "pd")
+    type_modules = ("paddle",)
+
+    def is_array(self, obj: Any) -> bool:
+        paddle = sys.modules.get("paddle")
+        return paddle is not None and isinstance(obj, paddle.Tensor)
+
+    def device(self, obj: Any) -> str:
+        return str(obj.place)
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        if not obj.stop_gradient:
+            obj = obj.detach()  # inspection only: the address is the same
+        return obj.__dlpack__(max_version=(1, 0))
+
+    def check_source(self, obj: Any) -> None:
+        if not obj.stop_gradient:
+            err = ConversionError(
+                "paddle tensor requires gradients (stop_gradient=False): DLPack cannot export it. "
+                "Fix: share x.detach(), which views the same memory"
+            )
+            err.reason = "tensor requires gradients (stop_gradient=False)"
+            err.fix = "x.detach()"
+            raise err
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.load().from_dlpack(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
+
+    def from_capsule(self, capsule: Any) -> Any:
+        return self.load().utils.dlpack.from_dlpack(capsule)
+
+    def to_capsule(self, obj: Any) -> Any:
+        return self.load().utils.dlpack.to_dlpack(obj)
+
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self.load().utils.dlpack.to_dlpack
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self.load().utils.dlpack.from_dlpack
+
+    def synchronize(self, obj: Any) -> None:
+        if "gpu" in str(obj.place).lower():
+            self.load().device.synchronize()
+
+    def to_numpy(self, obj: Any) -> Any:
+        return obj.numpy()
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        paddle = self.load()
+        return paddle.to_tensor(array, place=paddle.CPUPlace() if on_host else paddle.CUDAPlace(ordinal))
+
+    def has_gpu(self) -> bool:
+        return bool(self.load().device.is_compiled_with_cuda() and self.load().device.cuda.device_count())
+
 
 _TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
@@ -448,7 +597,10 @@ def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
 
 ADAPTERS: dict[str, Adapter] = {
     a.name: a
-    for a in (TorchAdapter(), TensorFlowAdapter(), JaxAdapter(), NumpyAdapter(), CupyAdapter(), NumbaAdapter())
+    for a in (
+        TorchAdapter(), TensorFlowAdapter(), JaxAdapter(), NumpyAdapter(), CupyAdapter(), NumbaAdapter(),
+        PaddleAdapter(),
+    )
 }
 _NAMES: dict[str, Adapter] = {}
 for _a in ADAPTERS.values():

@@ -288,19 +288,12 @@ def compare(
 def _default_device(src: Adapter) -> str:
     """``cuda:0`` when the CUDA driver is usable and the source framework can place arrays there."""
     status = getattr(_native, "cuda_driver_status", None)
-    if status is None or not status().get("available") or src.name == "numpy":
+    if status is None or not status().get("available"):
         return "cpu"
     try:
-        mod = src.load()
-        if src.name == "torch":
-            return "cuda:0" if mod.cuda.is_available() else "cpu"
-        if src.name == "jax":
-            return "cuda:0" if any(d.platform == "gpu" for d in mod.devices()) else "cpu"
-        if src.name == "tf":
-            return "cuda:0" if mod.config.list_physical_devices("GPU") else "cpu"
+        return "cuda:0" if src.has_gpu() else "cpu"
     except Exception:
         return "cpu"
-    return "cuda:0"  # cupy, numba: GPU only
 
 
 def _ordinal(device: str) -> tuple[bool, int]:
@@ -316,27 +309,7 @@ def _ordinal(device: str) -> tuple[bool, int]:
 def make_array(src: Adapter, n: int, dtype: str, device: str) -> Any:
     """A 1-d array of ``n`` ones of ``dtype`` made by framework ``src`` on ``device``."""
     on_host, ordinal = _ordinal(device)
-    mod = src.load()
-    if src.name == "torch":
-        return mod.ones(n, dtype=getattr(mod, dtype), device="cpu" if on_host else f"cuda:{ordinal}")
-    if src.name == "jax":
-        dev = mod.devices("cpu")[0] if on_host else mod.devices("gpu")[ordinal]
-        return mod.device_put(mod.numpy.ones(n, dtype=dtype), dev)
-    if src.name == "tf":
-        with mod.device("/CPU:0" if on_host else f"/GPU:{ordinal}"):
-            return mod.ones(n, dtype=mod.as_dtype(dtype))
-    import numpy as np
-
-    if src.name == "numpy":
-        if not on_host:
-            raise ValueError("NumPy arrays live on the host: use --device cpu")
-        return np.ones(n, dtype=dtype)
-    if on_host:
-        raise ValueError(f"{src.name} arrays live on a GPU: use --device cuda:N")
-    if src.name == "cupy":
-        with mod.cuda.Device(ordinal):
-            return mod.ones(n, dtype=dtype)
-    return mod.cuda.to_device(np.ones(n, dtype=dtype))  # numba
+    return src.ones(n, dtype, on_host, ordinal)
 
 
 class _TextBar:

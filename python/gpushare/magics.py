@@ -82,7 +82,7 @@ class GpuShare(Magics):
         "Seconds of timing per array, as %timeit measures: a warm-up, then auto-ranged samples until "
         "the budget is spent (-n/-r pin those counts). A cell of a few arrays answers well under a second."
     )).tag(config=True)
-    observe = Bool(True, help=(
+    observe_gpu = Bool(True, help=(
         "On a GPU, record the memory ledger and the DLPack stream report of each handoff (one extra, "
         "untimed handoff)."
     )).tag(config=True)
@@ -148,7 +148,7 @@ class GpuShare(Magics):
         number = args.number if args.number is not None else self.number
         if (repeat is not None and repeat < 1) or (number is not None and number < 1):
             raise UsageError("-n and -r must be at least 1")
-        opts: dict[str, Any] = dict(path=args.path or self.path, repeat=repeat, number=number, observe=self.observe)
+        opts: dict[str, Any] = dict(path=args.path or self.path, repeat=repeat, number=number, observe=self.observe_gpu)
         if repeat is None or number is None:
             # Measured as %timeit does: warm, auto-ranged, within the budget; -n/-r pin what they name.
             opts.update(budget=self.time_budget, warmup=1)

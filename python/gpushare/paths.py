@@ -125,69 +125,24 @@ def _cai(src: Adapter, dst: Adapter) -> Route:
 
 
 def _device_of(src: Adapter, obj: Any) -> tuple[bool, int]:
-    """``(in host memory, CUDA ordinal)`` of an array, from ``__dlpack_device__`` or the device words."""
-    if src.name == "numba":
-        return False, int(src.load().cuda.get_current_device().id)
-    dev = getattr(obj, "__dlpack_device__", None)
-    if dev is not None:
-        try:
-            kind, ordinal = dev()
-            return kind in (1, 3), int(ordinal)
-        except Exception:  # a producer that cannot say: fall back to its words
-            pass
-    words = str(getattr(obj, "device", "cpu")).upper()
-    if "GPU" in words or "CUDA" in words:
-        digits = words.rstrip().rsplit(":", 1)[-1]
-        return False, int(digits) if digits.isdigit() else 0
-    return True, 0
-
-
-def _to_numpy(src: Adapter, obj: Any) -> Any:
-    """What users write to get a NumPy array: ``.cpu().numpy()``, ``.numpy()``, ``.get()``, ``np.asarray``."""
-    import numpy as np
-
-    if src.name == "torch":
-        return obj.detach().cpu().numpy()
-    if src.name == "tf":
-        return obj.numpy()
-    if src.name == "cupy":
-        return obj.get()
-    if src.name == "numba":
-        return obj.copy_to_host()
-    return np.asarray(obj)
-
-
-def _from_numpy(dst: Adapter, array: Any, on_host: bool, ordinal: int) -> Any:
-    """The target framework's array from a NumPy array, on the source's device where it can be."""
-    mod = dst.load()
-    if dst.name == "torch":
-        t = mod.from_numpy(array)
-        return t if on_host else t.to(f"cuda:{ordinal}")
-    if dst.name == "jax":
-        device = mod.devices("cpu")[0] if on_host else mod.devices("gpu")[ordinal]
-        return mod.device_put(array, device)
-    if dst.name == "tf":
-        with mod.device("/CPU:0" if on_host else f"/GPU:{ordinal}"):
-            return mod.convert_to_tensor(array)
-    if dst.name == "cupy":
-        with mod.cuda.Device(ordinal):
-            return mod.asarray(array)
-    if dst.name == "numba":
-        return mod.cuda.to_device(array)
-    return array  # numpy: host memory is where NumPy lives
+    """``(in host memory, CUDA ordinal)`` of an array, as its adapter describes it."""
+    kind, ordinal = src.inspect(obj).dlpack_device
+    return kind in (1, 3), int(ordinal)
 
 
 @register("host")
 def _host(src: Adapter, dst: Adapter) -> Route:
     import numpy as np
 
+    to_numpy, from_numpy = src.to_numpy, dst.from_numpy
+
     def convert(obj: Any) -> Any:
         on_host, ordinal = _device_of(src, obj)
-        array = _to_numpy(src, obj)
+        array = to_numpy(obj)
         if on_host:
             # On the host, .numpy()/np.asarray are views of the source: the naive route copies here.
             array = np.array(array, copy=True)
-        return _from_numpy(dst, array, on_host, ordinal)
+        return from_numpy(array, on_host, ordinal)
 
     return convert
 

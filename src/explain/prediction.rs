@@ -325,6 +325,15 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
             }
         }
         "dlpack" => {
+            // Paddle 3.x's __dlpack_device__ says (kDLCPU, None) for host tensors; JAX looks the
+            // device up by that id and raises (PyTorch and NumPy read the capsule instead).
+            if src == "paddle" && dst == "jax" && source.dlpack_device.0 == 1 {
+                return Some(fail(
+                    "Paddle's __dlpack_device__ gives no device id for host tensors (None), and JAX looks its device up by that id",
+                    Some("device_from_local_hardware_id"),
+                    "go through NumPy (jnp.asarray(x.numpy()), a copy) or PyTorch (torch.from_dlpack(x), shared, then to JAX)",
+                ));
+            }
             if dst == "tf" {
                 return Some(fail(
                     "TensorFlow's from_dlpack takes legacy capsules only",

@@ -585,6 +585,18 @@ impl crate::share::Sampler for CallSampler<'_> {
         Ok((host, device))
     }
 
+    fn warm(&mut self) -> crate::share::Result<()> {
+        let fail = |e: PyErr| ShareError::Raised { origin: Box::new(e), predicted: None };
+        // The last result goes before the next call, here as in the samples.
+        self.value = None;
+        let value = self.call.call1((&self.arg,)).map_err(fail)?;
+        if let Some(sync) = &self.synchronize {
+            sync.call1((&value,)).map_err(fail)?;
+        }
+        self.value = Some(value);
+        Ok(())
+    }
+
     fn pause_collector(&mut self) -> bool {
         self.host.pause_collector()
     }

@@ -314,6 +314,17 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         Ok((host_seconds, device_seconds))
     }
 
+    fn warm(&mut self) -> Result<()> {
+        let h = self.handoff;
+        self.value = None;
+        let value = h.route.convert(self.array)?;
+        if self.synchronise {
+            h.target.synchronize(&value)?;
+        }
+        self.value = Some(value);
+        self.host.check_interrupt()
+    }
+
     fn pause_collector(&mut self) -> bool {
         self.host.pause_collector()
     }

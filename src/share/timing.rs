@@ -98,6 +98,10 @@ impl TimingPolicy {
 pub trait Sampler {
     /// Seconds on the host and, where measured, on the device.
     fn sample(&mut self, n: u64, device_clock: bool) -> Result<(f64, Option<f64>)>;
+    /// One untimed call, then a synchronisation (a warm-up run).
+    fn warm(&mut self) -> Result<()> {
+        self.sample(1, false).map(drop)
+    }
     /// Pauses the garbage collector; returns whether it was running (to resume it after).
     fn pause_collector(&mut self) -> bool {
         false
@@ -116,19 +120,20 @@ pub struct Measured {
 
 /// Times a sampler under a policy (see the module's doc).
 pub fn measure(policy: &TimingPolicy, sampler: &mut dyn Sampler) -> Result<Measured> {
+    let started = Instant::now();
+    // Warm-up runs with the collector as it was: they are not measured.
+    for _ in 0..policy.warmup {
+        sampler.warm()?;
+    }
     let paused = policy.pause_collector && sampler.pause_collector();
-    let result = measure_inner(policy, sampler);
+    let result = measure_samples(policy, sampler, started);
     if paused {
         sampler.resume_collector();
     }
     result
 }
 
-fn measure_inner(policy: &TimingPolicy, sampler: &mut dyn Sampler) -> Result<Measured> {
-    let started = Instant::now();
-    for _ in 0..policy.warmup {
-        sampler.sample(1, false)?;
-    }
+fn measure_samples(policy: &TimingPolicy, sampler: &mut dyn Sampler, started: Instant) -> Result<Measured> {
     let number = match policy.number {
         Some(n) => n.max(1),
         None => autorange(sampler, policy.min_sample_time, policy.max_overhead)?,
