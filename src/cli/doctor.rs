@@ -1,15 +1,37 @@
 //! `gpushare doctor`: the environment report, from the kernel's Python.
 
 use std::io::Write;
-use std::process::{Command as Process, Stdio};
+use std::process::Stdio;
 
 use anyhow::{Context as _, Result};
+use tokio::process::Command as Process;
 
-use super::{Config, DEFAULT_KERNEL_NAME, DoctorArgs, EXIT_FAILURE, MEMORY_ENV, kernel_for_tools};
+use super::{
+    Config, DEFAULT_KERNEL_NAME, DoctorArgs, EXIT_FAILURE, MEMORY_ENV, kernel_for_tools,
+};
+use crate::kernel::KernelError;
+use crate::kernel::session::Cancel;
 
-pub(super) fn doctor(
+/// The report's Python code: `gpushare.gpuinfo(import_frameworks=…)`, as `%gpuinfo [--import]`.
+fn report_code(import_frameworks: bool) -> String {
+    let flag = if import_frameworks { "True" } else { "False" };
+    format!("import gpushare; print(repr(gpushare.gpuinfo(import_frameworks={flag})))")
+}
+
+/// Resolves once Ctrl-C was pressed; never without a watch.
+async fn ctrl_c(cancel: &mut Option<Cancel>) {
+    if let Some(rx) = cancel
+        && rx.wait_for(|&pressed| pressed).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await;
+}
+
+pub(super) async fn doctor(
     args: &DoctorArgs,
     config: &Config,
+    cancel: &mut Option<Cancel>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
@@ -45,10 +67,16 @@ pub(super) fn doctor(
     }
     let mut command = Process::new(&python);
     command
-        .args(["-c", "import gpushare; print(repr(gpushare.gpuinfo()))"])
+        .args(["-c", &report_code(args.import_frameworks)])
         .env_clear()
         .envs(env.vars())
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: Ctrl-C reaches us alone, and we end the report quietly instead
+        // of letting Python print a KeyboardInterrupt traceback from inside an import.
+        .process_group(0)
+        .kill_on_drop(true);
     if let Some(spec) = &spec {
         command.envs(&spec.env);
     }
@@ -57,9 +85,14 @@ pub(super) fn doctor(
             command.env(key, value);
         }
     }
-    let output = command
-        .output()
+    let child = command
+        .spawn()
         .with_context(|| format!("running {}", python.display()))?;
+    let output = tokio::select! {
+        output = child.wait_with_output() => output.with_context(|| format!("running {}", python.display()))?,
+        // Dropping the child kills it (kill_on_drop).
+        () = ctrl_c(cancel) => return Err(KernelError::Interrupted.into()),
+    };
     out.write_all(&output.stdout)?;
     err.write_all(&output.stderr)?;
     Ok(if output.status.success() {

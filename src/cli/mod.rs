@@ -9,12 +9,13 @@
 //! [`output`] holds the terminal handling they share.
 
 mod bench;
+mod bench_args;
 mod doctor;
 mod install;
 mod output;
 mod run;
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -43,22 +44,26 @@ const MEMORY_ENV: [(&str, &str); 2] = [
 #[derive(Clone, Debug)]
 pub struct Config {
     pub env: Environment,
-    /// Draw a progress bar on the terminal's stderr (hidden anyway when it is not a terminal).
+    /// Draw progress on stderr: ours while a kernel starts, and the sweep's own from the kernel.
+    /// Only on a terminal: in a file or pipe, `\r` frames are noise.
     pub progress: bool,
     /// Turn Ctrl-C into "interrupt the kernel, shut it down, exit 130".
     pub handle_ctrl_c: bool,
-    /// Let clap colour help and usage errors.
+    /// Let clap colour usage errors (stderr) and help (stdout).
     pub color: bool,
 }
 
 impl Config {
-    /// This process's environment, terminal and signals.
+    /// This process's environment, terminal and signals: progress when stderr is a terminal,
+    /// colour when the stream written to is a terminal and `NO_COLOR` is unset.
     pub fn from_process() -> Self {
+        let env = Environment::from_process();
+        let stderr_is_terminal = std::io::stderr().is_terminal();
         Self {
-            env: Environment::from_process(),
-            progress: true,
+            progress: stderr_is_terminal,
             handle_ctrl_c: true,
-            color: true,
+            color: output::color_wanted(&env),
+            env,
         }
     }
 
@@ -173,24 +178,25 @@ struct RunArgs {
 )]
 struct BenchArgs {
     /// Framework pairs such as torch->jax; each pair runs in a fresh kernel
-    #[arg(required = true, value_name = "SRC->DST", value_parser = parse_pair)]
+    /// (frameworks: torch/pytorch/pt, tf/tensorflow, jax, numpy/np, cupy/cp, numba)
+    #[arg(required = true, value_name = "SRC->DST", value_parser = bench_args::parse_pair)]
     pairs: Vec<(String, String)>,
     /// Comma-separated sizes, e.g. 4KiB,1MiB,256MiB
-    #[arg(long, value_name = "SIZES")]
+    #[arg(long, value_name = "SIZES", value_parser = bench_args::parse_sizes)]
     sizes: Option<String>,
     /// Element type, e.g. float32
-    #[arg(long)]
+    #[arg(long, value_parser = bench_args::parse_dtype_name)]
     dtype: Option<String>,
-    /// Device, e.g. cuda:0 or cpu
-    #[arg(long)]
+    /// Device: cpu, cuda, cuda:N, gpu or gpu:N
+    #[arg(long, value_parser = bench_args::parse_device)]
     device: Option<String>,
-    /// Comma-separated transfer paths (dlpack, capsule, cai, host, pinned, copy, shared) or all
-    #[arg(long, value_name = "PATHS")]
+    /// Comma-separated transfer paths (dlpack, capsule, cai, host, pinned, copy, shared, auto) or all
+    #[arg(long, value_name = "PATHS", value_parser = bench_args::parse_paths)]
     paths: Option<String>,
-    /// Write the results as JSON (an array when there are several pairs)
+    /// Write the results as JSON (an array when there are several pairs); `-` is stdout
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Write the results as an HTML page
+    /// Write the results as an HTML page; `-` is stdout
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
     /// Kernel to use [default: gpushare, else python3 with gpushare's memory settings]
@@ -209,6 +215,29 @@ struct DoctorArgs {
     /// Report on this kernel's Python [default: gpushare, else the Python running gpushare]
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
+    /// Import every installed framework first, so the report shows their DLPack support (like
+    /// `%gpuinfo --import`); slower, and their import errors show
+    #[arg(long = "import")]
+    import_frameworks: bool,
+}
+
+/// `-` as an output file: standard output.
+fn is_stdout(path: Option<&PathBuf>) -> bool {
+    path.is_some_and(|p| p.as_os_str() == "-")
+}
+
+/// Checks clap cannot express: two outputs cannot both take stdout.
+fn check(cli: &Cli) -> Result<(), clap::Error> {
+    if let Command::Bench(args) = &cli.command
+        && is_stdout(args.json.as_ref())
+        && is_stdout(args.html.as_ref())
+    {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--json - and --html - would both write to stdout; send one of them to a file\n",
+        ));
+    }
+    Ok(())
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -220,21 +249,6 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     } else {
         Err(format!("`{s}`: seconds must be positive"))
     }
-}
-
-fn parse_pair(s: &str) -> Result<(String, String), String> {
-    let (src, dst) = s
-        .split_once("->")
-        .ok_or_else(|| format!("`{s}` is not of the form SRC->DST"))?;
-    let valid = |name: &str| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    if !valid(src.trim()) || !valid(dst.trim()) {
-        return Err(format!(
-            "`{s}`: framework names are letters, digits and `_` (e.g. torch->jax)"
-        ));
-    }
-    Ok((src.trim().to_string(), dst.trim().to_string()))
 }
 
 /// Run the command line `args` (`args[0]` is the program name) in this process's environment.
@@ -254,7 +268,7 @@ pub fn run_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(args).and_then(|cli| check(&cli).map(|()| cli)) {
         Ok(cli) => cli,
         Err(e) => {
             let text = if config.color {
@@ -281,9 +295,13 @@ pub fn run_with(
         }
     };
     let result = runtime.block_on(async {
-        // Only the commands that run kernels take over Ctrl-C; elsewhere it keeps killing us.
+        // The commands that run kernels or Python take over Ctrl-C, to stop those quietly and
+        // exit 130; elsewhere it keeps killing us.
         let mut cancel = (config.handle_ctrl_c
-            && matches!(cli.command, Command::Run(_) | Command::Bench(_)))
+            && matches!(
+                cli.command,
+                Command::Run(_) | Command::Bench(_) | Command::Doctor(_)
+            ))
         .then(ctrl_c_watch);
         match cli.command {
             Command::Kernel(KernelCommand::Install(args)) => {
@@ -291,7 +309,7 @@ pub fn run_with(
             }
             Command::Run(args) => run::run_notebooks(&args, config, &mut cancel, err).await,
             Command::Bench(args) => bench::bench(&args, config, &mut cancel, out, err).await,
-            Command::Doctor(args) => doctor::doctor(&args, config, out, err),
+            Command::Doctor(args) => doctor::doctor(&args, config, &mut cancel, out, err).await,
         }
     });
     match result {
@@ -362,6 +380,7 @@ mod tests {
 
     #[test]
     fn pairs_are_checked() {
+        use bench_args::parse_pair;
         assert_eq!(parse_pair("torch->jax"), Ok(("torch".into(), "jax".into())));
         assert!(parse_pair("torch").is_err());
         assert!(parse_pair("torch->ja'x").is_err());
