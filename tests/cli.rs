@@ -190,14 +190,15 @@ fn no_color_turns_colour_off_on_a_terminal() {
     }
     let sb = Sandbox::new("nocolor");
     let on_terminal = |no_color: Option<&str>| {
-        let line = format!("{} bench 'torch->numpy' --paths bogus", env!("CARGO_BIN_EXE_gpushare"));
+        // A route without `->`: a usage error whichever other checks exist.
+        let line = format!("{} bench torch", env!("CARGO_BIN_EXE_gpushare"));
         let mut command = sb.command(Path::new("script"), &["-qec", &line, "/dev/null"]);
         if let Some(value) = no_color {
             command.env("NO_COLOR", value);
         }
         let (code, out, _) = sb.run(command);
         assert_eq!(code, Some(2), "{out}");
-        assert!(out.contains("bogus"), "{out}");
+        assert!(out.contains("SRC->DST"), "{out}");
         out
     };
     // The check can see colour: without NO_COLOR the terminal gets it.
