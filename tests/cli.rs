@@ -389,3 +389,56 @@ fn doctor_import_reports_each_frameworks_dlpack_support() {
     );
     assert_plain("doctor's report", &imported);
 }
+
+/// The names after "known: " / "known paths: " in a usage error, as a sorted list.
+fn names_in_usage_error(err: &str, after: &str) -> Vec<String> {
+    let first = err.lines().next().unwrap_or_default();
+    let list = first
+        .split_once(after)
+        .unwrap_or_else(|| panic!("no `{after}` in {err}"))
+        .1;
+    let mut names: Vec<String> = list
+        .split([',', '(', ')'])
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_cli_knows_exactly_the_frameworks_and_paths_the_python_side_knows() {
+    if !gpushare_has("adapters._NAMES") {
+        eprintln!("skipped: gpushare.adapters not available");
+        return;
+    }
+    let sb = Sandbox::new("names");
+    // The CLI's copies of the names, from its own usage errors.
+    let (_, _, err) = sb.run(sb.gpushare(&["bench", "torch->nonesuch"]));
+    let cli_frameworks = names_in_usage_error(&err, "known: ");
+    let (_, _, err) = sb.run(sb.gpushare(&["bench", "torch->numpy", "--paths", "nonesuch"]));
+    let mut cli_paths = names_in_usage_error(&err, "known paths: ");
+    cli_paths.retain(|p| p != "all");
+    // The kernel side's: every name gpushare.framework() resolves, every path parse_paths takes.
+    let python_list = |code: &str| -> Vec<String> {
+        let out = Command::new(python())
+            .args(["-c", code])
+            .output()
+            .expect("running python");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        cli_frameworks,
+        python_list("from gpushare.adapters import _NAMES; print(*_NAMES)")
+    );
+    assert_eq!(
+        cli_paths,
+        python_list("from gpushare.paths import PATH_NAMES; print(*PATH_NAMES, 'auto')")
+    );
+}
