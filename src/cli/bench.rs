@@ -1,0 +1,325 @@
+//! `gpushare bench`: sweep transfer sizes and paths between two frameworks in a fresh kernel.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::Value;
+
+use super::output::progress_bar;
+use super::{BenchArgs, Config, EXIT_FAILURE, is_stdout, kernel_for_tools};
+use crate::kernel::params::python_str_literal;
+use crate::kernel::session::Cancel;
+use crate::kernel::{Failure, Kernel, KernelError, StartOptions, strip_ansi};
+
+/// Python source for a comma-separated list: ints stay ints, everything else is a string.
+fn python_list(csv: &str) -> String {
+    let items: Vec<String> = csv
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            if s.bytes().all(|b| b.is_ascii_digit()) {
+                s.to_string()
+            } else {
+                python_str_literal(s)
+            }
+        })
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// Before a sweep with progress: import `tqdm.auto` with its warnings silenced. Without
+/// ipywidgets it warns "IProgress not found" when imported in a kernel, which means nothing on the
+/// terminal that shows the bar. `gpushare.bench` then finds it imported.
+const QUIET_TQDM: &str = "import warnings as _gs_warnings\n\
+with _gs_warnings.catch_warnings():\n    \
+_gs_warnings.simplefilter('ignore')\n    \
+try:\n        import tqdm.auto\n    except ImportError:\n        pass\n";
+
+/// The sweep's code. `progress` is whether the kernel draws its progress bar (its `\r` frames
+/// reach our stderr): only on a terminal.
+pub(super) fn bench_code(src: &str, dst: &str, args: &BenchArgs, progress: bool) -> String {
+    let mut call = format!("{}, {}", python_str_literal(src), python_str_literal(dst));
+    if let Some(sizes) = &args.sizes {
+        call.push_str(&format!(", sizes={}", python_list(sizes)));
+    }
+    if let Some(dtype) = &args.dtype {
+        call.push_str(&format!(", dtype={}", python_str_literal(dtype)));
+    }
+    if let Some(device) = &args.device {
+        call.push_str(&format!(", device={}", python_str_literal(device)));
+    }
+    if let Some(paths) = &args.paths {
+        let value = if paths.trim() == "all" {
+            python_str_literal("all")
+        } else {
+            python_list(paths)
+        };
+        call.push_str(&format!(", paths={value}"));
+    }
+    if progress {
+        format!("{QUIET_TQDM}import gpushare\n_b = gpushare.bench({call})\n")
+    } else {
+        format!("import gpushare\n_b = gpushare.bench({call}, progress=False)\n")
+    }
+}
+
+/// Shows the benchmark as one display with exact strings: the JSON, the text and the HTML.
+const BENCH_MIME: &str = "application/vnd.gpushare.bench-run+json";
+const BENCH_FETCH: &str = "import json as _gs_json\n\
+from IPython.display import display as _gs_display\n\
+_gs_j = _b.to_json()\n\
+_gs_display({'application/vnd.gpushare.bench-run+json': {\n\
+    'json': _gs_j if isinstance(_gs_j, str) else _gs_json.dumps(_gs_j),\n\
+    'text': repr(_b),\n\
+    'html': _b._repr_html_() if hasattr(_b, '_repr_html_') else None,\n\
+}, 'text/plain': repr(_b)}, raw=True)\n";
+
+struct BenchResult {
+    json: String,
+    text: String,
+    html: Option<String>,
+}
+
+async fn bench_pair(
+    src: &str,
+    dst: &str,
+    args: &BenchArgs,
+    config: &Config,
+    cancel: &mut Option<Cancel>,
+    err: &mut dyn Write,
+) -> Result<BenchResult> {
+    let (spec, extra_env) = kernel_for_tools(&config.env, args.kernel.as_deref())?;
+    let start = StartOptions {
+        startup_timeout: args.startup_timeout,
+        cwd: None,
+        extra_env,
+    };
+    // Our bar covers the kernel's start; the sweep then shows its own progress on stderr.
+    let bar = progress_bar(config, &format!("{src}->{dst}"));
+    let kernel = Kernel::start(&spec, &config.env, &start, cancel).await;
+    bar.finish_and_clear();
+    let mut kernel = kernel?;
+    let result = bench_in(&mut kernel, src, dst, args, config.progress, cancel, err).await;
+    kernel.shutdown().await;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn bench_in(
+    kernel: &mut Kernel,
+    src: &str,
+    dst: &str,
+    args: &BenchArgs,
+    progress: bool,
+    cancel: &mut Option<Cancel>,
+    err: &mut dyn Write,
+) -> Result<BenchResult> {
+    let mut found: Option<Value> = None;
+    for code in [bench_code(src, dst, args, progress), BENCH_FETCH.to_string()] {
+        let outcome = kernel
+            .execute(&code, args.timeout, cancel, |m| match m.msg_type.as_str() {
+                // The sweep's own prints (progress, warnings) are diagnostics: stderr, live.
+                "stream" => {
+                    let text = m.content["text"].as_str().unwrap_or_default();
+                    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+                }
+                "display_data" => {
+                    if let Some(v) = m
+                        .content
+                        .pointer(&format!("/data/{}", BENCH_MIME.replace('/', "~1")))
+                    {
+                        found = Some(v.clone());
+                    }
+                }
+                _ => {}
+            })
+            .await?;
+        match outcome.failure {
+            None => {}
+            Some(Failure::Error {
+                ename,
+                evalue,
+                traceback,
+            }) => {
+                bail!(
+                    "{src}->{dst}: {ename}: {evalue}\n{}",
+                    strip_ansi(&traceback.join("\n"))
+                )
+            }
+            Some(Failure::Timeout(t)) => {
+                bail!("{src}->{dst}: timed out after {} s", t.as_secs_f64())
+            }
+            Some(Failure::KernelDied { reason, output }) => {
+                bail!("{src}->{dst}: the kernel died: {reason}\n{output}")
+            }
+            Some(Failure::Interrupted) => return Err(KernelError::Interrupted.into()),
+        }
+    }
+    let found = found.context("the kernel did not return the benchmark result")?;
+    let text_of = |key: &str| found.get(key).and_then(Value::as_str).map(String::from);
+    Ok(BenchResult {
+        json: text_of("json").context("the benchmark's to_json() returned nothing")?,
+        text: text_of("text").unwrap_or_default(),
+        html: text_of("html"),
+    })
+}
+
+pub(super) async fn bench(
+    args: &BenchArgs,
+    config: &Config,
+    cancel: &mut Option<Cancel>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
+    // With `--json -` or `--html -` stdout carries that document alone, without the tables.
+    let stdout_taken = is_stdout(args.json.as_ref()) || is_stdout(args.html.as_ref());
+    let mut results = Vec::new();
+    for (src, dst) in &args.pairs {
+        let result = bench_pair(src, dst, args, config, cancel, err).await?;
+        if !stdout_taken {
+            if args.pairs.len() > 1 {
+                writeln!(out, "{src}->{dst}")?;
+            }
+            writeln!(out, "{}", result.text.trim_end())?;
+        }
+        results.push(result);
+    }
+    if let Some(path) = &args.json {
+        let text = if let [only] = results.as_slice() {
+            only.json.trim_end().to_string()
+        } else {
+            let values: Vec<Value> = results
+                .iter()
+                .map(|r| serde_json::from_str(&r.json))
+                .collect::<Result<_, _>>()
+                .context("the benchmark's to_json() is not JSON")?;
+            serde_json::to_string_pretty(&values)?
+        };
+        write_output(config, out, path, &(text + "\n"))?;
+    }
+    if let Some(path) = &args.html {
+        let body: Vec<String> = results
+            .iter()
+            .zip(&args.pairs)
+            .map(|(r, (src, dst))| {
+                let table = r
+                    .html
+                    .clone()
+                    .unwrap_or_else(|| format!("<pre>{}</pre>", html_escape(&r.text)));
+                format!(
+                    "<h2>{}</h2>\n{table}",
+                    html_escape(&format!("{src} → {dst}"))
+                )
+            })
+            .collect();
+        let page = format!(
+            "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<title>gpushare bench</title>\n</head>\n<body>\n{}\n</body>\n</html>\n",
+            body.join("\n")
+        );
+        write_output(config, out, path, &page)?;
+    }
+    // A sweep in which nothing worked measured nothing: say so and fail, after the table and
+    // files above have shown every cell's reason.
+    let mut code = 0;
+    for (result, (src, dst)) in results.iter().zip(&args.pairs) {
+        if let Some(cells) = nothing_worked(&result.json) {
+            writeln!(
+                err,
+                "error: {src}->{dst}: none of the {cells} cells of the sweep succeeded (the reasons are in the table)"
+            )?;
+            code = EXIT_FAILURE;
+        }
+    }
+    Ok(code)
+}
+
+/// `Some(number of cells)` when a sweep's JSON has no cell that worked (a verdict other than
+/// "failed", with a timing); `None` when one did, or when the JSON cannot tell.
+fn nothing_worked(json: &str) -> Option<usize> {
+    let value: Value = serde_json::from_str(json).ok()?;
+    let data = value.get("data").unwrap_or(&value);
+    let points = data.get("points")?.as_array()?;
+    let worked = |p: &Value| {
+        p.get("verdict")
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.eq_ignore_ascii_case("failed"))
+            && p.get("timing").is_some_and(|t| !t.is_null())
+    };
+    (!points.iter().any(worked)).then_some(points.len())
+}
+
+/// Write an output document to `path`, or to stdout for `-`.
+fn write_output(config: &Config, out: &mut dyn Write, path: &Path, text: &str) -> Result<()> {
+    if path.as_os_str() == "-" {
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+        return Ok(());
+    }
+    std::fs::write(config.env.absolute(path), text)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn bench_code_passes_arguments_as_literals() {
+        let cli = Cli::try_parse_from([
+            "gpushare",
+            "bench",
+            "torch->jax",
+            "--sizes",
+            "4KiB,1024",
+            "--dtype",
+            "float32",
+            "--device",
+            "cuda:0",
+            "--paths",
+            "dlpack,host",
+        ])
+        .unwrap();
+        let Command::Bench(args) = cli.command else {
+            panic!()
+        };
+        // Off a terminal the kernel draws no progress bar (its `\r` frames would land in files).
+        assert_eq!(
+            bench_code("torch", "jax", &args, false),
+            "import gpushare\n_b = gpushare.bench('torch', 'jax', sizes=['4KiB', 1024], dtype='float32', device='cuda:0', paths=['dlpack', 'host'], progress=False)\n"
+        );
+        // On one it does, with tqdm's "IProgress not found" warning silenced first.
+        let on_terminal = bench_code("torch", "jax", &args, true);
+        assert!(on_terminal.starts_with(QUIET_TQDM), "{on_terminal}");
+        assert!(
+            on_terminal.ends_with("import gpushare\n_b = gpushare.bench('torch', 'jax', sizes=['4KiB', 1024], dtype='float32', device='cuda:0', paths=['dlpack', 'host'])\n"),
+            "{on_terminal}"
+        );
+    }
+
+    fn point(verdict: &str, timing: Value) -> Value {
+        serde_json::json!({"size": 4096, "path": "dlpack", "verdict": verdict, "timing": timing})
+    }
+
+    #[test]
+    fn a_sweep_without_one_working_cell_is_recognised() {
+        let sweep = |points: Vec<Value>| {
+            serde_json::json!({"schema": "gpushare.benchmark/1", "data": {"points": points}}).to_string()
+        };
+        let timing = serde_json::json!({"median": 1e-6});
+        assert_eq!(nothing_worked(&sweep(vec![point("failed", Value::Null), point("failed", Value::Null)])), Some(2));
+        assert_eq!(nothing_worked(&sweep(vec![])), Some(0));
+        assert_eq!(nothing_worked(&sweep(vec![point("failed", Value::Null), point("copied", timing.clone())])), None);
+        assert_eq!(nothing_worked(&sweep(vec![point("shared", timing)])), None);
+        assert_eq!(nothing_worked("not json"), None);
+    }
+}

@@ -1,0 +1,103 @@
+//! `gpushare doctor`: the environment report, from the kernel's Python.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use anyhow::{Context as _, Result};
+use tokio::process::Command as Process;
+
+use super::{
+    Config, DEFAULT_KERNEL_NAME, DoctorArgs, EXIT_FAILURE, MEMORY_ENV, kernel_for_tools,
+};
+use crate::kernel::KernelError;
+use crate::kernel::session::Cancel;
+
+/// The report's Python code: `gpushare.gpuinfo(import_frameworks=…)`, as `%gpuinfo [--import]`.
+fn report_code(import_frameworks: bool) -> String {
+    let flag = if import_frameworks { "True" } else { "False" };
+    format!("import gpushare; print(repr(gpushare.gpuinfo(import_frameworks={flag})))")
+}
+
+/// Resolves once Ctrl-C was pressed; never without a watch.
+async fn ctrl_c(cancel: &mut Option<Cancel>) {
+    if let Some(rx) = cancel
+        && rx.wait_for(|&pressed| pressed).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await;
+}
+
+pub(super) async fn doctor(
+    args: &DoctorArgs,
+    config: &Config,
+    cancel: &mut Option<Cancel>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
+    let env = &config.env;
+    let (spec, extra_env) = match kernel_for_tools(env, args.kernel.as_deref()) {
+        Ok((spec, extra)) => (Some(spec), extra),
+        Err(_) if args.kernel.is_none() => (None, &MEMORY_ENV[..]),
+        Err(e) => return Err(e),
+    };
+    let python = match spec.as_ref().and_then(|s| s.python(env)) {
+        Some(python) => python,
+        None => env.python()?,
+    };
+    writeln!(out, "python:     {}", python.display())?;
+    match &spec {
+        Some(spec) if spec.name == DEFAULT_KERNEL_NAME => {
+            writeln!(out, "kernelspec: {} ({})", spec.name, spec.dir.display())?
+        }
+        Some(spec) => writeln!(
+            out,
+            "kernelspec: {} ({}); the gpushare kernel is not installed (gpushare kernel install --sys-prefix)",
+            spec.name,
+            if spec.dir.as_os_str().is_empty() {
+                "ipykernel built-in".into()
+            } else {
+                spec.dir.display().to_string()
+            }
+        )?,
+        None => writeln!(
+            out,
+            "kernelspec: none found (gpushare kernel install --sys-prefix)"
+        )?,
+    }
+    let mut command = Process::new(&python);
+    command
+        .args(["-c", &report_code(args.import_frameworks)])
+        .env_clear()
+        .envs(env.vars())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: Ctrl-C reaches us alone, and we end the report quietly instead
+        // of letting Python print a KeyboardInterrupt traceback from inside an import.
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(spec) = &spec {
+        command.envs(&spec.env);
+    }
+    for (key, value) in extra_env {
+        if env.get(key).is_none() {
+            command.env(key, value);
+        }
+    }
+    let child = command
+        .spawn()
+        .with_context(|| format!("running {}", python.display()))?;
+    let output = tokio::select! {
+        output = child.wait_with_output() => output.with_context(|| format!("running {}", python.display()))?,
+        // Dropping the child kills it (kill_on_drop).
+        () = ctrl_c(cancel) => return Err(KernelError::Interrupted.into()),
+    };
+    out.write_all(&output.stdout)?;
+    err.write_all(&output.stderr)?;
+    Ok(if output.status.success() {
+        0
+    } else {
+        output.status.code().unwrap_or(EXIT_FAILURE)
+    })
+}

@@ -1,0 +1,35 @@
+//! `gpushare kernel install`.
+
+use std::io::Write;
+
+use anyhow::{Context as _, Result};
+
+use super::{Config, InstallArgs};
+use crate::kernel::InstallTarget;
+use crate::kernel::kernelspec;
+
+pub(super) fn kernel_install(args: &InstallArgs, config: &Config, out: &mut dyn Write) -> Result<()> {
+    let target = if args.user {
+        InstallTarget::User
+    } else if args.sys_prefix {
+        InstallTarget::SysPrefix
+    } else if let Some(prefix) = &args.prefix {
+        InstallTarget::Prefix(prefix.clone())
+    } else {
+        InstallTarget::System
+    };
+    let dir = kernelspec::install(
+        &config.env,
+        &target,
+        &args.name,
+        args.display_name.as_deref(),
+    )
+    .with_context(|| format!("installing the `{}` kernelspec", args.name))?;
+    writeln!(
+        out,
+        "Installed kernelspec {} in {}",
+        args.name.to_lowercase(),
+        dir.display()
+    )?;
+    Ok(())
+}
