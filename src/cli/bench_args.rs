@@ -15,6 +15,7 @@ pub const FRAMEWORKS: &[(&str, &[&str])] = &[
     ("numpy", &["np"]),
     ("cupy", &["cp"]),
     ("numba", &[]),
+    ("paddle", &["paddlepaddle", "pd"]),
 ];
 
 /// Transfer paths `gpushare.lab.parse_paths` knows (`gpushare.paths.PATH_NAMES` plus `auto`);
@@ -166,10 +167,11 @@ mod tests {
         assert_eq!(parse_pair("pt -> np"), Ok(("pt".into(), "np".into())));
         assert_eq!(parse_pair("torch ->tf"), Ok(("torch".into(), "tf".into())));
         assert_eq!(parse_pair("TensorFlow-> cupy"), Ok(("TensorFlow".into(), "cupy".into())));
-        for bad in ["torch", "torch->", "->jax", "torch->jax->tf", "torch->ja'x", "torch->pytorchh", "paddle->torch"] {
+        for bad in ["torch", "torch->", "->jax", "torch->jax->tf", "torch->ja'x", "torch->pytorchh", "paddl->torch"] {
             assert!(parse_pair(bad).is_err(), "{bad}");
         }
         assert!(parse_pair("torch->jaxx").unwrap_err().contains("known: torch (pytorch, pt)"));
+        assert_eq!(parse_pair("paddle->pd"), Ok(("paddle".into(), "pd".into())));
     }
 
     #[test]
