@@ -46,7 +46,7 @@ def test_pair_shares_device_memory(src, dst):
     need(src), need(dst)
     backing = torch.arange(1 << 16, dtype=torch.float32, device="cuda")
     source = alias(src, backing)
-    r = gpushare.share(source, dst)
+    r = gpushare.share(source, dst, observe=True)
     assert r.verdict == "shared", r.reason
     assert r.source.dlpack_device == (2, 0) and r.target.dlpack_device == (2, 0)
     backing[7] = -5.0
