@@ -28,9 +28,21 @@ def _user_stacklevel() -> int:
     """The stacklevel that points a warning at the first frame outside gpushare (the user's line,
     whether they called share, share_chain or a magic)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+    while frame is not None and _in_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
+
+
+_IN_PACKAGE: dict[str, bool] = {}
+
+
+def _in_package(filename: str) -> bool:
+    # Cached per file name: abspath and dirname cost microseconds, and a share that warns (a
+    # writable view of read-only memory) walks these frames every time.
+    known = _IN_PACKAGE.get(filename)
+    if known is None:
+        known = _IN_PACKAGE[filename] = os.path.dirname(os.path.abspath(filename)) == _PACKAGE_DIR
+    return known
 
 
 def _conversion_error(

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from gpushare import _native
 
-#: Frameworks whose allocators can be asked, in report order.
+#: Frameworks whose allocators can be asked (by module name), in report order; each adapter's
+#: ``allocator_memory`` answers for its own.
 TRACKED_FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "paddle")
 
 
@@ -34,98 +35,25 @@ def driver_mem_info(ordinal: int = 0) -> Optional[tuple[int, int]]:
         return None
 
 
-def _torch_memory(ordinal: int) -> Optional[dict[str, int]]:
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    # is_initialized() is False until torch has created its CUDA state; asking for figures before
-    # would return zeros at best.
-    if cuda is None or not cuda.is_initialized() or ordinal >= cuda.device_count():
-        return None
-    return {
-        "allocated": int(cuda.memory_allocated(ordinal)),
-        "reserved": int(cuda.memory_reserved(ordinal)),
-        "peak_allocated": int(cuda.max_memory_allocated(ordinal)),
-    }
-
-
-def _cupy_memory(ordinal: int) -> Optional[dict[str, int]]:
-    cupy = sys.modules.get("cupy")
-    if cupy is None:
-        return None
-    # CuPy's pools are per device and answer for the current one; switching devices
-    # (cudaSetDevice) would create a context on a device CuPy may never have used.
-    if cupy.cuda.runtime.getDevice() != ordinal:
-        return None
-    pool = cupy.get_default_memory_pool()
-    figures = {"used": int(pool.used_bytes()), "total": int(pool.total_bytes())}
-    limit = int(pool.get_limit())
-    if limit:
-        figures["limit"] = limit
-    return figures
-
-
 def _jax_initialized() -> bool:
-    """JAX has created its backends (on the first array or ``jax.devices()``). Before that,
-    asking for devices would create them, and on a GPU preallocate 75% of its memory."""
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    return bool(getattr(bridge, "_backends", None))
+    """JAX has created its backends (asking before would create them; see JaxAdapter)."""
+    from gpushare.adapters import framework
 
-
-def _jax_memory(ordinal: int) -> Optional[dict[str, int]]:
-    jax = sys.modules.get("jax")
-    if jax is None or not _jax_initialized():
-        return None
-    for device in jax.local_devices():
-        if device.platform not in ("gpu", "cuda", "rocm"):
-            continue
-        if getattr(device, "local_hardware_id", device.id) != ordinal:
-            continue
-        stats = device.memory_stats() or {}
-        keys = ("bytes_in_use", "peak_bytes_in_use", "bytes_limit", "bytes_reserved")
-        return {key: int(stats[key]) for key in keys if key in stats}
-    return None
+    return framework("jax").runtime_initialized()
 
 
 def _tensorflow_initialized() -> bool:
-    """TF has initialised its runtime (devices exist). Before that, listing devices would
-    initialise it, and without memory growth TF maps nearly all GPU memory."""
-    context = sys.modules.get("tensorflow.python.eager.context")
-    try:
-        return bool(context is not None and context.context()._initialized)
-    except Exception:
-        return False
+    """TensorFlow has initialised its runtime (asking before would; see TensorFlowAdapter)."""
+    from gpushare.adapters import framework
+
+    return framework("tf").runtime_initialized()
 
 
-def _tensorflow_memory(ordinal: int) -> Optional[dict[str, int]]:
-    tf = sys.modules.get("tensorflow")
-    if tf is None or not _tensorflow_initialized():
-        return None
-    # TF's GPU:N is a logical index: it equals the CUDA ordinal unless set_visible_devices was used.
-    if ordinal >= len(tf.config.list_logical_devices("GPU")):
-        return None
-    info = tf.config.experimental.get_memory_info(f"GPU:{ordinal}")
-    return {"current": int(info["current"]), "peak": int(info["peak"])}
+def _probes() -> dict[str, Callable[[int], Optional[dict[str, int]]]]:
+    """Each framework's allocator probe, keyed by its module name: the adapters' own."""
+    from gpushare.adapters import ADAPTERS
 
-
-def _paddle_memory(ordinal: int) -> Optional[dict[str, int]]:
-    paddle = sys.modules.get("paddle")
-    if paddle is None or not paddle.device.is_compiled_with_cuda():
-        return None
-    if ordinal >= paddle.device.cuda.device_count():
-        return None
-    return {
-        "allocated": int(paddle.device.cuda.memory_allocated(ordinal)),
-        "reserved": int(paddle.device.cuda.memory_reserved(ordinal)),
-    }
-
-
-_PROBES: dict[str, Callable[[int], Optional[dict[str, int]]]] = {
-    "torch": _torch_memory,
-    "tensorflow": _tensorflow_memory,
-    "jax": _jax_memory,
-    "cupy": _cupy_memory,
-    "paddle": _paddle_memory,
-}
+    return {a.module: a.allocator_memory for a in ADAPTERS.values()}
 
 
 def framework_memory(name: str, ordinal: int = 0) -> Optional[dict[str, int]]:
@@ -133,7 +61,7 @@ def framework_memory(name: str, ordinal: int = 0) -> Optional[dict[str, int]]:
     (torch: allocated/reserved; CuPy: used/total of the default pool; JAX: bytes_in_use/peak;
     TF: current/peak; Paddle: allocated/reserved). None when the framework is not imported, has
     not initialised CUDA, or cannot say."""
-    probe = _PROBES.get(name)
+    probe = _probes().get(name)
     if probe is None:
         return None
     try:
