@@ -19,7 +19,7 @@ use crate::kernel::kernelspec::{self, DEFAULT_KERNEL_NAME};
 use crate::kernel::notebook::default_output_path;
 use crate::kernel::params::{Injected, python_str_literal};
 use crate::kernel::runner::RunSummary;
-use crate::kernel::session::{Cancel, ctrl_c_watch};
+use crate::kernel::session::{Cancel, cancelled_by, cancelled_exit_code, ctrl_c_watch};
 use crate::kernel::{
     CellFailure, Environment, Failure, InstallTarget, Kernel, KernelError, KernelSpec, Notebook,
     Parameter, RunOptions, StartOptions, find_kernelspec, run_notebook, strip_ansi,
@@ -137,7 +137,7 @@ struct InstallArgs {
     after_help = "Output goes to NAME.executed.ipynb beside each notebook unless -o or --inplace says \
                         otherwise. Cells are numbered from 1, counting every cell. Exit status: 0 when every \
                         notebook ran, 1 when a cell failed, timed out or the kernel died (the notebook is \
-                        still written up to that cell), 130 after Ctrl-C."
+                        still written up to that cell), 130 after Ctrl-C, 143 after SIGTERM."
 )]
 struct RunArgs {
     /// Notebooks to execute, each in its own fresh kernel
@@ -165,6 +165,9 @@ struct RunArgs {
     /// Kernel to use [default: the notebook's metadata.kernelspec.name, else python3]
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
+    /// Most output one cell keeps, in MiB; past it output is dropped and the notebook says so
+    #[arg(long, value_name = "MIB", default_value_t = crate::kernel::notebook::DEFAULT_OUTPUT_LIMIT >> 20)]
+    output_limit: usize,
 }
 
 #[derive(Args, Debug)]
@@ -301,7 +304,7 @@ pub fn run_with(
                 .is_some_and(|k| matches!(k, KernelError::Interrupted))
             {
                 let _ = writeln!(err, "interrupted");
-                return EXIT_INTERRUPTED;
+                return cancelled_exit_code();
             }
             let _ = writeln!(err, "error: {e:#}");
             EXIT_FAILURE
@@ -409,6 +412,7 @@ async fn run_notebooks(
         timeout: args.timeout,
         startup_timeout: args.startup_timeout,
         params: parameters(args)?,
+        output_limit: args.output_limit.saturating_mul(1 << 20),
     };
     let mut specs: BTreeMap<String, KernelSpec> = BTreeMap::new();
     let mut failed = 0;
@@ -484,7 +488,7 @@ async fn run_notebooks(
                         report_failure(&label, &nb, failure, err)?;
                         writeln!(err, "wrote what ran to {}", output.display())?;
                         if failure.failure == Failure::Interrupted {
-                            return Ok(EXIT_INTERRUPTED);
+                            return Ok(cancelled_exit_code());
                         }
                         failed += 1;
                     }
@@ -492,7 +496,7 @@ async fn run_notebooks(
             }
             Err(KernelError::Interrupted) => {
                 writeln!(err, "interrupted: {label}")?;
-                return Ok(EXIT_INTERRUPTED);
+                return Ok(cancelled_exit_code());
             }
             Err(e) => {
                 writeln!(err, "error: {label}: {e}")?;
@@ -538,8 +542,15 @@ fn report_failure(
         Failure::KernelDied { reason, .. } => {
             format!("error: {label}: the kernel died while running cell {cell}{count}: {reason}")
         }
-        Failure::Interrupted => {
-            format!("interrupted: {label}: cell {cell}{count} was interrupted (Ctrl-C)")
+        Failure::Interrupted => format!(
+            "interrupted: {label}: cell {cell}{count} was interrupted ({})",
+            cancelled_by()
+        ),
+        Failure::NoReply => format!(
+            "error: {label}: cell {cell}{count} got no execute_reply from the kernel"
+        ),
+        Failure::InvalidOutput(why) => {
+            format!("error: {label}: cell {cell}{count} wrote an invalid output: {why}")
         }
     };
     writeln!(err, "{headline}")?;
@@ -722,6 +733,8 @@ async fn bench_in(
                 bail!("{src}->{dst}: the kernel died: {reason}\n{output}")
             }
             Some(Failure::Interrupted) => return Err(KernelError::Interrupted.into()),
+            Some(Failure::NoReply) => bail!("{src}->{dst}: the kernel sent no execute_reply"),
+            Some(Failure::InvalidOutput(why)) => bail!("{src}->{dst}: {why}"),
         }
     }
     let found = found.context("the kernel did not return the benchmark result")?;
