@@ -373,6 +373,9 @@ impl OutputRecorder {
                         }
                         if widget.bytes + size > limit && m.msg_type != "error" {
                             widget.capped = true;
+                            if let Some(head) = stream_head(&output, limit - widget.bytes) {
+                                widget.push(head, 0);
+                            }
                             widget.push(limit_notice(limit), 0);
                             return;
                         }
@@ -423,7 +426,12 @@ impl OutputRecorder {
                 // A traceback is kept past the limit: it says why the cell stopped.
                 if self.cell_bytes + size > self.limit && msg_type != "error" {
                     self.capped = true;
-                    push_stream_or_output(outputs_mut(&mut cells[cell]), limit_notice(self.limit));
+                    let outputs = outputs_mut(&mut cells[cell]);
+                    // The kernel batches prints into large stream messages: keep what fits.
+                    if let Some(head) = stream_head(&output, self.limit - self.cell_bytes) {
+                        push_stream_or_output(outputs, head);
+                    }
+                    push_stream_or_output(outputs, limit_notice(self.limit));
                     return None;
                 }
                 self.cell_bytes += size;
@@ -517,12 +525,38 @@ fn limit_notice(limit: usize) -> Value {
     serde_json::json!({"output_type": "stream", "name": "stderr", "text": text})
 }
 
-/// Roughly the bytes an output takes in the notebook: its strings and keys.
+/// The first `room` bytes of a stream output's text (cut at a character boundary), if it is a
+/// stream and any of it fits.
+fn stream_head(output: &Value, room: usize) -> Option<Value> {
+    let text = output.get("text").and_then(Value::as_str)?;
+    if output["output_type"] != "stream" {
+        return None;
+    }
+    let mut end = room.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (end > 0).then(|| {
+        let mut head = output.clone();
+        head["text"] = Value::String(text[..end].to_string());
+        head
+    })
+}
+
+/// Roughly the bytes an output takes in the notebook: a stream's text, or the strings and keys
+/// of a display.
 fn output_size(value: &Value) -> usize {
+    if value.get("output_type").and_then(Value::as_str) == Some("stream") {
+        return value.get("text").and_then(Value::as_str).map_or(0, str::len);
+    }
+    json_size(value)
+}
+
+fn json_size(value: &Value) -> usize {
     match value {
         Value::String(s) => s.len(),
-        Value::Array(items) => items.iter().map(output_size).sum(),
-        Value::Object(map) => map.iter().map(|(k, v)| k.len() + output_size(v)).sum(),
+        Value::Array(items) => items.iter().map(json_size).sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + json_size(v)).sum(),
         _ => 8,
     }
 }
