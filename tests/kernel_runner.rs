@@ -726,7 +726,14 @@ fn runaway_output_is_capped_and_the_timeout_still_holds() {
     // and a debug build spends seconds writing 32 MiB on a loaded machine.
     let mut child = spawn_gpushare(
         &sb,
-        &["run", input.to_str().unwrap(), "--timeout", "5", "--output-limit", "8"],
+        &[
+            "run",
+            input.to_str().unwrap(),
+            "--timeout",
+            "5",
+            "--output-limit",
+            "8",
+        ],
     );
     let (code, peak) = wait_with_peak_memory(&mut child);
     let elapsed = began.elapsed();
@@ -749,8 +756,8 @@ fn runaway_output_is_capped_and_the_timeout_still_holds() {
     let all_text: String = cell.iter().map(|o| text(&o["text"])).collect();
     assert!(all_text.starts_with("zzzz"), "the first output is kept");
     assert!(
-        cell.iter().any(|o| o["name"] == "stderr"
-            && text(&o["text"]).contains("Output limit reached")),
+        cell.iter()
+            .any(|o| o["name"] == "stderr" && text(&o["text"]).contains("Output limit reached")),
         "the notebook says output was cut"
     );
     // The KeyboardInterrupt traceback is recorded past the limit when it arrives within the
@@ -770,8 +777,7 @@ fn a_small_output_limit_cuts_the_cell_and_says_so() {
             code("print('next cell')"),
         ]),
     );
-    let (status, _, err) =
-        sb.gpushare(&["run", input.to_str().unwrap(), "--output-limit", "1"]);
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "--output-limit", "1"]);
     assert_eq!(status, 0, "a capped cell still succeeds: {err}");
     let nb = read(&sb.path("limit.executed.ipynb"));
     let cell = outputs(&nb, 0);
@@ -780,9 +786,16 @@ fn a_small_output_limit_cuts_the_cell_and_says_so() {
         .filter(|o| o["name"] == "stdout")
         .map(|o| text(&o["text"]))
         .collect();
-    assert_eq!(stdout.len(), 1 << 20, "output up to the limit is kept, no more");
+    assert_eq!(
+        stdout.len(),
+        1 << 20,
+        "output up to the limit is kept, no more"
+    );
     assert!(!stdout.contains("tail"));
-    assert!(text(&cell.last().unwrap()["text"]).contains("Output limit reached: this cell's output passed 1 MiB"));
+    assert!(
+        text(&cell.last().unwrap()["text"])
+            .contains("Output limit reached: this cell's output passed 1 MiB")
+    );
     // The limit is per cell: the next one starts afresh.
     assert_eq!(text(&outputs(&nb, 1)[0]["text"]), "next cell\n");
 }
@@ -894,7 +907,10 @@ fn a_cell_without_execute_reply_fails_like_under_nbclient() {
     );
     let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
     assert_eq!(status, 1, "{err}");
-    assert!(err.contains("cell 1") && err.contains("no execute_reply"), "{err}");
+    assert!(
+        err.contains("cell 1") && err.contains("no execute_reply"),
+        "{err}"
+    );
     assert!(!err.contains("cells ran"), "{err}");
     let nb = read(&sb.path("n.executed.ipynb"));
     assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "patched\n");
@@ -919,7 +935,10 @@ fn bytes_that_are_not_utf8_become_replacement_characters_as_in_nbclient() {
     );
     let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
     assert_eq!(status, 1, "the error fails the run: {err}");
-    assert!(err.contains("cell 3") && err.contains("ValueError"), "{err}");
+    assert!(
+        err.contains("cell 3") && err.contains("ValueError"),
+        "{err}"
+    );
     let out_path = sb.path("s.executed.ipynb");
     let nb = read(&out_path);
     assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "bad \u{fffd}\nok\n");
@@ -935,11 +954,23 @@ fn bytes_that_are_not_utf8_become_replacement_characters_as_in_nbclient() {
     for cell in 0..3 {
         let ours: Vec<_> = outputs(&nb, cell)
             .iter()
-            .map(|o| (o["output_type"].clone(), text(&o["text"]), o["evalue"].clone()))
+            .map(|o| {
+                (
+                    o["output_type"].clone(),
+                    text(&o["text"]),
+                    o["evalue"].clone(),
+                )
+            })
             .collect();
         let theirs: Vec<_> = outputs(&reference, cell)
             .iter()
-            .map(|o| (o["output_type"].clone(), text(&o["text"]), o["evalue"].clone()))
+            .map(|o| {
+                (
+                    o["output_type"].clone(),
+                    text(&o["text"]),
+                    o["evalue"].clone(),
+                )
+            })
             .collect();
         assert_eq!(ours, theirs, "cell {cell}");
     }
@@ -969,7 +1000,10 @@ fn numbers_are_kept_as_written() {
         "\"neg\": -9223372036854775809",
         "\"small\": 1e-05",
     ] {
-        assert!(written.contains(literal), "{literal} is missing from:\n{written}");
+        assert!(
+            written.contains(literal),
+            "{literal} is missing from:\n{written}"
+        );
     }
     // Python reads the same numbers back and would write the very same bytes.
     assert_valid_nbformat(&out_path);
@@ -1019,7 +1053,10 @@ fn without_model_ids(outputs: &[Value]) -> Vec<Value> {
             }
             if let Some(data) = o.get_mut("data").and_then(Value::as_object_mut) {
                 for value in data.values_mut() {
-                    if value.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+                    if value
+                        .as_array()
+                        .is_some_and(|a| a.iter().all(Value::is_string))
+                    {
                         *value = json!(text(value));
                     }
                 }
@@ -1049,7 +1086,10 @@ fn output_widgets_capture_their_output_as_in_nbclient() {
         "state": {"stale-model": {"model_name": "X", "state": {}}}, "version_major": 2, "version_minor": 0}});
     let input = sb.write_notebook("w.ipynb", &nb);
     let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
-    assert_eq!(status, 0, "{err} (is ipywidgets importable by the test Python?)");
+    assert_eq!(
+        status, 0,
+        "{err} (is ipywidgets importable by the test Python?)"
+    );
     let out_path = sb.path("w.executed.ipynb");
     assert_valid_nbformat(&out_path);
     let ours = read(&out_path);
@@ -1065,7 +1105,10 @@ fn output_widgets_capture_their_output_as_in_nbclient() {
         "the kernel hears what its widget holds"
     );
     let state = &ours["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"];
-    assert!(state.get("stale-model").is_none(), "the input's widget state is replaced");
+    assert!(
+        state.get("stale-model").is_none(),
+        "the input's widget state is replaced"
+    );
     let output_model = state
         .as_object()
         .unwrap()
@@ -1088,12 +1131,13 @@ fn output_widgets_capture_their_output_as_in_nbclient() {
         );
     }
     let names = |nb: &Value| {
-        let mut names: Vec<String> = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|w| w["model_name"].as_str().unwrap_or_default().to_string())
-            .collect();
+        let mut names: Vec<String> =
+            nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|w| w["model_name"].as_str().unwrap_or_default().to_string())
+                .collect();
         names.sort();
         names
     };

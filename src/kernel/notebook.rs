@@ -547,7 +547,10 @@ fn stream_head(output: &Value, room: usize) -> Option<Value> {
 /// of a display.
 fn output_size(value: &Value) -> usize {
     if value.get("output_type").and_then(Value::as_str) == Some("stream") {
-        return value.get("text").and_then(Value::as_str).map_or(0, str::len);
+        return value
+            .get("text")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
     }
     json_size(value)
 }

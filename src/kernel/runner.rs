@@ -154,11 +154,9 @@ async fn run_cells(
         if !matches!(outcome.failure, Some(Failure::KernelDied { .. })) {
             for (comm_id, data) in updates {
                 // Best effort, and bounded: the notebook is right whether the kernel hears it or not.
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(2),
-                    kernel.send_comm(comm_id, data),
-                )
-                .await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(2), kernel.send_comm(comm_id, data))
+                        .await;
             }
         }
         if let Some(why) = recorder.take_invalid()

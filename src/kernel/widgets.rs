@@ -106,7 +106,8 @@ impl Widgets {
             if let Some(paths) = paths.filter(|p| !p.is_empty()) {
                 let stored = self.buffers.entry(comm_id.to_string()).or_default();
                 for (path, buffer) in paths.iter().zip(&m.buffers) {
-                    let encoded = json!({"data": base64(buffer), "encoding": "base64", "path": path});
+                    let encoded =
+                        json!({"data": base64(buffer), "encoding": "base64", "path": path});
                     match stored.iter_mut().find(|b| b["path"] == *path) {
                         Some(old) => *old = encoded,
                         None => stored.push(encoded),
@@ -182,7 +183,8 @@ impl Widgets {
                 if let Some(state) = self.state.get_mut(comm_id) {
                     state.insert("outputs".into(), outputs.clone());
                 }
-                let data = json!({"method": "update", "state": {"outputs": outputs}, "buffer_paths": []});
+                let data =
+                    json!({"method": "update", "state": {"outputs": outputs}, "buffer_paths": []});
                 if let Value::Object(data) = data {
                     updates.push((comm_id.clone(), data));
                 }
@@ -281,8 +283,14 @@ mod tests {
             json!({"comm_id": "c", "data": {"method": "update", "state": {"msg_id": "req"}}}),
         ));
         let widget = w.capturing(Some("req")).expect("captures while entered");
-        widget.push(json!({"output_type": "stream", "name": "stdout", "text": "a"}), 1);
-        widget.push(json!({"output_type": "stream", "name": "stdout", "text": "b"}), 1);
+        widget.push(
+            json!({"output_type": "stream", "name": "stdout", "text": "a"}),
+            1,
+        );
+        widget.push(
+            json!({"output_type": "stream", "name": "stdout", "text": "b"}),
+            1,
+        );
         assert_eq!(widget.outputs.len(), 1);
         assert!(w.capturing(Some("other")).is_none());
         w.handle_comm(&message(
