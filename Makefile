@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.deps-installed
 # CPU builds of everything gpushare talks to, plus the notebook stack.
-DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle ipython ipykernel pytest maturin nbformat nbclient pandas tqdm jupyterlab
+DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle ipython ipykernel pytest maturin nbformat nbclient ipywidgets pandas tqdm jupyterlab
 CARGO_FLAGS ?=
 
 .PHONY: demo test test-rust test-python develop lab bench browser-deps clean-venv

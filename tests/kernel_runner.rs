@@ -647,3 +647,519 @@ fn doctor_prints_the_environment_report() {
         "the report follows the header: {out}"
     );
 }
+
+/// Run `input` under nbclient (the reference) in the sandbox's environment; returns the name of
+/// the exception nbclient raised (empty when the run succeeded) and the notebook it left.
+fn nbclient_run(sb: &Sandbox, input: &Path, timeout: Option<u64>) -> (String, Value) {
+    let script = "import sys, json, os, nbformat, nbclient\n\
+                  nb = nbformat.read(sys.argv[1], as_version=4)\n\
+                  t = None if sys.argv[2] == 'none' else int(sys.argv[2])\n\
+                  c = nbclient.NotebookClient(nb, timeout=t, kernel_name='python3',\n\
+                      resources={'metadata': {'path': os.path.dirname(sys.argv[1])}})\n\
+                  err = ''\n\
+                  try:\n    c.execute()\n\
+                  except Exception as e:\n    err = type(e).__name__\n\
+                  print(json.dumps({'error': err, 'nb': nb}))\n";
+    let out = Command::new(python())
+        .args(["-c", script])
+        .arg(input)
+        .arg(timeout.map_or_else(|| "none".to_string(), |t| t.to_string()))
+        .env_clear()
+        .envs(sb.env.vars())
+        .output()
+        .expect("running nbclient");
+    assert!(
+        out.status.success(),
+        "nbclient script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("nbclient's result is JSON");
+    (
+        result["error"].as_str().unwrap_or_default().to_string(),
+        result["nb"].clone(),
+    )
+}
+
+/// Start the gpushare binary on `args` in the sandbox's environment, stderr piped.
+fn spawn_gpushare(sb: &Sandbox, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_gpushare"))
+        .args(args)
+        .env_clear()
+        .envs(sb.env.vars())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the gpushare binary")
+}
+
+/// Wait for `child` with wait4(2): its exit code and its peak resident memory in bytes (the
+/// largest of it and the processes it reaped, the kernel included).
+fn wait_with_peak_memory(child: &mut std::process::Child) -> (Option<i32>, u64) {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value to pass for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own unreaped child, with valid pointers to locals.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, usage.ru_maxrss as u64 * 1024)
+}
+
+fn read_stderr(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    err
+}
+
+#[test]
+fn runaway_output_is_capped_and_the_timeout_still_holds() {
+    let sb = Sandbox::new("flood");
+    let input = sb.write_notebook(
+        "flood.ipynb",
+        &notebook(vec![
+            code("while True:\n    print('z' * 4096)"),
+            code("print('never')"),
+        ]),
+    );
+    let began = Instant::now();
+    // 8 MiB rather than the default 32: this test is about the timeout and memory under a flood,
+    // and a debug build spends seconds writing 32 MiB on a loaded machine.
+    let mut child = spawn_gpushare(
+        &sb,
+        &[
+            "run",
+            input.to_str().unwrap(),
+            "--timeout",
+            "5",
+            "--output-limit",
+            "8",
+        ],
+    );
+    let (code, peak) = wait_with_peak_memory(&mut child);
+    let elapsed = began.elapsed();
+    let err = read_stderr(&mut child);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("timed out after 5 s"), "{err}");
+    // Kernel start and shutdown included; before the fix this took ~19 s.
+    assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
+    assert!(
+        peak < 1 << 30,
+        "peak memory {} MiB: output is not bounded",
+        peak >> 20
+    );
+    let out_path = sb.path("flood.executed.ipynb");
+    let size = std::fs::metadata(&out_path).unwrap().len();
+    // 8 MiB of output, plus JSON quoting and line splitting.
+    assert!(size < 10 << 20, "notebook of {} MiB", size >> 20);
+    let nb = read(&out_path);
+    let cell = outputs(&nb, 0);
+    let all_text: String = cell.iter().map(|o| text(&o["text"])).collect();
+    assert!(all_text.starts_with("zzzz"), "the first output is kept");
+    assert!(
+        cell.iter()
+            .any(|o| o["name"] == "stderr" && text(&o["text"]).contains("Output limit reached")),
+        "the notebook says output was cut"
+    );
+    // The KeyboardInterrupt traceback is recorded past the limit when it arrives within the
+    // interrupt grace; under a flood it can sit behind seconds of backlog, so it is not asserted.
+    assert!(outputs(&nb, 1).is_empty());
+    assert_valid_nbformat(&out_path);
+    sb.assert_runtime_dir_clean();
+}
+
+#[test]
+fn a_small_output_limit_cuts_the_cell_and_says_so() {
+    let sb = Sandbox::new("limit");
+    let input = sb.write_notebook(
+        "limit.ipynb",
+        &notebook(vec![
+            code("for i in range(3000):\n    print('y' * 1000)\nprint('tail')"),
+            code("print('next cell')"),
+        ]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "--output-limit", "1"]);
+    assert_eq!(status, 0, "a capped cell still succeeds: {err}");
+    let nb = read(&sb.path("limit.executed.ipynb"));
+    let cell = outputs(&nb, 0);
+    let stdout: String = cell
+        .iter()
+        .filter(|o| o["name"] == "stdout")
+        .map(|o| text(&o["text"]))
+        .collect();
+    assert_eq!(
+        stdout.len(),
+        1 << 20,
+        "output up to the limit is kept, no more"
+    );
+    assert!(!stdout.contains("tail"));
+    assert!(
+        text(&cell.last().unwrap()["text"])
+            .contains("Output limit reached: this cell's output passed 1 MiB")
+    );
+    // The limit is per cell: the next one starts afresh.
+    assert_eq!(text(&outputs(&nb, 1)[0]["text"]), "next cell\n");
+}
+
+/// Whether `pid` is gone (or a zombie waiting for init to reap it).
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn a_kernel_that_dies_takes_its_children_with_it() {
+    let sb = Sandbox::new("orphans");
+    let input = sb.write_notebook(
+        "orphans.ipynb",
+        &notebook(vec![code(
+            "import os, subprocess\n\
+             child = subprocess.Popen(['sleep', '300'])\n\
+             with open('child.pid', 'w') as f:\n    f.write(str(child.pid))\n\
+             os._exit(1)",
+        )]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(err.contains("kernel died"), "{err}");
+    let pid: i32 = std::fs::read_to_string(sb.path("child.pid"))
+        .expect("the cell wrote its child's pid")
+        .trim()
+        .parse()
+        .unwrap();
+    let began = Instant::now();
+    while !process_gone(pid) && began.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let gone = process_gone(pid);
+    if !gone {
+        // Do not leave it behind for the next test run. SAFETY: kill(2) on a pid read just now;
+        // it is the sleep the cell started (not yet reaped, so not reused).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(gone, "the kernel's child {pid} outlived it");
+    sb.assert_runtime_dir_clean();
+}
+
+#[test]
+fn sigterm_cleans_up_like_ctrl_c_writes_what_ran_and_exits_143() {
+    let sb = Sandbox::new("sigterm");
+    let input = sb.write_notebook(
+        "t.ipynb",
+        &notebook(vec![
+            code("print('first')"),
+            code("import time\nprint('started', flush=True)\ntime.sleep(120)"),
+            code("print('never')"),
+        ]),
+    );
+    let mut child = spawn_gpushare(&sb, &["run", input.to_str().unwrap()]);
+    let began = Instant::now();
+    while std::fs::read_dir(sb.path("runtime")).map_or(true, |mut d| d.next().is_none()) {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the kernel never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) on our own child, which has not been reaped yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().expect("waiting for gpushare");
+    let err = read_stderr(&mut child);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.contains("SIGTERM"), "{err}");
+    let nb = read(&sb.path("t.executed.ipynb"));
+    assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "first\n");
+    assert!(
+        outputs(&nb, 1)
+            .iter()
+            .any(|o| o["ename"] == "KeyboardInterrupt"),
+        "{:?}",
+        outputs(&nb, 1)
+    );
+    assert!(outputs(&nb, 2).is_empty());
+    sb.assert_runtime_dir_clean();
+}
+
+#[test]
+fn a_cell_without_execute_reply_fails_like_under_nbclient() {
+    let sb = Sandbox::new("noreply");
+    // The kernel keeps running and reports idle, but drops every execute_reply from here on.
+    let input = sb.write_notebook(
+        "n.ipynb",
+        &notebook(vec![
+            code(
+                "kernel = get_ipython().kernel\n\
+                 send = kernel.session.send\n\
+                 def no_reply(stream, msg_or_type, *args, **kwargs):\n\
+                 \x20   kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type['header']['msg_type']\n\
+                 \x20   if kind == 'execute_reply':\n\
+                 \x20       return None\n\
+                 \x20   return send(stream, msg_or_type, *args, **kwargs)\n\
+                 kernel.session.send = no_reply\n\
+                 print('patched')",
+            ),
+            code("print('never')"),
+        ]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(
+        err.contains("cell 1") && err.contains("no execute_reply"),
+        "{err}"
+    );
+    assert!(!err.contains("cells ran"), "{err}");
+    let nb = read(&sb.path("n.executed.ipynb"));
+    assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "patched\n");
+    assert!(outputs(&nb, 1).is_empty());
+    sb.assert_runtime_dir_clean();
+    // nbclient waits for the reply and fails the cell when it does not come.
+    let (error, _) = nbclient_run(&sb, &input, Some(5));
+    assert!(!error.is_empty(), "nbclient counts the cell as failed too");
+}
+
+#[test]
+fn bytes_that_are_not_utf8_become_replacement_characters_as_in_nbclient() {
+    let sb = Sandbox::new("surrogates");
+    let input = sb.write_notebook(
+        "s.ipynb",
+        &notebook(vec![
+            code("print('bad \\udcff')\nprint('ok')"),
+            code("print(b'caf\\xe9.txt'.decode('utf-8', 'surrogateescape'))"),
+            code("raise ValueError('bad \\udcff')"),
+            code("print('never')"),
+        ]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(status, 1, "the error fails the run: {err}");
+    assert!(
+        err.contains("cell 3") && err.contains("ValueError"),
+        "{err}"
+    );
+    let out_path = sb.path("s.executed.ipynb");
+    let nb = read(&out_path);
+    assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "bad \u{fffd}\nok\n");
+    assert_eq!(text(&outputs(&nb, 1)[0]["text"]), "caf\u{fffd}.txt\n");
+    let error = &outputs(&nb, 2)[0];
+    assert_eq!(error["ename"], "ValueError");
+    assert_eq!(error["evalue"], "bad \u{fffd}");
+    assert!(outputs(&nb, 3).is_empty());
+    assert_valid_nbformat(&out_path);
+
+    let (nbclient_error, reference) = nbclient_run(&sb, &input, None);
+    assert_eq!(nbclient_error, "CellExecutionError");
+    for cell in 0..3 {
+        let ours: Vec<_> = outputs(&nb, cell)
+            .iter()
+            .map(|o| {
+                (
+                    o["output_type"].clone(),
+                    text(&o["text"]),
+                    o["evalue"].clone(),
+                )
+            })
+            .collect();
+        let theirs: Vec<_> = outputs(&reference, cell)
+            .iter()
+            .map(|o| {
+                (
+                    o["output_type"].clone(),
+                    text(&o["text"]),
+                    o["evalue"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(ours, theirs, "cell {cell}");
+    }
+}
+
+#[test]
+fn numbers_are_kept_as_written() {
+    let sb = Sandbox::new("numbers");
+    let path = sb.path("num.ipynb");
+    // Written by hand: a serde_json::Value without arbitrary precision could not even hold it.
+    let nb_text = r#"{"cells": [{"cell_type": "code", "execution_count": null, "id": "c1", "metadata": {},
+        "outputs": [], "source": "from IPython.display import JSON, display\ndisplay(JSON({'f': 3.6040260791778564, 'big': 10**30, 'neg': -2**63-1, 'small': 1e-05}))"}],
+      "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                   "timing": 3.6040260791778564, "big": 1000000000000000000000000000000, "neg": -9223372036854775809},
+      "nbformat": 4, "nbformat_minor": 5}"#;
+    std::fs::write(&path, nb_text).unwrap();
+    let (status, _, err) = sb.gpushare(&["run", path.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    let out_path = sb.path("num.executed.ipynb");
+    let written = std::fs::read_to_string(&out_path).unwrap();
+    for literal in [
+        "\"timing\": 3.6040260791778564",
+        "\"big\": 1000000000000000000000000000000",
+        "\"neg\": -9223372036854775809",
+        "\"f\": 3.6040260791778564",
+        "\"big\": 1000000000000000000000000000000",
+        "\"neg\": -9223372036854775809",
+        "\"small\": 1e-05",
+    ] {
+        assert!(
+            written.contains(literal),
+            "{literal} is missing from:\n{written}"
+        );
+    }
+    // Python reads the same numbers back and would write the very same bytes.
+    assert_valid_nbformat(&out_path);
+}
+
+#[test]
+fn an_output_nbformat_rejects_fails_the_cell_as_in_nbclient_and_is_not_written() {
+    let sb = Sandbox::new("invalid");
+    let input = sb.write_notebook(
+        "bad.ipynb",
+        &notebook(vec![
+            code(
+                "print('before')\n\
+                 display({'text/plain': 'raw', 'application/x-custom': {'k': 1}}, raw=True)\n\
+                 print('after')",
+            ),
+            code("print('never')"),
+        ]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(
+        err.contains("cell 1") && err.contains("application/x-custom"),
+        "{err}"
+    );
+    let out_path = sb.path("bad.executed.ipynb");
+    assert_valid_nbformat(&out_path);
+    let nb = read(&out_path);
+    assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "before\nafter\n");
+    assert!(outputs(&nb, 1).is_empty());
+    let (error, _) = nbclient_run(&sb, &input, None);
+    assert_eq!(error, "NotebookValidationError");
+}
+
+/// `model_id`s differ between runs; replace them with a placeholder.
+fn without_model_ids(outputs: &[Value]) -> Vec<Value> {
+    outputs
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            if let Some(view) = o.pointer_mut("/data/application~1vnd.jupyter.widget-view+json") {
+                view["model_id"] = json!("ID");
+            }
+            // nbformat splits text into lines when it writes; nbclient's in-memory copy does not.
+            if o["text"].is_array() {
+                o["text"] = json!(text(&o["text"]));
+            }
+            if let Some(data) = o.get_mut("data").and_then(Value::as_object_mut) {
+                for value in data.values_mut() {
+                    if value
+                        .as_array()
+                        .is_some_and(|a| a.iter().all(Value::is_string))
+                    {
+                        *value = json!(text(value));
+                    }
+                }
+            }
+            o
+        })
+        .collect()
+}
+
+#[test]
+fn output_widgets_capture_their_output_as_in_nbclient() {
+    let sb = Sandbox::new("widgets");
+    let mut nb = notebook(vec![
+        code(
+            "import ipywidgets as w\n\
+             from IPython.display import clear_output\n\
+             print('cell own')\n\
+             out = w.Output()\n\
+             display(out)\n\
+             with out:\n    print('in widget')\n    clear_output()\n    print('after clear')\n\
+             print('cell after')",
+        ),
+        // Sorted: the key order of a dict the front end sent is not part of the outcome.
+        code("print([sorted(o.items()) for o in out.outputs])"),
+    ]);
+    nb["metadata"]["widgets"] = json!({"application/vnd.jupyter.widget-state+json": {
+        "state": {"stale-model": {"model_name": "X", "state": {}}}, "version_major": 2, "version_minor": 0}});
+    let input = sb.write_notebook("w.ipynb", &nb);
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(
+        status, 0,
+        "{err} (is ipywidgets importable by the test Python?)"
+    );
+    let out_path = sb.path("w.executed.ipynb");
+    assert_valid_nbformat(&out_path);
+    let ours = read(&out_path);
+    let cell = without_model_ids(outputs(&ours, 0));
+    assert_eq!(
+        cell.iter().map(|o| text(&o["text"])).collect::<Vec<_>>(),
+        ["cell own\n", "", "cell after\n"],
+        "clear_output inside the widget leaves the cell alone; the widget's output is not here"
+    );
+    assert_eq!(
+        text(&outputs(&ours, 1)[0]["text"]),
+        "[[('name', 'stdout'), ('output_type', 'stream'), ('text', 'after clear\\n')]]\n",
+        "the kernel hears what its widget holds"
+    );
+    let state = &ours["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"];
+    assert!(
+        state.get("stale-model").is_none(),
+        "the input's widget state is replaced"
+    );
+    let output_model = state
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|w| w["model_name"] == "OutputModel")
+        .expect("the Output widget's state is recorded");
+    assert_eq!(
+        output_model["state"]["outputs"],
+        json!([{"output_type": "stream", "name": "stdout", "text": "after clear\n"}])
+    );
+
+    // A timeout, so that nbclient cannot hang the test when it misses a message under load.
+    let (error, reference) = nbclient_run(&sb, &input, Some(60));
+    assert_eq!(error, "");
+    for index in 0..2 {
+        assert_eq!(
+            without_model_ids(outputs(&ours, index)),
+            without_model_ids(outputs(&reference, index)),
+            "cell {index}"
+        );
+    }
+    let names = |nb: &Value| {
+        let mut names: Vec<String> =
+            nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|w| w["model_name"].as_str().unwrap_or_default().to_string())
+                .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&ours), names(&reference));
+}
+
+#[test]
+fn a_markdown_cell_tagged_parameters_anchors_the_injected_cell() {
+    let sb = Sandbox::new("mdparams");
+    let mut md = json!({"cell_type": "markdown", "id": "md", "metadata": {"tags": ["parameters"]}, "source": "Parameters: n"});
+    md["metadata"]["tags"] = json!(["parameters"]);
+    let input = sb.write_notebook(
+        "p.ipynb",
+        &notebook(vec![code("n = 1"), md, code("print(n)")]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "-p", "n=5"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(!err.contains("injected at the top"), "{err}");
+    let nb = read(&sb.path("p.executed.ipynb"));
+    let cells = nb["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    assert_eq!(cells[2]["metadata"]["tags"], json!(["injected-parameters"]));
+    assert_eq!(text(&cells[2]["source"]), "# Parameters\nn = 5\n");
+    assert_eq!(text(&outputs(&nb, 3)[0]["text"]), "5\n");
+}

@@ -155,6 +155,8 @@ async fn bench_in(
                 bail!("{src}->{dst}: the kernel died: {reason}\n{output}")
             }
             Some(Failure::Interrupted) => return Err(KernelError::Interrupted.into()),
+            Some(Failure::NoReply) => bail!("{src}->{dst}: the kernel sent no execute_reply"),
+            Some(Failure::InvalidOutput(why)) => bail!("{src}->{dst}: {why}"),
         }
     }
     let found = found.context("the kernel did not return the benchmark result")?;

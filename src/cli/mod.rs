@@ -23,7 +23,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::kernel::kernelspec::DEFAULT_KERNEL_NAME;
-use crate::kernel::session::ctrl_c_watch;
+use crate::kernel::session::{cancelled_exit_code, ctrl_c_watch};
 use crate::kernel::{Environment, KernelError, KernelSpec, find_kernelspec};
 
 /// Exit status when a notebook failed (a cell raised, timed out, or the kernel died).
@@ -142,7 +142,7 @@ struct InstallArgs {
     after_help = "Output goes to NAME.executed.ipynb beside each notebook unless -o or --inplace says \
                         otherwise. Cells are numbered from 1, counting every cell. Exit status: 0 when every \
                         notebook ran, 1 when a cell failed, timed out or the kernel died (the notebook is \
-                        still written up to that cell), 130 after Ctrl-C."
+                        still written up to that cell), 130 after Ctrl-C, 143 after SIGTERM."
 )]
 struct RunArgs {
     /// Notebooks to execute, each in its own fresh kernel
@@ -170,6 +170,9 @@ struct RunArgs {
     /// Kernel to use [default: the notebook's metadata.kernelspec.name, else python3]
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
+    /// Most output one cell keeps, in MiB; past it output is dropped and the notebook says so
+    #[arg(long, value_name = "MIB", default_value_t = crate::kernel::notebook::DEFAULT_OUTPUT_LIMIT >> 20)]
+    output_limit: usize,
 }
 
 #[derive(Args, Debug)]
@@ -319,7 +322,7 @@ pub fn run_with(
                 .is_some_and(|k| matches!(k, KernelError::Interrupted))
             {
                 let _ = writeln!(err, "interrupted");
-                return EXIT_INTERRUPTED;
+                return cancelled_exit_code();
             }
             let _ = writeln!(err, "error: {e:#}");
             EXIT_FAILURE

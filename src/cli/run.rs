@@ -9,7 +9,8 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 
 use super::output::progress_bar;
-use super::{Config, EXIT_FAILURE, EXIT_INTERRUPTED, RunArgs};
+use super::{Config, EXIT_FAILURE, RunArgs};
+use crate::kernel::session::{cancelled_by, cancelled_exit_code};
 use crate::kernel::notebook::default_output_path;
 use crate::kernel::params::Injected;
 use crate::kernel::runner::RunSummary;
@@ -75,6 +76,7 @@ pub(super) async fn run_notebooks(
         timeout: args.timeout,
         startup_timeout: args.startup_timeout,
         params: parameters(args)?,
+        output_limit: args.output_limit.saturating_mul(1 << 20),
     };
     let mut specs: BTreeMap<String, KernelSpec> = BTreeMap::new();
     let mut failed = 0;
@@ -150,7 +152,7 @@ pub(super) async fn run_notebooks(
                         report_failure(&label, &nb, failure, err)?;
                         writeln!(err, "wrote what ran to {}", output.display())?;
                         if failure.failure == Failure::Interrupted {
-                            return Ok(EXIT_INTERRUPTED);
+                            return Ok(cancelled_exit_code());
                         }
                         failed += 1;
                     }
@@ -158,7 +160,7 @@ pub(super) async fn run_notebooks(
             }
             Err(KernelError::Interrupted) => {
                 writeln!(err, "interrupted: {label}")?;
-                return Ok(EXIT_INTERRUPTED);
+                return Ok(cancelled_exit_code());
             }
             Err(e) => {
                 writeln!(err, "error: {label}: {e}")?;
@@ -204,8 +206,13 @@ fn report_failure(
         Failure::KernelDied { reason, .. } => {
             format!("error: {label}: the kernel died while running cell {cell}{count}: {reason}")
         }
-        Failure::Interrupted => {
-            format!("interrupted: {label}: cell {cell}{count} was interrupted (Ctrl-C)")
+        Failure::Interrupted => format!(
+            "interrupted: {label}: cell {cell}{count} was interrupted ({})",
+            cancelled_by()
+        ),
+        Failure::NoReply => format!("error: {label}: cell {cell}{count} got no execute_reply from the kernel"),
+        Failure::InvalidOutput(why) => {
+            format!("error: {label}: cell {cell}{count} wrote an invalid output: {why}")
         }
     };
     writeln!(err, "{headline}")?;

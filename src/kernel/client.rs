@@ -34,13 +34,33 @@ pub struct Message {
     pub msg_type: String,
     pub parent_id: Option<String>,
     pub content: Value,
+    /// Binary buffers after the four JSON frames (widgets send arrays this way).
+    pub buffers: Vec<Vec<u8>>,
+    /// Size of the content frame as received, for output limits.
+    pub size: usize,
+}
+
+/// Parse one JSON frame the way `jupyter_client` does (`bytes.decode("utf8", "replace")`, then
+/// `json.loads`): the kernel sends lone surrogates raw (`"bad \udcff"`, non-UTF-8 file names are
+/// encoded with `surrogateescape`), and such a message must reach the notebook with replacement
+/// characters, not vanish.
+fn parse_frame(bytes: &[u8]) -> Option<Value> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text).ok(),
+        Err(_) => serde_json::from_str(&String::from_utf8_lossy(bytes)).ok(),
+    }
 }
 
 impl Message {
     fn from_raw(raw: &RawMessage) -> Option<Self> {
-        let header: Value = serde_json::from_slice(raw.jparts.first()?).ok()?;
-        let parent: Value = serde_json::from_slice(raw.jparts.get(1)?).unwrap_or(Value::Null);
-        let content: Value = serde_json::from_slice(raw.jparts.get(3)?).ok()?;
+        let header = parse_frame(raw.jparts.first()?)?;
+        let parent = raw
+            .jparts
+            .get(1)
+            .and_then(|p| parse_frame(p))
+            .unwrap_or(Value::Null);
+        let content_frame = raw.jparts.get(3)?;
+        let content = parse_frame(content_frame)?;
         Some(Self {
             msg_type: header.get("msg_type")?.as_str()?.to_string(),
             parent_id: parent
@@ -48,6 +68,8 @@ impl Message {
                 .and_then(Value::as_str)
                 .map(String::from),
             content,
+            buffers: raw.jparts.iter().skip(4).map(|b| b.to_vec()).collect(),
+            size: content_frame.len(),
         })
     }
 

@@ -43,6 +43,9 @@ pub struct KernelProcess {
     connection_file: ConnectionFile,
     tail: Arc<Mutex<VecDeque<String>>>,
     exit: Option<ExitStatus>,
+    /// The group was killed after the kernel had exited: it is empty from then on, and its id
+    /// must not be signalled again (it could be reused).
+    group_killed: bool,
 }
 
 /// Where connection files go: `$JUPYTER_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/jupyter` (per-user,
@@ -172,6 +175,7 @@ impl KernelProcess {
             connection_file,
             tail,
             exit: None,
+            group_killed: false,
         })
     }
 
@@ -220,10 +224,32 @@ impl KernelProcess {
         }
     }
 
+    /// SIGKILL whatever is left of the kernel's process group, even once the kernel itself has
+    /// exited: a cell's `subprocess.Popen` children stay in the group and would otherwise
+    /// outlive a kernel that died (`os._exit`) or was shut down.
+    ///
+    /// Linux never hands out a pid that is still in use as a process-group id, so while any
+    /// member is alive `-pgid` can only name the kernel's group; once it is empty the call
+    /// fails with ESRCH and does nothing.
+    pub fn kill_group(&mut self) {
+        let Some(pgid) = self.pid.and_then(|p| libc::pid_t::try_from(p).ok()) else {
+            return;
+        };
+        if self.group_killed {
+            return;
+        }
+        self.group_killed = self.exited().is_some();
+        // SAFETY: kill(2) has no memory-safety preconditions; a negative id names a group only.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+
     /// SIGKILL the kernel's process group and reap it.
     pub async fn kill(&mut self) {
         self.signal(libc::SIGKILL);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.wait()).await;
+        self.kill_group();
     }
 }
 
@@ -231,6 +257,7 @@ impl Drop for KernelProcess {
     fn drop(&mut self) {
         // kill_on_drop only reaches the kernel itself; take down anything it started as well.
         self.signal(libc::SIGKILL);
+        self.kill_group();
     }
 }
 

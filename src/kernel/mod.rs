@@ -12,6 +12,7 @@
 //! - [`session`]: a started kernel: execute with timeout, death and Ctrl-C handling; shutdown.
 //! - [`notebook`]: `.ipynb` read/write like nbformat, and recording outputs into cells.
 //! - [`params`]: `-p key=value` as Python literals in an `injected-parameters` cell.
+//! - [`widgets`]: widget state and `ipywidgets.Output`, as nbclient handles them.
 //! - [`runner`]: running a whole notebook.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ pub mod notebook;
 pub mod params;
 pub mod runner;
 pub mod session;
+pub mod widgets;
 
 pub use env::Environment;
 pub use kernelspec::{InstallTarget, KernelSpec, find_kernelspec};

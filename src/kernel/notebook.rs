@@ -4,8 +4,9 @@
 //! `execution_count` and a few metadata keys change, so metadata, unknown top-level and
 //! cell-level fields and the cells we do not run survive untouched. Writing follows
 //! `nbformat.write` (multi-line strings split into lines, keys sorted, one-space indent,
-//! trailing newline), so a notebook round-trips to the same bytes Python would produce
-//! (floats aside: `1e-05` in Python is `1e-5` here).
+//! trailing newline), so a notebook round-trips to the same bytes Python would produce.
+//! Numbers are kept as written (serde_json's `arbitrary_precision`): a float keeps every digit
+//! and an int of any size stays an int.
 
 use std::collections::HashMap;
 use std::fs;
@@ -15,6 +16,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::KernelError;
+use super::client::Message;
+use super::widgets::Widgets;
 
 /// One notebook, as JSON.
 #[derive(Clone, Debug)]
@@ -280,14 +283,39 @@ pub fn to_nbformat_json(value: &Value) -> String {
 /// Where a display with a `display_id` landed, so `update_display_data` can find it again.
 type DisplaySlot = (usize, usize);
 
+/// How much output one cell may hold by default: beyond it, output is dropped and the notebook
+/// says so. Front ends cap output too (the Jupyter server's IOPub rate limit, VS Code's and
+/// Colab's truncation); without a cap, `while True: print(...)` fills memory and writes a
+/// notebook of gigabytes.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 32 << 20;
+
 /// Records kernel output messages into a notebook's cells, with the semantics of
 /// nbclient/JupyterLab: `clear_output(wait=True)` clears just before the next output,
 /// `update_display_data` rewrites every output that shares its `display_id` (in any cell run
-/// so far), and consecutive stream output of the same name is merged into one output.
-#[derive(Debug, Default)]
+/// so far), consecutive stream output of the same name is merged into one output, and
+/// `ipywidgets.Output` captures output as a front end's does.
+///
+/// What it records is always valid nbformat: an output that nbformat would reject is left out
+/// and reported ([`Self::take_invalid`]), as nbclient fails the cell with a
+/// `NotebookValidationError`. Each cell (and output widget) holds at most `limit` bytes.
+#[derive(Debug)]
 pub struct OutputRecorder {
     display_ids: HashMap<String, Vec<DisplaySlot>>,
     clear_pending: bool,
+    limit: usize,
+    /// Bytes held in the current cell's outputs.
+    cell_bytes: usize,
+    /// The current cell reached the limit and says so; further output is dropped.
+    capped: bool,
+    /// Why the first output the current cell could not record was invalid.
+    invalid: Option<String>,
+    pub widgets: Widgets,
+}
+
+impl Default for OutputRecorder {
+    fn default() -> Self {
+        Self::with_limit(DEFAULT_OUTPUT_LIMIT)
+    }
 }
 
 impl OutputRecorder {
@@ -295,9 +323,73 @@ impl OutputRecorder {
         Self::default()
     }
 
+    /// A recorder that keeps at most `limit` bytes of output per cell.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            display_ids: HashMap::new(),
+            clear_pending: false,
+            limit,
+            cell_bytes: 0,
+            capped: false,
+            invalid: None,
+            widgets: Widgets::default(),
+        }
+    }
+
     /// Start recording a new cell (a pending `clear_output(wait=True)` does not carry over).
     pub fn start_cell(&mut self) {
         self.clear_pending = false;
+        self.cell_bytes = 0;
+        self.capped = false;
+        self.invalid = None;
+    }
+
+    /// Why the current cell sent an output that nbformat rejects (it was not recorded).
+    pub fn take_invalid(&mut self) -> Option<String> {
+        self.invalid.take()
+    }
+
+    /// Record one iopub message of the cell at index `cell`: comm messages feed the widgets, and
+    /// output captured by an `ipywidgets.Output` goes to the widget instead of the cell.
+    pub fn record(&mut self, cells: &mut [Value], cell: usize, m: &Message) {
+        match m.msg_type.as_str() {
+            "comm_open" | "comm_msg" | "comm_close" => self.widgets.handle_comm(m),
+            "clear_output" | "stream" | "display_data" | "execute_result" | "error" => {
+                let limit = self.limit;
+                let Some(widget) = self.widgets.capturing(m.parent_id.as_deref()) else {
+                    self.apply(cells, cell, &m.msg_type, &m.content);
+                    return;
+                };
+                if m.msg_type == "clear_output" {
+                    widget.clear(wait_flag(&m.content));
+                    return;
+                }
+                match output_from_msg(&m.msg_type, &m.content) {
+                    Ok(output) => {
+                        widget.flush_clear();
+                        let size = output_size(&output);
+                        if widget.capped {
+                            return;
+                        }
+                        if widget.bytes + size > limit && m.msg_type != "error" {
+                            widget.capped = true;
+                            if let Some(head) = stream_head(&output, limit - widget.bytes) {
+                                widget.push(head, 0);
+                            }
+                            widget.push(limit_notice(limit), 0);
+                            return;
+                        }
+                        widget.push(output, size);
+                    }
+                    Err(why) => {
+                        self.invalid.get_or_insert(why);
+                    }
+                }
+            }
+            _ => {
+                self.apply(cells, cell, &m.msg_type, &m.content);
+            }
+        }
     }
 
     /// Apply one iopub message (`msg_type`, `content`) to cell `cell` of `cells`.
@@ -312,85 +404,69 @@ impl OutputRecorder {
         match msg_type {
             "execute_input" => return content.get("execution_count").and_then(Value::as_i64),
             "clear_output" => {
-                if content
-                    .get("wait")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-                {
+                if wait_flag(content) {
                     self.clear_pending = true;
                 } else {
                     self.clear(cells, cell);
                 }
             }
-            "stream" => {
-                let name = content
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("stdout");
-                let text = content
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+            "stream" | "display_data" | "execute_result" | "error" => {
+                let output = match output_from_msg(msg_type, content) {
+                    Ok(output) => output,
+                    Err(why) => {
+                        self.invalid.get_or_insert(why);
+                        return None;
+                    }
+                };
                 self.flush_clear(cells, cell);
+                if self.capped {
+                    return None;
+                }
+                let size = output_size(&output);
+                // A traceback is kept past the limit: it says why the cell stopped.
+                if self.cell_bytes + size > self.limit && msg_type != "error" {
+                    self.capped = true;
+                    let outputs = outputs_mut(&mut cells[cell]);
+                    // The kernel batches prints into large stream messages: keep what fits.
+                    if let Some(head) = stream_head(&output, self.limit - self.cell_bytes) {
+                        push_stream_or_output(outputs, head);
+                    }
+                    push_stream_or_output(outputs, limit_notice(self.limit));
+                    return None;
+                }
+                self.cell_bytes += size;
                 let outputs = outputs_mut(&mut cells[cell]);
-                if let Some(last) = outputs.last_mut()
-                    && last.get("output_type").and_then(Value::as_str) == Some("stream")
-                    && last.get("name").and_then(Value::as_str) == Some(name)
-                {
-                    let merged = multiline_text(&last["text"]) + text;
-                    last["text"] = Value::String(merged);
+                if msg_type == "stream" {
+                    push_stream_or_output(outputs, output);
                 } else {
-                    outputs.push(
-                        serde_json::json!({"output_type": "stream", "name": name, "text": text}),
-                    );
-                }
-            }
-            "display_data" | "execute_result" => {
-                self.flush_clear(cells, cell);
-                let mut output = Map::new();
-                output.insert("output_type".into(), Value::String(msg_type.into()));
-                output.insert("data".into(), object_or_empty(content.get("data")));
-                output.insert("metadata".into(), object_or_empty(content.get("metadata")));
-                if msg_type == "execute_result" {
-                    output.insert(
-                        "execution_count".into(),
-                        content
-                            .get("execution_count")
-                            .cloned()
-                            .unwrap_or(Value::Null),
-                    );
-                }
-                let outputs = outputs_mut(&mut cells[cell]);
-                outputs.push(Value::Object(output));
-                if let Some(id) = display_id(content) {
-                    self.display_ids
-                        .entry(id.to_string())
-                        .or_default()
-                        .push((cell, outputs.len() - 1));
+                    outputs.push(output);
+                    if let Some(id) = display_id(content) {
+                        self.display_ids
+                            .entry(id.to_string())
+                            .or_default()
+                            .push((cell, outputs.len() - 1));
+                    }
                 }
             }
             "update_display_data" => {
                 let id = display_id(content)?;
+                let updated = match output_from_msg("display_data", content) {
+                    Ok(output) => output,
+                    Err(why) => {
+                        self.invalid.get_or_insert(why);
+                        return None;
+                    }
+                };
                 for &(c, o) in self.display_ids.get(id).map_or(&[][..], Vec::as_slice) {
                     if let Some(output) = cells
                         .get_mut(c)
                         .and_then(|c| c.get_mut("outputs"))
                         .and_then(|o2| o2.get_mut(o))
                     {
-                        output["data"] = object_or_empty(content.get("data"));
-                        output["metadata"] = object_or_empty(content.get("metadata"));
+                        output["data"] = updated["data"].clone();
+                        output["metadata"] = updated["metadata"].clone();
                     }
                 }
-            }
-            "error" => {
-                self.flush_clear(cells, cell);
-                let output = serde_json::json!({
-                    "output_type": "error",
-                    "ename": content.get("ename").cloned().unwrap_or_else(|| Value::String(String::new())),
-                    "evalue": content.get("evalue").cloned().unwrap_or_else(|| Value::String(String::new())),
-                    "traceback": content.get("traceback").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
-                });
-                outputs_mut(&mut cells[cell]).push(output);
             }
             _ => {}
         }
@@ -405,10 +481,202 @@ impl OutputRecorder {
 
     fn clear(&mut self, cells: &mut [Value], cell: usize) {
         outputs_mut(&mut cells[cell]).clear();
+        self.cell_bytes = 0;
+        self.capped = false;
         // Displays that lived in this cell are gone; updates must not resurrect them.
         for slots in self.display_ids.values_mut() {
             slots.retain(|&(c, _)| c != cell);
         }
+    }
+}
+
+fn wait_flag(content: &Value) -> bool {
+    content
+        .get("wait")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Append stream text to the last output when it is a stream of the same name, in place (a
+/// flood of small prints must not copy the whole text each time); otherwise add the output.
+fn push_stream_or_output(outputs: &mut Vec<Value>, output: Value) {
+    if let Some(last) = outputs.last_mut()
+        && output["output_type"] == "stream"
+        && last.get("output_type").and_then(Value::as_str) == Some("stream")
+        && last.get("name") == output.get("name")
+        && let Some(more) = output["text"].as_str()
+    {
+        match &mut last["text"] {
+            Value::String(text) => text.push_str(more),
+            other => *other = Value::String(multiline_text(other) + more),
+        }
+        return;
+    }
+    outputs.push(output);
+}
+
+/// The stream output that says a cell's output was cut.
+fn limit_notice(limit: usize) -> Value {
+    let text = format!(
+        "\n[gpushare] Output limit reached: this cell's output passed {} MiB, and the rest of it \
+         was not recorded (raise the limit with `gpushare run --output-limit MIB`).\n",
+        limit as f64 / f64::from(1 << 20)
+    );
+    serde_json::json!({"output_type": "stream", "name": "stderr", "text": text})
+}
+
+/// The first `room` bytes of a stream output's text (cut at a character boundary), if it is a
+/// stream and any of it fits.
+fn stream_head(output: &Value, room: usize) -> Option<Value> {
+    let text = output.get("text").and_then(Value::as_str)?;
+    if output["output_type"] != "stream" {
+        return None;
+    }
+    let mut end = room.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (end > 0).then(|| {
+        let mut head = output.clone();
+        head["text"] = Value::String(text[..end].to_string());
+        head
+    })
+}
+
+/// Roughly the bytes an output takes in the notebook: a stream's text, or the strings and keys
+/// of a display.
+fn output_size(value: &Value) -> usize {
+    if value.get("output_type").and_then(Value::as_str) == Some("stream") {
+        return value
+            .get("text")
+            .and_then(Value::as_str)
+            .map_or(0, str::len);
+    }
+    json_size(value)
+}
+
+fn json_size(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(json_size).sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + json_size(v)).sum(),
+        _ => 8,
+    }
+}
+
+/// Whether nbformat stores `mime` as any JSON value (`^application/(.*\+)?json$`); every other
+/// MIME type must be a string or a list of strings.
+fn is_json_mime(mime: &str) -> bool {
+    mime.strip_prefix("application/")
+        .is_some_and(|rest| rest == "json" || rest.ends_with("+json"))
+}
+
+fn is_multiline_string(value: &Value) -> bool {
+    value.is_string()
+        || value
+            .as_array()
+            .is_some_and(|a| a.iter().all(Value::is_string))
+}
+
+/// The nbformat output for an iopub output message (`nbformat.v4.output_from_msg`), or why
+/// nbformat's schema would reject it.
+pub fn output_from_msg(msg_type: &str, content: &Value) -> Result<Value, String> {
+    let string = |key: &str| -> Result<Value, String> {
+        match content.get(key) {
+            Some(v @ Value::String(_)) => Ok(v.clone()),
+            None => Ok(Value::String(String::new())),
+            Some(other) => Err(format!(
+                "the kernel sent a {msg_type} whose `{key}` is {other}, not a string"
+            )),
+        }
+    };
+    let mut output = Map::new();
+    output.insert("output_type".into(), Value::String(msg_type.into()));
+    match msg_type {
+        "stream" => {
+            let name = match content.get("name") {
+                None => Value::String("stdout".into()),
+                Some(_) => string("name")?,
+            };
+            output.insert("name".into(), name);
+            output.insert("text".into(), string("text")?);
+        }
+        "display_data" | "execute_result" => {
+            let data = match content.get("data") {
+                None => Map::new(),
+                Some(Value::Object(data)) => data.clone(),
+                Some(other) => {
+                    return Err(format!(
+                        "the kernel sent a {msg_type} whose `data` is {}, not an object",
+                        short(other)
+                    ));
+                }
+            };
+            if let Some((mime, value)) = data
+                .iter()
+                .find(|(mime, value)| !is_json_mime(mime) && !is_multiline_string(value))
+            {
+                return Err(format!(
+                    "the kernel sent a {msg_type} whose `{mime}` is {}: nbformat requires a string \
+                     or a list of strings for a MIME type that is not JSON",
+                    short(value)
+                ));
+            }
+            let metadata = match content.get("metadata") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) => m.clone(),
+                Some(other) => {
+                    return Err(format!(
+                        "the kernel sent a {msg_type} whose `metadata` is {}, not an object",
+                        short(other)
+                    ));
+                }
+            };
+            output.insert("data".into(), Value::Object(data));
+            output.insert("metadata".into(), Value::Object(metadata));
+            if msg_type == "execute_result" {
+                let count = content
+                    .get("execution_count")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                if !(count.is_null() || count.is_i64() || count.is_u64()) {
+                    return Err(format!(
+                        "the kernel sent an execute_result whose `execution_count` is {}",
+                        short(&count)
+                    ));
+                }
+                output.insert("execution_count".into(), count);
+            }
+        }
+        "error" => {
+            output.insert("ename".into(), string("ename")?);
+            output.insert("evalue".into(), string("evalue")?);
+            let traceback = content
+                .get("traceback")
+                .cloned()
+                .unwrap_or_else(|| Value::Array(Vec::new()));
+            if !traceback
+                .as_array()
+                .is_some_and(|t| t.iter().all(Value::is_string))
+            {
+                return Err(format!(
+                    "the kernel sent an error whose `traceback` is {}, not a list of strings",
+                    short(&traceback)
+                ));
+            }
+            output.insert("traceback".into(), traceback);
+        }
+        other => return Err(format!("`{other}` is not an output")),
+    }
+    Ok(Value::Object(output))
+}
+
+/// A value for an error message, cut short.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
     }
 }
 
@@ -420,13 +688,6 @@ fn outputs_mut(cell: &mut Value) -> &mut Vec<Value> {
         Some(Value::Array(outputs)) => outputs,
         _ => unreachable!("just made `outputs` a list"),
     }
-}
-
-fn object_or_empty(value: Option<&Value>) -> Value {
-    value
-        .filter(|v| v.is_object())
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 fn display_id(content: &Value) -> Option<&str> {

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::KernelError;
-use super::notebook::{Notebook, cell_tags, cell_type};
+use super::notebook::{Notebook, cell_tags};
 
 /// The tag of the cell whose defaults the parameters override.
 pub const PARAMETERS_TAG: &str = "parameters";
@@ -190,9 +190,11 @@ pub fn inject(nb: &mut Notebook, params: &[Parameter]) -> Injected {
     let with_ids = nb.minor() >= 5;
     let cells = nb.cells_mut();
     cells.retain(|c| !cell_tags(c).contains(&INJECTED_TAG));
+    // Any cell can carry the tag, a markdown one too (papermill's `find_first_tagged_cell_index`
+    // looks at every cell).
     let anchor = cells
         .iter()
-        .position(|c| cell_type(c) == Some("code") && cell_tags(c).contains(&PARAMETERS_TAG));
+        .position(|c| cell_tags(c).contains(&PARAMETERS_TAG));
     let mut cell = json!({
         "cell_type": "code",
         "execution_count": null,

@@ -8,7 +8,9 @@ use serde_json::Value;
 use super::KernelError;
 use super::env::Environment;
 use super::kernelspec::KernelSpec;
-use super::notebook::{Notebook, OutputRecorder, cell_source, cell_tags, cell_type};
+use super::notebook::{
+    DEFAULT_OUTPUT_LIMIT, Notebook, OutputRecorder, cell_source, cell_tags, cell_type,
+};
 use super::params::{Injected, Parameter, inject};
 use super::session::{Cancel, Failure, Kernel, StartOptions};
 
@@ -24,6 +26,8 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     pub startup_timeout: Duration,
     pub params: Vec<Parameter>,
+    /// Bytes of output one cell may hold; the rest is dropped and the notebook says so.
+    pub output_limit: usize,
 }
 
 impl Default for RunOptions {
@@ -32,6 +36,7 @@ impl Default for RunOptions {
             timeout: None,
             startup_timeout: Duration::from_secs(60),
             params: Vec::new(),
+            output_limit: DEFAULT_OUTPUT_LIMIT,
         }
     }
 }
@@ -102,10 +107,12 @@ pub async fn run_notebook(
     record_kernel_metadata(nb, spec, &kernel.kernel_info);
     progress(0, cells.len());
 
+    let mut recorder = OutputRecorder::with_limit(options.output_limit);
     let result = run_cells(
         nb,
         &cells,
         &mut kernel,
+        &mut recorder,
         options,
         cancel,
         &mut summary,
@@ -113,29 +120,55 @@ pub async fn run_notebook(
     )
     .await;
     kernel.shutdown().await;
+    // As nbclient: the state of the widgets this run made replaces the input's (whose model ids
+    // no output refers to any more); a run that made none leaves `metadata.widgets` alone.
+    if let Some(widgets) = recorder.widgets.metadata() {
+        nb.metadata_mut().insert("widgets".into(), widgets);
+    }
     result.map(|()| summary)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_cells(
     nb: &mut Notebook,
     cells: &[usize],
     kernel: &mut Kernel,
+    recorder: &mut OutputRecorder,
     options: &RunOptions,
     cancel: &mut Option<Cancel>,
     summary: &mut RunSummary,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(), KernelError> {
-    let mut recorder = OutputRecorder::new();
     for &index in cells {
         let source = cell_source(&nb.cells()[index]);
         let expect_error = cell_tags(&nb.cells()[index]).contains(&RAISES_TAG);
         recorder.start_cell();
         let all_cells = nb.cells_mut();
-        let outcome = kernel
+        let mut outcome = kernel
             .execute(&source, options.timeout, cancel, |m| {
-                recorder.apply(all_cells, index, &m.msg_type, &m.content);
+                recorder.record(all_cells, index, m);
             })
             .await?;
+        // Tell the kernel what its output widgets now hold, as a front end does.
+        let updates = recorder.widgets.take_updates();
+        if !matches!(outcome.failure, Some(Failure::KernelDied { .. })) {
+            for (comm_id, data) in updates {
+                // Best effort, and bounded: the notebook is right whether the kernel hears it or not.
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(2), kernel.send_comm(comm_id, data))
+                        .await;
+            }
+        }
+        if let Some(why) = recorder.take_invalid()
+            && matches!(
+                outcome.failure,
+                None | Some(Failure::Error { .. } | Failure::NoReply)
+            )
+        {
+            // nbclient stops at the invalid output with a NotebookValidationError, whatever
+            // the cell did next (and whatever its tags allow).
+            outcome.failure = Some(Failure::InvalidOutput(why));
+        }
         if let Some(n) = outcome.execution_count {
             nb.cells_mut()[index]["execution_count"] = Value::from(n);
         }

@@ -4,6 +4,7 @@
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -31,20 +32,55 @@ const HB_INTERVAL: Duration = Duration::from_secs(3);
 const HB_TIMEOUT: Duration = Duration::from_secs(5);
 const HB_MISSES: u32 = 3;
 
-/// Ctrl-C, as a flag that turns true once (see [`ctrl_c_watch`]).
+/// Ctrl-C or SIGTERM, as a flag that turns true once (see [`ctrl_c_watch`]).
 pub type Cancel = watch::Receiver<bool>;
 
-/// A [`Cancel`] that turns true on the first SIGINT to this process.
+/// The signal that cancelled this process's run (0: none yet). Signals are process-wide, so
+/// this is too; it only picks the exit status and the wording of the report.
+static CANCELLED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// A [`Cancel`] that turns true on the first SIGINT (Ctrl-C) or SIGTERM (`kill`, a CI job's
+/// timeout, a container stop) to this process. Both are handled the same way: the kernel is
+/// interrupted and shut down, its connection file removed, and what ran is written.
 pub fn ctrl_c_watch() -> Cancel {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = tx.send(true);
-            // Keep the sender alive so receivers see `true` rather than a closed channel.
-            std::future::pending::<()>().await;
-        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => t.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let signal = tokio::select! {
+            r = tokio::signal::ctrl_c() => if r.is_ok() { libc::SIGINT } else { return },
+            _ = terminated => libc::SIGTERM,
+        };
+        CANCELLED_BY.store(signal, Ordering::SeqCst);
+        let _ = tx.send(true);
+        // Keep the sender alive so receivers see `true` rather than a closed channel.
+        std::future::pending::<()>().await;
     });
     rx
+}
+
+/// The exit status after a cancelled run: 128 + the signal, as shells report it (130 for
+/// Ctrl-C, 143 for SIGTERM).
+pub fn cancelled_exit_code() -> i32 {
+    match CANCELLED_BY.load(Ordering::SeqCst) {
+        0 => 128 + libc::SIGINT,
+        signal => 128 + signal,
+    }
+}
+
+/// What cancelled the run, for reports: "Ctrl-C" or "SIGTERM".
+pub fn cancelled_by() -> &'static str {
+    if CANCELLED_BY.load(Ordering::SeqCst) == libc::SIGTERM {
+        "SIGTERM"
+    } else {
+        "Ctrl-C"
+    }
 }
 
 /// Resolves once `cancel` is true; never without one.
@@ -70,8 +106,14 @@ pub enum Failure {
     Timeout(Duration),
     /// The kernel process exited, or stopped answering its heartbeat.
     KernelDied { reason: String, output: String },
-    /// Ctrl-C: it was interrupted on the user's request.
+    /// Ctrl-C or SIGTERM: it was interrupted on the user's request.
     Interrupted,
+    /// The kernel went idle (or its iopub closed) without an `execute_reply`: it may have run
+    /// the code or not, so the cell cannot count as a success.
+    NoReply,
+    /// The kernel sent an output that nbformat rejects (nbclient raises
+    /// `NotebookValidationError`); it was left out of the notebook.
+    InvalidOutput(String),
 }
 
 /// The result of one `execute_request`.
@@ -214,26 +256,10 @@ impl Kernel {
             if idle_at.is_some() && reply.is_some() {
                 break;
             }
+            // Timers and the kernel's death come first: with iopub listed first, a kernel that
+            // floods output keeps that branch ready forever and the timeout never fires.
             tokio::select! {
                 biased;
-                m = self.client.iopub_rx.recv() => {
-                    let Some(m) = m else { break };
-                    if m.is_child_of(&msg_id) {
-                        if m.is_idle() {
-                            idle_at = Some(Instant::now());
-                        } else if m.msg_type != "status" {
-                            if m.msg_type == "execute_input" {
-                                outcome.execution_count = m.content.get("execution_count").and_then(Value::as_i64);
-                            }
-                            on_output(&m);
-                        }
-                    }
-                }
-                Some(m) = self.client.shell_rx.recv(), if reply.is_none() => {
-                    if m.msg_type == "execute_reply" && m.is_child_of(&msg_id) {
-                        reply = Some(m.content);
-                    }
-                }
                 status = self.process.wait() => {
                     // Output the kernel sent before it died may already be queued: keep it.
                     while let Ok(m) = self.client.iopub_rx.try_recv() {
@@ -267,9 +293,32 @@ impl Kernel {
                 }
                 () = sleep_until(grace.unwrap_or(far)), if grace.is_some() => break,
                 () = sleep_until(idle_at.map_or(far, |t| t + REPLY_GRACE)), if idle_at.is_some() => break,
+                Some(m) = self.client.shell_rx.recv(), if reply.is_none() => {
+                    if m.msg_type == "execute_reply" && m.is_child_of(&msg_id) {
+                        reply = Some(m.content);
+                    }
+                }
+                m = self.client.iopub_rx.recv() => {
+                    let Some(m) = m else { break };
+                    if m.is_child_of(&msg_id) {
+                        if m.is_idle() {
+                            idle_at = Some(Instant::now());
+                        } else if m.msg_type != "status" {
+                            if m.msg_type == "execute_input" {
+                                outcome.execution_count = m.content.get("execution_count").and_then(Value::as_i64);
+                            }
+                            on_output(&m);
+                        }
+                    }
+                }
             }
         }
         self.idle = idle_at.is_some();
+        if reply.is_none() && outcome.failure.is_none() {
+            // Without an execute_reply nothing says the code succeeded (nbclient waits for it
+            // too, and fails the cell when it never comes).
+            outcome.failure = Some(Failure::NoReply);
+        }
         if let Some(reply) = reply {
             if let Some(n) = reply.get("execution_count").and_then(Value::as_i64) {
                 outcome.execution_count = Some(n);
@@ -328,6 +377,21 @@ impl Kernel {
                 self.process.kill().await;
             }
         }
+        // The kernel is gone (it exited, died or was killed); what it started must not outlive it.
+        self.process.kill_group();
+    }
+
+    /// Send a `comm_msg` to the kernel on shell, as a front end's widget manager does.
+    pub async fn send_comm(
+        &mut self,
+        comm_id: String,
+        data: serde_json::Map<String, Value>,
+    ) -> Result<(), KernelError> {
+        let message = jupyter_protocol::CommMsg {
+            comm_id: jupyter_protocol::CommId(comm_id),
+            data,
+        };
+        self.client.send_shell(message.into()).await.map(drop)
     }
 
     /// The kernel's own last lines of stdout/stderr.
