@@ -63,3 +63,24 @@ def test_paddle_is_found_by_its_aliases():
     from gpushare.adapters import framework
 
     assert framework("paddle") is framework("paddlepaddle") is framework("pd")
+
+
+def test_paddle_is_never_imported_beside_tensorflow():
+    """Both in one process crash it (SIGSEGV); gpushare refuses to import either beside the other,
+    with the reason, in a child process so that a crash would show as a signal."""
+    import subprocess
+    import sys
+
+    code = (
+        "import tensorflow, gpushare\n"
+        "from gpushare.exceptions import FrameworkNotInstalledError\n"
+        "try:\n    gpushare.share(tensorflow.ones([2]), 'paddle')\n"
+        "except FrameworkNotInstalledError as e:\n    print('REFUSED', e)\n"
+        "info = gpushare.gpuinfo(import_frameworks=True)\n"
+        "print('PADDLE', [f.error for f in info.frameworks.values() if f.name == 'paddle'])\n"
+    )
+    pytest.importorskip("tensorflow", reason="framework not installed: tensorflow")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "REFUSED paddle is not imported: paddle and tensorflow crash" in proc.stdout, proc.stdout
+    assert "PADDLE ['paddle is not imported" in proc.stdout, proc.stdout

@@ -40,7 +40,21 @@ class Adapter:
     accepts_objects: ClassVar[bool] = True
     accepts_capsules: ClassVar[bool] = True
 
+    # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
+    # never imports one while the other is loaded, and says why.
+    crashes_beside: ClassVar[tuple[str, ...]] = ()
+
     _installed: bool | None = None
+
+    def import_conflict(self) -> str | None:
+        """Why importing this framework here would crash the process, or None."""
+        loaded = [m for m in self.crashes_beside if m in sys.modules]
+        if not loaded or self.module in sys.modules:
+            return None
+        return (
+            f"{self.name} is not imported: {self.module} and {loaded[0]} crash (SIGSEGV) when both are "
+            f"imported into one process; use {self.name} in another kernel or process"
+        )
 
     # -- discovery -------------------------------------------------------------------------
     def installed(self) -> bool:
@@ -60,6 +74,9 @@ class Adapter:
             raise FrameworkNotInstalledError(
                 f"{self.name} is not installed in this Python ({sys.executable}); pip install {self.pip_name()}"
             )
+        conflict = self.import_conflict()
+        if conflict is not None:
+            raise FrameworkNotInstalledError(conflict)
         try:
             return importlib.import_module(self.module)
         except Exception as e:  # a broken install must not look like a missing one
@@ -389,6 +406,7 @@ class TensorFlowAdapter(Adapter):
     name = "tf"
     module = "tensorflow"
     aliases = ("tensorflow",)
+    crashes_beside = ("paddle",)  # PaddlePaddle 3.3 with TensorFlow 2.20
     type_modules = ("tensorflow", "keras")
     immutable = True
     accepts_objects = False  # tf.experimental.dlpack.from_dlpack takes capsules only
@@ -587,6 +605,7 @@ class PaddleAdapter(Adapter):
     name = "paddle"
     module = "paddle"
     aliases = ("paddlepaddle", "pd")
+    crashes_beside = ("tensorflow",)  # PaddlePaddle 3.3 with TensorFlow 2.20
     type_modules = ("paddle",)
 
     def is_array(self, obj: Any) -> bool:

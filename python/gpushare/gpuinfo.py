@@ -241,13 +241,24 @@ _DESCRIBE = {
 }
 
 
+def _import_conflict(module: str) -> str | None:
+    """Why importing ``module`` now would crash the process (its adapter knows), or None."""
+    from gpushare.adapters import ADAPTERS
+
+    adapter = next((a for a in ADAPTERS.values() if a.module == module), None)
+    return adapter.import_conflict() if adapter is not None else None
+
+
 def describe_framework(name: str, ordinals: list[int], import_it: bool = False) -> FrameworkInfo:
     """One framework: found, imported (importing it only if ``import_it``), DLPack support, GPUs
     and allocator figures for each CUDA ordinal in ``ordinals``."""
     installed, version = _installed_version(name)
     info = FrameworkInfo(name=name, installed=installed, version=version)
     module = sys.modules.get(name)
-    if module is None and import_it and installed:
+    conflict = _import_conflict(name) if module is None and import_it and installed else None
+    if conflict is not None:
+        info.error = conflict
+    elif module is None and import_it and installed:
         try:
             module = importlib.import_module(name)
         except Exception as e:  # a broken install must not break the report
