@@ -93,22 +93,31 @@ def test_wheel_metadata_is_complete(wheel):
     assert "dlpack" in meta["Keywords"]
 
 
-def test_extension_runs_on_glibc_2_17_links_no_cuda_and_is_stripped(wheel, tmp_path_factory):
-    elftools = pytest.importorskip("elftools.elf.elffile", reason="pyelftools (with auditwheel) not installed")
-    so = extension(wheel, tmp_path_factory)
+def elf_facts(so: Path) -> tuple[set[str], set[str], set[str]]:
+    """DT_NEEDED libraries, required symbol versions and section names of a shared object."""
+    elffile = pytest.importorskip("elftools.elf.elffile", reason="pyelftools (with auditwheel) not installed")
     with open(so, "rb") as f:
-        elf = elftools.ELFFile(f)
+        elf = elffile.ELFFile(f)
         dynamic = elf.get_section_by_name(".dynamic")
         needed = {t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"}
         versions = set()
-        for verneed, auxes in elf.get_section_by_name(".gnu.version_r").iter_versions():
+        for _, auxes in elf.get_section_by_name(".gnu.version_r").iter_versions():
             versions |= {a.name for a in auxes}
         sections = {s.name for s in elf.iter_sections()}
+    return needed, versions, sections
+
+
+def stripped(sections: set[str]) -> bool:
+    return ".symtab" not in sections and not any(s.startswith(".debug") for s in sections)
+
+
+def test_extension_runs_on_glibc_2_17_links_no_cuda_and_is_stripped(wheel, tmp_path_factory):
+    needed, versions, sections = elf_facts(extension(wheel, tmp_path_factory))
     assert needed <= ALLOWED_NEEDED, needed - ALLOWED_NEEDED
     assert not any("cuda" in n for n in needed)
     glibc = [tuple(int(p) for p in v[len("GLIBC_"):].split(".")) for v in versions if v.startswith("GLIBC_2")]
     assert glibc and max(glibc) <= (2, 17), sorted(glibc)[-3:]
-    assert ".symtab" not in sections and not any(s.startswith(".debug") for s in sections), sorted(sections)
+    assert stripped(sections), sorted(sections)
 
 
 def test_auditwheel_finds_it_manylinux2014(wheel):
@@ -155,3 +164,5 @@ def test_sdist_builds_a_wheel_that_imports(sdist, tmp_path):
         env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=True, cwd=tmp_path,
     ).stdout.split()
     assert out == [str(site / "gpushare" / "__init__.py"), version()]
+    # A source build is stripped too (pyproject.toml's strip), whatever its platform tag.
+    assert stripped(elf_facts(site / "gpushare" / "_native.abi3.so")[2])
