@@ -21,7 +21,11 @@ $(STAMP): Makefile
 	touch $(STAMP)
 
 # maturin develop rebuilds only when the Rust or Python sources changed (cargo is incremental).
+# A .venv made before the distribution was renamed holds gpushare's old "gpushare" install (its
+# summary names DLPack; the unrelated PyPI project's does not): removed so that one copy remains.
 develop: $(STAMP)
+	@$(PY) -c "import importlib.metadata as m; s = m.metadata('gpushare')['Summary'] or ''; exit(0 if 'DLPack' in s else 1)" 2>/dev/null \
+	  && $(PIP) uninstall -q -y gpushare || true
 	$(VENV)/bin/maturin develop -q --release --features python
 	$(PY) -c "import gpushare, gpushare._native"
 
