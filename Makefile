@@ -11,7 +11,7 @@ STAMP := $(VENV)/.deps-installed
 DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle ipython ipykernel pytest maturin nbformat nbclient ipywidgets pandas tqdm jupyterlab
 CARGO_FLAGS ?=
 
-.PHONY: demo test test-rust test-python develop lab bench browser-deps clean-venv
+.PHONY: demo test test-rust test-python test-dist test-oldnumpy develop dist lab bench browser-deps clean-venv
 
 # Re-run when the Makefile (and so DEPS) changes; pip is quick when everything is already there.
 $(STAMP): Makefile
@@ -21,7 +21,11 @@ $(STAMP): Makefile
 	touch $(STAMP)
 
 # maturin develop rebuilds only when the Rust or Python sources changed (cargo is incremental).
+# A .venv made before the distribution was renamed holds gpushare's old "gpushare" install (its
+# summary names DLPack; the unrelated PyPI project's does not): removed so that one copy remains.
 develop: $(STAMP)
+	@$(PY) -c "import importlib.metadata as m; s = m.metadata('gpushare')['Summary'] or ''; exit(0 if 'DLPack' in s else 1)" 2>/dev/null \
+	  && $(PIP) uninstall -q -y gpushare || true
 	$(VENV)/bin/maturin develop -q --release --features python
 	$(PY) -c "import gpushare, gpushare._native"
 
@@ -59,7 +63,40 @@ browser-deps: $(STAMP)
 	    echo "browser-deps: no chromium (apt-get as root installs it); tests/test_browser.py will be skipped"; \
 	  fi; }
 
-test: develop browser-deps test-rust test-python
+# What users install: an abi3 wheel (CPython 3.9+) for manylinux2014 (glibc 2.17), linked against
+# zig's glibc 2.17 stubs whatever this machine's glibc is, stripped (pyproject.toml), and an sdist.
+# tests/test_dist.py checks them: tag, glibc floor, no libcuda, no symbols, sdist contents.
+DIST_TOOLS := $(VENV)/.dist-tools
+$(DIST_TOOLS): $(STAMP)
+	$(PIP) install -q ziglang auditwheel
+	touch $(DIST_TOOLS)
+
+# maturin finds zig as `python3 -m ziglang`, so the venv goes first on PATH.
+dist: $(DIST_TOOLS)
+	rm -rf dist
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/maturin build -q --release --zig --compatibility manylinux2014 -i $(PY) -o dist
+	$(VENV)/bin/maturin sdist -o dist
+
+# The oldest NumPy gpushare supports, on the oldest Python it supports where this machine has one
+# (scripts/oldest_python.sh), with nothing else but IPython: NumPy's DLPack export changed in 2.1
+# (max_version, versioned capsules, READ_ONLY). gpushare comes from the wheel `make dist` built.
+OLD_VENV := .venv-oldnumpy
+OLD_NUMPY := 1.26.*
+test-oldnumpy: dist
+	@old=$$(scripts/oldest_python.sh); \
+	if [ -z "$$old" ]; then echo "test-oldnumpy: SKIPPED: no Python 3.9-3.12 here (NumPy 1.26 has wheels for those only)"; exit 0; fi; \
+	set -e; test -x $(OLD_VENV)/bin/python || $$old -m venv $(OLD_VENV); \
+	$(OLD_VENV)/bin/python -m pip install -q "numpy==$(OLD_NUMPY)" pytest dist/*.whl; \
+	$(OLD_VENV)/bin/python -m pip install -q --force-reinstall --no-deps dist/*.whl; \
+	$(OLD_VENV)/bin/python -c "import sys, numpy, gpushare; assert numpy.__version__.startswith('1.26.'), numpy.__version__; print('test-oldnumpy: Python', sys.version.split()[0], '| NumPy', numpy.__version__, '| gpushare', gpushare.__version__, 'from', gpushare.__file__)"; \
+	$(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_numpy_compat.py
+
+# The wheel and sdist as built (tests/test_dist.py skips without GPUSHARE_DIST); building the sdist
+# into a wheel shares target/ so that only gpushare itself is compiled again.
+test-dist: dist
+	GPUSHARE_DIST=dist CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$(CURDIR)/target} $(PY) -m pytest -q tests/test_dist.py
+
+test: develop browser-deps test-rust test-python test-dist test-oldnumpy
 
 bench: develop
 	$(PY) benchmarks/bench_core.py
@@ -70,4 +107,4 @@ lab: develop
 	$(VENV)/bin/jupyter lab notebooks/
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(OLD_VENV)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a run on the GPU machine, which has Python 3.12 with PyTorch, JAX, CuPy and Numba but no
 # IPython, no ipykernel and no network. Everything it lacks travels in .whl/ (git-ignored):
-#   - gpushare as an abi3 wheel (one wheel for Python 3.9+), built here;
+#   - gpushare as an abi3 manylinux2014 wheel (one wheel for Python 3.9+, glibc 2.17+), built here;
 #   - IPython, ipykernel, nbformat and their pure-Python dependencies, for CPython 3.12;
 #   - the cargo test binary of the CUDA layer (tests/cuda_driver.rs), which needs no Python.
 # Packages the GPU image already has are not carried: a second copy on PYTHONPATH would shadow it.
@@ -12,7 +12,11 @@ PY=${PY:-.venv/bin/python}
 rm -rf .whl && mkdir -p .whl
 mkdir -p .git/info; grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 
-.venv/bin/maturin build --release -q -o .whl 2>&1 | grep -v "^📦\|^🔗\|^🐍" || true
+# The same wheel as `make dist`: manylinux2014 (glibc 2.17) through zig, stripped (pyproject.toml).
+"$PY" -c "import ziglang" 2>/dev/null || "$PY" -m pip install -q ziglang
+PATH="$(cd "$(dirname "$PY")" && pwd):$PATH" .venv/bin/maturin build --release -q --zig --compatibility manylinux2014 -i "$PY" -o .whl \
+  2>&1 | grep -v "^📦\|^🔗\|^🐍" || true
+ls .whl/gpushare_dlpack-*-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl >/dev/null
 
 # What the image holds (KINDS.md, 2026-11-17; tornado is NOT there): never carry these.
 ON_IMAGE="numpy torch jax jaxlib cupy-cuda13x numba numba-cuda psutil packaging pygments typing-extensions

@@ -26,6 +26,32 @@ from gpushare.exceptions import (
 
 TensorInfo = _native.TensorInfo
 
+# Array types whose ``__dlpack__`` predates the ``max_version`` keyword (NumPy < 2.1, CuPy < 13.?,
+# PyTorch < 2.4): found on the first TypeError that names the keyword and remembered, so that
+# every later export of the type asks for the legacy capsule straight away.
+_LEGACY_EXPORTERS: set[type] = set()
+
+
+def versioned_capsule(obj: Any, legacy_export: Callable[[Any], Any] | None = None) -> Any:
+    """``obj.__dlpack__(max_version=(1, 0))``: a versioned capsule (flags, READ_ONLY included)
+    where the producer can make one; where its ``__dlpack__`` has no ``max_version``, a legacy
+    capsule (DLPack's rule for consumers: retry without it), from ``legacy_export`` if given."""
+    tp = type(obj)
+    if tp not in _LEGACY_EXPORTERS:
+        try:
+            return obj.__dlpack__(max_version=(1, 0))
+        except TypeError as e:
+            if "max_version" not in str(e):  # a TypeError of the export itself, not of the call
+                raise
+            _LEGACY_EXPORTERS.add(tp)
+    return obj.__dlpack__() if legacy_export is None else legacy_export(obj)
+
+
+def exports_versioned(obj: Any) -> bool:
+    """False once ``obj``'s type is known to export legacy capsules only."""
+    return type(obj) not in _LEGACY_EXPORTERS
+
+
 class Adapter:
     """How gpushare talks to one framework."""
 
@@ -194,8 +220,17 @@ class NumpyAdapter(Adapter):
         return "cpu"
 
     def inspect_capsule(self, obj: Any) -> Any:
-        # Versioned so that READ_ONLY travels (a legacy export of a read-only array raises).
-        return obj.__dlpack__(max_version=(1, 0))
+        # Versioned so that READ_ONLY travels. NumPy before 2.1 exports legacy capsules only and
+        # refuses a read-only array there ("Cannot export readonly array"): inspection and the
+        # copy/shared paths only read, so they get the capsule of a writable alias of the same
+        # memory, and inspect() takes the read-only flag from the array's own flags.
+        return versioned_capsule(obj, _numpy_legacy_capsule)
+
+    def inspect(self, obj: Any) -> TensorInfo:
+        capsule = self.inspect_capsule(obj)
+        # A legacy capsule has no READ_ONLY flag: the array's flags say it instead.
+        readonly = not exports_versioned(obj) and not obj.flags.writeable
+        return TensorInfo.from_capsule(capsule, self.name, "cpu", readonly)
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
@@ -225,7 +260,7 @@ class TorchAdapter(Adapter):
     def inspect_capsule(self, obj: Any) -> Any:
         if obj.requires_grad:
             obj = obj.detach()  # inspection only: the address is the same
-        return obj.__dlpack__(max_version=(1, 0))
+        return versioned_capsule(obj)
 
     def inspect(self, obj: Any) -> TensorInfo:
         # PyTorch ships the DLPack 1.3 C exchange API: one C call fills a DLTensor, ~20x cheaper than
@@ -494,7 +529,7 @@ class CupyAdapter(Adapter):
         return f"cuda:{obj.device.id}"
 
     def inspect_capsule(self, obj: Any) -> Any:
-        return obj.__dlpack__(max_version=(1, 0))
+        return versioned_capsule(obj)
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
@@ -672,6 +707,28 @@ class PaddleAdapter(Adapter):
             "allocated": int(paddle.device.cuda.memory_allocated(ordinal)),
             "reserved": int(paddle.device.cuda.memory_reserved(ordinal)),
         }
+
+
+class _WritableInterface:
+    """The ``__array_interface__`` of an array with its read-only bit cleared; holds the array."""
+
+    __slots__ = ("base", "__array_interface__")
+
+    def __init__(self, array: Any):
+        self.base = array  # keeps the memory alive as long as the alias (and its capsule) lives
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _numpy_legacy_capsule(array: Any) -> Any:
+    """A legacy capsule of a NumPy array, read-only ones included (for reading only: NumPy before
+    2.1 has no versioned export and will not put a read-only array in a legacy capsule). The
+    capsule views the same memory through a writable alias; gpushare never writes through it."""
+    if array.flags.writeable:
+        return array.__dlpack__()
+    np = sys.modules["numpy"]
+    return np.asarray(_WritableInterface(array)).__dlpack__()
 
 
 _TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}

@@ -134,11 +134,10 @@ def _capsule_kind(capsule: Any) -> str:
 
 def _probe_export(array: Any) -> str:
     """What ``array.__dlpack__`` hands a consumer that accepts DLPack 1.x."""
-    try:
-        capsule = array.__dlpack__(max_version=(1, 0))
-    except TypeError:  # a producer older than the max_version keyword
-        capsule = array.__dlpack__()
-    return _capsule_kind(capsule)
+    from gpushare.adapters import versioned_capsule
+
+    # Falls back to a legacy capsule where __dlpack__ predates max_version (NumPy < 2.1).
+    return _capsule_kind(versioned_capsule(array))
 
 
 def _major(version: Optional[str]) -> int:
