@@ -653,7 +653,7 @@ class PaddleAdapter(Adapter):
     def inspect_capsule(self, obj: Any) -> Any:
         if not obj.stop_gradient:
             obj = obj.detach()  # inspection only: the address is the same
-        return obj.__dlpack__(max_version=(1, 0))
+        return versioned_capsule(obj)
 
     def check_source(self, obj: Any) -> None:
         if not obj.stop_gradient:
