@@ -185,6 +185,12 @@ impl<F: Framework> Handoff<'_, F> {
         let mut sampler = HandoffSampler { handoff: self, host, array, synchronise, clock, value: None };
         let measured = timing::measure(&options.timing, &mut sampler).map_err(&failed)?;
         let value = sampler.value.take().expect("every policy makes at least one conversion");
+        if on_device && !synchronise {
+            // Outside the timing, but never skipped: a framework that converts asynchronously
+            // (JAX's narrowing kernel) reports its failure only when waited on, and a share must
+            // not call "copied" an array whose making failed.
+            self.target.synchronize(&value).map_err(&failed)?;
+        }
         let target = self.target.describe(&value).map_err(&failed)?;
         let report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
         Ok(Outcome { value, source, target, report })

@@ -136,6 +136,17 @@ fn a_view_is_shared_and_timed_once_by_default() {
 }
 
 #[test]
+fn one_conversion_of_device_memory_is_waited_for_outside_the_timing() {
+    // An asynchronous failure (JAX's narrowing kernel on a misaligned buffer) surfaces only when
+    // the result is waited on: the share must wait before it judges.
+    let (src, dst, route) = (fake("cupy"), fake("jax"), via("dlpack", false));
+    let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
+    handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
+    assert_eq!(*dst.log.borrow(), ["sync", "describe"]);
+    assert!(!src.log.borrow().contains(&"sync".to_string()), "the source is not waited on for one call");
+}
+
+#[test]
 fn a_copying_path_says_it_copies_by_design() {
     let (src, dst, route) = (fake("numpy"), fake("torch"), via("host", true));
     let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).unwrap();

@@ -7,13 +7,26 @@ use super::rows::{PathRow, PathRun, mark_fastest};
 use crate::render::{STYLE, escape, units};
 use crate::report::envelope;
 
-/// One measured point of a sweep.
-#[derive(Debug, Clone, Deserialize)]
+/// One measured point of a sweep: the run's fields and its `size`, side by side in one object.
+#[derive(Debug, Clone)]
 pub struct BenchRun {
     /// Payload bytes of the source array.
     pub size: u64,
-    #[serde(flatten)]
     pub run: PathRun,
+}
+
+// Written out rather than `#[serde(flatten)]`: flatten buffers the fields through serde's private
+// `Content`, where serde_json's `arbitrary_precision` (which the notebook runner needs to keep
+// numbers as written) turns every number into a map, and no f64 field reads back.
+impl<'de> Deserialize<'de> for BenchRun {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<BenchRun, D::Error> {
+        use serde::de::Error;
+        let mut fields = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let size = fields.remove("size").ok_or_else(|| D::Error::missing_field("size"))?;
+        let size = u64::deserialize(size).map_err(D::Error::custom)?;
+        let run = PathRun::deserialize(serde_json::Value::Object(fields)).map_err(D::Error::custom)?;
+        Ok(BenchRun { size, run })
+    }
 }
 
 /// What Python measured for `bench`.

@@ -204,3 +204,19 @@ fn a_row_from_another_source_is_shown_but_not_ranked() {
     });
     assert_eq!(c.fastest.as_deref(), Some("dlpack"));
 }
+
+#[test]
+fn a_sweep_reads_back_from_the_json_python_writes() {
+    // Floats in the flattened point (samples, device samples) must survive serde_json's
+    // arbitrary_precision, which the runner turns on crate-wide.
+    let text = r#"{"source_framework": "torch", "target_framework": "cupy", "dtype": "float32",
+        "device": "cuda:0", "sizes": [4096], "paths": ["dlpack"], "interrupted": false, "repeat": 3,
+        "warmup": 1, "points": [{"size": 4096, "path": "dlpack", "verdict": "shared",
+        "samples": [1.5e-06, 2.25e-06, 3e-06], "loops": 10, "device_samples": [1e-06, 1e-06, 1e-06],
+        "bytes_moved": 0, "auto": true, "comparable": true}]}"#;
+    let input: BenchInput = serde_json::from_str(text).unwrap();
+    assert_eq!(input.points[0].size, 4096);
+    assert_eq!(input.points[0].run.samples, vec![1.5e-6, 2.25e-6, 3e-6]);
+    let report = BenchmarkReport::from_input(input);
+    assert!(report.points[0].row.device_timing.is_some());
+}
