@@ -41,7 +41,8 @@ pub use device::{ContextPolicy, DeviceInfo, MemInfo, device_info, devices, forma
 pub use error::{CudaError, Result};
 pub use memory::{DeviceBuffer, PinnedHostBuffer, PrivateContextAllocation};
 pub use pointer::{
-    MemoryType, PointerAttributes, check_device_range, pointer_attributes, same_allocation, same_allocation_as,
+    MemoryType, PointerAttributes, check_device_range, known_attributes, pointer_attributes, same_allocation,
+    same_allocation_as, with_known_allocation,
 };
 pub use status::{
     DISABLE_ENV, DriverStatus, VisibleDevices, driver_status, driver_status_if_probed, format_driver_version, parse_visible_devices,

@@ -68,6 +68,11 @@ fn attach_cuda(report: &mut TensorReport) {
     if !matches!(status, Some(crate::cuda::DriverStatus::Available { .. })) {
         return;
     }
+    // Inside a share, what the source's allocation already said answers for a target inside it.
+    if let Some(known) = crate::cuda::known_attributes(report.data_ptr, report.dlpack_device.1) {
+        report.cuda = Some(known);
+        return;
+    }
     if let Ok(attributes) = crate::cuda::pointer_attributes(report.data_ptr) {
         let mut value = serde_json::to_value(&attributes).unwrap_or_default();
         if let (Some(map), Some((name, uuid))) = (value.as_object_mut(), device_identity(attributes.device_ordinal)) {

@@ -191,7 +191,9 @@ impl<F: Framework> Handoff<'_, F> {
             // not call "copied" an array whose making failed.
             self.target.synchronize(&value).map_err(&failed)?;
         }
-        let target = self.target.describe(&value).map_err(&failed)?;
+        // The source is alive: a target inside its allocation is described from its attributes.
+        let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
+            .map_err(&failed)?;
         let report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
         Ok(Outcome { value, source, target, report })
     }
