@@ -216,18 +216,18 @@ impl PyFramework {
         self.adapter.bind(py).call_method1(method, (array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e))
     }
 
-    /// `(description, whether PyTorch's own route made it)`.
-    fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<(Py<TensorInfo>, bool)> {
+    /// The description of `obj`: PyTorch's or JAX's route in Rust where it applies, else the adapter's.
+    fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
         let fast = match self.describe {
             Describe::Torch => torch_report(py, obj)?,
             Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
             Describe::Adapter => None,
         };
         match fast {
-            Some(report) => Ok((Py::new(py, TensorInfo { report })?, self.describe == Describe::Torch)),
+            Some(report) => Py::new(py, TensorInfo { report }),
             None => {
                 let info = self.adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
-                Ok((info.cast_into::<TensorInfo>()?.unbind(), false))
+                Ok(info.cast_into::<TensorInfo>()?.unbind())
             }
         }
     }
@@ -242,7 +242,7 @@ impl Framework for PyFramework {
     }
 
     fn describe(&self, array: &Py<PyAny>) -> crate::share::Result<Described> {
-        Python::attach(|py| self.describe_py(py, array.bind(py)).map(|(info, _)| Described(info)).map_err(|e| share_error(py, e)))
+        Python::attach(|py| self.describe_py(py, array.bind(py)).map(Described).map_err(|e| share_error(py, e)))
     }
 
     fn check_source(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
@@ -411,7 +411,7 @@ pub struct SharePlan {
 }
 
 impl SharePlan {
-    fn handoff_run(&self, py: Python<'_>, obj: Py<PyAny>, options: &Options) -> PyResult<ShareResult> {
+    fn handoff_run(&self, obj: Py<PyAny>, options: &Options) -> PyResult<ShareResult> {
         let predictor = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
             match &self.predict {
                 None => Ok(None),
@@ -426,7 +426,7 @@ impl SharePlan {
             check_source: self.check_source,
         };
         let outcome = handoff.run(&self.host, &obj, options)?;
-        Ok(ShareResult::from_outcome(py, outcome.value, outcome.source.0, outcome.target.0, outcome.report))
+        Ok(ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report))
     }
 }
 
@@ -513,7 +513,6 @@ impl SharePlan {
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
-        py: Python<'_>,
         obj: Py<PyAny>,
         repeat: Option<usize>,
         number: Option<u64>,
@@ -526,7 +525,7 @@ impl SharePlan {
     ) -> PyResult<ShareResult> {
         let timing = policy(repeat, number, warmup, budget, min_sample_time, true)?;
         let options = Options { timing, observe, name, origin: origin.map(|o| o.get().report.clone()) };
-        self.handoff_run(py, obj, &options)
+        self.handoff_run(obj, &options)
     }
 }
 

@@ -504,7 +504,6 @@ impl ShareResult {
 
     /// The result of a share the pipeline ran and judged.
     pub fn from_outcome(
-        _py: Python<'_>,
         value: Py<PyAny>,
         source: Py<TensorInfo>,
         target: Py<TensorInfo>,
