@@ -155,3 +155,225 @@ def test_unload_removes_the_magic(ip, run):
     finally:
         run("%load_ext gpushare")
     assert ip.find_line_magic("share") is not None
+
+
+# -- issue 15 item 4 and issue 16 "Magics" ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line,bound",
+    [
+        ("%share sp torch-> tf -q", "sp_tf"),
+        ("%share sp -> tf -q", "sp_tf"),
+        ("%share sp torch -> jax -q", "sp_jax"),
+        ("%share sp torch ->jax -q", "sp_jax"),
+        ("%share sp torch-> jax ->tf -q", "sp_tf"),
+        ("%share -q --as sp_out sp torch -> numpy", "sp_out"),
+        ("%share -q -p dlpack sp -> numpy", "sp_numpy"),
+        ("%%share torch -> tf -q\nsp2 = torch.ones(3)\n", "sp2_tf"),
+        ("%%share -> tf -q\nsp2 = torch.ones(3)\n", "sp2_tf"),
+    ],
+)
+def test_routes_parse_with_or_without_spaces(ip, run, line, bound):
+    run("sp = torch.ones(3)")
+    ip.user_ns.pop(bound, None)
+    run(line)
+    assert ip.user_ns[bound].shape == (3,)
+
+
+def test_a_variable_named_like_a_framework_is_still_the_name(ip, run):
+    # The first positional of the line form is the variable, even when it reads as a framework.
+    ip.user_ns["jax_arr"] = ip.user_ns["torch"].ones(2)
+    run("%share jax_arr -> numpy -q")
+    assert isinstance(ip.user_ns["jax_arr_numpy"], np.ndarray)
+
+
+def test_sharebench_route_with_spaces(run):
+    b = run("%sharebench numpy -> torch --sizes 1KiB --paths dlpack -n 1 -r 1 -q -o")
+    assert b is not None
+
+
+def test_help_shows_the_route_and_every_default(ip):
+    from gpushare.magics import GpuShare
+
+    magic = ip.find_line_magic("share")
+    usage = magic.parser.format_usage()
+    assert "%share NAME [SRC]->DST" in usage and "%%share SRC->DST" in usage
+    doc = magic.__doc__
+    assert doc.splitlines()[0:4] == magic.parser.format_help().splitlines()[0:4]
+    for name, trait in GpuShare.class_own_traits(config=True).items():
+        assert f"GpuShare.{name} = {trait.default_value!r}" in doc, name
+    assert "None: auto" in doc and "time_budget" in doc
+    # The flags that default to a %config setting say so.
+    for flag in ("-n NUMBER", "-r REPEAT", "--path PATH", "--as <NEW|TEMPLATE>"):
+        assert flag in doc
+    assert "GpuShare.number (None: auto" in " ".join(doc.split())
+    assert "GpuShare.repeat (None:" in " ".join(doc.split())
+    # What %share? prints.
+    text = ip.object_inspect_text("%share")
+    assert "%share NAME [SRC]->DST" in text and "GpuShare.time_budget = 0.05" in text
+    assert "%sharebench SRC->DST" in ip.find_line_magic("sharebench").parser.format_usage()
+
+
+def test_table_says_what_was_bound(ip, run, capsys):
+    run("bd = torch.ones(2)")
+    capsys.readouterr()
+    run("%share bd ->numpy")
+    assert "bound: bd_numpy" in capsys.readouterr().out
+    run("%%share torch->jax->tf\nb1 = torch.ones(2)\nb2 = torch.zeros(2)\n")
+    assert "bound: b1_jax, b1_tf, b2_jax, b2_tf" in capsys.readouterr().out
+    run("%share bd ->numpy -o")
+    assert "bound: bd_numpy" in capsys.readouterr().out
+    run("%share bd ->numpy -q")
+    assert "bound" not in capsys.readouterr().out
+
+
+def test_replacing_the_source_needs_force(ip, run):
+    run("ow = torch.ones(2)")
+    with pytest.raises(UsageError, match="replace the array being converted.*-f"):
+        run("%share ow ->numpy --as ow -q")
+    assert type(ip.user_ns["ow"]).__module__.startswith("torch")
+    with pytest.raises(UsageError, match="replace the array being converted"):
+        run("%%share torch->numpy --as {name} -q\now2 = torch.ones(2)\n")
+    assert type(ip.user_ns["ow2"]).__module__.startswith("torch")
+    run("%share ow ->numpy --as ow -q -f")
+    assert isinstance(ip.user_ns["ow"], np.ndarray)
+    run("%%share torch->numpy --as {name} -q --force\now2 = torch.ones(2)\n")
+    assert isinstance(ip.user_ns["ow2"], np.ndarray)
+
+
+def test_replacing_an_existing_variable_warns(ip, run, capsys):
+    import warnings
+
+    from gpushare.exceptions import GpushareWarning
+
+    run("ex1 = torch.ones(2)\nkeep = 'a string the user made'")
+    with pytest.warns(GpushareWarning, match=r"replaces existing variables: keep \(a str\).*-f"):
+        run("%share ex1 ->numpy --as keep")
+    assert "bound: keep (replaced)" in capsys.readouterr().out
+    assert isinstance(ip.user_ns["keep"], np.ndarray)
+    # Rebinding what %share itself bound (a rerun cell) is silent; so is -f.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run("%share ex1 ->numpy --as keep -q")
+        run("%%share torch->numpy -q\nex2 = torch.ones(2)\n")
+        run("%%share torch->numpy -q\nex2 = torch.ones(2)\n")
+        run("keep2 = 1")
+        run("%share ex1 ->numpy --as keep2 -q -f")
+    # Every replacement warns, not only the first from this place.
+    for _ in range(2):
+        run("ex3_numpy = 'user value'")
+        with pytest.warns(GpushareWarning, match="ex3_numpy"):
+            run("%%share torch->numpy -q\nex3 = torch.ones(2)\n")
+
+
+@pytest.mark.parametrize("name", ["1bad", "1 bad name", "", "class", "x-y", "None"])
+def test_bad_names_are_refused_before_anything_runs(ip, run, name):
+    run("nb = torch.ones(2)")
+    before = set(ip.user_ns)
+    with pytest.raises(UsageError, match="not a valid Python variable name"):
+        run(f"%share nb ->numpy --as {name!r}")
+    assert set(ip.user_ns) == before
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{name}_{dst}_{bogus}", "{name}}", "{name}{0}", "{name}{}", "{dst}", "{name}-{dst}", "{name!r}", "{name.real}"],
+)
+def test_bad_cell_templates_are_refused_before_the_cell_runs(ip, run, template):
+    ip.user_ns.pop("cell_ran", None)
+    with pytest.raises(UsageError, match="template"):
+        run(f"%%share torch->tf --as {template!r}\ncell_ran = True\ntt = torch.ones(2)\n")
+    assert "cell_ran" not in ip.user_ns
+
+
+def test_chain_template_without_dst_is_refused(ip, run):
+    ip.user_ns.pop("cell_ran", None)
+    with pytest.raises(UsageError, match="needs {dst}"):
+        run("%%share torch->jax->tf --as out_{name}\ncell_ran = True\ntt = torch.ones(2)\n")
+    assert "cell_ran" not in ip.user_ns
+
+
+@pytest.mark.parametrize(
+    "setting,bad",
+    [
+        ("name_template", "'{nm}'"),
+        ("name_template", "'{name}_{dst}_{bogus}'"),
+        ("name_template", "'{name}}'"),
+        ("name_template", "'{name}{0}'"),
+        ("path", "'bogus'"),
+        ("repeat", "0"),
+        ("repeat", "18446744073709551616"),
+        ("number", "1180591620717411303424"),
+    ],
+)
+def test_config_values_are_validated_when_set(ip, run, caplog, setting, bad):
+    magics = ip.magics_manager.registry["GpuShare"]
+    good = getattr(magics, setting)
+    try:
+        run(f"%config GpuShare.{setting} = {bad}")
+        assert getattr(magics, setting) == good
+        assert setting in caplog.text  # %config logs the TraitError, naming the setting
+        ip.user_ns.pop("cfg_ran", None)
+        run("%%share torch->numpy -q\ncfg_ran = True\ncf = torch.ones(2)\n")
+        assert ip.user_ns["cfg_ran"] and isinstance(ip.user_ns["cf_numpy"], np.ndarray)
+    finally:
+        magics.set_trait(setting, good)  # on a build that accepted the bad value, later tests still run
+
+
+def test_config_accepts_good_values(ip, run):
+    magics = ip.magics_manager.registry["GpuShare"]
+    try:
+        run("%config GpuShare.name_template = 'g_{dst}_{name}'")
+        run("%config GpuShare.path = 'dlpack'")
+        run("%%share torch->numpy -q\ngv = torch.ones(2)\n")
+        assert "g_numpy_gv" in ip.user_ns
+    finally:
+        magics.name_template = "{name}_{dst}"
+        magics.path = "auto"
+
+
+def test_unknown_path_is_refused_before_the_cell_runs(ip, run):
+    ip.user_ns.pop("cell_ran", None)
+    with pytest.raises(UsageError, match="unknown transfer path 'bogus'"):
+        run("%%share torch->tf --path bogus\ncell_ran = True\ntt = torch.ones(2)\n")
+    assert "cell_ran" not in ip.user_ns
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "%share big ->numpy -r 18446744073709551616",
+        "%share big ->numpy -n 1180591620717411303424",
+        "%share big ->numpy -n 1000000001 -r 1",
+        "%sharebench torch->numpy --sizes 1KiB -r 18446744073709551616",
+        "%sharebench torch->numpy --sizes 1KiB -n 1180591620717411303424",
+    ],
+)
+def test_huge_counts_are_usage_errors(run, line):
+    run("big = torch.ones(2)")
+    with pytest.raises(UsageError, match="at most 1_000_000_000"):
+        run(line)
+
+
+def test_cell_error_shows_the_users_line(ip, capsys):
+    import re
+
+    capsys.readouterr()
+    result = ip.run_cell("%%share torch->tf\nfine = torch.ones(2)\nboom = 1 / 0  # the user's line\n")
+    assert isinstance(result.error_in_exec, ZeroDivisionError)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "boom = 1 / 0  # the user's line" in text
+    assert "magics.py" not in text and "Could not get source" not in text
+    assert re.search(r"line 3\b", text), text  # numbered as in the cell, whose line 1 is %%share
+
+
+def test_cell_error_in_a_function_the_cell_defines(ip, capsys):
+    import re
+
+    capsys.readouterr()
+    result = ip.run_cell("%%share torch->tf\ndef f():\n    return undefined_name_xyz\nff = f()\n")
+    assert isinstance(result.error_in_exec, NameError)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "return undefined_name_xyz" in text and "ff = f()" in text
+    assert "magics.py" not in text and "Could not get source" not in text

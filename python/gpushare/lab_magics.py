@@ -10,12 +10,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
 from gpushare import api, lab
 from gpushare.exceptions import UnknownFrameworkError
-from gpushare.magics import _split_route
+from gpushare.magics import MAX_COUNT, _check_count, _split_route
 
 
 @magics_class
@@ -23,6 +23,10 @@ class GpuShareLab(Magics):
     """The transfer-path laboratory's magics."""
 
     @magic_arguments()
+    @kwds(usage=(
+        "%(prog)s SRC->DST [--sizes S1,S2,…] [--dtype DTYPE] [--device DEVICE] [--paths P1,P2,…] "
+        "[-n NUMBER] [-r REPEAT] [-q] [-o]\n  (spaces around -> are optional: torch->jax, torch -> jax)"
+    ))
     @argument(
         "--sizes", default=None, metavar="S1,S2,…",
         help=f"Sizes to sweep, comma-separated (default {','.join(lab.DEFAULT_SIZES)}); KiB/MiB/GiB, KB/MB/GB or bytes.",
@@ -31,8 +35,8 @@ class GpuShareLab(Magics):
     @argument("--device", default=None, help="cpu or cuda:N (default cuda:0 when CUDA is usable, else cpu).")
     @argument("--paths", default="all", metavar="P1,P2,…",
               help="Transfer paths to measure, comma-separated, or all (default): dlpack, capsule, cai, host, pinned, copy, shared, auto.")
-    @argument("-n", dest="number", type=int, default=None, help="Handoffs per timing sample (default: enough for 5 ms).")
-    @argument("-r", dest="repeat", type=int, default=None, help="Timing samples per point (default 5); median and min are reported.")
+    @argument("-n", dest="number", type=int, default=None, help=f"Handoffs per timing sample, 1 to {MAX_COUNT:_} (default: enough for 5 ms).")
+    @argument("-r", dest="repeat", type=int, default=None, help=f"Timing samples per point, 1 to {MAX_COUNT:_} (default 5); median and min are reported.")
     @argument("-q", dest="quiet", action="store_true", help="Quiet: no progress bar, no table.")
     @argument("-o", dest="output", action="store_true", help="Return the Benchmark object.")
     @line_magic
@@ -58,7 +62,7 @@ class GpuShareLab(Magics):
             %sharebench torch->tf --sizes 4KiB,64MiB --paths dlpack,capsule,host -r 7
             b = %sharebench cupy->torch --device cuda:0 -o
         """
-        rest, route = _split_route(line)
+        rest, route = _split_route(line, self.sharebench.parser)
         args = self.sharebench.parser.parse_args(rest)  # bad flags raise UsageError with the usage line
         if route is None:
             raise UsageError("missing route: %sharebench SRC->DST (e.g. torch->jax)")
@@ -71,6 +75,7 @@ class GpuShareLab(Magics):
         for flag, value in (("-n", args.number), ("-r", args.repeat)):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1")
+            _check_count(flag, value)  # 2**64 would overflow in the Rust core instead
         try:
             sizes = [lab.parse_size(s) for s in (args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)]
             paths = lab.parse_paths(args.paths)

@@ -7,30 +7,132 @@ configurable: ``%config GpuShare.repeat = 20``.
 from __future__ import annotations
 
 import ast
+import keyword
 import shlex
+import string
+import textwrap
+import warnings
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 from gpushare import api
 from gpushare.adapters import adapter_of
-from gpushare.exceptions import GpushareError, NotAnArrayError, UnknownFrameworkError
+from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
+from gpushare.paths import PATH_NAMES
+
+#: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
+#: (2**64 would overflow there instead of being refused here).
+MAX_COUNT = 10**9
+#: What --path and ``GpuShare.path`` accept.
+PATH_CHOICES = (*PATH_NAMES, "auto", "all")
 
 
-def _split_route(line: str) -> tuple[list[str], str | None]:
-    """Takes the ``SRC->DST`` token out of a magic line: argparse would read ``->jax`` as a flag."""
+def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tuple[list[str], str | None]:
+    """Takes the route out of a magic line (argparse would read ``->jax`` as a flag), written with
+    or without spaces around ``->``: ``torch->tf``, ``torch-> tf``, ``torch -> tf``, ``-> tf``.
+
+    ``parser`` tells which flags take a value (so ``--as x`` is not read as a positional), and
+    ``name_first`` says the first positional is a variable name, never a source framework: in
+    ``%share x -> tf`` the route is ``->tf``, in ``%share x torch -> tf`` it is ``torch->tf``."""
     try:
         tokens = shlex.split(line)
     except ValueError as e:
         raise UsageError(f"cannot parse arguments: {e}") from None
-    routes = [t for t in tokens if "->" in t]
+    takes_value: set[str] = set()
+    if parser is not None:
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                takes_value.update(action.option_strings)
+    # Positional tokens (not flags and not flag values), by index.
+    positional: list[int] = []
+    skip = False
+    for i, t in enumerate(tokens):
+        if skip:
+            skip = False
+        elif t.startswith("-") and not t.startswith("->"):
+            skip = t in takes_value
+        else:
+            positional.append(i)
+    pos = set(positional)
+    in_route = [False] * len(tokens)
+    routes: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if i not in pos or "->" not in tokens[i]:
+            i += 1
+            continue
+        start, end = i, i
+        # A bare framework before `-> DST` is the source, unless it is the variable's name.
+        if tokens[i].startswith("->") and (i - 1) in pos and not in_route[i - 1]:
+            before = [j for j in positional if j < i - 1 and not in_route[j]]
+            if not name_first or before:
+                start = i - 1
+        # `SRC->` or `->` continues with the next token; so does a next token that starts with `->`.
+        while end + 1 < len(tokens) and (end + 1) in pos and (
+            tokens[end].endswith("->") or tokens[end + 1].startswith("->")
+        ):
+            end += 1
+        routes.append("".join(tokens[start : end + 1]))
+        for j in range(start, end + 1):
+            in_route[j] = True
+        i = end + 1
     if len(routes) > 1:
         raise UsageError(f"one route per magic, got {routes}")
-    return [t for t in tokens if "->" not in t], (routes[0] if routes else None)
+    return [t for j, t in enumerate(tokens) if not in_route[j]], (routes[0] if routes else None)
+
+
+def _is_name(name: str) -> bool:
+    """A name Python code can use: an identifier that is not a keyword."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _check_count(flag: str, value: int | None) -> None:
+    if value is not None and not 1 <= value <= MAX_COUNT:
+        raise UsageError(f"{flag} must be at least 1 and at most {MAX_COUNT:_}, got {value}")
+
+
+def _template_problem(template: str) -> str | None:
+    """Why a name template cannot name results, or None. Only ``{name}`` and ``{dst}`` may appear,
+    ``{name}`` must, and the names it makes must be usable Python names."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError as e:
+        return f"{template!r} is not a valid template ({e}); write {{{{ and }}}} for literal braces"
+    used = set()
+    for _, field, spec, conversion in fields:
+        if field is None:
+            continue
+        if field not in ("name", "dst"):
+            what = "a positional field" if field == "" or field.isdigit() else "an unknown field"
+            return f"{template!r} has {what} {{{field}}}; a template may use only {{name}} and {{dst}}"
+        if spec or conversion:
+            return f"{template!r}: {{{field}}} takes no conversion or format spec"
+        used.add(field)
+    if "name" not in used:
+        return f"{template!r} must contain {{name}}, e.g. {{name}}_{{dst}}"
+    sample = template.format(name="x", dst="tf")
+    if not _is_name(sample):
+        return f"{template!r} makes names like {sample!r}, which is not a valid Python variable name"
+    return None
+
+
+def _append_doc(text: str) -> Any:
+    """Appends ``text`` to a function's docstring (before magic_arguments turns it into the help)."""
+
+    def deco(func: Any) -> Any:
+        doc = (func.__doc__ or "").rstrip()
+        # Indented as the docstring's body, which the help dedents.
+        body = [ln for ln in doc.splitlines()[1:] if ln.strip()]
+        indent = min((len(ln) - len(ln.lstrip()) for ln in body), default=0)
+        func.__doc__ = doc + "\n\n" + textwrap.indent(text, " " * indent)
+        return func
+
+    return deco
 
 
 def _top_level_names(cell: str) -> list[str]:
@@ -72,10 +174,10 @@ def _top_level_names(cell: str) -> list[str]:
 class GpuShare(Magics):
     """gpushare's magics and their defaults (``%config GpuShare``)."""
 
-    repeat = Int(None, allow_none=True, min=1, help=(
+    repeat = Int(None, allow_none=True, min=1, max=MAX_COUNT, help=(
         "Default -r: timing samples per conversion. None: as many as time_budget allows."
     )).tag(config=True)
-    number = Int(None, allow_none=True, min=1, help=(
+    number = Int(None, allow_none=True, min=1, max=MAX_COUNT, help=(
         "Default -n: conversions per timing sample. None: chosen so a sample is long enough to time."
     )).tag(config=True)
     time_budget = Float(0.05, min=1e-4, help=(
@@ -86,11 +188,47 @@ class GpuShare(Magics):
         "On a GPU, record the memory ledger and the DLPack stream report of each handoff (one extra, "
         "untimed handoff)."
     )).tag(config=True)
-    path = Unicode("auto", help="Default transfer path (--path).").tag(config=True)
+    path = Unicode("auto", help=f"Default transfer path (--path): {', '.join(PATH_CHOICES)}.").tag(config=True)
     name_template = Unicode(
         "{name}_{dst}", help="How %%share names results: {name} is the variable, {dst} the framework."
     ).tag(config=True)
     quiet = Bool(False, help="Default -q: do not display the table.").tag(config=True)
+
+    @validate("path")
+    def _valid_path(self, proposal: Any) -> str:
+        if proposal["value"] not in PATH_CHOICES:
+            raise TraitError(f"unknown transfer path {proposal['value']!r}; known: {', '.join(PATH_CHOICES)}")
+        return proposal["value"]
+
+    @validate("name_template")
+    def _valid_template(self, proposal: Any) -> str:
+        problem = _template_problem(proposal["value"])
+        if problem is not None:
+            raise TraitError(f"name_template: {problem}")
+        return proposal["value"]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Names this object bound, with the id of what it bound: rebinding them (a rerun cell) is
+        # silent, replacing anything else warns.
+        self._bound: dict[str, int] = {}
+
+    #: The %config defaults, appended to %share's help.
+    _DEFAULTS_DOC = (
+        "Defaults (``%config GpuShare``; checked when set)::\n\n"
+        + "".join(
+            f"    GpuShare.{n} = {t.default_value!r}{note}\n"
+            for n, t, note in (
+                ("repeat", repeat, "   # None: auto, as many samples as time_budget allows"),
+                ("number", number, "   # None: auto, calls per sample chosen so one is long enough to time"),
+                ("time_budget", time_budget, "   # seconds of timing per array"),
+                ("observe_gpu", observe_gpu, "   # on a GPU: memory ledger and DLPack streams"),
+                ("path", path, f"   # {', '.join(PATH_CHOICES)}"),
+                ("name_template", name_template, "   # {name}: the variable, {dst}: the target framework"),
+                ("quiet", quiet, "   # True: no table, as -q"),
+            )
+        )
+    )
 
     def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -98,36 +236,89 @@ class GpuShare(Magics):
         except (UnknownFrameworkError, ValueError) as e:
             raise UsageError(str(e)) from None
 
-    def _show(self, table: api.ShareTable, args: Any) -> Any:
-        if not (args.quiet or self.quiet) and not args.output:
+    def _show(self, table: api.ShareTable, args: Any, bound: list[str]) -> Any:
+        quiet = args.quiet or self.quiet
+        if not quiet and not args.output:
             display(table)
+        if not quiet:
+            # What the table does not show: the variables the user now has.
+            print(f"bound: {', '.join(bound)}")
         return table if args.output else None
 
+    def _plan_bindings(self, names: dict[str, str], sources: set[str], force: bool) -> list[str]:
+        """Checks the names about to be bound (result name → what it holds, for messages) before any
+        is bound: usable Python names and the source replaced only with -f. Returns the existing
+        variables (not bound by an earlier %share) they replace, which warn at binding unless -f."""
+        for new, what in names.items():
+            if not _is_name(new):
+                raise UsageError(f"cannot bind {what} to {new!r}: not a valid Python variable name")
+        ns = self.shell.user_ns
+        replaced = [n for n in names if n in ns and self._bound.get(n) != id(ns[n])]
+        clobbered = [n for n in replaced if n in sources]
+        if clobbered and not force:
+            raise UsageError(
+                f"binding {', '.join(clobbered)} would replace the array being converted; "
+                "pass -f (--force) to replace it, or choose another name with --as"
+            )
+        return replaced
+
+    def _bind_checked(self, bindings: dict[str, Any], replaced: list[str], force: bool) -> list[str]:
+        """Binds after every conversion worked; warns (every time: no once-per-place registry) about
+        the existing variables it replaces unless -f. Returns the names for the 'bound:' line."""
+        if replaced and not force:
+            ns = self.shell.user_ns
+            kinds = ", ".join(f"{n} (a {type(ns[n]).__name__})" for n in replaced)
+            warnings.warn_explicit(
+                f"%share replaces existing variables: {kinds}; pass -f (--force) to do so without this warning",
+                GpushareWarning, filename="%share", lineno=0, module="gpushare.magics", registry=None,
+            )
+        self._bind(bindings)
+        return [f"{n} (replaced)" if n in replaced else n for n in bindings]
+
     @magic_arguments()
-    @argument("name", nargs="?", help="%%share: the variable to convert (line form only).")
-    @argument("--path", "-p", default=None, help="Transfer path: auto, dlpack, capsule, cai, host, pinned, copy, shared, all.")
+    @kwds(usage=(
+        "%(prog)s NAME [SRC]->DST[->DST2…] [--as NEW] [-p PATH] [-n NUMBER] [-r REPEAT] [-f] [-q] [-o]\n"
+        "  %%%%%(prog)s SRC->DST[->DST2…] [--as TEMPLATE] [-p PATH] [-n NUMBER] [-r REPEAT] [-f] [-q] [-o]\n"
+        "  (spaces around -> are optional: torch->tf, torch-> tf, torch -> tf, ->tf, -> tf)"
+    ))
+    @argument("name", nargs="?", help="Line form: the variable to convert. The route SRC->DST (or ->DST) "
+              "is read apart from the other arguments; SRC is inferred when left out.")
+    @argument("--path", "-p", default=None, metavar="PATH",
+              help=f"Transfer path: {', '.join(PATH_CHOICES)}. Default: %%config GpuShare.path ('auto').")
     @argument("--as", dest="as_", default=None, metavar="NEW|TEMPLATE",
-              help="Line form: the new variable's name. Cell form: a template with {name} and {dst}.")
-    @argument("-n", dest="number", type=int, default=None, help="Conversions per timing sample (loops).")
-    @argument("-r", dest="repeat", type=int, default=None, help="Timing samples (repeats); median and min are reported.")
-    @argument("-q", dest="quiet", action="store_true", help="Quiet: do not display the table.")
+              help="Line form: the new variable's name. Cell form: a template with {name} and {dst}. "
+                   "Default: %%config GpuShare.name_template ('{name}_{dst}').")
+    @argument("-n", dest="number", type=int, default=None,
+              help=f"Conversions per timing sample (loops), 1 to {MAX_COUNT:_}. Default: %%config "
+                   "GpuShare.number (None: auto-ranged so a sample is long enough to time).")
+    @argument("-r", dest="repeat", type=int, default=None,
+              help=f"Timing samples (repeats), 1 to {MAX_COUNT:_}; median and min are reported. Default: "
+                   "%%config GpuShare.repeat (None: as many as GpuShare.time_budget, 0.05 s, allows).")
+    @argument("-f", "--force", dest="force", action="store_true",
+              help="Replace existing variables, the source array included, without a warning.")
+    @argument("-q", dest="quiet", action="store_true",
+              help="Quiet: no table, no 'bound:' line. Default: %%config GpuShare.quiet (False).")
     @argument("-o", dest="output", action="store_true", help="Return the result object.")
+    @_append_doc(_DEFAULTS_DOC)
     @line_cell_magic
     def share(self, line: str, cell: str | None = None) -> Any:
         """Convert arrays between frameworks and show what happened.
 
         Usage, cell form::
 
-            %%share SRC->DST[->DST2…] [--path P] [--as TEMPLATE] [-n N] [-r R] [-q] [-o]
+            %%share SRC->DST[->DST2…] [--path P] [--as TEMPLATE] [-n N] [-r R] [-f] [-q] [-o]
 
         runs the cell, then converts every SRC array the cell bound at top level and binds
         ``NAME_DST`` (for every hop of a chain). Nothing is bound unless every conversion worked.
+        Arguments and the template are checked before the cell runs.
 
         Usage, line form::
 
-            %share NAME [SRC]->DST[->…] [--as NEW] [--path P] [-n N] [-r R] [-q] [-o]
+            %share NAME [SRC]->DST[->…] [--as NEW] [--path P] [-n N] [-r R] [-f] [-q] [-o]
 
-        SRC is inferred when left out, checked when given.
+        SRC is inferred when left out, checked when given. The line after the table names what was
+        bound. Replacing the array being converted needs -f; replacing another existing variable
+        warns unless -f.
 
         Examples
         --------
@@ -137,9 +328,10 @@ class GpuShare(Magics):
             x = torch.randn(4096, 4096)
 
             %share x ->jax --as xj
-            %share x torch->jax->tf -r 20
+            %share x torch -> jax -> tf -r 20
         """
-        rest, route = _split_route(line)
+        __tracebackhide__ = True  # an error of the user's cell is shown from the user's line
+        rest, route = _split_route(line, self.share.parser, name_first=cell is None)
         args = self.share.parser.parse_args(rest)
         if route is None:
             raise UsageError("missing route: write SRC->DST (e.g. torch->tf) or ->DST")
@@ -148,7 +340,12 @@ class GpuShare(Magics):
         number = args.number if args.number is not None else self.number
         if (repeat is not None and repeat < 1) or (number is not None and number < 1):
             raise UsageError("-n and -r must be at least 1")
-        opts: dict[str, Any] = dict(path=args.path or self.path, repeat=repeat, number=number, observe=self.observe_gpu)
+        _check_count("-r", repeat)
+        _check_count("-n", number)
+        path = args.path or self.path
+        if path not in PATH_CHOICES:
+            raise UsageError(f"unknown transfer path {path!r}; known: {', '.join(PATH_CHOICES)}")
+        opts: dict[str, Any] = dict(path=path, repeat=repeat, number=number, observe=self.observe_gpu)
         if repeat is None or number is None:
             # Measured as %timeit does: warm, auto-ranged, within the budget; -n/-r pin what they name.
             opts.update(budget=self.time_budget, warmup=1)
@@ -171,24 +368,33 @@ class GpuShare(Magics):
             raise UsageError("line form: %share NAME [SRC]->DST (or use %%share as a cell magic)")
         if args.as_ is not None and len(targets) > 1:
             raise UsageError("--as names one result; a chain binds NAME_DST for every hop")
+        if args.as_ is not None and not _is_name(args.as_):
+            raise UsageError(f"--as {args.as_!r} is not a valid Python variable name")
         obj = self._lookup(args.name)
+        names = [
+            args.as_ if args.as_ is not None else self.name_template.format(name=args.name, dst=t) for t in targets
+        ]
+        if len(set(names)) < len(names):
+            raise UsageError(f"the name template {self.name_template!r} gives two hops the same name")
+        replaced = self._plan_bindings({n: f"{args.name} → {t}" for n, t in zip(names, targets)}, {args.name}, args.force)
         results = api.share_chain(obj, targets, source=source, name=args.name, **opts)
-        bindings = {}
-        for r in results:
-            new = args.as_ if args.as_ is not None else self.name_template.format(name=args.name, dst=r.target.framework)
-            bindings[new] = r.value
-        self._bind(bindings)
-        return self._show(api.ShareTable(results), args)
+        bindings = {n: r.value for n, r in zip(names, results)}
+        bound = self._bind_checked(bindings, replaced, args.force)
+        return self._show(api.ShareTable(results), args, bound)
 
     def _share_cell(self, args: Any, source: str | None, targets: list[str], cell: str, opts: dict) -> Any:
+        __tracebackhide__ = True
         if args.name:
             raise UsageError("cell form takes no NAME: it converts what the cell binds")
         template = args.as_ if args.as_ is not None else self.name_template
-        if "{name}" not in template:
-            raise UsageError("--as for %%share is a template and must contain {name}, e.g. {name}_{dst}")
+        problem = _template_problem(template)
+        if problem is not None:
+            raise UsageError(f"--as for %%share is a template: {problem}")
+        if len(targets) > 1 and "{dst}" not in template:
+            raise UsageError(f"a chain binds one result per hop: the template {template!r} needs {{dst}}")
         names = _top_level_names(cell)
         # Errors in the user's cell propagate as they are: the cell failed, not gpushare.
-        self.shell.ex(self.shell.transform_cell(cell))
+        self._exec_cell(cell)
         ns = self.shell.user_ns
         picked = []
         for n in names:
@@ -203,6 +409,10 @@ class GpuShare(Magics):
         if not picked:
             want = f"{source} arrays" if source else "arrays"
             raise UsageError(f"the cell bound no {want} at top level (names bound: {', '.join(names) or 'none'})")
+        planned = {template.format(name=n, dst=t): (n, t) for n in picked for t in targets}
+        if len(planned) < len(picked) * len(targets):
+            raise UsageError(f"the template {template!r} gives two results the same name")
+        replaced = self._plan_bindings({k: f"{n} → {t}" for k, (n, t) in planned.items()}, set(picked), args.force)
         results = []
         bindings: dict[str, Any] = {}
         for n in picked:
@@ -211,8 +421,19 @@ class GpuShare(Magics):
             for r in hops:
                 bindings[template.format(name=n, dst=r.target.framework)] = r.value
         # Bind only after every conversion succeeded: a failure leaves the namespace as it was.
-        self._bind(bindings)
-        return self._show(api.ShareTable(results), args)
+        bound = self._bind_checked(bindings, replaced, args.force)
+        return self._show(api.ShareTable(results), args, bound)
+
+    def _exec_cell(self, cell: str) -> None:
+        """Runs the cell's body as IPython runs a cell: transformed, compiled under a cell name that
+        linecache knows (so a traceback shows the user's line, numbered as in the cell whose first
+        line is ``%%share``), in the user's namespace."""
+        __tracebackhide__ = True
+        shell = self.shell
+        source = "\n" + shell.transform_cell(cell)
+        filename = shell.compile.cache(source, shell.execution_count, raw_code="\n" + cell)
+        code = shell.compile(source, filename, "exec")
+        exec(code, shell.user_global_ns, shell.user_ns)
 
     def _compare(self, args: Any, source: str | None, targets: list[str], cell: str | None, opts: dict) -> Any:
         compare = getattr(api, "compare", None)
@@ -253,6 +474,7 @@ class GpuShare(Magics):
 
     def _bind(self, bindings: dict[str, Any]) -> None:
         self.shell.user_ns.update(bindings)
+        self._bound.update((n, id(v)) for n, v in bindings.items())
 
 
 def load(shell: Any) -> list[Magics]:
