@@ -18,10 +18,12 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.exceptions import (
     ConversionError,
+    GpushareError,
     FrameworkNotInstalledError,
     NotAnArrayError,
     PathNotApplicableError,
     UnknownFrameworkError,
+    UnsafeInputError,
 )
 
 TensorInfo = _native.TensorInfo
@@ -45,6 +47,16 @@ def versioned_capsule(obj: Any, legacy_export: Callable[[Any], Any] | None = Non
                 raise
             _LEGACY_EXPORTERS.add(tp)
     return obj.__dlpack__() if legacy_export is None else legacy_export(obj)
+
+
+def explained(cls: type, framework: str, reason: str, fix: str, framework_error: str | None = None) -> Exception:
+    """One of gpushare's errors with ``.reason`` and ``.fix``, raised by an adapter for an input
+    its framework cannot take; ``framework_error`` keeps the framework's own words, if it said any."""
+    err = cls(f"{framework}: {reason}. Fix: {fix}")
+    err.reason, err.fix = reason, fix
+    if framework_error is not None:
+        err.framework_error = framework_error
+    return err
 
 
 def exports_versioned(obj: Any) -> bool:
@@ -362,7 +374,18 @@ class JaxAdapter(Adapter):
 
     def inspect(self, obj: Any) -> TensorInfo:
         info = _native.inspect_jax(obj, self)
-        return info if info is not None else super().inspect(obj)
+        if info is not None:
+            return info
+        # The attribute route declines deleted arrays (reading a deleted array's layout crashes the
+        # process); JAX's own calls raise on them, and so does gpushare, before touching it.
+        if obj.is_deleted():
+            raise explained(
+                ConversionError, "jax",
+                f"the array was deleted (x.delete() freed its buffer; shape {obj.shape}, dtype {obj.dtype}), "
+                "so there is no memory to share",
+                "share a live array: recreate it, or keep a reference instead of deleting it",
+            )
+        return super().inspect(obj)
 
     def _describe_device(self, device: Any) -> tuple[str, int, int] | None:
         """``(words, DLPack device type, id)`` of a device the attribute route describes."""
@@ -454,7 +477,38 @@ class TensorFlowAdapter(Adapter):
         return tf is not None and isinstance(obj, tf.Tensor) and hasattr(obj, "numpy")
 
     def inspect_capsule(self, obj: Any) -> Any:
+        self._refuse_unexportable(obj)
         return self.to_capsule(obj)
+
+    # DT_STRING, DT_RESOURCE, DT_VARIANT: TensorFlow's own DLPack export aborts the whole process on
+    # them (`Check failed: DataTypeCanUseMemcpy(dtype())`, tensor.cc), so gpushare checks the dtype
+    # before calling it. Each: (what the tensor is, the fix).
+    _UNEXPORTABLE: ClassVar[dict[int, tuple[str, str]]] = {
+        7: (
+            "a tf.string tensor holds variable-length byte strings, not numbers: DLPack has no form for it",
+            "decode it to numbers first (tf.strings.to_number, tf.strings.unicode_decode, a lookup table), "
+            "or take x.numpy() for a NumPy object array",
+        ),
+        20: (
+            "a tf.resource tensor is a handle to a variable (tf.Variable(...).handle), not the variable's values",
+            "share the variable's values: v.read_value() or tf.convert_to_tensor(v)",
+        ),
+        21: (
+            "a tf.variant tensor (a tf.data dataset, a TensorList) holds TensorFlow objects, not an array",
+            "share the tensors it contains (iterate the dataset, or tf.raw_ops.TensorListStack)",
+        ),
+    }
+
+    def _refuse_unexportable(self, obj: Any) -> None:
+        known = self._UNEXPORTABLE.get(obj.dtype.as_datatype_enum)
+        if known is not None:
+            reason, fix = known
+            raise explained(
+                UnsafeInputError, "tf",
+                f"{reason}; TensorFlow's DLPack export would abort the process on it (Check failed: "
+                f"DataTypeCanUseMemcpy), so gpushare does not call it",
+                fix,
+            )
 
     # tf.experimental.dlpack's functions, looked up once: both sit on every TensorFlow handoff.
     _to_dlpack: ClassVar[Any] = None
