@@ -289,6 +289,23 @@ class TorchAdapter(Adapter):
             err.reason = "tensor requires grad"
             err.fix = "x.detach()"
             raise err
+        # Lazy conjugation and negation are bits on the tensor that DLPack cannot carry. PyTorch
+        # refuses to export a conjugate view; a negative view it exports as is, and the target
+        # reads every value with the wrong sign.
+        if obj.is_conj():
+            raise explained(
+                ConversionError, "torch",
+                "the tensor's conjugate bit is set (x.conj() is a lazy view): DLPack cannot carry the bit, "
+                "and PyTorch refuses to export such a tensor",
+                "share x.resolve_conj(), a conjugated copy",
+            )
+        if obj.is_neg():
+            raise explained(
+                UnsafeInputError, "torch",
+                "the tensor's negative bit is set (a lazy negation such as torch._neg_view(x) or x.conj().imag): "
+                "DLPack cannot carry the bit, so the target would read every value with the wrong sign",
+                "share x.resolve_neg(), a negated copy",
+            )
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
@@ -320,7 +337,8 @@ class TorchAdapter(Adapter):
         return int(self.load().cuda.current_stream(obj.device).cuda_stream) if obj.is_cuda else None
 
     def to_numpy(self, obj: Any) -> Any:
-        return obj.detach().cpu().numpy()
+        # .numpy() refuses lazy conjugate and negative views; the host route copies anyway.
+        return obj.detach().cpu().resolve_conj().resolve_neg().numpy()
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         t = self.load().from_numpy(array)
@@ -648,7 +666,7 @@ class NumbaAdapter(Adapter):
     accepts_capsules = False
 
     def is_array(self, obj: Any) -> bool:
-        return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and self.owns_type(type(obj))
+        return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)
 
     def device(self, obj: Any) -> str:
         return f"cuda:{self.load().cuda.get_current_device().id}"
@@ -852,10 +870,14 @@ def adapter_of(obj: Any) -> Adapter:
     adapter = _BY_TYPE.get(tp)
     if adapter is not None:
         return adapter
-    for candidate in ADAPTERS.values():
-        if candidate.owns_type(tp) and candidate.is_array(obj):
-            _BY_TYPE[tp] = candidate
-            return candidate
+    # A subclass (a user's ``class Image(np.ndarray)``, ``torch.Tensor.as_subclass(Tagged)``,
+    # ``np.memmap``, astropy's Quantity) is defined in another module: the framework is found from
+    # the first class of its MRO that a framework's module defines, and is_array confirms it.
+    for cls in tp.__mro__:
+        for candidate in ADAPTERS.values():
+            if candidate.owns_type(cls) and candidate.is_array(obj):
+                _BY_TYPE[tp] = candidate
+                return candidate
     raise NotAnArrayError(
         f"a {tp.__module__}.{tp.__qualname__} is not an array of a known framework "
         f"({', '.join(ADAPTERS)})"

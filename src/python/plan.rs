@@ -255,12 +255,18 @@ impl Framework for PyFramework {
             return Ok(());
         }
         Python::attach(|py| {
-            // PyTorch's exchange-API route describes only tensors that do not require grad, which
-            // is all its check_source checks: a tensor that route described needs no second look.
-            if self.describe == Describe::Torch
-                && !array.bind(py).getattr(intern!(py, "requires_grad")).and_then(|v| v.is_truthy()).unwrap_or(true)
-            {
-                return Ok(());
+            // What PyTorch's check_source checks, asked here without a call into Python: a tensor
+            // that does not require grad and has neither the conjugate nor the negative bit set
+            // needs no second look.
+            if self.describe == Describe::Torch {
+                let obj = array.bind(py);
+                let set = |flag: &Bound<'_, PyAny>| flag.is_truthy().unwrap_or(true);
+                let clean = !obj.getattr(intern!(py, "requires_grad")).map(|v| set(&v)).unwrap_or(true)
+                    && !obj.call_method0(intern!(py, "is_conj")).map(|v| set(&v)).unwrap_or(true)
+                    && !obj.call_method0(intern!(py, "is_neg")).map(|v| set(&v)).unwrap_or(true);
+                if clean {
+                    return Ok(());
+                }
             }
             self.call(py, intern!(py, "check_source"), array).map(drop)
         })
