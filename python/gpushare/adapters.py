@@ -239,7 +239,12 @@ class NumpyAdapter(Adapter):
         return versioned_capsule(obj, _numpy_legacy_capsule)
 
     def inspect(self, obj: Any) -> TensorInfo:
-        capsule = self.inspect_capsule(obj)
+        try:
+            capsule = self.inspect_capsule(obj)
+        except (BufferError, TypeError) as e:
+            if obj.dtype.kind in "biufc":
+                raise
+            raise _numpy_dtype_refusal(obj.dtype, f"{type(e).__name__}: {e}") from e
         # A legacy capsule has no READ_ONLY flag: the array's flags say it instead.
         readonly = not exports_versioned(obj) and not obj.flags.writeable
         return TensorInfo.from_capsule(capsule, self.name, "cpu", readonly)
@@ -277,8 +282,34 @@ class TorchAdapter(Adapter):
     def inspect(self, obj: Any) -> TensorInfo:
         # PyTorch ships the DLPack 1.3 C exchange API: one C call fills a DLTensor, ~20x cheaper than
         # __dlpack__. It refuses tensors that require grad; those go through a detached capsule.
-        info = _native.inspect_torch(obj)
-        return info if info is not None else super().inspect(obj)
+        try:
+            info = _native.inspect_torch(obj)
+            return info if info is not None else super().inspect(obj)
+        except GpushareError:
+            raise
+        except Exception as e:
+            refusal = self._unexportable(obj, f"{type(e).__name__}: {e}")
+            if refusal is None:
+                raise
+            raise refusal from e
+
+    @staticmethod
+    def _unexportable(obj: Any, framework_error: str) -> Exception | None:
+        """Why torch could not export ``obj`` (its layout or device has no DLPack form), in a
+        sentence instead of PyTorch's message and C++ backtrace; None for other failures."""
+        torch = sys.modules["torch"]
+        if obj.is_nested:
+            reason = "a nested tensor holds tensors of different shapes; DLPack describes one strided array"
+            fix = "share its components (x.unbind()) or a padded tensor (x.to_padded_tensor(0.0))"
+        elif obj.layout != torch.strided:
+            reason = f"a sparse tensor ({obj.layout}) stores indices and values, not one strided array; DLPack has no sparse form"
+            fix = "share x.to_dense(), or its parts (x.indices() and x.values() for COO)"
+        elif obj.is_meta:
+            reason = "a tensor on the meta device has a shape and dtype but no memory to share"
+            fix = "materialise it first (torch.empty_like(x, device='cpu'), or load its data)"
+        else:
+            return None
+        return explained(ConversionError, "torch", reason, fix, framework_error)
 
     def check_source(self, obj: Any) -> None:
         if obj.requires_grad:
@@ -805,12 +836,46 @@ def _numpy_legacy_capsule(array: Any) -> Any:
 
 _TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
+_EXTENDED_FLOATS = ("bfloat", "float8", "float4", "float6", "int4", "uint4", "int2", "uint2")
+
+
+def _numpy_dtype_refusal(dtype: Any, framework_error: str) -> Exception:
+    """Why NumPy cannot export an array of ``dtype`` through DLPack, which carries only booleans,
+    integers, floats and complex numbers, in words that name the dtype."""
+    kind, name = dtype.kind, str(dtype)
+    if dtype.names:
+        reason = f"a structured array (dtype {name}) has named fields; DLPack describes one numeric dtype per array"
+        fix = "share one field at a time (x['field'] views it), or numpy.lib.recfunctions.structured_to_unstructured(x)"
+    elif kind == "O":
+        reason = "an object array holds pointers to Python objects, not numbers; DLPack cannot describe it"
+        fix = "convert it to a numeric dtype first, e.g. x.astype(numpy.float64)"
+    elif kind in "US":
+        reason = f"a string array (dtype {name}) holds characters, not numbers; DLPack has no string dtype"
+        fix = "encode it as numbers first (codes from numpy.unique(x, return_inverse=True), or x.view(numpy.uint8) for bytes)"
+    elif kind in "Mm":
+        reason = f"a {dtype.type.__name__} array (dtype {name}) holds dates or durations; DLPack has no date or time dtype"
+        fix = f"share its integer counts of {numpy_unit(dtype)}: x.view(numpy.int64) views the same memory"
+    elif name.startswith(_EXTENDED_FLOATS):
+        reason = f"NumPy cannot export ml_dtypes' {name} through DLPack"
+        fix = "cast to float32 first"
+    else:
+        reason = f"dtype {name} has no DLPack code; DLPack carries only booleans, integers, floats and complex numbers"
+        fix = "cast to a numeric dtype first"
+    return explained(ConversionError, "numpy", reason, fix, framework_error)
+
+
+def numpy_unit(dtype: Any) -> str:
+    """The unit of a datetime64/timedelta64 dtype in words ("s", "ns", …; "generic" when unset)."""
+    np = sys.modules["numpy"]
+    unit, count = np.datetime_data(dtype)
+    return unit if count == 1 else f"{count}{unit}"
+
 
 def _dtype_code_bits(dtype: Any) -> tuple[int, int] | tuple[()]:
     """DLPack (code, bits) of a NumPy dtype of a standard kind; () for ml_dtypes' extended types
     (bfloat16, float8, int4: their kind is "V" or their names say so), which go through DLPack."""
     code = _TYPESTR_CODES.get(dtype.kind)
-    if code is None or dtype.name.startswith(("bfloat", "float8", "float4", "int4", "uint4", "int2", "uint2")):
+    if code is None or dtype.name.startswith(_EXTENDED_FLOATS):
         return ()
     return (code, dtype.itemsize * 8)
 

@@ -224,7 +224,9 @@ impl PyFramework {
     /// `(description, whether PyTorch's own route made it)`.
     fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<(Py<TensorInfo>, bool)> {
         let fast = match self.describe {
-            Describe::Torch => torch_report(py, obj)?,
+            // A tensor the exchange API fails on (sparse, meta, nested) goes to the adapter, which
+            // says why in a sentence instead of PyTorch's message and C++ backtrace.
+            Describe::Torch => torch_report(py, obj).unwrap_or(None),
             Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
             Describe::Adapter => None,
         };
