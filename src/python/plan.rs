@@ -86,8 +86,12 @@ fn jax_report(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>
 fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
     // A deleted array (`x.delete()`) still answers `sharding`, but reading its `_pjrt_layout`
     // segfaults: such arrays go to the adapter, which raises the way JAX's own calls do.
-    if obj.call_method0(intern!(py, "is_deleted"))?.is_truthy()? {
-        return Ok(None);
+    match obj.call_method0(intern!(py, "is_deleted")) {
+        Ok(deleted) if deleted.is_truthy()? => return Ok(None),
+        Ok(_) => {}
+        // Not a jax.Array method here (a stand-in with the same attributes): nothing was freed.
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
+        Err(e) => return Err(e),
     }
     let device = obj.getattr(intern!(py, "sharding"))?.getattr(intern!(py, "_device"))?;
     let words = cached(&JAX_DEVICES, &device, adapter, intern!(py, "_describe_device"), &device)?;
