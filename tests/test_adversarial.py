@@ -384,3 +384,12 @@ def test_the_rendered_traceback_quotes_one_line_of_the_framework():
     err.framework_error = "RuntimeError: boom\nException raised from f at a.cpp:1\nframe #0: ..."
     lines = _render_traceback_(err)
     assert lines[-1].endswith("RuntimeError: boom") and "frame #0" not in "".join(lines)
+
+
+def test_compare_checks_the_source_per_path():
+    # The host route takes what DLPack refuses; compare shows both instead of refusing them all.
+    for x, words in ((torch.arange(8.0, requires_grad=True), "requires grad"), ((torch.arange(4.0) * 1j).conj(), "conjugate bit")):
+        c = gpushare.compare(x, "numpy", paths="dlpack,host", repeat=2)
+        by = {r["path"]: r for r in c.rows}
+        assert by["host"]["verdict"] == "copied", by["host"]
+        assert by["dlpack"]["verdict"] == "failed" and words in by["dlpack"]["reason"], by["dlpack"]
