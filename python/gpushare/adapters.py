@@ -18,10 +18,12 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.exceptions import (
     ConversionError,
+    GpushareError,
     FrameworkNotInstalledError,
     NotAnArrayError,
     PathNotApplicableError,
     UnknownFrameworkError,
+    UnsafeInputError,
 )
 
 TensorInfo = _native.TensorInfo
@@ -45,6 +47,16 @@ def versioned_capsule(obj: Any, legacy_export: Callable[[Any], Any] | None = Non
                 raise
             _LEGACY_EXPORTERS.add(tp)
     return obj.__dlpack__() if legacy_export is None else legacy_export(obj)
+
+
+def explained(cls: type, framework: str, reason: str, fix: str, framework_error: str | None = None) -> Exception:
+    """One of gpushare's errors with ``.reason`` and ``.fix``, raised by an adapter for an input
+    its framework cannot take; ``framework_error`` keeps the framework's own words, if it said any."""
+    err = cls(f"{framework}: {reason}. Fix: {fix}")
+    err.reason, err.fix = reason, fix
+    if framework_error is not None:
+        err.framework_error = framework_error
+    return err
 
 
 def exports_versioned(obj: Any) -> bool:
@@ -227,7 +239,12 @@ class NumpyAdapter(Adapter):
         return versioned_capsule(obj, _numpy_legacy_capsule)
 
     def inspect(self, obj: Any) -> TensorInfo:
-        capsule = self.inspect_capsule(obj)
+        try:
+            capsule = self.inspect_capsule(obj)
+        except (BufferError, TypeError) as e:
+            if obj.dtype.kind in "biufc":
+                raise
+            raise _numpy_dtype_refusal(obj.dtype, f"{type(e).__name__}: {e}") from e
         # A legacy capsule has no READ_ONLY flag: the array's flags say it instead.
         readonly = not exports_versioned(obj) and not obj.flags.writeable
         return TensorInfo.from_capsule(capsule, self.name, "cpu", readonly)
@@ -265,8 +282,34 @@ class TorchAdapter(Adapter):
     def inspect(self, obj: Any) -> TensorInfo:
         # PyTorch ships the DLPack 1.3 C exchange API: one C call fills a DLTensor, ~20x cheaper than
         # __dlpack__. It refuses tensors that require grad; those go through a detached capsule.
-        info = _native.inspect_torch(obj)
-        return info if info is not None else super().inspect(obj)
+        try:
+            info = _native.inspect_torch(obj)
+            return info if info is not None else super().inspect(obj)
+        except GpushareError:
+            raise
+        except Exception as e:
+            refusal = self._unexportable(obj, f"{type(e).__name__}: {e}")
+            if refusal is None:
+                raise
+            raise refusal from e
+
+    @staticmethod
+    def _unexportable(obj: Any, framework_error: str) -> Exception | None:
+        """Why torch could not export ``obj`` (its layout or device has no DLPack form), in a
+        sentence instead of PyTorch's message and C++ backtrace; None for other failures."""
+        torch = sys.modules["torch"]
+        if obj.is_nested:
+            reason = "a nested tensor holds tensors of different shapes; DLPack describes one strided array"
+            fix = "share its components (x.unbind()) or a padded tensor (x.to_padded_tensor(0.0))"
+        elif obj.layout != torch.strided:
+            reason = f"a sparse tensor ({obj.layout}) stores indices and values, not one strided array; DLPack has no sparse form"
+            fix = "share x.to_dense(), or its parts (x.indices() and x.values() for COO)"
+        elif obj.is_meta:
+            reason = "a tensor on the meta device has a shape and dtype but no memory to share"
+            fix = "materialise it first (torch.empty_like(x, device='cpu'), or load its data)"
+        else:
+            return None
+        return explained(ConversionError, "torch", reason, fix, framework_error)
 
     def check_source(self, obj: Any) -> None:
         if obj.requires_grad:
@@ -277,6 +320,23 @@ class TorchAdapter(Adapter):
             err.reason = "tensor requires grad"
             err.fix = "x.detach()"
             raise err
+        # Lazy conjugation and negation are bits on the tensor that DLPack cannot carry. PyTorch
+        # refuses to export a conjugate view; a negative view it exports as is, and the target
+        # reads every value with the wrong sign.
+        if obj.is_conj():
+            raise explained(
+                ConversionError, "torch",
+                "the tensor's conjugate bit is set (x.conj() is a lazy view): DLPack cannot carry the bit, "
+                "and PyTorch refuses to export such a tensor",
+                "share x.resolve_conj(), a conjugated copy",
+            )
+        if obj.is_neg():
+            raise explained(
+                UnsafeInputError, "torch",
+                "the tensor's negative bit is set (a lazy negation such as torch._neg_view(x) or x.conj().imag): "
+                "DLPack cannot carry the bit, so the target would read every value with the wrong sign",
+                "share x.resolve_neg(), a negated copy",
+            )
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
@@ -308,7 +368,8 @@ class TorchAdapter(Adapter):
         return int(self.load().cuda.current_stream(obj.device).cuda_stream) if obj.is_cuda else None
 
     def to_numpy(self, obj: Any) -> Any:
-        return obj.detach().cpu().numpy()
+        # .numpy() refuses lazy conjugate and negative views; the host route copies anyway.
+        return obj.detach().cpu().resolve_conj().resolve_neg().numpy()
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         t = self.load().from_numpy(array)
@@ -362,7 +423,18 @@ class JaxAdapter(Adapter):
 
     def inspect(self, obj: Any) -> TensorInfo:
         info = _native.inspect_jax(obj, self)
-        return info if info is not None else super().inspect(obj)
+        if info is not None:
+            return info
+        # The attribute route declines deleted arrays (reading a deleted array's layout crashes the
+        # process); JAX's own calls raise on them, and so does gpushare, before touching it.
+        if obj.is_deleted():
+            raise explained(
+                ConversionError, "jax",
+                f"the array was deleted (x.delete() freed its buffer; shape {obj.shape}, dtype {obj.dtype}), "
+                "so there is no memory to share",
+                "share a live array: recreate it, or keep a reference instead of deleting it",
+            )
+        return super().inspect(obj)
 
     def _describe_device(self, device: Any) -> tuple[str, int, int] | None:
         """``(words, DLPack device type, id)`` of a device the attribute route describes."""
@@ -454,7 +526,38 @@ class TensorFlowAdapter(Adapter):
         return tf is not None and isinstance(obj, tf.Tensor) and hasattr(obj, "numpy")
 
     def inspect_capsule(self, obj: Any) -> Any:
+        self._refuse_unexportable(obj)
         return self.to_capsule(obj)
+
+    # DT_STRING, DT_RESOURCE, DT_VARIANT: TensorFlow's own DLPack export aborts the whole process on
+    # them (`Check failed: DataTypeCanUseMemcpy(dtype())`, tensor.cc), so gpushare checks the dtype
+    # before calling it. Each: (what the tensor is, the fix).
+    _UNEXPORTABLE: ClassVar[dict[int, tuple[str, str]]] = {
+        7: (
+            "a tf.string tensor holds variable-length byte strings, not numbers: DLPack has no form for it",
+            "decode it to numbers first (tf.strings.to_number, tf.strings.unicode_decode, a lookup table), "
+            "or take x.numpy() for a NumPy object array",
+        ),
+        20: (
+            "a tf.resource tensor is a handle to a variable (tf.Variable(...).handle), not the variable's values",
+            "share the variable's values: v.read_value() or tf.convert_to_tensor(v)",
+        ),
+        21: (
+            "a tf.variant tensor (a tf.data dataset, a TensorList) holds TensorFlow objects, not an array",
+            "share the tensors it contains (iterate the dataset, or tf.raw_ops.TensorListStack)",
+        ),
+    }
+
+    def _refuse_unexportable(self, obj: Any) -> None:
+        known = self._UNEXPORTABLE.get(obj.dtype.as_datatype_enum)
+        if known is not None:
+            reason, fix = known
+            raise explained(
+                UnsafeInputError, "tf",
+                f"{reason}; TensorFlow's DLPack export would abort the process on it (Check failed: "
+                f"DataTypeCanUseMemcpy), so gpushare does not call it",
+                fix,
+            )
 
     # tf.experimental.dlpack's functions, looked up once: both sit on every TensorFlow handoff.
     _to_dlpack: ClassVar[Any] = None
@@ -594,7 +697,7 @@ class NumbaAdapter(Adapter):
     accepts_capsules = False
 
     def is_array(self, obj: Any) -> bool:
-        return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and self.owns_type(type(obj))
+        return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)
 
     def device(self, obj: Any) -> str:
         return f"cuda:{self.load().cuda.get_current_device().id}"
@@ -733,12 +836,46 @@ def _numpy_legacy_capsule(array: Any) -> Any:
 
 _TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
+_EXTENDED_FLOATS = ("bfloat", "float8", "float4", "float6", "int4", "uint4", "int2", "uint2")
+
+
+def _numpy_dtype_refusal(dtype: Any, framework_error: str) -> Exception:
+    """Why NumPy cannot export an array of ``dtype`` through DLPack, which carries only booleans,
+    integers, floats and complex numbers, in words that name the dtype."""
+    kind, name = dtype.kind, str(dtype)
+    if dtype.names:
+        reason = f"a structured array (dtype {name}) has named fields; DLPack describes one numeric dtype per array"
+        fix = "share one field at a time (x['field'] views it), or numpy.lib.recfunctions.structured_to_unstructured(x)"
+    elif kind == "O":
+        reason = "an object array holds pointers to Python objects, not numbers; DLPack cannot describe it"
+        fix = "convert it to a numeric dtype first, e.g. x.astype(numpy.float64)"
+    elif kind in "US":
+        reason = f"a string array (dtype {name}) holds characters, not numbers; DLPack has no string dtype"
+        fix = "encode it as numbers first (codes from numpy.unique(x, return_inverse=True), or x.view(numpy.uint8) for bytes)"
+    elif kind in "Mm":
+        reason = f"a {dtype.type.__name__} array (dtype {name}) holds dates or durations; DLPack has no date or time dtype"
+        fix = f"share its integer counts of {numpy_unit(dtype)}: x.view(numpy.int64) views the same memory"
+    elif name.startswith(_EXTENDED_FLOATS):
+        reason = f"NumPy cannot export ml_dtypes' {name} through DLPack"
+        fix = "cast to float32 first"
+    else:
+        reason = f"dtype {name} has no DLPack code; DLPack carries only booleans, integers, floats and complex numbers"
+        fix = "cast to a numeric dtype first"
+    return explained(ConversionError, "numpy", reason, fix, framework_error)
+
+
+def numpy_unit(dtype: Any) -> str:
+    """The unit of a datetime64/timedelta64 dtype in words ("s", "ns", …; "generic" when unset)."""
+    np = sys.modules["numpy"]
+    unit, count = np.datetime_data(dtype)
+    return unit if count == 1 else f"{count}{unit}"
+
 
 def _dtype_code_bits(dtype: Any) -> tuple[int, int] | tuple[()]:
     """DLPack (code, bits) of a NumPy dtype of a standard kind; () for ml_dtypes' extended types
     (bfloat16, float8, int4: their kind is "V" or their names say so), which go through DLPack."""
     code = _TYPESTR_CODES.get(dtype.kind)
-    if code is None or dtype.name.startswith(("bfloat", "float8", "float4", "int4", "uint4", "int2", "uint2")):
+    if code is None or dtype.name.startswith(_EXTENDED_FLOATS):
         return ()
     return (code, dtype.itemsize * 8)
 
@@ -798,10 +935,14 @@ def adapter_of(obj: Any) -> Adapter:
     adapter = _BY_TYPE.get(tp)
     if adapter is not None:
         return adapter
-    for candidate in ADAPTERS.values():
-        if candidate.owns_type(tp) and candidate.is_array(obj):
-            _BY_TYPE[tp] = candidate
-            return candidate
+    # A subclass (a user's ``class Image(np.ndarray)``, ``torch.Tensor.as_subclass(Tagged)``,
+    # ``np.memmap``, astropy's Quantity) is defined in another module: the framework is found from
+    # the first class of its MRO that a framework's module defines, and is_array confirms it.
+    for cls in tp.__mro__:
+        for candidate in ADAPTERS.values():
+            if candidate.owns_type(cls) and candidate.is_array(obj):
+                _BY_TYPE[tp] = candidate
+                return candidate
     raise NotAnArrayError(
         f"a {tp.__module__}.{tp.__qualname__} is not an array of a known framework "
         f"({', '.join(ADAPTERS)})"

@@ -11,7 +11,7 @@ from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import allocator_memory
-from gpushare.paths import route
+from gpushare.paths import checks_source, route
 
 ShareResult = _native.ShareResult
 TensorInfo = _native.TensorInfo
@@ -142,7 +142,51 @@ def share(
             GpushareWarning,
             stacklevel=_user_stacklevel(),
         )
+    if not result.shared:
+        source_info, target_info = result.source, result.target
+        if source_info.dtype != target_info.dtype:
+            lost = values_lost(obj, result.value)
+            if lost is not None:
+                warnings.warn(
+                    f"{source_info.framework} → {target_info.framework}: the copy changed the dtype "
+                    f"{source_info.dtype} → {target_info.dtype} and {lost}",
+                    GpushareWarning,
+                    stacklevel=_user_stacklevel(),
+                )
     return result
+
+
+def values_lost(source: Any, value: Any) -> str | None:
+    """When a copy changed the dtype (JAX without x64 narrows 64-bit types), whether the values
+    survived: None if every value is equal (floats: up to the target's rounding), else what was
+    lost, in words. Compared on the host; never fails the share."""
+    import numpy as np
+
+    try:
+        a = np.asarray(adapter_of(source).to_numpy(source))
+        b = np.asarray(adapter_of(value).to_numpy(value))
+        if a.shape != b.shape or a.size == 0:
+            return None
+        back = b.astype(a.dtype)  # exact: the target's dtype is the narrower one
+        if b.dtype.kind in "fc":
+            eps = float(np.finfo(b.dtype).eps)
+            with np.errstate(all="ignore"):
+                same = np.isclose(back, a, rtol=eps, atol=0.0, equal_nan=True) | (back == a)
+                # A non-zero value that became zero (underflow) is lost, whatever the tolerance.
+                same &= ~((a != 0) & (back == 0))
+        else:
+            same = back == a
+        changed = int(a.size - np.count_nonzero(same))
+    except Exception:  # a comparison gpushare cannot make says nothing
+        return None
+    if changed == 0:
+        return None
+    at = np.unravel_index(int(np.argmin(same.reshape(-1))), a.shape) if a.ndim else ()
+    example = f"{a[at].item()!r} became {b[at].item()!r}"
+    return (
+        f"{changed} of {a.size} values changed ({example}): the narrowing lost data. Fix: cast the source "
+        f"to a dtype the target keeps first, or let the target keep 64-bit types (JAX: jax_enable_x64)"
+    )
 
 
 def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
@@ -161,7 +205,10 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
             raise e from None
         e.predicted = verdicts.predict(src, dst, src_info, path)
         raise
-    return _native.SharePlan(src, dst, path_name, convert, verdicts.predictor(src, dst, path_name), allocator_memory)
+    return _native.SharePlan(
+        src, dst, path_name, convert, verdicts.predictor(src, dst, path_name), allocator_memory,
+        check_source=checks_source(path_name),
+    )
 
 
 def parse_chain(spec: str) -> tuple[str | None, list[str]]:

@@ -36,7 +36,9 @@ def _render_traceback_(self: BaseException) -> list[str]:
     lines = [f"\x1b[31m{type(self).__name__}\x1b[0m: {self}"]
     framework_error = getattr(self, "framework_error", None)
     if framework_error:
-        lines.append(f"  the framework said: {framework_error}")
+        # Its first line: PyTorch appends a C++ backtrace; the whole text stays in .framework_error.
+        first = framework_error.strip().splitlines()[0] if framework_error.strip() else framework_error
+        lines.append(f"  the framework said: {first}")
     return lines
 
 

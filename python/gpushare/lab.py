@@ -25,7 +25,7 @@ from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.api import inspect
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
-from gpushare.paths import PATH_NAMES, _shared_buffer_importer, resolve_auto, route
+from gpushare.paths import PATH_NAMES, _shared_buffer_importer, checks_source, resolve_auto, route
 
 SharedBuffer = _native.SharedBuffer
 
@@ -100,7 +100,9 @@ def _try_path(
     run = _empty_run(path)
     try:
         _, convert = route(src, dst, path)
-        plan = _native.SharePlan(src, dst, path, convert, verdicts.predictor(src, dst, path))
+        plan = _native.SharePlan(
+            src, dst, path, convert, verdicts.predictor(src, dst, path), check_source=checks_source(path)
+        )
         result = plan.run(obj, repeat, number, warmup=max(warmup, 1), min_sample_time=min_sample_time)
     except PathNotApplicableError as e:
         run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)
@@ -263,7 +265,9 @@ def compare(
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     src_info = inspect(obj)
-    src.check_source(obj)
+    # Each path checks the source itself where its route needs it (not the host route): a torch
+    # tensor that requires grad or has its conjugate bit set gets a failed row with the fix for
+    # DLPack and a working one for the host.
     auto = resolve_auto(src, dst)
     runs: list[dict] = []
     results: dict[str, Any] = {}

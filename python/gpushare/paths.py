@@ -40,6 +40,15 @@ def register(name: str) -> Callable[[Callable[[Adapter, Adapter], Route]], Calla
     return wrap
 
 
+def checks_source(path: str) -> bool:
+    """Whether the pipeline checks the source (``Adapter.check_source``) before this path: every
+    route that exports the source through DLPack or ``__cuda_array_interface__`` does, because the
+    export refuses or misreads some sources (a torch tensor that requires grad, or has its conjugate
+    or negative bit set). The host route goes through the framework's own NumPy conversion, which
+    detaches and resolves such tensors itself."""
+    return path != "host"
+
+
 def available() -> tuple[str, ...]:
     return tuple(name for name in PATH_NAMES if name in _BUILDERS)
 

@@ -430,3 +430,29 @@ fn prediction_form() {
     assert_eq!(base_and_lanes("complex64"), ("complex64", 1));
     assert_eq!(base_and_lanes("complex64x2"), ("complex64", 2));
 }
+
+#[test]
+fn numpy_cannot_size_a_shape_whose_bytes_overflow_npy_intp() {
+    // torch.ones(1).expand(2**31, 2**31): a broadcast view of 4 bytes whose size is 2**64 bytes.
+    let t = broadcast("float32", vec![1 << 31, 1 << 31]);
+    let p = predict(&t, &to("numpy"));
+    assert_eq!(p.verdict(), Verdict::Failed);
+    assert_eq!(p.expected_error(), Some("array is too big"));
+    // 2**61 one-byte elements fit; the same count of 4-byte ones does not.
+    for (dtype, ok) in [("uint8", true), ("float32", false)] {
+        let t = broadcast(dtype, vec![1 << 30, 1 << 31]);
+        assert_eq!(predict(&t, &to("numpy")).verdict() != Verdict::Failed, ok, "{dtype}");
+    }
+    // Other consumers size arrays their own way: only NumPy's rule is this one.
+    let big = broadcast("float32", vec![1 << 31, 1 << 31]);
+    assert_ne!(predict(&big, &to("torch")).expected_error(), Some("array is too big"));
+}
+
+/// A broadcast view of one element with a huge shape (its report spans one element).
+fn broadcast(dtype: &str, shape: Vec<i64>) -> TensorReport {
+    let mut t = src("torch", dtype, 0x10000, vec![1], vec![1]);
+    t.strides = vec![0; shape.len()];
+    t.shape = shape;
+    t.contiguous = false;
+    t
+}

@@ -272,6 +272,19 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option
         });
     }
     match target.framework.as_str() {
+        // NumPy sizes an array as its element count times the itemsize in an npy_intp, whatever
+        // the strides: a broadcast view (torch's expand) that views a few bytes can still have a
+        // shape whose size overflows it, and from_dlpack then raises "array is too big".
+        "numpy" if numpy_size_overflows(shape, &source.dtype) => Some(fail(
+            format!(
+                "NumPy cannot describe shape {shape:?} of {}: its element count times the itemsize exceeds 2**63-1 bytes, even though the view ({}) spans only {} bytes",
+                source.dtype,
+                what(),
+                source.nbytes
+            ),
+            Some("array is too big"),
+            "share a smaller view (slice it, or expand it on the NumPy side with numpy.broadcast_to)",
+        )),
         "tf" if !is_c_contiguous(shape, strides) => Some(fail(
             format!("TensorFlow imports only compact row-major tensors (shape {shape:?}, strides {strides:?})"),
             Some("Invalid strides array from DLPack"),
@@ -303,6 +316,24 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option
         }
         _ => None,
     }
+}
+
+/// Whether NumPy's size of an array (elements × itemsize, in a signed 64-bit npy_intp) overflows.
+fn numpy_size_overflows(shape: &[i64], dtype: &str) -> bool {
+    if shape.contains(&0) {
+        return false;
+    }
+    let (base, lanes) = base_and_lanes(dtype);
+    let bits: u64 = base.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or(8).max(8);
+    let itemsize = (bits / 8).saturating_mul(lanes.max(1) as u64) as i128;
+    let mut size: i128 = itemsize;
+    for &d in shape {
+        size = size.saturating_mul(d.max(0) as i128);
+        if size > i64::MAX as i128 {
+            return true;
+        }
+    }
+    false
 }
 
 /// Rules 5–7: the producer refuses what the consumer asks of it, or the capsule generation or

@@ -84,6 +84,15 @@ fn jax_report(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>
 }
 
 fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
+    // A deleted array (`x.delete()`) still answers `sharding`, but reading its `_pjrt_layout`
+    // segfaults: such arrays go to the adapter, which raises the way JAX's own calls do.
+    match obj.call_method0(intern!(py, "is_deleted")) {
+        Ok(deleted) if deleted.is_truthy()? => return Ok(None),
+        Ok(_) => {}
+        // Not a jax.Array method here (a stand-in with the same attributes): nothing was freed.
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
+        Err(e) => return Err(e),
+    }
     let device = obj.getattr(intern!(py, "sharding"))?.getattr(intern!(py, "_device"))?;
     let words = cached(&JAX_DEVICES, &device, adapter, intern!(py, "_describe_device"), &device)?;
     if words.is_none() {
@@ -219,7 +228,9 @@ impl PyFramework {
     /// The description of `obj`: PyTorch's or JAX's route in Rust where it applies, else the adapter's.
     fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
         let fast = match self.describe {
-            Describe::Torch => torch_report(py, obj)?,
+            // A tensor the exchange API fails on (sparse, meta, nested) goes to the adapter, which
+            // says why in a sentence instead of PyTorch's message and C++ backtrace.
+            Describe::Torch => torch_report(py, obj).unwrap_or(None),
             Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
             Describe::Adapter => None,
         };
@@ -250,12 +261,18 @@ impl Framework for PyFramework {
             return Ok(());
         }
         Python::attach(|py| {
-            // PyTorch's exchange-API route describes only tensors that do not require grad, which
-            // is all its check_source checks: a tensor that route described needs no second look.
-            if self.describe == Describe::Torch
-                && !array.bind(py).getattr(intern!(py, "requires_grad")).and_then(|v| v.is_truthy()).unwrap_or(true)
-            {
-                return Ok(());
+            // What PyTorch's check_source checks, asked here without a call into Python: a tensor
+            // that does not require grad and has neither the conjugate nor the negative bit set
+            // needs no second look.
+            if self.describe == Describe::Torch {
+                let obj = array.bind(py);
+                let set = |flag: &Bound<'_, PyAny>| flag.is_truthy().unwrap_or(true);
+                let clean = !obj.getattr(intern!(py, "requires_grad")).map(|v| set(&v)).unwrap_or(true)
+                    && !obj.call_method0(intern!(py, "is_conj")).map(|v| set(&v)).unwrap_or(true)
+                    && !obj.call_method0(intern!(py, "is_neg")).map(|v| set(&v)).unwrap_or(true);
+                if clean {
+                    return Ok(());
+                }
             }
             self.call(py, intern!(py, "check_source"), array).map(drop)
         })

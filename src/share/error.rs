@@ -131,11 +131,11 @@ pub fn conversion(
     let (reason, fix) = match (explain::explain_failure(&text), foreseen) {
         (Some((reason, fix)), _) => (reason.to_string(), Some(fix.to_string())),
         (None, Some(known)) => known,
-        (None, None) => (text.clone(), None),
+        (None, None) => (headline(&text), None),
     };
     let mut message = match &fix {
         Some(fix) => format!("{source} → {target} via {path} failed: {reason}. Fix: {fix}"),
-        None => format!("{source} → {target} via {path} failed: {text}"),
+        None => format!("{source} → {target} via {path} failed: {reason}"),
     };
     if let Some(p) = &predicted
         && !matches!(p, PredictedOutcome::Failed { .. })
@@ -144,6 +144,26 @@ pub fn conversion(
     }
     ShareError::Conversion { message, reason, fix, framework_error: text, predicted, origin }
 }
+
+/// The part of a framework's error text a message shows: its first paragraph, without the C++
+/// backtrace PyTorch appends ("Exception raised from … (most recent call first):" and the frames),
+/// cut to [`HEADLINE_CHARS`]. The whole text stays in `framework_error`.
+pub fn headline(text: &str) -> String {
+    let mut head = text;
+    for marker in ["\nException raised from ", "\n\n"] {
+        if let Some(at) = head.find(marker) {
+            head = &head[..at];
+        }
+    }
+    let head = head.trim_end();
+    match head.char_indices().nth(HEADLINE_CHARS) {
+        Some((at, _)) => format!("{}… (the framework's full text is in .framework_error)", &head[..at]),
+        None => head.to_string(),
+    }
+}
+
+/// The longest framework text a message quotes, in characters.
+pub const HEADLINE_CHARS: usize = 400;
 
 impl fmt::Display for ShareError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -194,6 +214,21 @@ mod tests {
         let shared = PredictedOutcome::Shared { note: None };
         let e = conversion("torch", "jax", "dlpack", "ValueError: x".into(), Some(shared), None);
         assert!(e.to_string().ends_with("(UNEXPECTED: gpushare predicted shared)"), "{e}");
+    }
+
+    #[test]
+    fn a_cpp_backtrace_stays_out_of_the_message_and_in_framework_error() {
+        let text = "RuntimeError: Cannot access data pointer of Tensor (e.g. FakeTensor, FunctionalTensor).\nException raised from throw_data_ptr_access_error at /pytorch/c10/core/TensorImpl.cpp:1234 (most recent call first):\nframe #0: c10::Error::Error() + 0x1\nframe #1: …";
+        let e = conversion("torch", "numpy", "dlpack", text.into(), None, None);
+        let ShareError::Conversion { message, reason, framework_error, .. } = e else { panic!() };
+        assert!(!message.contains("frame #0") && !message.contains("Exception raised from"), "{message}");
+        assert!(reason.ends_with("FunctionalTensor)."), "{reason}");
+        assert_eq!(framework_error, text);
+        let long = "ValueError: ".to_string() + &"x".repeat(5000);
+        let e = conversion("a", "b", "dlpack", long.clone(), None, None);
+        assert!(e.to_string().chars().count() < HEADLINE_CHARS + 200, "{}", e.to_string().len());
+        let ShareError::Conversion { framework_error, .. } = e else { panic!() };
+        assert_eq!(framework_error, long);
     }
 
     #[test]
