@@ -138,12 +138,41 @@ fn a_view_is_shared_and_timed_once_by_default() {
 #[test]
 fn one_conversion_of_device_memory_is_waited_for_outside_the_timing() {
     // An asynchronous failure (JAX's narrowing kernel on a misaligned buffer) surfaces only when
-    // the result is waited on: the share must wait before it judges.
-    let (src, dst, route) = (fake("cupy"), fake("jax"), via("dlpack", false));
+    // the result is waited on, and JAX can report the pending result at the source's own address:
+    // every share of device memory waits before it judges, a view too.
     let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
-    handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
-    assert_eq!(*dst.log.borrow(), ["sync", "describe"]);
-    assert!(!src.log.borrow().contains(&"sync".to_string()), "the source is not waited on for one call");
+    for copies in [false, true] {
+        let (src, dst, route) = (fake("cupy"), fake("jax"), via("dlpack", copies));
+        handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
+        assert_eq!(*dst.log.borrow(), ["sync", "describe"]);
+        assert!(!src.log.borrow().contains(&"sync".to_string()), "the source is not waited on for one call");
+    }
+}
+
+#[test]
+fn a_result_whose_making_failed_asynchronously_is_a_failure() {
+    struct FailsWhenWaited(Fake);
+    impl Framework for FailsWhenWaited {
+        type Array = Buf;
+        type Info = Info;
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn describe(&self, a: &Buf) -> Result<Info> {
+            self.0.describe(a)
+        }
+        fn synchronize(&self, _a: &Buf) -> Result<()> {
+            Err(ShareError::Framework { text: "JaxRuntimeError: INTERNAL: Address of buffer 0 must be a multiple of 10".into(), origin: None })
+        }
+    }
+    // A view: JAX reported the pending narrowing at the source's address (H200, 2026-11-23).
+    let (src, dst, copy) = (FailsWhenWaited(fake("cupy")), FailsWhenWaited(fake("jax")), via("dlpack", false));
+    let a = Buf { device: (2, 0), ..buf(0x1008, 8) };
+    let h = Handoff { source: &src, target: &dst, route: &copy, predictor: None, check_source: false };
+    let err = h.run(&NoHost, &a, &Options::default()).err().expect("the wait reports the failure");
+    let ShareError::Conversion { framework_error, reason, .. } = &err else { panic!("{err}") };
+    assert!(framework_error.contains("must be a multiple of 10"), "{err}");
+    assert!(reason.contains("16-byte"), "explained as the known XLA failure: {reason}");
 }
 
 #[test]
