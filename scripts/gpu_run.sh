@@ -7,11 +7,18 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false TF_FORCE_GPU_ALLOW_GROWTH=true TF_CPP_MIN_LOG_LEVEL=3
+# Several GPUs (nvidia-h200-x2 and larger): NVLink multicast stays off, here and in every child.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# WITH_TF=.tfNN: TensorFlow's GPU build, carried in parts (scripts/prepare_gpu_run.sh --with-tf).
+if [ -n "${WITH_TF:-}" ]; then
+  source scripts/gpu_tf_env.sh || exit 1
+fi
 step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
 {
   step versions
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import sys, torch, jax, cupy, numba, numpy, gpushare; print(sys.version.split()[0], 'torch', torch.__version__, 'jax', jax.__version__, 'cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__, 'gpushare', gpushare.__version__)"
+  [ -n "${WITH_TF:-}" ] && python3 -c "import tensorflow as tf; print('tensorflow', tf.__version__, tf.config.list_physical_devices('GPU'), 'built for CUDA', tf.sysconfig.get_build_info().get('cuda_version'))"
   step "cargo tests of the CUDA layer"
   ./.whl/cuda_driver_tests --nocapture --test-threads=1 2>&1 | tail -40
   # One pytest process per file: a framework that aborts the process takes only its own file down.

@@ -6,9 +6,26 @@
 #   - the cargo test binary of the CUDA layer (tests/cuda_driver.rs), which needs no Python.
 # Packages the GPU image already has are not carried: a second copy on PYTHONPATH would shadow it.
 # Then run scripts/gpu_run.sh there (see the README's "Verified on a GPU" section).
+#
+# --with-tf also prepares TensorFlow's GPU build for that machine (docs/gpu-results.md, "TensorFlow on
+# the GPU machine"): its 547 MiB wheel cannot travel in one run (64 MiB a run), so it is cut into
+# parts, one git-ignored folder each (.tf01 … .tf10), which consecutive runs copy to /tmp there; the
+# last folder also holds TensorFlow's small pure-Python dependencies, the CUDA 12 runtime it opens
+# at start, and empty stand-ins for the CUDA 12 math libraries (TensorFlow opens them at start and
+# looks functions up at first use: DLPack, copies and elementwise ops never call them; matmul and
+# convolutions would). scripts/gpu_tf_env.sh reassembles and installs it there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+WITH_TF=0 WHEELS=1
+for arg in "$@"; do
+  case "$arg" in
+    --with-tf) WITH_TF=1 ;;
+    --tf-only) WITH_TF=1 WHEELS=0 ;;  # .whl/ is already prepared: only TensorFlow's folders
+    *) echo "usage: $0 [--with-tf | --tf-only]" >&2; exit 2 ;;
+  esac
+done
+if [ $WHEELS = 1 ]; then
 rm -rf .whl && mkdir -p .whl
 mkdir -p .git/info; grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 
@@ -39,3 +56,38 @@ bin=$(cargo test --release --no-default-features --test cuda_driver --no-run --m
   | "$PY" -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "cuda_driver"][-1])')
 cp "$bin" .whl/cuda_driver_tests
 du -sh .whl; ls .whl
+fi
+
+if [ $WITH_TF = 1 ]; then
+  TF_WHEEL=tensorflow-2.21.0-cp312-cp312-manylinux_2_27_x86_64.whl
+  grep -qx '/.tf\*/' .git/info/exclude 2>/dev/null || echo '/.tf*/' >> .git/info/exclude
+  cache=${TF_CACHE:-$HOME/.cache/gpushare-tf}
+  mkdir -p "$cache"
+  # Pinned to what was verified there: TF 2.21's wheel is built for CUDA 12.5 and holds sm_90 kernels.
+  [ -f "$cache/$TF_WHEEL" ] || "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_27_x86_64 -d "$cache" tensorflow==2.21.0
+  rm -rf .tf[0-9]* "$cache/parts" && mkdir -p "$cache/parts"
+  # 58 MiB parts: with the working tree (~3 MB) each run stays under the 64 MiB a run may carry.
+  split -b 58M -d -a 2 "$cache/$TF_WHEEL" "$cache/parts/tf.part."
+  n=0
+  for part in "$cache"/parts/tf.part.*; do
+    n=$((n + 1)); dir=$(printf '.tf%02d' "$n")
+    mkdir -p "$dir" && mv "$part" "$dir/"
+  done
+  last=$(printf '.tf%02d' "$n")
+  (cd "$cache" && sha256sum "$TF_WHEEL") > "$last/SHA256"
+  echo "$n" > "$last/PARTS"
+  mkdir -p "$last/whl" "$last/stubs"
+  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$last/whl" \
+    nvidia-cuda-runtime-cu12 astunparse gast google-pasta termcolor
+  for name in libcublas.so.12 libcublasLt.so.12 libcufft.so.11 libcusolver.so.11 libcusparse.so.12; do
+    echo 'void gpushare_stand_in(void) {}' > "$last/stubs/s.c"
+    cc -shared -fPIC -Wl,-soname,$name -o "$last/stubs/$name" "$last/stubs/s.c"
+  done
+  rm "$last/stubs/s.c"
+  du -sh .tf[0-9]*
+  echo "TensorFlow in $n parts: runs 1..$((n - 1)) each carry [.tfNN] with" \
+       "'mkdir -p /tmp/tfparts && cp .tfNN/tf.part.* /tmp/tfparts/'; run $n carries [$last, .whl]" \
+       "and runs 'WITH_TF=$last bash scripts/gpu_run.sh ...'"
+fi
