@@ -344,8 +344,9 @@ print(f"{x.nbytes / 2**20:g} MiB on {device}: host {h * 1e3:.3f} ms ({host['byte
       f"capsule {c * 1e3:.3f} ms ({capsule['bytes_moved']} bytes copied): DLPack is {h / c:.0f}x faster")
 """),
     md("""
-On a GPU, TensorFlow's import never waits for torch's stream: synchronise the producer first
-(`torch.cuda.current_stream().synchronize()`), as gpushare does before every handoff it times.
+On a GPU, TensorFlow's import takes no stream and runs on streams of its own: by hand, synchronise
+the producer first (`torch.cuda.current_stream().synchronize()`). gpushare waits for torch's
+queued work before every handoff into TensorFlow, and its stream report says so.
 """),
     md("""
 ## Across sizes
@@ -358,7 +359,7 @@ bytes. `%sharebench` sweeps sizes × paths, with a table and a plot.
 ## Choosing
 
 - Use DLPack (`capsule` into TensorFlow). It is free of copies on the CPU and on the GPU.
-- On a GPU, synchronise the producer's stream first: TensorFlow's import does not.
+- On a GPU, synchronise the producer's stream first: TensorFlow's import does not (gpushare does).
 - TensorFlow refuses non-row-major layouts: call `.contiguous()` first, and pay that copy knowingly.
 - The detour is only right when the data must pass through the host anyway.
 """),
@@ -604,11 +605,159 @@ report
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# 07: TensorFlow on a GPU
+# ---------------------------------------------------------------------------------------------
+
+TF_GPU = [
+    md("""
+# TensorFlow on a GPU: CuPy, Numba and PyTorch in and out, with no NumPy in between
+
+TensorFlow's DLPack differs from everyone else's in three ways, and each one breaks a raw call:
+
+- its `from_dlpack` takes only a legacy capsule (`"dltensor"`), while CuPy 14 exports versioned
+  ones;
+- its `__dlpack__` refuses the CUDA stream that PyTorch and CuPy pass when they import;
+- it runs its GPU work on streams of its own, which it does not expose, so neither side can make
+  the other wait the DLPack way.
+
+Numba has no DLPack at all, only `__cuda_array_interface__`, which TensorFlow does not read. This
+notebook shows what gpushare does about each, on the GPU, and what TensorFlow's memory settings
+do next to PyTorch's. Without a GPU that TensorFlow sees it says so and stops early.
+"""),
+    code(QUIET_TF + """
+import os
+import torch
+import tensorflow as tf
+import gpushare
+
+HAVE_TF_GPU = torch.cuda.is_available() and bool(tf.config.list_physical_devices("GPU"))
+try:
+    import cupy
+    import numba.cuda
+    HAVE_CUPY = HAVE_TF_GPU and cupy.cuda.runtime.getDeviceCount() > 0
+except Exception:  # not installed, or no driver
+    HAVE_CUPY = False
+print("TensorFlow", tf.__version__, "GPUs:", tf.config.list_physical_devices("GPU"))
+print("torch", torch.__version__, "CUDA:", torch.cuda.is_available(), "| CuPy and Numba:", HAVE_CUPY)
+if not HAVE_TF_GPU:
+    print("TensorFlow sees no GPU here: the cells below print what they skip.")
+"""),
+    md("""
+## CuPy → TensorFlow → CuPy
+
+`gpushare.share` shows the verdict (the same pointer on both sides), the path `auto` chose, and
+how the two sides' work was ordered. CuPy's versioned capsule is forwarded to TensorFlow as a
+legacy one: the same tensor, no copy.
+"""),
+    code("""
+if HAVE_CUPY:
+    c = cupy.arange(1 << 20, dtype=cupy.float32)
+    into_tf = gpushare.share(c, "tf", observe=True)
+    display(into_tf)
+    print("ordering:", into_tf.streams["wait"])
+    back = gpushare.share(into_tf.value, "cupy", observe=True)
+    display(back)
+    print("ordering:", back.streams["wait"])
+    c[5] = -1
+    print("a write through CuPy, read by TensorFlow:", float(into_tf.value[5]))
+else:
+    print("skipped: needs CuPy on a GPU TensorFlow sees")
+"""),
+    md("""
+## Numba → TensorFlow → Numba
+
+Numba speaks only `__cuda_array_interface__`. Into TensorFlow, gpushare makes a DLPack capsule over
+the Numba array's memory (the capsule keeps the array alive); out of TensorFlow, it describes the
+tensor by a `__cuda_array_interface__` of its own.
+"""),
+    code("""
+if HAVE_CUPY:
+    import numpy as np
+    n = numba.cuda.to_device(np.arange(1 << 20, dtype=np.float32))
+    into_tf = gpushare.share(n, "tf", observe=True)
+    display(into_tf)
+    back = gpushare.share(into_tf.value, "numba", observe=True)
+    display(back)
+    print("ordering into TensorFlow:", into_tf.streams["wait"])
+    print("ordering out of TensorFlow:", back.streams["wait"])
+else:
+    print("skipped: needs Numba on a GPU TensorFlow sees")
+"""),
+    md("""
+## TensorFlow → PyTorch without NumPy
+
+`torch.from_dlpack(t)` fails on a GPU tensor: PyTorch passes its stream and TensorFlow's
+`__dlpack__` refuses any. gpushare hands PyTorch TensorFlow's capsule without one. That is safe
+because TensorFlow's export waits for the kernels that produce the tensor before it returns: the
+tensor below is exported while 200 additions are still queued, and PyTorch reads the finished
+values.
+"""),
+    code("""
+if HAVE_TF_GPU:
+    with tf.device("/GPU:0"):
+        t = tf.zeros([16 << 20])
+        for _ in range(200):
+            t = t + 1.0
+    try:
+        torch.from_dlpack(t)
+    except Exception as e:
+        print("raw torch.from_dlpack:", type(e).__name__, str(e)[:120])
+    r = gpushare.share(t, "torch", observe=True)
+    display(r)
+    print("ordering:", r.streams["wait"])
+    print("min value PyTorch reads:", r.value.min().item(), "(200 expected)")
+else:
+    print("skipped: TensorFlow sees no GPU")
+"""),
+    md("""
+### The detour against the handoff, timed
+
+`%share t ->torch --path all` times every path from TensorFlow to PyTorch: `host` is the NumPy
+detour (`torch.from_numpy(t.numpy()).cuda()`), `dlpack` and `capsule` move a pointer.
+"""),
+    code("""
+if HAVE_TF_GPU:
+    with tf.device("/GPU:0"):
+        t = tf.ones([16 << 20])
+    %share t ->torch --path all
+"""),
+    md("""
+## Contexts and memory: TensorFlow next to PyTorch
+
+Both frameworks run in the device's primary context here (`%gpuinfo` reads it from the driver),
+and each allocator reports what it holds. TensorFlow without `TF_FORCE_GPU_ALLOW_GROWTH=true`
+maps nearly all the GPU's memory at start; with it, TensorFlow grows as it needs. Each setting is
+tried in a fresh process below, because TensorFlow reads it once.
+"""),
+    code("%gpuinfo"),
+    code("""
+import subprocess, sys
+probe = (
+    "import os, torch, tensorflow as tf;"
+    "free0, total = torch.cuda.mem_get_info();"
+    "x = tf.ones([1 << 20]);"
+    "free1, _ = torch.cuda.mem_get_info();"
+    "print(f'TF_FORCE_GPU_ALLOW_GROWTH={os.environ.get(\"TF_FORCE_GPU_ALLOW_GROWTH\")}: a 4 MiB tensor took '"
+    "f'{(free0 - free1) >> 20} MiB of {total >> 20} MiB from the device')"
+)
+if HAVE_TF_GPU:
+    for growth in ("true", "false"):
+        env = dict(os.environ, TF_FORCE_GPU_ALLOW_GROWTH=growth, TF_CPP_MIN_LOG_LEVEL="3")
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=180)
+        print(out.stdout.strip() or out.stderr.strip()[-300:])
+else:
+    print("skipped: TensorFlow sees no GPU")
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_tour_cpu": TOUR,
     "02_torch_to_tensorflow": TORCH_TO_TF,
     "03_transfer_paths_gpu": PATHS_GPU,
     "04_memory_and_contexts_gpu": MEMORY_GPU,
+    "07_tensorflow_gpu": TF_GPU,
 }
 
 

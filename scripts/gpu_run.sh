@@ -29,5 +29,5 @@ step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
   done
   step gpuinfo
   python3 -c "import torch, jax, cupy; torch.ones(1, device='cuda'); import jax.numpy as jnp; jnp.ones(1).block_until_ready(); cupy.ones(1); import gpushare; print(repr(gpushare.gpuinfo(import_frameworks=True)))"
-  for extra in "$@"; do step "$extra"; bash -c "$extra" 2>&1 | tail -80; done
+  for extra in "$@"; do step "$extra"; bash -c "$extra" 2>&1 | tail -"${EXTRA_TAIL:-80}"; done
 } 2>&1 | tee "$OUT/gpu_run.log"

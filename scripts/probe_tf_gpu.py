@@ -169,7 +169,7 @@ def pairs() -> None:
             for path in ("auto", "capsule", "dlpack", "cai"):
                 try:
                     r = gpushare.share(arr, dst, path=path)
-                    print(f"{src}->{dst} {path}: {r.verdict} ({r.path}) predicted={getattr(r.predicted, 'verdict', None)} "
+                    print(f"{src}->{dst} {path}: {r.verdict} ({r.path}) ptr {r.source.data_ptr:#x}->{r.target.data_ptr:#x} predicted={getattr(r.prediction, 'verdict', r.prediction)} "
                           f"reason={r.reason!r} streams={getattr(r, 'streams', None)}")
                 except gpushare.GpushareError as e:
                     print(f"{src}->{dst} {path}: {type(e).__name__}: {str(e)[:240]}")
@@ -178,7 +178,19 @@ def pairs() -> None:
                     traceback.print_exc()
 
 
+def import_order() -> None:
+    """TensorFlow's CUDA 12 runtime beside JAX's CUDA 13 one: does the import order matter?"""
+    section("import order: TensorFlow first, then JAX")
+    code = "import tensorflow, jax; print('jax devices with TF imported first:', jax.devices())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    print(r.stdout.strip())
+    print("\n".join(line for line in r.stderr.splitlines() if "jax" in line.lower() or "cuda" in line.lower())[-1500:])
+
+
 def main() -> None:
+    import jax
+
+    jax.devices()  # before TensorFlow: see import_order()
     import tensorflow as tf
     import torch
 
@@ -190,6 +202,7 @@ def main() -> None:
     readiness(tf, torch)
     capsules(tf, torch, jax, cupy)
     contexts_and_memory(tf)
+    import_order()
     pairs()
     out = os.environ.get("OUT")
     if out:

@@ -228,6 +228,15 @@ impl StreamReport {
         };
         StreamReport { path: path.to_string(), producer_stream, consumer_stream, max_version, wait }
     }
+
+    /// The route's own account of the ordering, where it has one, in place of what the stream
+    /// argument alone would say.
+    pub fn ordered_by(mut self, ordering: Option<&str>) -> StreamReport {
+        if let Some(words) = ordering {
+            self.wait = words.to_string();
+        }
+        self
+    }
 }
 
 impl ShareReport {

@@ -38,6 +38,19 @@ def need(fw: str):
         return pytest.importorskip("cupy", reason="cupy not installed")
     if fw == "numba":
         return pytest.importorskip("numba.cuda", reason="numba not installed")
+    if fw == "tf":
+        # On the GPU machine TensorFlow brings a CUDA 12 runtime beside JAX's CUDA 13 one; imported
+        # first, it leaves JAX with no GPU backend ("Unknown backend cuda"), so JAX starts first.
+        try:
+            import jax
+
+            jax.devices()
+        except ImportError:
+            pass
+        tf = pytest.importorskip("tensorflow", reason="tensorflow not installed")
+        if not tf.config.list_physical_devices("GPU"):
+            pytest.skip("tensorflow has no GPU here (a CPU build, or its CUDA libraries are missing)")
+        return tf
     raise AssertionError(fw)
 
 
@@ -49,4 +62,6 @@ def to_host(fw: str, value) -> np.ndarray:
         return value.get()
     if fw == "numba":
         return value.copy_to_host()
+    if fw == "tf":
+        return value.numpy()
     return np.asarray(value)

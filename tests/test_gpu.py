@@ -1,4 +1,4 @@
-"""The CUDA truth on a real GPU: every ordered pair among torch, jax, cupy and numba on one device.
+"""The CUDA truth on a real GPU: every ordered pair among torch, tf, jax, cupy and numba on one device.
 
 Run with ``pytest -m gpu``; everywhere without a CUDA driver these skip with "no CUDA". Identity is
 proven by writing through a writable alias (a torch tensor over the same memory) and reading
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 
 torch = require_cuda()
 
-FRAMEWORKS = ["torch", "jax", "cupy", "numba"]
+FRAMEWORKS = ["torch", "tf", "jax", "cupy", "numba"]
 
 
 def alias(fw: str, backing):
@@ -37,6 +37,8 @@ def alias(fw: str, backing):
         return mod.from_dlpack(backing)
     if fw == "numba":
         return mod.as_cuda_array(backing)
+    if fw == "tf":
+        return mod.experimental.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(backing))
     raise AssertionError(fw)
 
 
@@ -67,6 +69,39 @@ def test_pair_shares_device_memory(src, dst):
     assert not grown and (memory["driver_used"] or 0) <= 0, memory
     streams = r.streams
     assert streams is not None and "wait" in streams
+    # TensorFlow takes and gives no stream: the report says how gpushare ordered the two sides.
+    if dst == "tf" and src != "tf":
+        assert f"waited for {src}'s queued work" in streams["wait"], streams
+    elif src == "tf":
+        assert "TensorFlow's export waits" in streams["wait"], streams
+
+
+@pytest.mark.parametrize("dst", ["torch", "jax", "cupy", "numba"])
+def test_tf_result_is_read_only_after_its_kernels_finish(dst):
+    """A TensorFlow result exported while TensorFlow's kernels are still queued: the target reads
+    the finished values (TensorFlow's export waits; the consumer's own stream is not ordered with
+    TensorFlow's)."""
+    tf = need("tf")
+    need(dst)
+    with tf.device("/GPU:0"):
+        y = tf.zeros([16 << 20])
+        for _ in range(50):
+            y = y + 1.0
+    r = gpushare.share(y, dst)
+    assert r.verdict == "shared", r.reason
+    assert to_host(dst, r.value).min() == 50.0
+
+
+def test_into_tf_waits_for_the_source_stream():
+    """torch work queued on its stream, then shared into TensorFlow at once: TensorFlow reads the
+    finished values, because gpushare waited for torch first (TensorFlow's import takes no stream)."""
+    tf = need("tf")
+    x = torch.zeros(16 << 20, device="cuda")
+    for _ in range(50):
+        x.add_(1.0)
+    r = gpushare.share(x, "tf")
+    assert r.verdict == "shared", r.reason
+    assert float(tf.reduce_min(r.value)) == 50.0
 
 
 def test_copy_shows_its_cost_in_the_ledger():

@@ -77,6 +77,12 @@ class Adapter:
     # Whether the consumer accepts an object with __dlpack__ / a raw capsule.
     accepts_objects: ClassVar[bool] = True
     accepts_capsules: ClassVar[bool] = True
+    # Whether this framework's __dlpack__ takes the consumer's stream (DLPack's way of ordering the
+    # two sides' work), and whether its import passes one. TensorFlow does neither: its export
+    # refuses any stream and its capsule import asks for none, so the routes order the work
+    # themselves (paths.py) and say how in the stream report.
+    export_takes_stream: ClassVar[bool] = True
+    import_takes_stream: ClassVar[bool] = True
 
     # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
     # never imports one while the other is loaded, and says why.
@@ -187,6 +193,16 @@ class Adapter:
     def current_stream(self, obj: Any) -> int | None:
         """The handle of the framework's current CUDA stream for the array's device, if it has one."""
         return None
+
+    def stream_free_export(self, obj: Any) -> Any:
+        """What a consumer's ``from_dlpack`` gets when this framework's ``__dlpack__`` refuses
+        streams (``export_takes_stream`` False): an object whose export takes none."""
+        return obj
+
+    def cuda_array_view(self, obj: Any) -> Any:
+        """An object with ``__cuda_array_interface__`` for the array: the array itself where the
+        framework exposes the interface."""
+        return obj
 
     # -- the host route and the lab's arrays ----------------------------------------------
     def to_numpy(self, obj: Any) -> Any:
@@ -517,6 +533,11 @@ class TensorFlowAdapter(Adapter):
     type_modules = ("tensorflow", "keras")
     immutable = True
     accepts_objects = False  # tf.experimental.dlpack.from_dlpack takes capsules only
+    # tf.Tensor.__dlpack__ raises on any stream ("does not support DLPack export with a non-None
+    # stream"), and from_dlpack takes none; TensorFlow runs its GPU work on streams of its own,
+    # which it does not expose (docs/gpu-results.md, issue 12).
+    export_takes_stream = False
+    import_takes_stream = False
 
     def pip_name(self) -> str:
         return "tensorflow (or tensorflow-cpu)"
@@ -579,13 +600,42 @@ class TensorFlowAdapter(Adapter):
         )
 
     def from_capsule(self, capsule: Any) -> Any:
-        return (TensorFlowAdapter._from_dlpack or self._dlpack_functions()[1])(capsule)
+        return self.capsule_importer()(capsule)
 
     def capsule_exporter(self) -> Callable[[Any], Any]:
         return self._dlpack_functions()[0]
 
     def capsule_importer(self) -> Callable[[Any], Any]:
-        return self._dlpack_functions()[1]
+        # TensorFlow takes only "dltensor" capsules; CuPy 14 exports versioned ones even from
+        # toDlpack(). A versioned capsule is forwarded as a legacy one (same tensor, no copy); a
+        # legacy capsule passes through untouched.
+        from_dlpack = self._dlpack_functions()[1]
+        legacy = _native.legacy_capsule
+
+        def import_capsule(capsule: Any) -> Any:
+            return from_dlpack(legacy(capsule))
+
+        return import_capsule
+
+    def stream_free_export(self, obj: Any) -> Any:
+        return _StreamFreeExport(obj)
+
+    def cuda_array_view(self, obj: Any) -> Any:
+        return _CudaArrayView.of(self.inspect(obj), obj, self.name)
+
+    def synchronize(self, obj: Any) -> None:
+        # TensorFlow's streams are its own: SyncDevice on the tensor's device waits for them (what
+        # tf.test.experimental.sync_devices does for every device; ~10 µs idle on an H100).
+        if "GPU" not in obj.device:
+            return
+        tf = self.load()
+        try:
+            from tensorflow.python.ops import gen_sync_ops
+        except ImportError:  # private module moved: the public, all-device form
+            tf.test.experimental.sync_devices()
+            return
+        with tf.device(obj.device):
+            gen_sync_ops.SyncDevice()
 
     def to_numpy(self, obj: Any) -> Any:
         return obj.numpy()
@@ -719,7 +769,27 @@ class NumbaAdapter(Adapter):
         return self.load().cuda.as_cuda_array(obj)
 
     def to_capsule(self, obj: Any) -> Any:
-        raise PathNotApplicableError("Numba device arrays have no __dlpack__; use path='cai'")
+        """A legacy capsule over the array's memory, made by gpushare (Numba has no DLPack export):
+        what TensorFlow, which imports only capsules, takes. The capsule keeps ``obj`` alive."""
+        cai = obj.__cuda_array_interface__
+        typestr = cai["typestr"]
+        code = _TYPESTR_CODES.get(typestr[1])
+        itemsize = int(typestr[2:])
+        if code is None:
+            raise PathNotApplicableError(f"Numba's typestr {typestr!r} has no DLPack code")
+        strides = getattr(obj, "strides", None) or cai.get("strides")
+        shape = tuple(cai["shape"])
+        if strides is None:
+            strides_el = _native_compact_strides(shape)
+        else:
+            if any(s % itemsize for s in strides):
+                raise PathNotApplicableError("the array's strides are not whole elements, which DLPack cannot describe")
+            strides_el = [s // itemsize for s in strides]
+        ordinal = int(self.device(obj).rsplit(":", 1)[1])
+        return _native.capsule_over(obj, int(cai["data"][0] or 0), list(shape), strides_el, code, itemsize * 8, 2, ordinal)
+
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self.to_capsule
 
     def synchronize(self, obj: Any) -> None:
         self.load().cuda.synchronize()
@@ -878,6 +948,78 @@ def _dtype_code_bits(dtype: Any) -> tuple[int, int] | tuple[()]:
     if code is None or dtype.name.startswith(_EXTENDED_FLOATS):
         return ()
     return (code, dtype.itemsize * 8)
+
+
+def _native_compact_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(int(extent), 1)
+    return strides[::-1]
+
+
+class _StreamFreeExport:
+    """Stands in for an array whose ``__dlpack__`` refuses streams (TensorFlow's) in a consumer's
+    ``from_dlpack``: torch, CuPy and JAX pass their stream for CUDA memory, and the array's own
+    export would raise. This one hands over the legacy capsule of ``__dlpack__()`` instead.
+    That is safe only because TensorFlow's export waits for the work that produces the tensor
+    before it returns (to_dlpack's documented guarantee, measured on an H100): the consumer's
+    stream has nothing left to wait for. A copy or another device cannot be asked for here."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array: Any):
+        self._array = array
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        if copy:
+            raise BufferError("TensorFlow's DLPack export cannot make a copy (copy=True)")
+        if dl_device is not None and tuple(dl_device) != tuple(self._array.__dlpack_device__()):
+            raise BufferError(f"TensorFlow's DLPack export cannot move the tensor to {tuple(dl_device)}")
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self) -> Any:
+        return self._array.__dlpack_device__()
+
+
+_DTYPE_TYPESTR = {"int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8", "uint8": "|u1", "uint16": "<u2",
+                  "uint32": "<u4", "uint64": "<u8", "float16": "<f2", "float32": "<f4", "float64": "<f8",
+                  "complex64": "<c8", "complex128": "<c16", "bool": "|b1"}
+
+
+class _CudaArrayView:
+    """``__cuda_array_interface__`` for an array in CUDA memory whose framework has none
+    (TensorFlow): what Numba, which imports nothing else, takes. It keeps the array alive, and
+    names no stream: TensorFlow's export waited for the tensor's work (see _StreamFreeExport)."""
+
+    __slots__ = ("__cuda_array_interface__", "_owner")
+
+    def __init__(self, interface: dict, owner: Any):
+        self.__cuda_array_interface__ = interface
+        self._owner = owner
+
+    @classmethod
+    def of(cls, info: TensorInfo, owner: Any, framework: str) -> _CudaArrayView:
+        if info.dlpack_device[0] != 2:
+            raise PathNotApplicableError(
+                f"__cuda_array_interface__ describes CUDA memory only (cuda_array_interface); this {framework} "
+                f"tensor is on {info.device} in {'host' if info.dlpack_device[0] in (1, 3) else 'other'} memory"
+            )
+        typestr = _DTYPE_TYPESTR.get(info.dtype)
+        if typestr is None:
+            raise PathNotApplicableError(f"__cuda_array_interface__ has no typestr for {info.dtype}")
+        itemsize = int(typestr[2:])
+        return cls(
+            {
+                "shape": tuple(info.shape),
+                "strides": tuple(s * itemsize for s in info.strides),
+                "typestr": typestr,
+                "data": (info.data_ptr, info.readonly),
+                "version": 3,
+                "stream": None,
+            },
+            owner,
+        )
 
 
 def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:

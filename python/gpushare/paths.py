@@ -54,13 +54,37 @@ def available() -> tuple[str, ...]:
 
 
 def resolve_auto(src: Adapter, dst: Adapter) -> str:
-    """The fastest correct path for a pair: DLPack, except into TensorFlow (capsules only) and
-    Numba (``__cuda_array_interface__`` only), and out of Numba (no ``__dlpack__``)."""
+    """The fastest correct path for a pair: DLPack, except into TensorFlow (capsules only, Numba's
+    arrays included: gpushare makes the capsule) and Numba (``__cuda_array_interface__`` only,
+    TensorFlow's tensors included: gpushare describes them), and out of Numba (no ``__dlpack__``)."""
+    if not dst.accepts_objects and dst.accepts_capsules:
+        return "capsule"
     if src.name == "numba" or dst.name == "numba":
         return "cai"
-    if not dst.accepts_objects:
-        return "capsule"
     return "dlpack"
+
+
+def _ordered(convert: Route, ordering: str) -> Route:
+    """Marks a route with how it orders the two sides' work, for the stream report (read once by
+    the pipeline, src/python/plan.rs): routes whose capsule carries no stream say what they did."""
+    convert.ordering = ordering  # type: ignore[attr-defined]
+    return convert
+
+
+# TensorFlow's export waits for the work that produces the tensor before it returns (measured on
+# an H100: a 57 ms queue of TensorFlow kernels, exported at once, returned after 57 ms with
+# finished values), so the consumer has nothing to wait for.
+_AFTER_TF_EXPORT = (
+    "TensorFlow's export waits for the tensor's queued work before it returns, and takes no stream; "
+    "gpushare passed none, so the consumer reads finished values"
+)
+
+
+def _import_without_stream(src: Adapter, dst: Adapter) -> str:
+    return (
+        f"{dst.name} imports without a stream and runs on streams of its own: gpushare waited for "
+        f"{src.name}'s queued work on the source's device before {dst.name} read it"
+    )
 
 
 _ROUTES: dict[tuple[str, str, str], tuple[str, Route]] = {}
@@ -90,7 +114,15 @@ def _dlpack(src: Adapter, dst: Adapter) -> Route:
         return dst.from_dlpack  # raises the adapter's own explanation when called
     if src.name == "numba":
         raise PathNotApplicableError("Numba device arrays have no __dlpack__; use path='cai'")
-    return dst.dlpack_importer()
+    importer = dst.dlpack_importer()
+    if src.export_takes_stream:
+        return importer
+    export = src.stream_free_export
+
+    def convert(obj: Any) -> Any:
+        return importer(export(obj))
+
+    return _ordered(convert, _AFTER_TF_EXPORT)
 
 
 @register("capsule")
@@ -101,17 +133,38 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
         )
     to_capsule, from_capsule = src.capsule_exporter(), dst.capsule_importer()
 
-    def convert(obj: Any) -> Any:
+    if dst.import_takes_stream or not src.export_takes_stream:
+        # A capsule carries no stream. Into TensorFlow from TensorFlow-like exports, the export
+        # itself waited; other consumers of raw capsules are the legacy API users asked for.
+        def convert(obj: Any) -> Any:
+            return from_capsule(to_capsule(obj))
+
+        return convert if src.export_takes_stream else _ordered(convert, _AFTER_TF_EXPORT)
+
+    # Into TensorFlow, which reads on streams of its own: without a wait it could read the
+    # source's memory before the source's queued work wrote it.
+    synchronize = src.synchronize
+
+    def convert_after_wait(obj: Any) -> Any:
+        synchronize(obj)
         return from_capsule(to_capsule(obj))
 
-    return convert
+    return _ordered(convert_after_wait, _import_without_stream(src, dst))
 
 
 @register("cai")
 def _cai(src: Adapter, dst: Adapter) -> Route:
-    if src.name in ("numpy", "tf"):
+    if src.name == "numpy":
         raise PathNotApplicableError(f"{src.name} arrays do not expose __cuda_array_interface__")
     from_cai = dst.from_cai
+    if not src.export_takes_stream:
+        # TensorFlow has no interface: gpushare describes the tensor by one (its export waited).
+        view = src.cuda_array_view
+
+        def convert_view(obj: Any) -> Any:
+            return from_cai(view(obj))
+
+        return _ordered(convert_view, _AFTER_TF_EXPORT)
 
     def convert(obj: Any) -> Any:
         # Host arrays have no CUDA array interface (torch raises on CPU tensors); without this check

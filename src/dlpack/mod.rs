@@ -12,6 +12,7 @@
 //! is an error, never a panic or an out-of-bounds read.
 
 mod dtype;
+pub mod legacy;
 
 pub use dtype::{DType, dtype_name};
 

@@ -23,6 +23,9 @@ const KNOWN_FAILURES: &[(&str, &str, &str)] = &[
     ("not supported by dlpack", "the dtype has no DLPack code", "cast to a standard dtype"),
     ("different CUDA device index", "the tensor is not on the current CUDA device", "torch.cuda.set_device(x.device) first"),
     ("non-None stream", "TensorFlow's __dlpack__ refuses a stream", "use path='capsule' (tf.experimental.dlpack.to_dlpack)"),
+    // TensorFlow's message for any capsule not named "dltensor" ends in "may be consumed at most once"
+    // and the name it got: a versioned capsule is not a consumed one.
+    ("dltensor_versioned", "TensorFlow takes only legacy capsules (\"dltensor\") and was handed a versioned one", "let gpushare hand it over (it forwards a versioned capsule as a legacy one), or export with __dlpack__() and no max_version"),
     ("consumed", "the DLPack capsule was already consumed", "export a fresh capsule for each import"),
     ("unknown device", "TensorFlow's GPU index is logical and does not match", "check tf.config.get_visible_devices()"),
 ];

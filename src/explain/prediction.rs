@@ -117,10 +117,12 @@ pub fn resolve_path<'a>(source_framework: &str, target: &str, path: &'a str) -> 
     if path != "auto" {
         return path;
     }
-    if source_framework == "numba" || target == "numba" {
-        "cai"
-    } else if target == "tf" {
+    // TensorFlow imports capsules only, Numba's arrays included (gpushare makes one over their
+    // memory); Numba imports only __cuda_array_interface__, TensorFlow's tensors included.
+    if target == "tf" {
         "capsule"
+    } else if source_framework == "numba" || target == "numba" {
+        "cai"
     } else {
         "dlpack"
     }
@@ -351,9 +353,6 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
                     "use path='dlpack'",
                 ));
             }
-            if src == "numba" {
-                return Some(fail("Numba device arrays have no __dlpack__", None, "use path='cai'"));
-            }
         }
         "dlpack" => {
             // Paddle 3.x's __dlpack_device__ says (kDLCPU, None) for host tensors; JAX looks the
@@ -377,7 +376,8 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
             }
         }
         "cai" => {
-            if matches!(src, "numpy" | "tf") {
+            // TensorFlow has no interface of its own: gpushare describes a tensor in CUDA memory by one.
+            if src == "numpy" {
                 return Some(fail(
                     format!("{src} arrays do not expose __cuda_array_interface__"),
                     None,
@@ -427,14 +427,8 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
             ));
         }
     }
-    // Rule 5: TF's __dlpack__ takes stream=None only; torch and CuPy pass a stream for CUDA tensors.
-    if src == "tf" && on_cuda && path == "dlpack" && matches!(dst, "torch" | "cupy") {
-        return Some(fail(
-            format!("TensorFlow's __dlpack__ refuses the CUDA stream that {dst} passes"),
-            Some("non-None stream"),
-            "use path='capsule' (tf.experimental.dlpack.to_dlpack)",
-        ));
-    }
+    // TF's __dlpack__ refuses any stream, which torch and CuPy pass for CUDA tensors: gpushare hands
+    // them TensorFlow's capsule without one (its export waits for the tensor's work first).
     // Rule 5: CuPy under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM passes stream=2, which torch refuses.
     if src == "torch" && dst == "cupy" && path == "dlpack" && target.settings.cupy_ptds {
         return Some(fail(

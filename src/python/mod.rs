@@ -1,5 +1,6 @@
 //! The pyo3 boundary: converts types and errors, nothing else. Built as `gpushare._native`.
 
+mod capsules;
 mod cuda;
 mod errors;
 mod explain;
@@ -25,6 +26,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     plan::register(m)?;
     cuda::register(m)?;
     shared::register(m)?;
+    capsules::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

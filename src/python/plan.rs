@@ -297,6 +297,8 @@ impl Framework for PyFramework {
 pub struct PyRoute {
     path: String,
     convert: Py<PyAny>,
+    /// The route's `ordering` attribute (paths.py `_ordered`), read once.
+    ordering: Option<String>,
 }
 
 impl Route<Py<PyAny>> for PyRoute {
@@ -306,6 +308,10 @@ impl Route<Py<PyAny>> for PyRoute {
 
     fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
         Python::attach(|py| self.convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+    }
+
+    fn ordering(&self) -> Option<&str> {
+        self.ordering.as_deref()
     }
 
     fn convert_recorded(&self, array: &Py<PyAny>) -> crate::share::Result<(Py<PyAny>, Vec<StreamRequest>)> {
@@ -505,7 +511,11 @@ impl SharePlan {
         Ok(SharePlan {
             source: PyFramework::new(source)?,
             target: PyFramework::new(target)?,
-            route: PyRoute { path, convert },
+            route: PyRoute {
+                ordering: convert.bind(source.py()).getattr(intern!(source.py(), "ordering")).ok().and_then(|o| o.extract().ok()),
+                path,
+                convert,
+            },
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },

@@ -57,6 +57,11 @@ pub trait Route<A> {
     fn convert_recorded(&self, array: &A) -> Result<(A, Vec<StreamRequest>)> {
         Ok((self.convert(array)?, Vec::new()))
     }
+    /// How this route orders the two sides' work where the DLPack stream argument does not
+    /// (TensorFlow takes no stream either way), in words for the stream report.
+    fn ordering(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// What the process around the pipeline provides: interruption, the garbage collector and the
@@ -244,7 +249,7 @@ impl<F: Framework> Handoff<'_, F> {
         let seconds = t0.elapsed().as_secs_f64();
         drop(value);
         let producer = self.source.current_stream(array)?;
-        Ok((Some(MemoryLedger::between(&before, &after, seconds)), StreamReport::of(self.path(), producer, &requests)))
+        Ok((Some(MemoryLedger::between(&before, &after, seconds)), StreamReport::of(self.path(), producer, &requests).ordered_by(self.route.ordering())))
     }
 
     /// CUDA events on the source framework's current stream, where it has one.

@@ -270,6 +270,10 @@ fn stream_reports_say_what_ordered_the_two_sides() {
     assert!(StreamReport::of("dlpack", Some(7), &req(Some(9))).wait.contains("wait on its stream 7"));
     assert!(StreamReport::of("dlpack", Some(7), &req(Some(-1))).wait.contains("stream=-1"));
     assert!(StreamReport::of("dlpack", Some(7), &req(None)).wait.contains("legacy default stream"));
+    // A route that orders the work itself (TensorFlow's) says so in place of the stream argument.
+    let ordered = StreamReport::of("dlpack", Some(7), &req(None)).ordered_by(Some("TensorFlow's export waits"));
+    assert_eq!(ordered.wait, "TensorFlow's export waits");
+    assert!(StreamReport::of("dlpack", Some(7), &req(None)).ordered_by(None).wait.contains("legacy default stream"));
 }
 
 #[test]
