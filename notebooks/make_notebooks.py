@@ -717,10 +717,9 @@ else:
 detour (`torch.from_numpy(t.numpy()).cuda()`), `dlpack` and `capsule` move a pointer.
 """),
     code("""
-if HAVE_TF_GPU:
-    with tf.device("/GPU:0"):
-        t = tf.ones([16 << 20])
-    %share t ->torch --path all
+with tf.device("/GPU:0" if HAVE_TF_GPU else "/CPU:0"):
+    t = tf.ones([16 << 20] if HAVE_TF_GPU else [1 << 16])
+%share t ->torch --path all
 """),
     md("""
 ## Contexts and memory: TensorFlow next to PyTorch

@@ -25,7 +25,7 @@ step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
   for f in tests/test_*.py; do
     grep -q "mark.gpu\|pytestmark = pytest.mark.gpu" "$f" || continue
     step "pytest -m gpu $f"
-    python3 -X faulthandler -m pytest -q -m gpu -p no:cacheprovider -o addopts="" "$f" -rs 2>&1 | tail -40
+    python3 -X faulthandler -m pytest -q -m gpu -p no:cacheprovider -o addopts="" --disable-warnings "$f" -rfs 2>&1 | tail -60
   done
   step gpuinfo
   python3 -c "import torch, jax, cupy; torch.ones(1, device='cuda'); import jax.numpy as jnp; jnp.ones(1).block_until_ready(); cupy.ones(1); import gpushare; print(repr(gpushare.gpuinfo(import_frameworks=True)))"

@@ -697,7 +697,9 @@ class CupyAdapter(Adapter):
         return self.load().from_dlpack
 
     def to_capsule(self, obj: Any) -> Any:
-        return obj.toDlpack()
+        # __dlpack__() with no arguments is the legacy capsule (measured: CuPy 14.2); toDlpack() is
+        # deprecated and hands out a versioned one.
+        return obj.__dlpack__()
 
     def from_cai(self, obj: Any) -> Any:
         return self.load().asarray(obj)
@@ -1014,7 +1016,10 @@ class _CudaArrayView:
                 "shape": tuple(info.shape),
                 "strides": tuple(s * itemsize for s in info.strides),
                 "typestr": typestr,
-                "data": (info.data_ptr, info.readonly),
+                # Writable, as TensorFlow's own DLPack export says (a legacy capsule has no flag):
+                # PyTorch refuses a read-only interface outright, and gpushare warns separately
+                # that the target can write to memory TensorFlow treats as immutable.
+                "data": (info.data_ptr, False),
                 "version": 3,
                 "stream": None,
             },
