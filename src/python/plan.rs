@@ -297,11 +297,20 @@ impl Framework for PyFramework {
 pub struct PyRoute {
     path: String,
     convert: Py<PyAny>,
+    /// `convert.take_notes`, where the route says what it did around the framework's call (a
+    /// route guarded for the current device: `gpushare.devices`).
+    notes: Option<Py<PyAny>>,
 }
 
 impl Route<Py<PyAny>> for PyRoute {
     fn path(&self) -> &str {
         &self.path
+    }
+
+    fn take_notes(&self) -> Vec<String> {
+        let Some(take) = &self.notes else { return Vec::new() };
+        // Advisory: a note that cannot be read is left out, never a failed share.
+        Python::attach(|py| take.call0(py).and_then(|n| n.extract(py)).unwrap_or_default())
     }
 
     fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
@@ -505,7 +514,11 @@ impl SharePlan {
         Ok(SharePlan {
             source: PyFramework::new(source)?,
             target: PyFramework::new(target)?,
-            route: PyRoute { path, convert },
+            route: PyRoute {
+                notes: convert.bind(source.py()).getattr("take_notes").ok().map(Bound::unbind),
+                path,
+                convert,
+            },
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },
