@@ -272,6 +272,7 @@ def share_chain(
     warmup: int = 0,
     budget: float | None = None,
     observe: bool = False,
+    device: str | None = None,
 ) -> list[ShareResult]:
     """Converts through each framework in turn; every hop's result says whether it still shares the
     first source's memory (``shares_origin``)."""
@@ -281,7 +282,7 @@ def share_chain(
         r = share(
             current, target, path=path, repeat=repeat, number=number,
             source=source if i == 0 else None, name=name, origin=origin,
-            warmup=warmup, budget=budget, observe=observe,
+            warmup=warmup, budget=budget, observe=observe, device=device,
         )
         results.append(r)
         current = r.value
