@@ -106,7 +106,7 @@ fn reached_across(source: &TensorReport, target: &TensorReport) -> Option<Vec<St
 
 /// Decides from addresses and extents whether `target` lies inside `source`'s memory.
 pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
-    let mut notes = Vec::new();
+    let notes = Vec::new();
     if !same_address_space(source, target) {
         if let Some(across) = reached_across(source, target) {
             let mut judgement = judge_bytes(source, target, notes);
