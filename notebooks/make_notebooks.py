@@ -751,11 +751,77 @@ else:
 ]
 
 
+
+SEVERAL_GPUS = [
+    md("""
+# Several GPUs: the current-device trap, P2P against host staging, who sees whose memory
+
+On a machine with two GPUs, frameworks change the *current device* behind your back: starting JAX
+leaves the last GPU current. PyTorch then refuses to hand a `cuda:0` tensor to a consumer that passes
+a stream. gpushare makes the source's device current for the handoff and says so. This notebook
+degrades to a message on one GPU or none.
+"""),
+    code("""
+%load_ext gpushare
+import gpushare
+status = gpushare._native.cuda_driver_status()
+count = int(status.get("device_count") or 0) if status.get("available") else 0
+enough = count >= 2
+print(f"{count} CUDA device(s) here" + ("" if enough else
+      ": this notebook needs two GPUs; the cells below say so and do nothing else"))
+"""),
+    md("## Who can see whose memory\\n`%gpuinfo` shows each pair's link (`nvidia-smi topo -m`), peer access both ways, each device's primary context and what each framework holds."),
+    code("""
+from gpushare.topology import topology
+topology() if count else print("no CUDA here:", status.get("reason"))
+"""),
+    md("## The current-device trap\\nImport JAX, and see which device is current; then hand a `cuda:0` tensor to JAX."),
+    code("""
+if enough:
+    import torch, jax, jax.dlpack
+    jax.devices()
+    print("current device after starting JAX:", torch.cuda.current_device())
+    x = torch.arange(1 << 20, dtype=torch.float32, device="cuda:0")
+    try:
+        jax.dlpack.from_dlpack(x)
+        print("the raw call worked here")
+    except BufferError as e:
+        print("the raw call fails:", e)
+    r = gpushare.share(x, "jax")
+    print(r.verdict, *r.notes, sep="\\n")
+else:
+    print("needs two GPUs")
+"""),
+    md("## Peer views are shared\\nNumba viewing a `cuda:1` tensor while `cuda:0` is current: the same bytes, read over peer access; Numba's label is wrong and the row says so."),
+    code("""
+if enough:
+    try:
+        from numba import cuda as ncuda
+        y = torch.arange(1024, dtype=torch.float32, device="cuda:1")
+        with ncuda.gpus[0]:
+            r = gpushare.share(y, "numba")
+        print(r.verdict, *r.notes, sep="\\n")
+    except ImportError:
+        print("numba is not installed")
+else:
+    print("needs two GPUs")
+"""),
+    md("## P2P against host staging\\nThe same move to `cuda:1` by gpushare's peer copy, by staging through page-locked host memory, by DLPack's `dl_device`/`copy=True`, and by the framework's own `.to` as the baseline."),
+    code("""
+if enough:
+    big = torch.randn(64 << 20, device="cuda:0")  # 256 MiB
+    display(gpushare.compare(big, "torch", device="cuda:1", repeat=5))
+else:
+    print("needs two GPUs")
+"""),
+]
+
 NOTEBOOKS = {
     "01_tour_cpu": TOUR,
     "02_torch_to_tensorflow": TORCH_TO_TF,
     "03_transfer_paths_gpu": PATHS_GPU,
     "04_memory_and_contexts_gpu": MEMORY_GPU,
+    "05_several_gpus": SEVERAL_GPUS,
     "07_tensorflow_gpu": TF_GPU,
 }
 

@@ -543,6 +543,9 @@ pub enum Method {
     Copy,
     /// Device → page-locked host → device, double-buffered by the CUDA layer's [`PinnedStager`].
     Pinned,
+    /// A peer copy from one GPU into memory gpushare allocates on another, after checking and
+    /// enabling peer access (NVLink or PCIe P2P); the copy engine reads or writes the peer directly.
+    P2p,
 }
 
 impl Method {
@@ -550,7 +553,8 @@ impl Method {
         match name {
             "copy" => Ok(Method::Copy),
             "pinned" => Ok(Method::Pinned),
-            other => Err(SharedError::NotApplicable(format!("unknown copy method {other:?}: copy or pinned"))),
+            "p2p" => Ok(Method::P2p),
+            other => Err(SharedError::NotApplicable(format!("unknown copy method {other:?}: copy, pinned or p2p"))),
         }
     }
 }
@@ -595,16 +599,40 @@ pub unsafe fn copy_host_chunked(dst: u64, src: u64, len: usize, keep_going: &mut
     Ok(chunks)
 }
 
-fn stager_for(ordinal: i32) -> Result<Arc<Mutex<PinnedStager>>> {
-    type Stagers = Vec<(i32, Arc<Mutex<PinnedStager>>)>;
+fn stager_for(from: i32, to: i32) -> Result<Arc<Mutex<PinnedStager>>> {
+    type Stagers = Vec<((i32, i32), Arc<Mutex<PinnedStager>>)>;
     static STAGERS: Mutex<Stagers> = Mutex::new(Vec::new());
     let mut stagers = lock(&STAGERS);
-    if let Some((_, s)) = stagers.iter().find(|(o, _)| *o == ordinal) {
+    if let Some((_, s)) = stagers.iter().find(|(o, _)| *o == (from, to)) {
         return Ok(Arc::clone(s));
     }
-    let stager = Arc::new(Mutex::new(PinnedStager::new(ordinal, PinnedStager::DEFAULT_CHUNK_BYTES)?));
-    stagers.push((ordinal, Arc::clone(&stager)));
+    let stager = Arc::new(Mutex::new(PinnedStager::between(from, to, PinnedStager::DEFAULT_CHUNK_BYTES)?));
+    stagers.push(((from, to), Arc::clone(&stager)));
     Ok(stager)
+}
+
+/// Peer access enabled both ways between two devices, once per pair and process.
+fn ensure_peer_access(a: i32, b: i32) -> Result<()> {
+    static ENABLED: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
+    let mut enabled = lock(&ENABLED);
+    if enabled.contains(&(a, b)) {
+        return Ok(());
+    }
+    cuda::enable_peer_access(a, b).map_err(|e| match e {
+        CudaError::InvalidArgument(why) => SharedError::NotApplicable(format!("p2p: {why}; use path='pinned'")),
+        other => SharedError::Cuda(other),
+    })?;
+    cuda::enable_peer_access(b, a).map_err(SharedError::Cuda)?;
+    enabled.push((a, b));
+    enabled.push((b, a));
+    Ok(())
+}
+
+fn interrupted_or(e: CudaError) -> SharedError {
+    match e {
+        CudaError::Interrupted => SharedError::Interrupted,
+        other => SharedError::Cuda(other),
+    }
 }
 
 /// A new allocation holding a copy of the `len` bytes at `src` on `device`, made by `method`. On
@@ -622,7 +650,71 @@ pub unsafe fn copy_of(
     stream: u64,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<(Arc<Allocation>, CopyReport)> {
+    // SAFETY: the caller's contract.
+    unsafe { copy_to(src, len, device, device, method, stream, keep_going) }
+}
+
+/// [`copy_of`] into a new allocation on device `to`: a move between GPUs (`p2p`, `pinned`), or a
+/// copy on the source's own device (`to == device`). A move is waited for before returning: the
+/// copy runs on the source's stream, which the target device's consumers cannot name.
+///
+/// # Safety
+/// As [`copy_of`].
+pub unsafe fn copy_to(
+    src: u64,
+    len: usize,
+    device: Device,
+    to: Device,
+    method: Method,
+    stream: u64,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<(Arc<Allocation>, CopyReport)> {
+    if to != device {
+        return match (device, to, method) {
+            (Device::Cuda(a), Device::Cuda(b), Method::P2p) => {
+                ensure_peer_access(a, b)?;
+                let allocation = Allocation::pooled(Device::Cuda(b), len, stream)?;
+                if len > 0 {
+                    let source = Stream::external(stream, a);
+                    cuda::copy_dtod_checked(allocation.ptr(), src, len, &source)?;
+                    // A blocking wait, not a polled one: a GiB crosses NVLink in about 3 ms, and
+                    // polling at 1 ms steps would cost a third of that.
+                    source.synchronize()?;
+                    let _ = keep_going;
+                }
+                lock(&allocation.ledger).note_user(stream);
+                Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks: 1, complete: true }))
+            }
+            (Device::Cuda(a), Device::Cuda(b), Method::Pinned) => {
+                let allocation = Allocation::pooled(Device::Cuda(b), len, stream)?;
+                let stager = stager_for(a, b)?;
+                let report = lock(&stager)
+                    .stage(src, allocation.ptr(), len, &Stream::external(stream, a), keep_going)
+                    .map_err(interrupted_or)?;
+                lock(&allocation.ledger).note_user(stream);
+                Ok((
+                    allocation,
+                    CopyReport { bytes: report.bytes, device_seconds: Some(report.device_seconds), chunks: report.chunks, complete: true },
+                ))
+            }
+            (Device::Cuda(_), Device::Cuda(_), Method::Copy) => Err(SharedError::NotApplicable(format!(
+                "copy stays on the source's device ({}); to move to {} use path='p2p' (peer copy) or 'pinned' (host staging)",
+                device.name(),
+                to.name()
+            ))),
+            _ => Err(SharedError::NotApplicable(format!(
+                "gpushare's own copies move device memory between GPUs; {} → {} is a move for the frameworks' own paths \
+                 (dlpack with dl_device, or the framework's .to/device_put)",
+                device.name(),
+                to.name()
+            ))),
+        };
+    }
     match (device, method) {
+        (_, Method::P2p) => Err(SharedError::NotApplicable(format!(
+            "p2p copies between two GPUs and the target device is the source's own ({}): use path='copy', or pass device='cuda:N'",
+            device.name()
+        ))),
         (Device::Cpu, Method::Pinned) => Err(SharedError::NotApplicable(
             "pinned stages device memory through page-locked host memory; this array is already in host \
              memory (cpu): use path='copy'"
@@ -644,7 +736,7 @@ pub unsafe fn copy_of(
         }
         (Device::Cuda(ordinal), Method::Pinned) => {
             let allocation = Allocation::pooled(Device::Cuda(ordinal), len, stream)?;
-            let stager = stager_for(ordinal)?;
+            let stager = stager_for(ordinal, ordinal)?;
             let report = lock(&stager)
                 .stage(src, allocation.ptr(), len, &Stream::external(stream, ordinal), keep_going)
                 .map_err(|e| match e {

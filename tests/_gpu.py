@@ -22,7 +22,25 @@ def require_cuda():
     torch = pytest.importorskip("torch", reason="torch not installed")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA (torch sees no GPU)", allow_module_level=True)
+    start_jax()
     return torch
+
+
+def start_jax() -> None:
+    """Starts JAX's GPU backends first, as a notebook that imports JAX does: on a machine with
+    several GPUs that leaves the last one current (issue 13), which every GPU suite must survive."""
+    try:
+        import jax
+
+        jax.devices()
+    except Exception:  # no JAX, or no GPU backend: the suites still run, without the trap
+        pass
+
+
+def cuda_devices() -> list[str]:
+    """``cuda:0`` and, where present, ``cuda:1``: what the GPU suites parametrise over."""
+    count = int(_native.cuda_driver_status().get("device_count") or 0) if _native.cuda_driver_status().get("available") else 0
+    return [f"cuda:{i}" for i in range(min(max(count, 1), 2))]
 
 
 def need(fw: str):

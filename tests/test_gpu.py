@@ -15,7 +15,7 @@ import pytest
 
 import gpushare
 from gpushare import _native
-from _gpu import need, require_cuda, to_host
+from _gpu import cuda_devices, need, require_cuda, to_host
 
 pytestmark = pytest.mark.gpu
 
@@ -42,15 +42,19 @@ def alias(fw: str, backing):
     raise AssertionError(fw)
 
 
-
+@pytest.mark.parametrize("device", cuda_devices())
 @pytest.mark.parametrize("src,dst", list(itertools.permutations(FRAMEWORKS, 2)))
-def test_pair_shares_device_memory(src, dst):
+def test_pair_shares_device_memory(src, dst, device):
     need(src), need(dst)
-    backing = torch.arange(1 << 16, dtype=torch.float32, device="cuda")
+    ordinal = int(device.split(":")[1])
+    if ordinal and "numba" in (src, dst):
+        pytest.skip("Numba's __cuda_array_interface__ carries no device ordinal: its views of cuda:1 are "
+                    "tested as peer views in tests/test_devices_gpu.py")
+    backing = torch.arange(1 << 16, dtype=torch.float32, device=device)
     source = alias(src, backing)
     r = gpushare.share(source, dst, observe=True)
     assert r.verdict == "shared", r.reason
-    assert r.source.dlpack_device == (2, 0) and r.target.dlpack_device == (2, 0)
+    assert r.source.dlpack_device == (2, ordinal) and r.target.dlpack_device == (2, ordinal)
     backing[7] = -5.0
     torch.cuda.synchronize()
     assert to_host(dst, r.value)[7] == -5.0, "verdict shared but a write through the source was not seen"
@@ -58,7 +62,7 @@ def test_pair_shares_device_memory(src, dst):
     for info in (r.source, r.target):
         cuda = info.cuda
         assert cuda is not None and cuda["memory_type"] == "device"
-        assert cuda["device_ordinal"] == 0
+        assert cuda["device_ordinal"] == ordinal
         assert cuda["context"] == 0 or cuda["context_is_primary"] is True
     assert r.source.cuda["buffer_id"] == r.target.cuda["buffer_id"]
     # A zero-copy share costs no new device memory in any allocator the ledger can read (figures

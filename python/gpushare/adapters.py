@@ -225,6 +225,25 @@ class Adapter:
         """Whether this framework can place arrays on a CUDA device here (imports it)."""
         return False
 
+    # -- several GPUs (gpushare.devices) ---------------------------------------------------
+    # What the raw framework call says when the source is not on the current device (None: it
+    # does not care), and how this framework changes the current device behind the user's back.
+    off_device_failure: ClassVar[str | None] = None
+    moves_current_device: ClassVar[str | None] = None
+
+    def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
+        """``(source ordinal, current ordinal, context manager making the source's device current)``
+        when ``obj`` is on a CUDA device other than this framework's current one; None otherwise."""
+        return None
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        """``from_dlpack(obj, device=…, copy=True)``: the producer copies to the device (``dl_device``)."""
+        raise PathNotApplicableError(f"{self.name}'s from_dlpack takes no device here")
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        """This framework's own move of ``obj`` to the host or CUDA device ``ordinal``."""
+        raise PathNotApplicableError(f"{self.name} has no move between devices")
+
     # -- the memory ledger -----------------------------------------------------------------
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
         """What this framework's allocator holds on CUDA device ``ordinal``, in its own terms; None
@@ -278,6 +297,16 @@ class NumpyAdapter(Adapter):
         if not on_host:
             raise ValueError("NumPy arrays live on the host: use --device cpu")
         return array  # host memory is where NumPy lives
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        if not on_host:
+            raise PathNotApplicableError("NumPy arrays live on the host: NumPy cannot take an array onto a GPU")
+        return self.load().from_dlpack(obj, device="cpu", copy=True)
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        if not on_host:
+            raise PathNotApplicableError("NumPy arrays live on the host: move them with the target framework")
+        return self.load().array(obj, copy=True)
 
 
 class TorchAdapter(Adapter):
@@ -374,7 +403,14 @@ class TorchAdapter(Adapter):
 
     def from_cai(self, obj: Any) -> Any:
         torch = self.load()
-        return torch.as_tensor(obj, device="cuda")
+        # "cuda" is the current device, which another framework may have changed: the memory's own
+        # device (the driver's word) keeps the handoff a view instead of a copy to the current GPU.
+        device = "cuda"
+        if torch.cuda.device_count() > 1:
+            attrs = _native.cuda_pointer_attributes(obj.__cuda_array_interface__["data"][0])
+            if attrs is not None and attrs.get("memory_type") == "device" and attrs.get("device_ordinal", -1) >= 0:
+                device = f"cuda:{attrs['device_ordinal']}"
+        return torch.as_tensor(obj, device=device)
 
     def synchronize(self, obj: Any) -> None:
         if obj.is_cuda:
@@ -397,6 +433,25 @@ class TorchAdapter(Adapter):
 
     def has_gpu(self) -> bool:
         return bool(self.load().cuda.is_available())
+
+    off_device_failure = (
+        "torch's __dlpack__ refuses a tensor that is not on the current device when the consumer passes a "
+        "stream (\"Can't export tensors on a different CUDA device index\")"
+    )
+
+    def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
+        ordinal = obj.get_device()  # -1 on the host
+        if ordinal < 0:
+            return None
+        cuda = sys.modules["torch"].cuda
+        current = cuda.current_device()
+        return None if current == ordinal else (ordinal, current, cuda.device(ordinal))
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        return self.load().from_dlpack(obj, device="cpu" if on_host else f"cuda:{ordinal}", copy=True)
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        return obj.detach().to("cpu" if on_host else f"cuda:{ordinal}")
 
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
         torch = sys.modules.get("torch")
@@ -497,6 +552,21 @@ class JaxAdapter(Adapter):
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         jax = self.load()
         return jax.device_put(array, jax.devices("cpu")[0] if on_host else jax.devices("gpu")[ordinal])
+
+    moves_current_device = "jax is imported: JAX makes the last GPU current when its backends start"
+
+    def _jax_device(self, on_host: bool, ordinal: int) -> Any:
+        jax = self.load()
+        return jax.devices("cpu")[0] if on_host else jax.devices("gpu")[ordinal]
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        self.load()
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(obj, device=self._jax_device(on_host, ordinal), copy=True)
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        return self.load().device_put(obj, self._jax_device(on_host, ordinal))
 
     def has_gpu(self) -> bool:
         try:
@@ -722,6 +792,25 @@ class CupyAdapter(Adapter):
 
     def has_gpu(self) -> bool:
         return True
+
+    def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
+        cuda = sys.modules["cupy"].cuda
+        ordinal, current = obj.device.id, cuda.runtime.getDevice()
+        return None if current == ordinal else (ordinal, current, cuda.Device(ordinal))
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        if on_host:
+            raise PathNotApplicableError("CuPy arrays live on a GPU: use the target framework for device='cpu'")
+        cp = self.load()
+        with cp.cuda.Device(ordinal):
+            return cp.from_dlpack(obj, device=(2, ordinal), copy=True)
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        if on_host:
+            return obj.get()
+        cp = self.load()
+        with cp.cuda.Device(ordinal):
+            return cp.array(obj, copy=True)  # a peer copy where peer access is on
 
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
         cupy = sys.modules.get("cupy")

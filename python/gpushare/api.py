@@ -81,6 +81,7 @@ def share(
     warmup: int = 0,
     budget: float | None = None,
     observe: bool = False,
+    device: str | None = None,
 ) -> ShareResult:
     """Converts ``obj`` to framework ``to`` and reports what happened.
 
@@ -98,6 +99,10 @@ def share(
         samples), as the magics do; ``repeat``/``number`` then fix those counts if given.
     observe : on a GPU, also record the memory ledger (``.memory``) and the DLPack stream report
         (``.streams``) of one extra, untimed handoff. The magics turn it on.
+    device : ``"cuda:1"``, ``"cpu"``: move the array there on the way (paths ``p2p``, ``pinned``,
+        ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``: ``p2p``
+        between two GPUs that reach each other, else ``move``). A CUDA device on a machine without
+        one raises CudaError. None: stay where the source is.
 
     Returns
     -------
@@ -120,15 +125,17 @@ def share(
         raise ValueError("repeat and number must be at least 1")
     if budget is not None and not budget > 0:
         raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
+    if device is not None:
+        path, device = _move_path(obj, path, device, source)
     # What depends only on the array's type, the target and the path is worked out once, into a plan
     # that runs every later share of that kind in the Rust core (src/python/plan.rs).
-    plan_key = (type(obj), to, path, source)
+    plan_key = (type(obj), to, path, source, device)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
-        plan = _plan(obj, to, path, source)
+        plan = _plan(obj, to, path, source) if device is None else _move_plan(obj, to, path, source, device)
         if plan_key is not None:
             _PLANS[plan_key] = plan
     if budget is None:
@@ -211,6 +218,36 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
     )
 
 
+def _move_path(obj: Any, path: str, device: str, source: str | None) -> tuple[str, str | None]:
+    """``(path, device)`` of a share with ``device=``: the device checked (a CUDA device that is not
+    here raises CudaError), ``auto`` resolved for this array, and ``device`` None when the array is
+    already there and no move path was asked for."""
+    from gpushare import devices
+
+    on_host, ordinal = devices.check_device(device)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    kind, src_ordinal = src.inspect(obj).dlpack_device
+    src_on_host = kind in (1, 3)
+    here = on_host if src_on_host else (not on_host and int(src_ordinal) == ordinal)
+    if here and path not in devices.MOVE_PATHS:
+        return path, None
+    if path == "auto":
+        link = None if (src_on_host or on_host) else devices.link_between(int(src_ordinal), ordinal)
+        path = "p2p" if link and link.get("can_access") else "move"
+    return path, devices.device_name(on_host, ordinal)
+
+
+def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str) -> Any:
+    """The SharePlan of a move of arrays like ``obj`` to ``device``, handed to framework ``to``."""
+    from gpushare import devices
+
+    dst = framework(to)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    dst.load()
+    path_name, convert = devices.move_route(src, dst, path, device)
+    return _native.SharePlan(src, dst, path_name, convert, None, allocator_memory, check_source=path_name != "move")
+
+
 def parse_chain(spec: str) -> tuple[str | None, list[str]]:
     """``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``; ``"->jax"`` → ``(None, ["jax"])``.
     Names are checked (with a suggestion for typos)."""
@@ -235,6 +272,7 @@ def share_chain(
     warmup: int = 0,
     budget: float | None = None,
     observe: bool = False,
+    device: str | None = None,
 ) -> list[ShareResult]:
     """Converts through each framework in turn; every hop's result says whether it still shares the
     first source's memory (``shares_origin``)."""
@@ -244,7 +282,7 @@ def share_chain(
         r = share(
             current, target, path=path, repeat=repeat, number=number,
             source=source if i == 0 else None, name=name, origin=origin,
-            warmup=warmup, budget=budget, observe=observe,
+            warmup=warmup, budget=budget, observe=observe, device=device,
         )
         results.append(r)
         current = r.value

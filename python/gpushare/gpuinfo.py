@@ -322,6 +322,9 @@ class GpuInfo:
         self.memory_settings = settings
         #: Driver calls that failed while the report was made (the report shows n/a there).
         self.problems = list(problems or [])
+        #: Links, peer access both ways, primary contexts and framework holdings per device
+        #: (gpushare.topology, issue 13); None when not asked for.
+        self.topology: Any = None
 
     @property
     def cuda_available(self) -> bool:
@@ -338,6 +341,7 @@ class GpuInfo:
             "devices": [dict(d) for d in self.devices],
             "current_context": self.current_context,
             "peer_access": self.peer_access,
+            "topology": None if self.topology is None else self.topology.to_dict(),
             "frameworks": {name: info.to_dict() for name, info in self.frameworks.items()},
             "memory_settings": dict(self.memory_settings),
             "problems": list(self.problems),
@@ -431,6 +435,8 @@ class GpuInfo:
             lines += self._device_lines(d)
         lines.append(self._context_line())
         lines += self._peer_lines()
+        if self.topology is not None and len(self.devices) > 1:
+            lines += repr(self.topology).splitlines()
         lines += [f"driver call failed: {p}" for p in self.problems]
         lines.append("")
         rows = [self._FRAMEWORK_HEADER] + self._framework_rows()
@@ -481,6 +487,8 @@ class GpuInfo:
         peers = self._peer_lines()
         if peers:
             parts.append("<pre>" + e("\n".join(peers)) + "</pre>")
+        if self.topology is not None and len(self.devices) > 1:
+            parts.append(self.topology._repr_html_())
         parts.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in self._FRAMEWORK_HEADER) + "</tr></thead><tbody>")
         for row in self._framework_rows():
             parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
@@ -511,7 +519,15 @@ def gpuinfo(import_frameworks: bool = False) -> GpuInfo:
     peers = _native_call("cuda_peer_matrix", problems, default=[]) if available else []
     ordinals = [d["ordinal"] for d in devices or []]
     frameworks = {name: describe_framework(name, ordinals, import_frameworks) for name in FRAMEWORKS}
-    return GpuInfo(driver, devices or [], current, peers or [], frameworks, memory_settings(), problems)
+    info = GpuInfo(driver, devices or [], current, peers or [], frameworks, memory_settings(), problems)
+    if available:
+        from gpushare.topology import topology
+
+        try:
+            info.topology = topology()
+        except Exception as e:  # a report never fails for one section
+            problems.append(f"topology: {type(e).__name__}: {e}")
+    return info
 
 
 __all__ = ["FRAMEWORKS", "MEMORY_SETTINGS", "FrameworkInfo", "GpuInfo", "describe_framework", "gpuinfo", "memory_settings"]

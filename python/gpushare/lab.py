@@ -93,15 +93,22 @@ def _empty_run(path: str) -> dict:
 
 def _try_path(
     obj: Any, src: Adapter, dst: Adapter, path: str, *, repeat: int, number: int | None,
-    warmup: int, min_sample_time: float, keep_value: bool,
+    warmup: int, min_sample_time: float, keep_value: bool, device: str | None = None,
 ) -> tuple[dict, Any]:
     """Measures one path: the share pipeline, run with the lab's timing policy. A path that does
-    not apply or fails is a row with its reason."""
+    not apply or fails is a row with its reason. With ``device``, the path is a move there."""
     run = _empty_run(path)
     try:
-        _, convert = route(src, dst, path)
+        if device is None:
+            _, convert = route(src, dst, path)
+            predictor = verdicts.predictor(src, dst, path)
+        else:
+            from gpushare.devices import move_route
+
+            _, convert = move_route(src, dst, path, device)
+            predictor = None
         plan = _native.SharePlan(
-            src, dst, path, convert, verdicts.predictor(src, dst, path), check_source=checks_source(path)
+            src, dst, path, convert, predictor, check_source=checks_source(path) and path != "move"
         )
         result = plan.run(obj, repeat, number, warmup=max(warmup, 1), min_sample_time=min_sample_time)
     except PathNotApplicableError as e:
@@ -237,6 +244,7 @@ def compare(
     source: str | None = None,
     warmup: int = 1,
     min_sample_time: float = 0.005,
+    device: str | None = None,
 ) -> Comparison:
     """Tries every transfer path (or those named) from ``obj`` to framework ``to`` and times each.
 
@@ -249,6 +257,9 @@ def compare(
         it so a sample lasts ``min_sample_time`` seconds.
     source : the framework ``obj`` must belong to (checked); inferred when None.
     warmup : untimed handoffs before timing (at least one: it also finds paths that do not apply).
+    device : ``"cuda:1"``/``"cpu"``: compare the moves there instead (``p2p``, ``pinned``, ``dlpack``
+        with ``dl_device``/``copy=True``, and ``move``, the framework's own, as the baseline); each
+        copied row notes its bandwidth against the link's limit where gpushare knows it.
 
     Returns
     -------
@@ -260,7 +271,13 @@ def compare(
     """
     if repeat < 1 or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
-    names = parse_paths(paths)
+    if device is not None:
+        from gpushare import devices
+
+        devices.check_device(device)
+        names = list(devices.MOVE_PATHS) if paths in ("all", ["all"]) else parse_move_paths(paths)
+    else:
+        names = parse_paths(paths)
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
@@ -268,7 +285,7 @@ def compare(
     # Each path checks the source itself where its route needs it (not the host route): a torch
     # tensor that requires grad or has its conjugate bit set gets a failed row with the fix for
     # DLPack and a working one for the host.
-    auto = resolve_auto(src, dst)
+    auto = resolve_auto(src, dst) if device is None else "p2p"
     runs: list[dict] = []
     results: dict[str, Any] = {}
     try:
@@ -276,8 +293,10 @@ def compare(
             path = auto if name == "auto" else name
             run, result = _try_path(
                 obj, src, dst, path, repeat=repeat, number=number, warmup=warmup,
-                min_sample_time=min_sample_time, keep_value=True,
+                min_sample_time=min_sample_time, keep_value=True, device=device,
             )
+            if device is not None:
+                _note_link(run, src_info, device)
             run["auto"] = path == auto
             runs.append(run)
             if result is not None:
@@ -287,6 +306,37 @@ def compare(
     data = {"source": src_info.to_dict(), "target_framework": dst.name, "runs": runs,
             "repeat": repeat, "warmup": max(warmup, 1)}
     return Comparison(data, results)
+
+
+def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
+    """The paths of a move (``p2p,pinned,dlpack,move``), checked."""
+    from gpushare.devices import MOVE_PATHS
+
+    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
+    for name in names:
+        if name not in MOVE_PATHS:
+            raise ValueError(f"unknown path {name!r} for a move between devices; known: {', '.join(MOVE_PATHS)}, all")
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _note_link(run: dict, src_info: Any, device: str) -> None:
+    """Adds to a move's row which link it crossed and its bandwidth against that link's limit."""
+    from gpushare import topology
+
+    samples, moved = run.get("samples") or [], run.get("bytes_moved") or 0
+    if not samples or not moved:
+        return
+    kind, ordinal = src_info.dlpack_device
+    link = topology.link_for(None if kind in (1, 3) else int(ordinal), device, run["path"])
+    if link is None:
+        return
+    per = sorted(samples)[len(samples) // 2] / max(run.get("loops") or 1, 1)
+    rate = moved / per if per > 0 else 0.0
+    limit = link.get("limit_Bps")
+    text = f"link: {link['name']}"
+    if limit:
+        text += f"; {rate / 1e9:.1f} GB/s is {rate / limit:.0%} of its {limit / 1e9:.0f} GB/s per direction ({link['limit_source']})"
+    run["notes"] = [*run.get("notes", []), text]
 
 
 def _default_device(src: Adapter) -> str:
@@ -387,6 +437,7 @@ def bench(
     warmup: int = 1,
     min_sample_time: float = 0.005,
     progress: bool = True,
+    to_device: str | None = None,
 ) -> Benchmark:
     """Sweeps sizes × paths for handoffs from framework ``src`` to ``dst``.
 
@@ -404,7 +455,13 @@ def bench(
     if repeat < 1 or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
     s, d = framework(src), framework(dst)
-    names = parse_paths(paths)
+    if to_device is not None:  # moves: p2p, pinned, dlpack(dl_device), the framework's own
+        from gpushare import devices
+
+        devices.check_device(to_device)
+        names = list(devices.MOVE_PATHS) if paths in ("all", ["all"]) else parse_move_paths(paths)
+    else:
+        names = parse_paths(paths)
     size_list = [parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)]
     if not size_list:
         raise ValueError("no sizes to sweep")
@@ -414,7 +471,7 @@ def bench(
     d.load()
     device = device or _default_device(s)
     _ordinal(device)
-    auto = resolve_auto(s, d)
+    auto = resolve_auto(s, d) if to_device is None else "p2p"
     points: list[dict] = []
     interrupted = False
     bar = _progress(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
@@ -442,8 +499,10 @@ def bench(
                 else:
                     run, _ = _try_path(
                         obj, s, d, path, repeat=repeat, number=number, warmup=warmup,
-                        min_sample_time=min_sample_time, keep_value=False,
+                        min_sample_time=min_sample_time, keep_value=False, device=to_device,
                     )
+                    if to_device is not None:
+                        _note_link(run, inspect(obj), to_device)
                 run["auto"] = path == auto
                 # The shared path starts from a SharedBuffer, not from the array the others start
                 # from: shown, never ranked against them.
@@ -459,6 +518,7 @@ def bench(
         empty_cache()
     data = {
         "source_framework": s.name, "target_framework": d.name, "dtype": dtype, "device": device,
+        **({} if to_device is None else {"to_device": to_device}),
         "sizes": size_list, "paths": [auto if p == "auto" else p for p in names], "points": points,
         "interrupted": interrupted, "repeat": repeat, "warmup": max(warmup, 1),
     }

@@ -33,6 +33,8 @@ class GpuShareLab(Magics):
     )
     @argument("--dtype", default="float32", help="Element type of the arrays (default float32).")
     @argument("--device", default=None, help="cpu or cuda:N (default cuda:0 when CUDA is usable, else cpu).")
+    @argument("--to-device", dest="to_device", default=None,
+              help="Move to this device (cpu or cuda:N): the paths become p2p, pinned, dlpack (dl_device) and move.")
     @argument("--paths", default="all", metavar="P1,P2,…",
               help="Transfer paths to measure, comma-separated, or all (default): dlpack, capsule, cai, host, pinned, copy, shared, auto.")
     @argument("-n", dest="number", type=int, default=None, help=f"Handoffs per timing sample, 1 to {MAX_COUNT:_} (default: enough for 5 ms).")
@@ -84,6 +86,8 @@ class GpuShareLab(Magics):
         except ValueError as e:
             raise UsageError(str(e)) from None
         kwargs: dict[str, Any] = dict(dtype=args.dtype, device=args.device, paths=paths, progress=not args.quiet)
+        if args.to_device is not None:
+            kwargs["to_device"] = args.to_device
         if args.repeat is not None:
             kwargs["repeat"] = args.repeat
         if args.number is not None:

@@ -29,7 +29,7 @@ from gpushare.paths import PATH_NAMES
 #: (2**64 would overflow there instead of being refused here).
 MAX_COUNT = 10**9
 #: What --path and ``GpuShare.path`` accept.
-PATH_CHOICES = (*PATH_NAMES, "auto", "all")
+PATH_CHOICES = (*PATH_NAMES, "p2p", "move", "auto", "all")
 
 
 def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tuple[list[str], str | None]:
@@ -294,6 +294,8 @@ class GpuShare(Magics):
     @argument("-r", dest="repeat", type=int, default=None,
               help=f"Timing samples (repeats), 1 to {MAX_COUNT:_}; median and min are reported. Default: "
                    "%%config GpuShare.repeat (None: as many as GpuShare.time_budget, 0.05 s, allows).")
+    @argument("--device", default=None, metavar="DEVICE",
+              help="Move to this device on the way (cpu or cuda:N); paths p2p, pinned, dlpack, move, auto.")
     @argument("-f", "--force", dest="force", action="store_true",
               help="Replace existing variables, the source array included, without a warning.")
     @argument("-q", dest="quiet", action="store_true",
@@ -346,6 +348,8 @@ class GpuShare(Magics):
         if path not in PATH_CHOICES:
             raise UsageError(f"unknown transfer path {path!r}; known: {', '.join(PATH_CHOICES)}")
         opts: dict[str, Any] = dict(path=path, repeat=repeat, number=number, observe=self.observe_gpu)
+        if args.device is not None:
+            opts["device"] = args.device
         if repeat is None or number is None:
             # Measured as %timeit does: warm, auto-ranged, within the budget; -n/-r pin what they name.
             opts.update(budget=self.time_budget, warmup=1)
@@ -444,7 +448,7 @@ class GpuShare(Magics):
         obj = self._lookup(args.name)
         # compare() picks its own defaults (several samples per path) unless -n/-r were given.
         timing = {k: v for k, v in (("repeat", opts["repeat"]), ("number", opts["number"])) if v is not None}
-        result = compare(obj, targets[0], paths="all", source=source, **timing)
+        result = compare(obj, targets[0], paths="all", source=source, device=opts.get("device"), **timing)
         if not (args.quiet or self.quiet) and not args.output:
             display(result)
         return result if args.output else None

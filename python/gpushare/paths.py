@@ -105,7 +105,10 @@ def _build_route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))
         raise PathNotApplicableError(f"unknown transfer path {path!r}; known paths: {known}")
-    return name, builder(src, dst)
+    # Whatever device another framework made current, the handoff runs with the source's (issue 13).
+    from gpushare.devices import guard
+
+    return name, guard(src, builder(src, dst), name)
 
 
 @register("dlpack")

@@ -191,3 +191,76 @@ fn mem_info_inner(ordinal: i32, policy: ContextPolicy) -> Result<MemInfo> {
     let _scope = primary.enter()?;
     query_mem_info()
 }
+
+/// What the driver says about device `from` reaching device `to`'s memory
+/// (`cuDeviceGetP2PAttribute`): the facts `%gpuinfo` shows per pair and the `p2p` path checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PeerLink {
+    pub from: i32,
+    pub to: i32,
+    /// `cuDeviceCanAccessPeer`: `from` can map `to`'s memory once access is enabled.
+    pub can_access: bool,
+    /// `CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK`: relative performance of the link (0 is best).
+    pub performance_rank: i32,
+    /// `CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED`: atomics over the link are native (NVLink).
+    pub native_atomics: bool,
+    /// `CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED`.
+    pub cuda_array_access: bool,
+}
+
+/// The link from device `from` to device `to` (two different ordinals). Creates no context.
+pub fn peer_link(from: i32, to: i32) -> Result<PeerLink> {
+    guarded(|| {
+        if from == to {
+            return Err(CudaError::InvalidArgument(format!("a peer link joins two devices; both are {from}")));
+        }
+        let (a, b) = (device_handle(from)?, device_handle(to)?);
+        let mut can = 0i32;
+        // SAFETY: writes one int; both handles came from cuDeviceGet.
+        check("cuDeviceCanAccessPeer", unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) })?;
+        let attribute = |attr: sys::CUdevice_P2PAttribute| -> Result<i32> {
+            let mut value = 0i32;
+            // SAFETY: writes one int; both handles came from cuDeviceGet.
+            check("cuDeviceGetP2PAttribute", unsafe { sys::cuDeviceGetP2PAttribute(&mut value, attr, a, b) })?;
+            Ok(value)
+        };
+        use sys::CUdevice_P2PAttribute as P;
+        Ok(PeerLink {
+            from,
+            to,
+            can_access: can != 0,
+            performance_rank: attribute(P::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK)?,
+            native_atomics: attribute(P::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED)? != 0,
+            cuda_array_access: attribute(P::CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED)? != 0,
+        })
+    })
+}
+
+/// `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`: a framework (torch's `.to`, CuPy) enabled it first.
+const PEER_ACCESS_ALREADY_ENABLED: u32 = 704;
+
+/// Lets device `from`'s primary context access device `to`'s memory (`cuCtxEnablePeerAccess`),
+/// after checking `cuDeviceCanAccessPeer`. Returns whether this call enabled it (`false`: it was
+/// already on, e.g. enabled by PyTorch). Without it a copy between the two is staged by the driver
+/// through the host at a tenth of the NVLink speed.
+pub fn enable_peer_access(from: i32, to: i32) -> Result<bool> {
+    guarded(|| {
+        let link = peer_link(from, to)?;
+        if !link.can_access {
+            return Err(CudaError::InvalidArgument(format!(
+                "CUDA device {from} cannot access device {to}'s memory (cuDeviceCanAccessPeer is 0: no NVLink or PCIe peer path)"
+            )));
+        }
+        let target = RetainedPrimary::retain(to)?;
+        let source = RetainedPrimary::retain(from)?;
+        let _scope = source.enter()?;
+        // SAFETY: `from`'s primary context is current and `target` holds `to`'s primary context.
+        match check("cuCtxEnablePeerAccess", unsafe { sys::cuCtxEnablePeerAccess(target.ctx(), 0) }) {
+            Ok(()) => Ok(true),
+            Err(e) if e.driver_code() == Some(PEER_ACCESS_ALREADY_ENABLED) => Ok(false),
+            Err(e) => Err(e),
+        }
+        // The primary contexts stay active while frameworks (and gpushare's allocations) hold them;
+        // peer access lives as long as they do.
+    })
+}

@@ -37,7 +37,10 @@ mod stream;
 mod tests;
 
 pub use context::{ContextInfo, PrimaryContextState, current_context, primary_context_state, synchronize_context};
-pub use device::{ContextPolicy, DeviceInfo, MemInfo, device_info, devices, format_uuid, mem_info, peer_access_matrix};
+pub use device::{
+    ContextPolicy, DeviceInfo, MemInfo, PeerLink, device_info, devices, enable_peer_access, format_uuid, mem_info, peer_access_matrix,
+    peer_link,
+};
 pub use error::{CudaError, Result};
 pub use memory::{DeviceBuffer, PinnedHostBuffer, PrivateContextAllocation};
 pub use pointer::{

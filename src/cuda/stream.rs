@@ -457,11 +457,14 @@ struct StagingGear {
 }
 
 impl StagingGear {
-    fn new(ordinal: i32) -> Result<StagingGear> {
+    /// The D→H leg runs on device `from` (the caller's stream), the H→D leg on device `to`: each
+    /// event lives in the context of the stream it is recorded on, as `cuEventRecord` requires.
+    /// Between two devices each copy engine then reads or writes its own memory over the host link.
+    fn new(from: i32, to: i32) -> Result<StagingGear> {
         Ok(StagingGear {
-            h2d_stream: Stream::new(ordinal)?,
-            d2h_done: [Event::new(ordinal, false)?, Event::new(ordinal, false)?],
-            h2d_done: [Event::new(ordinal, false)?, Event::new(ordinal, false)?],
+            h2d_stream: Stream::new(to)?,
+            d2h_done: [Event::new(from, false)?, Event::new(from, false)?],
+            h2d_done: [Event::new(to, false)?, Event::new(to, false)?],
         })
     }
 }
@@ -488,6 +491,7 @@ unsafe fn enqueue_staged(
     }
     let _scope = stream.enter()?;
     let (caller, h2d) = (stream.raw(), gear.h2d_stream.raw());
+    let cross = gear.h2d_stream.ordinal() != stream.ordinal();
     let mut offset = 0u64;
     for i in 0..plan.chunks {
         let k = (i % 2) as usize;
@@ -500,11 +504,15 @@ unsafe fn enqueue_staged(
             sys::cuMemcpyDtoHAsync_v2(half.cast(), src + offset, n as usize, caller)
         })?;
         check("cuEventRecord", unsafe { sys::cuEventRecord(gear.d2h_done[k].raw(), caller) })?;
-        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(h2d, gear.d2h_done[k].raw(), 0) })?;
-        check("cuMemcpyHtoDAsync_v2", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst + offset, half.cast_const().cast(), n as usize, h2d)
-        })?;
-        check("cuEventRecord", unsafe { sys::cuEventRecord(gear.h2d_done[k].raw(), h2d) })?;
+        {
+            // The H→D stream may be another device's: its calls run with its own context current.
+            let _h2d_scope = if cross { Some(gear.h2d_stream.enter()?) } else { None };
+            check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(h2d, gear.d2h_done[k].raw(), 0) })?;
+            check("cuMemcpyHtoDAsync_v2", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst + offset, half.cast_const().cast(), n as usize, h2d)
+            })?;
+            check("cuEventRecord", unsafe { sys::cuEventRecord(gear.h2d_done[k].raw(), h2d) })?;
+        }
         offset += n;
     }
     let last = ((plan.chunks - 1) % 2) as usize;
@@ -533,7 +541,7 @@ pub unsafe fn stage_through_pinned(
     guarded(|| {
         // Dropped right after queueing: the driver releases a stream or event with pending work only
         // once that work is done.
-        let gear = StagingGear::new(stream.ordinal())?;
+        let gear = StagingGear::new(stream.ordinal(), stream.ordinal())?;
         // SAFETY: the caller's contract; the plan fits two chunks into `pinned`. The device only
         // writes into `pinned`; no Rust reference to its bytes exists here.
         unsafe { enqueue_staged(src_dev, dst_dev, &plan, pinned.as_ptr().cast_mut(), stream, &gear) }?;
@@ -568,6 +576,13 @@ impl PinnedStager {
     pub const DEFAULT_CHUNK_BYTES: usize = 8 << 20;
 
     pub fn new(ordinal: i32, chunk_bytes: usize) -> Result<PinnedStager> {
+        Self::between(ordinal, ordinal, chunk_bytes)
+    }
+
+    /// A stager from device `from` (the source, the caller's stream) to device `to` (the
+    /// destination, the stager's second stream): the `pinned` path of a move between GPUs.
+    pub fn between(from: i32, to: i32, chunk_bytes: usize) -> Result<PinnedStager> {
+        let ordinal = from;
         let plan = plan_staging(0, chunk_bytes as u64, (chunk_bytes as u64).saturating_mul(2))?;
         let chunk_bytes = plan.chunk_bytes as usize;
         let pinned_len = chunk_bytes
@@ -576,7 +591,7 @@ impl PinnedStager {
         Ok(PinnedStager {
             ordinal,
             chunk_bytes,
-            gear: StagingGear::new(ordinal)?,
+            gear: StagingGear::new(from, to)?,
             timer: EventTimer::new(ordinal)?,
             pinned: PinnedHostBuffer::new(ordinal, pinned_len)?,
         })

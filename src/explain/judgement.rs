@@ -46,10 +46,73 @@ pub fn judge_path(source: &TensorReport, target: &TensorReport, path: &str) -> J
     judgement
 }
 
+/// Where the driver says the bytes at the target's address live: `(memory type, device ordinal)`.
+fn driver_location(t: &TensorReport) -> Option<(&str, i64)> {
+    let cuda = t.cuda.as_ref()?;
+    Some((cuda.get("memory_type")?.as_str()?, cuda.get("device_ordinal")?.as_i64()?))
+}
+
+/// The target views the source's bytes although the two labels name different devices: the
+/// driver's pointer attributes (not the frameworks' labels) say it is one allocation, reached
+/// from another device by peer access, or page-locked host memory a GPU reads under unified
+/// addressing. `None` when the driver does not say so. The notes say where the bytes live, over
+/// which link the target reads them, and whether the target's own label is wrong.
+fn reached_across(source: &TensorReport, target: &TensorReport) -> Option<Vec<String>> {
+    let (memory, ordinal) = driver_location(target)?;
+    let overlaps = target.span.0 < source.span.1 && source.span.0 < target.span.1;
+    let same_allocation = same_cuda_allocation(source, target);
+    let same = match same_allocation {
+        Some(same) => same,
+        // The source was described without the driver (host memory before CUDA was probed): the
+        // driver's word on the target's address decides, if it is page-locked host memory at the
+        // source's bytes.
+        None => memory == "pinned_host" && is_host_accessible(source.dlpack_device.0) && overlaps,
+    };
+    if !same || !overlaps || !matches!(memory, "device" | "pinned_host" | "managed") {
+        return None;
+    }
+    let (target_type, target_id) = target.dlpack_device;
+    let mut notes = Vec::new();
+    match memory {
+        "pinned_host" => {
+            notes.push("the bytes live in page-locked host memory (the driver's pointer attributes)".to_string());
+            if target_type == 2 {
+                notes.push(format!(
+                    "cuda:{target_id} reads them over the host link (PCIe or C2C) under unified addressing: shared, \
+                     but every read crosses that link"
+                ));
+            }
+        }
+        _ => {
+            notes.push(format!("the bytes live in {memory} memory of cuda:{ordinal} (the driver's pointer attributes)"));
+            if target_type == 2 && i64::from(target_id) != ordinal {
+                notes.push(format!(
+                    "{} labels the array cuda:{target_id}, but the driver says its bytes are on cuda:{ordinal}: kernels \
+                     on cuda:{target_id} read them over peer access (NVLink or PCIe P2P; %gpuinfo shows the link)",
+                    target.framework
+                ));
+                if target.framework == "numba" {
+                    notes.push(
+                        "Numba's __cuda_array_interface__ carries no device ordinal, so Numba labels the memory with its \
+                         current device"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+    Some(notes)
+}
+
 /// Decides from addresses and extents whether `target` lies inside `source`'s memory.
 pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
-    let mut notes = Vec::new();
+    let notes = Vec::new();
     if !same_address_space(source, target) {
+        if let Some(across) = reached_across(source, target) {
+            let mut judgement = judge_bytes(source, target, notes);
+            judgement.notes.splice(0..0, across);
+            return judgement;
+        }
         return Judgement {
             verdict: Verdict::Copied,
             reason: Some(format!(
@@ -59,6 +122,11 @@ pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
             notes,
         };
     }
+    judge_bytes(source, target, notes)
+}
+
+/// [`judge`] for two arrays in one address space: the target's extent against the source's.
+fn judge_bytes(source: &TensorReport, target: &TensorReport, mut notes: Vec<String>) -> Judgement {
     if source.numel() == 0 || target.numel() == 0 {
         notes.push("zero-size: there is no storage to share or copy".into());
         return Judgement { verdict: Verdict::Shared, reason: None, notes };

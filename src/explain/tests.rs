@@ -42,6 +42,47 @@ fn device_change_is_a_copy_even_at_equal_addresses() {
 }
 
 #[test]
+fn a_peer_view_is_shared_and_its_wrong_label_is_flagged() {
+    // A Numba view of a cuda:1 tensor's memory while cuda:0 is current: same pointer, and Numba
+    // labels it cuda:0 because its interface carries no ordinal.
+    let mut src = t("torch", 0x7f00_0000_0000, vec![1024], vec![1], (2, 1));
+    let mut dst = t("numba", 0x7f00_0000_0000, vec![1024], vec![1], (2, 0));
+    let attrs = serde_json::json!({"buffer_id": 42, "memory_type": "device", "device_ordinal": 1});
+    src.cuda = Some(attrs.clone());
+    dst.cuda = Some(attrs);
+    let j = judge(&src, &dst);
+    assert_eq!(j.verdict, Verdict::Shared, "{j:?}");
+    let notes = j.notes.join(" | ");
+    assert!(notes.contains("device memory of cuda:1"), "{notes}");
+    assert!(notes.contains("labels the array cuda:0") && notes.contains("peer access"), "{notes}");
+    assert!(notes.contains("no device ordinal"), "{notes}");
+    // Another allocation at another device is a copy, whatever the labels.
+    dst.cuda = Some(serde_json::json!({"buffer_id": 43, "memory_type": "device", "device_ordinal": 0}));
+    assert!(judge(&src, &dst).reason.unwrap().starts_with("device changed"));
+    // Without the driver's word, labels decide: a copy.
+    dst.cuda = None;
+    assert_eq!(judge(&src, &dst).verdict, Verdict::Copied);
+}
+
+#[test]
+fn pinned_host_memory_viewed_from_the_gpu_is_shared() {
+    let src = t("torch", 0x5000_0000, vec![256], vec![1], (1, 0));
+    let mut dst = t("jax", 0x5000_0000, vec![256], vec![1], (2, 0));
+    dst.cuda = Some(serde_json::json!({"buffer_id": 9, "memory_type": "pinned_host", "device_ordinal": 0}));
+    let j = judge(&src, &dst);
+    assert_eq!(j.verdict, Verdict::Shared, "{j:?}");
+    assert!(j.notes.iter().any(|n| n.contains("page-locked host memory")), "{:?}", j.notes);
+    assert!(j.notes.iter().any(|n| n.contains("host link")), "{:?}", j.notes);
+    // Pageable memory at the same address is not reachable from the GPU: the labels decide.
+    dst.cuda = Some(serde_json::json!({"buffer_id": 0, "memory_type": "pageable_host", "device_ordinal": -2}));
+    assert_eq!(judge(&src, &dst).verdict, Verdict::Copied);
+    // A different page-locked buffer elsewhere is a copy.
+    let mut elsewhere = t("jax", 0x9000_0000, vec![256], vec![1], (2, 0));
+    elsewhere.cuda = Some(serde_json::json!({"buffer_id": 10, "memory_type": "pinned_host", "device_ordinal": 0}));
+    assert_eq!(judge(&src, &elsewhere).verdict, Verdict::Copied);
+}
+
+#[test]
 fn cuda_buffer_ids_decide_when_present() {
     let mut a = t("torch", 0x1000, vec![4], vec![1], (2, 0));
     let mut b = a.clone();

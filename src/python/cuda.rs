@@ -208,6 +208,23 @@ fn cuda_peer_matrix(py: Python<'_>) -> PyResult<Vec<Vec<bool>>> {
     Ok(or_none(py.detach(cuda::peer_access_matrix))?.unwrap_or_default())
 }
 
+/// The driver's facts about device `a` reaching device `b`'s memory (`from`, `to`, `can_access`,
+/// `performance_rank`, `native_atomics`, `cuda_array_access`); None without CUDA. Creates no context.
+#[pyfunction]
+fn cuda_peer_link(py: Python<'_>, a: i32, b: i32) -> PyResult<Option<Bound<'_, PyAny>>> {
+    match or_none(cuda::peer_link(a, b))? {
+        Some(link) => Ok(Some(to_py(py, &link)?)),
+        None => Ok(None),
+    }
+}
+
+/// Enables access from device `a`'s primary context to device `b`'s memory after checking
+/// `cuDeviceCanAccessPeer`; returns whether this call enabled it (False: already on).
+#[pyfunction]
+fn cuda_enable_peer_access(py: Python<'_>, a: i32, b: i32) -> PyResult<bool> {
+    py.detach(|| cuda::enable_peer_access(a, b)).map_err(to_pyerr)
+}
+
 /// The context current on the calling thread (`handle`, `device`, `is_primary`, `flags`), or None
 /// (no CUDA, or no context current on this thread).
 #[pyfunction]
@@ -615,6 +632,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_devices, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_mem_info, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_peer_matrix, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_peer_link, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_enable_peer_access, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_current_context, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_primary_context, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_synchronize, m)?)?;

@@ -299,11 +299,20 @@ pub struct PyRoute {
     convert: Py<PyAny>,
     /// The route's `ordering` attribute (paths.py `_ordered`), read once.
     ordering: Option<String>,
+    /// `convert.take_notes`, where the route says what it did around the framework's call (a
+    /// route guarded for the current device: `gpushare.devices`).
+    notes: Option<Py<PyAny>>,
 }
 
 impl Route<Py<PyAny>> for PyRoute {
     fn path(&self) -> &str {
         &self.path
+    }
+
+    fn take_notes(&self) -> Vec<String> {
+        let Some(take) = &self.notes else { return Vec::new() };
+        // Advisory: a note that cannot be read is left out, never a failed share.
+        Python::attach(|py| take.call0(py).and_then(|n| n.extract(py)).unwrap_or_default())
     }
 
     fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
@@ -513,6 +522,7 @@ impl SharePlan {
             target: PyFramework::new(target)?,
             route: PyRoute {
                 ordering: convert.bind(source.py()).getattr(intern!(source.py(), "ordering")).ok().and_then(|o| o.extract().ok()),
+                notes: convert.bind(source.py()).getattr("take_notes").ok().map(Bound::unbind),
                 path,
                 convert,
             },

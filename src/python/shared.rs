@@ -339,21 +339,34 @@ impl PySharedBuffer {
 
     /// A new buffer holding a copy of the tensor a DLPack capsule describes (read, not consumed),
     /// made by `method`: `"copy"` (device-to-device on the GPU, queued on `stream`; memcpy on the
-    /// host) or `"pinned"` (staged through page-locked host memory, waited for). The layout
-    /// (strides included) is kept. The GIL is released; Ctrl-C stops a host copy between chunks.
+    /// host) or `"pinned"` (staged through page-locked host memory, waited for), or `"p2p"` (a
+    /// peer copy to another GPU). `device` (`"cuda:1"`): where the copy goes; the source's own
+    /// device when None. The layout (strides included) is kept. The GIL is released; Ctrl-C stops a
+    /// host copy between chunks.
     #[staticmethod]
-    #[pyo3(signature = (capsule, method = "copy", stream = None))]
-    fn _copy_of(py: Python<'_>, capsule: &Bound<'_, PyAny>, method: &str, stream: Option<u64>) -> PyResult<PySharedBuffer> {
+    #[pyo3(signature = (capsule, method = "copy", stream = None, device = None))]
+    fn _copy_of(
+        py: Python<'_>,
+        capsule: &Bound<'_, PyAny>,
+        method: &str,
+        stream: Option<u64>,
+        device: Option<&str>,
+    ) -> PyResult<PySharedBuffer> {
         let layout = layout_from_capsule(capsule)?;
-        let device = Device::from_dlpack(layout.device_type, layout.device_id).map_err(to_pyerr)?;
+        let source = Device::from_dlpack(layout.device_type, layout.device_id).map_err(to_pyerr)?;
+        let to = match device {
+            Some(name) => Device::parse(name).map_err(to_pyerr)?,
+            None => source,
+        };
         let method = Method::parse(method).map_err(to_pyerr)?;
         let (start, len) = (layout.span_start, (layout.span_end - layout.span_start) as usize);
         let stream = stream.unwrap_or(0);
         // SAFETY: the range is the extent of the tensor the capsule describes; the capsule, borrowed
         // for this call, keeps the producer's memory alive until the copy is queued (GPU; the
         // source's stream orders it before later writes) or done (host, pinned).
-        let (alloc, _report) =
-            interruptible(py, to_pyerr, move |keep_going| unsafe { shared::copy_of(start, len, device, method, stream, keep_going) })?;
+        let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
+            shared::copy_to(start, len, source, to, method, stream, keep_going)
+        })?;
         let offset = layout.data_ptr - layout.span_start;
         Ok(PySharedBuffer::from_layout(alloc, &layout, offset))
     }

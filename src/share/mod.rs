@@ -62,6 +62,12 @@ pub trait Route<A> {
     fn ordering(&self) -> Option<&str> {
         None
     }
+    /// What the route did around the framework's calls that the result must say (it made the
+    /// source's device current for the handoff, because another device was current): taken once
+    /// per share, after its conversions.
+    fn take_notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What the process around the pipeline provides: interruption, the garbage collector and the
@@ -199,7 +205,8 @@ impl<F: Framework> Handoff<'_, F> {
         // The source is alive: a target inside its allocation is described from its attributes.
         let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
             .map_err(&failed)?;
-        let report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
+        let mut report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
+        report.notes.extend(self.route.take_notes());
         Ok(Outcome { value, source, target, report })
     }
 

@@ -1,0 +1,127 @@
+"""Moves between two GPUs and through the host, in one run (issue 13's speed targets).
+
+    python benchmarks/bench_devices.py [--json OUT.json] [--repeat 20]
+
+Measures on cuda:0 → cuda:1: torch's own copy (``b.copy_(a)``), gpushare ``p2p`` (the Rust core's
+peer copy into its own memory; the core call and the whole ``share``) at 256 MiB and 1 GiB,
+gpushare ``pinned`` staging, and the host link itself (raw page-locked H2D and D2H by torch).
+States the NVLink per-direction limit it compares against (``nvidia-smi topo -m`` links × the
+per-link rate) and checks the targets: p2p ≥ 1.0× torch's copy and ≥ 0.85 of the NVLink limit;
+pinned ≥ 0.8 of the host-link bandwidth (the slower of H2D and D2H, since staging crosses both).
+Each figure: median of ``--repeat`` timed copies after 3 warm-ups, each synchronised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+SIZES = {"256MiB": 256 << 20, "1GiB": 1 << 30}
+
+
+def timed(fn, sync, repeat: int) -> float:
+    for _ in range(3):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default="bench_devices.json")
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+
+    import torch
+
+    import gpushare
+    from gpushare import _native, topology
+
+    if torch.cuda.device_count() < 2:
+        print("bench_devices: fewer than 2 GPUs here; nothing to measure")
+        json.dump({"skipped": "fewer than 2 GPUs"}, open(args.json, "w"))
+        return 0
+    sync = lambda: (torch.cuda.synchronize(0), torch.cuda.synchronize(1))  # noqa: E731
+    kind = topology.nvidia_smi_links().get((0, 1))
+    major = torch.cuda.get_device_capability(0)[0]
+    limit = topology.nvlink_limit_Bps(kind, major)
+    out: dict = {
+        "devices": [torch.cuda.get_device_name(i) for i in range(2)],
+        "link": kind, "link_words": topology.link_words(kind),
+        "nvlink_limit_Bps_per_direction": limit,
+        "limit_rule": "links × 25 GB/s per direction (NVLink3/4), 50 GB/s (NVLink5)",
+        "peer_access": [torch.cuda.can_device_access_peer(0, 1), torch.cuda.can_device_access_peer(1, 0)],
+        "repeat": args.repeat, "sizes": {},
+    }
+    for name, nbytes in SIZES.items():
+        n = nbytes // 4
+        a = torch.randn(n, device="cuda:0")
+        b = torch.empty(n, device="cuda:1")
+        row: dict = {"bytes": nbytes}
+        row["torch_copy_s"] = timed(lambda: b.copy_(a), sync, args.repeat)
+        stream = torch.cuda.current_stream(0).cuda_stream
+        copy_of = _native.SharedBuffer._copy_of
+        keep = []
+
+        def p2p_core():
+            keep.clear()
+            keep.append(copy_of(a.__dlpack__(max_version=(1, 0)), "p2p", stream, "cuda:1"))
+
+        row["p2p_core_s"] = timed(p2p_core, sync, args.repeat)
+        row["p2p_share_s"] = timed(lambda: gpushare.share(a, "torch", device="cuda:1", path="p2p"), sync, args.repeat)
+
+        def pinned_core():
+            keep.clear()
+            keep.append(copy_of(a.__dlpack__(max_version=(1, 0)), "pinned", stream, "cuda:1"))
+
+        row["pinned_core_s"] = timed(pinned_core, sync, max(args.repeat // 4, 3))
+        host = torch.empty(n, pin_memory=True)
+        row["h2d_raw_s"] = timed(lambda: a.copy_(host, non_blocking=True), sync, args.repeat)
+        row["d2h_raw_s"] = timed(lambda: host.copy_(a, non_blocking=True), sync, args.repeat)
+        keep.clear()
+        # Correctness of what was timed: the last p2p result holds a's values on cuda:1.
+        r = gpushare.share(a, "torch", device="cuda:1", path="p2p")
+        row["p2p_correct"] = bool(torch.equal(r.value.cpu(), a.cpu())) and r.value.device.index == 1
+        for k in [k for k in row if k.endswith("_s")]:
+            row[k.replace("_s", "_GBps")] = nbytes / row[k] / 1e9
+        host_link = min(row["h2d_raw_GBps"], row["d2h_raw_GBps"])
+        row["targets"] = {
+            "p2p_vs_torch": row["p2p_core_GBps"] / row["torch_copy_GBps"],
+            "p2p_vs_nvlink": None if not limit else row["p2p_core_GBps"] * 1e9 / limit,
+            "pinned_vs_host_link": row["pinned_core_GBps"] / host_link,
+        }
+        row["met"] = {
+            "p2p >= 1.0x torch": row["targets"]["p2p_vs_torch"] >= 1.0,
+            "p2p >= 0.85 NVLink": None if not limit else row["targets"]["p2p_vs_nvlink"] >= 0.85,
+            "pinned >= 0.8 host link": row["targets"]["pinned_vs_host_link"] >= 0.8,
+        }
+        out["sizes"][name] = row
+        del a, b, host, r
+        gpushare.lab.empty_cache()
+        torch.cuda.empty_cache()
+    print(f"link cuda:0→cuda:1: {out['link_words']}; NVLink limit per direction: "
+          f"{'unknown' if not limit else f'{limit / 1e9:.0f} GB/s'}")
+    for name, row in out["sizes"].items():
+        print(f"{name}: torch copy {row['torch_copy_GBps']:.0f} GB/s | p2p core {row['p2p_core_GBps']:.0f} GB/s, "
+              f"share {row['p2p_share_GBps']:.0f} GB/s | pinned {row['pinned_core_GBps']:.1f} GB/s | "
+              f"host link H2D {row['h2d_raw_GBps']:.1f} D2H {row['d2h_raw_GBps']:.1f} GB/s | correct {row['p2p_correct']}")
+        print(f"  targets: {row['met']}  ratios: { {k: (None if v is None else round(v, 3)) for k, v in row['targets'].items()} }")
+    json.dump(out, open(args.json, "w"), indent=2)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

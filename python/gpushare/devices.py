@@ -1,0 +1,197 @@
+"""Several GPUs: the current-device guard, device names, and moves between devices.
+
+Frameworks change the thread's current CUDA device behind the user's back: ``import jax`` (its
+backends' start) leaves the *last* GPU current. PyTorch then refuses to export a tensor of another
+device to a consumer that passes a stream ("Can't export tensors on a different CUDA device index"),
+and anything that says ``device="cuda"`` lands on the wrong GPU. gpushare makes the source's device
+current for the handoff (through the source adapter's ``device_scope``), puts the old one back, and
+says so in the result.
+
+Moves (``share(x, to, device="cuda:1")``): ``p2p`` (a peer copy by the Rust core), ``pinned``
+(staging through page-locked host memory), ``dlpack`` with ``dl_device``/``copy=True``, and
+``move``: the source framework's own move (``Tensor.to``, ``jax.device_put``, CuPy), the baseline.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from gpushare import _native
+from gpushare.adapters import ADAPTERS, Adapter
+from gpushare.exceptions import PathNotApplicableError
+
+Route = Callable[[Any], Any]
+
+#: The paths of a move between devices, in table order. ``move`` is the framework's own.
+MOVE_PATHS = ("p2p", "pinned", "dlpack", "move")
+MOVE_DESCRIPTIONS = {
+    "p2p": "peer copy by gpushare's Rust core (cuDeviceCanAccessPeer, peer access enabled) into its own memory on the target device",
+    "pinned": "staged through page-locked host memory by the Rust core, both legs overlapped",
+    "dlpack": "the consumer's from_dlpack(x, device=…, copy=True): the producer's __dlpack__(dl_device, copy)",
+    "move": "the source framework's own move (torch .to, jax.device_put, CuPy), then the usual handoff",
+}
+
+
+def parse_device(device: str) -> tuple[bool, int]:
+    """``"cpu"`` → ``(True, 0)``; ``"cuda:1"``/``"gpu:1"``/``"cuda"`` → ``(False, 1)``/…/``(False, 0)``."""
+    d = str(device).strip().lower()
+    if d == "cpu":
+        return True, 0
+    m = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", d)
+    if m is None:
+        raise ValueError(f"unknown device {device!r}: use cpu or cuda:N")
+    return False, int(m.group(1) or 0)
+
+
+def device_name(on_host: bool, ordinal: int) -> str:
+    return "cpu" if on_host else f"cuda:{ordinal}"
+
+
+def cuda_problem(ordinal: int) -> str | None:
+    """None when CUDA device ``ordinal`` exists here, else why not (in words)."""
+    status = getattr(_native, "cuda_driver_status", None)
+    if status is None:
+        return "this build of gpushare has no CUDA layer"
+    s = status()
+    if not s.get("available"):
+        return f"there is no usable CUDA here ({s.get('reason') or 'the CUDA driver is unavailable'})"
+    count = int(s.get("device_count") or 0)
+    if ordinal >= count:
+        return f"cuda:{ordinal} does not exist: {count} CUDA device{'s' if count != 1 else ''} visible here (cuda:0…cuda:{count - 1})"
+    return None
+
+
+def check_device(device: str) -> tuple[bool, int]:
+    """Parses ``device`` and raises a gpushare error when it cannot be used here."""
+    from gpushare.exceptions import CudaError
+
+    try:
+        on_host, ordinal = parse_device(device)
+    except ValueError as e:
+        raise PathNotApplicableError(str(e)) from None
+    if not on_host:
+        problem = cuda_problem(ordinal)
+        if problem is not None:
+            raise CudaError(f"device={device!r} needs a CUDA device: {problem}")
+    return on_host, ordinal
+
+
+def current_device() -> int | None:
+    """The ordinal of the CUDA context current on this thread, as the driver says; None without one."""
+    try:
+        info = _native.cuda_current_context()
+    except Exception:
+        return None
+    return None if info is None else int(info["device"])
+
+
+def who_moves_current_device() -> str:
+    """Which imported framework is known to change the current device, in words."""
+    movers = []
+    for adapter in ADAPTERS.values():
+        why = getattr(adapter, "moves_current_device", None)
+        if why and adapter.imported():
+            movers.append(why)
+    if not movers:
+        return "another framework or the user (torch.cuda.set_device, cupy.cuda.Device(n).use()) changed it"
+    return "; ".join(movers)
+
+
+class DeviceGuarded:
+    """A route that runs with the source's device current when another device is current, and
+    collects what it did for the result (``take_notes``, read by the core after a share)."""
+
+    __slots__ = ("convert", "scope_of", "path", "source", "_notes", "ordering")
+
+    def __init__(self, convert: Route, src: Adapter, path: str):
+        self.convert, self.scope_of, self.path, self.source = convert, src.device_scope, path, src
+        self._notes: list[str] = []
+        # How the inner route orders the two sides' work (paths._ordered), for the stream report.
+        self.ordering: str | None = getattr(convert, "ordering", None)
+
+    def __call__(self, obj: Any) -> Any:
+        scope = self.scope_of(obj)
+        if scope is None:
+            return self.convert(obj)
+        ordinal, current, manager = scope
+        with manager:
+            value = self.convert(obj)
+        if not self._notes:
+            self._notes.append(self._note(ordinal, current))
+        return value
+
+    def _note(self, ordinal: int, current: int) -> str:
+        raw = self.source.off_device_failure if self.path == "dlpack" else None
+        failed = f"; the raw call would have failed: {raw}" if raw else ""
+        return (
+            f"cuda:{current} was current, not the source's cuda:{ordinal} ({who_moves_current_device()}){failed}. "
+            f"gpushare made cuda:{ordinal} current for the handoff and made cuda:{current} current again after"
+        )
+
+    def take_notes(self) -> list[str]:
+        notes, self._notes = self._notes, []
+        return notes
+
+
+def guard(src: Adapter, convert: Route, path: str) -> Route:
+    """``convert`` guarded for the current device where the source framework cares about it."""
+    if type(src).device_scope is Adapter.device_scope:
+        return convert
+    return DeviceGuarded(convert, src, path)
+
+
+# -- moves -------------------------------------------------------------------------------------
+
+
+def move_route(src: Adapter, dst: Adapter, path: str, device: str) -> tuple[str, Route]:
+    """The route of a move of ``src``'s arrays to ``device``, handed to ``dst``: ``path`` is one of
+    :data:`MOVE_PATHS` or ``auto`` (``p2p`` between two GPUs that can reach each other, else the
+    framework's own move). Raises PathNotApplicableError when the path cannot make this move."""
+    from gpushare.paths import _shared_buffer_importer, route
+
+    on_host, ordinal = check_device(device)
+    target = device_name(on_host, ordinal)
+    if path in ("p2p", "pinned"):
+        if src.name == "numba":
+            raise PathNotApplicableError(f"{path} reads the source through DLPack and Numba device arrays have none")
+        if on_host:
+            raise PathNotApplicableError(f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
+        importer = _shared_buffer_importer(dst)
+        inspect_capsule, copy_of = src.inspect_capsule, _native.SharedBuffer._copy_of
+        stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
+        method = path
+
+        def copy(obj: Any) -> Any:
+            if getattr(obj, "requires_grad", False):
+                obj = obj.detach()
+            return importer(copy_of(inspect_capsule(obj), method, stream_of(obj), target))
+
+        return path, guard(src, copy, path)
+    if path == "dlpack":
+        take = dst.from_dlpack_on
+
+        def via_dlpack(obj: Any) -> Any:
+            return take(obj, on_host, ordinal)
+
+        return path, guard(src, via_dlpack, path)
+    if path == "move":
+        moved = src.move
+        _, handoff = route(src, dst, "auto") if src is not dst else ("", lambda x: x)
+
+        def own_move(obj: Any) -> Any:
+            return handoff(moved(obj, on_host, ordinal))
+
+        return path, own_move
+    raise PathNotApplicableError(
+        f"path {path!r} does not move between devices; with device= use one of {', '.join(MOVE_PATHS)} or auto"
+    )
+
+
+def link_between(a: int, b: int) -> dict | None:
+    """The driver's facts on the link from device ``a`` to ``b`` (``can_access``,
+    ``performance_rank``, ``native_atomics``); None without CUDA."""
+    try:
+        return _native.cuda_peer_link(a, b)
+    except Exception:
+        return None

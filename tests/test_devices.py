@@ -1,0 +1,114 @@
+"""Issue 13 on any machine: device= arguments, the topology parser, the current-device guard.
+
+The GPU half (peer views, p2p and pinned moves, the guard against JAX's current device) is in
+tests/test_devices_gpu.py."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpushare
+from gpushare import devices, topology
+from gpushare.exceptions import CudaError, PathNotApplicableError
+
+torch = pytest.importorskip("torch")
+
+TOPO_2xH200 = """\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tSYS\t0-31\t0\t\tN/A
+GPU1\tNV18\t X \tSYS\t0-31\t0\t\tN/A
+NIC0\tSYS\tSYS\t X
+
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def no_cuda() -> bool:
+    return not gpushare._native.cuda_driver_status().get("available")
+
+
+def test_topo_matrix_is_parsed_and_priced():
+    links = topology.parse_topo_matrix(TOPO_2xH200)
+    assert links == {(0, 1): "NV18", (1, 0): "NV18"}
+    assert topology.nvlink_limit_Bps("NV18", 9) == 450e9
+    assert topology.nvlink_limit_Bps("SYS", 9) is None
+    assert "NVLink ×18" in topology.link_words("NV18")
+    assert "PCIe" in topology.link_words("PHB")
+    four = "\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\nGPU0\t X \tNV4\tPIX\tSYS\t0-7\nGPU1\tNV4\t X \tSYS\tPIX\t0-7\n"
+    assert topology.parse_topo_matrix(four)[(0, 2)] == "PIX"
+    assert topology.parse_topo_matrix(four)[(1, 3)] == "PIX"
+
+
+def test_device_names_parse_and_bad_ones_are_gpushare_errors():
+    assert devices.parse_device("cpu") == (True, 0)
+    assert devices.parse_device(" CUDA:1 ") == (False, 1)
+    assert devices.parse_device("gpu") == (False, 0)
+    with pytest.raises(PathNotApplicableError, match="unknown device"):
+        gpushare.share(torch.ones(3), "numpy", device="tpu:0")
+
+
+@pytest.mark.skipif(not no_cuda(), reason="this machine has CUDA: the error is for machines without")
+@pytest.mark.parametrize("api", ["share", "compare"])
+def test_a_cuda_device_without_cuda_is_a_clear_error(api):
+    x = torch.arange(4.0)
+    before = x.clone()
+    with pytest.raises(CudaError, match=r"device='cuda:1' needs a CUDA device: there is no usable CUDA"):
+        getattr(gpushare, api)(x, "numpy", device="cuda:1")
+    assert torch.equal(x, before)
+
+
+def test_device_cpu_works_where_it_makes_sense():
+    x = torch.arange(6.0)
+    assert gpushare.share(x, "numpy", device="cpu").verdict == "shared"  # already there: a handoff
+    moved = gpushare.share(x, "numpy", device="cpu", path="dlpack")  # copy=True asked for
+    assert moved.verdict == "copied" and moved.value.tolist() == x.tolist()
+    own = gpushare.share(x, "torch", device="cpu", path="move")
+    assert own.path == "move" and own.value.tolist() == x.tolist()
+    with pytest.raises(PathNotApplicableError, match="p2p moves device memory"):
+        gpushare.share(x, "numpy", device="cpu", path="p2p")
+
+
+def test_compare_with_device_lists_the_move_paths():
+    c = gpushare.compare(torch.arange(1024.0), "numpy", device="cpu", repeat=2)
+    assert [r["path"] for r in c.rows] == list(devices.MOVE_PATHS)
+    by_path = {r["path"]: r for r in c.rows}
+    assert by_path["p2p"]["verdict"] == "failed" and by_path["p2p"]["applicable"] is False
+    assert by_path["dlpack"]["verdict"] == "copied"
+
+
+def test_the_guard_makes_the_source_device_current_and_says_so():
+    """A stand-in source whose framework has another device current: the guarded route runs the
+    conversion inside the adapter's scope and the note names who moves the current device."""
+    entered = []
+
+    class Scope:
+        def __enter__(self):
+            entered.append("in")
+
+        def __exit__(self, *exc):
+            entered.append("out")
+
+    class Src(gpushare.adapters.TorchAdapter):
+        def device_scope(self, obj):
+            return (0, 1, Scope())
+
+    seen = []
+    route = devices.guard(Src(), lambda obj: seen.append(list(entered)) or obj, "dlpack")
+    assert route("x") == "x"
+    assert seen == [["in"]] and entered == ["in", "out"]
+    (note,) = route.take_notes()
+    assert "cuda:1 was current, not the source's cuda:0" in note
+    assert "Can't export tensors on a different CUDA device index" in note
+    assert route.take_notes() == []
+    # Sources whose framework does not care are not wrapped at all (no cost per share).
+    plain = lambda obj: obj  # noqa: E731
+    assert devices.guard(gpushare.adapters.NumpyAdapter(), plain, "dlpack") is plain
+
+
+def test_gpuinfo_and_topology_render_without_cuda():
+    t = topology.topology()
+    assert "Topology" in repr(t) and "<" in t._repr_html_()
+    assert t._repr_mimebundle_()["application/vnd.gpushare+json"]["schema"] == "gpushare.topology/1"

@@ -1,0 +1,131 @@
+"""Issue 13 on real GPUs: the current-device trap, peer views, page-locked host memory, moves.
+
+``pytest -m gpu tests/test_devices_gpu.py``; skips with "no CUDA" without a GPU and "fewer than 2
+GPUs" for the tests that need two. JAX is started first (tests/_gpu.py), so on two GPUs cuda:1 is
+current, as in a notebook that imported JAX.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpushare
+from gpushare import devices, topology
+from _gpu import cuda_devices, need, require_cuda, to_host
+
+pytestmark = pytest.mark.gpu
+
+torch = require_cuda()
+two = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+
+
+@pytest.mark.parametrize("device", cuda_devices())
+@pytest.mark.parametrize("dst", ["jax", "cupy"])
+def test_torch_exports_from_any_device_whatever_is_current(device, dst):
+    need(dst)
+    x = torch.arange(1 << 12, dtype=torch.float32, device=device)
+    current = torch.cuda.current_device()
+    r = gpushare.share(x, dst)
+    assert r.verdict == "shared", r.reason
+    assert r.target.dlpack_device == x.__dlpack_device__()
+    assert torch.cuda.current_device() == current, "gpushare restored the current device"
+    moved = x.get_device() != current
+    assert any("was current, not the source's" in n for n in r.notes) == moved, r.notes
+    x[3] = -1.0
+    torch.cuda.synchronize(x.device)
+    assert to_host(dst, r.value)[3] == -1.0
+
+
+@two
+def test_the_raw_call_fails_where_gpushare_works():
+    """The trap itself, so the test above means something: torch refuses without the guard."""
+    jax = need("jax")
+    import jax.dlpack
+
+    with torch.cuda.device(1):
+        x = torch.ones(8, device="cuda:0")
+        with pytest.raises(BufferError, match="different CUDA device"):
+            jax.dlpack.from_dlpack(x)
+        r = gpushare.share(x, "jax")
+    assert r.verdict == "shared" and any("would have failed" in n for n in r.notes), r.notes
+
+
+@two
+def test_numba_peer_view_is_shared_and_its_label_is_flagged():
+    numba_cuda = need("numba")
+    x = torch.arange(1024, dtype=torch.float32, device="cuda:1")
+    with numba_cuda.gpus[0]:
+        r = gpushare.share(x, "numba")
+    assert r.verdict == "shared", (r.reason, r.notes)
+    assert r.target.cuda["device_ordinal"] == 1
+    notes = " ".join(r.notes)
+    if r.target.dlpack_device != (2, 1):
+        assert "labels the array cuda:0" in notes and "peer access" in notes, notes
+
+
+def test_pinned_host_memory_viewed_by_jax_on_the_gpu_is_shared_when_it_is():
+    """JAX asked for a GPU array of a page-locked host tensor: where it keeps the address (the
+    reference run on the H200 saw that), the driver says pinned host memory and the verdict is
+    shared, with the link named; where it copies, the address differs and the verdict is copied."""
+    jax = need("jax")
+    import jax.dlpack
+
+    from gpushare.adapters import framework
+
+    x = torch.arange(4096, dtype=torch.float32).pin_memory()
+    gpu = jax.devices("gpu")[0]
+    plan = gpushare._native.SharePlan(
+        framework("torch"), framework("jax"), "dlpack", lambda t: jax.dlpack.from_dlpack(t, device=gpu), None, None
+    )
+    try:
+        r = plan.run(x, 1, 1, None, None)
+    except Exception as e:
+        pytest.skip(f"this JAX does not import host memory onto the GPU: {e}")
+    if r.target.data_ptr == x.data_ptr():
+        assert r.target.cuda["memory_type"] == "pinned_host"
+        assert r.verdict == "shared", (r.reason, r.notes)
+        assert any("host link" in n for n in r.notes), r.notes
+    else:
+        assert r.verdict == "copied"
+    np.testing.assert_array_equal(np.asarray(r.value), np.arange(4096, dtype=np.float32))
+
+
+@two
+@pytest.mark.parametrize("path", ["p2p", "pinned", "move", "dlpack"])
+@pytest.mark.parametrize("dst", ["torch", "jax", "cupy"])
+def test_moves_to_the_other_gpu(path, dst):
+    need(dst)
+    x = torch.arange(1 << 20, dtype=torch.float32, device="cuda:0")
+    try:
+        r = gpushare.share(x, dst, device="cuda:1", path=path)
+    except gpushare.exceptions.ConversionError as e:
+        if path == "dlpack":
+            pytest.skip(f"the consumer cannot ask torch for a copy on another device here: {e}")
+        raise
+    assert r.verdict == "copied" and r.path == path
+    assert r.target.dlpack_device == (2, 1)
+    assert r.target.cuda["device_ordinal"] == 1
+    np.testing.assert_array_equal(to_host(dst, r.value), np.arange(1 << 20, dtype=np.float32))
+
+
+@two
+def test_auto_move_is_p2p_and_compare_lists_every_move():
+    x = torch.randn(1 << 22, device="cuda:0")
+    assert gpushare.share(x, "torch", device="cuda:1").path == "p2p"
+    c = gpushare.compare(x, "torch", device="cuda:1", repeat=3)
+    rows = {r["path"]: r for r in c.rows}
+    assert set(rows) == set(devices.MOVE_PATHS)
+    for path in ("p2p", "pinned", "move"):
+        assert rows[path]["verdict"] == "copied", rows[path]
+    assert "NVLink" in repr(c) or "link:" in repr(c), repr(c)
+
+
+@two
+def test_topology_sees_both_gpus_and_peer_access_both_ways():
+    t = topology.topology().to_dict()
+    assert len(t["devices"]) >= 2
+    pair = t["pairs"][0]
+    assert pair["a_to_b"] == torch.cuda.can_device_access_peer(0, 1)
+    assert pair["b_to_a"] == torch.cuda.can_device_access_peer(1, 0)
+    assert "topology" in gpushare.gpuinfo().to_dict()
