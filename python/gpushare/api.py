@@ -81,6 +81,7 @@ def share(
     warmup: int = 0,
     budget: float | None = None,
     observe: bool = False,
+    across: Any = None,
 ) -> ShareResult:
     """Converts ``obj`` to framework ``to`` and reports what happened.
 
@@ -98,6 +99,10 @@ def share(
         samples), as the magics do; ``repeat``/``number`` then fix those counts if given.
     observe : on a GPU, also record the memory ledger (``.memory``) and the DLPack stream report
         (``.streams``) of one extra, untimed handoff. The magics turn it on.
+    across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
+        ``obj`` to that process instead, by a process path (``ipc``, ``torch_mp``, ``shm``,
+        ``nccl``, ``nccl_socket``, ``gloo``; ``auto`` is ``ipc`` on a GPU, else ``shm``), and return
+        a :class:`gpushare.processes.ProcessShareResult` (see :mod:`gpushare.processes`).
 
     Returns
     -------
@@ -118,6 +123,10 @@ def share(
     """
     if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if across is not None:
+        from gpushare import processes
+
+        return processes.share_across(obj, to, across, path=path, repeat=repeat or 1)
     if budget is not None and not budget > 0:
         raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
     # What depends only on the array's type, the target and the path is worked out once, into a plan

@@ -237,6 +237,7 @@ def compare(
     source: str | None = None,
     warmup: int = 1,
     min_sample_time: float = 0.005,
+    across: Any = None,
 ) -> Comparison:
     """Tries every transfer path (or those named) from ``obj`` to framework ``to`` and times each.
 
@@ -249,6 +250,8 @@ def compare(
         it so a sample lasts ``min_sample_time`` seconds.
     source : the framework ``obj`` must belong to (checked); inferred when None.
     warmup : untimed handoffs before timing (at least one: it also finds paths that do not apply).
+    across : a :class:`gpushare.Worker` or ``"process"``: compare the process paths instead
+        (:func:`gpushare.processes.compare`; ``paths`` then names process paths).
 
     Returns
     -------
@@ -260,6 +263,10 @@ def compare(
     """
     if repeat < 1 or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if across is not None:
+        from gpushare import processes
+
+        return processes.compare(obj, to, paths, across=across, repeat=repeat)
     names = parse_paths(paths)
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
@@ -387,6 +394,7 @@ def bench(
     warmup: int = 1,
     min_sample_time: float = 0.005,
     progress: bool = True,
+    across: Any = None,
 ) -> Benchmark:
     """Sweeps sizes × paths for handoffs from framework ``src`` to ``dst``.
 
@@ -396,6 +404,9 @@ def bench(
     installed). Ctrl-C between measurements stops the sweep: the points measured so far come back
     with ``interrupted=True`` and a warning.
 
+    ``across="processes"`` (or a :class:`gpushare.Worker`) sweeps the process paths instead
+    (:func:`gpushare.processes.bench`): a worker process views each array in ``dst``.
+
     Examples
     --------
     >>> b = gpushare.bench("torch", "jax", sizes=["4KiB", "1MiB"])   # doctest: +SKIP
@@ -403,6 +414,10 @@ def bench(
     """
     if repeat < 1 or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if across is not None:
+        from gpushare import processes
+
+        return processes.bench(src, dst, sizes, dtype, device, paths, repeat=repeat, across=across)
     s, d = framework(src), framework(dst)
     names = parse_paths(paths)
     size_list = [parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)]
