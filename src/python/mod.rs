@@ -3,6 +3,7 @@
 mod cuda;
 mod errors;
 mod explain;
+mod ipc;
 mod plan;
 mod shared;
 mod types;
@@ -25,6 +26,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     plan::register(m)?;
     cuda::register(m)?;
     shared::register(m)?;
+    ipc::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;
