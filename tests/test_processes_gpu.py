@@ -114,10 +114,13 @@ with gpushare.Worker(device="cuda:0") as w:
     try:
         w.share(x, path="ipc")
     except PathNotApplicableError as e:
-        print("REFUSED", e)
+        print("REFUSED", e, flush=True)
     else:
-        print("SHARED")
-    print("TORCH_MP", w.share(x, path="torch_mp").verdict)
+        print("SHARED", flush=True)
+    try:
+        print("TORCH_MP", w.share(x, path="torch_mp").verdict, flush=True)
+    except Exception as e:  # torch's own route for this memory may be refused in a container
+        print("TORCH_MP failed:", type(e).__name__, str(e).splitlines()[0], flush=True)
 """
 
 

@@ -71,7 +71,7 @@ MECHANISMS = {
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 #: What NCCL needs to go over sockets on one host.
-SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
 
 DEFAULT_TIMEOUT = 60.0
 START_TIMEOUT = 120.0
@@ -290,8 +290,11 @@ class _WorkerState:
         mapping = _native.IpcMapping(handle, ordinal, offset, nbytes)
         holder = _CudaView(mapping, shape, dtype)
         value = _cuda_to_framework(holder, to, ordinal)
-        ident = cuda_identity(mapping.ptr, nbytes, export=False)
-        if ident is not None:
+        # The identity of what the framework holds, not of the mapping: a framework that copied
+        # (another device asked for, say) would show an allocation of its own here.
+        ptr, _ = _address(value)
+        ident = cuda_identity(ptr, nbytes, export=False)
+        if ident is not None and ptr == mapping.ptr:
             ident["opened_handle"] = handle.hex()
             ident["mapped_base"] = mapping.base
         return self._keep(value, [holder, mapping], ident)
@@ -474,7 +477,8 @@ def _make_group(backend: str, port: int, rank: int, world: int, device: int | No
     if backend == "gloo":
         return dist.ProcessGroupGloo(store, rank, world, td)
     if backend == "nccl":
-        torch.cuda.set_device(device)
+        if not is_master:  # the worker works on its device; the parent's current device is the user's
+            torch.cuda.set_device(device)
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = td
         return dist.ProcessGroupNCCL(store, rank, world, options)
@@ -1061,10 +1065,14 @@ def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, pee
     if cuda and src_id is not None:
         # torch exported the caching allocator's block; the worker's mapping is judged by the block
         # it sees (size and offset) and by torch's own handle, which is the allocation's IPC handle.
-        storage = obj.untyped_storage()
-        handle = storage._share_cuda_()[1]
+        # The handle torch sent (cudaIpcGetMemHandle of the allocator's segment) is what the worker
+        # opened; the driver's handle of the same allocation is kept beside it.
+        torch_handle = bytes(obj.untyped_storage()._share_cuda_()[1]).hex()
+        if src_id.get("handle") not in (None, torch_handle):
+            notes.append("torch's IPC handle bytes differ from the driver's for the same allocation; judged by torch's")
+        src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
         dst_id = info.get("identity") or {}
-        dst_id["opened_handle"] = bytes(handle).hex() if dst_id.get("size") == src_id.get("size") else None
+        dst_id["opened_handle"] = torch_handle
         info["identity"] = dst_id
         notes.append("torch's IPC handle names the caching allocator's block; the worker maps the whole block")
     verdict, reason = _judge(src_id, info)
@@ -1085,7 +1093,9 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
     def once() -> tuple[dict, dict, float]:
         t = time.perf_counter()
         export = _native.cuda_ipc_export(ptr, nbytes)
-        info = worker._call("ipc_open", handle=export["handle"], ordinal=target_ordinal, offset=export["offset"],
+        # Opened on the device the memory lives on (the worker holds its own context there), so the
+        # framework's view is on that device and nothing is copied.
+        info = worker._call("ipc_open", handle=export["handle"], ordinal=export["ordinal"], offset=export["offset"],
                             nbytes=nbytes, shape=tuple(obj.shape), dtype=_np_dtype(obj), to=to)
         return export, info, time.perf_counter() - t
 
@@ -1099,7 +1109,8 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
     verdict, reason = _judge(src_id, info)
     notes = []
     if target_ordinal != ordinal:
-        notes.append(f"the worker maps cuda:{ordinal}'s allocation from cuda:{target_ordinal} over peer access")
+        notes.append(f"the worker works on cuda:{target_ordinal}; it maps the allocation on cuda:{ordinal}, where it "
+                     f"lives, in its own context there")
     row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first], 0 if verdict == "shared" else nbytes,
                notes, worker)
     return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
@@ -1206,6 +1217,10 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
         for name in names:
             path = resolve_auto(obj) if name == "auto" else name
             rows.append(_try(worker, obj, path, to, repeat, peer, results, keep))
+            if not keep and path in results:
+                # Released before the next path: CUDA maps one allocation once per context, so an
+                # open ipc mapping would make torch_mp's open of the same block fail.
+                results.pop(path).release()
     finally:
         if not keep:
             for r in results.values():
