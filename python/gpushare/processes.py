@@ -966,6 +966,8 @@ def _row(path: str, obj: Any, verdict: str, reason: str | None, src_id: dict | N
     return {
         "path": path, "mechanism": MECHANISMS[path], "verdict": verdict, "reason": reason,
         "applicable": True, "nbytes": _nbytes(obj), "bytes_moved": bytes_moved,
+        # What each timed handoff after the first moves (shm copies once, in the first call).
+        "bytes_per_handoff": bytes_moved if path in ("gloo", "nccl", "nccl_socket") else 0,
         "timing": {"first_call": first, "median": median, "min": samples[0] if samples else None,
                    "samples": samples, "repeats": len(samples)},
         "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": src_id,
@@ -1258,7 +1260,7 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
 
 def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> dict:
     return {"path": path, "mechanism": MECHANISMS[path], "verdict": "failed", "reason": reason,
-            "applicable": applicable, "nbytes": _nbytes(obj), "bytes_moved": 0, "timing": None,
+            "applicable": applicable, "nbytes": _nbytes(obj), "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
             "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": None, "context": None},
             "target": None, "notes": []}
 
@@ -1314,9 +1316,9 @@ def _fmt_identity(ident: dict | None) -> str:
 
 def _fmt_gbps(row: dict) -> str:
     t = (row.get("timing") or {}).get("median")
-    if not t or not row.get("bytes_moved"):  # nothing moved: a bandwidth would mean nothing
+    if not t or not row.get("bytes_per_handoff"):  # nothing moved per handoff: a bandwidth would mean nothing
         return "—"
-    return f"{row['nbytes'] / t / 1e9:.3g}"
+    return f"{row['bytes_per_handoff'] / t / 1e9:.3g}"
 
 
 _COLUMNS = ("path", "mechanism", "verdict", "bytes moved", "time", "GB/s", "first call", "parent side", "worker side")
