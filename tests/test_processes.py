@@ -251,3 +251,29 @@ def test_sharebench_magic_across_processes():
         ip.run_line_magic("sharebench", "torch->torch --across planets")
     with pytest.raises(UsageError):
         ip.run_line_magic("sharebench", "torch->torch --across processes --paths dlpack")
+
+
+def test_two_workers_hand_off_acknowledged_sends_as_the_nccl_paths_do():
+    # The NCCL paths run between a sender helper and the receiver, the parent waiting on pipes only;
+    # the same requests with gloo on the CPU check the protocol (and that it cannot deadlock).
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    with gpushare.Worker(device="cpu") as sender, gpushare.Worker(device="cpu") as receiver:
+        x = torch.arange(1000, dtype=torch.float32)
+        sent = sender._call("recv_object", obj=x.clone())
+        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=30), wait_for_workers=False)
+        for rank, w in ((0, sender), (1, receiver)):
+            w._send("pg_init", key="k", backend="gloo", port=store.port, rank=rank, world=2, device=None, timeout=30)
+        sender._recv("pg_init")
+        receiver._recv("pg_init")
+        receiver._send("pg_pingpong", key="k", role="recv", slot=None, shape=(1000,), dtype="float32", device=None,
+                       peer=0, repeat=3)
+        sender._send("pg_pingpong", key="k", role="send", slot=sent["slot"], shape=(1000,), dtype="float32",
+                     device=None, peer=1, repeat=3)
+        s_info, r_info = sender._recv("pg_pingpong"), receiver._recv("pg_pingpong")
+        assert len(s_info["seconds"]) == len(r_info["seconds"]) == 3
+        got = processes.RemoteArray(receiver, r_info["slot"]).read()
+        assert (got == x.numpy()).all()
+        assert r_info["identity"]["inode"] == 0  # the receiver's own buffer: a copy
