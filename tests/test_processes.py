@@ -277,3 +277,11 @@ def test_two_workers_hand_off_acknowledged_sends_as_the_nccl_paths_do():
         got = processes.RemoteArray(receiver, r_info["slot"]).read()
         assert (got == x.numpy()).all()
         assert r_info["identity"]["inode"] == 0  # the receiver's own buffer: a copy
+
+
+def test_a_target_the_path_cannot_give_is_refused_before_anything_runs(worker):
+    with pytest.raises(PathNotApplicableError, match="numpy or torch arrays, not jax"):
+        worker.share(np.ones(4), path="shm", to="jax")
+    r = worker.share(np.ones(4), path="shm", to="np")  # aliases as everywhere else
+    assert r.target["framework"] == "numpy"
+    r.release()

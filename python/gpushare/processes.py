@@ -179,9 +179,10 @@ def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
         return False, a.get("ipc_refusal") or "the source allocation has no IPC handle"
     if b.get("opened_handle") != a["handle"]:
         return False, "the worker's array lies in an allocation of its own"
-    if b.get("offset") != a.get("offset") or b.get("size") != a.get("size"):
-        return False, "the worker mapped the allocation, but not at the source's offset"
-    return True, "the worker mapped the source's allocation (same IPC handle, same size, same offset)"
+    if b.get("offset") != a.get("offset"):
+        return False, "the worker mapped the allocation, but its array is not at the source's offset"
+    # The handle names the allocation and the offset the array in it; the sizes are shown beside.
+    return True, "the worker mapped the source's allocation (same IPC handle, same offset)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -883,10 +884,17 @@ def resolve_auto(obj: Any) -> str:
     return "ipc" if _is_cuda(obj) else "shm"
 
 
-def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None) -> str | None:
+#: The frameworks the worker can hold the result in, per path.
+TARGETS = {"ipc": ("torch", "cupy", "numba"), "shm": ("numpy", "torch"), "torch_mp": ("torch",),
+           "nccl": ("torch",), "nccl_socket": ("torch",), "gloo": ("torch",)}
+
+
+def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None, to: str | None = None) -> str | None:
     """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or None."""
     cuda = _is_cuda(obj)
     fw = _framework_of(obj)
+    if to is not None and to not in TARGETS[path]:
+        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {to}"
     if path in ("torch_mp", "nccl", "nccl_socket", "gloo") and fw != "torch":
         return f"{path} hands torch tensors; this is a {fw} array"
     if path in ("torch_mp", "nccl", "nccl_socket", "gloo"):
@@ -928,7 +936,11 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
     if not worker.alive:
         worker._send("ping")  # raises the WorkerError that says why
     path = resolve_auto(obj) if path == "auto" else path
-    why = applicability(obj, path, worker, peer)
+    if to is not None:
+        from gpushare.adapters import framework
+
+        to = framework(to).name  # aliases (np, pt) and typos, with a suggestion
+    why = applicability(obj, path, worker, peer, to)
     if why is not None:
         from gpushare.exceptions import PathNotApplicableError
 
