@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests._gpu import require_cuda
+from _gpu import require_cuda
 
 pytestmark = pytest.mark.gpu
 torch = require_cuda()
