@@ -816,12 +816,116 @@ else:
 """),
 ]
 
+
+# 06: across processes (issue 14)
+# ---------------------------------------------------------------------------------------------
+
+PROCESSES = [
+    md("""
+# Two processes, two contexts, one allocation
+
+A notebook and a worker, a data loader and a trainer, two ranks of `torch.distributed`: each is a
+process with its own address space and, on a GPU, its own CUDA context. A pointer printed in one
+means nothing in the other. CUDA IPC maps the *same physical allocation* at another address; NCCL
+and gloo *copy*. gpushare shows which one happened, by the identity of the memory on both sides
+(the allocation's IPC handle and the offset in it; for host memory, the shared file and offset),
+and proves it with a write in one process read in the other.
+
+Without CUDA this notebook runs the host paths (shared memory, `torch.multiprocessing`, gloo) and
+says so.
+"""),
+    code("""
+%load_ext gpushare
+import torch, gpushare
+cuda = torch.cuda.is_available()
+device = "cuda:0" if cuda else "cpu"
+print("CUDA" if cuda else "no CUDA: the host paths only", "| GPUs:", torch.cuda.device_count() if cuda else 0)
+"""),
+    md("""
+## A worker process
+
+`gpushare.Worker()` starts a Python process (multiprocessing *spawn*, so CUDA works in it) and stops
+it when the `with` block ends, or at `w.stop()`. Every wait has a timeout; Ctrl-C stops it; a worker
+that dies raises `WorkerError`.
+"""),
+    code("""
+w = gpushare.Worker(device=device).start()
+import os
+print("this process:", os.getpid(), "| worker:", w.pid)
+"""),
+    md("""
+## One allocation, two processes
+
+A view 4 KiB into a larger tensor: on the GPU the `ipc` path exports the allocation it lies in
+(`cuMemGetAddressRange`, `cuIpcGetMemHandle`) and the offset; the worker opens the handle in its own
+context. Without CUDA `auto` picks `shm`, a POSIX shared-memory segment.
+"""),
+    code("""
+base = torch.zeros(1 << 20, dtype=torch.float32, device=device)
+x = base[1024:1024 + 4096]
+r = gpushare.share(x, "torch", across=w)      # path="auto": ipc on a GPU, shm on the host
+r
+"""),
+    code("""
+for side in ("source", "target"):
+    s = getattr(r, side)
+    print(f"{side:6} pid {s['pid']}: identity {s['identity']}")
+    print(f"{'':6} context {s['context']}")
+"""),
+    md("""
+The raw addresses differ; the identity (handle + offset, or segment + offset) is the same, and each
+process works in its own context on the same device. The proof: a write here, read there, and back.
+"""),
+    code("""
+mine = r.local                       # the parent's array over the shared memory (x itself for ipc)
+mine[0] = 123.0
+if cuda:
+    torch.cuda.synchronize()
+print("worker reads", r.remote.read()[0])
+r.remote.write(1, -1.0)
+print("parent reads", float(mine[1]))
+r.release()
+"""),
+    md("""
+## Every path, one table
+
+`compare(..., across=w)`: CUDA IPC by gpushare's core, `torch.multiprocessing`, shared host memory,
+NCCL (two GPUs), NCCL over sockets (the stand-in for two hosts) and gloo. A path that does not apply
+is a row with the reason.
+"""),
+    code("""
+gpushare.compare(torch.ones(1 << 20, device=device), "torch", across=w, repeat=5)
+"""),
+    code("""
+%sharebench torch->torch --across processes --sizes 1MiB,64MiB -r 5
+"""),
+    md("""
+## Two GPUs: NCCL
+
+NCCL refuses two ranks on one GPU, so its rows need a worker on another device.
+"""),
+    code("""
+if cuda and torch.cuda.device_count() >= 2:
+    with gpushare.Worker(device="cuda:1") as w2:
+        display(gpushare.compare(torch.ones(1 << 24, device="cuda:0"), "torch", "ipc,nccl,nccl_socket", across=w2))
+else:
+    print("fewer than 2 GPUs: the NCCL rows above carry the reason")
+"""),
+    code("""
+pid = w.pid
+w.stop()
+print("worker", pid, "stopped:", not w.alive)
+"""),
+]
+
+
 NOTEBOOKS = {
     "01_tour_cpu": TOUR,
     "02_torch_to_tensorflow": TORCH_TO_TF,
     "03_transfer_paths_gpu": PATHS_GPU,
     "04_memory_and_contexts_gpu": MEMORY_GPU,
     "05_several_gpus": SEVERAL_GPUS,
+    "06_processes": PROCESSES,
     "07_tensorflow_gpu": TF_GPU,
 }
 

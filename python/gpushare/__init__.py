@@ -21,6 +21,7 @@ from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.lab import Benchmark, Comparison, SharedBuffer, bench, compare
 from gpushare.contexts import separate_context_report
 from gpushare.gpuinfo import GpuInfo, gpuinfo
+from gpushare.processes import Worker
 
 __version__: str = _native.__version__
 Timing = _native.Timing
@@ -65,4 +66,5 @@ __all__ = [
     "share",
     "share_chain",
     "unload_ipython_extension",
+    "Worker",
 ]

@@ -82,6 +82,7 @@ def share(
     budget: float | None = None,
     observe: bool = False,
     device: str | None = None,
+    across: Any = None,
 ) -> ShareResult:
     """Converts ``obj`` to framework ``to`` and reports what happened.
 
@@ -103,6 +104,10 @@ def share(
         ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``: ``p2p``
         between two GPUs that reach each other, else ``move``). A CUDA device on a machine without
         one raises CudaError. None: stay where the source is.
+    across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
+        ``obj`` to that process instead, by a process path (``ipc``, ``torch_mp``, ``shm``,
+        ``nccl``, ``nccl_socket``, ``gloo``; ``auto`` is ``ipc`` on a GPU, else ``shm``), and return
+        a :class:`gpushare.processes.ProcessShareResult` (see :mod:`gpushare.processes`).
 
     Returns
     -------
@@ -123,6 +128,12 @@ def share(
     """
     if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if across is not None and device is not None:
+        raise ValueError("device= and across= do not combine: a worker's arrays live on its own device (Worker(device=...))")
+    if across is not None:
+        from gpushare import processes
+
+        return processes.share_across(obj, to, across, path=path, repeat=repeat or 1)
     if budget is not None and not budget > 0:
         raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
     if device is not None:

@@ -6,6 +6,7 @@ GpushareError
 ├── NotAnArrayError             the object is not an array of the named (or any known) framework
 ├── DLPackError                 a DLPack capsule that cannot be read
 ├── CudaError                   the CUDA driver refused a call
+├── WorkerError                 a worker process died, was killed, timed out or was stopped
 └── ConversionError             a handoff that failed: ``.reason``, ``.fix``, ``.framework_error``
     ├── UnsafeInputError        refused before calling the framework (it would crash or mis-read)
     └── PathNotApplicableError  the transfer path does not apply to this pair
@@ -23,6 +24,7 @@ from gpushare._native import (
     PathNotApplicableError,
     UnknownFrameworkError,
     UnsafeInputError,
+    WorkerError,
 )
 
 
@@ -55,4 +57,5 @@ __all__ = [
     "PathNotApplicableError",
     "UnknownFrameworkError",
     "UnsafeInputError",
+    "WorkerError",
 ]

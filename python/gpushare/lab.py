@@ -245,6 +245,7 @@ def compare(
     warmup: int = 1,
     min_sample_time: float = 0.005,
     device: str | None = None,
+    across: Any = None,
 ) -> Comparison:
     """Tries every transfer path (or those named) from ``obj`` to framework ``to`` and times each.
 
@@ -260,6 +261,8 @@ def compare(
     device : ``"cuda:1"``/``"cpu"``: compare the moves there instead (``p2p``, ``pinned``, ``dlpack``
         with ``dl_device``/``copy=True``, and ``move``, the framework's own, as the baseline); each
         copied row notes its bandwidth against the link's limit where gpushare knows it.
+    across : a :class:`gpushare.Worker` or ``"process"``: compare the process paths instead
+        (:func:`gpushare.processes.compare`; ``paths`` then names process paths).
 
     Returns
     -------
@@ -271,6 +274,12 @@ def compare(
     """
     if repeat < 1 or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if across is not None and device is not None:
+        raise ValueError("device= and across= do not combine: a worker's arrays live on its own device (Worker(device=...))")
+    if across is not None:
+        from gpushare import processes
+
+        return processes.compare(obj, to, paths, across=across, repeat=repeat)
     if device is not None:
         from gpushare import devices
 
@@ -438,6 +447,7 @@ def bench(
     min_sample_time: float = 0.005,
     progress: bool = True,
     to_device: str | None = None,
+    across: Any = None,
 ) -> Benchmark:
     """Sweeps sizes × paths for handoffs from framework ``src`` to ``dst``.
 
@@ -447,6 +457,9 @@ def bench(
     installed). Ctrl-C between measurements stops the sweep: the points measured so far come back
     with ``interrupted=True`` and a warning.
 
+    ``across="processes"`` (or a :class:`gpushare.Worker`) sweeps the process paths instead
+    (:func:`gpushare.processes.bench`): a worker process views each array in ``dst``.
+
     Examples
     --------
     >>> b = gpushare.bench("torch", "jax", sizes=["4KiB", "1MiB"])   # doctest: +SKIP
@@ -454,6 +467,12 @@ def bench(
     """
     if repeat < 1 or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
+    if across is not None and to_device is not None:
+        raise ValueError("to_device= and across= do not combine: a worker's arrays live on its own device (Worker(device=...))")
+    if across is not None:
+        from gpushare import processes
+
+        return processes.bench(src, dst, sizes, dtype, device, paths, repeat=repeat, across=across)
     s, d = framework(src), framework(dst)
     if to_device is not None:  # moves: p2p, pinned, dlpack(dl_device), the framework's own
         from gpushare import devices

@@ -25,7 +25,8 @@ class GpuShareLab(Magics):
     @magic_arguments()
     @kwds(usage=(
         "%(prog)s SRC->DST [--sizes S1,S2,…] [--dtype DTYPE] [--device DEVICE] [--paths P1,P2,…] "
-        "[-n NUMBER] [-r REPEAT] [-q] [-o]\n  (spaces around -> are optional: torch->jax, torch -> jax)"
+        "[-n NUMBER] [-r REPEAT] [-q] [-o] [--across processes [--worker-device DEVICE]]\n"
+        "  (spaces around -> are optional: torch->jax, torch -> jax)"
     ))
     @argument(
         "--sizes", default=None, metavar="S1,S2,…",
@@ -39,6 +40,11 @@ class GpuShareLab(Magics):
               help="Transfer paths to measure, comma-separated, or all (default): dlpack, capsule, cai, host, pinned, copy, shared, auto.")
     @argument("-n", dest="number", type=int, default=None, help=f"Handoffs per timing sample, 1 to {MAX_COUNT:_} (default: enough for 5 ms).")
     @argument("-r", dest="repeat", type=int, default=None, help=f"Timing samples per point, 1 to {MAX_COUNT:_} (default 5); median and min are reported.")
+    @argument("--across", default=None, metavar="processes",
+              help="processes: hand each array to a worker process instead, by the process paths "
+                   "(ipc, torch_mp, shm, nccl, nccl_socket, gloo; see gpushare.processes).")
+    @argument("--worker-device", default=None, metavar="DEVICE",
+              help="With --across processes: the worker's device (default: the source's), e.g. cuda:1.")
     @argument("-q", dest="quiet", action="store_true", help="Quiet: no progress bar, no table.")
     @argument("-o", dest="output", action="store_true", help="Return the Benchmark object.")
     @line_magic
@@ -63,6 +69,8 @@ class GpuShareLab(Magics):
             %sharebench torch->jax
             %sharebench torch->tf --sizes 4KiB,64MiB --paths dlpack,capsule,host -r 7
             b = %sharebench cupy->torch --device cuda:0 -o
+            %sharebench torch->torch --across processes --sizes 1MiB,256MiB
+            %sharebench torch->torch --across processes --worker-device cuda:1 --paths ipc,nccl
         """
         rest, route = _split_route(line, self.sharebench.parser)
         args = self.sharebench.parser.parse_args(rest)  # bad flags raise UsageError with the usage line
@@ -78,9 +86,20 @@ class GpuShareLab(Magics):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1")
             _check_count(flag, value)  # 2**64 would overflow in the Rust core instead
+        if args.across is not None and args.across not in ("processes", "process"):
+            raise UsageError(f"--across takes 'processes', got {args.across!r}")
+        if args.worker_device is not None and args.across is None:
+            raise UsageError("--worker-device goes with --across processes")
         try:
             sizes = [lab.parse_size(s) for s in (args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)]
-            paths = lab.parse_paths(args.paths)
+            if args.across is not None:
+                from gpushare import processes
+
+                paths = processes.parse_process_paths(args.paths)
+                if args.worker_device is not None:
+                    lab._ordinal(args.worker_device)
+            else:
+                paths = lab.parse_paths(args.paths)
             if args.device is not None:
                 lab._ordinal(args.device)
         except ValueError as e:
@@ -92,8 +111,19 @@ class GpuShareLab(Magics):
             kwargs["repeat"] = args.repeat
         if args.number is not None:
             kwargs["number"] = args.number
+        if args.across is not None:
+            from gpushare import processes
+
+            kwargs.pop("progress")
+            kwargs.pop("number", None)
+            worker = processes.Worker(device=args.worker_device)
+            kwargs["across"] = worker
         try:
-            result = lab.bench(source, targets[0], sizes, **kwargs)
+            if args.across is not None:
+                with worker:
+                    result = lab.bench(source, targets[0], sizes, **kwargs)
+            else:
+                result = lab.bench(source, targets[0], sizes, **kwargs)
         except ValueError as e:  # a dtype or device the frameworks refuse
             raise UsageError(str(e)) from None
         if not args.quiet and (not args.output or result.interrupted):

@@ -58,6 +58,16 @@ pub(super) fn bench_code(src: &str, dst: &str, args: &BenchArgs, progress: bool)
         };
         call.push_str(&format!(", paths={value}"));
     }
+    if args.across.is_some() {
+        // A worker process gpushare starts and stops: `with` stops it even when the sweep fails.
+        let device = match &args.worker_device {
+            Some(d) => python_str_literal(d),
+            None => "None".to_string(),
+        };
+        return format!(
+            "import gpushare\nwith gpushare.Worker(device={device}) as _gs_w:\n    _b = gpushare.bench({call}, across=_gs_w)\n"
+        );
+    }
     if progress {
         format!("{QUIET_TQDM}import gpushare\n_b = gpushare.bench({call})\n")
     } else {
@@ -300,6 +310,16 @@ mod tests {
             "import gpushare\n_b = gpushare.bench('torch', 'jax', sizes=['4KiB', 1024], dtype='float32', device='cuda:0', paths=['dlpack', 'host'], progress=False)\n"
         );
         // On one it does, with tqdm's "IProgress not found" warning silenced first.
+        let across = Cli::try_parse_from([
+            "gpushare", "bench", "torch->torch", "--across", "processes", "--worker-device", "cuda:1", "--paths",
+            "ipc,nccl",
+        ])
+        .unwrap();
+        let Command::Bench(across) = across.command else { panic!() };
+        assert_eq!(
+            bench_code("torch", "torch", &across, true),
+            "import gpushare\nwith gpushare.Worker(device='cuda:1') as _gs_w:\n    _b = gpushare.bench('torch', 'torch', paths=['ipc', 'nccl'], across=_gs_w)\n"
+        );
         let on_terminal = bench_code("torch", "jax", &args, true);
         assert!(on_terminal.starts_with(QUIET_TQDM), "{on_terminal}");
         assert!(

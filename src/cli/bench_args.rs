@@ -24,6 +24,36 @@ pub const PATHS: &[&str] = &[
     "dlpack", "capsule", "cai", "host", "pinned", "copy", "shared", "auto",
 ];
 
+/// Process paths `gpushare.processes.parse_process_paths` knows (`PROCESS_PATHS` plus `auto`), for
+/// `--across processes`.
+pub const PROCESS_PATHS: &[&str] = &["ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo", "auto"];
+
+/// `--across`: where the arrays go; only `processes` (a worker process) so far.
+pub fn parse_across(s: &str) -> Result<String, String> {
+    match s.trim() {
+        "processes" | "process" => Ok("processes".to_string()),
+        other => Err(format!("unknown --across `{other}`; known: processes")),
+    }
+}
+
+/// With `--across processes` the paths are process paths, without it transfer paths: a name of the
+/// other kind is a usage error, made before any kernel starts.
+pub fn check_paths_across(paths: &str, across: bool) -> Result<(), String> {
+    let names: Vec<&str> = paths.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+    if names == ["all"] {
+        return Ok(());
+    }
+    let (known, what) = if across {
+        (PROCESS_PATHS, "with --across processes the paths are")
+    } else {
+        (PATHS, "without --across the paths are")
+    };
+    match names.iter().find(|n| !known.contains(n)) {
+        Some(name) => Err(format!("path `{name}`: {what} {}, all", known.join(", "))),
+        None => Ok(()),
+    }
+}
+
 /// Size units `gpushare.lab.parse_size` knows, lower-cased, with their factors.
 const SIZE_UNITS: &[(&str, u64)] = &[
     ("", 1),
@@ -135,10 +165,12 @@ pub fn parse_paths(s: &str) -> Result<String, String> {
         return Ok(s.to_string());
     }
     for name in names {
-        if !PATHS.contains(&name) {
+        if !PATHS.contains(&name) && !PROCESS_PATHS.contains(&name) {
+            // The first line lists the transfer paths (tests/cli.rs compares it with Python's).
             return Err(format!(
-                "unknown transfer path `{name}`; known paths: {}, all",
-                PATHS.join(", ")
+                "unknown transfer path `{name}`; known paths: {}, all\n  with --across processes: {}",
+                PATHS.join(", "),
+                PROCESS_PATHS.join(", ")
             ));
         }
     }

@@ -196,6 +196,13 @@ struct BenchArgs {
     /// Comma-separated transfer paths (dlpack, capsule, cai, host, pinned, copy, shared, auto) or all
     #[arg(long, value_name = "PATHS", value_parser = bench_args::parse_paths)]
     paths: Option<String>,
+    /// Hand the arrays to a worker process instead (`processes`): paths are then the process paths
+    /// ipc, torch_mp, shm, nccl, nccl_socket, gloo, auto or all
+    #[arg(long, value_name = "WHERE", value_parser = bench_args::parse_across)]
+    across: Option<String>,
+    /// With --across processes: the worker's device (default: the source's), e.g. cuda:1
+    #[arg(long, value_name = "DEVICE", value_parser = bench_args::parse_device, requires = "across")]
+    worker_device: Option<String>,
     /// Write the results as JSON (an array when there are several pairs); `-` is stdout
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -239,6 +246,12 @@ fn check(cli: &Cli) -> Result<(), clap::Error> {
             clap::error::ErrorKind::ArgumentConflict,
             "--json - and --html - would both write to stdout; send one of them to a file\n",
         ));
+    }
+    if let Command::Bench(args) = &cli.command
+        && let Some(paths) = &args.paths
+        && let Err(why) = bench_args::check_paths_across(paths, args.across.is_some())
+    {
+        return Err(clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{why}\n")));
     }
     Ok(())
 }
@@ -355,11 +368,16 @@ mod tests {
     fn usage_errors_exit_2_and_say_why() {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let config = Config::with_env(Environment::empty());
-        let bad: [&[&str]; 4] = [
+        let bad: [&[&str]; 8] = [
             &["gpushare", "run"],
             &["gpushare", "run", "x.ipynb", "--timeout", "-1"],
             &["gpushare", "kernel", "install", "--user", "--sys-prefix"],
             &["gpushare", "bench", "torch"],
+            // Process paths go with --across processes, transfer paths without it.
+            &["gpushare", "bench", "torch->torch", "--paths", "ipc"],
+            &["gpushare", "bench", "torch->torch", "--across", "processes", "--paths", "dlpack"],
+            &["gpushare", "bench", "torch->torch", "--across", "planets"],
+            &["gpushare", "bench", "torch->torch", "--worker-device", "cuda:1"],
         ];
         for args in bad {
             let code = run_with(args.iter().map(|a| a.to_string()).collect(), &config, &mut out, &mut err);

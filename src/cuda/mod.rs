@@ -28,6 +28,7 @@
 mod context;
 mod device;
 mod error;
+mod ipc;
 mod memory;
 mod pointer;
 mod status;
@@ -42,6 +43,7 @@ pub use device::{
     peer_link,
 };
 pub use error::{CudaError, Result};
+pub use ipc::{IPC_HANDLE_BYTES, IpcExport, IpcMapping, ipc_export, ipc_refusal};
 pub use memory::{DeviceBuffer, PinnedHostBuffer, PrivateContextAllocation};
 pub use pointer::{
     MemoryType, PointerAttributes, check_device_range, known_attributes, pointer_attributes, same_allocation,

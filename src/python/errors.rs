@@ -6,6 +6,7 @@
 //! ├── NotAnArrayError            the object is not an array of the named or any known framework
 //! ├── DLPackError                a DLPack capsule that cannot be read
 //! ├── CudaError                  the CUDA driver refused a call
+//! ├── WorkerError                a worker process died, was killed, timed out or was stopped
 //! └── ConversionError            a handoff that failed; `.reason`, `.fix`, `.framework_error`
 //!     ├── UnsafeInputError       refused before calling the framework (it would crash or mis-read)
 //!     └── PathNotApplicableError the transfer path does not apply to this pair
@@ -20,6 +21,7 @@ create_exception!(gpushare.exceptions, FrameworkNotInstalledError, GpushareError
 create_exception!(gpushare.exceptions, NotAnArrayError, GpushareError, "The object is not an array of a known framework.");
 create_exception!(gpushare.exceptions, DLPackError, GpushareError, "A DLPack capsule that cannot be read.");
 create_exception!(gpushare.exceptions, CudaError, GpushareError, "The CUDA driver refused a call.");
+create_exception!(gpushare.exceptions, WorkerError, GpushareError, "A worker process that died, was killed, timed out or was stopped.");
 create_exception!(gpushare.exceptions, ConversionError, GpushareError, "A conversion that failed.");
 create_exception!(gpushare.exceptions, UnsafeInputError, ConversionError, "Refused before calling the framework.");
 create_exception!(gpushare.exceptions, PathNotApplicableError, ConversionError, "The path does not apply to this pair.");
@@ -72,6 +74,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotAnArrayError", py.get_type::<NotAnArrayError>())?;
     m.add("DLPackError", py.get_type::<DLPackError>())?;
     m.add("CudaError", py.get_type::<CudaError>())?;
+    m.add("WorkerError", py.get_type::<WorkerError>())?;
     m.add("ConversionError", py.get_type::<ConversionError>())?;
     m.add("UnsafeInputError", py.get_type::<UnsafeInputError>())?;
     m.add("PathNotApplicableError", py.get_type::<PathNotApplicableError>())?;

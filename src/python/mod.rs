@@ -4,6 +4,7 @@ mod capsules;
 mod cuda;
 mod errors;
 mod explain;
+mod ipc;
 mod plan;
 mod shared;
 mod types;
@@ -27,6 +28,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cuda::register(m)?;
     shared::register(m)?;
     capsules::register(m)?;
+    ipc::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

@@ -1,0 +1,1585 @@
+"""Across processes: hand an array to another Python process and see what that process holds.
+
+A :class:`Worker` is a Python process gpushare starts (``multiprocessing`` spawn, so CUDA works in
+it) and stops. Use it as a context manager::
+
+    with gpushare.Worker() as w:                       # or Worker(device="cuda:1")
+        r = w.share(x, path="ipc")                     # or gpushare.share(x, "torch", across=w)
+        r.verdict, r.source["identity"], r.target["identity"]   # the same allocation?
+        r.remote.read()                                # the worker's array, read back
+        gpushare.compare(x, "torch", across=w)         # every path, one table
+
+Each process has its own address space and, on a GPU, its own CUDA context: a raw pointer means
+nothing in the other process. The verdict is judged on the *allocation identity* of both sides:
+
+- host memory: the file behind the mapping (``/proc/self/maps``: device, inode, offset in the file).
+  A POSIX shared-memory segment shows as ``/dev/shm/NAME`` + offset on both sides; anonymous
+  private memory has no file, so it cannot be the same memory as anything in another process.
+- device memory: the CUDA IPC handle of the allocation (``cuIpcGetMemHandle`` on the base
+  ``cuMemGetAddressRange`` gives) + the offset in it. The worker maps that allocation at an address
+  of its own, in a context of its own.
+
+"shared" means both sides have the same identity; tests prove it with a write in one process read
+in the other. Paths (each a row of the same table):
+
+=============  ==============================================================================
+``ipc``        CUDA IPC by the Rust core: allocation handle + offset, opened by the worker
+``torch_mp``   ``torch.multiprocessing``'s own sharing (CPU: shared-memory file descriptor;
+               CUDA: the caching allocator's block handle + offset)
+``shm``        a POSIX shared-memory segment (``multiprocessing.shared_memory``); the worker maps it
+``nccl``       NCCL send/recv through ``torch.distributed`` (a copy, over NVLink/PCIe/SHM)
+``nccl_socket`` NCCL with ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``: sockets on loopback, the
+               stand-in for two hosts (run between two helper workers: NCCL reads these once per process)
+``gloo``       gloo send/recv through ``torch.distributed`` (a copy over TCP loopback; CPU)
+=============  ==============================================================================
+
+Nothing is left behind: every wait has a timeout, Ctrl-C during a wait stops the worker, a worker
+that died or was killed raises :class:`~gpushare.exceptions.WorkerError`, the worker exits when
+its parent goes away, and shared-memory segments are unlinked when the handoff is released.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+import weakref
+from typing import Any, Iterable, Sequence
+
+from gpushare import _native
+from gpushare.exceptions import GpushareError, WorkerError
+
+#: Process paths, in table order.
+PROCESS_PATHS = ("ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo")
+
+MECHANISMS = {
+    "ipc": "CUDA IPC (Rust core): cuIpcGetMemHandle of the allocation + offset",
+    "torch_mp": "torch.multiprocessing reduce_tensor",
+    "shm": "POSIX shared memory segment (multiprocessing.shared_memory)",
+    "nccl": "NCCL send/recv (torch.distributed)",
+    "nccl_socket": "NCCL NET/Socket on loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): stand-in for two hosts",
+    "gloo": "gloo send/recv (torch.distributed, TCP loopback)",
+}
+
+#: Environment a worker always gets: NVLink multicast off (NCCL NVLS, torch symmetric memory,
+#: NVSHMEM), which the shared GPU machines do not allow.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+#: What NCCL needs to go over sockets on one host.
+SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
+
+DEFAULT_TIMEOUT = 60.0
+START_TIMEOUT = 120.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity of memory, asked in the process that holds it.
+
+
+def host_identity(ptr: int) -> dict | None:
+    """What backs host address ``ptr``: the mapping's file (``/dev/shm/NAME`` for a shared-memory
+    segment, ``""`` for anonymous memory), its device and inode, and the offset of ``ptr`` in the
+    file. None where ``/proc/self/maps`` does not exist (not Linux)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= ptr < hi:
+                    path = parts[5].strip() if len(parts) > 5 else ""
+                    shared = parts[1][3] == "s"
+                    deleted = path.endswith(" (deleted)")
+                    inode = int(parts[4])
+                    return {
+                        "kind": "host",
+                        "file": path[: -len(" (deleted)")] if deleted else path,
+                        "unlinked": deleted,
+                        "mapping": "shared" if shared else "private",
+                        "dev": parts[3],
+                        "inode": inode,
+                        "offset": int(parts[2], 16) + (ptr - lo),
+                        "address": ptr,
+                    }
+    except OSError:
+        return None
+    return {"kind": "host", "file": None, "unlinked": False, "mapping": "unknown", "dev": None,
+            "inode": 0, "offset": None, "address": ptr}
+
+
+def cuda_identity(ptr: int, nbytes: int, export: bool = True) -> dict | None:
+    """The allocation device address ``ptr`` lies in, as this process sees it: base, size, offset,
+    owning context (and whether it is the primary one), and, with ``export``, the allocation's CUDA
+    IPC handle (or why legacy IPC cannot export it). None without CUDA."""
+    attrs = _native.cuda_pointer_attributes(ptr)
+    if not attrs or attrs.get("memory_type") in (None, "pageable_host"):
+        return None
+    ident = {
+        "kind": "cuda",
+        "address": ptr,
+        "device": attrs.get("device_ordinal"),
+        "context": attrs.get("context"),
+        "context_is_primary": attrs.get("context_is_primary"),
+        "base": attrs.get("range_start"),
+        "size": attrs.get("range_size"),
+        "offset": ptr - attrs["range_start"] if attrs.get("range_start") else None,
+        "memory_type": attrs.get("memory_type"),
+        "handle": None,
+        "ipc_refusal": None,
+    }
+    if export:
+        try:
+            ident["handle"] = _native.cuda_ipc_export(ptr, nbytes)["handle"].hex()
+        except GpushareError as e:
+            ident["ipc_refusal"] = str(e)
+    return ident
+
+
+def _identity_of(value: Any, nbytes: int, export: bool = True) -> dict | None:
+    ptr, is_cuda = _address(value)
+    if ptr is None:
+        return None
+    return cuda_identity(ptr, nbytes, export) if is_cuda else host_identity(ptr)
+
+
+def _address(value: Any) -> tuple[int | None, bool]:
+    if hasattr(value, "data_ptr") and hasattr(value, "is_cuda"):  # torch
+        return int(value.data_ptr()), bool(value.is_cuda)
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0]), True
+    ai = getattr(value, "__array_interface__", None)
+    if ai is not None:
+        return int(ai["data"][0]), False
+    return None, False
+
+
+def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
+    """Whether two identities (each from its own process) name the same physical memory, and why."""
+    if not a or not b:
+        return False, "the identity of one side is unknown"
+    if a["kind"] != b["kind"]:
+        return False, f"one side is {a['kind']} memory, the other {b['kind']} memory"
+    if a["kind"] == "host":
+        if not a.get("inode") or not b.get("inode"):
+            return False, "the worker's array lies in anonymous private memory of its own (no shared file behind it)"
+        if (a["dev"], a["inode"]) != (b["dev"], b["inode"]):
+            return False, "the two sides' mappings are backed by different files"
+        if a["offset"] != b["offset"]:
+            return False, "same file, different offsets"
+        if a["mapping"] != "shared" or b["mapping"] != "shared":
+            return False, "a private (copy-on-write) mapping of the file: writes are not seen by the other side"
+        return True, "same file and offset, mapped shared by both processes"
+    # cuda: the worker's identity names the handle it opened
+    if a.get("handle") is None:
+        return False, a.get("ipc_refusal") or "the source allocation has no IPC handle"
+    if b.get("opened_handle") != a["handle"]:
+        return False, "the worker's array lies in an allocation of its own"
+    if b.get("offset") != a.get("offset"):
+        return False, "the worker mapped the allocation, but its array is not at the source's offset"
+    # The handle names the allocation and the offset the array in it; the sizes are shown beside.
+    return True, "the worker mapped the source's allocation (same IPC handle, same offset)"
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker process.
+
+
+def _serve(conn: Any, env: dict) -> None:
+    """The worker's main loop: one request at a time, each answered ("ok", value) or ("error", …)."""
+    os.environ.update(env)
+    # Ctrl-C belongs to the parent: it stops the worker by message or by terminate().
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    state = _WorkerState()
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):  # the parent went away: nothing is left behind
+            break
+        op, kwargs = request
+        if op == "exit":
+            state.release_all()
+            conn.send(("ok", None))
+            break
+        try:
+            value = getattr(state, "op_" + op)(**kwargs)
+            conn.send(("ok", value))
+        except BaseException as e:  # reported to the parent, the worker keeps serving
+            try:
+                conn.send(("error", type(e).__name__, str(e), traceback.format_exc()))
+            except Exception:
+                break
+    state.release_all()
+
+
+class _WorkerState:
+    """What the worker holds: received arrays by slot, mappings, process groups."""
+
+    def __init__(self) -> None:
+        self.slots: dict[int, dict] = {}
+        self.next_slot = 1
+        self.groups: dict[str, Any] = {}
+
+    def _keep(self, value: Any, keep: list, identity: dict | None, extra: dict | None = None) -> dict:
+        slot = self.next_slot
+        self.next_slot += 1
+        self.slots[slot] = {"value": value, "keep": keep}
+        info = {"slot": slot, "identity": identity, "pid": os.getpid(), "framework": type(value).__module__.split(".")[0]}
+        info["context"] = _context_report(value)
+        if extra:
+            info.update(extra)
+        return info
+
+    def release_all(self) -> None:
+        for slot in list(self.slots):
+            self.op_release(slot)
+        self.groups.clear()
+
+    # -- requests --
+
+    def op_preload(self, modules: list) -> None:
+        import importlib
+
+        for name in modules:
+            importlib.import_module(name)
+
+    def op_ping(self) -> dict:
+        return {"pid": os.getpid(), "python": sys.version.split()[0], "executable": sys.executable}
+
+    def op_context(self, device: int) -> dict | None:
+        """This process's context on ``device`` (created by torch if needed)."""
+        import torch
+
+        torch.cuda.set_device(device)
+        torch.cuda.init()
+        torch.empty(1, device=f"cuda:{device}")
+        return _native.cuda_current_context()
+
+    def op_recv_shm(self, name: str, offset: int, shape: tuple, dtype: str, to: str) -> dict:
+        import mmap
+
+        import numpy as np
+
+        # The segment is opened by name, not through SharedMemory: that would register it with the
+        # resource tracker the worker shares with its parent, which then unlinks it twice.
+        fd = os.open(f"/dev/shm/{name.lstrip('/')}", os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        n = int(np.prod(shape)) if shape else 1
+        arr = np.frombuffer(mm, dtype=dtype, count=n, offset=offset).reshape(shape)
+        value = _to_framework(arr, to)
+        return self._keep(value, [mm, arr], _identity_of(value, arr.nbytes), {"segment": name})
+
+    def op_recv_object(self, obj: Any) -> dict:
+        # torch.multiprocessing's reductions rebuilt ``obj`` while the message was unpickled.
+        nbytes = obj.untyped_storage().nbytes() if hasattr(obj, "untyped_storage") else 0
+        ident = _identity_of(obj, nbytes, export=False)
+        if ident and ident["kind"] == "cuda":
+            # torch opened the sender's handle; the identity names the allocation it mapped.
+            ident["opened_handle"] = None
+        return self._keep(obj, [], ident)
+
+    def op_ipc_open(self, handle: bytes, ordinal: int, offset: int, nbytes: int, shape: tuple, dtype: str,
+                    to: str) -> dict:
+        mapping = _native.IpcMapping(handle, ordinal, offset, nbytes)
+        holder = _CudaView(mapping, shape, dtype)
+        value = _cuda_to_framework(holder, to, ordinal)
+        # The identity of what the framework holds, not of the mapping: a framework that copied
+        # (another device asked for, say) would show an allocation of its own here.
+        ptr, _ = _address(value)
+        ident = cuda_identity(ptr, nbytes, export=False)
+        if ident is not None and ptr == mapping.ptr:
+            ident["opened_handle"] = handle.hex()
+            ident["mapped_base"] = mapping.base
+        return self._keep(value, [holder, mapping], ident)
+
+    def op_pg_init(self, key: str, backend: str, port: int, rank: int, world: int, device: int | None,
+                   timeout: float) -> dict:
+        t0 = time.perf_counter()
+        self.groups[key] = _make_group(backend, port, rank, world, device, timeout, is_master=False)
+        return {"seconds": time.perf_counter() - t0}
+
+    def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0) -> dict:
+        import torch
+
+        t = torch.empty(shape, dtype=getattr(torch, dtype), device="cpu" if device is None else f"cuda:{device}")
+        group = self.groups[key]
+        t0 = time.perf_counter()
+        group.recv([t], src, 0).wait()
+        if t.is_cuda:
+            torch.cuda.synchronize(t.device)
+        seconds = time.perf_counter() - t0
+        return self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
+
+    def op_pg_pingpong(self, key: str, role: str, slot: int | None, shape: tuple, dtype: str, device: int | None,
+                       peer: int, repeat: int) -> dict:
+        """``repeat`` handoffs, each acknowledged: the sender sends its slot's tensor and waits for a
+        one-element reply; the receiver receives into a buffer of its own, then replies."""
+        import torch
+
+        dev = torch.device("cpu" if device is None else f"cuda:{device}")
+
+        def sync() -> None:
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+
+        group, times = self.groups[key], []
+        t = self.slots[slot]["value"] if role == "send" else torch.empty(shape, dtype=getattr(torch, dtype), device=dev)
+        ack = torch.zeros(1, device=dev)
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            if role == "send":
+                group.send([t], peer, 0).wait()
+                group.recv([ack], peer, 1).wait()
+            else:
+                group.recv([t], peer, 0).wait()
+                sync()
+                group.send([ack], peer, 1).wait()
+            sync()
+            times.append(time.perf_counter() - t0)
+        if role == "send":
+            return {"seconds": times}
+        info = self._keep(t, [], _identity_of(t, t.nbytes, export=False))
+        info["seconds"] = times
+        return info
+
+    def op_pg_close(self, key: str) -> None:
+        group = self.groups.pop(key, None)
+        if group is not None and hasattr(group, "shutdown"):
+            try:
+                group.shutdown()
+            except Exception:
+                pass
+
+    def op_read(self, slot: int) -> Any:
+        value = self.slots[slot]["value"]
+        import numpy as np
+
+        if hasattr(value, "detach"):
+            return value.detach().cpu().numpy().copy()
+        if hasattr(value, "get"):  # cupy
+            return value.get()
+        return np.array(value, copy=True)
+
+    def op_write(self, slot: int, index: Any, value: Any) -> None:
+        arr = self.slots[slot]["value"]
+        arr[index] = value
+        _synchronize(arr)
+
+    def op_info(self, slot: int) -> dict:
+        import gpushare
+
+        value = self.slots[slot]["value"]
+        return gpushare.inspect(value).to_dict()
+
+    def op_release(self, slot: int) -> None:
+        entry = self.slots.pop(slot, None)
+        if entry is None:
+            return
+        value = entry.pop("value")
+        _synchronize(value)
+        del value
+        # Views go before the memory they view; an mmap with exported views cannot close.
+        keep = entry.pop("keep")
+        while keep:
+            obj = keep.pop()
+            close = getattr(obj, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except (BufferError, ValueError):
+                    pass
+
+    def op_slots(self) -> list:
+        return sorted(self.slots)
+
+    def op_memory(self, device: int) -> dict:
+        import torch
+
+        return {"allocated": torch.cuda.memory_allocated(device), "reserved": torch.cuda.memory_reserved(device)}
+
+
+def _synchronize(value: Any) -> None:
+    if getattr(value, "is_cuda", False):
+        import torch
+
+        torch.cuda.synchronize(value.device)
+
+
+def _context_report(value: Any) -> dict | None:
+    ptr, is_cuda = _address(value)
+    if not is_cuda or ptr is None:
+        return None
+    attrs = _native.cuda_pointer_attributes(ptr) or {}
+    return {"context": attrs.get("context"), "primary": attrs.get("context_is_primary"),
+            "device": attrs.get("device_ordinal"), "pid": os.getpid()}
+
+
+class _CudaView:
+    """``__cuda_array_interface__`` over a mapped IPC allocation, so torch or CuPy can view it.
+    Frameworks keep this object alive as long as their view, and it keeps the mapping."""
+
+    def __init__(self, mapping: Any, shape: tuple, dtype: str):
+        import numpy as np
+
+        self.mapping = mapping
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape), "typestr": np.dtype(dtype).str, "data": (mapping.ptr, False),
+            "version": 3, "strides": None, "stream": None,
+        }
+
+    def close(self) -> None:
+        pass  # the mapping (kept beside it) is closed by the slot's release
+
+
+def _to_framework(arr: Any, to: str) -> Any:
+    if to in ("numpy", "np"):
+        return arr
+    if to == "torch":
+        import torch
+
+        return torch.from_numpy(arr)
+    raise GpushareError(f"the worker can hand host memory to numpy or torch, not {to!r}")
+
+
+def _cuda_to_framework(holder: Any, to: str, ordinal: int) -> Any:
+    if to == "torch":
+        import torch
+
+        return torch.as_tensor(holder, device=f"cuda:{ordinal}")
+    if to == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(ordinal):
+            return cupy.asarray(holder)
+    if to == "numba":
+        from numba import cuda
+
+        return cuda.as_cuda_array(holder)
+    raise GpushareError(f"the worker can view CUDA IPC memory in torch, cupy or numba, not {to!r}")
+
+
+def _make_group(backend: str, port: int, rank: int, world: int, device: int | None, timeout: float,
+                is_master: bool, store: Any = None) -> Any:
+    """A process group of its own (not torch.distributed's default one, which the user may own):
+    a TCPStore on loopback and a gloo or NCCL backend object."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    td = timedelta(seconds=timeout)
+    if store is None:
+        store = dist.TCPStore("127.0.0.1", port, world, is_master, timeout=td, wait_for_workers=False)
+    if backend == "gloo":
+        return dist.ProcessGroupGloo(store, rank, world, td)
+    if backend == "nccl":
+        if not is_master:  # the worker works on its device; the parent's current device is the user's
+            torch.cuda.set_device(device)
+        options = dist.ProcessGroupNCCL.Options()
+        options._timeout = td
+        return dist.ProcessGroupNCCL(store, rank, world, options)
+    raise GpushareError(f"unknown backend {backend!r}")
+
+
+_LIVE: "weakref.WeakSet[Worker]" = weakref.WeakSet()
+
+
+class Worker:
+    """A Python process gpushare starts and stops, to hand arrays to.
+
+    Parameters
+    ----------
+    device : ``"cuda:N"``: the device the worker works on (its own context there); default cuda:0
+        when CUDA is usable. Give another device (``Worker(device="cuda:1")``) for two-GPU paths.
+    env : extra environment for the worker (set before it imports any framework).
+    timeout : seconds any one request may take before :class:`WorkerError` (default 60).
+    start_timeout : seconds the worker may take to start (default 120).
+
+    ``with Worker() as w:`` starts it and stops it (also on errors). ``w.stop()`` stops it by
+    message, then by SIGTERM, then SIGKILL, each with a timeout. The worker exits by itself when the
+    parent goes away.
+    """
+
+    def __init__(self, device: str | None = None, *, env: dict | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 start_timeout: float = START_TIMEOUT):
+        self.device = device
+        self.env = {**SAFE_ENV, **(env or {})}
+        self.timeout = float(timeout)
+        self.start_timeout = float(start_timeout)
+        self._proc: Any = None
+        self._conn: Any = None
+        self._closed_reason: str | None = None
+        self._groups: dict[str, Any] = {}
+        self._segments: list[Any] = []
+        self._preloaded: set[str] = set()
+        self._helpers: dict = {}  # helper workers of the NCCL paths (stopped with this one)
+        self._peer_groups: dict = {}  # NCCL groups this worker joined with a helper: their stores
+        self._results: "weakref.WeakSet[ProcessShareResult]" = weakref.WeakSet()
+
+    # -- life cycle --
+
+    def start(self) -> "Worker":
+        if self.alive:
+            return self
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        # Only the child's copy of ``child`` should stay open, so the worker sees EOF when we go.
+        self._proc = ctx.Process(target=_serve, args=(child, dict(self.env)), daemon=True,
+                                 name="gpushare-worker")
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self._closed_reason = None
+        self._preloaded = set()
+        _LIVE.add(self)
+        self.info = self._call("ping", timeout=self.start_timeout)
+        return self
+
+    def __enter__(self) -> "Worker":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop(timeout=1.0)
+        except Exception:
+            pass
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive() and self._closed_reason is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._proc.exitcode if self._proc is not None else None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stops the worker and releases what the parent holds for it (segments, process groups).
+        Idempotent; never hangs longer than about ``3 × timeout``."""
+        proc, conn = self._proc, self._conn
+        for r in list(self._results):
+            r._release_local()
+        if proc is not None and proc.is_alive() and conn is not None and self._closed_reason is None:
+            try:
+                conn.send(("exit", {}))
+                if conn.poll(timeout):
+                    conn.recv()
+            except (OSError, EOFError, ValueError):
+                pass
+        if proc is not None:
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout)
+        if conn is not None:
+            conn.close()
+        for key in list(self._groups):
+            self._close_group(key)
+        for helper in list(self._helpers.values()):
+            helper.stop(timeout)
+        self._helpers.clear()
+        self._peer_groups.clear()
+        self._release_segments()
+        self._conn = None
+        if self._closed_reason is None:
+            self._closed_reason = "stopped"
+        _LIVE.discard(self)
+
+    def _release_segments(self) -> None:
+        while self._segments:
+            seg = self._segments.pop()
+            try:
+                seg.close()
+            except BufferError:  # a view the user still holds: unlink anyway, memory goes with the view
+                pass
+            try:
+                seg.unlink()
+            except FileNotFoundError:
+                pass
+
+    def _died(self) -> WorkerError:
+        if self._proc is not None:
+            self._proc.join(2.0)  # the pipe closes before the process is reaped: wait for its status
+        code = self._proc.exitcode if self._proc is not None else None
+        if code is None:
+            how = "closed its pipe and is not answering"
+        elif code < 0:
+            how = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
+        self._closed_reason = f"worker pid {self.pid} {how}"
+        pid = self.pid
+        self.stop(timeout=1.0)
+        self._closed_reason = f"worker pid {pid} {how}"
+        return WorkerError(f"the gpushare worker (pid {pid}) {how}; start a new Worker")
+
+    # -- requests --
+
+    def _send(self, op: str, **kwargs: Any) -> None:
+        if self._closed_reason is not None and self._proc is not None:
+            raise WorkerError(f"this worker cannot be used: {self._closed_reason}")
+        if self._proc is None:
+            raise WorkerError("this worker is not started: use `with Worker() as w:` or w.start()")
+        if not self._proc.is_alive():
+            raise self._died()
+        try:
+            self._conn.send((op, kwargs))
+        except (OSError, EOFError, BrokenPipeError):
+            raise self._died() from None
+
+    def _recv(self, op: str, timeout: float | None = None) -> Any:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        try:
+            while True:
+                # Short polls: Ctrl-C lands between them, and a dead worker is noticed at once.
+                if self._conn.poll(0.05):
+                    try:
+                        reply = self._conn.recv()
+                    except (EOFError, OSError):
+                        raise self._died() from None
+                    break
+                if not self._proc.is_alive():
+                    raise self._died()
+                if time.monotonic() > deadline:
+                    self._closed_reason = f"request {op!r} timed out"
+                    pid = self.pid
+                    self.stop(timeout=1.0)
+                    raise WorkerError(
+                        f"the gpushare worker (pid {pid}) did not answer {op!r} within "
+                        f"{self.timeout if timeout is None else timeout:g} s; it was stopped"
+                    )
+        except KeyboardInterrupt:
+            # The worker's answer would arrive out of order: stop it, so nothing is left running.
+            self._closed_reason = "interrupted (Ctrl-C) during a request"
+            self.stop(timeout=1.0)
+            raise
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, message, tb = reply
+        err = WorkerError(f"in the worker, {op} failed: {kind}: {message}")
+        err.worker_traceback = tb
+        raise err
+
+    def _call(self, op: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        self._send(op, **kwargs)
+        return self._recv(op, timeout)
+
+    # -- public operations --
+
+    def share(self, obj: Any, path: str = "auto", to: str | None = None, *, repeat: int = 1) -> "ProcessShareResult":
+        """Hands ``obj`` to the worker by ``path`` and reports what the worker holds. ``to`` is the
+        framework the worker views it in (default: the source's). ``repeat`` > 1 times that many
+        handoffs after the first (whose cost is reported apart, as ``first_call``)."""
+        return _share(self, obj, path, to, repeat=repeat)
+
+    def compare(self, obj: Any, paths: str | Sequence[str] = "all", to: str | None = None, *,
+                repeat: int = 5, peer: "Worker | None" = None) -> "ProcessComparison":
+        """Every process path (or those named) for ``obj``, side by side. A path that does not
+        apply is a row with the reason. ``peer``: a second worker for the NCCL socket stand-in."""
+        return compare(obj, to, paths, across=self, repeat=repeat, peer=peer)
+
+    def context(self, device: int = 0) -> dict | None:
+        """The worker's CUDA context on ``device`` (its own: not the parent's)."""
+        return self._call("context", device=device)
+
+    def memory(self, device: int = 0) -> dict:
+        return self._call("memory", device=device)
+
+    def slots(self) -> list:
+        return self._call("slots")
+
+    def _open_group(self, backend: str, device_parent: int | None, device_worker: int | None) -> Any:
+        key = f"{backend}:{device_parent}:{device_worker}"
+        if key in self._groups:
+            return key, self._groups[key], 0.0
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        if backend == "nccl":  # NVLink multicast off in this process too (the worker has SAFE_ENV)
+            for k, v in SAFE_ENV.items():
+                os.environ.setdefault(k, v)
+        t0 = time.perf_counter()
+        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=self.timeout), wait_for_workers=False)
+        self._send("pg_init", key=key, backend=backend, port=store.port, rank=1, world=2,
+                   device=device_worker, timeout=self.timeout)
+        group = _make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
+        self._recv("pg_init")
+        self._groups[key] = (group, store)
+        return key, self._groups[key], time.perf_counter() - t0
+
+    def _close_group(self, key: str) -> None:
+        group, _store = self._groups.pop(key)
+        if self.alive:
+            try:
+                self._call("pg_close", key=key, timeout=5.0)
+            except WorkerError:
+                pass
+        if hasattr(group, "shutdown"):
+            try:
+                group.shutdown()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = "alive" if self.alive else (self._closed_reason or "not started")
+        return f"Worker(pid={self.pid}, device={self.device!r}, {state})"
+
+
+def _stop_all() -> None:
+    for w in list(_LIVE):
+        try:
+            w.stop(timeout=1.0)
+        except Exception:
+            pass
+
+
+import atexit  # noqa: E402
+
+atexit.register(_stop_all)
+
+
+# ---------------------------------------------------------------------------------------------
+# Handoffs.
+
+
+class RemoteArray:
+    """The array a worker holds after a handoff: read it, write into it, ask what it is."""
+
+    def __init__(self, worker: Worker, slot: int):
+        self.worker, self.slot = worker, slot
+
+    def read(self) -> Any:
+        """A NumPy copy of the worker's array (sent back through the pipe)."""
+        return self.worker._call("read", slot=self.slot)
+
+    def write(self, index: Any, value: Any) -> None:
+        """``array[index] = value`` in the worker (synchronised before it returns)."""
+        self.worker._call("write", slot=self.slot, index=index, value=value)
+
+    def info(self) -> dict:
+        """``gpushare.inspect`` of the array, run in the worker."""
+        return self.worker._call("info", slot=self.slot)
+
+    def release(self) -> None:
+        if self.worker.alive:
+            self.worker._call("release", slot=self.slot)
+
+    def __repr__(self) -> str:
+        return f"RemoteArray(worker pid {self.worker.pid}, slot {self.slot})"
+
+
+class ProcessShareResult:
+    """One handoff to another process. ``verdict`` is "shared" only when the worker's array lies in
+    the same physical memory (same identity on both sides), else "copied"; ``source_identity`` and
+    ``target_identity`` show it; ``local`` is the parent's array over the shared memory (the source
+    itself, or for ``shm`` the segment's view); ``remote`` the worker's array."""
+
+    def __init__(self, row: dict, remote: RemoteArray | None, local: Any, cleanup: list | None = None):
+        self.row = row
+        self.remote = remote
+        self.local = local
+        self._cleanup = cleanup or []
+
+    def __getattr__(self, name: str) -> Any:
+        row = self.__dict__.get("row", {})
+        if name in row:
+            return row[name]
+        raise AttributeError(name)
+
+    @property
+    def shared(self) -> bool:
+        return self.row["verdict"] == "shared"
+
+    def _release_local(self) -> None:
+        while self._cleanup:
+            fn = self._cleanup.pop()
+            try:
+                fn()
+            except Exception:
+                pass
+
+    def release(self) -> None:
+        """Releases the worker's array and what the parent keeps for it (a segment, a handle)."""
+        if self.remote is not None:
+            try:
+                self.remote.release()
+            except WorkerError:
+                pass
+        self._release_local()
+
+    def to_dict(self) -> dict:
+        return dict(self.row)
+
+    def to_json(self) -> str:
+        return json.dumps({"schema": "gpushare.process-share/1", "data": self.to_dict()}, default=str)
+
+    def __repr__(self) -> str:
+        return _render_text([self.row])
+
+    def _repr_html_(self) -> str:
+        return _render_html([self.row])
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return {"text/plain": repr(self), "text/html": self._repr_html_(),
+                "application/vnd.gpushare+json": json.loads(self.to_json())}
+
+
+def _framework_of(obj: Any) -> str:
+    mod = type(obj).__module__.split(".")[0]
+    return {"numpy": "numpy", "torch": "torch", "cupy": "cupy", "jax": "jax", "jaxlib": "jax"}.get(mod, mod)
+
+
+def _is_cuda(obj: Any) -> bool:
+    return _address(obj)[1]
+
+
+def _nbytes(obj: Any) -> int:
+    if hasattr(obj, "element_size"):
+        return obj.numel() * obj.element_size()
+    return int(obj.nbytes)
+
+
+def _dtype_name(obj: Any) -> str:
+    return str(obj.dtype).replace("torch.", "")
+
+
+def _device_ordinal(obj: Any) -> int | None:
+    if hasattr(obj, "device") and getattr(obj.device, "type", None) == "cuda":
+        return obj.device.index or 0
+    ptr, is_cuda = _address(obj)
+    if is_cuda:
+        attrs = _native.cuda_pointer_attributes(ptr) or {}
+        return attrs.get("device_ordinal", 0)
+    return None
+
+
+def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
+    if worker.device is None:
+        return source_ordinal
+    d = worker.device.lower()
+    if d == "cpu":
+        return None
+    return int(d.split(":")[1]) if ":" in d else 0
+
+
+def resolve_auto(obj: Any) -> str:
+    return "ipc" if _is_cuda(obj) else "shm"
+
+
+#: The frameworks the worker can hold the result in, per path.
+TARGETS = {"ipc": ("torch", "cupy", "numba"), "shm": ("numpy", "torch"), "torch_mp": ("torch",),
+           "nccl": ("torch",), "nccl_socket": ("torch",), "gloo": ("torch",)}
+
+
+def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None, to: str | None = None) -> str | None:
+    """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or None."""
+    cuda = _is_cuda(obj)
+    fw = _framework_of(obj)
+    if to is not None and to not in TARGETS[path]:
+        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {to}"
+    if path in ("torch_mp", "nccl", "nccl_socket", "gloo") and fw != "torch":
+        return f"{path} hands torch tensors; this is a {fw} array"
+    if path in ("torch_mp", "nccl", "nccl_socket", "gloo"):
+        try:
+            import torch.distributed as dist  # noqa: F401
+        except ImportError:
+            return "torch.distributed is not available in this torch build"
+    if path == "shm" and cuda:
+        return "shm shares host memory; this array lives on the GPU (use ipc, torch_mp or nccl)"
+    if path == "gloo" and cuda:
+        return "gloo send/recv is measured here for CPU tensors; on the GPU use nccl"
+    if path == "ipc":
+        if not cuda:
+            return "CUDA IPC shares device memory; this array is in host memory (use shm or torch_mp)"
+        refusal = _native.cuda_ipc_refusal(_address(obj)[0])
+        if refusal:
+            return refusal
+    if path in ("nccl", "nccl_socket"):
+        if not cuda:
+            return "NCCL sends device memory; this tensor is in host memory (use gloo)"
+        import torch.distributed as dist
+
+        if not dist.is_nccl_available():
+            return "this torch build has no NCCL"
+        src = _device_ordinal(obj)
+        dst = _worker_ordinal(worker, src)
+        if src == dst:
+            return (f"NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected', NCCL ≥ 2.5, "
+                    f"NVIDIA/nccl#418): both processes are on cuda:{src}; give the worker another GPU, "
+                    f"Worker(device='cuda:1')")
+    return None
+
+
+def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ProcessShareResult:
+    if path not in (*PROCESS_PATHS, "auto"):
+        raise ValueError(f"unknown process path {path!r}; known: {', '.join(PROCESS_PATHS)}, auto")
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
+    if not worker.alive:
+        worker._send("ping")  # raises the WorkerError that says why
+    path = resolve_auto(obj) if path == "auto" else path
+    if to is not None:
+        from gpushare.adapters import framework
+
+        to = framework(to).name  # aliases (np, pt) and typos, with a suggestion
+    why = applicability(obj, path, worker, peer, to)
+    if why is not None:
+        from gpushare.exceptions import PathNotApplicableError
+
+        err = PathNotApplicableError(f"{path}: {why}")
+        err.reason = why
+        raise err
+    to = to or _framework_of(obj)
+    # The worker imports the frameworks before anything is timed: the first-call cost is the
+    # path's own set-up, not ``import torch``.
+    wanted = [m for m in {to, _framework_of(obj)} if m in ("torch", "cupy", "numpy")]
+    if path in ("torch_mp", "nccl", "nccl_socket", "gloo"):
+        wanted += ["torch.multiprocessing", "torch.distributed"]
+    missing = [m for m in wanted if m not in worker._preloaded]
+    if missing:
+        worker._call("preload", modules=missing, timeout=worker.start_timeout)
+        worker._preloaded.update(missing)
+    runner = {"shm": _run_shm, "torch_mp": _run_torch_mp, "ipc": _run_ipc, "gloo": _run_pg,
+              "nccl": _run_nccl, "nccl_socket": _run_nccl}[path]
+    result = runner(worker, obj, path, to, repeat, peer)
+    worker._results.add(result)
+    return result
+
+
+def share_across(obj: Any, to: str | None, across: Any, *, path: str = "auto", repeat: int = 1) -> ProcessShareResult:
+    """``gpushare.share(x, to, across=worker)``: the handoff to a worker process."""
+    worker, owned = _worker_for(across, obj)
+    try:
+        result = _share(worker, obj, path, to, repeat=repeat)
+    finally:
+        if owned:
+            worker.stop()
+    if owned:
+        result.row["notes"].append(
+            "the worker was started for this call and stopped after it (its array is gone); keep one with "
+            "`with gpushare.Worker() as w: gpushare.share(x, to, across=w)`")
+        result.remote = None
+    return result
+
+
+def _row(path: str, obj: Any, verdict: str, reason: str | None, src_id: dict | None, dst: dict | None,
+         first: float, samples: list[float], bytes_moved: int, notes: list[str], worker: Worker) -> dict:
+    samples = sorted(samples)
+    median = samples[len(samples) // 2] if samples else None
+    return {
+        "path": path, "mechanism": MECHANISMS[path], "verdict": verdict, "reason": reason,
+        "applicable": True, "nbytes": _nbytes(obj), "bytes_moved": bytes_moved,
+        # What each timed handoff after the first moves (shm copies once, in the first call).
+        "bytes_per_handoff": bytes_moved if path in ("gloo", "nccl", "nccl_socket") else 0,
+        "timing": {"first_call": first, "median": median, "min": samples[0] if samples else None,
+                   "samples": samples, "repeats": len(samples)},
+        "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": src_id,
+                   "context": _context_report(obj)},
+        "target": {"pid": worker.pid, "framework": dst.get("framework") if dst else None,
+                   "identity": dst.get("identity") if dst else None, "context": dst.get("context") if dst else None},
+        "notes": notes,
+    }
+
+
+def _judge(src_id: dict | None, dst: dict) -> tuple[str, str | None]:
+    ok, why = same_memory(src_id, dst.get("identity"))
+    return ("shared", None) if ok else ("copied", why)
+
+
+def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
+    import numpy as np
+    from multiprocessing import shared_memory
+
+    host = obj.detach().numpy() if hasattr(obj, "detach") else np.asarray(obj)
+    src_id = host_identity(host.__array_interface__["data"][0]) if host.nbytes else None
+    notes: list[str] = []
+    segment = None
+    if (src_id and (src_id.get("file") or "").startswith("/dev/shm/") and src_id["mapping"] == "shared"
+            and not src_id["unlinked"] and os.path.exists(src_id["file"])):
+        # Already in a segment (e.g. the ``local`` view of an earlier shm handoff): hand it as it is.
+        name, offset, local = src_id["file"][len("/dev/shm/"):], src_id["offset"], host
+        copy_seconds, bytes_moved = 0.0, 0
+    else:
+        t0 = time.perf_counter()
+        segment = shared_memory.SharedMemory(create=True, size=max(host.nbytes, 1))
+        local = np.ndarray(host.shape, dtype=host.dtype, buffer=segment.buf)
+        local[...] = host
+        copy_seconds, bytes_moved = time.perf_counter() - t0, host.nbytes
+        name, offset = segment.name, 0
+        worker._segments.append(segment)
+        notes.append(f"the source was in private memory: copied once into segment {name} "
+                     f"({copy_seconds * 1e3:.3g} ms); `result.local` is the parent's view of the segment")
+    local_id = host_identity(local.__array_interface__["data"][0]) if local.nbytes else None
+
+    def once() -> tuple[dict, float]:
+        t = time.perf_counter()
+        info = worker._call("recv_shm", name=name, offset=offset, shape=tuple(host.shape), dtype=host.dtype.str, to=to)
+        return info, time.perf_counter() - t
+
+    info, first = once()
+    samples = []
+    for _ in range(repeat):
+        worker._call("release", slot=info["slot"])
+        info, seconds = once()
+        samples.append(seconds)
+    verdict, reason = _judge(local_id, info)
+    if verdict == "shared" and bytes_moved:
+        verdict, reason = "copied", f"copied into a shared segment first; the worker maps that segment ({name} + {offset})"
+    row = _row(path, obj, verdict, reason, local_id, info, first + copy_seconds, samples or [first], bytes_moved, notes, worker)
+    row["segment"] = {"name": name, "offset": offset}
+    if local_id is not None:
+        row["source"]["identity"] = local_id
+    cleanup = []
+    if segment is not None:
+        def free(seg: Any = segment) -> None:
+            if seg in worker._segments:
+                worker._segments.remove(seg)
+            try:
+                seg.close()
+            except BufferError:
+                pass
+            try:
+                seg.unlink()
+            except FileNotFoundError:
+                pass
+        cleanup.append(free)
+    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), local, cleanup)
+
+
+def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
+    import torch.multiprocessing as tmp  # registers torch's reductions with ForkingPickler
+
+    notes = []
+    cuda = obj.is_cuda
+    before = obj.data_ptr()
+    if not cuda:
+        notes.append(f"sharing strategy {tmp.get_sharing_strategy()!r}")
+    t = time.perf_counter()
+    info = worker._call("recv_object", obj=obj)
+    first = time.perf_counter() - t
+    if not cuda and obj.data_ptr() != before:
+        notes.append("torch moved the tensor's storage into shared memory on the first handoff "
+                     "(one copy; the tensor's data_ptr changed)")
+    src_id = _identity_of(obj, _nbytes(obj))
+    samples = []
+    for _ in range(repeat):
+        worker._call("release", slot=info["slot"])
+        t = time.perf_counter()
+        info = worker._call("recv_object", obj=obj)
+        samples.append(time.perf_counter() - t)
+    if cuda and src_id is not None:
+        # torch exported the caching allocator's block; the worker's mapping is judged by the block
+        # it sees (size and offset) and by torch's own handle, which is the allocation's IPC handle.
+        # The handle torch sent (cudaIpcGetMemHandle of the allocator's segment) is what the worker
+        # opened; the driver's handle of the same allocation is kept beside it.
+        torch_handle = bytes(obj.untyped_storage()._share_cuda_()[1]).hex()
+        if src_id.get("handle") not in (None, torch_handle):
+            notes.append("torch's IPC handle bytes differ from the driver's for the same allocation; judged by torch's")
+        src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
+        dst_id = info.get("identity") or {}
+        dst_id["opened_handle"] = torch_handle
+        info["identity"] = dst_id
+        notes.append("torch's IPC handle names the caching allocator's block; the worker maps the whole block")
+    verdict, reason = _judge(src_id, info)
+    row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first],
+               0 if verdict == "shared" else _nbytes(obj), notes, worker)
+    row["mechanism"] += (": CUDA IPC of the allocator block + offset" if cuda
+                         else f": {tmp.get_sharing_strategy()} strategy (shared-memory file)")
+    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
+
+
+def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
+    _synchronize(obj)
+    nbytes = _nbytes(obj)
+    ptr, _ = _address(obj)
+    ordinal = _device_ordinal(obj)
+    target_ordinal = _worker_ordinal(worker, ordinal)
+
+    def once() -> tuple[dict, dict, float]:
+        t = time.perf_counter()
+        export = _native.cuda_ipc_export(ptr, nbytes)
+        # Opened on the device the memory lives on (the worker holds its own context there), so the
+        # framework's view is on that device and nothing is copied.
+        info = worker._call("ipc_open", handle=export["handle"], ordinal=export["ordinal"], offset=export["offset"],
+                            nbytes=nbytes, shape=tuple(obj.shape), dtype=_np_dtype(obj), to=to)
+        return export, info, time.perf_counter() - t
+
+    export, info, first = once()
+    samples = []
+    for _ in range(repeat):
+        worker._call("release", slot=info["slot"])
+        export, info, seconds = once()
+        samples.append(seconds)
+    src_id = cuda_identity(ptr, nbytes)
+    verdict, reason = _judge(src_id, info)
+    notes = []
+    if target_ordinal != ordinal:
+        notes.append(f"the worker works on cuda:{target_ordinal}; it maps the allocation on cuda:{ordinal}, where it "
+                     f"lives, in its own context there")
+    row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first], 0 if verdict == "shared" else nbytes,
+               notes, worker)
+    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
+
+
+def _np_dtype(obj: Any) -> str:
+    import numpy as np
+
+    name = _dtype_name(obj)
+    if name == "bfloat16":
+        raise GpushareError("bfloat16 has no NumPy type string for __cuda_array_interface__; use torch_mp or nccl")
+    return np.dtype(name).str
+
+
+def _run_pg(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
+    """gloo send/recv with the parent as rank 0 (gloo raises on a timeout; it does not abort the
+    process as NCCL's watchdog does, so the parent can be a rank here)."""
+    backend = "gloo" if path == "gloo" else "nccl"
+    src_ord = _device_ordinal(obj)
+    dst_ord = _worker_ordinal(worker, src_ord) if backend == "nccl" else None
+    _synchronize(obj)
+    t = time.perf_counter()
+    key, (group, _store), setup = worker._open_group(backend, src_ord if backend == "nccl" else None, dst_ord)
+
+    def once() -> tuple[dict, float]:
+        t0 = time.perf_counter()
+        worker._send("pg_recv", key=key, shape=tuple(obj.shape), dtype=_dtype_name(obj), device=dst_ord, src=0)
+        group.send([obj.contiguous()], 1, 0).wait()
+        if obj.is_cuda:
+            import torch
+
+            torch.cuda.synchronize(obj.device)
+        info = worker._recv("pg_recv")
+        return info, time.perf_counter() - t0
+
+    info, _ = once()
+    first = time.perf_counter() - t
+    samples = []
+    for _ in range(repeat):
+        worker._call("release", slot=info["slot"])
+        info, seconds = once()
+        samples.append(seconds)
+    src_id = _identity_of(obj, _nbytes(obj), export=False)
+    verdict, reason = _judge(src_id, info)
+    if verdict == "copied":
+        reason = f"{backend} send/recv copies into the receiver's own buffer"
+    notes = [f"first call includes the process group and communicator set-up ({setup * 1e3:.3g} ms for the group)"]
+    row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first], _nbytes(obj), notes, worker)
+    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
+
+
+def _helper(worker: Worker, ordinal: int, env: dict) -> Worker:
+    """A helper worker on ``ordinal`` with ``env``, kept by ``worker`` (stopped with it) so that a
+    sweep starts it once."""
+    key = (ordinal, tuple(sorted(env.items())))
+    helper = worker._helpers.get(key)
+    if helper is None or not helper.alive:
+        helper = Worker(f"cuda:{ordinal}", env=env, timeout=worker.timeout, start_timeout=worker.start_timeout).start()
+        helper._call("preload", modules=["torch", "torch.multiprocessing", "torch.distributed"],
+                     timeout=worker.start_timeout)
+        worker._helpers[key] = helper
+    return helper
+
+
+def _run_nccl(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
+    """NCCL send/recv between two worker processes: a sender helper on the source's GPU, which gets
+    the tensor from the parent by torch.multiprocessing (zero-copy), and the receiver.
+
+    The parent is never a rank: a rank whose peer dies blocks inside NCCL until the watchdog aborts
+    the whole process, which would be the user's kernel. The parent only waits on pipes, with
+    timeouts. Each handoff is acknowledged by the receiver (a one-element send back), as in the raw
+    torch.distributed baseline of benchmarks/bench_processes.py.
+
+    ``nccl_socket``: both ranks run with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 (NCCL reads them once
+    per process), so the receiver is a helper too and no worker-side array is kept."""
+    import torch  # noqa: F401
+    import torch.multiprocessing  # noqa: F401  (torch's reductions for the pipe)
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    src_ord = _device_ordinal(obj)
+    dst_ord = _worker_ordinal(worker, src_ord)
+    socket = path == "nccl_socket"
+    env = {**SOCKET_ENV} if socket else {}
+    sender = _helper(worker, src_ord, env)
+    receiver = _helper(worker, dst_ord, env) if socket else worker
+    _synchronize(obj)
+    t = time.perf_counter()
+    sent = sender._call("recv_object", obj=obj)  # torch.multiprocessing: the sender maps the tensor
+    handoff_to_sender = time.perf_counter() - t
+    key = f"{path}:{src_ord}:{dst_ord}:{sender.pid}"
+    setup = 0.0
+    if key not in receiver._peer_groups:
+        t0 = time.perf_counter()
+        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=worker.timeout), wait_for_workers=False)
+        sender._send("pg_init", key=key, backend="nccl", port=store.port, rank=0, world=2, device=src_ord,
+                     timeout=worker.timeout)
+        receiver._send("pg_init", key=key, backend="nccl", port=store.port, rank=1, world=2, device=dst_ord,
+                       timeout=worker.timeout)
+        sender._recv("pg_init")
+        receiver._recv("pg_init")
+        receiver._peer_groups[key] = store  # the store lives as long as the group
+        setup = time.perf_counter() - t0
+    shape, dtype = tuple(obj.shape), _dtype_name(obj)
+    try:
+        receiver._send("pg_pingpong", key=key, role="recv", slot=None, shape=shape, dtype=dtype, device=dst_ord,
+                       peer=0, repeat=repeat + 1)
+        sender._send("pg_pingpong", key=key, role="send", slot=sent["slot"], shape=shape, dtype=dtype,
+                     device=src_ord, peer=1, repeat=repeat + 1)
+        s_info = sender._recv("pg_pingpong")
+        info = receiver._recv("pg_pingpong")
+    finally:
+        if sender.alive:
+            sender._call("release", slot=sent["slot"])
+    times = s_info["seconds"]  # on the sender: send, and the receiver's acknowledgement back
+    first = setup + times[0]
+    notes = [
+        f"between a sender worker on cuda:{src_ord} (given the tensor by torch.multiprocessing, zero-copy, "
+        f"{handoff_to_sender * 1e3:.3g} ms) and the receiver on cuda:{dst_ord}; each handoff acknowledged",
+    ]
+    if setup:
+        notes.append(f"first call includes the group and NCCL communicator set-up ({setup * 1e3:.3g} ms for the group)")
+    if socket:
+        notes.insert(0, "stand-in for two hosts: NCCL NET/Socket over loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "
+                        "NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) in both ranks")
+    src_id = _identity_of(obj, _nbytes(obj), export=False)
+    row = _row(path, obj, "copied", "NCCL send/recv copies into the receiver's own buffer", src_id, info, first,
+               times[1:], _nbytes(obj), notes, receiver)
+    if socket:
+        receiver._call("release", slot=info["slot"])
+        return ProcessShareResult(row, None, obj)
+    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables.
+
+
+def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all", *, across: Any = "process",
+            repeat: int = 5, peer: Worker | None = None, keep: bool = False) -> "ProcessComparison":
+    """Every process path for ``obj``, side by side (``gpushare.compare(x, to, across=…)``).
+    ``across`` is a :class:`Worker` or ``"process"`` (a worker is started and stopped for the call)."""
+    names = parse_process_paths(paths)
+    worker, owned = _worker_for(across, obj)
+    rows, results = [], {}
+    try:
+        for name in names:
+            path = resolve_auto(obj) if name == "auto" else name
+            rows.append(_try(worker, obj, path, to, repeat, peer, results, keep))
+            if not keep and path in results:
+                # Released before the next path: CUDA maps one allocation once per context, so an
+                # open ipc mapping would make torch_mp's open of the same block fail.
+                results.pop(path).release()
+    finally:
+        if not keep:
+            for r in results.values():
+                r.release()
+        if owned:
+            worker.stop()
+    return ProcessComparison(rows, results if keep else {})
+
+
+def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any, results: dict, keep: bool) -> dict:
+    from gpushare.exceptions import PathNotApplicableError
+
+    note = None
+    if path == "torch_mp" and _framework_of(obj) == "torch" and not obj.is_cuda and not obj.is_shared():
+        # torch moves a CPU tensor's storage into shared memory when it is first sent: the comparison
+        # hands it a clone, so the caller's tensor is left as it was.
+        obj, note = obj.clone(), "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
+    try:
+        r = _share(worker, obj, path, to, repeat=repeat, peer=peer)
+        if note:
+            r.row["notes"].append(note)
+    except PathNotApplicableError as e:
+        return _failed(path, obj, getattr(e, "reason", str(e)), applicable=False)
+    except WorkerError as e:
+        if not worker.alive:
+            raise
+        return _failed(path, obj, str(e))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        return _failed(path, obj, f"{type(e).__name__}: {e}")
+    results[path] = r
+    return r.row
+
+
+def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> dict:
+    return {"path": path, "mechanism": MECHANISMS[path], "verdict": "failed", "reason": reason,
+            "applicable": applicable, "nbytes": _nbytes(obj), "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
+            "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": None, "context": None},
+            "target": None, "notes": []}
+
+
+def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
+    if isinstance(across, Worker):
+        return across, False
+    if across in ("process", "processes", True):
+        return Worker().start(), True
+    raise ValueError(f"across is a gpushare.Worker or 'process', got {across!r}")
+
+
+def parse_process_paths(paths: str | Sequence[str]) -> list[str]:
+    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
+    names = [p for p in names if p]
+    if names in (["all"], []):
+        return list(PROCESS_PATHS)
+    for name in names:
+        if name not in (*PROCESS_PATHS, "auto"):
+            raise ValueError(f"unknown process path {name!r}; known: {', '.join(PROCESS_PATHS)}, auto, all")
+    return list(dict.fromkeys(names))
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "—"
+    for unit, f in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= f:
+            return f"{s / f:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if not n:
+        return "0 B"
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            return f"{n / f:.3g} {unit}"
+    return f"{n} B"
+
+
+def _fmt_identity(ident: dict | None) -> str:
+    if not ident:
+        return "n/a"
+    if ident["kind"] == "host":
+        if not ident.get("inode"):
+            return "anonymous private memory"
+        return f"{ident['file']} + {ident['offset']}" + (" (unlinked)" if ident.get("unlinked") else "")
+    handle = ident.get("opened_handle") or ident.get("handle")
+    h = f"handle {handle[:16]}…" if handle else "no IPC handle"
+    return f"{h} + {ident.get('offset')} (allocation {ident.get('size')} B at {ident.get('base', 0):#x}, ctx {ident.get('context', 0):#x})"
+
+
+def _fmt_gbps(row: dict) -> str:
+    t = (row.get("timing") or {}).get("median")
+    if not t or not row.get("bytes_per_handoff"):  # nothing moved per handoff: a bandwidth would mean nothing
+        return "—"
+    return f"{row['bytes_per_handoff'] / t / 1e9:.3g}"
+
+
+_COLUMNS = ("path", "mechanism", "verdict", "bytes moved", "time", "GB/s", "first call", "parent side", "worker side")
+
+
+def _cells(row: dict) -> list[str]:
+    timing = row.get("timing") or {}
+    reps = timing.get("repeats")
+    time_cell = _fmt_time(timing.get("median"))
+    if reps == 1:
+        time_cell += " (1 sample)"
+    elif reps:
+        time_cell += f" (median of {reps})"
+    target = row.get("target") or {}
+    return [
+        row["path"], row["mechanism"], row["verdict"] + (f": {row['reason']}" if row.get("reason") else ""),
+        _fmt_bytes(row.get("bytes_moved")), time_cell if timing else "—", _fmt_gbps(row),
+        _fmt_time(timing.get("first_call")) if timing else "—",
+        f"pid {row['source']['pid']}: {_fmt_identity(row['source'].get('identity'))}",
+        f"pid {target.get('pid')}: {_fmt_identity(target.get('identity'))}" if target else "—",
+    ]
+
+
+def _render_text(rows: list[dict]) -> str:
+    out = []
+    for row in rows:
+        cells = _cells(row)
+        out.append(f"{cells[0]:<12} {cells[2]}")
+        for name, cell in zip(_COLUMNS[1:], cells[1:]):
+            if name != "verdict":
+                out.append(f"    {name:<12} {cell}")
+        for note in row.get("notes", []):
+            out.append(f"    note         {note}")
+    return "\n".join(out)
+
+
+def _render_html(rows: list[dict]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in _COLUMNS)
+    body = []
+    for row in rows:
+        cells = "".join(f"<td>{html.escape(c)}</td>" for c in _cells(row))
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table class='gpushare-processes'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+class ProcessComparison:
+    """One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
+    the identity of the memory on each side."""
+
+    def __init__(self, rows: list[dict], results: dict[str, ProcessShareResult]):
+        self.rows = rows
+        self.results = results
+
+    def __getitem__(self, path: str) -> dict:
+        for row in self.rows:
+            if row["path"] == path:
+                return row
+        raise KeyError(path)
+
+    def to_dict(self) -> dict:
+        return {"rows": self.rows}
+
+    def to_json(self) -> str:
+        return json.dumps({"schema": "gpushare.process-comparison/1", "data": self.to_dict()}, default=str)
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.json_normalize(self.rows)
+
+    def __repr__(self) -> str:
+        return _render_text(self.rows)
+
+    def _repr_html_(self) -> str:
+        return _render_html(self.rows)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return {"text/plain": repr(self), "text/html": self._repr_html_(),
+                "application/vnd.gpushare+json": json.loads(self.to_json())}
+
+
+class ProcessBenchmark:
+    """Sizes × process paths: ``points`` (one per size and path, with verdict and timing)."""
+
+    def __init__(self, data: dict):
+        self.data = data
+        self.interrupted = data.get("interrupted", False)
+
+    @property
+    def points(self) -> list[dict]:
+        return self.data["points"]
+
+    def to_dict(self) -> dict:
+        return self.data
+
+    def to_json(self) -> str:
+        return json.dumps({"schema": "gpushare.process-bench/1", "data": self.data}, default=str)
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.json_normalize(self.points)
+
+    def _table(self) -> tuple[list[str], list[list[str]]]:
+        paths = list(dict.fromkeys(p["path"] for p in self.points))
+        head = ["size"] + paths
+        rows = []
+        for size in self.data["sizes"]:
+            cells = [_fmt_bytes(size)]
+            for path in paths:
+                p = next((q for q in self.points if q["size"] == size and q["path"] == path), None)
+                if p is None or p["verdict"] == "failed":
+                    cells.append("failed" if p and p.get("applicable", True) else "n/a")
+                else:
+                    t = p["timing"]
+                    cells.append(f"{_fmt_time(t['median'])} {p['verdict']} (first {_fmt_time(t['first_call'])})")
+            rows.append(cells)
+        return head, rows
+
+    def __repr__(self) -> str:
+        head, rows = self._table()
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [head, *rows]]
+        reasons = {p["path"]: p["reason"] for p in self.points if p["verdict"] == "failed" and p.get("reason")}
+        lines += [f"{k}: {v}" for k, v in reasons.items()]
+        notes = {p["path"]: p["mechanism"] for p in self.points}
+        lines += [f"{k} = {v}" for k, v in notes.items()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head, rows = self._table()
+        h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+        b = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table class='gpushare-processes'><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return {"text/plain": repr(self), "text/html": self._repr_html_(),
+                "application/vnd.gpushare+json": json.loads(self.to_json())}
+
+
+def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64MiB"), dtype: str = "float32",
+          device: str | None = None, paths: str | Sequence[str] = "all", *, repeat: int = 5,
+          across: Any = "process", peer: Worker | None = None, progress: bool = False) -> ProcessBenchmark:
+    """Sizes × process paths (``gpushare.bench(src, dst, across="processes")``,
+    ``%sharebench torch->torch --across processes``). For each size ``src`` makes a 1-d array of
+    ones on ``device``; every path hands it to a worker that views it in ``dst``."""
+    from gpushare import lab
+    from gpushare.adapters import framework
+
+    s, d = framework(src), framework(dst)
+    names = parse_process_paths(paths)
+    size_list = list(dict.fromkeys(lab.parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)))
+    if not size_list:
+        raise ValueError("no sizes to sweep")
+    s.load()
+    device = device or lab._default_device(s)
+    itemsize = lab.SharedBuffer((0,), dtype).itemsize
+    worker, owned = _worker_for(across)
+    points, interrupted = [], False
+    try:
+        for size in size_list:
+            n = max(size // itemsize, 1)
+            try:
+                obj = lab.make_array(s, n, dtype, device)
+            except Exception as e:
+                for name in names:
+                    p = _failed(name if name != "auto" else "ipc", _Dummy(size), f"could not make the source array: {e}")
+                    p["size"] = size
+                    points.append(p)
+                continue
+            for name in names:
+                path = resolve_auto(obj) if name == "auto" else name
+                results: dict = {}
+                row = _try(worker, obj, path, d.name, repeat, peer, results, False)
+                for r in results.values():
+                    r.release()
+                row = dict(row)
+                row["size"] = size
+                points.append(row)
+            del obj
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if owned:
+            worker.stop()
+    return ProcessBenchmark({"source_framework": s.name, "target_framework": d.name, "dtype": dtype,
+                             "device": device, "sizes": size_list, "points": points, "interrupted": interrupted,
+                             "repeat": repeat})
+
+
+class _Dummy:
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+__all__ = [
+    "MECHANISMS", "PROCESS_PATHS", "ProcessBenchmark", "ProcessComparison", "ProcessShareResult", "RemoteArray",
+    "Worker", "bench", "compare", "cuda_identity", "host_identity", "same_memory",
+]

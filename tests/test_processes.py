@@ -1,0 +1,287 @@
+"""Across processes without CUDA: the worker's life cycle and the host paths (shm, torch_mp, gloo).
+
+Every "shared" verdict here is checked by a write in one process read in the other, and every
+"copied" one by a write that the other side does not see.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import gpushare
+from gpushare import processes
+from gpushare.exceptions import PathNotApplicableError, WorkerError
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc/self/maps (not Linux)")
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # A zombie still answers kill(0): read its state.
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with gpushare.Worker(device="cpu", timeout=60) as w:
+        yield w
+
+
+def test_worker_starts_and_stops_leaving_no_process():
+    w = gpushare.Worker(device="cpu").start()
+    pid = w.pid
+    assert w.alive and pid != os.getpid()
+    w.stop()
+    assert not w.alive
+    assert _gone(pid)
+    w.stop()  # idempotent
+
+
+def test_a_killed_worker_gives_a_clear_error_and_nothing_is_left():
+    w = gpushare.Worker(device="cpu").start()
+    pid = w.pid
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerError, match=r"SIGKILL"):
+        w.share(torch.ones(4), path="shm")
+    assert _gone(pid)
+    with pytest.raises(WorkerError, match="cannot be used"):
+        w.share(torch.ones(4), path="shm")
+
+
+def test_a_worker_killed_during_a_request_is_noticed_without_waiting_for_the_timeout():
+    w = gpushare.Worker(device="cpu", timeout=600).start()
+    pid = w.pid
+    os.kill(pid, signal.SIGSTOP)  # so it cannot answer before it is killed
+    w._send("ping")
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError, match="killed"):
+        w._recv("ping")
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_request_that_takes_too_long_times_out_and_stops_the_worker(monkeypatch):
+    w = gpushare.Worker(device="cpu", timeout=0.5).start()
+    pid = w.pid
+    # A request the worker never answers in time: it sleeps in its handler.
+    w._send("write", slot=999, index=0, value=0)  # fails fast in the worker (no slot 999) ...
+    with pytest.raises(WorkerError, match="failed: KeyError"):
+        w._recv("write")  # ... and the error crosses back with its type
+    os.kill(pid, signal.SIGSTOP)  # a hung worker
+    try:
+        with pytest.raises(WorkerError, match="did not answer"):
+            w._call("ping")
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert _gone(pid)
+
+
+def test_ctrl_c_during_a_wait_stops_the_worker():
+    w = gpushare.Worker(device="cpu", timeout=60).start()
+    pid = w.pid
+    os.kill(pid, signal.SIGSTOP)  # so the request below waits
+    w._send("ping")
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            w._recv("ping")
+    finally:
+        signal.signal(signal.SIGALRM, old)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert not w.alive
+    assert _gone(pid)
+
+
+def test_the_worker_exits_when_its_parent_goes_away():
+    # A parent that dies without stopping its worker: the worker sees the pipe close and exits.
+    import subprocess
+    import sys
+
+    code = (
+        "import gpushare, os, sys\n"
+        "w = gpushare.Worker(device='cpu').start()\n"
+        "print(w.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    pid = int(out.stdout.split()[0])
+    assert _gone(pid, within=20), f"worker {pid} outlived its parent"
+
+
+def test_shm_shares_one_segment_proven_by_writes_both_ways(worker):
+    x = torch.arange(16, dtype=torch.float32)
+    r = gpushare.share(x, "torch", across=worker, path="shm")
+    # The source was private memory: one copy into a segment, which both sides then map.
+    assert r.verdict == "copied" and r.bytes_moved == x.nbytes
+    src, dst = r.source["identity"], r.target["identity"]
+    assert src["file"].startswith("/dev/shm/") and src["file"] == dst["file"]
+    assert src["offset"] == dst["offset"] == 0
+    assert r.segment["name"] in src["file"]
+    assert r.source["pid"] != r.target["pid"]
+    # Parent writes, worker reads; worker writes, parent reads.
+    r.local[3] = 42.0
+    assert r.remote.read()[3] == 42.0
+    r.remote.write(5, -7.0)
+    assert r.local[5] == -7.0
+    # Handing the segment's view again moves nothing: shared.
+    r2 = worker.share(r.local, path="shm", to="numpy")
+    assert r2.verdict == "shared" and r2.bytes_moved == 0, r2.reason
+    r2.remote.write(0, 99.0)
+    assert r.local[0] == 99.0 and r.remote.read()[0] == 99.0
+    # The user's tensor was not touched.
+    assert torch.equal(x, torch.arange(16, dtype=torch.float32))
+    name = r.segment["name"]
+    r2.release()
+    r.release()
+    assert not os.path.exists(f"/dev/shm/{name}")
+
+
+def test_torch_multiprocessing_shares_the_cpu_storage(worker):
+    x = torch.zeros(32, dtype=torch.int64)
+    r = worker.share(x, path="torch_mp")
+    assert r.verdict == "shared", r.reason
+    assert r.source["identity"]["inode"] == r.target["identity"]["inode"] != 0
+    assert r.bytes_moved == 0
+    x[7] = 1234
+    assert r.remote.read()[7] == 1234
+    r.remote.write(9, -5)
+    assert int(x[9]) == -5
+    assert "sharing strategy" in " ".join(r.notes)
+    r.release()
+
+
+def test_gloo_send_recv_is_a_copy(worker):
+    x = torch.full((64,), 3.0)
+    r = worker.share(x, path="gloo", repeat=3)
+    assert r.verdict == "copied" and r.bytes_moved == x.nbytes
+    assert (r.remote.read() == 3.0).all()
+    x[0] = 8.0
+    assert r.remote.read()[0] == 3.0  # the worker's copy does not see the parent's write
+    t = r.timing
+    assert t["repeats"] == 3 and t["first_call"] > 0 and t["median"] > 0
+    r.release()
+
+
+def test_gpu_paths_are_rows_with_their_reason_without_cuda(worker):
+    x = torch.ones(1024)
+    c = gpushare.compare(x, "torch", across=worker, repeat=2)
+    rows = {row["path"]: row for row in c.rows}
+    assert not x.is_shared()  # torch_mp ran on a clone: the caller's storage was not moved
+    assert list(rows) == list(processes.PROCESS_PATHS)
+    assert rows["shm"]["verdict"] == "copied" and rows["torch_mp"]["verdict"] == "shared"
+    assert rows["gloo"]["verdict"] == "copied"
+    for path in ("ipc", "nccl", "nccl_socket"):
+        assert rows[path]["verdict"] == "failed" and not rows[path]["applicable"]
+        assert "host memory" in rows[path]["reason"]
+    text, html = repr(c), c._repr_html_()
+    for word in ("mechanism", "first call", "/dev/shm/"):
+        assert word in text or word in html
+    bundle = c._repr_mimebundle_()
+    assert bundle["application/vnd.gpushare+json"]["schema"] == "gpushare.process-comparison/1"
+    assert worker.slots() == []  # every handoff of the comparison was released
+
+
+def test_a_path_that_does_not_apply_raises_for_share(worker):
+    with pytest.raises(PathNotApplicableError, match="device memory"):
+        worker.share(torch.ones(4), path="ipc")
+    with pytest.raises(PathNotApplicableError, match="torch tensors"):
+        worker.share(np.ones(4), path="gloo")
+    with pytest.raises(ValueError, match="unknown process path"):
+        worker.share(torch.ones(4), path="p2p")
+
+
+def test_share_across_process_starts_and_stops_its_own_worker():
+    before = set(p.pid for p in __import__("multiprocessing").active_children())
+    r = gpushare.share(np.ones(8, dtype=np.float32), "numpy", across="process")
+    assert r.verdict == "copied" and r.remote is None
+    assert r.target["pid"] not in before and _gone(r.target["pid"])
+    assert any("stopped after it" in n for n in r.notes)
+
+
+def test_bench_across_processes_sweeps_sizes_and_paths():
+    b = gpushare.bench("torch", "torch", sizes=["4KiB", "64KiB"], paths="shm,torch_mp,gloo", repeat=2,
+                       across="processes", device="cpu")
+    assert [p["path"] for p in b.points] == ["shm", "torch_mp", "gloo"] * 2
+    assert all(p["timing"]["median"] > 0 for p in b.points)
+    assert {p["verdict"] for p in b.points if p["path"] == "torch_mp"} == {"shared"}
+    assert "gpushare.process-bench/1" in b.to_json()
+    assert "64 KiB" in repr(b)
+
+
+def test_sharebench_magic_across_processes():
+    IPython = pytest.importorskip("IPython")
+    from IPython.core.error import UsageError
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "gpushare")
+    b = ip.run_line_magic("sharebench", "torch->torch --across processes --sizes 4KiB --paths shm,gloo -r 2 -q -o --device cpu")
+    assert [p["path"] for p in b.points] == ["shm", "gloo"]
+    with pytest.raises(UsageError):
+        ip.run_line_magic("sharebench", "torch->torch --across planets")
+    with pytest.raises(UsageError):
+        ip.run_line_magic("sharebench", "torch->torch --across processes --paths dlpack")
+
+
+def test_two_workers_hand_off_acknowledged_sends_as_the_nccl_paths_do():
+    # The NCCL paths run between a sender helper and the receiver, the parent waiting on pipes only;
+    # the same requests with gloo on the CPU check the protocol (and that it cannot deadlock).
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    with gpushare.Worker(device="cpu") as sender, gpushare.Worker(device="cpu") as receiver:
+        x = torch.arange(1000, dtype=torch.float32)
+        sent = sender._call("recv_object", obj=x.clone())
+        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=30), wait_for_workers=False)
+        for rank, w in ((0, sender), (1, receiver)):
+            w._send("pg_init", key="k", backend="gloo", port=store.port, rank=rank, world=2, device=None, timeout=30)
+        sender._recv("pg_init")
+        receiver._recv("pg_init")
+        receiver._send("pg_pingpong", key="k", role="recv", slot=None, shape=(1000,), dtype="float32", device=None,
+                       peer=0, repeat=3)
+        sender._send("pg_pingpong", key="k", role="send", slot=sent["slot"], shape=(1000,), dtype="float32",
+                     device=None, peer=1, repeat=3)
+        s_info, r_info = sender._recv("pg_pingpong"), receiver._recv("pg_pingpong")
+        assert len(s_info["seconds"]) == len(r_info["seconds"]) == 3
+        got = processes.RemoteArray(receiver, r_info["slot"]).read()
+        assert (got == x.numpy()).all()
+        assert r_info["identity"]["inode"] == 0  # the receiver's own buffer: a copy
+
+
+def test_a_target_the_path_cannot_give_is_refused_before_anything_runs(worker):
+    with pytest.raises(PathNotApplicableError, match="numpy or torch arrays, not jax"):
+        worker.share(np.ones(4), path="shm", to="jax")
+    r = worker.share(np.ones(4), path="shm", to="np")  # aliases as everywhere else
+    assert r.target["framework"] == "numpy"
+    r.release()
