@@ -290,7 +290,6 @@ impl ShareReport {
         TIDY_COLUMNS.into_iter().zip(values).collect()
     }
 
-impl ShareReport {
     /// True when the outcome differs from the prediction: shown, never hidden.
     pub fn unexpected(&self) -> bool {
         self.predicted.as_ref().is_some_and(|p| p.verdict != self.verdict)

@@ -7,7 +7,6 @@
 //! differ from what the types generate, and `GPUSHARE_WRITE_SCHEMAS=1 cargo test --lib schema`
 //! rewrites them.
 
-use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 

@@ -44,7 +44,7 @@ def from_dict(d: dict | list, kind: str) -> dict:
 def results():
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     shared = gpushare.share(x, "numpy", repeat=3, number=2)
-    copied = gpushare.share(np.arange(6, dtype=np.float64)[::2], "torch", repeat=3, number=2)
+    copied = gpushare.share(np.arange(6, dtype=np.float64), "torch", path="copy", repeat=3, number=2)
     return {
         "tensor": gpushare.inspect(x),
         "share": shared,
@@ -63,7 +63,7 @@ def test_shipped_schema_is_the_one_the_rust_types_generate(kind):
 
 
 def test_unknown_kind_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown result kind 'bogus'.*tensor, share"):
+    with pytest.raises(ValueError, match='unknown result kind "bogus".*tensor, share'):
         _native.json_schema("bogus")
 
 
