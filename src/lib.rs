@@ -14,6 +14,7 @@ pub mod explain;
 pub mod kernel;
 pub mod render;
 pub mod report;
+pub mod schema;
 pub mod share;
 pub mod shared;
 pub mod stats;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::dlpack::{Layout, device_type_name};
@@ -13,7 +14,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const MIME_TYPE: &str = "application/vnd.gpushare+json";
 
 /// What one array is, as its framework and its DLPack export describe it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TensorReport {
     pub framework: String,
     pub dtype: String,
@@ -39,6 +40,8 @@ pub struct TensorReport {
     /// DLPack version of the capsule that was read, `None` for a legacy capsule.
     pub dlpack_version: Option<(u32, u32)>,
     /// The CUDA driver's pointer attributes; `None` without CUDA or for host memory it does not know.
+    // An object whose keys are the driver's attribute names (and `device_name`, `device_uuid`).
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub cuda: Option<serde_json::Value>,
 }
 
@@ -69,7 +72,7 @@ impl TensorReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Shared,
@@ -88,7 +91,7 @@ impl Verdict {
 }
 
 /// One handoff from a source array to a target framework.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ShareReport {
     /// The variable name, when the handoff came from a magic.
     pub name: Option<String>,
@@ -129,7 +132,7 @@ impl MemorySnapshot {
 
 /// What one handoff cost in device memory: `after - before` of the driver's used bytes and of
 /// every allocator figure present both times. Positive means more memory held afterwards.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MemoryLedger {
     pub ordinal: i32,
     pub driver_used: Option<i64>,
@@ -191,7 +194,7 @@ pub struct StreamRequest {
 }
 
 /// How the two sides' work was ordered in a handoff of device memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StreamReport {
     pub path: String,
     pub producer_stream: Option<u64>,
@@ -239,7 +242,54 @@ impl StreamReport {
     }
 }
 
+/// The columns of [`ShareReport::tidy_row`], in order: what identifies the handoff first.
+pub const TIDY_COLUMNS: [&str; 24] = [
+    "name", "source_framework", "target_framework", "path", "verdict", "dtype", "shape",
+    "source_device", "target_device", "source_dlpack_device", "target_dlpack_device", "nbytes",
+    "source_data_ptr", "target_data_ptr", "median_s", "min_s", "iqr_s", "repeats", "loops",
+    "device_median_s", "shares_origin", "predicted", "unexpected", "reason",
+];
+
+/// The [`TIDY_COLUMNS`] that hold counts: integers, never floats.
+pub const TIDY_INTEGER_COLUMNS: [&str; 5] = ["nbytes", "source_data_ptr", "target_data_ptr", "repeats", "loops"];
+
 impl ShareReport {
+    /// One row of a tidy table (`to_pandas()`): one handoff, one value per cell, raw seconds and
+    /// bytes, counts as integers; the nested JSON (CUDA attributes, ledger, streams) stays in
+    /// `to_dict()`.
+    pub fn tidy_row(&self) -> Vec<(&'static str, serde_json::Value)> {
+        use serde_json::Value;
+        let t = &self.timing;
+        let seconds = |x: f64| if x.is_finite() { Value::from(x) } else { Value::Null };
+        let values: [Value; 24] = [
+            self.name.clone().into(),
+            self.source.framework.clone().into(),
+            self.target.framework.clone().into(),
+            self.path.clone().into(),
+            self.verdict.as_str().into(),
+            self.source.dtype.clone().into(),
+            self.source.shape.clone().into(),
+            self.source.device.clone().into(),
+            self.target.device.clone().into(),
+            self.source.dlpack_device_name.clone().into(),
+            self.target.dlpack_device_name.clone().into(),
+            self.source.nbytes.into(),
+            self.source.data_ptr.into(),
+            self.target.data_ptr.into(),
+            seconds(t.median),
+            seconds(t.min),
+            seconds(t.iqr),
+            (t.repeats() as u64).into(),
+            t.loops.into(),
+            t.device_median.map_or(Value::Null, seconds),
+            self.shares_origin.into(),
+            self.predicted.as_ref().map(|p| p.verdict.as_str()).into(),
+            self.unexpected().into(),
+            self.reason.clone().into(),
+        ];
+        TIDY_COLUMNS.into_iter().zip(values).collect()
+    }
+
     /// True when the outcome differs from the prediction: shown, never hidden.
     pub fn unexpected(&self) -> bool {
         self.predicted.as_ref().is_some_and(|p| p.verdict != self.verdict)
@@ -247,7 +297,7 @@ impl ShareReport {
 }
 
 /// A verdict predicted from the source's layout, the target framework and its settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Prediction {
     pub verdict: Verdict,
     pub reason: Option<String>,

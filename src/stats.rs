@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub const NOISY_IQR_RATIO: f64 = 0.25;
 
 /// Summary of repeated timings. Raw samples are kept so nothing is lost to rounding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timing {
     /// Seconds per loop, one sample per repeat.
     pub samples: Vec<f64>,

@@ -442,3 +442,28 @@ fn the_cli_knows_exactly_the_frameworks_and_paths_the_python_side_knows() {
         python_list("from gpushare.paths import PATH_NAMES; print(*PATH_NAMES, 'auto')")
     );
 }
+
+/// `kernel install` with a Python that cannot import ipykernel (site-packages off) installs the spec
+/// and says, on stderr, that kernels from it will fail and how to fix that; with the project's
+/// Python it says nothing of the kind.
+#[test]
+fn kernel_install_warns_when_ipykernel_is_missing() {
+    let sandbox = Sandbox::new();
+    let wrapper = sandbox.path("python-without-site");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S -s \"$@\"\n", python().display())).unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let prefix = sandbox.path("prefix");
+    let mut command = sandbox.gpushare(&["kernel", "install", "--prefix", prefix.to_str().unwrap()]);
+    command.env("GPUSHARE_PYTHON", &wrapper);
+    let (code, stdout, stderr) = sandbox.run(command);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("Installed kernelspec"), "{stdout}");
+    assert!(stderr.contains("cannot import ipykernel") && stderr.contains("gpushare-dlpack[kernel]"), "{stderr}");
+
+    let prefix = sandbox.path("prefix2");
+    let (code, _, stderr) = sandbox.run(sandbox.gpushare(&["kernel", "install", "--prefix", prefix.to_str().unwrap()]));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("ipykernel"), "{stderr}");
+}

@@ -91,6 +91,11 @@ def test_wheel_metadata_is_complete(wheel):
     assert "Framework :: IPython" in classifiers and "Programming Language :: Python :: 3.9" in classifiers
     assert not any(c.startswith("License ::") for c in classifiers)  # the expression says it (PEP 639)
     assert "dlpack" in meta["Keywords"]
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
+    assert {"Homepage", "Documentation"} <= set(urls) and all(u.startswith("https://") for u in urls.values()), urls
+    # The JSON Schemas of every result kind ship with the package.
+    for kind in ("tensor", "share", "shares", "comparison", "benchmark"):
+        assert f"gpushare/schemas/{kind}.schema.json" in names
 
 
 def elf_facts(so: Path) -> tuple[set[str], set[str], set[str]]:

@@ -3,6 +3,7 @@ bench() tables, JSON and plot, timing, and the magics through a real Interactive
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import random
@@ -304,7 +305,10 @@ def test_bench_table(benchmark):
         assert size in text
     assert "capsule: " in text and "n/a" in text
     html = benchmark._repr_html_()
-    assert 'data-quantity="time"' in html and 'data-quantity="bandwidth"' in html and "<svg" in html
+    assert 'data-quantity="time"' in html and 'data-quantity="bandwidth"' in html
+    # The plot is an <img> of the same SVG: an untrusted notebook drops inline <svg> elements.
+    src = html.split('src="data:image/svg+xml;base64,')[1].split('"')[0]
+    assert "<svg" not in html and base64.b64decode(src).decode() == benchmark.svg
 
 
 def test_bench_svg_plot(benchmark):
@@ -325,7 +329,8 @@ def test_bench_svg_plot(benchmark):
 
 def test_bench_pandas_and_json(benchmark):
     df = benchmark.to_pandas()
-    assert len(df) == 18 and list(df.columns[:3]) == ["size", "path", "verdict"]
+    assert len(df) == 18 and list(df.columns[:7]) == [
+        "source_framework", "target_framework", "dtype", "device", "size", "path", "verdict"]
     payload = json.loads(benchmark.to_json())
     assert payload["schema"] == "gpushare.benchmark/1"
     data = payload["data"]
@@ -507,7 +512,7 @@ def test_sharebench_magic(lab_shell, run):
     b = run("%sharebench torch->jax --sizes 4KiB,16KiB --paths dlpack,copy,pinned -r 3 -q -o")
     assert isinstance(b, lab.Benchmark)
     assert {(p["size"], p["path"]) for p in b.points} == {(s, p) for s in (4096, 16384) for p in ("dlpack", "copy", "pinned")}
-    assert "<svg" in b._repr_html_()
+    assert 'src="data:image/svg+xml;base64,' in b._repr_html_()
 
 
 def test_sharebench_magic_displays(lab_shell, run, capsys):

@@ -331,9 +331,8 @@ class ShareTable:
         return _native.render_shares(self.results, "json")
 
     def to_pandas(self) -> Any:
-        import pandas as pd
-
-        return pd.json_normalize(self.to_dict())
+        """One tidy row per handoff (as ``ShareResult.to_pandas()``), identifying columns first."""
+        return _native.shares_dataframe(self.results)
 
     def __repr__(self) -> str:
         return _native.render_shares(self.results, "text")

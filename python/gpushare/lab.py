@@ -146,7 +146,9 @@ class _Report:
         return self._render("json")
 
     def to_dict(self) -> dict:
-        return json.loads(self.to_json())["data"]
+        """The JSON form's ``data``, with its ``schema`` (``gpushare.<kind>/1``) kept as a key."""
+        envelope = json.loads(self.to_json())
+        return {"schema": envelope["schema"], **envelope["data"]}
 
     def __repr__(self) -> str:
         return self._render("text")
@@ -160,6 +162,18 @@ class _Report:
             "text/html": self._repr_html_(),
             "application/vnd.gpushare+json": json.loads(self.to_json()),
         }
+
+
+# Counts are integers in to_pandas() frames; "Int64" (nullable) where a failed row has none.
+_INTEGER_COLUMNS = {"size": "int64", "nbytes": "int64", "bytes_moved": "int64", "repeats": "Int64", "loops": "Int64"}
+
+
+def _frame(rows: list[dict]) -> Any:
+    """A tidy frame: one row per measured path, the identifying columns first, integer counts."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    return frame.astype({c: t for c, t in _INTEGER_COLUMNS.items() if c in frame.columns})
 
 
 def _flat(row: dict) -> dict:
@@ -204,9 +218,15 @@ class Comparison(_Report):
         raise KeyError(path)
 
     def to_pandas(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame([_flat(r) for r in self.rows])
+        """One row per path; the source (frameworks, dtype, shape, device, bytes) on every row."""
+        data = self.to_dict()
+        source = data["source"]
+        ids = {
+            "source_framework": source["framework"], "target_framework": data["target_framework"],
+            "dtype": source["dtype"], "shape": tuple(source["shape"]), "device": source["device"],
+            "nbytes": source["nbytes"],
+        }
+        return _frame([{**ids, **_flat(r)} for r in data["rows"]])
 
 
 class Benchmark(_Report):
@@ -229,9 +249,10 @@ class Benchmark(_Report):
         return self._render("svg")
 
     def to_pandas(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame([{"size": p["size"], **_flat(p)} for p in self.points])
+        """One row per size × path, with the frameworks, dtype and device of the sweep on every row."""
+        data = self.to_dict()
+        ids = {k: data[k] for k in ("source_framework", "target_framework", "dtype", "device")}
+        return _frame([{**ids, "size": p["size"], **_flat(p)} for p in data["points"]])
 
 
 def compare(

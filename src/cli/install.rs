@@ -31,5 +31,17 @@ pub(super) fn kernel_install(args: &InstallArgs, config: &Config, out: &mut dyn 
         args.name.to_lowercase(),
         dir.display()
     )?;
+    // The install itself needs no ipykernel, but every kernel started from the spec does: say so
+    // now rather than when `gpushare run` or Jupyter fails with "No module named ipykernel_launcher".
+    if let Ok(python) = config.env.python()
+        && !kernelspec::has_ipykernel(&python)
+    {
+        eprintln!(
+            "warning: {} cannot import ipykernel, so kernels started from this spec will fail.\n\
+             hint: install it into that environment with `{} -m pip install 'gpushare-dlpack[kernel]'`",
+            python.display(),
+            python.display()
+        );
+    }
     Ok(())
 }

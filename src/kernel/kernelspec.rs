@@ -341,6 +341,17 @@ pub fn kernel_json(python: &Path, display_name: Option<&str>) -> Result<Value, K
     Ok(spec)
 }
 
+/// Whether `python` can import ipykernel (its kernel launcher is what the kernelspec runs).
+pub fn has_ipykernel(python: &Path) -> bool {
+    std::process::Command::new(python)
+        .args(["-c", "import ipykernel_launcher"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Install gpushare's kernelspec; returns the directory written.
 pub fn install(
     env: &Environment,

@@ -126,7 +126,18 @@ fn with_output(output: &str) -> String {
     if output.trim().is_empty() {
         String::new()
     } else {
-        format!("; its last output:\n{output}")
+        format!("; its last output:\n{output}{}", missing_ipykernel_hint(output))
+    }
+}
+
+/// The fix for the commonest start-up failure: the kernelspec's Python has no ipykernel (it is an
+/// extra of gpushare's distribution, not a dependency: `%load_ext gpushare` needs only IPython).
+pub fn missing_ipykernel_hint(output: &str) -> &'static str {
+    if output.contains("No module named ipykernel") || output.contains("No module named 'ipykernel") {
+        "\nhint: the kernel's Python has no ipykernel; install it into that environment with \
+         `python -m pip install 'gpushare-dlpack[kernel]'` (or `pip install ipykernel`)"
+    } else {
+        ""
     }
 }
 
@@ -164,6 +175,17 @@ pub fn strip_ansi(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_kernel_without_ipykernel_gets_the_install_hint() {
+        let died = KernelError::DiedAtStartup {
+            status: "exit status 1".into(),
+            output: "/usr/bin/python3: No module named ipykernel_launcher".into(),
+        };
+        assert!(died.to_string().contains("gpushare-dlpack[kernel]"), "{died}");
+        let other = KernelError::DiedAtStartup { status: "exit status 1".into(), output: "ImportError: numpy".into() };
+        assert!(!other.to_string().contains("hint"), "{other}");
+    }
+
     use super::*;
 
     #[test]

@@ -36,6 +36,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(types::tensor_info_from_fields, m)?)?;
     m.add_function(wrap_pyfunction!(types::shares_mimebundle, m)?)?;
     m.add_function(wrap_pyfunction!(types::explain_failure, m)?)?;
+    m.add_function(wrap_pyfunction!(types::shares_dataframe, m)?)?;
+    m.add_function(wrap_pyfunction!(types::json_schema, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     Ok(())
 }

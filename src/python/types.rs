@@ -47,11 +47,38 @@ fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound
     py.import("json")?.call_method1("loads", (text,))
 }
 
-fn to_pandas<'py>(py: Python<'py>, rows: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// `value` as a dict with the envelope's `schema` key added, so a `to_dict()` still says which
+/// schema (`gpushare.<kind>/<N>`) it follows.
+fn dict_with_schema<'py>(py: Python<'py>, kind: &str, value: serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    let mut value = value;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("schema".into(), crate::schema::schema_id(kind).into());
+    }
+    json_to_py(py, &value)
+}
+
+/// A tidy frame of handoffs: one row each, the identifying columns first, counts as integers.
+pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyAny>> {
     let pandas = py.import("pandas").map_err(|_| {
-        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install pandas")
+        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'")
     })?;
-    pandas.getattr("json_normalize")?.call1((rows,))
+    let rows = PyList::empty(py);
+    for report in reports {
+        let row = PyDict::new(py);
+        for (column, value) in report.tidy_row() {
+            row.set_item(column, json_to_py(py, &value)?)?;
+        }
+        rows.append(row)?;
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("columns", crate::report::TIDY_COLUMNS.to_vec())?;
+    let frame = pandas.getattr("DataFrame")?.call((rows,), Some(&kwargs))?;
+    // An empty frame, or a column of Python ints, would otherwise come out as object or float.
+    let dtypes = PyDict::new(py);
+    for column in crate::report::TIDY_INTEGER_COLUMNS {
+        dtypes.set_item(column, "int64")?;
+    }
+    frame.call_method1("astype", (dtypes,))
 }
 
 /// Fills `report.cuda` with the driver's attributes of the data pointer when a driver is present:
@@ -280,8 +307,9 @@ impl TensorInfo {
         self.report.cuda.as_ref().map(|c| json_to_py(py, c)).transpose()
     }
 
+    /// The JSON form's `data` as a dict, with its `schema` (`gpushare.tensor/1`).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+        dict_with_schema(py, "tensor", serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
     }
     fn to_json(&self) -> PyResult<String> {
         let v = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
@@ -633,16 +661,17 @@ impl ShareResult {
         value.map(|m| json_to_py(py, &m)).transpose()
     }
 
+    /// The JSON form's `data` as a dict, with its `schema` (`gpushare.share/1`).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+        dict_with_schema(py, "share", serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
     }
     fn to_json(&self) -> PyResult<String> {
         let v = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
         Ok(envelope("share", v).to_string())
     }
+    /// One tidy row: identifying columns first, raw seconds and bytes, integer counts.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let rows = PyList::new(py, [self.to_dict(py)?])?;
-        to_pandas(py, rows.into_any())
+        shares_frame(py, std::slice::from_ref(&self.report))
     }
     fn __repr__(&self) -> String {
         render::share_table_text(std::slice::from_ref(&self.report))
@@ -699,6 +728,25 @@ pub fn render_shares(results: &Bound<'_, PyAny>, fmt: &str) -> PyResult<String> 
         }
         other => Err(PyTypeError::new_err(format!("unknown format {other:?}: use text, html or json"))),
     }
+}
+
+/// A tidy pandas frame of a sequence of ShareResult (`ShareResults.to_pandas()`).
+#[pyfunction]
+pub fn shares_dataframe<'py>(py: Python<'py>, results: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    shares_frame(py, &reports_of(results)?)
+}
+
+/// The JSON Schema of a result kind's envelope (`tensor`, `share`, `shares`, `comparison`,
+/// `benchmark`), generated from the Rust types; the same text is shipped in `gpushare/schemas/`.
+#[pyfunction]
+pub fn json_schema<'py>(py: Python<'py>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
+    let schema = crate::schema::schema_for(kind).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown result kind {kind:?}: use one of {}",
+            crate::schema::KINDS.join(", ")
+        ))
+    })?;
+    json_to_py(py, &schema)
 }
 
 /// `(reason, fix)` for a framework's error text when gpushare knows it, else None.

@@ -30,6 +30,46 @@ pub const STYLE: &str = "<style>.gpushare{border-collapse:collapse;font-size:12p
 .gpushare .best{background:#dafbe1}.gpushare caption{text-align:left;font-weight:bold}\
 .gpushare-note{font-size:11px;color:#555}</style>";
 
+/// An SVG as an `<img>` with a `data:` URI. JupyterLab sanitises the HTML of an untrusted notebook
+/// (any notebook opened from disk that this browser did not run): inline `<svg>` elements are
+/// dropped and their text runs together, and an `image/svg+xml` output is refused, but an `<img>`
+/// keeps its `src` (the sanitiser checks schemes of `href` and `cite` only). An image also cannot
+/// run script, whoever opens it.
+pub fn svg_img(svg: &str, alt: &str, width: Option<f64>) -> String {
+    let width = width.map(|w| format!(" width=\"{w}\"")).unwrap_or_default();
+    format!(
+        "<img class=\"gpushare-plot\" alt=\"{}\"{width} src=\"data:image/svg+xml;base64,{}\"/>",
+        escape(alt),
+        base64(svg.as_bytes())
+    )
+}
+
+/// Standard base64 with padding (RFC 4648 §4).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A numeric cell's class with its alignment inline (see [`verdict_style`] for why inline).
+pub const NUM: &str = " class=\"num\" style=\"text-align:right\"";
+/// The fastest row's highlight, inline.
+pub const BEST_STYLE: &str = "background:#dafbe1";
+
+/// Cells that can be long (devices in the frameworks' words, memory, streams, why) wrap inside a
+/// bounded width, so the timing columns stay in view in a notebook instead of scrolling away.
+pub const WRAP: &str = " style=\"max-width:24em;white-space:normal;overflow-wrap:anywhere\"";
+
 /// Inline styles repeat what [`STYLE`] says, because JupyterLab drops `<style>` blocks from the outputs
 /// of untrusted notebooks (every notebook a runner wrote) but keeps inline colours and alignment.
 pub fn verdict_style(v: Verdict) -> &'static str {
@@ -145,15 +185,58 @@ pub fn samples_text(t: &crate::stats::Timing) -> String {
     }
 }
 
-/// Plain-text table of handoffs, for terminals and `__repr__`.
+/// The widest a text table may be: an 120-column terminal (and a notebook's text output).
+pub const TEXT_WIDTH: usize = 120;
+
+/// `text` wrapped at word boundaries into lines of at most `width` characters, the first starting
+/// with `first` and the rest with `rest`; a word longer than a line is split, never dropped.
+pub fn wrap(text: &str, width: usize, first: &str, rest: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let used = line.chars().count();
+            let gap = usize::from(!empty);
+            if used + gap + word.len() <= width {
+                if !empty {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                empty = false;
+                break;
+            }
+            if empty {
+                // Longer than a whole line: split it where the line ends.
+                let room = width.saturating_sub(used).max(1);
+                line.extend(word.drain(..room.min(word.len())));
+                if word.is_empty() {
+                    empty = false;
+                    break;
+                }
+            }
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            empty = true;
+        }
+    }
+    if !empty || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Plain-text table of handoffs, for terminals and `__repr__`, never wider than [`TEXT_WIDTH`].
+///
+/// One line per handoff with what identifies it and what it cost; below it, indented, what can be
+/// long (devices in the frameworks' words: TensorFlow's alone is 44 characters, pointers,
+/// contexts, memory, streams and why), wrapped rather than cut off.
 pub fn share_table_text(rows: &[ShareReport]) -> String {
     let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
     let time_header = time_heading(rows, unit.suffix);
-    let header = [
-        "name", "hop", "path", "shape", "dtype", "source device", "target device", "source ptr", "target ptr",
-        "verdict", "source ctx", "target ctx", &time_header, &format!("min ({})", unit.suffix), "samples",
-        "memory", "streams", "why",
-    ];
+    let min_header = format!("min ({})", unit.suffix);
+    let header = ["name", "hop", "path", "shape", "dtype", "verdict", time_header.as_str(), min_header.as_str(), "samples"];
+    let right = [false, false, false, false, false, false, true, true, false];
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -163,50 +246,56 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
                 r.path.clone(),
                 shape_text(&r.source.shape),
                 if r.source.dtype == r.target.dtype { r.source.dtype.clone() } else { format!("{}→{}", r.source.dtype, r.target.dtype) },
-                device_words(&r.source),
-                device_words(&r.target),
-                units::hex(r.source.data_ptr),
-                units::hex(r.target.data_ptr),
                 verdict_text(r),
-                context_text(&r.source),
-                context_text(&r.target),
                 units::time_in(r.timing.median, unit),
                 min_cell(r, unit),
                 samples_text(&r.timing),
-                memory_text(r),
-                streams_text(r),
-                why(r),
             ]
-        })
-        .collect();
-    // Drop the optional columns (why, memory, streams, contexts) when nothing would be in them.
-    let keep: Vec<bool> = (0..header.len())
-        .map(|c| match header[c] {
-            "why" | "memory" | "streams" => body.iter().any(|row| !row[c].is_empty()),
-            "source ctx" | "target ctx" => body.iter().any(|row| row[c] != "n/a"),
-            _ => true,
         })
         .collect();
     let widths: Vec<usize> = (0..header.len())
         .map(|c| body.iter().map(|row| row[c].chars().count()).chain([header[c].chars().count()]).max().unwrap_or(0))
         .collect();
-    let line = |cells: Vec<&str>| -> String {
+    let table_width = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+    let line = |cells: &[&str]| -> String {
         cells
             .iter()
             .enumerate()
-            .filter(|(c, _)| keep[*c])
-            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
+            .map(|(c, s)| if right[c] { format!("{s:>w$}", w = widths[c]) } else { format!("{s:<w$}", w = widths[c]) })
             .collect::<Vec<_>>()
             .join("  ")
             .trim_end()
             .to_string()
     };
-    let mut out = line(header.to_vec());
-    for row in &body {
-        out.push('\n');
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    let show_ctx = rows.iter().any(|r| r.source.cuda.is_some() || r.target.cuda.is_some());
+    let mut out: Vec<String> = Vec::new();
+    if table_width <= TEXT_WIDTH {
+        out.push(line(&header));
     }
-    out
+    for (r, cells) in rows.iter().zip(&body) {
+        if table_width <= TEXT_WIDTH {
+            out.push(line(&cells.iter().map(String::as_str).collect::<Vec<_>>()));
+        } else {
+            // Too wide even for the short columns (a long name, an unexpected verdict): the row
+            // as `heading value` pairs, wrapped.
+            let pairs: Vec<String> = header.iter().zip(cells).map(|(h, v)| format!("{h}: {v}")).collect();
+            out.extend(wrap(&pairs.join(" · "), TEXT_WIDTH, "", "    "));
+        }
+        let mut details = vec![
+            ("devices", format!("{} → {}", device_words(&r.source), device_words(&r.target))),
+            ("pointers", format!("{} → {}", units::hex(r.source.data_ptr), units::hex(r.target.data_ptr))),
+        ];
+        if show_ctx {
+            details.push(("contexts", format!("{} → {}", context_text(&r.source), context_text(&r.target))));
+        }
+        details.push(("memory", memory_text(r)));
+        details.push(("streams", streams_text(r)));
+        details.push(("why", why(r)));
+        for (label, text) in details.into_iter().filter(|(_, t)| !t.is_empty()) {
+            out.extend(wrap(&text, TEXT_WIDTH, &format!("  {label:<9} "), &" ".repeat(12)));
+        }
+    }
+    out.join("\n")
 }
 
 /// HTML table of handoffs for notebooks.
@@ -245,7 +334,7 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             format!("{}→{}", escape(&r.source.dtype), escape(&r.target.dtype))
         };
         h.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\" style=\"{}\">{}</td>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{WRAP}>{}</td><td{WRAP}>{}</td><td>{}</td><td>{}</td><td class=\"{}\" style=\"{}\">{}</td>",
             escape(r.name.as_deref().unwrap_or("-")),
             escape(&hop(r)),
             escape(&r.path),
@@ -269,13 +358,13 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             samples_text(&r.timing)
         ));
         if show_memory {
-            h.push_str(&format!("<td>{}</td>", escape(&memory_text(r))));
+            h.push_str(&format!("<td{WRAP}>{}</td>", escape(&memory_text(r))));
         }
         if show_streams {
-            h.push_str(&format!("<td>{}</td>", escape(&streams_text(r))));
+            h.push_str(&format!("<td{WRAP}>{}</td>", escape(&streams_text(r))));
         }
         if show_why {
-            h.push_str(&format!("<td>{}</td>", escape(&why(r))));
+            h.push_str(&format!("<td{WRAP}>{}</td>", escape(&why(r))));
         }
         h.push_str("</tr>");
     }

@@ -46,7 +46,7 @@ fn text_table_has_one_unit_and_drops_empty_columns() {
     assert!(text.contains("median (µs)"));
     assert!(text.contains("2000"), "{text}");
     assert!(!text.contains("why"));
-    assert!(!text.contains("ctx"));
+    assert!(!text.contains("contexts"));
     assert!(text.contains("torch→tf"));
 }
 
@@ -110,4 +110,54 @@ fn memory_and_stream_columns_appear_only_with_data() {
     let html = share_table_html(std::slice::from_ref(&r));
     assert!(html.contains("<th>memory</th>") && html.contains("driver ±0 B"));
     assert!(share_table_text(&[r]).contains("consumer stream 7; producer makes stream 7 wait"));
+}
+
+#[test]
+fn base64_matches_rfc_4648_vectors() {
+    use crate::render::base64;
+    for (plain, encoded) in
+        [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")]
+    {
+        assert_eq!(base64(plain.as_bytes()), encoded);
+    }
+    assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
+}
+
+#[test]
+fn text_table_fits_120_columns_and_wraps_what_is_long() {
+    let tf_device = "/job:localhost/replica:0/task:0/device:CPU:0";
+    let reason = "the target framework cannot import this layout without a copy: ".repeat(6);
+    let mut r = row("a_rather_long_variable_name", Verdict::Copied, Some(&reason), 1.5e-3);
+    r.target.device = tf_device.into();
+    r.target.cuda = Some(serde_json::json!({"context": 4096, "context_is_primary": true, "device_name": "NVIDIA H200"}));
+    r.predicted = Some(crate::report::Prediction { verdict: Verdict::Shared, reason: Some("same layout".into()) });
+    let text = share_table_text(&[r.clone(), row("y", Verdict::Shared, None, 2e-6)]);
+    for line in text.lines() {
+        assert!(line.chars().count() <= TEXT_WIDTH, "{} columns: {line}\n{text}", line.chars().count());
+    }
+    // Nothing is cut off: every word of the long fields is there.
+    let words: Vec<&str> = text.split_whitespace().collect();
+    for long in [tf_device, "NVIDIA", "H200]", "UNEXPECTED", "predicted"] {
+        assert!(words.iter().any(|w| w.contains(long)), "{long} missing:\n{text}");
+    }
+    assert_eq!(text.matches("cannot import this layout").count(), 6, "{text}");
+    assert!(text.contains("  why       the target framework"), "{text}");
+    assert!(text.contains("  contexts  n/a → 0x1000 primary"), "{text}");
+
+    // A row too wide even for the short columns becomes heading: value pairs, still within 120.
+    let mut wide = row(&"n".repeat(100), Verdict::Shared, None, 1e-6);
+    wide.source.shape = vec![1; 12];
+    let text = share_table_text(&[wide]);
+    assert!(text.lines().all(|l| l.chars().count() <= TEXT_WIDTH), "{text}");
+    assert!(text.contains("name: nnnn") && text.contains("verdict: shared"), "{text}");
+}
+
+#[test]
+fn wrap_never_drops_a_character() {
+    let text = format!("short {} end", "x".repeat(250));
+    let lines = wrap(&text, 40, "> ", "  ");
+    assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+    let joined: String = lines.iter().map(|l| l[2..].to_string()).collect::<Vec<_>>().join("");
+    assert_eq!(joined.replace(' ', ""), text.replace(' ', ""));
+    assert_eq!(wrap("", 10, "a ", "  "), vec!["a ".to_string()]);
 }

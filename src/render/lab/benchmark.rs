@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::columns::{dash, gbps, size_label, text_table};
 use super::rows::{PathRow, PathRun, mark_fastest};
-use crate::render::{STYLE, escape, units};
+use crate::render::{BEST_STYLE, NUM, STYLE, escape, units, verdict_style};
+use crate::report::Verdict;
 use crate::report::envelope;
 
 /// One measured point of a sweep: the run's fields and its `size`, side by side in one object.
@@ -48,7 +49,7 @@ pub struct BenchInput {
 }
 
 /// One point of a sweep as reported.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BenchPoint {
     pub size: u64,
     #[serde(flatten)]
@@ -56,7 +57,7 @@ pub struct BenchPoint {
 }
 
 /// A sweep over sizes × paths (payload of `gpushare.benchmark/1`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BenchmarkReport {
     pub source_framework: String,
     pub target_framework: String,
@@ -291,7 +292,7 @@ impl BenchmarkReport {
         let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\"><caption>{}</caption><thead><tr>",
             match quantity { Quantity::Time => "time", Quantity::Bandwidth => "bandwidth" }, escape(title));
         for (c, name) in header.iter().enumerate() {
-            h.push_str(&format!("<th{}>{}</th>", if c > 0 { " class=\"num\"" } else { "" }, escape(name)));
+            h.push_str(&format!("<th{}>{}</th>", if c > 0 { NUM } else { "" }, escape(name)));
         }
         h.push_str("</tr></thead><tbody>");
         for (row, f) in cells.iter().zip(&flags) {
@@ -300,9 +301,9 @@ impl BenchmarkReport {
                 if c == 0 {
                     h.push_str(&format!("<th>{}</th>", escape(cell)));
                 } else if f[c - 1] {
-                    h.push_str(&format!("<td class=\"num best\"><b>★ {}</b></td>", escape(cell)));
+                    h.push_str(&format!("<td class=\"num best\" style=\"text-align:right;{BEST_STYLE}\"><b>★ {}</b></td>", escape(cell)));
                 } else {
-                    h.push_str(&format!("<td class=\"num\">{}</td>", escape(cell)));
+                    h.push_str(&format!("<td{NUM}>{}</td>", escape(cell)));
                 }
             }
             h.push_str("</tr>");
@@ -311,8 +312,19 @@ impl BenchmarkReport {
             h.push_str("<tr><th>verdict</th>");
             for path in &self.paths {
                 let v = self.path_verdict(path);
-                let class = if v == "shared" { "shared" } else if v.contains("copied") { "copied" } else { "failed" };
-                h.push_str(&format!("<td class=\"{class}\">{}</td>", escape(&v)));
+                let verdict = if v == "shared" {
+                    Verdict::Shared
+                } else if v.contains("copied") {
+                    Verdict::Copied
+                } else {
+                    Verdict::Failed
+                };
+                h.push_str(&format!(
+                    "<td class=\"{}\" style=\"{}\">{}</td>",
+                    verdict.as_str(),
+                    verdict_style(verdict),
+                    escape(&v)
+                ));
             }
             h.push_str("</tr>");
         }
@@ -326,7 +338,8 @@ impl BenchmarkReport {
         h.push_str("<div class=\"gpushare-benchmark\">");
         h.push_str(&self.html_pivot(&format!("{} — median time per handoff", self.caption()), Quantity::Time));
         h.push_str(&self.html_pivot("bandwidth", Quantity::Bandwidth));
-        h.push_str(&crate::render::plot::benchmark_svg(self));
+        let alt = format!("{}: time and bandwidth against size", self.caption());
+        h.push_str(&crate::render::svg_img(&crate::render::plot::benchmark_svg(self), &alt, None));
         let reasons = self.reasons();
         if !reasons.is_empty() {
             h.push_str("<ul class=\"gpushare-note\">");

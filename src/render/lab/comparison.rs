@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::columns::{byte_unit_for, bytes_in, dash, gbps, text_table, time_unit};
 use super::rows::{PathRow, PathRun, mark_fastest};
-use crate::render::{STYLE, escape, units};
-use crate::report::{TensorReport, envelope};
+use crate::render::{BEST_STYLE, NUM, STYLE, escape, units, verdict_style};
+use crate::report::{TensorReport, Verdict, envelope};
 use crate::stats::Timing;
 
 /// What Python measured for `compare`.
@@ -21,7 +21,7 @@ pub struct ComparisonInput {
 }
 
 /// A comparison of transfer paths for one array (payload of `gpushare.comparison/1`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ComparisonReport {
     pub source: TensorReport,
     pub target_framework: String,
@@ -173,11 +173,11 @@ impl ComparisonReport {
         h.push_str(&escape(&self.caption()));
         h.push_str("</caption><thead><tr>");
         for (name, right, _) in &cols {
-            h.push_str(&format!("<th{}>{}</th>", if *right { " class=\"num\"" } else { "" }, escape(name)));
+            h.push_str(&format!("<th{}>{}</th>", if *right { NUM } else { "" }, escape(name)));
         }
         h.push_str("</tr></thead><tbody>");
         for (i, r) in self.rows.iter().enumerate() {
-            let class = if r.fastest { " class=\"best\"" } else { "" };
+            let class = if r.fastest { format!(" class=\"best\" style=\"{BEST_STYLE}\"") } else { String::new() };
             h.push_str(&format!("<tr{class} data-path=\"{}\">", escape(&r.path)));
             for (c, (name, right, cells)) in cols.iter().enumerate() {
                 let mut cell = escape(&cells[i]);
@@ -185,9 +185,10 @@ impl ComparisonReport {
                     cell = format!("<b>★ {cell}</b>");
                 }
                 let class = if name == "verdict" {
-                    format!(" class=\"{}\"", if r.applicable { r.verdict.as_str() } else { "failed" })
+                    let verdict = if r.applicable { r.verdict } else { Verdict::Failed };
+                    format!(" class=\"{}\" style=\"{}\"", verdict.as_str(), verdict_style(verdict))
                 } else if *right {
-                    " class=\"num\"".to_string()
+                    NUM.to_string()
                 } else {
                     String::new()
                 };

@@ -52,7 +52,7 @@ pub struct PathRun {
 }
 
 /// A measured path as tables show it and the JSON carries it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PathRow {
     pub path: String,
     pub verdict: Verdict,

@@ -146,7 +146,11 @@ fn bench_pivots_sizes_by_paths_with_a_unit_per_column() {
 fn bench_html_has_tables_and_the_plot() {
     let html = bench().html();
     assert!(html.contains("data-quantity=\"time\"") && html.contains("data-quantity=\"bandwidth\""));
-    assert!(html.contains("<svg"));
+    // The plot is an image (an untrusted notebook drops inline <svg>), and it is the same SVG.
+    assert!(!html.contains("<svg"));
+    let src = html.split("src=\"data:image/svg+xml;base64,").nth(1).expect("the plot as a data URI");
+    let encoded = &src[..src.find('"').unwrap()];
+    assert_eq!(encoded, crate::render::base64(crate::render::plot::benchmark_svg(&bench()).as_bytes()));
     assert!(html.contains("<li><b>pinned</b>: pinned needs CUDA: no driver</li>"));
 }
 
