@@ -22,7 +22,8 @@ step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
   step "cargo tests of the CUDA layer"
   ./.whl/cuda_driver_tests --nocapture --test-threads=1 2>&1 | tail -40
   # One pytest process per file: a framework that aborts the process takes only its own file down.
-  for f in tests/test_*.py; do
+  # GPU_SUITES=0 skips them (a second run on the same machine that only benchmarks).
+  [ "${GPU_SUITES:-1}" = 0 ] || for f in tests/test_*.py; do
     grep -q "mark.gpu\|pytestmark = pytest.mark.gpu" "$f" || continue
     step "pytest -m gpu $f"
     python3 -X faulthandler -m pytest -q -m gpu -p no:cacheprovider -o addopts="" --disable-warnings "$f" -rfs 2>&1 | tail -60

@@ -15,7 +15,7 @@ import pytest
 
 import gpushare
 from gpushare import _native, lab
-from _gpu import need, require_cuda, to_host
+from _gpu import cuda_devices, need, require_cuda, to_host
 from gpushare.exceptions import PathNotApplicableError
 
 pytestmark = pytest.mark.gpu
@@ -29,28 +29,31 @@ def alive() -> int:
     return _native.shared_buffers_alive()
 
 
+@pytest.mark.parametrize("device", cuda_devices())
 @pytest.mark.parametrize("path", ["copy", "pinned"])
 @pytest.mark.parametrize("dst", ["torch", "jax", "cupy", "numba"])
-def test_device_copies_are_exact_and_land_in_gpushare_memory(path, dst):
+def test_device_copies_are_exact_and_land_in_gpushare_memory(path, dst, device):
     need(dst)
-    x = torch.randn(1 << 20, device="cuda")
+    x = torch.randn(1 << 20, device=device)
     r = gpushare.share(x, dst, path=path)
     assert r.verdict == "copied", r.reason
-    assert r.target.dlpack_device == (2, 0)
+    assert r.target.dlpack_device == (2, x.device.index)
     assert r.target.data_ptr != x.data_ptr()
     assert r.target.cuda["memory_type"] == "device"
     assert np.array_equal(to_host(dst, r.value), x.cpu().numpy())
 
 
+@pytest.mark.parametrize("device", cuda_devices())
 @pytest.mark.parametrize("nbytes", [1, 4096, (8 << 20) + 12345, (40 << 20) + 7])
-def test_pinned_staging_of_odd_sizes_across_chunks(nbytes):
-    x = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
+def test_pinned_staging_of_odd_sizes_across_chunks(nbytes, device):
+    x = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=device)
     r = gpushare.share(x, "torch", path="pinned")
     assert r.verdict == "copied" and torch.equal(r.value, x)
 
 
-def test_copy_keeps_a_strided_layout():
-    x = torch.arange(48, dtype=torch.float32, device="cuda").reshape(6, 8)[:, ::2]
+@pytest.mark.parametrize("device", cuda_devices())
+def test_copy_keeps_a_strided_layout(device):
+    x = torch.arange(48, dtype=torch.float32, device=device).reshape(6, 8)[:, ::2]
     r = gpushare.share(x, "torch", path="copy")
     assert r.verdict == "copied" and torch.equal(r.value, x)
 

@@ -73,9 +73,10 @@ fn comparison_text_has_one_unit_per_column() {
 fn comparison_html_highlights_the_fastest_and_json_has_the_schema() {
     let c = comparison();
     let html = c.html();
-    assert!(html.contains("<tr class=\"best\" data-path=\"copy\">"));
+    // The highlight is a class and an inline style (JupyterLab drops <style> in untrusted notebooks).
+    assert!(html.contains(&format!("<tr class=\"best\" style=\"{}\" data-path=\"copy\">", crate::render::BEST_STYLE)));
     assert!(html.contains("<b>★ copy</b>"));
-    assert!(html.contains("class=\"failed\">not applicable"));
+    assert!(html.contains(&format!("class=\"failed\" style=\"{}\">not applicable", crate::render::verdict_style(crate::report::Verdict::Failed))));
     let json = c.to_json();
     assert_eq!(json["schema"], "gpushare.comparison/1");
     assert_eq!(json["data"]["rows"][2]["verdict"], "failed");
