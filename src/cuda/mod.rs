@@ -28,6 +28,7 @@
 mod context;
 mod device;
 mod error;
+mod gather;
 mod memory;
 mod pointer;
 mod status;
@@ -39,6 +40,7 @@ mod tests;
 pub use context::{ContextInfo, PrimaryContextState, current_context, primary_context_state, synchronize_context};
 pub use device::{ContextPolicy, DeviceInfo, MemInfo, device_info, devices, format_uuid, mem_info, peer_access_matrix};
 pub use error::{CudaError, Result};
+pub use gather::{GATHER_MAX_DIMS, gather_ptx, gather_strided};
 pub use memory::{DeviceBuffer, PinnedHostBuffer, PrivateContextAllocation};
 pub use pointer::{
     MemoryType, PointerAttributes, check_device_range, known_attributes, pointer_attributes, same_allocation,

@@ -337,25 +337,31 @@ impl PySharedBuffer {
         )
     }
 
-    /// A new buffer holding a copy of the tensor a DLPack capsule describes (read, not consumed),
-    /// made by `method`: `"copy"` (device-to-device on the GPU, queued on `stream`; memcpy on the
-    /// host) or `"pinned"` (staged through page-locked host memory, waited for). The layout
-    /// (strides included) is kept. The GIL is released; Ctrl-C stops a host copy between chunks.
+    /// A new buffer holding a compact (C-contiguous) copy of the tensor a DLPack capsule describes
+    /// (read, not consumed), made by `method`: `"copy"` (device-to-device on the GPU, queued on
+    /// `stream`; memcpy on the host) or `"pinned"` (staged through page-locked host memory, waited
+    /// for). Broadcast, reversed and other strided layouts are gathered into row-major order, so
+    /// every target accepts the copy. The GIL is released; Ctrl-C stops a host copy between chunks.
     #[staticmethod]
     #[pyo3(signature = (capsule, method = "copy", stream = None))]
     fn _copy_of(py: Python<'_>, capsule: &Bound<'_, PyAny>, method: &str, stream: Option<u64>) -> PyResult<PySharedBuffer> {
         let layout = layout_from_capsule(capsule)?;
         let device = Device::from_dlpack(layout.device_type, layout.device_id).map_err(to_pyerr)?;
         let method = Method::parse(method).map_err(to_pyerr)?;
-        let (start, len) = (layout.span_start, (layout.span_end - layout.span_start) as usize);
         let stream = stream.unwrap_or(0);
-        // SAFETY: the range is the extent of the tensor the capsule describes; the capsule, borrowed
-        // for this call, keeps the producer's memory alive until the copy is queued (GPU; the
-        // source's stream orders it before later writes) or done (host, pinned).
-        let (alloc, _report) =
-            interruptible(py, to_pyerr, move |keep_going| unsafe { shared::copy_of(start, len, device, method, stream, keep_going) })?;
-        let offset = layout.data_ptr - layout.span_start;
-        Ok(PySharedBuffer::from_layout(alloc, &layout, offset))
+        let (shape, strides) = (layout.shape.clone(), layout.strides.clone());
+        let (data, span_start, span_len, itemsize) =
+            (layout.data_ptr, layout.span_start, (layout.span_end - layout.span_start) as usize, layout.dtype.itemsize());
+        // SAFETY: the layout is the tensor the capsule describes; the capsule, borrowed for this
+        // call, keeps the producer's memory alive until the copy is queued (GPU; the source's stream
+        // orders it before later writes) or done (host, pinned).
+        let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
+            let source = shared::StridedSource { data, span_start, span_len, shape: &shape, strides: &strides, itemsize };
+            shared::compact_copy_of(&source, device, method, stream, keep_going)
+        })?;
+        let nbytes = alloc.len() as u64;
+        let strides = compact_strides(&layout.shape);
+        Ok(PySharedBuffer { alloc, shape: layout.shape, strides, offset: 0, dtype: layout.dtype, nbytes })
     }
 
     /// The SharedBuffer whose memory the tensor of a DLPack capsule views, with that tensor's
