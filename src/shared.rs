@@ -712,7 +712,7 @@ pub fn gather_plan(data: u64, shape: &[i64], strides: &[i64], itemsize: u64) -> 
     }
     let mut unit = 8u64;
     while unit > 1
-        && (itemsize % unit != 0 || data % unit != 0 || dims.iter().any(|&(_, st)| st.unsigned_abs() % unit != 0))
+        && (!itemsize.is_multiple_of(unit) || !data.is_multiple_of(unit) || dims.iter().any(|&(_, st)| !st.unsigned_abs().is_multiple_of(unit)))
     {
         unit /= 2;
     }
