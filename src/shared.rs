@@ -757,6 +757,206 @@ pub unsafe fn copy_to(
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Compact copies of strided arrays: what the copy and pinned paths hand over.
+
+/// A strided array as a DLPack producer described it, for [`compact_copy_of`].
+#[derive(Debug, Clone, Copy)]
+pub struct StridedSource<'a> {
+    /// Address of element (0, 0, …).
+    pub data: u64,
+    /// Lowest byte the layout reaches, and how many bytes from there to one past the highest.
+    pub span_start: u64,
+    pub span_len: usize,
+    pub shape: &'a [i64],
+    /// In elements; zero (broadcast) and negative (reversed) strides included.
+    pub strides: &'a [i64],
+    pub itemsize: u64,
+}
+
+/// How a strided array is read into a compact one: units of `unit` bytes, the dimensions in units
+/// (outermost first) with their byte strides, dimensions of one dropped and neighbours that step
+/// through memory as one dimension merged, so that the copy loops as little as it can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatherPlan {
+    /// 1, 2, 4 or 8: the widest that divides the item size, the source address and every stride,
+    /// so that every unit read is aligned.
+    pub unit: u64,
+    pub shape: Vec<u64>,
+    pub byte_strides: Vec<i64>,
+}
+
+impl GatherPlan {
+    pub fn units(&self) -> u64 {
+        self.shape.iter().product()
+    }
+}
+
+/// The [`GatherPlan`] of a source. `shape` must be valid (non-negative, its bytes fit in memory).
+pub fn gather_plan(data: u64, shape: &[i64], strides: &[i64], itemsize: u64) -> Result<GatherPlan> {
+    let overflow = || SharedError::BadShape(format!("strides {strides:?} of itemsize {itemsize} overflow 64 bits"));
+    let mut dims: Vec<(u64, i64)> = Vec::with_capacity(shape.len() + 1);
+    for (&size, &stride) in shape.iter().zip(strides) {
+        if size != 1 {
+            let bytes = stride.checked_mul(itemsize as i64).ok_or_else(overflow)?;
+            dims.push((size as u64, bytes));
+        }
+    }
+    let mut unit = 8u64;
+    while unit > 1
+        && (!itemsize.is_multiple_of(unit) || !data.is_multiple_of(unit) || dims.iter().any(|&(_, st)| !st.unsigned_abs().is_multiple_of(unit)))
+    {
+        unit /= 2;
+    }
+    if itemsize / unit > 1 {
+        dims.push((itemsize / unit, unit as i64));
+    }
+    let mut merged: Vec<(u64, i64)> = Vec::with_capacity(dims.len());
+    for (size, stride) in dims {
+        match merged.last_mut() {
+            // The outer dimension steps exactly over the whole inner one: one dimension in memory.
+            Some((outer, outer_stride)) if Some(*outer_stride) == stride.checked_mul(size as i64) => {
+                *outer *= size;
+                *outer_stride = stride;
+            }
+            _ => merged.push((size, stride)),
+        }
+    }
+    if merged.is_empty() {
+        merged.push((1, unit as i64)); // a single unit (0-d, or every dimension of size one)
+    }
+    Ok(GatherPlan { unit, shape: merged.iter().map(|d| d.0).collect(), byte_strides: merged.iter().map(|d| d.1).collect() })
+}
+
+/// Copies the strided array at `src` that `plan` describes into the compact array at `dst`, on the
+/// host, asking `keep_going` after every [`COPY_CHUNK_BYTES`] written. Contiguous innermost runs
+/// are copied whole. Returns the number of chunks.
+///
+/// # Safety
+/// Every byte the plan reaches from `src` must be readable, `[dst, dst + plan.units() * plan.unit)`
+/// writable, and the two must not overlap, for the whole call.
+pub unsafe fn gather_host(dst: u64, src: u64, plan: &GatherPlan, keep_going: &mut dyn FnMut() -> bool) -> Result<u64> {
+    let n = plan.shape.len();
+    let contiguous_inner = n > 0 && plan.byte_strides[n - 1] == plan.unit as i64;
+    let (outer_shape, outer_strides, run) = if contiguous_inner {
+        (&plan.shape[..n - 1], &plan.byte_strides[..n - 1], plan.shape[n - 1] * plan.unit)
+    } else {
+        (&plan.shape[..], &plan.byte_strides[..], plan.unit)
+    };
+    if outer_shape.contains(&0) || run == 0 {
+        return Ok(0);
+    }
+    let runs: u64 = outer_shape.iter().product();
+    let mut index = vec![0u64; outer_shape.len()];
+    let mut offset: i64 = 0;
+    let mut out = dst;
+    let (mut written, mut chunks) = (0u64, 1u64);
+    for _ in 0..runs {
+        let from = (src as i64).wrapping_add(offset) as usize;
+        let to = out as usize;
+        // SAFETY: the caller's contract: `from` is an address the layout reaches, `to` lies in the
+        // destination; units are read and written unaligned, so no alignment is assumed.
+        unsafe {
+            match run {
+                1 => *(to as *mut u8) = *(from as *const u8),
+                2 => std::ptr::write_unaligned(to as *mut u16, std::ptr::read_unaligned(from as *const u16)),
+                4 => std::ptr::write_unaligned(to as *mut u32, std::ptr::read_unaligned(from as *const u32)),
+                8 => std::ptr::write_unaligned(to as *mut u64, std::ptr::read_unaligned(from as *const u64)),
+                _ => std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, run as usize),
+            }
+        }
+        out += run;
+        written += run;
+        if written >= COPY_CHUNK_BYTES as u64 {
+            if !keep_going() {
+                return Err(SharedError::Interrupted);
+            }
+            written = 0;
+            chunks += 1;
+        }
+        // Next index, last dimension fastest; the offset follows without multiplying.
+        for d in (0..index.len()).rev() {
+            index[d] += 1;
+            offset = offset.wrapping_add(outer_strides[d]);
+            if index[d] < outer_shape[d] {
+                break;
+            }
+            offset = offset.wrapping_sub(outer_strides[d].wrapping_mul(outer_shape[d] as i64));
+            index[d] = 0;
+        }
+    }
+    Ok(chunks)
+}
+
+/// A new allocation holding a **compact** (C-contiguous) copy of `source`, made by `method`: a
+/// broadcast view becomes its full array, a reversed one its values in order, so that every target
+/// accepts the copy (TensorFlow and JAX take compact layouts only, PyTorch no negative strides).
+/// A contiguous source is copied as one block ([`copy_of`]); any other is gathered: on the host
+/// here, on the GPU by gpushare's kernel ([`cuda::gather_strided`]), queued on `stream` like
+/// [`copy_of`]'s copies. `Pinned` gathers on the device first, then stages the compact result.
+///
+/// # Safety
+/// `source` must describe live memory of `device` (as a DLPack producer described it) that stays
+/// alive and unchanged until the copy has finished.
+pub unsafe fn compact_copy_of(
+    source: &StridedSource<'_>,
+    device: Device,
+    method: Method,
+    stream: u64,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<(Arc<Allocation>, CopyReport)> {
+    let len = compact_nbytes(source.shape, source.itemsize)?;
+    if crate::dlpack::is_c_contiguous(source.shape, source.strides) || (device, method) == (Device::Cpu, Method::Pinned) {
+        // SAFETY: the caller's contract; a C-contiguous array is the `len` bytes from its element 0
+        // (and the host+pinned case is refused before memory is read).
+        return unsafe { copy_of(source.data, len, device, method, stream, keep_going) };
+    }
+    let plan = gather_plan(source.data, source.shape, source.strides, source.itemsize)?;
+    match (device, method) {
+        (Device::Cpu, _) => {
+            let allocation = Allocation::pooled(Device::Cpu, len, stream)?;
+            // SAFETY: the caller's contract for the source; the destination is fresh and `len` long.
+            let chunks = unsafe { gather_host(allocation.ptr(), source.data, &plan, keep_going) }?;
+            Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks, complete: true }))
+        }
+        (Device::Cuda(ordinal), Method::Copy) => {
+            if plan.shape.len() > cuda::GATHER_MAX_DIMS {
+                return Err(SharedError::NotApplicable(format!(
+                    "this layout has {} dimensions that cannot be merged; gpushare's GPU gather takes at most {}: make it contiguous first",
+                    plan.shape.len(),
+                    cuda::GATHER_MAX_DIMS
+                )));
+            }
+            cuda::check_device_range(source.span_start, source.span_len as u64, "source")?;
+            let allocation = Allocation::pooled(Device::Cuda(ordinal), len, stream)?;
+            // SAFETY: the source lies in one device allocation (checked above) and stays alive (the
+            // caller's contract); the destination is fresh, `len` = units x unit bytes long.
+            unsafe {
+                cuda::gather_strided(
+                    allocation.ptr(),
+                    source.data,
+                    plan.unit,
+                    &plan.shape,
+                    &plan.byte_strides,
+                    &Stream::external(stream, ordinal),
+                )
+            }?;
+            allocation.note_write(stream);
+            Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks: 1, complete: false }))
+        }
+        (Device::Cuda(_), Method::Pinned) => {
+            // SAFETY: the caller's contract.
+            let (compact, _) = unsafe { compact_copy_of(source, device, Method::Copy, stream, keep_going) }?;
+            // Staged on the same stream, so after the gather; the stager waits, so `compact` may go.
+            // SAFETY: `compact` is a live device allocation of `len` bytes.
+            unsafe { copy_of(compact.ptr(), len, device, Method::Pinned, stream, keep_going) }
+        }
+        (Device::Cuda(_), Method::P2p) => Err(SharedError::NotApplicable(
+            "p2p copies between two GPUs: name the target device (device='cuda:N'); on the source's own device use path='copy'".into(),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -866,6 +1066,125 @@ mod tests {
         // SAFETY: the allocation holds src.len() bytes written by the copy.
         let out = unsafe { std::slice::from_raw_parts(second.ptr() as usize as *const u8, src.len()) };
         assert_eq!(out, src.as_slice());
+    }
+
+    /// The strided array's bytes in C order, element by element: what a compact copy must hold.
+    fn reference_gather(base: &[u8], data: usize, shape: &[i64], strides: &[i64], itemsize: usize) -> Vec<u8> {
+        let numel: i64 = shape.iter().product();
+        let mut out = Vec::new();
+        for flat in 0..numel {
+            let (mut rem, mut offset) = (flat, data as i64);
+            for (&size, &stride) in shape.iter().zip(strides).rev() {
+                offset += (rem % size) * stride * itemsize as i64;
+                rem /= size;
+            }
+            out.extend_from_slice(&base[offset as usize..offset as usize + itemsize]);
+        }
+        out
+    }
+
+    #[test]
+    fn gather_plans_merge_what_steps_as_one_and_read_aligned_units() {
+        let plan = |data, shape: &[i64], strides: &[i64], itemsize| gather_plan(data, shape, strides, itemsize).unwrap();
+        // A broadcast column (reshape(4, 1).expand(4, 8)) of float32: rows of one repeated unit.
+        let p = plan(0x1000, &[4, 8], &[1, 0], 4);
+        assert_eq!((p.unit, p.shape.as_slice(), p.byte_strides.as_slice()), (4, &[4u64, 8][..], &[4i64, 0][..]));
+        // Reversed float64: one dimension, stepping back.
+        assert_eq!(plan(0x1000, &[5], &[-1], 8).byte_strides, vec![-8]);
+        // Contiguous rows of complex128 merge into one run of 8-byte units; size-1 dims vanish.
+        let p = plan(0x1000, &[3, 1, 4], &[8, 99, 1], 16);
+        assert_eq!((p.unit, p.shape, p.byte_strides), (8, vec![3, 8], vec![128, 8]));
+        // A float64 source 4 bytes off alignment is read in 4-byte units.
+        let p = plan(0x1004, &[6], &[2], 8);
+        assert_eq!((p.unit, p.shape, p.byte_strides), (4, vec![6, 2], vec![16, 4]));
+        // 0-d: one unit.
+        assert_eq!(plan(0x1000, &[], &[], 2).units(), 1);
+        assert!(gather_plan(0, &[2], &[i64::MAX], 8).is_err());
+    }
+
+    #[test]
+    fn host_gathers_equal_the_element_by_element_copy_for_any_layout() {
+        let base: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let mut seed = 12345u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for case in 0..3000 {
+            let itemsize = [1usize, 2, 4, 8, 16][next(5) as usize];
+            let ndim = next(5) as usize;
+            let shape: Vec<i64> = (0..ndim).map(|_| next(5) as i64).collect();
+            let strides: Vec<i64> = (0..ndim).map(|_| next(13) as i64 - 6).collect();
+            // Start where the extent fits in `base`, at any (also odd) address.
+            let reach = |sign: i64| -> i64 {
+                shape.iter().zip(&strides).map(|(&n, &s)| if n > 0 && s * sign > 0 { (n - 1) * s.abs() } else { 0 }).sum::<i64>()
+                    * itemsize as i64
+            };
+            let data = (reach(-1) + next(7) as i64) as usize;
+            assert!(data as i64 + reach(1) + itemsize as i64 <= base.len() as i64);
+            let expected = reference_gather(&base, data, &shape, &strides, itemsize);
+            let plan = gather_plan(base.as_ptr() as u64 + data as u64, &shape, &strides, itemsize as u64).unwrap();
+            let mut out = vec![0xAAu8; expected.len() + 1];
+            if !shape.contains(&0) {
+                // SAFETY: every byte the layout reaches lies in `base` (checked above); `out` is longer.
+                unsafe { gather_host(out.as_mut_ptr() as u64, base.as_ptr() as u64 + data as u64, &plan, &mut || true) }.unwrap();
+            }
+            assert_eq!(&out[..expected.len()], expected.as_slice(), "case {case}: {shape:?} {strides:?} x{itemsize} at {data}");
+            assert_eq!(out[expected.len()], 0xAA, "case {case}: wrote past the end");
+        }
+    }
+
+    #[test]
+    fn compact_copies_of_broadcast_and_reversed_host_arrays() {
+        let _serial = lock(&COUNTER);
+        let col: Vec<f32> = vec![1.0, 2.0, 3.0, 4.0];
+        let source = |data: u64, shape: &'static [i64], strides: &'static [i64]| StridedSource {
+            data,
+            span_start: col.as_ptr() as u64,
+            span_len: 16,
+            shape,
+            strides,
+            itemsize: 4,
+        };
+        let read = |a: &Allocation, n: usize| {
+            // SAFETY: the allocation holds at least n f32 written by the copy.
+            unsafe { std::slice::from_raw_parts(a.ptr() as usize as *const f32, n) }.to_vec()
+        };
+        // reshape(4, 1).expand(4, 3)
+        let (copy, report) =
+            unsafe { compact_copy_of(&source(col.as_ptr() as u64, &[4, 3], &[1, 0]), Device::Cpu, Method::Copy, 0, &mut || true) }
+                .unwrap();
+        assert_eq!(report.bytes, 48);
+        assert_eq!(read(&copy, 12), [1., 1., 1., 2., 2., 2., 3., 3., 3., 4., 4., 4.]);
+        // x[::-1]: element 0 is the last one.
+        let last = col.as_ptr() as u64 + 12;
+        let (copy, _) = unsafe { compact_copy_of(&source(last, &[4], &[-1]), Device::Cpu, Method::Copy, 0, &mut || true) }.unwrap();
+        assert_eq!(read(&copy, 4), [4., 3., 2., 1.]);
+        let refused = unsafe { compact_copy_of(&source(last, &[4], &[-1]), Device::Cpu, Method::Pinned, 0, &mut || true) };
+        assert!(matches!(refused, Err(SharedError::NotApplicable(m)) if m.contains("path='copy'")));
+        // A broadcast gather of more than a chunk asks to go on, and stops when told.
+        let one = [7u8];
+        let wide: &'static [i64] = Box::leak(vec![(COPY_CHUNK_BYTES * 2) as i64].into_boxed_slice());
+        let big = StridedSource { data: one.as_ptr() as u64, span_start: one.as_ptr() as u64, span_len: 1, shape: wide, strides: &[0], itemsize: 1 };
+        let stopped = unsafe { compact_copy_of(&big, Device::Cpu, Method::Copy, 0, &mut || false) };
+        assert_eq!(stopped.err(), Some(SharedError::Interrupted));
+    }
+
+    #[test]
+    fn the_gather_kernels_are_well_formed_ptx() {
+        let ptx = cuda::gather_ptx();
+        for unit in [1, 2, 4, 8] {
+            assert_eq!(ptx.matches(&format!(".entry gpushare_gather_{unit}(")).count(), 1);
+        }
+        assert_eq!(ptx.matches('{').count(), ptx.matches('}').count());
+        // GPUSHARE_PTXAS=/path/to/ptxas assembles it for Hopper (the GPU machine has no toolkit).
+        if let Ok(ptxas) = std::env::var("GPUSHARE_PTXAS") {
+            let path = std::env::temp_dir().join(format!("gpushare-gather-{}.ptx", std::process::id()));
+            std::fs::write(&path, &ptx).unwrap();
+            let out = std::process::Command::new(ptxas).args(["--gpu-name", "sm_90", "-o", "/dev/null"]).arg(&path).output().unwrap();
+            let _ = std::fs::remove_file(&path);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
     }
 
     #[test]

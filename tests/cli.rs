@@ -448,7 +448,7 @@ fn the_cli_knows_exactly_the_frameworks_and_paths_the_python_side_knows() {
 /// Python it says nothing of the kind.
 #[test]
 fn kernel_install_warns_when_ipykernel_is_missing() {
-    let sandbox = Sandbox::new();
+    let sandbox = Sandbox::new("no-ipykernel");
     let wrapper = sandbox.path("python-without-site");
     std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S -s \"$@\"\n", python().display())).unwrap();
     let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();

@@ -262,6 +262,64 @@ def test_a_shape_too_big_for_numpy_is_predicted_to_fail():
     assert r.verdict == r.prediction["verdict"] == "shared"
 
 
+def copy_path_layouts():
+    """Views whose layout a target refuses, and which a compact copy makes acceptable."""
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    return {
+        "torch broadcast column": torch.arange(4.0).reshape(4, 1).expand(4, 8),
+        "torch broadcast row": torch.arange(3, dtype=torch.int16).expand(5, 3),
+        "torch 0-stride scalar": torch.tensor(7.5, dtype=torch.float64).expand(2, 3, 4),
+        "torch transposed": torch.arange(12, dtype=torch.float32).reshape(3, 4).t(),
+        "numpy reversed": np.arange(10, dtype=np.float32)[::-1],
+        "numpy reversed rows, stepped columns": base[::-1, ::2],
+        "numpy reversed complex": (np.arange(6) * (1 + 2j)).astype(np.complex128)[::-1],
+        "numpy broadcast_to": np.broadcast_to(np.arange(5, dtype=np.int64), (3, 5)),
+        "numpy misaligned float64": np.frombuffer(np.arange(80, dtype=np.uint8).tobytes(), dtype=np.float64, count=9, offset=4)[::-2],
+    }
+
+
+def as_numpy(x):
+    return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+@pytest.mark.parametrize("to", ["torch", "tf", "jax", "numpy"])
+def test_copy_path_makes_a_compact_copy_every_target_accepts(to):
+    for label, x in copy_path_layouts().items():
+        expected = np.array(as_numpy(x))  # the values, in order
+        wide = expected.dtype.itemsize == 8 and expected.dtype.kind != "c" or expected.dtype == np.complex128
+        if to == "jax" and wide and not jax.config.jax_enable_x64:
+            continue  # JAX narrows 64-bit dtypes: a different rule, tested with the x64 cases
+        r = gpushare.share(x, to, path="copy")
+        assert r.verdict == "copied", f"{label} → {to}: {r.reason}"
+        assert r.prediction["verdict"] == "copied", f"{label} → {to}: predicted {r.prediction}"
+        got = np.asarray(r.value)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, label
+        np.testing.assert_array_equal(got, expected, err_msg=f"{label} → {to}")
+        if to in ("torch", "numpy"):
+            # The copy is C-contiguous, whatever the source's strides were.
+            assert (r.value.is_contiguous() if to == "torch" else r.value.flags.c_contiguous), label
+
+
+def test_the_issue_cases_by_copy_work_and_by_dlpack_still_fail():
+    broadcast = torch.arange(4.0).reshape(4, 1).expand(4, 8)
+    r = gpushare.share(broadcast, "tf", path="copy")
+    np.testing.assert_array_equal(r.value.numpy(), broadcast.numpy())
+    with pytest.raises(ConversionError):
+        gpushare.share(broadcast, "tf", path="dlpack")
+    rev = np.arange(8.0)[::-1]
+    r = gpushare.share(rev, "torch", path="copy")
+    assert r.verdict == "copied" and torch.equal(r.value, torch.arange(7.0, -1.0, -1.0, dtype=torch.float64))
+    with pytest.raises(UnsafeInputError):
+        gpushare.share(rev, "torch")  # negative strides into torch are still refused without a copy
+
+
+def test_a_compact_copy_too_big_for_memory_is_predicted_and_refused_cleanly():
+    x = torch.ones(1).expand(2**31, 2**31)
+    with pytest.raises(GpushareError) as e:
+        gpushare.share(x, "jax", path="copy")
+    assert "2**63" in str(e.value) or "overflow" in str(e.value), str(e.value)
+
+
 # -- values changed without a word ------------------------------------------------------------
 
 

@@ -105,12 +105,17 @@ def test_fields_repr_and_arguments():
             gpushare.SharedBuffer(3, "float32", "cuda:0")
 
 
-def test_copy_of_keeps_strided_layouts():
+def test_copy_of_makes_strided_layouts_compact():
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # strides (1, 4)
     buf = _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
-    assert buf.shape == (4, 3) and buf.strides == (1, 4)
+    assert buf.shape == (4, 3) and buf.strides == (3, 1) and buf.nbytes == 48
     y = buf.to("torch")
-    assert torch.equal(y, x) and y.data_ptr() != x.data_ptr()
+    assert torch.equal(y, x) and y.data_ptr() != x.data_ptr() and y.is_contiguous()
+    # A broadcast view becomes its full array; an offset view starts the buffer.
+    b = torch.arange(3.0)[1:].reshape(2, 1).expand(2, 5)
+    buf = _native.SharedBuffer._copy_of(b.__dlpack__(max_version=(1, 0)), "copy", None)
+    assert buf.strides == (5, 1) and buf.nbytes == 40 and buf.data_ptr % 256 == 0
+    assert torch.equal(buf.to("torch"), b)
     with pytest.raises(PathNotApplicableError, match="path='copy'"):
         _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "pinned", None)
 

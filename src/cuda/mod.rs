@@ -29,6 +29,7 @@ mod context;
 mod device;
 mod error;
 mod ipc;
+mod gather;
 mod memory;
 mod pointer;
 mod status;
@@ -44,6 +45,7 @@ pub use device::{
 };
 pub use error::{CudaError, Result};
 pub use ipc::{IPC_HANDLE_BYTES, IpcExport, IpcMapping, ipc_export, ipc_refusal};
+pub use gather::{GATHER_MAX_DIMS, gather_ptx, gather_strided};
 pub use memory::{DeviceBuffer, PinnedHostBuffer, PrivateContextAllocation};
 pub use pointer::{
     MemoryType, PointerAttributes, check_device_range, known_attributes, pointer_attributes, same_allocation,

@@ -105,6 +105,9 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuEventQuery",
     "cuEventSynchronize",
     "cuEventDestroy_v2",
+    "cuModuleLoadData",
+    "cuModuleGetFunction",
+    "cuLaunchKernel",
 ];
 
 /// Whether libcuda exports `name`. Only meaningful once the library was found.

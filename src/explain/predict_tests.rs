@@ -307,10 +307,23 @@ fn paths() {
     let jax_bf16 = src("jax", "bfloat16", 0x10000, vec![8], vec![1]);
     assert_eq!(predict(&jax_bf16, &TargetFacts::new("tf", "", "host")).verdict(), Verdict::Copied);
     assert_eq!(predict(&jax_bf16, &TargetFacts::new("torch", "", "host")).verdict(), Verdict::Failed);
-    // copy keeps the layout, so the target's layout rules still apply; the buffer is no read-only NumPy array.
+    // copy makes a compact buffer: broadcast and reversed views are accepted by every target (and
+    // not refused into torch); the buffer is no read-only NumPy array.
     let broadcast = src("torch", "float32", 0x10000, vec![4, 6], vec![0, 1]);
-    assert_eq!(predict(&broadcast, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Failed);
-    assert_eq!(predict(&broadcast, &TargetFacts::new("numpy", "", "copy")).verdict(), Verdict::Copied);
+    let reversed = src("numpy", "float32", 0x10000, vec![4, 6], vec![-6, 1]);
+    for dst in ["jax", "numpy", "tf", "torch"] {
+        for (label, x) in [("broadcast", &broadcast), ("reversed", &reversed)] {
+            for path in ["copy", "pinned"] {
+                let p = predict(x, &TargetFacts::new(dst, "", path));
+                assert_eq!(p.verdict(), Verdict::Copied, "{label} into {dst} by {path}: {p:?}");
+            }
+        }
+    }
+    assert_eq!(predict(&reversed, &TargetFacts::new("torch", "", "dlpack")).verdict(), Verdict::Failed);
+    // A broadcast view whose compact copy would need more than 2**63 bytes cannot be copied.
+    let mut huge = src("torch", "float32", 0x10000, vec![1], vec![0]);
+    (huge.shape, huge.strides) = (vec![1 << 31, 1 << 31], vec![0, 0]);
+    assert_eq!(predict(&huge, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Failed);
     let mut ro = f32("numpy", 0x10000);
     ro.readonly = true;
     assert_eq!(predict(&ro, &TargetFacts::new("jax", "", "copy")).verdict(), Verdict::Copied);

@@ -321,14 +321,18 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option
 }
 
 /// Whether NumPy's size of an array (elements × itemsize, in a signed 64-bit npy_intp) overflows.
+/// Bytes per element of a dtype by its name (`float32` → 4, `bool` → 1, `float4_e2m1fnx2` → 1).
+fn itemsize_of(dtype: &str) -> u64 {
+    let (base, lanes) = base_and_lanes(dtype);
+    let bits: u64 = base.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or(8).max(8);
+    (bits / 8).saturating_mul(lanes.max(1) as u64)
+}
+
 fn numpy_size_overflows(shape: &[i64], dtype: &str) -> bool {
     if shape.contains(&0) {
         return false;
     }
-    let (base, lanes) = base_and_lanes(dtype);
-    let bits: u64 = base.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or(8).max(8);
-    let itemsize = (bits / 8).saturating_mul(lanes.max(1) as u64) as i128;
-    let mut size: i128 = itemsize;
+    let mut size: i128 = itemsize_of(dtype) as i128;
     for &d in shape {
         size = size.saturating_mul(d.max(0) as i128);
         if size > i64::MAX as i128 {
@@ -494,12 +498,32 @@ fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome
     }
 }
 
-/// The `copy` and `pinned` paths: gpushare copies the source into a SharedBuffer of the same dtype,
-/// shape and strides, then hands that buffer to the target by DLPack (a legacy capsule into
+/// The `copy` and `pinned` paths: gpushare copies the source into a compact (C-contiguous,
+/// 256-byte aligned) SharedBuffer of the same dtype and shape, gathering broadcast, reversed and
+/// strided views, then hands that buffer to the target by DLPack (a legacy capsule into
 /// TensorFlow, `__cuda_array_interface__` into Numba). The target's device, dtype and layout rules
-/// apply to the buffer as they would to the source; the producer is gpushare, which refuses nothing.
+/// apply to the buffer; the producer is gpushare, which refuses nothing.
 fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> PredictedOutcome {
-    let buffer = TensorReport { framework: "gpushare".into(), readonly: false, byte_offset: 0, ..source.clone() };
+    if numpy_size_overflows(&source.shape, &source.dtype) {
+        return fail(
+            format!(
+                "path '{path}' makes a compact copy, and shape {:?} of {} needs more than 2**63-1 bytes",
+                source.shape, source.dtype
+            ),
+            None,
+            "share a smaller view, or use path='dlpack' to share the broadcast view itself",
+        );
+    }
+    let buffer = TensorReport {
+        framework: "gpushare".into(),
+        readonly: false,
+        byte_offset: 0,
+        strides: crate::dlpack::compact_strides(&source.shape),
+        contiguous: true,
+        alignment: 256,
+        nbytes: source.numel().saturating_mul(itemsize_of(&source.dtype)),
+        ..source.clone()
+    };
     let import = match target.framework.as_str() {
         "tf" => "capsule",
         "numba" => "cai",

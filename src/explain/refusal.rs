@@ -18,10 +18,10 @@ pub struct Refusal {
 /// (SIGABRT, pytorch#188023); later versions raise "Storage size calculation overflowed" (#188047).
 /// gpushare refuses them on every version, because a kernel that dies loses the user's work.
 ///
-/// `path` is the transfer path: the routes that hand the target a fresh host copy (`host`) never
-/// show it the source's layout, so nothing is refused there.
+/// `path` is the transfer path: the routes that hand the target a fresh copy (`host`, and `copy`
+/// and `pinned`, whose copy is compact) never show it the source's layout, so nothing is refused there.
 pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
-    if super::resolve_path(&src.framework, target, path) == "host" {
+    if matches!(super::resolve_path(&src.framework, target, path), "host" | "copy" | "pinned") {
         return None;
     }
     let (shape, strides) = (&src.shape, &src.strides);

@@ -339,10 +339,12 @@ impl PySharedBuffer {
 
     /// A new buffer holding a copy of the tensor a DLPack capsule describes (read, not consumed),
     /// made by `method`: `"copy"` (device-to-device on the GPU, queued on `stream`; memcpy on the
-    /// host) or `"pinned"` (staged through page-locked host memory, waited for), or `"p2p"` (a
-    /// peer copy to another GPU). `device` (`"cuda:1"`): where the copy goes; the source's own
-    /// device when None. The layout (strides included) is kept. The GIL is released; Ctrl-C stops a
-    /// host copy between chunks.
+    /// host), `"pinned"` (staged through page-locked host memory, waited for) or `"p2p"` (a peer
+    /// copy to another GPU). `device` (`"cuda:1"`): where the copy goes; the source's own device
+    /// when None. On the source's device the copy is compact (C-contiguous): broadcast, reversed
+    /// and other strided layouts are gathered into row-major order, so every target accepts it. A
+    /// move to another device copies the tensor's extent as it is, strides kept. The GIL is
+    /// released; Ctrl-C stops a host copy between chunks.
     #[staticmethod]
     #[pyo3(signature = (capsule, method = "copy", stream = None, device = None))]
     fn _copy_of(
@@ -359,16 +361,31 @@ impl PySharedBuffer {
             None => source,
         };
         let method = Method::parse(method).map_err(to_pyerr)?;
-        let (start, len) = (layout.span_start, (layout.span_end - layout.span_start) as usize);
         let stream = stream.unwrap_or(0);
-        // SAFETY: the range is the extent of the tensor the capsule describes; the capsule, borrowed
-        // for this call, keeps the producer's memory alive until the copy is queued (GPU; the
-        // source's stream orders it before later writes) or done (host, pinned).
+        if to != source {
+            let (start, len) = (layout.span_start, (layout.span_end - layout.span_start) as usize);
+            // SAFETY: the range is the extent of the tensor the capsule describes; the capsule,
+            // borrowed for this call, keeps the producer's memory alive until the move is done
+            // (moves are waited for).
+            let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
+                shared::copy_to(start, len, source, to, method, stream, keep_going)
+            })?;
+            let offset = layout.data_ptr - layout.span_start;
+            return Ok(PySharedBuffer::from_layout(alloc, &layout, offset));
+        }
+        let (shape, strides) = (layout.shape.clone(), layout.strides.clone());
+        let (data, span_start, span_len, itemsize) =
+            (layout.data_ptr, layout.span_start, (layout.span_end - layout.span_start) as usize, layout.dtype.itemsize());
+        // SAFETY: the layout is the tensor the capsule describes; the capsule, borrowed for this
+        // call, keeps the producer's memory alive until the copy is queued (GPU; the source's stream
+        // orders it before later writes) or done (host, pinned).
         let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
-            shared::copy_to(start, len, source, to, method, stream, keep_going)
+            let strided = shared::StridedSource { data, span_start, span_len, shape: &shape, strides: &strides, itemsize };
+            shared::compact_copy_of(&strided, source, method, stream, keep_going)
         })?;
-        let offset = layout.data_ptr - layout.span_start;
-        Ok(PySharedBuffer::from_layout(alloc, &layout, offset))
+        let nbytes = alloc.len() as u64;
+        let strides = compact_strides(&layout.shape);
+        Ok(PySharedBuffer { alloc, shape: layout.shape, strides, offset: 0, dtype: layout.dtype, nbytes })
     }
 
     /// The SharedBuffer whose memory the tensor of a DLPack capsule views, with that tensor's

@@ -1,0 +1,113 @@
+"""The 56 test notebooks of nbclient 0.11.0, papermill 2.7.0 and nbmake 1.5.5 (issue 16) give the
+same outcome under ``gpushare run`` as under nbclient: whether the run succeeds, and the errors
+each executed notebook records, in order.
+
+The notebooks are copied unchanged from the three projects' source distributions into
+tests/foreign_notebooks/<project>/, beside each project's license. They exercise what runners get
+wrong: errors and the ``raises-exception`` tag, ``skip-execution``, clear_output, display updates,
+widgets and other comms, stdin, interrupts and timeouts, sys.exit, kernels that die, magics,
+unicode, images. Both runners use the ``python3`` kernel (some notebooks name an R or unnamed
+kernel, which the tests of their own projects also replace) and the same per-cell timeout, and
+run each notebook from its own folder. Notebooks run four at a time: kernel start-ups dominate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+
+import _notebooks as nbs
+
+pytestmark = [require("nbformat"), require("nbclient"), require("ipykernel")]
+
+FOREIGN = Path(__file__).resolve().parent / "foreign_notebooks"
+NOTEBOOKS = sorted(FOREIGN.glob("*/*.ipynb"))
+#: Per-cell limit for both runners: long enough for every cell meant to finish, short enough that
+#: the cells meant to run forever (nbclient's Interrupt.ipynb) time out quickly.
+CELL_TIMEOUT_S = 8
+
+NBCLIENT = r"""
+import json, sys, nbformat, nbclient
+path, timeout = sys.argv[1], int(sys.argv[2])
+nb = nbformat.read(path, as_version=4)
+client = nbclient.NotebookClient(nb, timeout=timeout, startup_timeout=60, kernel_name="python3",
+                                 resources={"metadata": {"path": sys.argv[3]}})
+error = ""
+try:
+    client.execute()
+except BaseException as e:  # the outcome is the class of what nbclient raised
+    error = type(e).__name__
+print(json.dumps({"error": error, "enames": [o.get("ename") for c in nb.cells if c.cell_type == "code"
+                                           for o in c.get("outputs", []) if o.get("output_type") == "error"]}))
+"""
+
+
+def recorded_errors(nb: dict) -> list[str]:
+    return [
+        o.get("ename")
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+
+
+def outcome_under_nbclient(path: Path, env: dict) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", NBCLIENT, str(path), str(CELL_TIMEOUT_S), str(path.parent)],
+        capture_output=True, text=True, env=env, cwd=path.parent, timeout=300,
+    )
+    assert proc.returncode == 0, f"the nbclient script itself failed on {path.name}:\n{proc.stderr[-3000:]}"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"succeeded": result["error"] == "", "errors": result["enames"]}
+
+
+def outcome_under_gpushare(path: Path, out: Path, env: dict) -> dict:
+    proc = subprocess.run(
+        [str(nbs.gpushare_bin()), "run", str(path), "-o", str(out), "-k", "python3", "--timeout", str(CELL_TIMEOUT_S)],
+        capture_output=True, text=True, env=env, cwd=path.parent, timeout=300,
+    )
+    assert proc.returncode in (0, 1), f"gpushare run {path.name}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    nb = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"cells": []}
+    return {"succeeded": proc.returncode == 0, "errors": recorded_errors(nb), "log": proc.stderr[-2000:]}
+
+
+def test_the_56_notebooks_are_all_here():
+    counts = {d.name: len(list(d.glob("*.ipynb"))) for d in FOREIGN.iterdir() if d.is_dir()}
+    assert counts == {"nbclient": 23, "papermill": 24, "nbmake": 9}
+    assert all((FOREIGN / d / "LICENSE").exists() for d in counts)
+
+
+def test_foreign_notebooks_have_the_same_outcome_as_under_nbclient(tmp_path):
+    if nbs.gpushare_bin() is None:
+        pytest.skip("the gpushare console script is not installed (run make develop)")
+    env = dict(os.environ)
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+    def both(path: Path) -> tuple[str, dict, dict]:
+        label = f"{path.parent.name}/{path.name}"
+        out = tmp_path / path.parent.name / path.name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return label, outcome_under_nbclient(path, env), outcome_under_gpushare(path, out, env)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(both, NOTEBOOKS))
+    differ = [
+        f"{label}: nbclient {ref} / gpushare run {ours['succeeded']}, {ours['errors']}\n{ours['log']}"
+        for label, ref, ours in results
+        if (ref["succeeded"], ref["errors"]) != (ours["succeeded"], ours["errors"])
+    ]
+    assert len(results) == 56
+    assert not differ, "\n\n".join(differ)
+    # Not vacuous: some notebooks fail under both, and most succeed.
+    failed = sum(not ref["succeeded"] for _, ref, _ in results)
+    assert 5 <= failed <= 40, failed
