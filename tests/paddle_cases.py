@@ -84,3 +84,28 @@ def test_paddle_is_never_imported_beside_tensorflow():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "REFUSED paddle is not imported: paddle and tensorflow crash" in proc.stdout, proc.stdout
     assert "PADDLE ['paddle is not imported" in proc.stdout, proc.stdout
+
+
+def test_negative_strides_into_paddle_are_refused_before_paddle_reads_them():
+    """Paddle 3.3's DLPack import keeps a negative stride but not the start: the raw call reads
+    memory outside the source. gpushare refuses it, predicted, with the fix; the source is untouched."""
+    from gpushare.exceptions import UnsafeInputError
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::-1]
+    raw = paddle.from_dlpack(x)
+    assert not np.array_equal(raw.numpy(), x), "Paddle now reads negative strides right: drop the refusal"
+    before = x.copy()
+    with pytest.raises(UnsafeInputError) as e:
+        gpushare.share(x, "paddle")
+    assert "outside the source" in e.value.reason and "ascontiguousarray" in e.value.fix
+    assert e.value.predicted[0] == "failed"
+    assert np.array_equal(x, before)
+    assert gpushare.share(np.ascontiguousarray(x), "paddle").verdict == "shared"  # the fix works
+
+
+def test_a_read_only_numpy_array_shares_writably_into_paddle_and_says_so():
+    x = np.arange(6, dtype=np.float32)
+    x.flags.writeable = False
+    r = gpushare.share(x, "paddle")
+    assert r.verdict == "shared" and not r.unexpected
+    assert "paddle can mutate a read-only source" in r.prediction["reason"]
