@@ -56,7 +56,7 @@ def available() -> tuple[str, ...]:
 def resolve_auto(src: Adapter, dst: Adapter) -> str:
     """The fastest correct path for a pair: DLPack, except into TensorFlow (capsules only) and
     Numba (``__cuda_array_interface__`` only), and out of Numba (no ``__dlpack__``)."""
-    if src.name == "numba" or dst.name == "numba":
+    if not src.exports_dlpack or not (dst.accepts_objects or dst.accepts_capsules):
         return "cai"
     if not dst.accepts_objects:
         return "capsule"
@@ -88,8 +88,8 @@ def _build_route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
 def _dlpack(src: Adapter, dst: Adapter) -> Route:
     if not dst.accepts_objects:
         return dst.from_dlpack  # raises the adapter's own explanation when called
-    if src.name == "numba":
-        raise PathNotApplicableError("Numba device arrays have no __dlpack__; use path='cai'")
+    if not src.exports_dlpack:
+        raise PathNotApplicableError(f"{src.name} arrays have no __dlpack__; use path='cai'")
     return dst.dlpack_importer()
 
 
@@ -109,7 +109,7 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
 
 @register("cai")
 def _cai(src: Adapter, dst: Adapter) -> Route:
-    if src.name in ("numpy", "tf"):
+    if not src.exports_cai:
         raise PathNotApplicableError(f"{src.name} arrays do not expose __cuda_array_interface__")
     from_cai = dst.from_cai
 
@@ -181,8 +181,8 @@ def _shared_buffer_importer(dst: Adapter) -> Route:
 def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
     from gpushare import _native
 
-    if src.name == "numba":
-        raise PathNotApplicableError(f"{method} reads the source through DLPack and Numba device arrays have none")
+    if not src.exports_dlpack:
+        raise PathNotApplicableError(f"{method} reads the source through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     inspect_capsule = src.inspect_capsule
     stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
@@ -213,8 +213,8 @@ def _copy(src: Adapter, dst: Adapter) -> Route:
 def _shared(src: Adapter, dst: Adapter) -> Route:
     from gpushare import _native
 
-    if src.name == "numba":
-        raise PathNotApplicableError("shared finds the source's memory through DLPack and Numba device arrays have none")
+    if not src.exports_dlpack:
+        raise PathNotApplicableError(f"shared finds the source's memory through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     inspect_capsule = src.inspect_capsule
     owner_of = _native.SharedBuffer._of
