@@ -109,3 +109,20 @@ def test_a_read_only_numpy_array_shares_writably_into_paddle_and_says_so():
     r = gpushare.share(x, "paddle")
     assert r.verdict == "shared" and not r.unexpected
     assert "paddle can mutate a read-only source" in r.prediction["reason"]
+
+
+def test_the_host_route_keeps_paddle_values():
+    """Paddle gives bfloat16 out as raw uint16 bits and reads NumPy uint16 as bfloat16 bits: the
+    host route through NumPy changed values both ways (the conformance matrix's host column found it)."""
+    jax = pytest.importorskip("jax", reason="framework not installed: jax")
+    pytest.importorskip("ml_dtypes", reason="ml_dtypes not installed")
+    x = paddle.to_tensor([1.5, -2.0, 3.25]).astype("bfloat16")
+    r = gpushare.share(x, "jax", path="host")
+    assert r.verdict == "copied" and not r.unexpected
+    assert np.asarray(r.value, dtype=np.float32).tolist() == [1.5, -2.0, 3.25]
+    back = gpushare.share(r.value, "paddle", path="host")
+    assert back.value.astype("float32").numpy().tolist() == [1.5, -2.0, 3.25]
+    for dtype in (np.uint16, np.uint32, np.uint64):
+        with pytest.raises(ConversionError) as e:
+            gpushare.share(np.arange(3, dtype=dtype), "paddle", path="host")
+        assert e.value.predicted[0] == "failed" and "paddle has no" in e.value.reason

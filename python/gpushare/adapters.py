@@ -1099,10 +1099,34 @@ class PaddleAdapter(Adapter):
             self.load().device.synchronize()
 
     def to_numpy(self, obj: Any) -> Any:
-        return obj.numpy()
+        out = obj.numpy()
+        if "bfloat16" in str(obj.dtype):
+            # Paddle hands bfloat16 out as its raw bits in uint16 (host-route cells of the conformance
+            # matrix then carried 16320 for 1.5): the bits viewed as ml_dtypes' bfloat16 are the values.
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise explained(ConversionError, "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
+                                "Paddle gives a bfloat16 tensor's raw bits as uint16", "pip install ml_dtypes, "
+                                "or cast to float32 first (x.astype('float32'))") from None
+            out = out.view(ml_dtypes.bfloat16)
+        return out
+
+    # NumPy dtypes paddle.to_tensor cannot take as themselves: it reads uint16 as bfloat16 bits (the
+    # values change) and refuses uint32 and uint64.
+    _NO_TENSOR_DTYPES: ClassVar[tuple[str, ...]] = ("uint16", "uint32", "uint64")
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         paddle = self.load()
+        name = array.dtype.name
+        if name in self._NO_TENSOR_DTYPES:
+            raise explained(
+                ConversionError, "paddle",
+                f"paddle has no {name} tensors (paddle.to_tensor reads uint16 as bfloat16 bits and refuses uint32/uint64)",
+                "cast to a signed integer type first, e.g. x.astype(numpy.int64)",
+            )
+        if name == "bfloat16":
+            array = array.view("uint16")  # ml_dtypes' bfloat16: Paddle takes its bits as uint16
         return paddle.to_tensor(array, place=paddle.CPUPlace() if on_host else paddle.CUDAPlace(ordinal))
 
     def has_gpu(self) -> bool:
@@ -1144,7 +1168,7 @@ class PaddleAdapter(Adapter):
 
     def readback(self, obj: Any) -> Any:
         if "bfloat16" in str(obj.dtype):
-            obj = obj.astype("float32")  # NumPy has no bfloat16
+            obj = obj.astype("float32")  # NumPy has no bfloat16 (without ml_dtypes)
         return widen_bfloat16(obj.numpy())
 
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:

@@ -158,6 +158,16 @@ fn paddle_refuses_negative_strides_and_takes_read_only_numpy_writable() {
     assert!(p.reason().unwrap().contains("paddle can mutate a read-only source"));
     // The capsule path is a legacy capsule: NumPy refuses it.
     assert_eq!(predict(&ro, &TargetFacts::new("paddle", "", "capsule")).verdict(), Verdict::Failed);
+    // The host path: paddle.to_tensor has no uint16/32/64 (uint16 would become bfloat16 bits).
+    let host = TargetFacts::new("paddle", "3.3.1", "host");
+    for dt in ["uint16", "uint32", "uint64"] {
+        let p = predict(&src("torch", dt, 0x10000, vec![4, 6], vec![6, 1]), &host);
+        assert_eq!(p.verdict(), Verdict::Failed, "{dt}");
+        assert!(p.reason().unwrap().contains("paddle has no"));
+        let empty = predict(&src("numpy", dt, 0x10000, vec![0, 6], vec![6, 1]), &host);
+        assert_eq!(empty.verdict(), Verdict::Failed, "zero-size {dt} fails too");
+    }
+    assert_eq!(predict(&src("torch", "uint8", 0x10000, vec![4, 6], vec![6, 1]), &host).verdict(), Verdict::Copied);
 }
 
 #[test]

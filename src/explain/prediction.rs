@@ -492,6 +492,15 @@ fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome
             );
         }
     }
+    // paddle.to_tensor reads a NumPy uint16 array as bfloat16 bits and refuses uint32/uint64: the
+    // adapter refuses all three rather than change the values (Paddle 3.3).
+    if dst == "paddle" && lanes == 1 && matches!(base, "uint16" | "uint32" | "uint64") {
+        return fail(
+            format!("paddle has no {} tensors (paddle.to_tensor reads uint16 as bfloat16 bits and refuses uint32/uint64)", source.dtype),
+            None,
+            "cast to a signed integer type first, e.g. x.astype(numpy.int64)",
+        );
+    }
     if source.numel() == 0 {
         return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
     }
