@@ -84,3 +84,45 @@ def test_paddle_is_never_imported_beside_tensorflow():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "REFUSED paddle is not imported: paddle and tensorflow crash" in proc.stdout, proc.stdout
     assert "PADDLE ['paddle is not imported" in proc.stdout, proc.stdout
+
+
+def test_negative_strides_into_paddle_are_refused_before_paddle_reads_them():
+    """Paddle 3.3's DLPack import keeps a negative stride but not the start: the raw call reads
+    memory outside the source. gpushare refuses it, predicted, with the fix; the source is untouched."""
+    from gpushare.exceptions import UnsafeInputError
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::-1]
+    raw = paddle.from_dlpack(x)
+    assert not np.array_equal(raw.numpy(), x), "Paddle now reads negative strides right: drop the refusal"
+    before = x.copy()
+    with pytest.raises(UnsafeInputError) as e:
+        gpushare.share(x, "paddle")
+    assert "outside the source" in e.value.reason and "ascontiguousarray" in e.value.fix
+    assert e.value.predicted[0] == "failed"
+    assert np.array_equal(x, before)
+    assert gpushare.share(np.ascontiguousarray(x), "paddle").verdict == "shared"  # the fix works
+
+
+def test_a_read_only_numpy_array_shares_writably_into_paddle_and_says_so():
+    x = np.arange(6, dtype=np.float32)
+    x.flags.writeable = False
+    r = gpushare.share(x, "paddle")
+    assert r.verdict == "shared" and not r.unexpected
+    assert "paddle can mutate a read-only source" in r.prediction["reason"]
+
+
+def test_the_host_route_keeps_paddle_values():
+    """Paddle gives bfloat16 out as raw uint16 bits and reads NumPy uint16 as bfloat16 bits: the
+    host route through NumPy changed values both ways (the conformance matrix's host column found it)."""
+    jax = pytest.importorskip("jax", reason="framework not installed: jax")
+    pytest.importorskip("ml_dtypes", reason="ml_dtypes not installed")
+    x = paddle.to_tensor([1.5, -2.0, 3.25]).astype("bfloat16")
+    r = gpushare.share(x, "jax", path="host")
+    assert r.verdict == "copied" and not r.unexpected
+    assert np.asarray(r.value, dtype=np.float32).tolist() == [1.5, -2.0, 3.25]
+    back = gpushare.share(r.value, "paddle", path="host")
+    assert back.value.astype("float32").numpy().tolist() == [1.5, -2.0, 3.25]
+    for dtype in (np.uint16, np.uint32, np.uint64):
+        with pytest.raises(ConversionError) as e:
+            gpushare.share(np.arange(3, dtype=dtype), "paddle", path="host")
+        assert e.value.predicted[0] == "failed" and "paddle has no" in e.value.reason

@@ -2,7 +2,7 @@
 layouts, converted for real; each outcome must be the one gpushare predicted, failures must be the
 framework's expected error (or gpushare's own refusal), values must survive, and nothing may crash.
 
-The matrix code is shared with ``python -m gpushare.conformance``, which writes
+The matrix code is shared with ``python -m tools.conformance``, which writes
 ``docs/compatibility.md``. One test per pair; a failure lists every non-conforming cell.
 """
 
@@ -12,11 +12,17 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import have
-from gpushare import conformance as C
+# The matrix is a developer tool at the repository root (tools/conformance), not part of the wheel.
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from conftest import have  # noqa: E402
+from tools import conformance as C  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -24,15 +30,21 @@ PAIRS = C.pairs(C.CPU_FRAMEWORKS)
 
 
 def _available(fw: str) -> bool:
-    return have(C._MODULES[fw])
+    return have(C._module(fw))
+
+
+def _apart(*fws: str) -> bool:
+    """Whether a framework of these crashes beside one listed before it in the matrix (Paddle after
+    TF): then its pairs run in a child process, whatever this process has imported so far."""
+    return bool(C.apart(C.CPU_FRAMEWORKS) & set(fws))
 
 
 @pytest.mark.parametrize("src,dst", PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
 def test_pair_conforms(src, dst):
     for fw in (src, dst):
         if not _available(fw):
-            pytest.skip(f"{C._MODULES[fw]} not installed")
-    cells = C.run_pair(src, dst, "cpu")
+            pytest.skip(f"{C._module(fw)} not installed")
+    cells = C.run_pair(src, dst, "cpu", isolated=_apart(src, dst))
     assert len(cells) == len(C.DTYPES) * len(C.LAYOUTS)
     bad = [c for c in cells if c.problem]
     assert not bad, f"{len(bad)} of {len(cells)} cells do not conform:\n" + "\n".join(c.describe() for c in bad)
@@ -63,7 +75,7 @@ def test_jax_x64_on_shares_64_bit_dtypes(tmp_path):
     A subprocess, because x64 must be set before JAX makes any array."""
     code = (
         "import json, sys\n"
-        "from gpushare import conformance as C\n"
+        "from tools import conformance as C\n"
         "env = C.prepare(['torch', 'jax', 'numpy'], 'cpu', jax_x64=True)\n"
         "cells = []\n"
         "for s, d in [('torch', 'jax'), ('numpy', 'jax'), ('jax', 'torch'), ('jax', 'numpy')]:\n"
@@ -71,7 +83,7 @@ def test_jax_x64_on_shares_64_bit_dtypes(tmp_path):
         "json.dump([c.__dict__ for c in cells], sys.stdout)\n"
     )
     env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     cells = [C.Cell(**c) for c in json.loads(out.stdout)]
     bad = [c for c in cells if c.problem]
@@ -95,9 +107,46 @@ def test_generator_writes_the_table(tmp_path):
     assert "torch cannot make negative strides" in text
 
 
+def test_paddle_is_in_the_cpu_matrix_apart_from_tensorflow():
+    """Paddle is a CPU framework of the matrix through its adapter alone; its pairs with TF are not
+    run (both in one process crash it), and the table says so."""
+    assert "paddle" in C.CPU_FRAMEWORKS and ("paddle", "torch") in PAIRS and ("torch", "paddle") in PAIRS
+    assert ("tf", "paddle") not in PAIRS and ("paddle", "tf") not in PAIRS
+    assert C.unpaired(C.CPU_FRAMEWORKS) == [("tf", "paddle")] and C.apart(C.CPU_FRAMEWORKS) == {"paddle"}
+    env = C.Environment(device="cpu", frameworks=["tf", "paddle"])
+    assert "Pairs not run: tf ↔ paddle" in C.render_markdown([], env, 1.0)
+
+
+@pytest.mark.skipif(not (have("paddle") and have("numpy")), reason="needs paddle and numpy")
+def test_a_pair_runs_in_its_own_process_when_asked():
+    """The child process gives the same cells as this one would (the JSON round trip loses nothing)."""
+    cells = C.run_pair("numpy", "paddle", "cpu", dtypes=("float32", "int64"),
+                       layouts=("contiguous", "negative_stride", "read_only"), isolated=True)
+    assert [(c.dtype, c.layout) for c in cells] == [
+        (d, lay) for d in ("float32", "int64") for lay in ("contiguous", "negative_stride", "read_only")]
+    assert not [c for c in cells if c.problem], "\n".join(c.describe() for c in cells if c.problem)
+    by = {(c.dtype, c.layout): c for c in cells}
+    assert by[("float32", "contiguous")].outcome == "shared"
+    # Paddle 3.3 reads negative strides outside the source: refused before Paddle is called.
+    assert by[("float32", "negative_stride")].outcome == "failed"
+    assert "outside the source" in by[("float32", "negative_stride")].reason
+    assert by[("float32", "read_only")].outcome == "shared"
+
+
+def test_the_tool_is_not_in_the_package():
+    """The matrix is a developer tool (tools/conformance), not shipped in the wheel."""
+    import importlib.util
+
+    import gpushare
+
+    assert importlib.util.find_spec("gpushare.conformance") is None
+    assert not (Path(gpushare.__file__).parent / "conformance.py").exists()
+    assert C.__file__.startswith(str(ROOT / "tools"))
+
+
 def test_cli_help_and_unknown_framework():
     out = subprocess.run(
-        [sys.executable, "-m", "gpushare.conformance", "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "tools.conformance", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert out.returncode == 0 and "--device" in out.stdout and "--frameworks" in out.stdout
 
@@ -163,7 +212,7 @@ def test_every_path_conforms(path):
     """The same matrix through each explicit path: paths that do not apply to a pair fail as
     predicted (before the framework is called), and the lab's copies are predicted as copies."""
     fws = [f for f in C.CPU_FRAMEWORKS if _available(f)]
-    cells = [c for s, d in C.pairs(fws) for c in C.run_pair(s, d, "cpu", path=path)]
+    cells = [c for s, d in C.pairs(fws) for c in C.run_pair(s, d, "cpu", path=path, isolated=_apart(s, d))]
     bad = [c for c in cells if c.problem]
     assert not bad, f"{len(bad)} of {len(cells)} cells do not conform:\n" + "\n".join(c.describe() for c in bad[:40])
 
@@ -262,7 +311,7 @@ def test_generator_names_the_device():
                   predicted_reason=p["reason"], fix=p["fix"], expected_error=p["expected_error"])
     text = C.render_markdown([cell], env, 1.0)
     assert text.startswith("# Compatibility: what each conversion does on CUDA\n")
-    assert "`python -m gpushare.conformance --device cuda`" in text
+    assert "`python -m tools.conformance --device cuda`" in text
     assert "✗ failed (unaligned for XLA GPU)" in text and "16-byte aligned inputs" in text
     cpu = C.render_markdown([], C.Environment(device="cpu", frameworks=[]), 1.0)
     assert cpu.startswith("# Compatibility: what each conversion does\n") and "XLA GPU" not in cpu

@@ -68,6 +68,8 @@ def test_wheel_is_abi3_manylinux2014_under_our_name(wheel):
     # The import name stays gpushare; the extension is abi3.
     assert "gpushare/__init__.py" in names and "gpushare/_native.abi3.so" in names
     assert "gpushare/py.typed" in names
+    # The conformance matrix is a developer tool at the repository root (tools/), not shipped.
+    assert not [n for n in names if "conformance" in n], names
 
 
 def test_wheel_metadata_is_complete(wheel):

@@ -235,6 +235,19 @@ def test_compare_highlights_exactly_the_fastest_or_a_tie(comparison):
         assert best["path"] in tied and "a tie" in text, text
 
 
+def test_one_sample_reads_as_1_sample_in_every_lab_table():
+    """-n1 -r1 (one call timed once per path): compare and bench show a time and say "1 sample",
+    in text and HTML, never a median or minimum, as share()'s report does."""
+    x = torch.arange(1024, dtype=torch.float32)
+    c = gpushare.compare(x, "numpy", repeat=1, number=1)
+    b = gpushare.bench("torch", "numpy", sizes=["4KiB"], paths="dlpack,host", repeat=1, number=1, progress=False)
+    for out in (repr(c), c._repr_html_(), repr(b), b._repr_html_()):
+        assert "1 sample" in out, out
+        assert "median" not in out and "minimum" not in out, out
+    assert "time (" in repr(c).splitlines()[1]
+    assert "median (" in repr(gpushare.compare(x, "numpy", repeat=3)), "several samples are medians"
+
+
 def test_compare_uses_one_unit_per_column(comparison):
     lines = repr(comparison).splitlines()
     header = lines[1]

@@ -327,8 +327,9 @@ def test_a_predictor_made_before_the_target_was_imported_is_not_reused_after():
     """Predictors are kept per pair and path; a version read before the import ("" = unknown) must
     not stand for the imported framework's."""
     from gpushare import verdicts
+    from gpushare.adapters import Adapter
 
-    class Fake:
+    class Fake(Adapter):  # an adapter's defaults, with a version that changes
         def __init__(self, name, version):
             self.name, self._v = name, version
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Any, Callable, ClassVar
 
@@ -83,6 +84,19 @@ class Adapter:
     # themselves (paths.py) and say how in the stream report.
     export_takes_stream: ClassVar[bool] = True
     import_takes_stream: ClassVar[bool] = True
+
+    # Whether its arrays have __dlpack__ (Numba's have none) and can expose
+    # __cuda_array_interface__ (NumPy's and TensorFlow's never do), and whether it imports that
+    # interface (from_cai): the routes (paths.py) decide from these, never from the name.
+    exports_dlpack: ClassVar[bool] = True
+    exports_cai: ClassVar[bool] = True
+    # Whether gpushare describes its CUDA arrays by an interface of its own where the framework has
+    # none (cuda_array_view): TensorFlow's, for Numba.
+    cai_view: ClassVar[bool] = False
+    imports_cai: ClassVar[bool] = False
+    # Whether its arrays can live in host memory (CuPy's and Numba's live on a GPU only): the CPU
+    # conformance matrix runs every framework that says so.
+    host_arrays: ClassVar[bool] = True
 
     # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
     # never imports one while the other is loaded, and says why.
@@ -176,6 +190,10 @@ class Adapter:
     def from_cai(self, obj: Any) -> Any:
         raise PathNotApplicableError(f"{self.name} does not import __cuda_array_interface__")
 
+    def data_pointer(self, obj: Any) -> int:
+        """The device address of an array that came through ``from_cai``."""
+        return int(obj.__cuda_array_interface__["data"][0])
+
     # What the routes call: the framework's own functions where they take one array and the
     # framework is imported, so that a timing measures the framework and not a wrapper around it.
     def dlpack_importer(self) -> Callable[[Any], Any]:
@@ -203,6 +221,21 @@ class Adapter:
         """An object with ``__cuda_array_interface__`` for the array: the array itself where the
         framework exposes the interface."""
         return obj
+
+    # -- facts the prediction rules read (verdicts.py hands them to the Rust Predictor) ------
+    def per_thread_default_stream(self) -> bool:
+        """As a target: whether it asks producers for the per-thread default stream (stream=2)."""
+        return False
+
+    def x64_reader(self) -> Callable[[], bool] | None:
+        """As a target: a function that says whether 64-bit dtypes are kept (JAX's x64 flag);
+        None where the framework keeps them always."""
+        return None
+
+    def current_device_reader(self) -> Callable[[], int | None] | None:
+        """As a source: a function giving the CUDA device it exports from, where it exports only
+        from its current device (PyTorch); None where any device's arrays export."""
+        return None
 
     # -- the host route and the lab's arrays ----------------------------------------------
     def to_numpy(self, obj: Any) -> Any:
@@ -244,7 +277,36 @@ class Adapter:
         """This framework's own move of ``obj`` to the host or CUDA device ``ordinal``."""
         raise PathNotApplicableError(f"{self.name} has no move between devices")
 
+    # -- examples: the conformance matrix's sources (tools/conformance) ------------------
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        """A ``(4, 6)``-based array of ``dtype`` in ``layout`` (one of ``EXAMPLE_LAYOUTS``), made
+        the way this framework's users make it, on the host or CUDA device ``ordinal``. Raises
+        :class:`NotConstructible`, with the reason, where the framework cannot make it."""
+        raise NotConstructible(f"{self.name} builds no examples")
+
+    def readback(self, obj: Any) -> Any:
+        """The values of one of this framework's arrays as NumPy, to compare a target with its
+        source (bfloat16 widened to float32, any strides)."""
+        return widen_bfloat16(self.to_numpy(obj))
+
+    # -- the environment report (gpushare.gpuinfo) ----------------------------------------
+    #: Distribution names the framework is installed under (the first found gives the version);
+    #: empty: its module's name.
+    distribution_names: ClassVar[tuple[str, ...]] = ()
+
+    def distributions(self) -> tuple[str, ...]:
+        return self.distribution_names or (self.module,)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        """Fills ``info`` (a ``gpuinfo.FrameworkInfo``) for the imported framework: its DLPack
+        entry points, what ``__dlpack__`` hands out, the GPUs it sees, notes. Never starts a GPU
+        runtime the framework has not started itself."""
+        info.from_dlpack = hasattr(module, "from_dlpack")
+
     # -- the memory ledger -----------------------------------------------------------------
+    #: Whether ``allocator_memory`` can say anything (the ledger asks only these frameworks).
+    tracks_allocator: ClassVar[bool] = False
+
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
         """What this framework's allocator holds on CUDA device ``ordinal``, in its own terms; None
         when it is not imported, has not initialised CUDA, or cannot say. Never initialises it:
@@ -258,6 +320,7 @@ class NumpyAdapter(Adapter):
     aliases = ("np",)
     type_modules = ("numpy",)
     accepts_capsules = False
+    exports_cai = False
 
     def is_array(self, obj: Any) -> bool:
         np = sys.modules.get("numpy")
@@ -308,12 +371,25 @@ class NumpyAdapter(Adapter):
             raise PathNotApplicableError("NumPy arrays live on the host: move them with the target framework")
         return self.load().array(obj, copy=True)
 
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = hasattr(module, "from_dlpack")
+        info.dlpack_export, info.dlpack_export_source = probe_export(module.zeros(1)), "probed"
+        info.gpu_devices = []
+        info.notes.append("host memory only")
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        if not on_host:
+            raise NotConstructible("numpy arrays live on the host")
+        return numpy_example(dtype, layout)
+
 
 class TorchAdapter(Adapter):
     name = "torch"
     module = "torch"
     aliases = ("pytorch", "pt")
     type_modules = ("torch",)
+    tracks_allocator = True
+    imports_cai = True
 
     def is_array(self, obj: Any) -> bool:
         torch = sys.modules.get("torch")
@@ -419,6 +495,18 @@ class TorchAdapter(Adapter):
     def current_stream(self, obj: Any) -> int | None:
         return int(self.load().cuda.current_stream(obj.device).cuda_stream) if obj.is_cuda else None
 
+    def current_device_reader(self) -> Callable[[], int | None] | None:
+        return self._current_device
+
+    @staticmethod
+    def _current_device() -> int | None:
+        """PyTorch exports only from its current CUDA device: the device it would export from."""
+        torch = sys.modules.get("torch")
+        try:
+            return int(torch.cuda.current_device()) if torch is not None else None
+        except Exception:  # no CUDA initialised: nothing to predict from
+            return None
+
     def to_numpy(self, obj: Any) -> Any:
         # .numpy() refuses lazy conjugate and negative views; the host route copies anyway.
         return obj.detach().cpu().resolve_conj().resolve_neg().numpy()
@@ -453,6 +541,49 @@ class TorchAdapter(Adapter):
     def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return obj.detach().to("cpu" if on_host else f"cuda:{ordinal}")
 
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = hasattr(module, "from_dlpack")
+        info.dlpack_export, info.dlpack_export_source = probe_export(module.zeros(1)), "probed"
+        # is_available() counts devices without creating a CUDA context (torch keeps fork-safety).
+        if module.cuda.is_available():
+            info.gpu_devices = [f"cuda:{i}" for i in range(module.cuda.device_count())]
+        else:
+            info.gpu_devices = []
+        if not module.cuda.is_initialized():
+            info.notes.append("CUDA not initialised yet (no context, nothing allocated)")
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        torch = self.load()
+        dev = "cpu" if on_host else f"cuda:{ordinal}"
+        n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+        if layout == "negative_stride":
+            raise NotConstructible("torch cannot make negative strides (torch.flip copies)")
+        if layout == "read_only":
+            raise NotConstructible("torch has no read-only tensors")
+        if dtype == "bfloat16":
+            flat = torch.tensor(example_values("float32", n + 1), device=dev).to(torch.bfloat16)
+        else:
+            # clone(): from_numpy would alias NumPy's malloc'd (often only 16-byte aligned) memory;
+            # torch's own allocator aligns to 64 bytes, which is what a torch user gets.
+            flat = torch.from_numpy(example_values(dtype, n + 1)).to(dev).clone()
+        if layout == "misaligned":
+            return flat[1:]  # torch allocations are 64-byte aligned, so one element in is not
+        base = flat[:n].reshape(EXAMPLE_SHAPE)
+        view = plain_view(base, layout)  # negative strides were refused above
+        if view is not None:
+            return view
+        if layout == "zero_stride":
+            return base[0].expand(*EXAMPLE_SHAPE)
+        if layout == "zero_d":
+            return base[0, 0].clone()
+        raise AssertionError(layout)
+
+    def readback(self, obj: Any) -> Any:
+        obj = obj.detach().cpu()
+        if obj.dtype == self.load().bfloat16:
+            obj = obj.float()  # NumPy has no bfloat16
+        return widen_bfloat16(obj.numpy())
+
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
@@ -475,6 +606,8 @@ class JaxAdapter(Adapter):
     name = "jax"
     module = "jax"
     type_modules = ("jax", "jaxlib")
+    tracks_allocator = True
+    imports_cai = True
     immutable = True
     accepts_capsules = False  # removed in JAX 0.7.2
 
@@ -542,9 +675,22 @@ class JaxAdapter(Adapter):
     def from_cai(self, obj: Any) -> Any:
         return self.load().numpy.asarray(obj)
 
+    def data_pointer(self, obj: Any) -> int:
+        return int(obj.unsafe_buffer_pointer())  # jax arrays have no __cuda_array_interface__ of their own
+
     def x64_enabled(self) -> bool:
+        """``jax.config.jax_enable_x64`` when JAX is already imported; False otherwise (JAX's default),
+        or when the ``JAX_ENABLE_X64`` environment variable says so for a JAX not imported yet."""
         jax = sys.modules.get("jax")
-        return bool(jax is not None and jax.config.jax_enable_x64)
+        if jax is not None:
+            try:
+                return bool(jax.config.jax_enable_x64)
+            except AttributeError:
+                return False
+        return os.environ.get("JAX_ENABLE_X64", "").strip().lower() in ("1", "true", "yes", "on")
+
+    def x64_reader(self) -> Callable[[], bool] | None:
+        return self.x64_enabled  # rule 1: a 64-bit dtype narrows into JAX unless x64 is on
 
     def synchronize(self, obj: Any) -> None:
         obj.block_until_ready()
@@ -574,6 +720,38 @@ class JaxAdapter(Adapter):
         except RuntimeError:
             return False
 
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        jax = self.load()
+        import jax.numpy as jnp
+
+        if dtype in SIXTY_FOUR_BIT and not jax.config.jax_enable_x64:
+            raise NotConstructible(f"jax holds no {dtype} with jax_enable_x64 off")
+        if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
+            raise NotConstructible(
+                "layout not constructible in jax: its arrays are compact, row-major and aligned on export"
+            )
+        if layout == "read_only":
+            raise NotConstructible("every jax array is immutable: the contiguous column is the read-only case")
+        target = jax.devices("cpu" if on_host else "gpu")[0 if on_host else ordinal]
+        values = compact_example_values(dtype, layout)
+        return jax.device_put(jnp.asarray(values, dtype=dtype), target)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        dlpack = getattr(module, "dlpack", None)
+        info.from_dlpack = hasattr(dlpack, "from_dlpack")
+        if self.runtime_initialized():
+            info.dlpack_export, info.dlpack_export_source = probe_export(module.numpy.zeros(1)), "probed"
+            info.gpu_devices = [str(d) for d in module.local_devices() if d.platform in ("gpu", "cuda", "rocm")]
+        else:
+            # JAX's DLPACK_VERSION is (0, 8): legacy capsules only.
+            info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
+            info.notes.append("backends not initialised yet (first use preallocates 75% of GPU memory by default)")
+        try:
+            if not module.config.jax_enable_x64:
+                info.notes.append("x64 off: 64-bit arrays are copied to 32-bit on import")
+        except AttributeError:
+            pass
+
     def runtime_initialized(self) -> bool:
         """JAX has created its backends (on the first array or ``jax.devices()``). Before that,
         asking for devices would create them, and on a GPU preallocate 75% of its memory."""
@@ -601,6 +779,8 @@ class TensorFlowAdapter(Adapter):
     aliases = ("tensorflow",)
     crashes_beside = ("paddle",)  # PaddlePaddle 3.3 with TensorFlow 2.20
     type_modules = ("tensorflow", "keras")
+    distribution_names = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos")
+    tracks_allocator = True
     immutable = True
     accepts_objects = False  # tf.experimental.dlpack.from_dlpack takes capsules only
     # tf.Tensor.__dlpack__ raises on any stream ("does not support DLPack export with a non-None
@@ -608,6 +788,8 @@ class TensorFlowAdapter(Adapter):
     # which it does not expose (docs/gpu-results.md, issue 12).
     export_takes_stream = False
     import_takes_stream = False
+    exports_cai = False
+    cai_view = True  # a tensor in CUDA memory, described for Numba by gpushare (_CudaArrayView)
 
     def pip_name(self) -> str:
         return "tensorflow (or tensorflow-cpu)"
@@ -718,6 +900,32 @@ class TensorFlowAdapter(Adapter):
     def has_gpu(self) -> bool:
         return bool(self.load().config.list_physical_devices("GPU"))
 
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        tf = self.load()
+        if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
+            raise NotConstructible(
+                "layout not constructible in tf: its tensors are compact and row-major (slices copy)"
+            )
+        if layout == "read_only":
+            raise NotConstructible("every tf tensor is immutable: the contiguous column is the read-only case")
+        values = compact_example_values(dtype, layout)
+        with tf.device("CPU:0" if on_host else f"GPU:{ordinal}"):
+            t = tf.constant(values)
+            return tf.cast(t, tf.bfloat16) if dtype == "bfloat16" else tf.identity(t)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        try:
+            info.from_dlpack = hasattr(module.experimental.dlpack, "from_dlpack")
+        except AttributeError:
+            info.from_dlpack = False
+        # TF exports "dltensor" capsules only, and its export syncs the whole device: not probed.
+        info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
+        info.notes.append("imports capsules only: use the capsule path")
+        if self.runtime_initialized():
+            info.gpu_devices = [d.name for d in module.config.list_logical_devices("GPU")]
+        else:
+            info.notes.append("runtime not initialised yet (maps nearly all GPU memory unless memory growth is on)")
+
     def runtime_initialized(self) -> bool:
         """TF has initialised its runtime (devices exist). Before that, listing devices would
         initialise it, and without memory growth TF maps nearly all GPU memory."""
@@ -743,6 +951,10 @@ class CupyAdapter(Adapter):
     module = "cupy"
     aliases = ("cp",)
     type_modules = ("cupy",)
+    distribution_names = ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0")
+    tracks_allocator = True
+    imports_cai = True
+    host_arrays = False
 
     def is_array(self, obj: Any) -> bool:
         cp = sys.modules.get("cupy")
@@ -780,6 +992,15 @@ class CupyAdapter(Adapter):
     def current_stream(self, obj: Any) -> int | None:
         return int(self.load().cuda.get_current_stream().ptr)
 
+    _ptds: ClassVar[list[bool]] = []
+
+    def per_thread_default_stream(self) -> bool:
+        # CuPy reads CUPY_CUDA_PER_THREAD_DEFAULT_STREAM once, at import; so do we (os.environ
+        # costs ~1 µs). torch refuses stream=2 from CuPy only.
+        if not self._ptds:
+            self._ptds.append(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip() not in ("", "0"))
+        return self._ptds[0]
+
     def to_numpy(self, obj: Any) -> Any:
         return obj.get()
 
@@ -791,7 +1012,44 @@ class CupyAdapter(Adapter):
             return cp.asarray(array)
 
     def has_gpu(self) -> bool:
-        return True
+        try:
+            return self.load().cuda.runtime.getDeviceCount() > 0
+        except Exception:  # CUDARuntimeError without a driver or a device
+            return False
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = hasattr(module, "from_dlpack")
+        # Any CuPy array lives on the GPU, so probing would allocate there: documented instead
+        # (versioned DLPack since CuPy 14).
+        info.dlpack_export = "versioned" if major_version(info.version) >= 14 else "legacy"
+        info.dlpack_export_source = "documented"
+        try:
+            info.gpu_devices = [f"cuda:{i}" for i in range(module.cuda.runtime.getDeviceCount())]
+        except Exception as e:  # CUDARuntimeError without a driver
+            info.gpu_devices = []
+            info.notes.append(f"no GPU: {e}")
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        if on_host:
+            raise NotConstructible("cupy arrays live on the GPU")
+        if layout == "read_only":
+            raise NotConstructible("cupy has no read-only arrays")
+        if dtype == "bfloat16":
+            raise NotConstructible("cupy builds no bfloat16 arrays (ml_dtypes arrays stay on the host)")
+        cupy = self.load()
+        n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+        with cupy.cuda.Device(ordinal):
+            if layout == "misaligned":
+                return cupy.asarray(aligned_numpy((n,), dtype, extra=1))[1:]
+            base = cupy.asarray(numpy_example(dtype, "contiguous"))
+            view = plain_view(base, layout)
+            if view is not None:
+                return view
+            if layout == "zero_stride":
+                return cupy.broadcast_to(base[0], EXAMPLE_SHAPE)
+            if layout == "zero_d":
+                return base[0, 0].copy()
+        raise AssertionError(layout)
 
     def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
         cuda = sys.modules["cupy"].cuda
@@ -836,6 +1094,9 @@ class NumbaAdapter(Adapter):
     type_modules = ("numba", "numba_cuda")
     accepts_objects = False
     accepts_capsules = False
+    exports_dlpack = False
+    imports_cai = True
+    host_arrays = False
 
     def is_array(self, obj: Any) -> bool:
         return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)
@@ -894,7 +1155,57 @@ class NumbaAdapter(Adapter):
         return self.load().cuda.to_device(array)
 
     def has_gpu(self) -> bool:
-        return True
+        return bool(self.load().cuda.is_available())
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = False
+        info.dlpack_export, info.dlpack_export_source = "none", "documented"
+        info.notes.append("no DLPack producer: __cuda_array_interface__ only")
+        cuda = sys.modules.get("numba.cuda")
+        if cuda is not None:
+            info.gpu_devices = [f"cuda:{i}" for i in range(len(cuda.gpus))] if cuda.is_available() else []
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        if on_host:
+            raise NotConstructible("numba device arrays live on the GPU")
+        if layout == "read_only":
+            raise NotConstructible("numba device arrays cannot be read-only")
+        if layout == "zero_stride":
+            # DeviceNDArray would take strides (0, itemsize), but Numba's __cuda_array_interface__ then
+            # says C-contiguous (is_contiguous ignores zero strides): no consumer could read it right.
+            raise NotConstructible("numba device arrays export a zero stride view as C-contiguous, so it is not built")
+        if layout == "negative_stride":
+            raise NotConstructible(f"numba device arrays cannot take a {layout.replace('_', ' ')} view")
+        if dtype == "bfloat16":
+            raise NotConstructible("numba has no bfloat16")
+        cuda = self.load().cuda
+        n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+        if layout == "misaligned":
+            return cuda.to_device(aligned_numpy((n,), dtype, extra=1))[1:]
+        if layout in ("zero_d", "zero_size"):
+            return cuda.to_device(numpy_example(dtype, layout))
+        base = cuda.to_device(numpy_example(dtype, "contiguous"))
+        if layout == "contiguous":
+            return base
+        if layout == "transposed":
+            # Numba's `.T` is not a view: it runs a transpose kernel into a new compact array (and that
+            # kernel fails to compile with NumPy 2.5). A transposed view is the same memory with swapped
+            # strides, which DeviceNDArray takes as it is.
+            from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+            isz = base.dtype.itemsize
+            rows, cols = EXAMPLE_SHAPE
+            return DeviceNDArray(shape=(cols, rows), strides=(isz, cols * isz), dtype=base.dtype,
+                                 gpu_data=base.gpu_data)
+        if layout == "sliced":
+            return base[1:3, 2:]
+        raise AssertionError(layout)
+
+    def readback(self, obj: Any) -> Any:
+        try:
+            return self.to_numpy(obj)
+        except Exception:  # e.g. negative strides ("D->H copy not implemented for negative strides")
+            return _numba_through_cai(obj)
 
 
 class PaddleAdapter(Adapter):
@@ -906,6 +1217,8 @@ class PaddleAdapter(Adapter):
     aliases = ("paddlepaddle", "pd")
     crashes_beside = ("tensorflow",)  # PaddlePaddle 3.3 with TensorFlow 2.20
     type_modules = ("paddle",)
+    distribution_names = ("paddlepaddle-gpu", "paddlepaddle")
+    tracks_allocator = True
 
     def is_array(self, obj: Any) -> bool:
         paddle = sys.modules.get("paddle")
@@ -952,14 +1265,77 @@ class PaddleAdapter(Adapter):
             self.load().device.synchronize()
 
     def to_numpy(self, obj: Any) -> Any:
-        return obj.numpy()
+        out = obj.numpy()
+        if "bfloat16" in str(obj.dtype):
+            # Paddle hands bfloat16 out as its raw bits in uint16 (host-route cells of the conformance
+            # matrix then carried 16320 for 1.5): the bits viewed as ml_dtypes' bfloat16 are the values.
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise explained(ConversionError, "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
+                                "Paddle gives a bfloat16 tensor's raw bits as uint16", "pip install ml_dtypes, "
+                                "or cast to float32 first (x.astype('float32'))") from None
+            out = out.view(ml_dtypes.bfloat16)
+        return out
+
+    # NumPy dtypes paddle.to_tensor cannot take as themselves: it reads uint16 as bfloat16 bits (the
+    # values change) and refuses uint32 and uint64.
+    _NO_TENSOR_DTYPES: ClassVar[tuple[str, ...]] = ("uint16", "uint32", "uint64")
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         paddle = self.load()
+        name = array.dtype.name
+        if name in self._NO_TENSOR_DTYPES:
+            raise explained(
+                ConversionError, "paddle",
+                f"paddle has no {name} tensors (paddle.to_tensor reads uint16 as bfloat16 bits and refuses uint32/uint64)",
+                "cast to a signed integer type first, e.g. x.astype(numpy.int64)",
+            )
+        if name == "bfloat16":
+            array = array.view("uint16")  # ml_dtypes' bfloat16: Paddle takes its bits as uint16
         return paddle.to_tensor(array, place=paddle.CPUPlace() if on_host else paddle.CUDAPlace(ordinal))
 
     def has_gpu(self) -> bool:
         return bool(self.load().device.is_compiled_with_cuda() and self.load().device.cuda.device_count())
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = hasattr(module, "from_dlpack") or hasattr(getattr(module, "utils", None), "dlpack")
+        info.dlpack_export = "versioned" if major_version(info.version) >= 3 else "legacy"
+        info.dlpack_export_source = "documented"
+        if module.device.is_compiled_with_cuda():
+            info.gpu_devices = [f"gpu:{i}" for i in range(module.device.cuda.device_count())]
+        else:
+            info.gpu_devices = []
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        paddle = self.load()
+        if layout == "read_only":
+            raise NotConstructible("paddle has no read-only tensors")
+        if dtype in ("uint16", "uint32", "uint64"):
+            # paddle.to_tensor reads a NumPy uint16 array as bfloat16 and refuses uint32/uint64.
+            raise NotConstructible(f"paddle has no {dtype} tensors")
+        place = paddle.CPUPlace() if on_host else paddle.CUDAPlace(ordinal)
+        n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+        if dtype == "bfloat16":
+            flat = paddle.to_tensor(example_values("float32", n + 1), place=place).astype("bfloat16")
+        else:
+            flat = paddle.to_tensor(example_values(dtype, n + 1), dtype=dtype, place=place)
+        if layout == "misaligned":
+            return flat[1:]  # Paddle's allocations are 64-byte aligned; slices are views (stride kernels)
+        base = flat[:n].reshape(list(EXAMPLE_SHAPE))
+        view = plain_view(base, layout)  # transposes, slices and reversals are views in Paddle 3
+        if view is not None:
+            return view
+        if layout == "zero_stride":
+            return paddle.as_strided(base[0], list(EXAMPLE_SHAPE), [0, 1])  # expand copies; this views
+        if layout == "zero_d":
+            return base[0, 0].clone()
+        raise AssertionError(layout)
+
+    def readback(self, obj: Any) -> Any:
+        if "bfloat16" in str(obj.dtype):
+            obj = obj.astype("float32")  # NumPy has no bfloat16 (without ml_dtypes)
+        return widen_bfloat16(obj.numpy())
 
     def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
         paddle = sys.modules.get("paddle")
@@ -1131,6 +1507,154 @@ def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
     return _native.tensor_info_from_fields(
         framework, device, ptr, shape, strides_el, code, itemsize * 8, 2, device_id, readonly
     )
+
+
+def probe_export(array: Any) -> str:
+    """What ``array.__dlpack__`` hands a consumer that accepts DLPack 1.x: "versioned" or "legacy"
+    (where ``__dlpack__`` predates max_version, NumPy < 2.1). A capsule's repr names its kind."""
+    return "versioned" if "dltensor_versioned" in repr(versioned_capsule(array)) else "legacy"
+
+
+def major_version(version: str | None) -> int:
+    try:
+        return int((version or "0").split(".")[0])
+    except ValueError:
+        return 0
+
+
+def by_module(module: str) -> Adapter | None:
+    """The adapter of the framework imported as ``module`` ("tensorflow"), or None."""
+    return next((a for a in ADAPTERS.values() if a.module == module), None)
+
+
+# -- examples: what each adapter's ``example`` builds from -----------------------------------------
+# The conformance matrix (tools/conformance, not shipped) asks every adapter for the same sources;
+# the NumPy values and views every strided library makes alike live here, once.
+
+#: The layouts an adapter's ``example`` knows, each a view of a (4, 6) array.
+EXAMPLE_LAYOUTS = (
+    "contiguous", "transposed", "sliced", "negative_stride", "zero_stride", "zero_d", "zero_size",
+    "misaligned", "read_only",
+)
+EXAMPLE_SHAPE = (4, 6)
+SIXTY_FOUR_BIT = ("int64", "uint64", "float64", "complex128")
+
+
+class NotConstructible(Exception):
+    """The layout or dtype cannot be made in the framework asked: the reason says why."""
+
+
+def example_dtype(dtype: str) -> Any:
+    """The NumPy dtype of a dtype name (bfloat16 through ml_dtypes, when it is installed)."""
+    import numpy as np
+
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise NotConstructible("numpy has no bfloat16 without ml_dtypes") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def example_values(dtype: str, n: int) -> Any:
+    """Distinct small values in ``dtype`` (so a transposed or reversed read is told apart)."""
+    import numpy as np
+
+    if dtype == "bool":
+        return np.arange(n) % 3 == 0
+    return (np.arange(n) % 7 + 1).astype(example_dtype(dtype))
+
+
+def compact_example_values(dtype: str, layout: str) -> Any:
+    """The NumPy values of a compact example (contiguous, 0-d or zero-size; bfloat16 as float32,
+    which the framework then casts), for frameworks that build from values."""
+    n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+    values = example_values("float32" if dtype == "bfloat16" else dtype, n).reshape(EXAMPLE_SHAPE)
+    if layout == "zero_d":
+        return values[0, 0]
+    if layout == "zero_size":
+        return values[:0]
+    return values
+
+
+def aligned_numpy(shape: tuple[int, ...], dtype: str, extra: int = 0) -> Any:
+    """A NumPy array whose data starts on a 64-byte boundary (np.zeros is often only 16-aligned),
+    with ``extra`` spare elements behind it."""
+    import numpy as np
+
+    dt = example_dtype(dtype)
+    n = int(np.prod(shape)) if shape else 1
+    raw = np.zeros((n + extra) * dt.itemsize + 64, dtype=np.uint8)
+    off = (-raw.ctypes.data) % 64
+    flat = raw[off : off + (n + extra) * dt.itemsize].view(dt)
+    flat[:] = example_values(dtype, n + extra)
+    return flat
+
+
+def plain_view(base: Any, layout: str) -> Any:
+    """The views every strided array library makes the same way (NumPy, CuPy, PyTorch) of a
+    compact 2-d ``base``; None for the layouts each builds its own way."""
+    if layout == "contiguous":
+        return base
+    if layout == "transposed":
+        return base.T
+    if layout == "sliced":
+        return base[1:3, 2:]
+    if layout == "negative_stride":
+        return base[:, ::-1]
+    if layout == "zero_size":
+        return base[:0]
+    return None
+
+
+def numpy_example(dtype: str, layout: str) -> Any:
+    """NumPy's example, 64-byte aligned (also the host values CuPy and Numba copy to the GPU)."""
+    import numpy as np
+
+    n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+    if layout == "misaligned":
+        return aligned_numpy((n,), dtype, extra=1)[1:]
+    flat = aligned_numpy(EXAMPLE_SHAPE, dtype)
+    base = flat.reshape(EXAMPLE_SHAPE)
+    view = plain_view(base, layout)
+    if view is not None:
+        return view
+    if layout == "zero_stride":
+        # as_strided, not broadcast_to: broadcast_to returns a read-only view, which would test the
+        # read-only rule instead of the stride rule.
+        return np.lib.stride_tricks.as_strided(base[0], shape=EXAMPLE_SHAPE, strides=(0, base.itemsize), writeable=True)
+    if layout == "zero_d":
+        return flat[:1].reshape(())
+    if layout == "read_only":
+        base.flags.writeable = False
+        return base
+    raise AssertionError(layout)
+
+
+def widen_bfloat16(array: Any) -> Any:
+    """``array`` as a NumPy array, bfloat16 (ml_dtypes) widened to float32 for comparisons."""
+    import numpy as np
+
+    out = np.asarray(array)
+    return out.astype(np.float32) if out.dtype.name == "bfloat16" else out
+
+
+def _numba_through_cai(x: Any) -> Any:
+    """A Numba view that copy_to_host cannot read, read through another framework's
+    ``__cuda_array_interface__`` import: CuPy takes any strides; torch only non-negative ones
+    (negative strides are what gpushare refuses to hand to torch)."""
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        return cupy.asarray(x).get()
+    if any(s < 0 for s in x.strides):
+        raise NotImplementedError("reading a Numba view with negative strides needs CuPy")
+    import torch
+
+    return torch.as_tensor(x, device="cuda").cpu().numpy()
 
 
 ADAPTERS: dict[str, Adapter] = {

@@ -12,12 +12,11 @@ primary context on memory of another context may fault, and a fault poisons the 
 from __future__ import annotations
 
 import html
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from gpushare import _native
-from gpushare.exceptions import CudaError
+from gpushare.exceptions import CudaError, FrameworkNotInstalledError
 
 
 class _CudaArrayView:
@@ -32,32 +31,6 @@ class _CudaArrayView:
             "strides": None,
             "stream": None,  # nothing is pending on it: the Rust core synchronised the allocation
         }
-
-
-def _import(framework: str, view: _CudaArrayView) -> Any:
-    if framework == "torch":
-        import torch
-
-        return torch.as_tensor(view, device="cuda")
-    if framework == "cupy":
-        import cupy
-
-        return cupy.asarray(view)
-    if framework == "numba":
-        from numba import cuda
-
-        return cuda.as_cuda_array(view)
-    if framework == "jax":
-        import jax.numpy as jnp
-
-        return jnp.asarray(view)
-    raise ValueError(f"unknown framework {framework!r}")
-
-
-def _pointer_of(framework: str, value: Any) -> int:
-    if framework == "jax":
-        return int(value.unsafe_buffer_pointer())
-    return int(value.__cuda_array_interface__["data"][0])
 
 
 @dataclass
@@ -125,9 +98,14 @@ class SeparateContextReport:
 
 
 def separate_context_report(
-    nbytes: int = 1 << 20, frameworks: Sequence[str] = ("torch", "cupy", "numba", "jax"), ordinal: int = 0
+    nbytes: int = 1 << 20, frameworks: Sequence[str] | None = None, ordinal: int = 0
 ) -> SeparateContextReport:
-    """Allocates ``nbytes`` in a private (non-primary) context and hands it to each framework."""
+    """Allocates ``nbytes`` in a private (non-primary) context and hands it to each framework
+    (default: every framework that imports ``__cuda_array_interface__``)."""
+    from gpushare.adapters import ADAPTERS, framework
+
+    if frameworks is None:
+        frameworks = [a.name for a in ADAPTERS.values() if a.imports_cai]
     status = _native.cuda_driver_status()
     if not status["available"]:
         raise CudaError(f"no CUDA: {status.get('reason')}")
@@ -142,16 +120,15 @@ def separate_context_report(
     )
     view = _CudaArrayView(alloc.ptr, nbytes // 4)
     for fw in frameworks:
-        module = {"numba": "numba"}.get(fw, fw)
-        if module not in sys.modules:
-            try:
-                __import__(module)
-            except ImportError:
-                report.rows.append(ContextRow(fw, "not installed"))
-                continue
+        adapter = framework(fw)
         try:
-            value = _import(fw, view)
-            ptr = _pointer_of(fw, value)
+            adapter.load()
+        except FrameworkNotInstalledError:
+            report.rows.append(ContextRow(fw, "not installed"))
+            continue
+        try:
+            value = adapter.from_cai(view)
+            ptr = adapter.data_pointer(value)
         except Exception as e:  # the framework's own refusal is the finding
             report.rows.append(ContextRow(fw, "refused", detail=f"{type(e).__name__}: {e}"[:300]))
             continue

@@ -24,21 +24,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from gpushare import _native
-from gpushare.ledger import _jax_initialized, _tensorflow_initialized, framework_memory
+from gpushare.adapters import ADAPTERS, by_module
+from gpushare.ledger import framework_memory
 
-#: The frameworks reported, in report order.
-FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "numba", "numpy", "paddle")
-
-#: Distribution names a framework is installed under (the first that is found gives the version).
-_DISTRIBUTIONS = {
-    "torch": ("torch",),
-    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"),
-    "jax": ("jax",),
-    "cupy": ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0"),
-    "numba": ("numba",),
-    "numpy": ("numpy",),
-    "paddle": ("paddlepaddle-gpu", "paddlepaddle"),
-}
+#: The frameworks reported (by module name), in report order: every adapter's, in gpushare's order.
+FRAMEWORKS = tuple(a.module for a in ADAPTERS.values())
 
 #: Environment variables that decide how frameworks take GPU memory (and which devices exist).
 MEMORY_SETTINGS = (
@@ -116,7 +106,8 @@ def _driver_status() -> dict[str, Any]:
 
 
 def _installed_version(name: str) -> tuple[bool, Optional[str]]:
-    for dist in _DISTRIBUTIONS.get(name, (name,)):
+    adapter = by_module(name)
+    for dist in adapter.distributions() if adapter is not None else (name,):
         try:
             return True, importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -127,134 +118,14 @@ def _installed_version(name: str) -> tuple[bool, Optional[str]]:
         return False, None
 
 
-def _capsule_kind(capsule: Any) -> str:
-    # A capsule's repr names it: <capsule object "dltensor_versioned" at 0x...>.
-    return "versioned" if "dltensor_versioned" in repr(capsule) else "legacy"
-
-
-def _probe_export(array: Any) -> str:
-    """What ``array.__dlpack__`` hands a consumer that accepts DLPack 1.x."""
-    from gpushare.adapters import versioned_capsule
-
-    # Falls back to a legacy capsule where __dlpack__ predates max_version (NumPy < 2.1).
-    return _capsule_kind(versioned_capsule(array))
-
-
-def _major(version: Optional[str]) -> int:
-    try:
-        return int((version or "0").split(".")[0])
-    except ValueError:
-        return 0
-
-
-def _describe_torch(info: FrameworkInfo, torch: Any) -> None:
-    info.from_dlpack = hasattr(torch, "from_dlpack")
-    info.dlpack_export, info.dlpack_export_source = _probe_export(torch.zeros(1)), "probed"
-    # is_available() counts devices without creating a CUDA context (torch keeps fork-safety).
-    if torch.cuda.is_available():
-        info.gpu_devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    else:
-        info.gpu_devices = []
-    if not torch.cuda.is_initialized():
-        info.notes.append("CUDA not initialised yet (no context, nothing allocated)")
-
-
-def _describe_numpy(info: FrameworkInfo, numpy: Any) -> None:
-    info.from_dlpack = hasattr(numpy, "from_dlpack")
-    info.dlpack_export, info.dlpack_export_source = _probe_export(numpy.zeros(1)), "probed"
-    info.gpu_devices = []
-    info.notes.append("host memory only")
-
-
-def _describe_jax(info: FrameworkInfo, jax: Any) -> None:
-    dlpack = getattr(jax, "dlpack", None)
-    info.from_dlpack = hasattr(dlpack, "from_dlpack")
-    if _jax_initialized():
-        info.dlpack_export, info.dlpack_export_source = _probe_export(jax.numpy.zeros(1)), "probed"
-        info.gpu_devices = [str(d) for d in jax.local_devices() if d.platform in ("gpu", "cuda", "rocm")]
-    else:
-        # JAX's DLPACK_VERSION is (0, 8): legacy capsules only.
-        info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
-        info.notes.append("backends not initialised yet (first use preallocates 75% of GPU memory by default)")
-    try:
-        if not jax.config.jax_enable_x64:
-            info.notes.append("x64 off: 64-bit arrays are copied to 32-bit on import")
-    except AttributeError:
-        pass
-
-
-def _describe_tensorflow(info: FrameworkInfo, tf: Any) -> None:
-    try:
-        info.from_dlpack = hasattr(tf.experimental.dlpack, "from_dlpack")
-    except AttributeError:
-        info.from_dlpack = False
-    # TF exports "dltensor" capsules only, and its export syncs the whole device: not probed.
-    info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
-    info.notes.append("imports capsules only: use the capsule path")
-    if _tensorflow_initialized():
-        info.gpu_devices = [d.name for d in tf.config.list_logical_devices("GPU")]
-    else:
-        info.notes.append("runtime not initialised yet (maps nearly all GPU memory unless memory growth is on)")
-
-
-def _describe_cupy(info: FrameworkInfo, cupy: Any) -> None:
-    info.from_dlpack = hasattr(cupy, "from_dlpack")
-    # Any CuPy array lives on the GPU, so probing would allocate there: documented instead
-    # (versioned DLPack since CuPy 14).
-    info.dlpack_export = "versioned" if _major(info.version) >= 14 else "legacy"
-    info.dlpack_export_source = "documented"
-    try:
-        info.gpu_devices = [f"cuda:{i}" for i in range(cupy.cuda.runtime.getDeviceCount())]
-    except Exception as e:  # CUDARuntimeError without a driver
-        info.gpu_devices = []
-        info.notes.append(f"no GPU: {e}")
-
-
-def _describe_numba(info: FrameworkInfo, numba: Any) -> None:
-    info.from_dlpack = False
-    info.dlpack_export, info.dlpack_export_source = "none", "documented"
-    info.notes.append("no DLPack producer: __cuda_array_interface__ only")
-    cuda = sys.modules.get("numba.cuda")
-    if cuda is not None:
-        info.gpu_devices = [f"cuda:{i}" for i in range(len(cuda.gpus))] if cuda.is_available() else []
-
-
-def _describe_paddle(info: FrameworkInfo, paddle: Any) -> None:
-    info.from_dlpack = hasattr(paddle, "from_dlpack") or hasattr(getattr(paddle, "utils", None), "dlpack")
-    info.dlpack_export = "versioned" if _major(info.version) >= 3 else "legacy"
-    info.dlpack_export_source = "documented"
-    if paddle.device.is_compiled_with_cuda():
-        info.gpu_devices = [f"gpu:{i}" for i in range(paddle.device.cuda.device_count())]
-    else:
-        info.gpu_devices = []
-
-
-_DESCRIBE = {
-    "torch": _describe_torch,
-    "tensorflow": _describe_tensorflow,
-    "jax": _describe_jax,
-    "cupy": _describe_cupy,
-    "numba": _describe_numba,
-    "numpy": _describe_numpy,
-    "paddle": _describe_paddle,
-}
-
-
-def _import_conflict(module: str) -> str | None:
-    """Why importing ``module`` now would crash the process (its adapter knows), or None."""
-    from gpushare.adapters import ADAPTERS
-
-    adapter = next((a for a in ADAPTERS.values() if a.module == module), None)
-    return adapter.import_conflict() if adapter is not None else None
-
-
 def describe_framework(name: str, ordinals: list[int], import_it: bool = False) -> FrameworkInfo:
     """One framework: found, imported (importing it only if ``import_it``), DLPack support, GPUs
     and allocator figures for each CUDA ordinal in ``ordinals``."""
     installed, version = _installed_version(name)
     info = FrameworkInfo(name=name, installed=installed, version=version)
     module = sys.modules.get(name)
-    conflict = _import_conflict(name) if module is None and import_it and installed else None
+    adapter = by_module(name)
+    conflict = adapter.import_conflict() if adapter is not None and module is None and import_it and installed else None
     if conflict is not None:
         info.error = conflict
     elif module is None and import_it and installed:
@@ -267,7 +138,8 @@ def describe_framework(name: str, ordinals: list[int], import_it: bool = False) 
     info.imported = True
     info.version = getattr(module, "__version__", None) or info.version
     try:
-        _DESCRIBE[name](info, module)
+        if adapter is not None:
+            adapter.describe_runtime(info, module)
     except Exception as e:
         info.error = f"{type(e).__name__}: {e}"
     for ordinal in ordinals:

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from gpushare import _native
+from gpushare.adapters import ADAPTERS
 
-#: Frameworks whose allocators can be asked (by module name), in report order; each adapter's
-#: ``allocator_memory`` answers for its own.
-TRACKED_FRAMEWORKS = ("torch", "tensorflow", "jax", "cupy", "paddle")
+#: Frameworks whose allocators can be asked (by module name), in report order: the adapters that
+#: say so (``Adapter.tracks_allocator``); each adapter's ``allocator_memory`` answers for its own.
+TRACKED_FRAMEWORKS = tuple(a.module for a in ADAPTERS.values() if a.tracks_allocator)
 
 
 def driver_mem_info(ordinal: int = 0) -> Optional[tuple[int, int]]:
@@ -33,20 +34,6 @@ def driver_mem_info(ordinal: int = 0) -> Optional[tuple[int, int]]:
         return fn(ordinal)
     except Exception:  # the ledger is advisory: a failed query must not fail a conversion
         return None
-
-
-def _jax_initialized() -> bool:
-    """JAX has created its backends (asking before would create them; see JaxAdapter)."""
-    from gpushare.adapters import framework
-
-    return framework("jax").runtime_initialized()
-
-
-def _tensorflow_initialized() -> bool:
-    """TensorFlow has initialised its runtime (asking before would; see TensorFlowAdapter)."""
-    from gpushare.adapters import framework
-
-    return framework("tf").runtime_initialized()
 
 
 def _probes() -> dict[str, Callable[[int], Optional[dict[str, int]]]]:

@@ -21,7 +21,7 @@ from IPython.display import display
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 from gpushare import api
-from gpushare.adapters import adapter_of
+from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
 from gpushare.paths import PATH_NAMES
 
@@ -115,7 +115,7 @@ def _template_problem(template: str) -> str | None:
         used.add(field)
     if "name" not in used:
         return f"{template!r} must contain {{name}}, e.g. {{name}}_{{dst}}"
-    sample = template.format(name="x", dst="tf")
+    sample = template.format(name="x", dst=next(iter(ADAPTERS)))  # any framework's name will do
     if not _is_name(sample):
         return f"{template!r} makes names like {sample!r}, which is not a valid Python variable name"
     return None

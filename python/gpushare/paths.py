@@ -59,7 +59,7 @@ def resolve_auto(src: Adapter, dst: Adapter) -> str:
     TensorFlow's tensors included: gpushare describes them), and out of Numba (no ``__dlpack__``)."""
     if not dst.accepts_objects and dst.accepts_capsules:
         return "capsule"
-    if src.name == "numba" or dst.name == "numba":
+    if not src.exports_dlpack or not dst.accepts_objects:
         return "cai"
     return "dlpack"
 
@@ -115,8 +115,8 @@ def _build_route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
 def _dlpack(src: Adapter, dst: Adapter) -> Route:
     if not dst.accepts_objects:
         return dst.from_dlpack  # raises the adapter's own explanation when called
-    if src.name == "numba":
-        raise PathNotApplicableError("Numba device arrays have no __dlpack__; use path='cai'")
+    if not src.exports_dlpack:
+        raise PathNotApplicableError(f"{src.name} arrays have no __dlpack__; use path='cai'")
     importer = dst.dlpack_importer()
     if src.export_takes_stream:
         return importer
@@ -157,17 +157,17 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
 
 @register("cai")
 def _cai(src: Adapter, dst: Adapter) -> Route:
-    if src.name == "numpy":
+    if not (src.exports_cai or src.cai_view):
         raise PathNotApplicableError(f"{src.name} arrays do not expose __cuda_array_interface__")
     from_cai = dst.from_cai
-    if not src.export_takes_stream:
+    if not src.exports_cai:
         # TensorFlow has no interface: gpushare describes the tensor by one (its export waited).
         view = src.cuda_array_view
 
         def convert_view(obj: Any) -> Any:
             return from_cai(view(obj))
 
-        return _ordered(convert_view, _AFTER_TF_EXPORT)
+        return convert_view if src.export_takes_stream else _ordered(convert_view, _AFTER_TF_EXPORT)
 
     def convert(obj: Any) -> Any:
         # Host arrays have no CUDA array interface (torch raises on CPU tensors); without this check
@@ -237,8 +237,8 @@ def _shared_buffer_importer(dst: Adapter) -> Route:
 def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
     from gpushare import _native
 
-    if src.name == "numba":
-        raise PathNotApplicableError(f"{method} reads the source through DLPack and Numba device arrays have none")
+    if not src.exports_dlpack:
+        raise PathNotApplicableError(f"{method} reads the source through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     inspect_capsule = src.inspect_capsule
     stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
@@ -269,8 +269,8 @@ def _copy(src: Adapter, dst: Adapter) -> Route:
 def _shared(src: Adapter, dst: Adapter) -> Route:
     from gpushare import _native
 
-    if src.name == "numba":
-        raise PathNotApplicableError("shared finds the source's memory through DLPack and Numba device arrays have none")
+    if not src.exports_dlpack:
+        raise PathNotApplicableError(f"shared finds the source's memory through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     inspect_capsule = src.inspect_capsule
     owner_of = _native.SharedBuffer._of

@@ -140,6 +140,37 @@ fn rule3_negative_strides_into_torch_are_refused_and_predicted_failed() {
 }
 
 #[test]
+fn paddle_refuses_negative_strides_and_takes_read_only_numpy_writable() {
+    // Paddle 3.3 (CPU conformance matrix): from_dlpack of x[:, ::-1] read values outside the source.
+    let reversed = src("numpy", "float32", 0x10000, vec![4, 6], vec![6, -1]);
+    for path in ["dlpack", "capsule"] {
+        let r = refuse(&reversed, "paddle", path).expect("refused");
+        assert!(r.reason.contains("outside the source") && r.fix.contains("ascontiguousarray"));
+        assert_eq!(predict(&reversed, &TargetFacts::new("paddle", "3.3.1", path)).verdict(), Verdict::Failed);
+    }
+    assert!(refuse(&reversed, "paddle", "host").is_none());
+    // paddle.from_dlpack asks for a versioned capsule, so NumPy exports a read-only array, and
+    // Paddle's tensor writes through it.
+    let mut ro = f32("numpy", 0x10000);
+    ro.readonly = true;
+    let p = predict(&ro, &to("paddle"));
+    assert_eq!(p.verdict(), Verdict::Shared);
+    assert!(p.reason().unwrap().contains("paddle can mutate a read-only source"));
+    // The capsule path is a legacy capsule: NumPy refuses it.
+    assert_eq!(predict(&ro, &TargetFacts::new("paddle", "", "capsule")).verdict(), Verdict::Failed);
+    // The host path: paddle.to_tensor has no uint16/32/64 (uint16 would become bfloat16 bits).
+    let host = TargetFacts::new("paddle", "3.3.1", "host");
+    for dt in ["uint16", "uint32", "uint64"] {
+        let p = predict(&src("torch", dt, 0x10000, vec![4, 6], vec![6, 1]), &host);
+        assert_eq!(p.verdict(), Verdict::Failed, "{dt}");
+        assert!(p.reason().unwrap().contains("paddle has no"));
+        let empty = predict(&src("numpy", dt, 0x10000, vec![0, 6], vec![6, 1]), &host);
+        assert_eq!(empty.verdict(), Verdict::Failed, "zero-size {dt} fails too");
+    }
+    assert_eq!(predict(&src("torch", "uint8", 0x10000, vec![4, 6], vec![6, 1]), &host).verdict(), Verdict::Copied);
+}
+
+#[test]
 fn rule4_device_types() {
     let mut managed = f32("cupy", 0x10000);
     managed.dlpack_device = (13, 0);

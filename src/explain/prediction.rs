@@ -413,9 +413,9 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
         _ => {}
     }
     // Which capsule generation the producer is asked for: consumers that pass max_version get a
-    // versioned one (torch, NumPy, CuPy on the dlpack path); JAX calls __dlpack__ without it, and
-    // explicit capsules (the capsule path, TF) are legacy.
-    let versioned_request = path == "dlpack" && matches!(dst, "torch" | "numpy" | "cupy");
+    // versioned one (torch, NumPy, CuPy, Paddle 3.3 on the dlpack path); JAX calls __dlpack__
+    // without it, and explicit capsules (the capsule path, TF) are legacy.
+    let versioned_request = path == "dlpack" && matches!(dst, "torch" | "numpy" | "cupy" | "paddle");
     // Rule 6: NumPy will not export a read-only array through a legacy capsule, which cannot say
     // read-only; NumPy before 2.1 has no versioned export at all.
     if src == "numpy" && source.readonly && path != "cai" {
@@ -489,6 +489,15 @@ fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome
                 "cast to float32 first, or use path='dlpack'",
             );
         }
+    }
+    // paddle.to_tensor reads a NumPy uint16 array as bfloat16 bits and refuses uint32/uint64: the
+    // adapter refuses all three rather than change the values (Paddle 3.3).
+    if dst == "paddle" && lanes == 1 && matches!(base, "uint16" | "uint32" | "uint64") {
+        return fail(
+            format!("paddle has no {} tensors (paddle.to_tensor reads uint16 as bfloat16 bits and refuses uint32/uint64)", source.dtype),
+            None,
+            "cast to a signed integer type first, e.g. x.astype(numpy.int64)",
+        );
     }
     if source.numel() == 0 {
         return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
@@ -670,8 +679,8 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
         }
     }
 
-    // Rule 6: torch, CuPy and Numba import writable views and ignore READ_ONLY.
-    if source.readonly && matches!(dst, "torch" | "cupy" | "numba") {
+    // Rule 6: torch, CuPy, Numba and Paddle import writable views and ignore READ_ONLY.
+    if source.readonly && matches!(dst, "torch" | "cupy" | "numba" | "paddle") {
         notes.push(format!(
             "shared, but {dst} can mutate a read-only source ({} memory is read-only)",
             source.framework

@@ -18,6 +18,10 @@ pub struct Refusal {
 /// (SIGABRT, pytorch#188023); later versions raise "Storage size calculation overflowed" (#188047).
 /// gpushare refuses them on every version, because a kernel that dies loses the user's work.
 ///
+/// Negative strides into PaddlePaddle: `paddle.from_dlpack` (and `paddle.utils.dlpack`) keep the
+/// strides but not the start, so the tensor reads memory outside the source (garbage values seen
+/// with Paddle 3.3 on the CPU); a read outside the allocation can crash the process.
+///
 /// `path` is the transfer path: the routes that hand the target a fresh copy (`host`, and `copy`
 /// and `pinned`, whose copy is compact) never show it the source's layout, so nothing is refused there.
 pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
@@ -29,6 +33,12 @@ pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
         "torch" if has_negative_stride(shape, strides) => Some(Refusal {
             reason: format!(
                 "negative strides {strides:?}: torch.from_dlpack aborted the process on them (pytorch#188023, torch 2.12; later versions raise)"
+            ),
+            fix: "make a contiguous copy first, e.g. numpy.ascontiguousarray(x) or x.copy()".into(),
+        }),
+        "paddle" if has_negative_stride(shape, strides) => Some(Refusal {
+            reason: format!(
+                "negative strides {strides:?}: paddle's DLPack import keeps them but views the wrong memory, reading outside the source (Paddle 3.3)"
             ),
             fix: "make a contiguous copy first, e.g. numpy.ascontiguousarray(x) or x.copy()".into(),
         }),

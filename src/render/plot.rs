@@ -215,7 +215,7 @@ pub fn benchmark_svg(report: &BenchmarkReport) -> String {
         name: "time",
         title: "time per handoff",
         x_label: "size (bytes)",
-        y_label: "time (median)",
+        y_label: if report.all_single() { "time (1 sample)" } else { "time (median)" },
         series: series(false),
         x_ticks: x_ticks.clone(),
         y_format: time_tick,

@@ -149,15 +149,33 @@ impl BenchmarkReport {
         )
     }
 
+    /// Every timed point is one call timed once (`-n1 -r1`): the tables show times, not medians.
+    pub fn all_single(&self) -> bool {
+        let timed: Vec<&crate::stats::Timing> =
+            self.points.iter().filter(|p| p.row.worked()).filter_map(|p| p.row.timing.as_ref()).collect();
+        !timed.is_empty() && timed.iter().all(|t| t.is_single())
+    }
+
+    /// The time table's title: a median only where there is more than one sample.
+    fn time_title(&self) -> &'static str {
+        if self.all_single() { "time per handoff (1 sample)" } else { "median time per handoff" }
+    }
+
     fn footer(&self) -> String {
-        let mut parts = vec![format!(
-            "Median time per handoff of {} repeat{} after {} warm-up run{}; one unit per column; ★ fastest at each size beyond the measured spread; \
-             bandwidth = bytes copied / median (zero-copy paths move nothing).",
-            self.repeat,
-            if self.repeat == 1 { "" } else { "s" },
-            self.warmup,
-            if self.warmup == 1 { "" } else { "s" }
-        )];
+        let warmups = format!("{} warm-up run{}", self.warmup, if self.warmup == 1 { "" } else { "s" });
+        let mut parts = vec![if self.all_single() {
+            format!(
+                "Time per handoff: 1 sample (one call, timed once) after {warmups}; one unit per column; \
+                 no ★: one sample has no spread to rank by; bandwidth = bytes copied / time (zero-copy paths move nothing)."
+            )
+        } else {
+            format!(
+                "Median time per handoff of {} repeat{} after {warmups}; one unit per column; ★ fastest at each size beyond the measured spread; \
+                 bandwidth = bytes copied / median (zero-copy paths move nothing).",
+                self.repeat,
+                if self.repeat == 1 { "" } else { "s" },
+            )
+        }];
         if self.interrupted {
             parts.push("Interrupted: partial results.".into());
         }
@@ -178,7 +196,7 @@ impl BenchmarkReport {
                 ties.push(format!("{} ({})", size_label(size), tied.join(" ≈ ")));
             }
         }
-        if !ties.is_empty() {
+        if !ties.is_empty() && !self.all_single() {
             parts.push(format!("No ★ where the fastest paths are within each other's spread: {}.", ties.join(", ")));
         }
         let apart: Vec<&str> = self.paths.iter().map(String::as_str).filter(|p| {
@@ -256,7 +274,7 @@ impl BenchmarkReport {
 
     pub fn text(&self) -> String {
         let mut out = self.caption();
-        for (title, quantity) in [("median time per handoff", Quantity::Time), ("bandwidth", Quantity::Bandwidth)] {
+        for (title, quantity) in [(self.time_title(), Quantity::Time), ("bandwidth", Quantity::Bandwidth)] {
             let (header, cells, flags) = self.pivot(quantity);
             if header.len() < 2 || cells.is_empty() {
                 continue;
@@ -336,7 +354,7 @@ impl BenchmarkReport {
     pub fn html(&self) -> String {
         let mut h = String::from(STYLE);
         h.push_str("<div class=\"gpushare-benchmark\">");
-        h.push_str(&self.html_pivot(&format!("{} — median time per handoff", self.caption()), Quantity::Time));
+        h.push_str(&self.html_pivot(&format!("{} — {}", self.caption(), self.time_title()), Quantity::Time));
         h.push_str(&self.html_pivot("bandwidth", Quantity::Bandwidth));
         let alt = format!("{}: time and bandwidth against size", self.caption());
         h.push_str(&crate::render::svg_img(&crate::render::plot::benchmark_svg(self), &alt, None));

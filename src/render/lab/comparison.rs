@@ -73,6 +73,12 @@ impl ComparisonReport {
         )
     }
 
+    /// Every timed row is one call timed once (`-n1 -r1`): no median, minimum or spread to show.
+    fn all_single(&self) -> bool {
+        let timed: Vec<&Timing> = self.rows.iter().filter(|r| r.worked()).filter_map(|r| r.timing.as_ref()).collect();
+        !timed.is_empty() && timed.iter().all(|t| t.is_single())
+    }
+
     fn footer(&self) -> String {
         let loops: Vec<u64> = self.rows.iter().filter_map(|r| r.timing.as_ref().map(|t| t.loops)).collect();
         let loops_text = match (loops.iter().min(), loops.iter().max()) {
@@ -80,18 +86,34 @@ impl ComparisonReport {
             (Some(a), Some(b)) => format!("{a}–{b} loops each"),
             _ => "no timings".into(),
         };
-        let mut parts = vec![format!(
-            "Times are per handoff: median and minimum of {} repeat{} × {loops_text}, after {} warm-up run{}; bandwidth = bytes moved / median.",
-            self.repeat,
-            if self.repeat == 1 { "" } else { "s" },
-            self.warmup,
-            if self.warmup == 1 { "" } else { "s" }
-        )];
+        let warmups = format!("{} warm-up run{}", self.warmup, if self.warmup == 1 { "" } else { "s" });
+        let mut parts = vec![if self.all_single() {
+            format!(
+                "Times are per handoff: 1 sample each (one call, timed once), after {warmups}; bandwidth = bytes moved / time."
+            )
+        } else {
+            format!(
+                "Times are per handoff: median and minimum of {} repeat{} × {loops_text}, after {warmups}; bandwidth = bytes moved / median.",
+                self.repeat,
+                if self.repeat == 1 { "" } else { "s" },
+            )
+        }];
+        let single: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| r.worked() && r.timing.as_ref().is_some_and(Timing::is_single))
+            .map(|r| r.path.as_str())
+            .collect();
+        if !single.is_empty() && !self.all_single() {
+            parts.push(format!("1 sample (one call, timed once): {}.", single.join(", ")));
+        }
         if let Some(f) = &self.fastest {
             parts.push(format!("★ fastest: {f}, beyond the measured spread."));
         }
         let tied: Vec<&str> = self.rows.iter().filter(|r| r.tied).map(|r| r.path.as_str()).collect();
-        if !tied.is_empty() {
+        if !tied.is_empty() && self.all_single() {
+            parts.push("No ★: one sample per path has no spread to rank by.".into());
+        } else if !tied.is_empty() {
             parts.push(format!("No ★: {} are within each other's spread (a tie).", tied.join(" ≈ ")));
         }
         let noisy: Vec<&str> = self.rows.iter().filter(|r| r.warning.is_some()).map(|r| r.path.as_str()).collect();
@@ -115,6 +137,16 @@ impl ComparisonReport {
                 .map(|r| r.timing.as_ref().filter(|_| r.worked()).map_or_else(dash, |t| units::time_in(f(t), tu)))
                 .collect()
         };
+        let spread_stat = |f: &dyn Fn(&Timing) -> f64| -> Vec<String> {
+            self.rows
+                .iter()
+                .map(|r| match r.timing.as_ref().filter(|_| r.worked()) {
+                    Some(t) if t.is_single() => "—".into(),
+                    Some(t) => units::time_in(f(t), tu),
+                    None => dash(),
+                })
+                .collect()
+        };
         let mut cols = vec![
             ("path".to_string(), false, self.rows.iter().map(PathRow::path_text).collect()),
             ("verdict".to_string(), false, self.rows.iter().map(PathRow::verdict_text).collect()),
@@ -123,9 +155,14 @@ impl ComparisonReport {
                 true,
                 self.rows.iter().map(|r| if r.worked() { bytes_in(r.bytes_moved, bu) } else { dash() }).collect(),
             ),
-            (format!("median ({})", tu.suffix), true, time(&|t| t.median)),
-            (format!("min ({})", tu.suffix), true, time(&|t| t.min)),
-            (format!("IQR ({})", tu.suffix), true, time(&|t| t.iqr)),
+            // One sample is a time, not a median; it has no minimum or spread (as in share()'s table).
+            (
+                format!("{} ({})", if self.all_single() { "time" } else { "median" }, tu.suffix),
+                true,
+                time(&|t| t.median),
+            ),
+            (format!("min ({})", tu.suffix), true, spread_stat(&|t| t.min)),
+            (format!("IQR ({})", tu.suffix), true, spread_stat(&|t| t.iqr)),
             (
                 "bandwidth (GB/s)".to_string(),
                 true,

@@ -225,3 +225,56 @@ fn a_sweep_reads_back_from_the_json_python_writes() {
     let report = BenchmarkReport::from_input(input);
     assert!(report.points[0].row.device_timing.is_some());
 }
+
+/// One call timed once per path (`-n1 -r1`): the tables say "1 sample", never median or min.
+fn single(path: &str, verdict: &str, seconds: f64, bytes: u64) -> PathRun {
+    let mut r = run(path, verdict, &[seconds], bytes);
+    r.loops = 1;
+    r
+}
+
+#[test]
+fn comparison_of_single_samples_says_1_sample_not_median() {
+    let c = ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![single("dlpack", "shared", 2e-6, 0), single("host", "copied", 40e-6, 4096)],
+        repeat: 1,
+        warmup: 1,
+    });
+    for out in [c.text(), c.html()] {
+        assert!(out.contains("time (µs)") && out.contains("1 sample"), "{out}");
+        assert!(!out.contains("median") && !out.contains("minimum"), "{out}");
+        assert!(out.contains("—"), "min and IQR of one sample are dashes: {out}");
+    }
+    // Several samples still read as medians.
+    let many = comparison().text();
+    assert!(many.contains("median (µs)") && !many.contains("1 sample"), "{many}");
+}
+
+#[test]
+fn bench_of_single_samples_says_1_sample_not_median() {
+    let mut points = Vec::new();
+    for size in [4096u64, 1 << 20] {
+        points.push(BenchRun { size, run: single("dlpack", "shared", 2e-6, 0) });
+        points.push(BenchRun { size, run: single("host", "copied", 30e-6, size) });
+    }
+    let b = BenchmarkReport::from_input(BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "jax".into(),
+        dtype: "float32".into(),
+        device: "cpu".into(),
+        sizes: vec![4096, 1 << 20],
+        paths: vec!["dlpack".into(), "host".into()],
+        points,
+        interrupted: false,
+        repeat: 1,
+        warmup: 1,
+    });
+    for out in [b.text(), b.html()] {
+        assert!(out.contains("time per handoff (1 sample)") && out.contains("1 sample (one call, timed once"), "{out}");
+        assert!(!out.contains("median"), "{out}");
+    }
+    assert!(b.html().contains("time (1 sample)"));
+    assert!(bench().text().contains("median time per handoff"));
+}

@@ -2,11 +2,12 @@
 with :func:`gpushare.share`, each outcome (shared, copied, failed) checked against the prediction
 that gpushare made before converting.
 
-Run it to regenerate the compatibility table users read::
+A developer tool, not part of the wheel: run it from the repository root (with gpushare
+importable) to regenerate the compatibility table users read::
 
-    python -m gpushare.conformance [--json cells.json]          # writes docs/compatibility.md
-    python -m gpushare.conformance --device cuda                # writes docs/compatibility-cuda.md
-                                   [--frameworks torch,jax,cupy,numba] [--out FILE | --out -]
+    python -m tools.conformance [--json cells.json]          # writes docs/compatibility.md
+    python -m tools.conformance --device cuda                # writes docs/compatibility-cuda.md
+                                [--frameworks torch,jax,cupy,numba] [--out FILE | --out -]
 
 ``tests/test_conformance.py`` runs the same matrix (one test per framework pair) and fails on any cell
 whose outcome differs from its prediction, whose failure is not the framework's expected error, whose
@@ -29,20 +30,31 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-CPU_FRAMEWORKS = ("torch", "tf", "jax", "numpy")
+from gpushare.adapters import (
+    ADAPTERS,
+    EXAMPLE_LAYOUTS,
+    EXAMPLE_SHAPE,
+    SIXTY_FOUR_BIT,
+    NotConstructible,
+    framework,
+)
+
+#: The repository root: ``python -m tools.conformance`` runs from there (so do its child processes).
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The CPU matrix runs every framework whose arrays can live on the host (its adapter says so).
+CPU_FRAMEWORKS = tuple(name for name, a in ADAPTERS.items() if a.host_arrays)
+#: The CUDA matrix's default: the frameworks the GPU machine has (docs/compatibility-cuda.md).
 CUDA_FRAMEWORKS = ("torch", "jax", "cupy", "numba")
-ALL_FRAMEWORKS = ("torch", "tf", "jax", "numpy", "cupy", "numba")
 
 DTYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
 )
-LAYOUTS = (
-    "contiguous", "transposed", "sliced", "negative_stride", "zero_stride", "zero_d", "zero_size",
-    "misaligned", "read_only",
-)
+LAYOUTS = EXAMPLE_LAYOUTS
 LAYOUT_DESCRIPTIONS = {
     "contiguous": "a (4, 6) array, C order, 64-byte aligned",
     "transposed": "`x.T` of the (4, 6) array: strides (1, 6)",
@@ -54,13 +66,10 @@ LAYOUT_DESCRIPTIONS = {
     "misaligned": "`x.ravel()[1:]`: one element past a 64-byte boundary",
     "read_only": "a contiguous array flagged read-only",
 }
-_MODULES = {"torch": "torch", "tf": "tensorflow", "jax": "jax", "numpy": "numpy", "cupy": "cupy", "numba": "numba"}
-_SIXTY_FOUR_BIT = ("int64", "uint64", "float64", "complex128")
-SHAPE = (4, 6)
-
-
-class NotConstructible(Exception):
-    """The layout or dtype cannot be made in the source framework: the cell is skipped with this reason."""
+_SIXTY_FOUR_BIT = SIXTY_FOUR_BIT
+SHAPE = EXAMPLE_SHAPE
+#: Every framework gpushare has an adapter for (the matrix knows no framework by itself).
+ALL_FRAMEWORKS = tuple(ADAPTERS)
 
 
 @dataclass
@@ -100,18 +109,38 @@ class Environment:
     versions: dict[str, str] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
     jax_x64: bool = False
+    #: Frameworks that crash beside one already imported here: their pairs run in another process.
+    elsewhere: dict[str, str] = field(default_factory=dict)
 
 
 # -- frameworks ------------------------------------------------------------------------------------
 
 
 def installed(fw: str) -> bool:
-    return importlib.util.find_spec(_MODULES[fw]) is not None
+    return framework(fw).installed()
+
+
+def _module(fw: str) -> str:
+    return framework(fw).module
+
+
+def _distribution_version(fw: str) -> str:
+    """A framework's version without importing it (for one that runs in another process)."""
+    import importlib.metadata
+
+    for dist in framework(fw).distributions():
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "?"
 
 
 def prepare(frameworks: Sequence[str], device: str = "cpu", jax_x64: bool | None = None) -> Environment:
-    """Imports the frameworks that are installed (others are reported missing, by name).
-    ``jax_x64`` sets ``jax_enable_x64`` (None leaves JAX's own setting)."""
+    """Imports the frameworks that are installed (others are reported missing, by name); one that
+    would crash beside a framework imported before it is not imported here: its pairs run in a
+    process of their own (see ``run_pair``). ``jax_x64`` sets ``jax_enable_x64`` (None leaves JAX's
+    own setting)."""
     if device == "cpu":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     else:
@@ -123,15 +152,22 @@ def prepare(frameworks: Sequence[str], device: str = "cpu", jax_x64: bool | None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env = Environment(device=device, frameworks=[])
     for fw in frameworks:
-        if fw not in _MODULES:
+        if fw not in ADAPTERS:
             raise SystemExit(f"unknown framework {fw!r}; known: {', '.join(ALL_FRAMEWORKS)}")
-        if not installed(fw):
-            env.missing[fw] = f"{_MODULES[fw]} not installed"
+        adapter = framework(fw)
+        if not adapter.installed():
+            env.missing[fw] = f"{adapter.module} not installed"
+            continue
+        conflict = adapter.import_conflict()
+        if conflict is not None:
+            env.elsewhere[fw] = conflict
+            env.frameworks.append(fw)
+            env.versions[fw] = _distribution_version(fw)
             continue
         try:
-            mod = __import__(_MODULES[fw])
-            if device == "cuda":
-                _check_cuda(fw)
+            mod = adapter.load()
+            if device == "cuda" and not adapter.has_gpu():
+                raise RuntimeError(f"{fw} sees no GPU")
         except Exception as e:  # a framework without a GPU (or broken) is skipped by name
             env.missing[fw] = f"{fw} unavailable on {device}: {type(e).__name__}: {e}"
             continue
@@ -140,304 +176,24 @@ def prepare(frameworks: Sequence[str], device: str = "cpu", jax_x64: bool | None
         env.frameworks.append(fw)
         env.versions[fw] = str(getattr(mod, "__version__", "?"))
     import gpushare
-    from gpushare import verdicts
 
     env.versions["gpushare"] = str(getattr(gpushare, "__version__", "?"))
-    env.jax_x64 = verdicts.jax_x64()
+    env.jax_x64 = framework("jax").x64_enabled()
     return env
-
-
-def _check_cuda(fw: str) -> None:
-    if fw == "torch":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch.cuda.is_available() is False")
-    elif fw == "jax":
-        import jax
-
-        jax.devices("gpu")
-    elif fw == "cupy":
-        import cupy
-
-        cupy.cuda.runtime.getDeviceCount()
-    elif fw == "numba":
-        from numba import cuda
-
-        if not cuda.is_available():
-            raise RuntimeError("numba.cuda.is_available() is False")
-    elif fw == "tf":
-        import tensorflow as tf
-
-        if not tf.config.list_physical_devices("GPU"):
-            raise RuntimeError("TensorFlow sees no GPU")
 
 
 # -- building sources ------------------------------------------------------------------------------
 
 
-def _np_dtype(dtype: str) -> Any:
-    import numpy as np
-
-    if dtype == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise NotConstructible("numpy has no bfloat16 without ml_dtypes") from None
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
-
-
-def _values(dtype: str, n: int) -> Any:
-    """Distinct small values in `dtype` (so a transposed or reversed read is told apart)."""
-    import numpy as np
-
-    v = np.arange(n) % 7 + 1
-    if dtype == "bool":
-        return (np.arange(n) % 3 == 0)
-    return v.astype(_np_dtype(dtype))
-
-
-def _aligned_numpy(shape: tuple[int, ...], dtype: str, extra: int = 0) -> Any:
-    """A NumPy array whose data starts on a 64-byte boundary (np.zeros is often only 16-aligned),
-    with `extra` spare elements behind it."""
-    import numpy as np
-
-    dt = _np_dtype(dtype)
-    n = int(np.prod(shape)) if shape else 1
-    raw = np.zeros((n + extra) * dt.itemsize + 64, dtype=np.uint8)
-    off = (-raw.ctypes.data) % 64
-    flat = raw[off : off + (n + extra) * dt.itemsize].view(dt)
-    flat[:] = _values(dtype, n + extra)
-    return flat
-
-
-def _plain_view(base: Any, layout: str) -> Any:
-    """The views every strided array library makes the same way (NumPy, CuPy, PyTorch) of a
-    compact 2-d ``base``; None for the layouts each builds its own way."""
-    if layout == "contiguous":
-        return base
-    if layout == "transposed":
-        return base.T
-    if layout == "sliced":
-        return base[1:3, 2:]
-    if layout == "negative_stride":
-        return base[:, ::-1]
-    if layout == "zero_size":
-        return base[:0]
-    return None
-
-
-def _build_numpy(dtype: str, layout: str) -> Any:
-    import numpy as np
-
-    n = SHAPE[0] * SHAPE[1]
-    if layout == "misaligned":
-        return _aligned_numpy((n,), dtype, extra=1)[1:]
-    flat = _aligned_numpy(SHAPE, dtype)
-    base = flat.reshape(SHAPE)
-    view = _plain_view(base, layout)
-    if view is not None:
-        return view
-    if layout == "zero_stride":
-        # as_strided, not broadcast_to: broadcast_to returns a read-only view, which would test the
-        # read-only rule instead of the stride rule.
-        return np.lib.stride_tricks.as_strided(base[0], shape=SHAPE, strides=(0, base.itemsize), writeable=True)
-    if layout == "zero_d":
-        return flat[:1].reshape(())
-    if layout == "read_only":
-        base.flags.writeable = False
-        return base
-    raise AssertionError(layout)
-
-
-def _build_torch(dtype: str, layout: str, device: str) -> Any:
-    import torch
-
-    dev = "cuda" if device == "cuda" else "cpu"
-    n = SHAPE[0] * SHAPE[1]
-    if layout == "negative_stride":
-        raise NotConstructible("torch cannot make negative strides (torch.flip copies)")
-    if layout == "read_only":
-        raise NotConstructible("torch has no read-only tensors")
-    if dtype == "bfloat16":
-        flat = torch.tensor(_values("float32", n + 1), device=dev).to(torch.bfloat16)
-    else:
-        # clone(): from_numpy would alias NumPy's malloc'd (often only 16-byte aligned) memory;
-        # torch's own allocator aligns to 64 bytes, which is what a torch user gets.
-        flat = torch.from_numpy(_values(dtype, n + 1)).to(dev).clone()
-    if layout == "misaligned":
-        return flat[1:]  # torch allocations are 64-byte aligned, so one element in is not
-    base = flat[:n].reshape(SHAPE)
-    view = _plain_view(base, layout)  # negative strides were refused above
-    if view is not None:
-        return view
-    if layout == "zero_stride":
-        return base[0].expand(*SHAPE)
-    if layout == "zero_d":
-        return base[0, 0].clone()
-    raise AssertionError(layout)
-
-
-def _build_jax(dtype: str, layout: str, device: str) -> Any:
-    import jax
-    import jax.numpy as jnp
-
-    if dtype in _SIXTY_FOUR_BIT and not jax.config.jax_enable_x64:
-        raise NotConstructible(f"jax holds no {dtype} with jax_enable_x64 off")
-    if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
-        raise NotConstructible(
-            "layout not constructible in jax: its arrays are compact, row-major and aligned on export"
-        )
-    if layout == "read_only":
-        raise NotConstructible("every jax array is immutable: the contiguous column is the read-only case")
-    target = jax.devices("gpu" if device == "cuda" else "cpu")[0]
-    n = SHAPE[0] * SHAPE[1]
-    values = _values("float32" if dtype == "bfloat16" else dtype, n).reshape(SHAPE)
-    if layout == "zero_d":
-        values = values[0, 0]
-    elif layout == "zero_size":
-        values = values[:0]
-    return jax.device_put(jnp.asarray(values, dtype=dtype), target)
-
-
-def _build_tf(dtype: str, layout: str, device: str) -> Any:
-    import tensorflow as tf
-
-    if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
-        raise NotConstructible(
-            "layout not constructible in tf: its tensors are compact and row-major (slices copy)"
-        )
-    if layout == "read_only":
-        raise NotConstructible("every tf tensor is immutable: the contiguous column is the read-only case")
-    n = SHAPE[0] * SHAPE[1]
-    values = _values("float32" if dtype == "bfloat16" else dtype, n).reshape(SHAPE)
-    if layout == "zero_d":
-        values = values[0, 0]
-    elif layout == "zero_size":
-        values = values[:0]
-    with tf.device("GPU:0" if device == "cuda" else "CPU:0"):
-        t = tf.constant(values)
-        return tf.cast(t, tf.bfloat16) if dtype == "bfloat16" else tf.identity(t)
-
-
-def _build_cupy(dtype: str, layout: str, device: str) -> Any:
-    import cupy
-
-    if device != "cuda":
-        raise NotConstructible("cupy arrays live on the GPU")
-    if layout == "read_only":
-        raise NotConstructible("cupy has no read-only arrays")
-    if dtype == "bfloat16":
-        raise NotConstructible("cupy builds no bfloat16 arrays (ml_dtypes arrays stay on the host)")
-    host = _build_numpy(dtype, "contiguous")
-    n = SHAPE[0] * SHAPE[1]
-    if layout == "misaligned":
-        flat = cupy.asarray(_aligned_numpy((n,), dtype, extra=1))
-        return flat[1:]
-    base = cupy.asarray(host)
-    view = _plain_view(base, layout)
-    if view is not None:
-        return view
-    if layout == "zero_stride":
-        return cupy.broadcast_to(base[0], SHAPE)
-    if layout == "zero_d":
-        return base[0, 0].copy()
-    raise AssertionError(layout)
-
-
-def _build_numba(dtype: str, layout: str, device: str) -> Any:
-    from numba import cuda
-
-    if device != "cuda":
-        raise NotConstructible("numba device arrays live on the GPU")
-    if layout == "read_only":
-        raise NotConstructible("numba device arrays cannot be read-only")
-    if layout == "zero_stride":
-        # DeviceNDArray would take strides (0, itemsize), but Numba's __cuda_array_interface__ then says
-        # C-contiguous (is_contiguous ignores zero strides): no consumer could read it right.
-        raise NotConstructible("numba device arrays export a zero stride view as C-contiguous, so it is not built")
-    if layout == "negative_stride":
-        raise NotConstructible(f"numba device arrays cannot take a {layout.replace('_', ' ')} view")
-    if dtype == "bfloat16":
-        raise NotConstructible("numba has no bfloat16")
-    n = SHAPE[0] * SHAPE[1]
-    if layout == "misaligned":
-        return cuda.to_device(_aligned_numpy((n,), dtype, extra=1))[1:]
-    base = cuda.to_device(_build_numpy(dtype, "contiguous"))
-    if layout == "contiguous":
-        return base
-    if layout == "transposed":
-        # Numba's `.T` is not a view: it runs a transpose kernel into a new compact array (and that
-        # kernel fails to compile with NumPy 2.5). A transposed view is the same memory with swapped
-        # strides, which DeviceNDArray takes as it is.
-        from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-        isz = base.dtype.itemsize
-        return DeviceNDArray(shape=(SHAPE[1], SHAPE[0]), strides=(isz, SHAPE[1] * isz), dtype=base.dtype,
-                             gpu_data=base.gpu_data)
-    if layout == "sliced":
-        return base[1:3, 2:]
-    if layout == "zero_d":
-        return cuda.to_device(_build_numpy(dtype, "zero_d"))
-    if layout == "zero_size":
-        return cuda.to_device(_build_numpy(dtype, "zero_size"))
-    raise AssertionError(layout)
-
-
 def build(fw: str, dtype: str, layout: str, device: str = "cpu") -> Any:
-    """An array of framework `fw` with `dtype` and `layout`, made in `fw` itself; raises
-    NotConstructible where that framework cannot make it."""
-    if fw == "numpy":
-        if device == "cuda":
-            raise NotConstructible("numpy arrays live on the host")
-        return _build_numpy(dtype, layout)
-    return {"torch": _build_torch, "jax": _build_jax, "tf": _build_tf, "cupy": _build_cupy, "numba": _build_numba}[
-        fw
-    ](dtype, layout, device)
+    """An array of framework `fw` with `dtype` and `layout`, made in `fw` itself (its adapter's
+    ``example``); raises NotConstructible where that framework cannot make it."""
+    return framework(fw).example(dtype, layout, on_host=device == "cpu")
 
 
 def to_numpy(fw: str, x: Any) -> Any:
     """The values of an array as NumPy (bfloat16 as float32), for comparing source and target."""
-    import numpy as np
-
-    if fw == "torch":
-        x = x.detach().cpu()
-        if str(x.dtype) == "torch.bfloat16":
-            x = x.float()
-        out = x.numpy()
-    elif fw == "tf":
-        out = x.numpy()
-    elif fw == "cupy":
-        out = x.get()
-    elif fw == "numba":
-        try:
-            out = x.copy_to_host()
-        except Exception:  # e.g. negative strides ("D->H copy not implemented for negative strides")
-            out = _numba_through_cai(x)
-    else:
-        out = np.asarray(x)
-    out = np.asarray(out)
-    if out.dtype.name == "bfloat16":
-        out = out.astype(np.float32)
-    return out
-
-
-def _numba_through_cai(x: Any) -> Any:
-    """A Numba view that copy_to_host cannot read, read through another framework's
-    ``__cuda_array_interface__`` import: CuPy takes any strides; torch only non-negative ones
-    (negative strides are what gpushare refuses to hand to torch)."""
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    if cupy is not None:
-        return cupy.asarray(x).get()
-    if any(s < 0 for s in x.strides):
-        raise NotImplementedError("reading a Numba view with negative strides needs CuPy")
-    import torch
-
-    return torch.as_tensor(x, device="cuda").cpu().numpy()
+    return framework(fw).readback(x)
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -528,13 +284,59 @@ def run_cell(src: str, dst: str, dtype: str, layout: str, device: str = "cpu", p
 
 
 def run_pair(src: str, dst: str, device: str = "cpu", dtypes: Iterable[str] = DTYPES,
-             layouts: Iterable[str] = LAYOUTS, path: str = "auto") -> list[Cell]:
-    layouts = tuple(layouts)
+             layouts: Iterable[str] = LAYOUTS, path: str = "auto", isolated: bool | None = None) -> list[Cell]:
+    """Every cell of one pair. A framework that would crash beside one already imported here
+    (PaddlePaddle beside TensorFlow: ``Adapter.import_conflict``) is not imported: the pair runs in
+    a fresh interpreter instead (``isolated=True`` asks for that anyway), and its cells come back
+    as JSON."""
+    dtypes, layouts = tuple(dtypes), tuple(layouts)
+    if isolated is None:
+        isolated = any(framework(fw).import_conflict() for fw in (src, dst))
+    if isolated:
+        return _run_pair_in_child(src, dst, device, dtypes, layouts, path)
     return [run_cell(src, dst, dt, lay, device, path) for dt in dtypes for lay in layouts]
 
 
+def _run_pair_in_child(src: str, dst: str, device: str, dtypes: Sequence[str], layouts: Sequence[str],
+                       path: str) -> list[Cell]:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cells.json")
+        cmd = [sys.executable, "-m", "tools.conformance", "--device", device, "--frameworks", f"{src},{dst}",
+               "--pair", f"{src},{dst}", "--dtypes", ",".join(dtypes), "--layouts", ",".join(layouts),
+               "--paths", path, "--out", "-", "--json", out]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        if not os.path.exists(out):
+            raise RuntimeError(
+                f"the {src}→{dst} matrix in its own process ended with {proc.returncode} and wrote no cells:\n"
+                + proc.stderr[-3000:]
+            )
+        with open(out, encoding="utf-8") as f:
+            return [Cell(**c) for c in json.load(f)["cells"]]
+
+
+def conflict(a: str, b: str) -> bool:
+    """Whether two frameworks crash when imported into one process (their adapters say)."""
+    fa, fb = framework(a), framework(b)
+    return fb.module in fa.crashes_beside or fa.module in fb.crashes_beside
+
+
 def pairs(frameworks: Sequence[str]) -> list[tuple[str, str]]:
-    return [(s, d) for s in frameworks for d in frameworks if s != d]
+    """Every ordered pair, except those of two frameworks that cannot live in one process."""
+    return [(s, d) for s in frameworks for d in frameworks if s != d and not conflict(s, d)]
+
+
+def apart(frameworks: Sequence[str]) -> set[str]:
+    """The frameworks that crash beside one listed before them: ``prepare`` leaves them out of this
+    process, and their pairs run in a child process (Paddle after TF in the CPU matrix)."""
+    return {fw for i, fw in enumerate(frameworks) if any(conflict(fw, o) for o in frameworks[:i])}
+
+
+def unpaired(frameworks: Sequence[str]) -> list[tuple[str, str]]:
+    """The pairs ``pairs`` leaves out, each once."""
+    return [(s, d) for i, s in enumerate(frameworks) for d in frameworks[i + 1:] if conflict(s, d)]
 
 
 def run_matrix(env: Environment, progress: Callable[[str], None] | None = None,
@@ -563,6 +365,7 @@ _TAGS = (
     ("jax_enable_x64", "x64"),
     ("aligned", "unaligned"),
     ("188023", "refused"),
+    ("reading outside the source", "refused"),
     ("compact row-major", "strides"),
     ("compact layouts", "strides"),
     ("byte_offset", "byte_offset"),
@@ -602,7 +405,7 @@ def render_markdown(cells: Sequence[Cell], env: Environment, seconds: float) -> 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     counts = Counter(c.outcome for c in cells)
     bad = [c for c in cells if c.problem]
-    command = "python -m gpushare.conformance" + ("" if env.device == "cpu" else f" --device {env.device}")
+    command = "python -m tools.conformance" + ("" if env.device == "cpu" else f" --device {env.device}")
     lines = [
         f"# {title(env.device)}",
         "",
@@ -624,6 +427,10 @@ def render_markdown(cells: Sequence[Cell], env: Environment, seconds: float) -> 
     ]
     if env.missing:
         lines.append("- Not run: " + "; ".join(f"{k} ({v})" for k, v in env.missing.items()) + ".")
+    apart = unpaired(env.frameworks)
+    if apart:
+        lines.append("- Pairs not run: " + ", ".join(f"{a} ↔ {b}" for a, b in apart) + " (the two crash, SIGSEGV, "
+                     "when imported into one process; each one's other pairs ran in a process without the other).")
     lines += [
         f"- Cells: {len(cells)}; shared {counts['shared']}, copied {counts['copied']}, failed {counts['failed']}, "
         f"skipped {counts['skipped']} (layout or dtype not constructible in the source), not exportable "
@@ -703,7 +510,8 @@ _LEGEND = (
      "C-contiguous, so whatever reads it back from Numba that way reads past the source", "gpu"),
     ("read-only export", "NumPy will not export a read-only array through a legacy capsule (JAX, TF ask for one)", "any"),
     ("dtype", "the target has no such dtype", "any"),
-    ("refused", "gpushare refuses it: the target is known to abort the process on some versions (pytorch#188023)", "any"),
+    ("refused", "gpushare refuses it: the target is known to abort the process on some versions (pytorch#188023), "
+     "or to read outside the source (Paddle 3.3 with negative strides)", "any"),
     ("writable view", "shared, but the target can write to memory the source holds read-only", "any"),
     ("no storage", "zero-size: there is nothing to share or copy", "any"),
 )
@@ -764,7 +572,7 @@ def _summarise(items: list[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gpushare.conformance",
+        prog="python -m tools.conformance",
         description="Run the conformance matrix (frameworks × dtypes × layouts), check every outcome "
         "against gpushare's prediction, and write the compatibility table.",
     )
@@ -776,12 +584,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the source arrays are built (default: cpu)")
     parser.add_argument("--frameworks",
-                        help="comma-separated frameworks (default: torch,tf,jax,numpy on cpu; "
-                        "torch,jax,cupy,numba on cuda); unavailable ones are skipped by name")
+                        help=f"comma-separated frameworks (default: {','.join(CPU_FRAMEWORKS)} on cpu; "
+                        f"{','.join(CUDA_FRAMEWORKS)} on cuda); unavailable ones are skipped by name")
     parser.add_argument("--paths", default="auto",
                         help="comma-separated transfer paths to run (default: auto; also host, copy, pinned, dlpack, capsule, cai)")
     parser.add_argument("--jax-x64", action="store_true",
                         help="run with jax_enable_x64 on (64-bit dtypes then share into JAX)")
+    # How run_pair runs one pair in a child process (a framework that crashes beside another).
+    parser.add_argument("--pair", help=argparse.SUPPRESS)
+    parser.add_argument("--dtypes", help=argparse.SUPPRESS)
+    parser.add_argument("--layouts", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     default = CPU_FRAMEWORKS if args.device == "cpu" else CUDA_FRAMEWORKS
     frameworks = [f.strip() for f in args.frameworks.split(",")] if args.frameworks else list(default)
@@ -789,8 +601,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for fw, why in env.missing.items():
         print(f"skipping {fw}: {why}", file=sys.stderr)
     t0 = time.perf_counter()
-    cells = run_matrix(env, progress=lambda line: print(line, file=sys.stderr),
-                       paths=[p.strip() for p in args.paths.split(",")])
+    paths = [p.strip() for p in args.paths.split(",")]
+    if args.pair:
+        src, dst = args.pair.split(",")
+        dtypes = args.dtypes.split(",") if args.dtypes else DTYPES
+        layouts = args.layouts.split(",") if args.layouts else LAYOUTS
+        cells = [c for path in paths for c in run_pair(src, dst, env.device, dtypes, layouts, path)]
+    else:
+        cells = run_matrix(env, progress=lambda line: print(line, file=sys.stderr), paths=paths)
     seconds = time.perf_counter() - t0
     bad = [c for c in cells if c.problem]
     out = default_output(args.device) if args.out is None else args.out
@@ -814,7 +632,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     for c in bad:
         print(c.describe())
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from tools.conformance import main
+
+sys.exit(main())
