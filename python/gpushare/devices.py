@@ -153,7 +153,7 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str) -> tuple[str,
     on_host, ordinal = check_device(device)
     target = device_name(on_host, ordinal)
     if path in ("p2p", "pinned"):
-        if src.name == "numba":
+        if not src.exports_dlpack:
             raise PathNotApplicableError(f"{path} reads the source through DLPack and Numba device arrays have none")
         if on_host:
             raise PathNotApplicableError(f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
