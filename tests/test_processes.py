@@ -238,13 +238,10 @@ def test_bench_across_processes_sweeps_sizes_and_paths():
     assert "64 KiB" in repr(b)
 
 
-def test_sharebench_magic_across_processes():
-    IPython = pytest.importorskip("IPython")
+def test_sharebench_magic_across_processes(ip):
+    # `ip`: the suite's one InteractiveShell (conftest.py); a second kind of shell cannot coexist.
     from IPython.core.error import UsageError
-    from IPython.testing.globalipapp import get_ipython
 
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "gpushare")
     b = ip.run_line_magic("sharebench", "torch->torch --across processes --sizes 4KiB --paths shm,gloo -r 2 -q -o --device cpu")
     assert [p["path"] for p in b.points] == ["shm", "gloo"]
     with pytest.raises(UsageError):
