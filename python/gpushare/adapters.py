@@ -93,6 +93,12 @@ class Adapter:
     # Whether gpushare describes its CUDA arrays by an interface of its own where the framework has
     # none (cuda_array_view): TensorFlow's, for Numba.
     cai_view: ClassVar[bool] = False
+    # Across processes (gpushare.processes): the process paths a worker can hand this framework's
+    # arrays to (ipc: device memory by CUDA IPC; shm: host memory), the paths this framework's own
+    # library implements (torch.multiprocessing, torch.distributed), and the modules those need.
+    worker_receives: ClassVar[tuple[str, ...]] = ()
+    process_paths: ClassVar[tuple[str, ...]] = ()
+    process_modules: ClassVar[tuple[str, ...]] = ()
     imports_cai: ClassVar[bool] = False
     # Whether its arrays can live in host memory (CuPy's and Numba's live on a GPU only): the CPU
     # conformance matrix runs every framework that says so.
@@ -217,6 +223,11 @@ class Adapter:
         streams (``export_takes_stream`` False): an object whose export takes none."""
         return obj
 
+    def from_cai_on(self, obj: Any, ordinal: int) -> Any:
+        """``from_cai`` with CUDA device ``ordinal`` current, where the framework places what it
+        imports by the current device."""
+        return self.from_cai(obj)
+
     def cuda_array_view(self, obj: Any) -> Any:
         """An object with ``__cuda_array_interface__`` for the array: the array itself where the
         framework exposes the interface."""
@@ -321,6 +332,7 @@ class NumpyAdapter(Adapter):
     type_modules = ("numpy",)
     accepts_capsules = False
     exports_cai = False
+    worker_receives = ("shm",)
 
     def is_array(self, obj: Any) -> bool:
         np = sys.modules.get("numpy")
@@ -390,6 +402,9 @@ class TorchAdapter(Adapter):
     type_modules = ("torch",)
     tracks_allocator = True
     imports_cai = True
+    worker_receives = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
+    process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo")
+    process_modules = ("torch.multiprocessing", "torch.distributed")
 
     def is_array(self, obj: Any) -> bool:
         torch = sys.modules.get("torch")
@@ -953,6 +968,7 @@ class CupyAdapter(Adapter):
     type_modules = ("cupy",)
     distribution_names = ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0")
     tracks_allocator = True
+    worker_receives = ("ipc",)
     imports_cai = True
     host_arrays = False
 
@@ -985,6 +1001,11 @@ class CupyAdapter(Adapter):
 
     def from_cai(self, obj: Any) -> Any:
         return self.load().asarray(obj)
+
+    def from_cai_on(self, obj: Any, ordinal: int) -> Any:
+        cupy = self.load()
+        with cupy.cuda.Device(ordinal):
+            return cupy.asarray(obj)
 
     def synchronize(self, obj: Any) -> None:
         self.load().cuda.runtime.deviceSynchronize()
@@ -1097,6 +1118,7 @@ class NumbaAdapter(Adapter):
     exports_dlpack = False
     imports_cai = True
     host_arrays = False
+    worker_receives = ("ipc",)
 
     def is_array(self, obj: Any) -> bool:
         return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)

@@ -440,30 +440,21 @@ class _CudaView:
 
 
 def _to_framework(arr: Any, to: str) -> Any:
-    if to in ("numpy", "np"):
-        return arr
-    if to == "torch":
-        import torch
+    from gpushare.adapters import framework
 
-        return torch.from_numpy(arr)
-    raise GpushareError(f"the worker can hand host memory to numpy or torch, not {to!r}")
+    adapter = framework(to)
+    if "shm" not in adapter.worker_receives:
+        raise GpushareError(f"the worker can hand host memory to {' or '.join(TARGETS['shm'])}, not {to!r}")
+    return adapter.from_numpy(arr, True, 0)  # a view of the mapping, not a copy
 
 
 def _cuda_to_framework(holder: Any, to: str, ordinal: int) -> Any:
-    if to == "torch":
-        import torch
+    from gpushare.adapters import framework
 
-        return torch.as_tensor(holder, device=f"cuda:{ordinal}")
-    if to == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(ordinal):
-            return cupy.asarray(holder)
-    if to == "numba":
-        from numba import cuda
-
-        return cuda.as_cuda_array(holder)
-    raise GpushareError(f"the worker can view CUDA IPC memory in torch, cupy or numba, not {to!r}")
+    adapter = framework(to)
+    if "ipc" in adapter.worker_receives:
+        return adapter.from_cai_on(holder, ordinal)
+    raise GpushareError(f"the worker can view CUDA IPC memory in {' or '.join(TARGETS['ipc'])}, not {to!r}")
 
 
 def _make_group(backend: str, port: int, rank: int, world: int, device: int | None, timeout: float,
@@ -843,8 +834,19 @@ class ProcessShareResult:
 
 
 def _framework_of(obj: Any) -> str:
-    mod = type(obj).__module__.split(".")[0]
-    return {"numpy": "numpy", "torch": "torch", "cupy": "cupy", "jax": "jax", "jaxlib": "jax"}.get(mod, mod)
+    from gpushare.adapters import adapter_of
+
+    try:
+        return adapter_of(obj).name
+    except Exception:  # not an array of a known framework: its module's name
+        return type(obj).__module__.split(".")[0]
+
+
+def _library(path: str) -> Any:
+    """The adapter of the framework whose own library implements ``path`` (torch_mp, nccl, gloo), or None."""
+    from gpushare.adapters import ADAPTERS
+
+    return next((a for a in ADAPTERS.values() if path in a.process_paths), None)
 
 
 def _is_cuda(obj: Any) -> bool:
@@ -885,8 +887,14 @@ def resolve_auto(obj: Any) -> str:
 
 
 #: The frameworks the worker can hold the result in, per path.
-TARGETS = {"ipc": ("torch", "cupy", "numba"), "shm": ("numpy", "torch"), "torch_mp": ("torch",),
-           "nccl": ("torch",), "nccl_socket": ("torch",), "gloo": ("torch",)}
+def _targets() -> dict[str, tuple[str, ...]]:
+    from gpushare.adapters import ADAPTERS
+
+    paths = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
+    return {p: tuple(sorted(a.name for a in ADAPTERS.values() if p in a.worker_receives)) for p in paths}
+
+
+TARGETS = _targets()
 
 
 def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None, to: str | None = None) -> str | None:
@@ -895,9 +903,10 @@ def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = Non
     fw = _framework_of(obj)
     if to is not None and to not in TARGETS[path]:
         return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {to}"
-    if path in ("torch_mp", "nccl", "nccl_socket", "gloo") and fw != "torch":
-        return f"{path} hands torch tensors; this is a {fw} array"
-    if path in ("torch_mp", "nccl", "nccl_socket", "gloo"):
+    library = _library(path)
+    if library is not None and fw != library.name:
+        return f"{path} hands {library.name} tensors; this is a {fw} array"
+    if library is not None:
         try:
             import torch.distributed as dist  # noqa: F401
         except ImportError:
@@ -950,9 +959,12 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
     to = to or _framework_of(obj)
     # The worker imports the frameworks before anything is timed: the first-call cost is the
     # path's own set-up, not ``import torch``.
-    wanted = [m for m in {to, _framework_of(obj)} if m in ("torch", "cupy", "numpy")]
-    if path in ("torch_mp", "nccl", "nccl_socket", "gloo"):
-        wanted += ["torch.multiprocessing", "torch.distributed"]
+    from gpushare.adapters import ADAPTERS
+
+    wanted = [ADAPTERS[m].module for m in {to, _framework_of(obj)} if m in ADAPTERS and ADAPTERS[m].worker_receives]
+    library = _library(path)
+    if library is not None:
+        wanted += list(library.process_modules)
     missing = [m for m in wanted if m not in worker._preloaded]
     if missing:
         worker._call("preload", modules=missing, timeout=worker.start_timeout)
@@ -1192,8 +1204,8 @@ def _helper(worker: Worker, ordinal: int, env: dict) -> Worker:
     helper = worker._helpers.get(key)
     if helper is None or not helper.alive:
         helper = Worker(f"cuda:{ordinal}", env=env, timeout=worker.timeout, start_timeout=worker.start_timeout).start()
-        helper._call("preload", modules=["torch", "torch.multiprocessing", "torch.distributed"],
-                     timeout=worker.start_timeout)
+        library = _library("nccl")
+        helper._call("preload", modules=[library.module, *library.process_modules], timeout=worker.start_timeout)
         worker._helpers[key] = helper
     return helper
 
@@ -1301,7 +1313,7 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
     from gpushare.exceptions import PathNotApplicableError
 
     note = None
-    if path == "torch_mp" and _framework_of(obj) == "torch" and not obj.is_cuda and not obj.is_shared():
+    if path == "torch_mp" and _framework_of(obj) == _library(path).name and not obj.is_cuda and not obj.is_shared():
         # torch moves a CPU tensor's storage into shared memory when it is first sent: the comparison
         # hands it a clone, so the caller's tensor is left as it was.
         obj, note = obj.clone(), "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
