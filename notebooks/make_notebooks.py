@@ -732,14 +732,14 @@ tried in a fresh process below, because TensorFlow reads it once.
     code("%gpuinfo"),
     code("""
 import subprocess, sys
-probe = (
-    "import os, torch, tensorflow as tf;"
-    "free0, total = torch.cuda.mem_get_info();"
-    "x = tf.ones([1 << 20]);"
-    "free1, _ = torch.cuda.mem_get_info();"
-    "print(f'TF_FORCE_GPU_ALLOW_GROWTH={os.environ.get(\"TF_FORCE_GPU_ALLOW_GROWTH\")}: a 4 MiB tensor took '"
-    "f'{(free0 - free1) >> 20} MiB of {total >> 20} MiB from the device')"
-)
+probe = '''
+import os, torch, tensorflow as tf
+free0, total = torch.cuda.mem_get_info()
+x = tf.ones([1 << 20])
+free1, _ = torch.cuda.mem_get_info()
+growth = os.environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+print(f"TF_FORCE_GPU_ALLOW_GROWTH={growth}: a 4 MiB tensor took {(free0 - free1) >> 20} MiB of {total >> 20} MiB from the device")
+'''
 if HAVE_TF_GPU:
     for growth in ("true", "false"):
         env = dict(os.environ, TF_FORCE_GPU_ALLOW_GROWTH=growth, TF_CPP_MIN_LOG_LEVEL="3")

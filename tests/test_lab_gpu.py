@@ -65,14 +65,10 @@ def gpu_layouts(cuda: str):
         "large broadcast": torch.arange(1 << 12, dtype=torch.float32, device=cuda).reshape(-1, 1).expand(1 << 12, 1 << 10),
         "many dims": torch.arange(2**10, dtype=torch.float32, device=cuda).reshape([2] * 10).permute(*range(9, -1, -1)),
     }
-    try:
-        import cupy as cp
-
-        with cp.cuda.Device(int(cuda.split(":")[1])):
-            views["cupy reversed"] = cp.arange(1000, dtype=cp.float32)[::-1]
-            views["cupy reversed rows"] = cp.arange(60, dtype=cp.int64).reshape(6, 10)[::-1, ::3]
-    except ImportError:
-        pass
+    # No reversed sources: torch cannot make negative strides, and CuPy's DLPack export of a
+    # negative-stride view is unreadable (the CUDA matrix's "not exportable" cells), so no device
+    # array with negative strides reaches gpushare by DLPack. Reversed host arrays are gathered in
+    # tests/test_adversarial.py.
     return views
 
 
@@ -83,8 +79,7 @@ def test_device_copies_are_compact_gathers_of_any_layout(path, dst, device):
     need(dst)
     ordinal = int(device.split(":")[1])
     for label, x in gpu_layouts(device).items():
-        src = "cupy" if "cupy" in label else "torch"
-        expected = x.get() if src == "cupy" else x.cpu().numpy()
+        expected = x.cpu().numpy()
         expected = np.ascontiguousarray(expected)
         if dst == "jax" and expected.dtype.itemsize == 8 and expected.dtype.kind != "c":
             import jax

@@ -1120,6 +1120,13 @@ class NumbaAdapter(Adapter):
     host_arrays = False
     worker_receives = ("ipc",)
 
+    def load(self) -> Any:
+        numba = super().load()
+        # `numba.cuda` is an attribute only once the submodule is imported.
+        import numba.cuda  # noqa: F401
+
+        return numba
+
     def is_array(self, obj: Any) -> bool:
         return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)
 

@@ -364,6 +364,12 @@ impl StreamRecorder {
     fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.obj.bind(py).call_method0(intern!(py, "__dlpack_device__"))
     }
+
+    /// Everything else is the source's: a route may ask the array for its device (the current-
+    /// device guard of gpushare.devices calls `get_device()` or reads `.device`) before exporting.
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.obj.bind(py).getattr(name)
+    }
 }
 
 /// The interpreter around the pipeline: Ctrl-C, the garbage collector, the allocators' figures.
