@@ -95,7 +95,7 @@ def main() -> int:
         r = gpushare.share(a, "torch", device="cuda:1", path="p2p")
         row["p2p_correct"] = bool(torch.equal(r.value.cpu(), a.cpu())) and r.value.device.index == 1
         for k in [k for k in row if k.endswith("_s")]:
-            row[k.replace("_s", "_GBps")] = nbytes / row[k] / 1e9
+            row[k[: -len("_s")] + "_GBps"] = nbytes / row[k] / 1e9
         host_link = min(row["h2d_raw_GBps"], row["d2h_raw_GBps"])
         row["targets"] = {
             "p2p_vs_torch": row["p2p_core_GBps"] / row["torch_copy_GBps"],

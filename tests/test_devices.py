@@ -40,6 +40,9 @@ def test_topo_matrix_is_parsed_and_priced():
     four = "\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\nGPU0\t X \tNV4\tPIX\tSYS\t0-7\nGPU1\tNV4\t X \tSYS\tPIX\t0-7\n"
     assert topology.parse_topo_matrix(four)[(0, 2)] == "PIX"
     assert topology.parse_topo_matrix(four)[(1, 3)] == "PIX"
+    # nvidia-smi underlines the header with terminal escapes even when its output is piped.
+    underlined = TOPO_2xH200.replace("\tGPU0\tGPU1", "\t\x1b[4mGPU0\tGPU1", 1).replace("GPU NUMA ID", "GPU NUMA ID\x1b[0m", 1)
+    assert topology.parse_topo_matrix(underlined) == {(0, 1): "NV18", (1, 0): "NV18"}
 
 
 def test_device_names_parse_and_bad_ones_are_gpushare_errors():

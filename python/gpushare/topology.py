@@ -35,6 +35,8 @@ def parse_topo_matrix(text: str) -> dict[tuple[int, int], str]:
     """``{(i, j): "NV18"}`` from ``nvidia-smi topo -m``'s matrix (GPU rows and columns only)."""
     links: dict[tuple[int, int], str] = {}
     header: list[str] | None = None
+    # nvidia-smi underlines the header row with terminal escapes (ESC[4m … ESC[0m) even when piped.
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     for line in text.splitlines():
         tokens = line.split()
         if not tokens:

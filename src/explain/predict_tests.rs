@@ -246,16 +246,15 @@ fn rule6_capsule_generation_and_read_only() {
 }
 
 #[test]
-fn rule7_torch_exports_only_from_its_current_device() {
+fn rule7_another_current_device_is_handled_not_a_failure() {
+    // gpushare makes the source's device current for every handoff (gpushare.devices), so torch's
+    // "different CUDA device index" never reaches a share: whatever device is current, it shares.
     let t = on_cuda(f32("torch", 0x10000), 1);
-    let mut facts = to("jax");
-    facts.settings.source_current_device = Some(0);
-    assert_eq!(predict(&t, &facts).expected_error(), Some("different CUDA device index"));
-    facts.settings.source_current_device = Some(1);
-    assert_eq!(predict(&t, &facts).verdict(), Verdict::Shared);
-    let mut cupy = to("cupy");
-    cupy.settings.source_current_device = Some(0);
-    assert_eq!(predict(&t, &cupy).verdict(), Verdict::Shared); // CuPy switches device first
+    for current in [0, 1] {
+        let mut facts = to("jax");
+        facts.settings.source_current_device = Some(current);
+        assert_eq!(predict(&t, &facts).verdict(), Verdict::Shared, "current cuda:{current}");
+    }
 }
 
 #[test]

@@ -441,23 +441,9 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
             "unset CUPY_CUDA_PER_THREAD_DEFAULT_STREAM, or use path='cai'",
         ));
     }
-    // Rule 7: torch exports only from its current CUDA device; CuPy switches device first, others do not.
-    if src == "torch"
-        && on_cuda
-        && path != "cai"
-        && dst != "cupy"
-        && let Some(current) = target.settings.source_current_device
-        && current != source.dlpack_device.1
-    {
-        return Some(fail(
-            format!(
-                "the torch tensor is on cuda:{} but torch's current device is cuda:{current}",
-                source.dlpack_device.1
-            ),
-            Some("different CUDA device index"),
-            "wrap the share in `with torch.cuda.device(x.device):` or call torch.cuda.set_device first",
-        ));
-    }
+    // Rule 7 is handled, not predicted: torch exports only from its current CUDA device, and every
+    // gpushare route makes the source's device current for the handoff (gpushare.devices), so the
+    // raw call's failure never happens here; the result notes what gpushare did.
     None
 }
 
