@@ -32,7 +32,9 @@ def alias(fw: str, backing):
     if fw == "jax":
         import jax.dlpack
 
-        return jax.dlpack.from_dlpack(backing)
+        # The raw import refuses a tensor off the current device (JAX made the last GPU current).
+        with torch.cuda.device(backing.device):
+            return jax.dlpack.from_dlpack(backing)
     if fw == "cupy":
         return mod.from_dlpack(backing)
     if fw == "numba":

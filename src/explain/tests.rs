@@ -42,6 +42,16 @@ fn device_change_is_a_copy_even_at_equal_addresses() {
 }
 
 #[test]
+fn a_zero_size_array_labelled_with_another_device_moved_nothing() {
+    // Numba labels a view with its current device; a zero-size one has no bytes to place.
+    let src = t("torch", 0, vec![0], vec![1], (2, 0));
+    let dst = t("numba", 0, vec![0], vec![1], (2, 1));
+    let j = judge(&src, &dst);
+    assert_eq!(j.verdict, Verdict::Shared, "{:?}", j.reason);
+    assert!(j.notes.iter().any(|n| n.contains("zero-size")), "{:?}", j.notes);
+}
+
+#[test]
 fn a_peer_view_is_shared_and_its_wrong_label_is_flagged() {
     // A Numba view of a cuda:1 tensor's memory while cuda:0 is current: same pointer, and Numba
     // labels it cuda:0 because its interface carries no ordinal.
