@@ -381,13 +381,9 @@ def _default_device(src: Adapter) -> str:
 
 
 def _ordinal(device: str) -> tuple[bool, int]:
-    d = device.strip().lower()
-    if d == "cpu":
-        return True, 0
-    m = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", d)
-    if m is None:
-        raise ValueError(f"unknown device {device!r}: use cpu or cuda:N")
-    return False, int(m.group(1) or 0)
+    from gpushare.devices import parse_device
+
+    return parse_device(device)
 
 
 def make_array(src: Adapter, n: int, dtype: str, device: str) -> Any:
