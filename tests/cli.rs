@@ -397,6 +397,8 @@ fn names_in_usage_error(err: &str, after: &str) -> Vec<String> {
         .split_once(after)
         .unwrap_or_else(|| panic!("no `{after}` in {err}"))
         .1;
+    // The process paths follow in parentheses: "(with --across processes: ipc, …)".
+    let list = list.split(" (with ").next().unwrap_or_default();
     let mut names: Vec<String> = list
         .split([',', '(', ')'])
         .map(|s| s.trim().to_string())

@@ -168,7 +168,7 @@ pub fn parse_paths(s: &str) -> Result<String, String> {
         if !PATHS.contains(&name) && !PROCESS_PATHS.contains(&name) {
             // The first line lists the transfer paths (tests/cli.rs compares it with Python's).
             return Err(format!(
-                "unknown transfer path `{name}`; known paths: {}, all\n  with --across processes: {}",
+                "unknown transfer path `{name}`; known paths: {}, all (with --across processes: {})",
                 PATHS.join(", "),
                 PROCESS_PATHS.join(", ")
             ));
