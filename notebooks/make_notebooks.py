@@ -260,7 +260,7 @@ r = res["x"]
 print(r.verdict, r.path, f"median {r.timing.median * 1e6:.1f} µs over {len(r.timing.samples)} samples")
 """),
     code("""
-res.to_pandas()[["name", "verdict", "source.data_ptr", "target.data_ptr", "timing.median", "timing.min"]]
+res.to_pandas()[["name", "verdict", "source_data_ptr", "target_data_ptr", "median_s", "min_s"]]
 """),
 ]
 
