@@ -16,28 +16,11 @@ import pytest
 import gpushare
 from gpushare import processes
 from gpushare.exceptions import PathNotApplicableError, WorkerError
+from _procs import gone as _gone
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc/self/maps (not Linux)")
-
-
-def _gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        # A zombie still answers kill(0): read its state.
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(") ")[1].startswith("Z"):
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from _gpu import require_cuda
+from _procs import gone as _gone
 
 pytestmark = pytest.mark.gpu
 torch = require_cuda()
@@ -24,19 +25,6 @@ from gpushare import _native  # noqa: E402
 from gpushare.exceptions import PathNotApplicableError  # noqa: E402
 
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
-
-
-def _gone(pid: int, within: float = 15.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(") ")[1].startswith("Z"):
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture(scope="module")

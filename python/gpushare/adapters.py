@@ -867,22 +867,27 @@ class TensorFlowAdapter(Adapter):
         )
 
     def from_capsule(self, capsule: Any) -> Any:
-        return self.capsule_importer()(capsule)
+        return (TensorFlowAdapter._import_capsule or self.capsule_importer())(capsule)
 
     def capsule_exporter(self) -> Callable[[Any], Any]:
         return self._dlpack_functions()[0]
 
+    # Built once: it sits on every handoff into TensorFlow.
+    _import_capsule: ClassVar[Any] = None
+
     def capsule_importer(self) -> Callable[[Any], Any]:
-        # TensorFlow takes only "dltensor" capsules; CuPy 14 exports versioned ones even from
-        # toDlpack(). A versioned capsule is forwarded as a legacy one (same tensor, no copy); a
-        # legacy capsule passes through untouched.
-        from_dlpack = self._dlpack_functions()[1]
-        legacy = _native.legacy_capsule
+        # TensorFlow takes only "dltensor" capsules; CuPy 14 exports versioned ones from toDlpack().
+        # A versioned capsule is forwarded as a legacy one (same tensor, no copy); a legacy capsule
+        # passes through untouched.
+        if TensorFlowAdapter._import_capsule is None:
+            from_dlpack = self._dlpack_functions()[1]
+            legacy = _native.legacy_capsule
 
-        def import_capsule(capsule: Any) -> Any:
-            return from_dlpack(legacy(capsule))
+            def import_capsule(capsule: Any) -> Any:
+                return from_dlpack(legacy(capsule))
 
-        return import_capsule
+            TensorFlowAdapter._import_capsule = import_capsule
+        return TensorFlowAdapter._import_capsule
 
     def stream_free_export(self, obj: Any) -> Any:
         return _StreamFreeExport(obj)
