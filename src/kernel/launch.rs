@@ -42,6 +42,10 @@ pub struct KernelProcess {
     pub interrupt_mode: InterruptMode,
     connection_file: ConnectionFile,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// The tasks copying stdout/stderr into `tail`: a process that has exited may still have
+    /// its last lines (the start-up error) in the pipes, so readers of the tail after an exit
+    /// wait for these first.
+    tail_readers: Vec<tokio::task::JoinHandle<()>>,
     exit: Option<ExitStatus>,
     /// The group was killed after the kernel had exited: it is empty from then on, and its id
     /// must not be signalled again (it could be reused).
@@ -161,11 +165,12 @@ impl KernelProcess {
         drop(listeners);
 
         let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let mut tail_readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(keep_tail(out, Arc::clone(&tail)));
+            tail_readers.push(tokio::spawn(keep_tail(out, Arc::clone(&tail))));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(keep_tail(err, Arc::clone(&tail)));
+            tail_readers.push(tokio::spawn(keep_tail(err, Arc::clone(&tail))));
         }
         Ok(Self {
             pid: child.id(),
@@ -174,6 +179,7 @@ impl KernelProcess {
             interrupt_mode: spec.interrupt_mode,
             connection_file,
             tail,
+            tail_readers,
             exit: None,
             group_killed: false,
         })
@@ -205,6 +211,16 @@ impl KernelProcess {
             .lock()
             .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
             .unwrap_or_default()
+    }
+
+    /// The tail once the process has exited: `wait()` can return before the readers have
+    /// copied the last lines out of the pipes (CI saw "exited during start-up" without the
+    /// "No module named ipykernel" that explains it). A child the kernel left running can hold
+    /// the pipes open, so the wait is bounded.
+    pub async fn output_tail_after_exit(&mut self) -> String {
+        let readers = std::mem::take(&mut self.tail_readers);
+        let _ = tokio::time::timeout(Duration::from_secs(2), join_all_readers(readers)).await;
+        self.output_tail()
     }
 
     /// Send a signal to the kernel's process group, falling back to the process itself.
@@ -270,6 +286,12 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     file.write_all(bytes)
+}
+
+async fn join_all_readers(handles: Vec<tokio::task::JoinHandle<()>>) {
+    for handle in handles {
+        let _ = handle.await;
+    }
 }
 
 async fn keep_tail(stream: impl AsyncRead + Unpin, tail: Arc<Mutex<VecDeque<String>>>) {

@@ -185,17 +185,16 @@ impl Kernel {
         let mut process = KernelProcess::launch(spec, env, options.extra_env, options.cwd).await?;
         let deadline = Instant::now() + options.startup_timeout;
         let info = process.info.clone();
-        let died = |process: &KernelProcess, status| KernelError::DiedAtStartup {
-            status: describe_exit(status),
-            output: process.output_tail(),
-        };
         let timed_out = |process: &KernelProcess| KernelError::StartupTimeout {
             seconds: options.startup_timeout.as_secs(),
             output: process.output_tail(),
         };
         let connected = tokio::select! {
             c = KernelClient::connect(&info, deadline) => c?,
-            status = process.wait() => return Err(died(&process, status)),
+            status = process.wait() => return Err(KernelError::DiedAtStartup {
+                status: describe_exit(status),
+                output: process.output_tail_after_exit().await,
+            }),
             () = cancelled(cancel) => return Err(KernelError::Interrupted),
         };
         let Some(mut client) = connected else {
@@ -203,7 +202,10 @@ impl Kernel {
         };
         let kernel_info = tokio::select! {
             r = client.handshake(deadline) => r?,
-            status = process.wait() => return Err(died(&process, status)),
+            status = process.wait() => return Err(KernelError::DiedAtStartup {
+                status: describe_exit(status),
+                output: process.output_tail_after_exit().await,
+            }),
             () = cancelled(cancel) => return Err(KernelError::Interrupted),
         };
         let Some(kernel_info) = kernel_info else {
@@ -269,16 +271,16 @@ impl Kernel {
                     }
                     outcome.failure = Some(Failure::KernelDied {
                         reason: format!("the kernel process exited ({})", describe_exit(status)),
-                        output: self.process.output_tail(),
+                        output: self.process.output_tail_after_exit().await,
                     });
                     return Ok(outcome);
                 }
                 () = flatlined(&mut self.hb_dead) => {
+                    self.process.kill().await;
                     outcome.failure = Some(Failure::KernelDied {
                         reason: "the kernel stopped answering its heartbeat".into(),
-                        output: self.process.output_tail(),
+                        output: self.process.output_tail_after_exit().await,
                     });
-                    self.process.kill().await;
                     return Ok(outcome);
                 }
                 () = sleep_until(deadline), if grace.is_none() => {
