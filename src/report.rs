@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::dlpack::{Layout, device_type_name};
 use crate::stats::Timing;
 
+/// The results of handoffs to another process (python/gpushare/processes.py).
+pub mod process;
+
 /// Version of the JSON schema; bump on any incompatible change of the fields below.
 pub const SCHEMA_VERSION: u32 = 1;
 pub const MIME_TYPE: &str = "application/vnd.gpushare+json";
@@ -39,10 +42,12 @@ pub struct TensorReport {
     pub readonly: bool,
     /// DLPack version of the capsule that was read, `None` for a legacy capsule.
     pub dlpack_version: Option<(u32, u32)>,
-    /// The CUDA driver's pointer attributes; `None` without CUDA or for host memory it does not know.
+    /// The CUDA driver's pointer attributes of the memory (its allocation's range, identity and
+    /// context); `None` without CUDA or for host memory it does not know. Shared, not copied, by
+    /// the reports of arrays in one allocation: a share describes its target from its source's.
     // An object whose keys are the driver's attribute names (and `device_name`, `device_uuid`).
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
-    pub cuda: Option<serde_json::Value>,
+    pub cuda: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 impl TensorReport {

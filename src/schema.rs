@@ -11,10 +11,13 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::render::lab::{BenchmarkReport, ComparisonReport};
+use crate::report::process::{ProcessBenchReport, ProcessComparisonReport, ProcessShareReport};
 use crate::report::{SCHEMA_VERSION, ShareReport, TensorReport};
 
 /// Every result kind that carries the envelope, in the order the docs list them.
-pub const KINDS: [&str; 5] = ["tensor", "share", "shares", "comparison", "benchmark"];
+pub const KINDS: [&str; 8] = [
+    "tensor", "share", "shares", "comparison", "benchmark", "process-share", "process-comparison", "process-bench",
+];
 
 /// Where the published schemas live, relative to the repository root.
 pub const DIRECTORY: &str = "python/gpushare/schemas";
@@ -36,6 +39,9 @@ fn describe(kind: &str) -> Option<&'static str> {
         "shares" => "The handoffs of one magic or chain, in order (ShareResults, %%share tables).",
         "comparison" => "Every transfer path tried on one array (gpushare.compare, %share --path all).",
         "benchmark" => "A sweep over sizes × transfer paths (gpushare.bench, %sharebench, gpushare bench --json).",
+        "process-share" => "One handoff of an array to a worker process (ProcessShareResult, Worker.share).",
+        "process-comparison" => "Every process path tried on one array (gpushare.compare(x, to, across=…)).",
+        "process-bench" => "A sweep over sizes × process paths (gpushare.bench(src, dst, across=\"processes\")).",
         _ => return None,
     })
 }
@@ -52,6 +58,9 @@ pub fn schema_for(kind: &str) -> Option<Value> {
         "shares" => generator.subschema_for::<Vec<ShareReport>>(),
         "comparison" => generator.subschema_for::<ComparisonReport>(),
         "benchmark" => generator.subschema_for::<BenchmarkReport>(),
+        "process-share" => generator.subschema_for::<ProcessShareReport>(),
+        "process-comparison" => generator.subschema_for::<ProcessComparisonReport>(),
+        "process-bench" => generator.subschema_for::<ProcessBenchReport>(),
         _ => return None,
     };
     let definitions = generator.take_definitions(true);

@@ -291,6 +291,39 @@ def test_torch_exchange_api_inspection_equals_the_capsule_reading():
         assert fast == slow
 
 
+def test_the_core_reads_a_capsule_itself_where_the_adapter_says_that_is_all_inspect_does():
+    """``describes_by_capsule`` (CuPy's adapter): the plan reads ``__dlpack__(max_version=(1, 0))``
+    in Rust, and what it says equals the adapter's own inspect(); anything it cannot read goes to
+    the adapter. Checked here with NumPy arrays under such an adapter (CuPy needs a GPU)."""
+    from gpushare import _native
+    from gpushare.adapters import Adapter, framework
+
+    numpy_adapter = framework("numpy")
+    if not hasattr(np.ones(1), "__dlpack__") or np.lib.NumpyVersion(np.__version__) < "2.1.0":
+        pytest.skip("this NumPy exports no versioned capsules")
+    calls = []
+
+    class ByCapsule(type(numpy_adapter)):
+        describes_by_capsule = True
+
+        def inspect(self, obj):
+            calls.append(obj)
+            return Adapter.inspect(self, obj)
+
+    by_capsule = ByCapsule()
+    plan = _native.SharePlan(by_capsule, numpy_adapter, "dlpack", np.from_dlpack, None)
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for x in (base, base[1:3, ::2], base.T, np.full((), 1.5), np.zeros((0, 2)), base[::-1]):
+        r = plan.run(x)
+        fast, slow = r.source.to_dict(), Adapter.inspect(by_capsule, x).to_dict()
+        assert fast == slow, (x.shape, x.strides)
+    assert calls == [], "the adapter's inspect() was not called: the core read the capsules"
+    # A structured array has no DLPack form: the core hands it to the adapter, which explains.
+    with pytest.raises(Exception):
+        plan.run(np.zeros(3, dtype=[("a", "i4")]))
+    assert len(calls) == 1
+
+
 def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
     """A plan is made once per (array type, target, path); what it reports depends on each array,
     and on JAX's x64 flag at the time of the share, not on the array the plan was made for."""

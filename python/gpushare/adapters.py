@@ -84,6 +84,18 @@ class Adapter:
     # themselves (paths.py) and say how in the stream report.
     export_takes_stream: ClassVar[bool] = True
     import_takes_stream: ClassVar[bool] = True
+    # Whether its import can queue device work that fails later, when waited on (JAX narrows a
+    # 64-bit buffer by a kernel without x64, and a misaligned one fails only then): a share into it
+    # waits for the result before judging it. Other imports view or fail at once, so a share into
+    # them never waits: waiting would block on every kernel the user has queued on the device.
+    import_settles_later: ClassVar[bool] = False
+    # Whether its inspect() is no more than its versioned DLPack capsule read with the device in
+    # DLPack's words ("cpu", "cuda:0") for a mutable array, wherever such a capsule can be made:
+    # the Rust core then reads that capsule itself, without calling inspect() (a microsecond or two
+    # of Python per share), and calls inspect() only where it cannot (no max_version, an export
+    # that fails, memory other than host or CUDA device). Leave False for any adapter whose
+    # inspect() or device() says more than the capsule for an array that exports one.
+    describes_by_capsule: ClassVar[bool] = False
 
     # Whether its arrays have __dlpack__ (Numba's have none) and can expose
     # __cuda_array_interface__ (NumPy's and TensorFlow's never do), and whether it imports that
@@ -174,6 +186,15 @@ class Adapter:
     def inspect_capsule(self, obj: Any) -> Any:
         """A capsule for inspection only (never consumed), versioned where the producer can."""
         return obj.__dlpack__()
+
+    def copy_source(self, obj: Any) -> Any:
+        """What gpushare's own copies (``copy``, ``pinned``, ``p2p``) read the array's layout from:
+        the array itself where its type has DLPack's C exchange API (one C call, without the stream
+        handshake of ``__dlpack__``: the copy is queued on the framework's current stream, which
+        orders it), else an inspection capsule."""
+        if getattr(type(obj), "__dlpack_c_exchange_api__", None) is not None:
+            return obj
+        return self.inspect_capsule(obj)
 
     def inspect(self, obj: Any) -> TensorInfo:
         # The Rust core adds the CUDA driver's pointer attributes itself when a driver is present.
@@ -333,6 +354,10 @@ class NumpyAdapter(Adapter):
     accepts_capsules = False
     exports_cai = False
     worker_receives = ("shm",)
+    # inspect() below is the versioned capsule read with the device "cpu" wherever NumPy makes one
+    # (2.1 and later); what it does beyond that (legacy capsules, read-only flags of old NumPy,
+    # dtypes DLPack lacks) is where the capsule cannot be read, which the core hands back to it.
+    describes_by_capsule = True
 
     def is_array(self, obj: Any) -> bool:
         np = sys.modules.get("numpy")
@@ -625,6 +650,7 @@ class JaxAdapter(Adapter):
     imports_cai = True
     immutable = True
     accepts_capsules = False  # removed in JAX 0.7.2
+    import_settles_later = True  # the narrowing kernel of 64-bit types without x64
 
     def is_array(self, obj: Any) -> bool:
         jax = sys.modules.get("jax")
@@ -976,6 +1002,7 @@ class CupyAdapter(Adapter):
     worker_receives = ("ipc",)
     imports_cai = True
     host_arrays = False
+    describes_by_capsule = True  # inspect(): the versioned capsule, device "cuda:N"
 
     def is_array(self, obj: Any) -> bool:
         cp = sys.modules.get("cupy")

@@ -158,14 +158,14 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str) -> tuple[str,
         if on_host:
             raise PathNotApplicableError(f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
         importer = _shared_buffer_importer(dst)
-        inspect_capsule, copy_of = src.inspect_capsule, _native.SharedBuffer._copy_of
+        copy_source, copy_of = src.copy_source, _native.SharedBuffer._copy_of
         stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
         method = path
 
         def copy(obj: Any) -> Any:
             if getattr(obj, "requires_grad", False):
                 obj = obj.detach()
-            return importer(copy_of(inspect_capsule(obj), method, stream_of(obj), target))
+            return importer(copy_of(copy_source(obj), method, stream_of(obj), target))
 
         return path, guard(src, copy, path)
     if path == "dlpack":

@@ -240,14 +240,14 @@ def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
     if not src.exports_dlpack:
         raise PathNotApplicableError(f"{method} reads the source through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
-    inspect_capsule = src.inspect_capsule
+    copy_source = src.copy_source
     stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
     copy_of = _native.SharedBuffer._copy_of
 
     def convert(obj: Any) -> Any:
         if getattr(obj, "requires_grad", False):
             obj = obj.detach()
-        return importer(copy_of(inspect_capsule(obj), method, stream_of(obj)))
+        return importer(copy_of(copy_source(obj), method, stream_of(obj)))
 
     return convert
 

@@ -189,6 +189,18 @@ pub fn current_context() -> Result<Option<ContextInfo>> {
     })
 }
 
+/// The ordinal of the device whose context is current on this thread; `None` without a driver or
+/// a current context. Two driver calls and no allocation: cheap enough to ask before every handoff
+/// (the device a framework exports from is its current one, which follows the current context).
+pub fn current_device() -> Option<i32> {
+    guarded(|| match current_ctx_raw()? {
+        Some(_) => current_ctx_device().map(Some),
+        None => Ok(None),
+    })
+    .ok()
+    .flatten()
+}
+
 /// Waits for all work in device `ordinal`'s primary context (every framework's streams on it).
 /// Does nothing to a device whose primary context is inactive (there is no work to wait for).
 pub fn synchronize_context(ordinal: i32) -> Result<()> {

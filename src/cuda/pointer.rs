@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 use cudarc::driver::sys;
 use serde::{Serialize, Serializer};
@@ -218,13 +219,7 @@ fn query_slots(ptr: u64, count: usize) -> (sys::CUresult, [u64; 8]) {
 /// `cuInit` but no current context, and creates none.
 pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes> {
     guarded(|| {
-        let (mut rc, mut slots) = query_slots(ptr, ATTRIBUTES.len());
-        if rc == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
-            // A driver that refuses MEMPOOL_HANDLE: ask again for the first seven.
-            (rc, slots) = query_slots(ptr, ATTRIBUTES.len() - 1);
-        }
-        check("cuPointerGetAttributes", rc)?;
-        let mut attributes = decode_slots(ptr, &slots);
+        let mut attributes = unlabelled_attributes(ptr)?;
         if attributes.context != 0 && attributes.device_ordinal >= 0 {
             let primary = active_primary_handle(attributes.device_ordinal)?;
             attributes.context_is_primary = Some(primary == Some(attributes.context));
@@ -233,10 +228,22 @@ pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes> {
     })
 }
 
+/// [`pointer_attributes`] without `context_is_primary` (which costs three more driver calls): what
+/// a check of the memory's kind and extent needs. Call inside [`guarded`].
+fn unlabelled_attributes(ptr: u64) -> Result<PointerAttributes> {
+    let (mut rc, mut slots) = query_slots(ptr, ATTRIBUTES.len());
+    if rc == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
+        // A driver that refuses MEMPOOL_HANDLE: ask again for the first seven.
+        (rc, slots) = query_slots(ptr, ATTRIBUTES.len() - 1);
+    }
+    check("cuPointerGetAttributes", rc)?;
+    Ok(decode_slots(ptr, &slots))
+}
+
 /// Attributes of `[ptr, ptr + nbytes)` after checking that it is device-addressable memory lying
 /// inside one allocation: what a copy into or out of it needs before the driver is asked to touch it.
 pub fn check_device_range(ptr: u64, nbytes: u64, what: &str) -> Result<PointerAttributes> {
-    let attributes = pointer_attributes(ptr)?;
+    let attributes = guarded(|| unlabelled_attributes(ptr))?;
     if !attributes.memory_type.is_device_addressable() {
         return Err(CudaError::InvalidArgument(format!(
             "{what} {ptr:#x} is {} memory, not device memory",
@@ -254,27 +261,30 @@ pub fn check_device_range(ptr: u64, nbytes: u64, what: &str) -> Result<PointerAt
 
 // The driver's attributes of one live allocation, while a share describes what it made from it.
 std::thread_local! {
-    static KNOWN_ALLOCATION: std::cell::RefCell<Option<serde_json::Value>> = const { std::cell::RefCell::new(None) };
+    static KNOWN_ALLOCATION: std::cell::RefCell<Option<Arc<serde_json::Value>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with `attributes` (the driver's attributes of a pointer, as `report.cuda` holds them)
-/// at hand: [`known_attributes`] answers from them for any address inside that allocation instead
-/// of asking the driver again (about 2 µs a time). Sound only while the caller keeps the allocation
-/// alive, as a share does with its source: a live allocation's range and identity cannot change.
-pub fn with_known_allocation<T>(attributes: Option<&serde_json::Value>, f: impl FnOnce() -> T) -> T {
+/// Runs `f` with `attributes` (the driver's attributes of an allocation, as `report.cuda` holds
+/// them) at hand: [`known_attributes`] answers from them for any address inside that allocation
+/// instead of asking the driver again (about 2 µs a time). Sound only while the caller keeps the
+/// allocation alive, as a share does with its source: a live allocation's range and identity
+/// cannot change.
+pub fn with_known_allocation<T>(attributes: Option<&Arc<serde_json::Value>>, f: impl FnOnce() -> T) -> T {
     let Some(attributes) = attributes else { return f() };
-    let previous = KNOWN_ALLOCATION.with(|k| k.replace(Some(attributes.clone())));
+    let previous = KNOWN_ALLOCATION.with(|k| k.replace(Some(Arc::clone(attributes))));
     let result = f();
     KNOWN_ALLOCATION.with(|k| k.replace(previous));
     result
 }
 
-/// The attributes of `ptr` on CUDA device `ordinal` from the allocation [`with_known_allocation`]
-/// holds, when `ptr` lies inside it; `None` otherwise (ask the driver).
-pub fn known_attributes(ptr: u64, ordinal: i32) -> Option<serde_json::Value> {
+/// The attributes of the allocation [`with_known_allocation`] holds, shared, when `ptr` on CUDA
+/// device `ordinal` lies inside it; `None` otherwise (ask the driver). They describe the allocation
+/// (range, identity, context), which is all `report.cuda` says: the address is the report's own.
+pub fn known_attributes(ptr: u64, ordinal: i32) -> Option<Arc<serde_json::Value>> {
     KNOWN_ALLOCATION.with(|k| {
         let known = k.borrow();
-        let map = known.as_ref()?.as_object()?;
+        let known = known.as_ref()?;
+        let map = known.as_object()?;
         let start = map.get("range_start")?.as_u64()?;
         let size = map.get("range_size")?.as_u64()?;
         let same_device = map.get("device_ordinal")?.as_i64()? == i64::from(ordinal);
@@ -282,9 +292,7 @@ pub fn known_attributes(ptr: u64, ordinal: i32) -> Option<serde_json::Value> {
         if !(same_device && device_memory && size > 0 && ptr >= start && ptr - start < size) {
             return None;
         }
-        let mut attributes = map.clone();
-        attributes.insert("ptr".into(), ptr.into());
-        Some(serde_json::Value::Object(attributes))
+        Some(Arc::clone(known))
     })
 }
 
@@ -292,9 +300,9 @@ pub fn known_attributes(ptr: u64, ordinal: i32) -> Option<serde_json::Value> {
 mod known_allocation_tests {
     use super::*;
 
-    fn device_allocation() -> serde_json::Value {
-        serde_json::json!({"ptr": 4096, "memory_type": "device", "device_ordinal": 0, "range_start": 4096,
-            "range_size": 1024, "buffer_id": 7, "context": 1})
+    fn device_allocation() -> Arc<serde_json::Value> {
+        Arc::new(serde_json::json!({"memory_type": "device", "device_ordinal": 0, "range_start": 4096,
+            "range_size": 1024, "buffer_id": 7, "context": 1}))
     }
 
     #[test]
@@ -302,7 +310,8 @@ mod known_allocation_tests {
         let a = device_allocation();
         with_known_allocation(Some(&a), || {
             let inside = known_attributes(4096 + 512, 0).unwrap();
-            assert_eq!((inside["ptr"].as_u64(), inside["buffer_id"].as_u64()), (Some(4608), Some(7)));
+            assert!(Arc::ptr_eq(&inside, &a), "the allocation's attributes, shared");
+            assert_eq!(inside["buffer_id"].as_u64(), Some(7));
             assert!(known_attributes(4096 + 1024, 0).is_none(), "one past the end");
             assert!(known_attributes(4096, 1).is_none(), "another device");
         });
@@ -312,7 +321,7 @@ mod known_allocation_tests {
     #[test]
     fn host_memory_is_always_asked_about() {
         let mut a = device_allocation();
-        a["memory_type"] = "host".into();
+        Arc::make_mut(&mut a)["memory_type"] = "host".into();
         with_known_allocation(Some(&a), || assert!(known_attributes(4096, 0).is_none()));
     }
 }

@@ -27,6 +27,11 @@ pub const MAX_NDIM: i32 = 64;
 pub const MAX_ALIGNMENT: u64 = 256;
 
 /// `DLDeviceType` codes with the names the DLPack header gives them.
+/// DLPack's device types that gpushare's own code branches on (`kDLCPU`, `kDLCUDA`, `kDLCUDAHost`).
+pub const DEVICE_CPU: u32 = 1;
+pub const DEVICE_CUDA: u32 = 2;
+pub const DEVICE_CUDA_HOST: u32 = 3;
+
 pub fn device_type_name(code: u32) -> &'static str {
     match code {
         1 => "cpu",

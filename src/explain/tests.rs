@@ -58,8 +58,8 @@ fn a_peer_view_is_shared_and_its_wrong_label_is_flagged() {
     let mut src = t("torch", 0x7f00_0000_0000, vec![1024], vec![1], (2, 1));
     let mut dst = t("numba", 0x7f00_0000_0000, vec![1024], vec![1], (2, 0));
     let attrs = serde_json::json!({"buffer_id": 42, "memory_type": "device", "device_ordinal": 1});
-    src.cuda = Some(attrs.clone());
-    dst.cuda = Some(attrs);
+    src.cuda = Some(std::sync::Arc::new(attrs.clone()));
+    dst.cuda = Some(std::sync::Arc::new(attrs));
     let j = judge(&src, &dst);
     assert_eq!(j.verdict, Verdict::Shared, "{j:?}");
     let notes = j.notes.join(" | ");
@@ -67,7 +67,7 @@ fn a_peer_view_is_shared_and_its_wrong_label_is_flagged() {
     assert!(notes.contains("labels the array cuda:0") && notes.contains("peer access"), "{notes}");
     assert!(notes.contains("no device ordinal"), "{notes}");
     // Another allocation at another device is a copy, whatever the labels.
-    dst.cuda = Some(serde_json::json!({"buffer_id": 43, "memory_type": "device", "device_ordinal": 0}));
+    dst.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 43, "memory_type": "device", "device_ordinal": 0})));
     assert!(judge(&src, &dst).reason.unwrap().starts_with("device changed"));
     // Without the driver's word, labels decide: a copy.
     dst.cuda = None;
@@ -78,17 +78,17 @@ fn a_peer_view_is_shared_and_its_wrong_label_is_flagged() {
 fn pinned_host_memory_viewed_from_the_gpu_is_shared() {
     let src = t("torch", 0x5000_0000, vec![256], vec![1], (1, 0));
     let mut dst = t("jax", 0x5000_0000, vec![256], vec![1], (2, 0));
-    dst.cuda = Some(serde_json::json!({"buffer_id": 9, "memory_type": "pinned_host", "device_ordinal": 0}));
+    dst.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 9, "memory_type": "pinned_host", "device_ordinal": 0})));
     let j = judge(&src, &dst);
     assert_eq!(j.verdict, Verdict::Shared, "{j:?}");
     assert!(j.notes.iter().any(|n| n.contains("page-locked host memory")), "{:?}", j.notes);
     assert!(j.notes.iter().any(|n| n.contains("host link")), "{:?}", j.notes);
     // Pageable memory at the same address is not reachable from the GPU: the labels decide.
-    dst.cuda = Some(serde_json::json!({"buffer_id": 0, "memory_type": "pageable_host", "device_ordinal": -2}));
+    dst.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 0, "memory_type": "pageable_host", "device_ordinal": -2})));
     assert_eq!(judge(&src, &dst).verdict, Verdict::Copied);
     // A different page-locked buffer elsewhere is a copy.
     let mut elsewhere = t("jax", 0x9000_0000, vec![256], vec![1], (2, 0));
-    elsewhere.cuda = Some(serde_json::json!({"buffer_id": 10, "memory_type": "pinned_host", "device_ordinal": 0}));
+    elsewhere.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 10, "memory_type": "pinned_host", "device_ordinal": 0})));
     assert_eq!(judge(&src, &elsewhere).verdict, Verdict::Copied);
 }
 
@@ -96,10 +96,10 @@ fn pinned_host_memory_viewed_from_the_gpu_is_shared() {
 fn cuda_buffer_ids_decide_when_present() {
     let mut a = t("torch", 0x1000, vec![4], vec![1], (2, 0));
     let mut b = a.clone();
-    a.cuda = Some(serde_json::json!({"buffer_id": 7}));
-    b.cuda = Some(serde_json::json!({"buffer_id": 8}));
+    a.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 7})));
+    b.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 8})));
     assert_eq!(judge(&a, &b).verdict, Verdict::Copied);
-    b.cuda = Some(serde_json::json!({"buffer_id": 7}));
+    b.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 7})));
     assert_eq!(judge(&a, &b).verdict, Verdict::Shared);
 }
 
@@ -145,8 +145,8 @@ fn a_target_overlapping_the_live_source_views_it() {
     assert!(j.reason.unwrap().contains("holds its own copy"));
     // Allocation identity still decides when the driver described both.
     let (mut a, mut b) = (src.clone(), numba.clone());
-    a.cuda = Some(serde_json::json!({"buffer_id": 7}));
-    b.cuda = Some(serde_json::json!({"buffer_id": 8}));
+    a.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 7})));
+    b.cuda = Some(std::sync::Arc::new(serde_json::json!({"buffer_id": 8})));
     assert_eq!(judge(&a, &b).verdict, Verdict::Copied);
     // Any other overlap says how far the description reaches, without naming Numba.
     let other = t("torch", 0x7f00_0000_0200, vec![24], vec![1], (2, 0));

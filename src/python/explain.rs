@@ -177,7 +177,13 @@ impl Predictor {
         if let Some(read) = &self.source_current_device
             && source.dlpack_device.0 == 2
         {
-            facts.to_mut().settings.source_current_device = read.bind(py).call0()?.extract()?;
+            // The framework's current device follows the context current on this thread, which the
+            // driver answers without a call into Python; the framework is asked only when no
+            // context is current (its own default then).
+            facts.to_mut().settings.source_current_device = match crate::cuda::current_device() {
+                Some(ordinal) => Some(ordinal),
+                None => read.bind(py).call0()?.extract()?,
+            };
         }
         if facts.path == "pinned" {
             let available = matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. });

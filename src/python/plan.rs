@@ -17,11 +17,13 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::errors::share_error;
 use super::explain::{Predictor, prediction_from_py};
-use super::types::{Fields, ShareResult, TensorInfo, exchange_api_report, report_from_fields};
+use super::types::{Fields, ShareResult, TensorInfo, exchange_api_report, report_from_fields, versioned_capsule_report};
 use crate::explain::PredictedOutcome;
 use crate::report::{StreamRequest, TensorReport};
 use crate::share::timing::{self, Repeat, TimingPolicy};
 use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
+
+use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
 
 /// PyTorch's route: the DLPack C exchange API of the tensor's type, one C call with no capsule.
 /// `None` where it does not apply (no exchange API in this PyTorch, or a tensor that requires grad,
@@ -170,11 +172,14 @@ pub fn inspect_jax(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, P
     Ok(jax_report(py, obj, adapter)?.map(|report| TensorInfo { report }))
 }
 
-/// How one side's arrays are described: PyTorch's and JAX's routes in Rust, else the adapter.
+/// How one side's arrays are described: PyTorch's and JAX's routes in Rust, a versioned capsule
+/// read in Rust where the adapter says that is all its `inspect` does, else the adapter.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Describe {
     Torch,
     Jax,
+    /// `describes_by_capsule` (CuPy's): `obj.__dlpack__(max_version=(1, 0))`, device in DLPack's words.
+    Capsule,
     /// `adapter.inspect(obj)`.
     Adapter,
 }
@@ -198,6 +203,8 @@ pub struct PyFramework {
     checks_source: bool,
     /// Whether the adapter overrides `current_stream`.
     has_streams: bool,
+    /// The adapter's `import_settles_later`.
+    settles_later: bool,
 }
 
 impl PyFramework {
@@ -212,10 +219,12 @@ impl PyFramework {
             describe: match name.as_str() {
                 "torch" => Describe::Torch,
                 "jax" => Describe::Jax,
+                _ if adapter.getattr(intern!(py, "describes_by_capsule"))?.is_truthy()? => Describe::Capsule,
                 _ => Describe::Adapter,
             },
             checks_source: overrides(intern!(py, "check_source"))?,
             has_streams: overrides(intern!(py, "current_stream"))?,
+            settles_later: adapter.getattr(intern!(py, "import_settles_later"))?.is_truthy()?,
             adapter: adapter.clone().unbind(),
             name,
         })
@@ -232,6 +241,9 @@ impl PyFramework {
             // says why in a sentence instead of PyTorch's message and C++ backtrace.
             Describe::Torch => torch_report(py, obj).unwrap_or(None),
             Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
+            // Anything the capsule cannot say (an old producer without max_version, an export that
+            // fails) goes to the adapter, which explains it.
+            Describe::Capsule => versioned_capsule_report(py, obj, &self.name).ok(),
             Describe::Adapter => None,
         };
         match fast {
@@ -282,6 +294,10 @@ impl Framework for PyFramework {
         Python::attach(|py| self.call(py, intern!(py, "synchronize"), array).map(drop))
     }
 
+    fn import_settles_later(&self) -> bool {
+        self.settles_later
+    }
+
     fn current_stream(&self, array: &Py<PyAny>) -> crate::share::Result<Option<u64>> {
         if !self.has_streams {
             return Ok(None);
@@ -302,6 +318,32 @@ pub struct PyRoute {
     /// `convert.take_notes`, where the route says what it did around the framework's call (a
     /// route guarded for the current device: `gpushare.devices`).
     notes: Option<Py<PyAny>>,
+    /// The route inside that guard (`DeviceGuarded.convert`): called directly while the source's
+    /// device is current, which the driver answers in two calls where the guard's Python costs
+    /// microseconds (the framework's own current-device query among them).
+    unguarded: Option<Py<PyAny>>,
+    /// Whether the guarded route ran since the notes were last taken: only it writes notes, so
+    /// `take_notes` (a call into Python) is skipped when it did not.
+    guard_ran: std::sync::atomic::AtomicBool,
+}
+
+impl PyRoute {
+    pub fn new(py: Python<'_>, path: String, convert: Py<PyAny>) -> PyRoute {
+        let bound = convert.bind(py);
+        let guard = py.import("gpushare.devices").and_then(|m| m.getattr("DeviceGuarded")).ok();
+        let unguarded = match guard {
+            Some(guard) if bound.is_instance(&guard).unwrap_or(false) => bound.getattr(intern!(py, "convert")).ok().map(Bound::unbind),
+            _ => None,
+        };
+        PyRoute {
+            ordering: bound.getattr(intern!(py, "ordering")).ok().and_then(|o| o.extract().ok()),
+            notes: bound.getattr("take_notes").ok().map(Bound::unbind),
+            unguarded,
+            guard_ran: std::sync::atomic::AtomicBool::new(false),
+            path,
+            convert,
+        }
+    }
 }
 
 impl Route<Py<PyAny>> for PyRoute {
@@ -311,12 +353,37 @@ impl Route<Py<PyAny>> for PyRoute {
 
     fn take_notes(&self) -> Vec<String> {
         let Some(take) = &self.notes else { return Vec::new() };
+        if self.unguarded.is_some() && !self.guard_ran.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Vec::new();
+        }
         // Advisory: a note that cannot be read is left out, never a failed share.
         Python::attach(|py| take.call0(py).and_then(|n| n.extract(py)).unwrap_or_default())
     }
 
     fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
+        self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
         Python::attach(|py| self.convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+    }
+
+    fn convert_described(&self, array: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<Py<PyAny>> {
+        let (device_type, ordinal) = source.dlpack_device;
+        let convert = match &self.unguarded {
+            // Host memory (pageable or page-locked) has no device to make current: the guard does
+            // nothing there. For device memory the current device is asked before every call: a
+            // conversion may itself change it (JAX's backends start on first use and make the last
+            // GPU current).
+            Some(inner)
+                if matches!(device_type, DL_CPU | DL_CUDA_HOST)
+                    || (device_type == DL_CUDA && crate::cuda::current_device() == Some(ordinal)) =>
+            {
+                inner
+            }
+            _ => {
+                self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
+                &self.convert
+            }
+        };
+        Python::attach(|py| convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
     }
 
     fn ordering(&self) -> Option<&str> {
@@ -330,6 +397,7 @@ impl Route<Py<PyAny>> for PyRoute {
         Python::attach(|py| {
             let recorder = Py::new(py, StreamRecorder { obj: array.clone_ref(py), requests: Mutex::new(Vec::new()) })
                 .map_err(|e| share_error(py, e))?;
+            self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
             let value = self.convert.bind(py).call1((recorder.bind(py),)).map_err(|e| share_error(py, e))?;
             let requests = recorder.get().requests.lock().map(|r| r.clone()).unwrap_or_default();
             Ok((value.unbind(), requests))
@@ -526,12 +594,7 @@ impl SharePlan {
         Ok(SharePlan {
             source: PyFramework::new(source)?,
             target: PyFramework::new(target)?,
-            route: PyRoute {
-                ordering: convert.bind(source.py()).getattr(intern!(source.py(), "ordering")).ok().and_then(|o| o.extract().ok()),
-                notes: convert.bind(source.py()).getattr("take_notes").ok().map(Bound::unbind),
-                path,
-                convert,
-            },
+            route: PyRoute::new(source.py(), path, convert),
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },

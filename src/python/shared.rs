@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::errors::{PathNotApplicableError, interruptible};
-use super::types::layout_from_capsule;
+use super::types::{layout_from_capsule, layout_of_source};
 use crate::dlpack::{DType, compact_strides, is_c_contiguous};
 use crate::render::lab::{BenchInput, BenchmarkReport, ComparisonInput, ComparisonReport};
 use crate::render::plot;
@@ -337,7 +337,9 @@ impl PySharedBuffer {
         )
     }
 
-    /// A new buffer holding a copy of the tensor a DLPack capsule describes (read, not consumed),
+    /// A new buffer holding a copy of the tensor a DLPack capsule describes (read, not consumed;
+    /// or the array itself where its type has the DLPack C exchange API, which describes it in one
+    /// C call without the stream handshake of `__dlpack__`),
     /// made by `method`: `"copy"` (device-to-device on the GPU, queued on `stream`; memcpy on the
     /// host), `"pinned"` (staged through page-locked host memory, waited for) or `"p2p"` (a peer
     /// copy to another GPU). `device` (`"cuda:1"`): where the copy goes; the source's own device
@@ -354,7 +356,7 @@ impl PySharedBuffer {
         stream: Option<u64>,
         device: Option<&str>,
     ) -> PyResult<PySharedBuffer> {
-        let layout = layout_from_capsule(capsule)?;
+        let layout = layout_of_source(py, capsule)?;
         let source = Device::from_dlpack(layout.device_type, layout.device_id).map_err(to_pyerr)?;
         let to = match device {
             Some(name) => Device::parse(name).map_err(to_pyerr)?,
@@ -460,6 +462,14 @@ fn render_lab(py: Python<'_>, kind: &str, input_json: &str, fmt: &str) -> PyResu
     })
 }
 
+/// The `gpushare.<kind>/1` envelope (JSON text) of a process result (`process-share`,
+/// `process-comparison`, `process-bench`), its data read through the Rust types the published
+/// schemas are generated from: a ValueError names the key that does not fit.
+#[pyfunction]
+fn process_report_json(kind: &str, data_json: &str) -> PyResult<String> {
+    crate::report::process::normalize(kind, data_json).map(|v| v.to_string()).map_err(PyValueError::new_err)
+}
+
 /// Adds SharedBuffer and the lab's functions to `gpushare._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySharedBuffer>()?;
@@ -467,5 +477,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
     m.add_function(wrap_pyfunction!(render_lab, m)?)?;
+    m.add_function(wrap_pyfunction!(process_report_json, m)?)?;
     Ok(())
 }

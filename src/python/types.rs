@@ -102,13 +102,18 @@ fn attach_cuda(report: &mut TensorReport) {
     }
     if let Ok(attributes) = crate::cuda::pointer_attributes(report.data_ptr) {
         let mut value = serde_json::to_value(&attributes).unwrap_or_default();
-        if let (Some(map), Some((name, uuid))) = (value.as_object_mut(), device_identity(attributes.device_ordinal)) {
-            // The driver's name for the device next to the framework's: `cuda:0` is an index that
-            // CUDA_VISIBLE_DEVICES remaps; the UUID is what nvidia-smi shows.
-            map.insert("device_name".into(), name.into());
-            map.insert("device_uuid".into(), uuid.into());
+        if let Some(map) = value.as_object_mut() {
+            // What the allocation is, not the address asked about (the report's data_ptr): reports
+            // of other arrays inside the allocation share these attributes.
+            map.remove("ptr");
+            if let Some((name, uuid)) = device_identity(attributes.device_ordinal) {
+                // The driver's name for the device next to the framework's: `cuda:0` is an index
+                // that CUDA_VISIBLE_DEVICES remaps; the UUID is what nvidia-smi shows.
+                map.insert("device_name".into(), name.into());
+                map.insert("device_uuid".into(), uuid.into());
+            }
         }
-        report.cuda = Some(value);
+        report.cuda = Some(std::sync::Arc::new(value));
     }
 }
 
@@ -140,6 +145,12 @@ pub fn exchange_api_report(
     api: &Bound<'_, PyAny>,
     framework: &str,
 ) -> PyResult<TensorReport> {
+    let layout = exchange_api_layout(py, obj, api)?;
+    Ok(report_in_dlpack_words(&layout, framework))
+}
+
+/// The layout of `obj` by its type's DLPack C exchange API (see [`exchange_api_report`]).
+pub fn exchange_api_layout(py: Python<'_>, obj: &Bound<'_, PyAny>, api: &Bound<'_, PyAny>) -> PyResult<Layout> {
     let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
     let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
     // SAFETY: a capsule named "dlpack_exchange_api" holds a DLPackExchangeAPI that lives for the
@@ -161,16 +172,55 @@ pub fn exchange_api_report(
         return Err(PyErr::take(py).unwrap_or_else(|| DLPackError::new_err("the producer could not describe the tensor")));
     }
     // SAFETY: on success the producer filled shape/strides valid until we return to Python.
-    let layout = unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
-        .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))?;
-    let words = if layout.device_type == 1 {
+    unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
+        .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))
+}
+
+/// The layout of a DLPack capsule, or of an array whose type has the DLPack C exchange API (one C
+/// call, no capsule): what gpushare's own copies read their source from.
+pub fn layout_of_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Layout> {
+    if source.is_instance_of::<PyCapsule>() {
+        return layout_from_capsule(source);
+    }
+    match source.get_type().getattr(pyo3::intern!(py, "__dlpack_c_exchange_api__")) {
+        Ok(api) => exchange_api_layout(py, source, &api),
+        Err(_) => Err(DLPackError::new_err(format!(
+            "expected a DLPack capsule or an array whose type has the DLPack C exchange API, got {}",
+            type_name(source)
+        ))),
+    }
+}
+
+/// The report of a mutable array whose device is named in DLPack's own words (`cpu`, `cuda:0`),
+/// with the CUDA attributes.
+fn report_in_dlpack_words(layout: &Layout, framework: &str) -> TensorReport {
+    let words = if layout.device_type == crate::dlpack::DEVICE_CPU {
         std::borrow::Cow::Borrowed("cpu")
     } else {
         std::borrow::Cow::Owned(format!("{}:{}", crate::dlpack::device_type_name(layout.device_type), layout.device_id))
     };
-    let mut report = TensorReport::from_layout(&layout, framework, &words, false);
+    let mut report = TensorReport::from_layout(layout, framework, &words, false);
     attach_cuda(&mut report);
-    Ok(report)
+    report
+}
+
+/// `obj.__dlpack__(max_version=(1, 0))` read into a report, for a framework whose adapter says its
+/// arrays are described by that capsule alone (`describes_by_capsule`): what the adapter's
+/// `inspect` would do, without the calls into Python around it.
+pub fn versioned_capsule_report(py: Python<'_>, obj: &Bound<'_, PyAny>, framework: &str) -> PyResult<TensorReport> {
+    static KWARGS: pyo3::sync::PyOnceLock<Py<PyDict>> = pyo3::sync::PyOnceLock::new();
+    let kwargs = KWARGS.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("max_version", (1u32, 0u32))?;
+        Ok(kwargs.unbind())
+    })?;
+    let capsule = obj.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(kwargs.bind(py)))?;
+    let layout = layout_from_capsule(&capsule)?;
+    // Host and CUDA device memory only: the adapter names other kinds (managed memory) itself.
+    if !matches!(layout.device_type, crate::dlpack::DEVICE_CPU | crate::dlpack::DEVICE_CUDA) {
+        return Err(DLPackError::new_err("described by the adapter"));
+    }
+    Ok(report_in_dlpack_words(&layout, framework))
 }
 
 /// The fields of an array described without DLPack (attributes, `__cuda_array_interface__`).
@@ -212,7 +262,7 @@ pub fn report_from_fields(f: Fields<'_>) -> PyResult<TensorReport> {
     })
     .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
     let mut report = TensorReport::from_layout(&layout, f.framework, f.device, f.immutable);
-    report.cuda = f.cuda;
+    report.cuda = f.cuda.map(std::sync::Arc::new);
     attach_cuda(&mut report);
     Ok(report)
 }
@@ -239,7 +289,7 @@ impl TensorInfo {
         let layout = layout_from_capsule(capsule)?;
         let mut report = TensorReport::from_layout(&layout, framework, device, immutable);
         if let Some(text) = cuda_json {
-            report.cuda = Some(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?);
+            report.cuda = Some(std::sync::Arc::new(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?));
         }
         attach_cuda(&mut report);
         Ok(TensorInfo { report })
@@ -737,7 +787,7 @@ pub fn shares_dataframe<'py>(py: Python<'py>, results: &Bound<'py, PyAny>) -> Py
 }
 
 /// The JSON Schema of a result kind's envelope (`tensor`, `share`, `shares`, `comparison`,
-/// `benchmark`), generated from the Rust types; the same text is shipped in `gpushare/schemas/`.
+/// `benchmark`, `process-share`, `process-comparison`, `process-bench`), generated from the Rust types; the same text is shipped in `gpushare/schemas/`.
 #[pyfunction]
 pub fn json_schema<'py>(py: Python<'py>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
     let schema = crate::schema::schema_for(kind).ok_or_else(|| {

@@ -64,9 +64,9 @@ fn html_escapes_and_marks_verdicts() {
 fn context_column_reads_the_driver_answer() {
     let mut t = tensor("jax", 0x1000);
     assert_eq!(context_text(&t), "n/a");
-    t.cuda = Some(serde_json::json!({"context": 0}));
+    t.cuda = Some(std::sync::Arc::new(serde_json::json!({"context": 0})));
     assert!(context_text(&t).contains("pool"));
-    t.cuda = Some(serde_json::json!({"context": 4096, "context_is_primary": true}));
+    t.cuda = Some(std::sync::Arc::new(serde_json::json!({"context": 4096, "context_is_primary": true})));
     assert_eq!(context_text(&t), "0x1000 primary");
 }
 
@@ -129,7 +129,7 @@ fn text_table_fits_120_columns_and_wraps_what_is_long() {
     let reason = "the target framework cannot import this layout without a copy: ".repeat(6);
     let mut r = row("a_rather_long_variable_name", Verdict::Copied, Some(&reason), 1.5e-3);
     r.target.device = tf_device.into();
-    r.target.cuda = Some(serde_json::json!({"context": 4096, "context_is_primary": true, "device_name": "NVIDIA H200"}));
+    r.target.cuda = Some(std::sync::Arc::new(serde_json::json!({"context": 4096, "context_is_primary": true, "device_name": "NVIDIA H200"})));
     r.predicted = Some(crate::report::Prediction { verdict: Verdict::Shared, reason: Some("same layout".into()) });
     let text = share_table_text(&[r.clone(), row("y", Verdict::Shared, None, 2e-6)]);
     for line in text.lines() {

@@ -21,8 +21,7 @@ use crate::explain::{self, PredictedOutcome};
 use crate::report::{MemoryLedger, MemorySnapshot, ShareReport, StreamReport, StreamRequest, TensorReport, Verdict};
 use crate::stats::Timing;
 
-/// DLPack's device type of host memory.
-const DL_CPU: u32 = 1;
+use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA};
 
 /// One framework, as the pipeline needs it.
 pub trait Framework {
@@ -41,6 +40,13 @@ pub trait Framework {
     }
     /// Waits for the work queued on the array's device.
     fn synchronize(&self, array: &Self::Array) -> Result<()>;
+    /// Whether this framework's import can queue device work that fails only when waited on
+    /// (JAX's narrowing kernel): a share into it waits for its result before judging it. Imports
+    /// that view memory, or fail at once, are never waited for: a wait would block on whatever
+    /// else the user queued on the device, and be counted in the share's time.
+    fn import_settles_later(&self) -> bool {
+        false
+    }
     /// The handle of this framework's current CUDA stream on the array's device, if it has one.
     fn current_stream(&self, _array: &Self::Array) -> Result<Option<u64>> {
         Ok(None)
@@ -52,6 +58,12 @@ pub trait Route<A> {
     /// The path's name (`dlpack`, `capsule`, `cai`, `host`, `pinned`, `copy`, `shared`).
     fn path(&self) -> &str;
     fn convert(&self, array: &A) -> Result<A>;
+    /// One conversion of an array that `source` describes: what the timed loop calls. A route may
+    /// take a shorter way that holds for this source (the binding skips its current-device guard
+    /// while the source's device is current).
+    fn convert_described(&self, array: &A, _source: &TensorReport) -> Result<A> {
+        self.convert(array)
+    }
     /// One conversion that also records what the consumer asked the producer's `__dlpack__`
     /// for; routes that carry no stream record nothing.
     fn convert_recorded(&self, array: &A) -> Result<(A, Vec<StreamRequest>)> {
@@ -193,13 +205,21 @@ impl<F: Framework> Handoff<'_, F> {
         // the sample edges, so queued device work lands in the sample it belongs to.
         let synchronise = on_device && !options.timing.is_once();
         let clock = if synchronise { self.device_clock(array, source.as_ref()).map_err(&failed)? } else { None };
-        let mut sampler = HandoffSampler { handoff: self, host, array, synchronise, clock, value: None };
-        let measured = timing::measure(&options.timing, &mut sampler).map_err(&failed)?;
+        // The observed handoff was untimed, paid the one-time costs and was waited for: it is the
+        // policy's first warm-up, not one more conversion before it.
+        let mut policy = options.timing;
+        let observed_as_warmup = streams.is_some() && policy.warmup > 0;
+        if observed_as_warmup {
+            policy.warmup -= 1;
+        }
+        let mut sampler = HandoffSampler { handoff: self, host, array, described: source.as_ref(), synchronise, clock, value: None };
+        let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
+        measured.warmup += usize::from(observed_as_warmup);
         let value = sampler.value.take().expect("every policy makes at least one conversion");
-        if on_device && !synchronise {
-            // Outside the timing, but never skipped: a framework that converts asynchronously
-            // (JAX's narrowing kernel) reports its failure only when waited on, and a share must
-            // not call "copied" an array whose making failed.
+        if on_device && !synchronise && self.target.import_settles_later() {
+            // Outside the timing: a framework that converts asynchronously (JAX's narrowing
+            // kernel) reports its failure only when waited on, and a share must not call "copied"
+            // an array whose making failed.
             self.target.synchronize(&value).map_err(&failed)?;
         }
         // The source is alive: a target inside its allocation is described from its attributes.
@@ -243,8 +263,9 @@ impl<F: Framework> Handoff<'_, F> {
         }
     }
 
-    /// One handoff outside the timing: it pays one-time costs, records the streams the consumer
-    /// asked for, and is the one the memory ledger measures.
+    /// One handoff outside the timing: it pays one-time costs (it stands for the policy's first
+    /// warm-up), records the streams the consumer asked for, and is the one the memory ledger
+    /// measures.
     fn observe(&self, host: &dyn Host, array: &F::Array, source: &TensorReport) -> Result<(Option<MemoryLedger>, StreamReport)> {
         let ordinal = source.dlpack_device.1;
         self.source.synchronize(array)?;
@@ -261,7 +282,7 @@ impl<F: Framework> Handoff<'_, F> {
 
     /// CUDA events on the source framework's current stream, where it has one.
     fn device_clock(&self, array: &F::Array, source: &TensorReport) -> Result<Option<DeviceClock>> {
-        if source.dlpack_device.0 != 2 {
+        if source.dlpack_device.0 != DL_CUDA {
             return Ok(None);
         }
         let Some(stream) = self.source.current_stream(array)? else { return Ok(None) };
@@ -291,6 +312,8 @@ struct HandoffSampler<'h, 'a, F: Framework> {
     handoff: &'h Handoff<'a, F>,
     host: &'h dyn Host,
     array: &'h F::Array,
+    /// The source's description, for [`Route::convert_described`].
+    described: &'h TensorReport,
     synchronise: bool,
     clock: Option<DeviceClock>,
     /// The latest result: kept for the synchronisation at the sample's end and for the outcome.
@@ -313,7 +336,7 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         };
         let t0 = Instant::now();
         for i in 0..n {
-            let value = h.route.convert(self.array)?;
+            let value = h.route.convert_described(self.array, self.described)?;
             if i + 1 == n {
                 self.value = Some(value);
             }
@@ -337,7 +360,7 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
     fn warm(&mut self) -> Result<()> {
         let h = self.handoff;
         self.value = None;
-        let value = h.route.convert(self.array)?;
+        let value = h.route.convert_described(self.array, self.described)?;
         if self.synchronise {
             h.target.synchronize(&value)?;
         }

@@ -23,10 +23,12 @@ struct Fake {
     name: &'static str,
     log: RefCell<Vec<String>>,
     refuse_export: bool,
+    /// As gpushare's adapters say: JAX's import can fail only when waited on.
+    settles_later: bool,
 }
 
 fn fake(name: &'static str) -> Fake {
-    Fake { name, log: RefCell::new(vec![]), refuse_export: false }
+    Fake { name, log: RefCell::new(vec![]), refuse_export: false, settles_later: name == "jax" }
 }
 
 struct Info(TensorReport);
@@ -76,6 +78,9 @@ impl Framework for Fake {
     fn synchronize(&self, _a: &Buf) -> Result<()> {
         self.log.borrow_mut().push("sync".into());
         Ok(())
+    }
+    fn import_settles_later(&self) -> bool {
+        self.settles_later
     }
 }
 
@@ -139,7 +144,7 @@ fn a_view_is_shared_and_timed_once_by_default() {
 fn one_conversion_of_device_memory_is_waited_for_outside_the_timing() {
     // An asynchronous failure (JAX's narrowing kernel on a misaligned buffer) surfaces only when
     // the result is waited on, and JAX can report the pending result at the source's own address:
-    // every share of device memory waits before it judges, a view too.
+    // every share of device memory into JAX waits before it judges, a view too.
     let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
     for copies in [false, true] {
         let (src, dst, route) = (fake("cupy"), fake("jax"), via("dlpack", copies));
@@ -164,6 +169,9 @@ fn a_result_whose_making_failed_asynchronously_is_a_failure() {
         fn synchronize(&self, _a: &Buf) -> Result<()> {
             Err(ShareError::Framework { text: "JaxRuntimeError: INTERNAL: Address of buffer 0 must be a multiple of 10".into(), origin: None })
         }
+        fn import_settles_later(&self) -> bool {
+            true
+        }
     }
     // A view: JAX reported the pending narrowing at the source's address (H200, 2026-11-23).
     let (src, dst, copy) = (FailsWhenWaited(fake("cupy")), FailsWhenWaited(fake("jax")), via("dlpack", false));
@@ -173,6 +181,21 @@ fn a_result_whose_making_failed_asynchronously_is_a_failure() {
     let ShareError::Conversion { framework_error, reason, .. } = &err else { panic!("{err}") };
     assert!(framework_error.contains("must be a multiple of 10"), "{err}");
     assert!(reason.contains("16-byte"), "explained as the known XLA failure: {reason}");
+}
+
+#[test]
+fn a_single_share_waits_only_for_imports_that_settle_later() {
+    // A single share is the raw call's host time: waiting for a target that viewed the memory at
+    // once would block on every kernel the user queued on the device, for nothing.
+    let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
+    for target in ["torch", "cupy", "numba", "tf"] {
+        let (src, dst, route) = (fake("cupy"), fake(target), via("dlpack", false));
+        handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
+        assert_eq!(*dst.log.borrow(), ["describe"], "a view into {target} is not waited for");
+    }
+    let (src, dst, route) = (fake("numpy"), fake("jax"), via("dlpack", false));
+    handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).unwrap();
+    assert_eq!(*dst.log.borrow(), ["describe"], "host memory is never waited for");
 }
 
 #[test]
@@ -287,4 +310,25 @@ fn the_ledger_subtracts_figures_present_both_times() {
     assert_eq!(MemoryLedger::between(&before, &before, 0.0).summary, "driver ±0 B");
     let no_driver = MemorySnapshot { driver_free: None, ..before.clone() };
     assert_eq!(MemoryLedger::between(&no_driver, &no_driver, 0.0).summary, "no change");
+}
+
+#[test]
+fn an_observed_handoff_is_the_first_warm_up() {
+    // The magics time within a budget (one warm-up) with observation on: the observed handoff is
+    // untimed and waited for, so a second untimed conversion before the samples would only cost.
+    let (src, dst, route) = (fake("cupy"), fake("torch"), via("dlpack", false));
+    let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
+    let options = Options { timing: TimingPolicy::fixed(2, 3, 1), observe: true, ..Options::default() };
+    let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &options).unwrap();
+    assert_eq!(route.calls.get(), 1 + 2 * 3, "the observed handoff, then the samples: no other warm-up");
+    assert_eq!(out.report.timing.warmup, 1, "reported as the one warm-up the policy asked for");
+    assert!(out.report.streams.is_some());
+    // Without observation the warm-up runs as asked; on the host nothing is observed.
+    let route = via("dlpack", false);
+    let unobserved = Options { observe: false, ..options.clone() };
+    handoff(&src, &dst, &route, None).run(&NoHost, &a, &unobserved).unwrap();
+    assert_eq!(route.calls.get(), 1 + 2 * 3);
+    let route = via("dlpack", false);
+    let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &options).unwrap();
+    assert_eq!((route.calls.get(), out.report.timing.warmup), (1 + 2 * 3, 1), "host memory: the warm-up runs");
 }

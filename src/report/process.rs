@@ -1,0 +1,359 @@
+//! The results of handoffs to another process (python/gpushare/processes.py): one handoff
+//! (`gpushare.process-share/1`), every process path for one array (`gpushare.process-comparison/1`)
+//! and a sweep over sizes × process paths (`gpushare.process-bench/1`).
+//!
+//! The Python side measures (it owns the worker processes) and builds a plain dict; its JSON form
+//! goes through these types ([`normalize`]), which refuse a dict that does not fit them, so the
+//! published schemas (generated from these types) cannot drift from what gpushare writes.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Verdict, envelope};
+
+/// One handoff of an array to a worker process, by one process path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessShareReport {
+    /// The process path: `ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket` or `gloo`.
+    pub path: String,
+    /// How the path hands the memory over, in words.
+    pub mechanism: String,
+    /// "shared" only when both sides' memory identities name the same physical memory.
+    pub verdict: Verdict,
+    /// Why it copied or failed; `None` when shared.
+    pub reason: Option<String>,
+    /// False when the path does not apply to this array or target (a "failed" row saying why).
+    pub applicable: bool,
+    /// Bytes of the source array.
+    pub nbytes: u64,
+    /// Bytes copied in all by the handoff (0 when shared).
+    pub bytes_moved: u64,
+    /// Bytes each timed handoff after the first moves (0 where only the first call copies).
+    pub bytes_per_handoff: u64,
+    /// `None` for a failed path.
+    pub timing: Option<ProcessTiming>,
+    pub source: ProcessSource,
+    /// The worker's side; `None` for a failed path.
+    pub target: Option<ProcessTarget>,
+    pub notes: Vec<String>,
+    /// The POSIX shared-memory segment of the `shm` path (absent on other paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<Segment>,
+}
+
+/// Wall-clock seconds of the handoffs, measured in the parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessTiming {
+    /// The first handoff, with its one-off costs (process group, communicator, segment copy).
+    pub first_call: f64,
+    pub median: Option<f64>,
+    pub min: Option<f64>,
+    /// The handoffs after the first, sorted.
+    pub samples: Vec<f64>,
+    pub repeats: u64,
+}
+
+/// The parent's side of a handoff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSource {
+    pub pid: u32,
+    pub framework: String,
+    /// What memory the source array lies in; `None` when unknown (no address, a failed path).
+    pub identity: Option<MemoryIdentity>,
+    /// The CUDA context the array's memory belongs to; `None` for host memory.
+    pub context: Option<ProcessContext>,
+}
+
+/// The worker's side of a handoff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessTarget {
+    /// `None` when the worker is no longer running.
+    pub pid: Option<u32>,
+    /// The worker array's framework (its module's top-level name).
+    pub framework: Option<String>,
+    pub identity: Option<MemoryIdentity>,
+    pub context: Option<ProcessContext>,
+}
+
+/// The identity of the memory an array lies in, asked in the process that holds it: two sides
+/// share when their identities name the same memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum MemoryIdentity {
+    Host(HostIdentity),
+    Cuda(CudaIdentity),
+}
+
+/// Host memory: the file behind the mapping (`/proc/self/maps`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostIdentity {
+    /// The mapped file (`/dev/shm/NAME` for a segment), `""` for anonymous memory, `None` when the
+    /// address is in no mapping.
+    pub file: Option<String>,
+    /// The file was unlinked after it was mapped.
+    pub unlinked: bool,
+    pub mapping: HostMapping,
+    /// The file's device (`major:minor`).
+    pub dev: Option<String>,
+    /// 0 for anonymous memory.
+    pub inode: u64,
+    /// Offset of the address in the file.
+    pub offset: Option<u64>,
+    pub address: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HostMapping {
+    Shared,
+    Private,
+    Unknown,
+}
+
+/// Device memory: the CUDA allocation the address lies in, as this process sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CudaIdentity {
+    pub address: u64,
+    pub device: Option<i32>,
+    /// The owning context's handle.
+    pub context: Option<u64>,
+    pub context_is_primary: Option<bool>,
+    /// The allocation's base address and size (`cuMemGetAddressRange`).
+    pub base: Option<u64>,
+    pub size: Option<u64>,
+    /// Offset of the address in the allocation.
+    pub offset: Option<u64>,
+    pub memory_type: Option<String>,
+    /// The allocation's CUDA IPC handle, hex (the source side; torch's handle on `torch_mp`).
+    pub handle: Option<String>,
+    /// Why legacy IPC cannot export the allocation, when it cannot.
+    pub ipc_refusal: Option<String>,
+    /// The worker side: the IPC handle it opened, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_handle: Option<String>,
+    /// The worker side of `ipc`: where the opened allocation is mapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapped_base: Option<u64>,
+    /// The source side of `torch_mp`: the driver's IPC handle, kept beside torch's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_handle: Option<String>,
+}
+
+/// The CUDA context of an array's memory, in the process that holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessContext {
+    pub context: Option<u64>,
+    pub primary: Option<bool>,
+    pub device: Option<i32>,
+    pub pid: u32,
+}
+
+/// The `shm` path's segment: its name and the array's offset in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Segment {
+    pub name: String,
+    pub offset: u64,
+}
+
+/// Every process path tried on one array.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessComparisonReport {
+    /// The array's framework.
+    pub source_framework: String,
+    /// The framework asked for; `None` when none was (each path's worker keeps its own).
+    pub target_framework: Option<String>,
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    /// Where the array lies: `cpu`, `cuda:0`.
+    pub device: String,
+    /// One per path, in the order tried.
+    pub rows: Vec<ProcessShareReport>,
+}
+
+/// A sweep over sizes × process paths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessBenchReport {
+    pub source_framework: String,
+    pub target_framework: String,
+    pub dtype: String,
+    /// Where the source arrays were made: `cpu`, `cuda:0`.
+    pub device: String,
+    /// Bytes per source array, in sweep order.
+    pub sizes: Vec<u64>,
+    /// One per size × path.
+    pub points: Vec<ProcessBenchPoint>,
+    /// The sweep was stopped (Ctrl-C) before it ended: `points` holds what was measured.
+    pub interrupted: bool,
+    /// Timed handoffs per point after the first.
+    pub repeat: u64,
+}
+
+/// One size × path of a process sweep: the handoff, and the size it was made at.
+// Flattened, so a point is a process-share with `size` added; `deny_unknown_fields` does not
+// work through `flatten`, so [`normalize`] compares the round trip with its input instead (the
+// schema still says no other key: `schemars(deny_unknown_fields)` only touches the schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ProcessBenchPoint {
+    #[serde(flatten)]
+    pub handoff: ProcessShareReport,
+    /// Bytes of the source array of this point.
+    pub size: u64,
+}
+
+/// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).
+pub const PROCESS_KINDS: [&str; 3] = ["process-share", "process-comparison", "process-bench"];
+
+/// The envelope `{"schema": "gpushare.<kind>/1", "data": …}` of a process result, the data read
+/// through its Rust type: an error says which key or value does not fit, so the Python side
+/// cannot write what the published schema does not describe.
+pub fn normalize(kind: &str, data: &str) -> Result<Value, String> {
+    let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid {kind} JSON: {e}"))?;
+    let typed = match kind {
+        "process-share" => round_trip::<ProcessShareReport>(&input),
+        "process-comparison" => round_trip::<ProcessComparisonReport>(&input),
+        "process-bench" => round_trip::<ProcessBenchReport>(&input),
+        other => return Err(format!("unknown process result kind {other:?}: use one of {}", PROCESS_KINDS.join(", "))),
+    }
+    .map_err(|e| format!("{kind} data does not fit its schema: {e}"))?;
+    if let Some(at) = difference(&input, &typed, "data") {
+        return Err(format!("{kind} data does not fit its schema: {at} is not in the Rust type (or changed on the way through it)"));
+    }
+    Ok(envelope(kind, typed))
+}
+
+fn round_trip<T: Serialize + for<'de> Deserialize<'de>>(input: &Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(input.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+/// The first place where `b` (the round trip) lost or changed something of `a` (the input).
+/// A null and an absent key are the same (optional keys are written only when set); numbers
+/// compare by value (Python writes `1e-05` where Rust writes `1e-5`).
+fn difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (key, value) in x {
+                let other = y.get(key).unwrap_or(&Value::Null);
+                if let Some(d) = difference(value, other, &format!("{at}.{key}")) {
+                    return Some(d);
+                }
+            }
+            y.iter().find(|(k, v)| !v.is_null() && !x.contains_key(*k)).map(|(k, _)| format!("{at}.{k}"))
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).enumerate().find_map(|(i, (p, q))| difference(p, q, &format!("{at}[{i}]")))
+        }
+        (Value::Number(x), Value::Number(y)) => {
+            let same = match (x.as_u64(), y.as_u64(), x.as_i64(), y.as_i64()) {
+                (Some(p), Some(q), _, _) => p == q,
+                (_, _, Some(p), Some(q)) => p == q,
+                _ => x.as_f64() == y.as_f64(),
+            };
+            (!same).then(|| at.to_string())
+        }
+        _ => (a != b).then(|| at.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn failed_row() -> Value {
+        json!({"path": "ipc", "mechanism": "CUDA IPC", "verdict": "failed", "reason": "no CUDA",
+               "applicable": false, "nbytes": 32, "bytes_moved": 0, "bytes_per_handoff": 0, "timing": null,
+               "source": {"pid": 7, "framework": "numpy", "identity": null, "context": null},
+               "target": null, "notes": []})
+    }
+
+    fn shm_row() -> Value {
+        let host = |address: u64| json!({"kind": "host", "file": "/dev/shm/psm_1", "unlinked": false,
+            "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address});
+        json!({"path": "shm", "mechanism": "POSIX shared memory", "verdict": "shared", "reason": null,
+               "applicable": true, "nbytes": 32, "bytes_moved": 32, "bytes_per_handoff": 0,
+               "timing": {"first_call": 0.002, "median": 9e-05, "min": 8.5e-05, "samples": [8.5e-05, 9e-05, 0.001], "repeats": 3},
+               "source": {"pid": 7, "framework": "numpy", "identity": host(140136054239232), "context": null},
+               "target": {"pid": 8, "framework": "numpy", "identity": host(139894009286656), "context": null},
+               "notes": ["copied once into segment psm_1"], "segment": {"name": "psm_1", "offset": 0}})
+    }
+
+    fn cuda_row() -> Value {
+        let mut row = shm_row();
+        row["path"] = json!("ipc");
+        row.as_object_mut().unwrap().remove("segment");
+        row["source"]["identity"] = json!({"kind": "cuda", "address": 1024, "device": 0, "context": 99,
+            "context_is_primary": true, "base": 0, "size": 2097152, "offset": 1024, "memory_type": "device",
+            "handle": "ab01", "ipc_refusal": null});
+        row["target"]["identity"] = json!({"kind": "cuda", "address": 5120, "device": 0, "context": 77,
+            "context_is_primary": true, "base": 4096, "size": 2097152, "offset": 1024, "memory_type": "device",
+            "handle": null, "ipc_refusal": null, "opened_handle": "ab01", "mapped_base": 4096});
+        row["source"]["context"] = json!({"context": 99, "primary": true, "device": 0, "pid": 7});
+        row["target"]["context"] = json!({"context": 77, "primary": true, "device": 0, "pid": 8});
+        row
+    }
+
+    #[test]
+    fn real_shaped_rows_pass_through_unchanged() {
+        for row in [failed_row(), shm_row(), cuda_row()] {
+            let out = normalize("process-share", &row.to_string()).unwrap();
+            assert_eq!(out["schema"], "gpushare.process-share/1");
+            assert_eq!(difference(&row, &out["data"], "data"), None);
+            assert_eq!(difference(&out["data"], &row, "data"), None);
+        }
+        let comparison = json!({"source_framework": "numpy", "target_framework": null, "dtype": "float64",
+            "shape": [4], "device": "cpu", "rows": [failed_row(), shm_row(), cuda_row()]});
+        let out = normalize("process-comparison", &comparison.to_string()).unwrap();
+        assert_eq!(out["data"]["rows"].as_array().unwrap().len(), 3);
+        let mut point = shm_row();
+        point["size"] = json!(4096);
+        let bench = json!({"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32",
+            "device": "cpu", "sizes": [4096], "points": [point], "interrupted": false, "repeat": 3});
+        let out = normalize("process-bench", &bench.to_string()).unwrap();
+        assert_eq!(out["data"]["points"][0]["size"], 4096);
+        assert_eq!(out["data"]["points"][0]["segment"]["name"], "psm_1");
+    }
+
+    #[test]
+    fn a_key_the_types_do_not_know_is_refused_with_where_it_is() {
+        let mut row = shm_row();
+        row["source"]["identity"]["colour"] = json!("blue");
+        let err = normalize("process-share", &row.to_string()).unwrap_err();
+        assert!(err.contains("colour"), "{err}");
+        // Inside a flattened bench point too, where serde cannot deny it.
+        let mut point = failed_row();
+        point["size"] = json!(4096);
+        point["surprise"] = json!(1);
+        let bench = json!({"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32",
+            "device": "cpu", "sizes": [4096], "points": [point], "interrupted": false, "repeat": 3});
+        let err = normalize("process-bench", &bench.to_string()).unwrap_err();
+        assert!(err.contains("data.points[0].surprise"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_and_missing_keys_are_refused() {
+        let mut row = failed_row();
+        row["verdict"] = json!("maybe");
+        assert!(normalize("process-share", &row.to_string()).unwrap_err().contains("maybe"));
+        let mut row = failed_row();
+        row.as_object_mut().unwrap().remove("nbytes");
+        assert!(normalize("process-share", &row.to_string()).unwrap_err().contains("nbytes"));
+        let mut row = shm_row();
+        row["source"]["identity"]["kind"] = json!("disk");
+        assert!(normalize("process-share", &row.to_string()).is_err());
+        assert!(normalize("process-nothing", "{}").unwrap_err().contains("process-share, process-comparison"));
+        assert!(normalize("process-share", "{").unwrap_err().contains("invalid"));
+    }
+}
