@@ -366,6 +366,11 @@ impl OutputRecorder {
                 }
                 match output_from_msg(&m.msg_type, &m.content) {
                     Ok(output) => {
+                        // nbclient updates the cells' outputs with this display id even when
+                        // the display itself goes to a widget.
+                        if let Some(id) = display_id(&m.content) {
+                            update_display(&self.display_ids, cells, id, &output);
+                        }
                         widget.flush_clear();
                         let size = output_size(&output);
                         if widget.capped {
@@ -418,6 +423,11 @@ impl OutputRecorder {
                         return None;
                     }
                 };
+                // As nbclient (and JupyterLab): showing a display id again updates every
+                // output already showing it, besides adding this one.
+                if let Some(id) = display_id(content) {
+                    update_display(&self.display_ids, cells, id, &output);
+                }
                 self.flush_clear(cells, cell);
                 if self.capped {
                     return None;
@@ -457,16 +467,7 @@ impl OutputRecorder {
                         return None;
                     }
                 };
-                for &(c, o) in self.display_ids.get(id).map_or(&[][..], Vec::as_slice) {
-                    if let Some(output) = cells
-                        .get_mut(c)
-                        .and_then(|c| c.get_mut("outputs"))
-                        .and_then(|o2| o2.get_mut(o))
-                    {
-                        output["data"] = updated["data"].clone();
-                        output["metadata"] = updated["metadata"].clone();
-                    }
-                }
+                update_display(&self.display_ids, cells, id, &updated);
             }
             _ => {}
         }
@@ -486,6 +487,25 @@ impl OutputRecorder {
         // Displays that lived in this cell are gone; updates must not resurrect them.
         for slots in self.display_ids.values_mut() {
             slots.retain(|&(c, _)| c != cell);
+        }
+    }
+}
+
+/// Show `output`'s data and metadata in every output recorded under display id `id`.
+fn update_display(
+    display_ids: &HashMap<String, Vec<DisplaySlot>>,
+    cells: &mut [Value],
+    id: &str,
+    output: &Value,
+) {
+    for &(c, o) in display_ids.get(id).map_or(&[][..], Vec::as_slice) {
+        if let Some(shown) = cells
+            .get_mut(c)
+            .and_then(|c| c.get_mut("outputs"))
+            .and_then(|outputs| outputs.get_mut(o))
+        {
+            shown["data"] = output["data"].clone();
+            shown["metadata"] = output["metadata"].clone();
         }
     }
 }
@@ -876,6 +896,18 @@ mod tests {
                 "transient is never written"
             );
         }
+    }
+
+    #[test]
+    fn showing_a_display_id_again_updates_the_earlier_outputs_as_in_nbclient() {
+        let mut cells = code_cells(2);
+        let mut rec = OutputRecorder::new();
+        let shown = |text: &str| json!({"data": {"text/plain": text}, "metadata": {}, "transient": {"display_id": "p"}});
+        rec.apply(&mut cells, 0, "display_data", &shown("first"));
+        rec.apply(&mut cells, 1, "display_data", &shown("second"));
+        assert_eq!(cells[0]["outputs"][0]["data"]["text/plain"], "second");
+        assert_eq!(cells[1]["outputs"][0]["data"]["text/plain"], "second");
+        assert_eq!(cells[1]["outputs"].as_array().unwrap().len(), 1);
     }
 
     #[test]

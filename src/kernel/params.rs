@@ -180,21 +180,23 @@ pub fn parameters_source(params: &[Parameter]) -> String {
 pub enum Injected {
     /// After the cell tagged `parameters` at this index.
     AfterParameters(usize),
+    /// In place of the cell tagged `injected-parameters` at this index, which an earlier run left.
+    Replaced(usize),
     /// At the top, because no cell is tagged `parameters`.
     AtTop,
 }
 
-/// Insert a cell tagged `injected-parameters` right after the cell tagged `parameters` (at the top
-/// when there is none), replacing any injected cell an earlier run left, as papermill does.
+/// Insert a cell tagged `injected-parameters` as papermill's `parameterize_notebook` does: in
+/// place of the first injected cell an earlier run left (wherever it stands), else right after
+/// the cell tagged `parameters`, else at the top.
 pub fn inject(nb: &mut Notebook, params: &[Parameter]) -> Injected {
     let with_ids = nb.minor() >= 5;
     let cells = nb.cells_mut();
-    cells.retain(|c| !cell_tags(c).contains(&INJECTED_TAG));
-    // Any cell can carry the tag, a markdown one too (papermill's `find_first_tagged_cell_index`
-    // looks at every cell).
-    let anchor = cells
-        .iter()
-        .position(|c| cell_tags(c).contains(&PARAMETERS_TAG));
+    // Any cell can carry either tag, a markdown one too (papermill's
+    // `find_first_tagged_cell_index` looks at every cell).
+    let first_tagged = |tag: &str| cells.iter().position(|c| cell_tags(c).contains(&tag));
+    let stale = first_tagged(INJECTED_TAG);
+    let anchor = first_tagged(PARAMETERS_TAG);
     let mut cell = json!({
         "cell_type": "code",
         "execution_count": null,
@@ -211,6 +213,10 @@ pub fn inject(nb: &mut Notebook, params: &[Parameter]) -> Injected {
             .take(8)
             .collect();
         cell["id"] = Value::String(id);
+    }
+    if let Some(i) = stale {
+        cells[i] = cell;
+        return Injected::Replaced(i);
     }
     match anchor {
         Some(i) => {
@@ -311,12 +317,31 @@ mod tests {
             4,
         );
         let params = [Parameter::parse("n=2", false).unwrap()];
-        assert_eq!(inject(&mut nb, &params), Injected::AfterParameters(1));
+        assert_eq!(inject(&mut nb, &params), Injected::Replaced(2));
         let cells = nb.cells();
         assert_eq!(cells.len(), 4);
         assert_eq!(cells[2]["source"], "# Parameters\nn = 2\n");
         assert_eq!(cells[2]["metadata"]["tags"], json!(["injected-parameters"]));
         assert!(cells[2].get("id").is_none(), "nbformat 4.4 has no cell ids");
+    }
+
+    #[test]
+    fn a_stale_injected_cell_is_replaced_where_it_stands_as_papermill_does() {
+        let mut nb = notebook(
+            json!([
+                {"cell_type": "code", "source": "# old", "metadata": {"tags": ["injected-parameters"]}, "outputs": [], "execution_count": null},
+                {"cell_type": "code", "source": "n = 1", "metadata": {"tags": ["parameters"]}, "outputs": [], "execution_count": null},
+            ]),
+            4,
+        );
+        let params = [Parameter::parse("n=2", false).unwrap()];
+        assert_eq!(inject(&mut nb, &params), Injected::Replaced(0));
+        let sources: Vec<&str> = nb
+            .cells()
+            .iter()
+            .map(|c| c["source"].as_str().unwrap())
+            .collect();
+        assert_eq!(sources, ["# Parameters\nn = 2\n", "n = 1"]);
     }
 
     #[test]
