@@ -469,3 +469,72 @@ fn kernel_install_warns_when_ipykernel_is_missing() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("ipykernel"), "{stderr}");
 }
+
+/// A notebook on ipykernel's own `python3` kernel that uses `%share` without `%load_ext gpushare`:
+/// IPython only says the magic was not found; `gpushare run` adds how to load it, and the
+/// notebook with that one cell added runs.
+#[test]
+fn a_gpushare_magic_without_the_extension_loaded_gets_the_load_ext_hint() {
+    if !gpushare_has("share") {
+        eprintln!("skipped: gpushare not importable by the test Python");
+        return;
+    }
+    let sb = Sandbox::new("no-load-ext");
+    let notebook = |cells: &[&str]| {
+        serde_json::json!({
+            "nbformat": 4, "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "cells": cells.iter().enumerate().map(|(i, src)| serde_json::json!({
+                "cell_type": "code", "id": format!("c{i}"), "metadata": {}, "execution_count": null,
+                "outputs": [], "source": src,
+            })).collect::<Vec<_>>(),
+        })
+        .to_string()
+    };
+    let body = ["import numpy as np\nx = np.arange(3.0)", "%share x numpy->numpy -n 1 -r 1 -q"];
+    std::fs::write(sb.path("plain.ipynb"), notebook(&body)).unwrap();
+    let (code, _, err) = sb.run(sb.gpushare(&["run", "plain.ipynb", "-o", "plain.out.ipynb"]));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("Line magic function `%share` not found"), "{err}");
+    assert!(
+        err.contains("hint: `%share` is a gpushare magic, and the `python3` kernel does not load gpushare")
+            && err.contains("`%load_ext gpushare`"),
+        "{err}"
+    );
+
+    let loaded = ["%load_ext gpushare", body[0], body[1]];
+    std::fs::write(sb.path("loaded.ipynb"), notebook(&loaded)).unwrap();
+    let (code, _, err) = sb.run(sb.gpushare(&["run", "loaded.ipynb", "-o", "loaded.out.ipynb"]));
+    assert_eq!(code, Some(0), "the hint's fix does not work: {err}");
+    assert!(!err.contains("hint"), "{err}");
+}
+
+/// A kernel (not gpushare's) whose Python cannot import ipykernel: after the install hint, the
+/// error says that this kernel also needs `%load_ext gpushare`.
+#[test]
+fn a_kernel_without_ipykernel_that_is_not_gpushares_gets_both_hints() {
+    let sb = Sandbox::new("no-ipykernel-run");
+    let wrapper = sb.path("python-without-site");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S -s \"$@\"\n", python().display())).unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let kernels = sb.path("jupyter/kernels/nosite");
+    std::fs::create_dir_all(&kernels).unwrap();
+    let spec = serde_json::json!({
+        "argv": [wrapper, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "no site-packages", "language": "python",
+    });
+    std::fs::write(kernels.join("kernel.json"), spec.to_string()).unwrap();
+    let nb = serde_json::json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [{"cell_type": "code", "id": "a", "metadata": {}, "execution_count": null, "outputs": [], "source": "1"}],
+    });
+    std::fs::write(sb.path("nb.ipynb"), nb.to_string()).unwrap();
+    let mut command = sb.gpushare(&["run", "nb.ipynb", "--kernel", "nosite", "-o", "out.ipynb"]);
+    command.env("JUPYTER_PATH", format!("{}:{}", sb.path("jupyter").display(), jupyter_path().display()));
+    let (code, _, err) = sb.run(command);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("gpushare-dlpack[kernel]"), "{err}");
+    assert!(err.contains("hint: the `nosite` kernel does not load gpushare itself") && err.contains("`%load_ext gpushare`"), "{err}");
+}

@@ -95,8 +95,12 @@ def test_wheel_metadata_is_complete(wheel):
     assert "dlpack" in meta["Keywords"]
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert {"Homepage", "Documentation"} <= set(urls) and all(u.startswith("https://") for u in urls.values()), urls
+    # True addresses only: the PyPI page is the one public address until the source is published
+    # (then add Repository/Issues in pyproject.toml and here), so no URL may point anywhere else.
+    assert all(u.startswith(f"https://pypi.org/project/{NAME}/") for u in urls.values()), urls
     # The JSON Schemas of every result kind ship with the package.
-    for kind in ("tensor", "share", "shares", "comparison", "benchmark"):
+    for kind in ("tensor", "share", "shares", "comparison", "benchmark", "process-share", "process-comparison",
+                 "process-bench"):
         assert f"gpushare/schemas/{kind}.schema.json" in names
 
 

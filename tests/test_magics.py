@@ -157,6 +157,38 @@ def test_unload_removes_the_magic(ip, run):
     assert ip.find_line_magic("share") is not None
 
 
+def test_config_set_before_load_ext_is_checked_at_load(ip, run):
+    """IPython stores %config GpuShare.* unchecked while the extension is not loaded: a good value
+    applies at %load_ext, a bad one is refused there with a warning naming it (loading still
+    works, the default stays) instead of a traitlets traceback at every %load_ext."""
+    from gpushare.exceptions import GpushareWarning
+    from gpushare.magics import GpuShare
+
+    run("%unload_ext gpushare")
+    try:
+        assert ip.find_line_magic("share") is None
+        run("%config GpuShare.repeat = 0")  # no GpuShare to refuse it: IPython keeps it
+        run("%config GpuShare.path = 'bogus'")
+        run("%config GpuShare.number = 3")
+        with pytest.warns(GpushareWarning) as caught:
+            run("%load_ext gpushare")
+        text = " | ".join(str(w.message) for w in caught)
+        assert "GpuShare.repeat = 0" in text and "%load_ext gpushare" in text and "less than 1" in text, text
+        assert "GpuShare.path = 'bogus'" in text and "unknown transfer path" in text, text
+        assert "number" not in text, text
+        assert ip.find_line_magic("share") is not None
+        live = [c for c in ip.configurables if isinstance(c, GpuShare)]
+        assert len(live) == 1, live  # no half-built instance left behind by a failed load
+        assert (live[0].repeat, live[0].path, live[0].number) == (None, "auto", 3)
+        assert "repeat" not in ip.config.GpuShare and "path" not in ip.config.GpuShare
+    finally:
+        ip.config.GpuShare.pop("number", None)
+        for c in [c for c in ip.configurables if isinstance(c, GpuShare)]:
+            c.number = None
+        if ip.find_line_magic("share") is None:
+            run("%load_ext gpushare")
+
+
 # -- issue 15 item 4 and issue 16 "Magics" ---------------------------------------------------------
 
 

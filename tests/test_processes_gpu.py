@@ -7,6 +7,7 @@ GPU memory and processes are released when the worker stops.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -192,3 +193,46 @@ def test_compare_across_puts_every_path_in_one_table(worker):
     assert rows["ipc"]["verdict"] == "shared" and rows["torch_mp"]["verdict"] == "shared"
     assert rows["shm"]["verdict"] == "failed" and "GPU" in rows["shm"]["reason"]
     print(c)
+
+
+def _schema_check(kind: str, payload: dict) -> None:
+    """Validated against the shipped schema where jsonschema is installed; to_json() has already
+    read the data through the Rust types the schema is generated from (a misfit raises there)."""
+    try:
+        import jsonschema
+    except ImportError:
+        return
+    from importlib import resources
+
+    schema = json.loads(resources.files("gpushare").joinpath("schemas", f"{kind}.schema.json").read_text())
+    jsonschema.validate(payload, schema)
+
+
+def test_cuda_process_results_fit_their_schemas(worker):
+    """The CUDA identities and contexts (handles, offsets, context handles) of ipc and torch_mp
+    go through the Rust types unchanged."""
+    _, x = _offset_tensor()
+    for path in ("ipc", "torch_mp"):
+        r = worker.share(x, path=path, repeat=2)
+        payload = json.loads(r.to_json())
+        _schema_check("process-share", payload)
+        data = payload["data"]
+        assert data["verdict"] == "shared", data["reason"]
+        for side in ("source", "target"):
+            assert data[side]["identity"]["kind"] == "cuda"
+            assert data[side]["identity"]["offset"] == r.row[side]["identity"]["offset"]
+            assert data[side]["context"]["device"] == 0
+        assert data["target"]["identity"]["opened_handle"] == r.target["identity"]["opened_handle"]
+        assert r.to_dict()["schema"] == "gpushare.process-share/1"
+        r.release()
+    c = gpushare.compare(x, "torch", across=worker, repeat=2)
+    _schema_check("process-comparison", json.loads(c.to_json()))
+    assert c.to_dict()["device"] == "cuda:0"
+
+
+def test_cuda_process_comparison_frame_names_the_device(worker):
+    pytest.importorskip("pandas", reason="pandas not installed")
+    _, x = _offset_tensor()
+    frame = gpushare.compare(x, "torch", across=worker, repeat=2).to_pandas()
+    assert set(frame["device"]) == {"cuda:0"} and set(frame["nbytes"]) == {x.nbytes}
+    assert set(frame.loc[frame["verdict"] == "shared", "target_memory"]) == {"cuda"}

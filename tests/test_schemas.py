@@ -134,3 +134,112 @@ def test_lab_frames_carry_identifying_columns_and_integer_counts(results):
     assert list(c.columns[:7]) == ["source_framework", "target_framework", "dtype", "shape", "device", "nbytes", "path"]
     assert set(c["shape"]) == {(3, 4)} and set(c["nbytes"]) == {48}
     assert str(c["repeats"].dtype) == "Int64"
+
+
+# -- process results (python/gpushare/processes.py; types in src/report/process.rs) --------------
+
+PROCESS_KINDS = ("process-share", "process-comparison", "process-bench")
+HAVE_PROC_MAPS = __import__("os").path.exists("/proc/self/maps")
+
+
+@pytest.fixture(scope="module")
+def process_results():
+    if not HAVE_PROC_MAPS:
+        pytest.skip("no /proc/self/maps (not Linux): the process paths cannot judge identities")
+    with gpushare.Worker(device="cpu", timeout=60) as w:
+        share = w.share(torch.arange(6, dtype=torch.float32), path="torch_mp", repeat=2)
+        share_json = share.to_json()
+        share.release()
+        comparison = gpushare.compare(torch.ones(3, 4), "torch", across=w, repeat=2)
+        bench = gpushare.bench("torch", "torch", sizes=["4KiB", "64KiB"], paths="shm,gloo", repeat=2,
+                               across=w, device="cpu")
+        yield {"process-share": share, "process-share-json": share_json, "process-comparison": comparison,
+               "process-bench": bench}
+
+
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+def test_process_schemas_are_shipped_and_generated(kind):
+    assert schema(kind) == _native.json_schema(kind)
+    assert schema(kind)["properties"]["schema"]["const"] == f"gpushare.{kind}/1"
+    jsonschema.Draft202012Validator.check_schema(schema(kind))
+
+
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+def test_real_process_results_validate_in_json_and_dict_form(process_results, kind):
+    r = process_results[kind]
+    payload = json.loads(process_results.get(f"{kind}-json") or r.to_json())
+    assert payload["schema"] == f"gpushare.{kind}/1"
+    validate(kind, payload)
+    if kind != "process-share":  # the share's worker array is released: its bundle was taken before
+        validate(kind, r._repr_mimebundle_()["application/vnd.gpushare+json"])
+    d = r.to_dict()
+    assert d["schema"] == f"gpushare.{kind}/1", "to_dict() keeps the schema version"
+    validate(kind, from_dict(d, kind))
+
+
+def test_the_process_rows_are_the_measured_ones(process_results):
+    """What the schema validated above is the real outcome, not an empty shell."""
+    share = json.loads(process_results["process-share-json"])["data"]
+    assert share["path"] == "torch_mp" and share["verdict"] == "shared"
+    assert share["source"]["identity"]["kind"] == "host" and share["target"]["identity"]["kind"] == "host"
+    assert share["target"]["pid"] != share["source"]["pid"] and share["timing"]["repeats"] == 2
+    rows = {r["path"]: r for r in process_results["process-comparison"].to_dict()["rows"]}
+    assert rows["shm"]["segment"]["name"] and rows["gloo"]["verdict"] == "copied"
+    assert rows["ipc"]["verdict"] == "failed" and rows["ipc"]["timing"] is None
+    points = process_results["process-bench"].to_dict()["points"]
+    assert [(p["size"], p["path"]) for p in points] == [(4096, "shm"), (4096, "gloo"), (65536, "shm"), (65536, "gloo")]
+
+
+def test_a_process_dict_the_schema_does_not_describe_is_refused():
+    good = {"path": "ipc", "mechanism": "m", "verdict": "failed", "reason": "no CUDA", "applicable": False,
+            "nbytes": 32, "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
+            "source": {"pid": 1, "framework": "numpy", "identity": None, "context": None}, "target": None, "notes": []}
+    payload = json.loads(_native.process_report_json("process-share", json.dumps(good)))
+    validate("process-share", payload)
+    with pytest.raises(ValueError, match="unknown field `colour`"):
+        _native.process_report_json("process-share", json.dumps({**good, "colour": "blue"}))
+    with pytest.raises(ValueError, match="maybe"):
+        _native.process_report_json("process-share", json.dumps({**good, "verdict": "maybe"}))
+    point = {**good, "size": 4096, "surprise": 1}  # a bench point: flattened in Rust, checked all the same
+    bench = {"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32", "device": "cpu",
+             "sizes": [4096], "points": [point], "interrupted": False, "repeat": 1}
+    with pytest.raises(ValueError, match=r"data\.points\[0\]\.surprise"):
+        _native.process_report_json("process-bench", json.dumps(bench))
+    with pytest.raises(ValueError, match="unknown process result kind"):
+        _native.process_report_json("process-nothing", "{}")
+    # And the schema itself says the same, for anyone validating without gpushare.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"schema": "gpushare.process-share/1", "data": {**good, "colour": "blue"}},
+                            schema("process-share"))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"schema": "gpushare.process-bench/1", "data": bench}, schema("process-bench"))
+
+
+@pytest.mark.skipif(not HAVE_PANDAS, reason="pandas not installed")
+def test_process_frames_are_tidy(process_results):
+    c = process_results["process-comparison"].to_pandas()
+    assert list(c.columns[:8]) == ["source_framework", "target_framework", "dtype", "shape", "device", "nbytes",
+                                   "path", "verdict"]
+    assert len(c) == len(process_results["process-comparison"].rows)
+    assert set(c["source_framework"]) == {"torch"} and set(c["target_framework"]) == {"torch"}
+    assert set(c["dtype"]) == {"float32"} and set(c["shape"]) == {(3, 4)} and set(c["device"]) == {"cpu"}
+    assert set(c["nbytes"]) == {48}
+    for column in ("nbytes", "bytes_moved", "bytes_per_handoff", "source_pid"):
+        assert str(c[column].dtype) == "int64", (column, c[column].dtype)
+    # Failed paths have no timing and no worker: nullable integers, never floats.
+    assert str(c["repeats"].dtype) == "Int64" and str(c["target_pid"].dtype) == "Int64"
+    for column in ("first_call_s", "median_s", "min_s", "bandwidth_Bps"):
+        assert str(c[column].dtype) == "float64", (column, c[column].dtype)
+    by_path = c.set_index("path")
+    assert by_path.loc["torch_mp", "verdict"] == "shared" and by_path.loc["torch_mp", "repeats"] == 2
+    assert by_path.loc["ipc", "verdict"] == "failed" and by_path.loc["ipc", "repeats"] is __import__("pandas").NA
+    # gloo moves the bytes on every handoff: a bandwidth; a shared mapping moves none: no bandwidth.
+    assert by_path.loc["gloo", "bandwidth_Bps"] > 0 and by_path.loc["torch_mp", "bandwidth_Bps"] != by_path.loc["torch_mp", "bandwidth_Bps"]
+
+    b = process_results["process-bench"].to_pandas()
+    assert list(b.columns[:7]) == ["source_framework", "target_framework", "dtype", "device", "size", "nbytes", "path"]
+    assert len(b) == 4 and sorted(set(b["size"])) == [4096, 65536]
+    assert list(b["path"]) == ["shm", "gloo", "shm", "gloo"]
+    assert str(b["size"].dtype) == "int64" and str(b["bytes_moved"].dtype) == "int64"
+    assert list(b["bytes_moved"]) == [4096, 4096, 65536, 65536]
+    assert (b["repeats"] == 2).all() and (b["median_s"] > 0).all()

@@ -481,10 +481,37 @@ class GpuShare(Magics):
         self._bound.update((n, id(v)) for n, v in bindings.items())
 
 
+def _drop_refused_config(shell: Any) -> None:
+    """While the extension is not loaded, IPython stores ``%config GpuShare.repeat = 0`` unchecked
+    (no GpuShare exists to check it); the bad value would then make every ``%load_ext gpushare``
+    fail with a traitlets traceback, and leave a half-built GpuShare among the shell's configurables.
+    Each stored value is checked on a throwaway instance (no shell: not registered, not configured);
+    a refused one is removed from the shell's config and named in a warning, and the default stays,
+    as a value refused after loading keeps the last good one."""
+    config = getattr(shell, "config", None)
+    if config is None or "GpuShare" not in config:
+        return
+    section = config["GpuShare"]
+    probe = GpuShare()
+    traits = GpuShare.class_traits(config=True)
+    for name in [n for n in section if n in traits]:  # unknown names: traitlets warns about them
+        value = section[name]
+        try:
+            setattr(probe, name, value)
+        except TraitError as e:
+            del section[name]
+            warnings.warn_explicit(
+                f"%config GpuShare.{name} = {value!r}, set before %load_ext gpushare, is refused: {e}; "
+                f"GpuShare.{name} keeps its default {traits[name].default_value!r}",
+                GpushareWarning, filename="%load_ext gpushare", lineno=0, module="gpushare.magics", registry=None,
+            )
+
+
 def load(shell: Any) -> list[Magics]:
     """Registers every gpushare magic; returns the Magics instances so unloading can remove them."""
     from gpushare import lab_magics  # %sharebench, the transfer-path lab
 
+    _drop_refused_config(shell)
     magics = GpuShare(shell=shell, parent=shell)
     shell.register_magics(magics)
     if magics not in shell.configurables:

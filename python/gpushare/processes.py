@@ -817,10 +817,13 @@ class ProcessShareResult:
         self._release_local()
 
     def to_dict(self) -> dict:
-        return dict(self.row)
+        """The JSON form's ``data``, with its ``schema`` (``gpushare.process-share/1``) kept as a key."""
+        return _as_dict(self.to_json())
 
     def to_json(self) -> str:
-        return json.dumps({"schema": "gpushare.process-share/1", "data": self.to_dict()}, default=str)
+        """The ``application/vnd.gpushare+json`` payload, built through the Rust types its
+        published schema (``gpushare/schemas/process-share.schema.json``) is generated from."""
+        return _report_json("process-share", self.row)
 
     def __repr__(self) -> str:
         return _render_text([self.row])
@@ -1106,9 +1109,9 @@ def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, pee
         if src_id.get("handle") not in (None, torch_handle):
             notes.append("torch's IPC handle bytes differ from the driver's for the same allocation; judged by torch's")
         src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
-        dst_id = info.get("identity") or {}
-        dst_id["opened_handle"] = torch_handle
-        info["identity"] = dst_id
+        dst_id = info.get("identity")
+        if dst_id is not None:  # else judged "copied": the worker's side is unknown
+            dst_id["opened_handle"] = torch_handle
         notes.append("torch's IPC handle names the caching allocator's block; the worker maps the whole block")
     verdict, reason = _judge(src_id, info)
     row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first],
@@ -1306,7 +1309,18 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
                 r.release()
         if owned:
             worker.stop()
-    return ProcessComparison(rows, results if keep else {})
+    return ProcessComparison(rows, results if keep else {}, _source_of(obj, to))
+
+
+def _source_of(obj: Any, to: str | None) -> dict:
+    """What identifies a process comparison: the array's framework, dtype, shape and device, and
+    the framework asked for (None: each path's worker keeps its own)."""
+    from gpushare.adapters import framework
+
+    ordinal = _device_ordinal(obj) if _is_cuda(obj) else None
+    return {"source_framework": _framework_of(obj), "target_framework": framework(to).name if to else None,
+            "dtype": _dtype_name(obj), "shape": [int(d) for d in getattr(obj, "shape", ())],
+            "device": "cpu" if ordinal is None else f"cuda:{ordinal}"}
 
 
 def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any, results: dict, keep: bool) -> dict:
@@ -1441,13 +1455,61 @@ def _render_html(rows: list[dict]) -> str:
     return f"<table class='gpushare-processes'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _report_json(kind: str, data: dict) -> str:
+    """The ``gpushare.<kind>/1`` envelope of a process result: the dict goes through the Rust
+    types (src/report/process.rs), which refuse a key or value the published schema does not
+    describe, so the two cannot drift apart."""
+    return _native.process_report_json(kind, json.dumps(data, default=str))
+
+
+def _as_dict(envelope_json: str) -> dict:
+    envelope = json.loads(envelope_json)
+    return {"schema": envelope["schema"], **envelope["data"]}
+
+
+# Counts are integers in to_pandas() frames; "Int64" (nullable) where a failed path has none.
+_INTEGER_COLUMNS = {"size": "int64", "nbytes": "int64", "bytes_moved": "int64", "bytes_per_handoff": "int64",
+                    "repeats": "Int64", "source_pid": "int64", "target_pid": "Int64",
+                    # Seconds and rates: floats, NaN where a failed path has none (never an object column).
+                    "first_call_s": "float64", "median_s": "float64", "min_s": "float64", "bandwidth_Bps": "float64"}
+
+
+def _tidy(row: dict, ids: dict) -> dict:
+    """One path of a process table as one flat row: the identifying columns (``ids``) first, then
+    the outcome, raw seconds and bytes; identities and notes stay in ``to_dict()``."""
+    timing = row.get("timing") or {}
+    target = row.get("target") or {}
+    median, per_handoff = timing.get("median"), row["bytes_per_handoff"]
+    return {
+        **ids, "path": row["path"], "verdict": row["verdict"], "applicable": row["applicable"],
+        "bytes_moved": row["bytes_moved"], "bytes_per_handoff": per_handoff,
+        "first_call_s": timing.get("first_call"), "median_s": median, "min_s": timing.get("min"),
+        "repeats": timing.get("repeats"),
+        # Nothing moved per handoff (a shared mapping): a bandwidth would mean nothing.
+        "bandwidth_Bps": per_handoff / median if per_handoff and median else None,
+        "source_pid": row["source"]["pid"], "target_pid": target.get("pid"),
+        "source_memory": (row["source"].get("identity") or {}).get("kind"),
+        "target_memory": (target.get("identity") or {}).get("kind"),
+        "mechanism": row["mechanism"], "reason": row.get("reason"),
+    }
+
+
+def _frame(rows: list[dict]) -> Any:
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    return frame.astype({c: t for c, t in _INTEGER_COLUMNS.items() if c in frame.columns})
+
+
 class ProcessComparison:
     """One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
-    the identity of the memory on each side."""
+    the identity of the memory on each side. ``source`` identifies the array (source_framework,
+    target_framework, dtype, shape, device)."""
 
-    def __init__(self, rows: list[dict], results: dict[str, ProcessShareResult]):
+    def __init__(self, rows: list[dict], results: dict[str, ProcessShareResult], source: dict):
         self.rows = rows
         self.results = results
+        self.source = source
 
     def __getitem__(self, path: str) -> dict:
         for row in self.rows:
@@ -1456,15 +1518,26 @@ class ProcessComparison:
         raise KeyError(path)
 
     def to_dict(self) -> dict:
-        return {"rows": self.rows}
+        """The JSON form's ``data``, with its ``schema`` (``gpushare.process-comparison/1``) kept as a key."""
+        return _as_dict(self.to_json())
 
     def to_json(self) -> str:
-        return json.dumps({"schema": "gpushare.process-comparison/1", "data": self.to_dict()}, default=str)
+        """The ``application/vnd.gpushare+json`` payload (schema ``process-comparison.schema.json``)."""
+        return _report_json("process-comparison", {**self.source, "rows": self.rows})
 
     def to_pandas(self) -> Any:
-        import pandas as pd
-
-        return pd.json_normalize(self.rows)
+        """One row per path, the array's framework, dtype, shape, device and bytes on every row."""
+        s = self.source
+        ids = {"source_framework": s["source_framework"], "dtype": s["dtype"], "shape": tuple(s["shape"]),
+               "device": s["device"]}
+        rows = []
+        for row in self.rows:
+            # Asked for none: the framework the worker's array is in, where the path ran.
+            target = s["target_framework"] or (row.get("target") or {}).get("framework")
+            rows.append(_tidy(row, {"source_framework": ids["source_framework"], "target_framework": target,
+                                    "dtype": ids["dtype"], "shape": ids["shape"], "device": ids["device"],
+                                    "nbytes": row["nbytes"]}))
+        return _frame(rows)
 
     def __repr__(self) -> str:
         return _render_text(self.rows)
@@ -1489,15 +1562,17 @@ class ProcessBenchmark:
         return self.data["points"]
 
     def to_dict(self) -> dict:
-        return self.data
+        """The JSON form's ``data``, with its ``schema`` (``gpushare.process-bench/1``) kept as a key."""
+        return _as_dict(self.to_json())
 
     def to_json(self) -> str:
-        return json.dumps({"schema": "gpushare.process-bench/1", "data": self.data}, default=str)
+        """The ``application/vnd.gpushare+json`` payload (schema ``process-bench.schema.json``)."""
+        return _report_json("process-bench", self.data)
 
     def to_pandas(self) -> Any:
-        import pandas as pd
-
-        return pd.json_normalize(self.points)
+        """One row per size × path, the sweep's frameworks, dtype and device on every row."""
+        ids = {k: self.data[k] for k in ("source_framework", "target_framework", "dtype", "device")}
+        return _frame([_tidy(p, {**ids, "size": p["size"], "nbytes": p["nbytes"]}) for p in self.points])
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
         paths = list(dict.fromkeys(p["path"] for p in self.points))

@@ -149,7 +149,7 @@ pub(super) async fn run_notebooks(
                         output.display()
                     )?,
                     Some(failure) => {
-                        report_failure(&label, &nb, failure, err)?;
+                        report_failure(&label, &nb, failure, &spec, err)?;
                         writeln!(err, "wrote what ran to {}", output.display())?;
                         if failure.failure == Failure::Interrupted {
                             return Ok(cancelled_exit_code());
@@ -164,6 +164,9 @@ pub(super) async fn run_notebooks(
             }
             Err(e) => {
                 writeln!(err, "error: {label}: {e}")?;
+                if let Some(hint) = load_ext_after_install_hint(&e, &spec) {
+                    writeln!(err, "{hint}")?;
+                }
                 if wrote {
                     writeln!(err, "wrote what ran to {}", output.display())?;
                 }
@@ -184,11 +187,60 @@ fn report_injection(summary: &RunSummary, label: &str, err: &mut dyn Write) -> s
     Ok(())
 }
 
+/// gpushare's magics, as `%load_ext gpushare` registers them (python/gpushare/magics.py and
+/// lab_magics.py).
+const MAGICS: [&str; 3] = ["share", "sharebench", "gpuinfo"];
+
+/// A cell that used a gpushare magic the kernel does not know. IPython says only "Line magic
+/// function `%share` not found", which does not tell a user who has gpushare installed that the
+/// extension is what is missing, nor how to load it.
+fn magic_not_loaded_hint(ename: &str, evalue: &str, spec: &KernelSpec) -> Option<String> {
+    if ename != "UsageError" || !evalue.contains("not found") {
+        return None;
+    }
+    let magic = evalue.split('`').nth(1)?;
+    if !MAGICS.contains(&magic.trim_start_matches('%')) {
+        return None;
+    }
+    Some(if spec.loads_gpushare() {
+        format!(
+            "hint: `{magic}` is a gpushare magic; the `{}` kernel loads gpushare at start, so the notebook \
+             unloaded it (`%unload_ext gpushare`) or the kernel's Python could not import it: \
+             `%load_ext gpushare` loads it again, or says why it cannot",
+            spec.name
+        )
+    } else {
+        format!(
+            "hint: `{magic}` is a gpushare magic, and the `{}` kernel does not load gpushare: add a cell \
+             `%load_ext gpushare` before its first use, or run with `--kernel gpushare` (installed by \
+             `gpushare kernel install`), which loads it at start",
+            spec.name
+        )
+    })
+}
+
+/// The ipykernel hint says to install `gpushare-dlpack[kernel]` into the kernel's environment;
+/// in a kernel that is not gpushare's, the magics still need `%load_ext gpushare` after that.
+fn load_ext_after_install_hint(e: &KernelError, spec: &KernelSpec) -> Option<String> {
+    let (KernelError::DiedAtStartup { output, .. } | KernelError::StartupTimeout { output, .. }) = e else {
+        return None;
+    };
+    (crate::kernel::lacks_ipykernel(output) && !spec.loads_gpushare()).then(|| {
+        format!(
+            "hint: the `{}` kernel does not load gpushare itself: once it starts, a cell \
+             `%load_ext gpushare` turns the magics on (the `gpushare` kernel, from \
+             `gpushare kernel install`, loads it at start)",
+            spec.name
+        )
+    })
+}
+
 /// nbclient-style report: which cell, its source, and the kernel's traceback without colours.
 fn report_failure(
     label: &str,
     nb: &Notebook,
     failure: &CellFailure,
+    spec: &KernelSpec,
     err: &mut dyn Write,
 ) -> std::io::Result<()> {
     let cell = failure.cell_index + 1;
@@ -227,6 +279,11 @@ fn report_failure(
                 traceback.clone()
             };
             writeln!(err, "\n{}", strip_ansi(&traceback.join("\n")))?;
+            if let Failure::Error { ename, evalue, .. } = &failure.failure
+                && let Some(hint) = magic_not_loaded_hint(ename, evalue, spec)
+            {
+                writeln!(err, "{hint}")?;
+            }
         }
         Failure::KernelDied { output, .. } if !output.trim().is_empty() => {
             writeln!(err, "the kernel's last output:\n{output}")?;
@@ -263,6 +320,45 @@ mod tests {
             Command::Run(args) => args,
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    fn spec(loads: bool) -> KernelSpec {
+        let mut spec = KernelSpec::native_python(Path::new("/usr/bin/python3"));
+        if loads {
+            spec.name = "gpushare".into();
+            spec.argv.push("--ext=gpushare".into());
+        }
+        spec
+    }
+
+    #[test]
+    fn a_gpushare_magic_the_kernel_does_not_know_gets_the_load_ext_hint() {
+        let line = "Line magic function `%share` not found.";
+        let hint = magic_not_loaded_hint("UsageError", line, &spec(false)).unwrap();
+        assert!(hint.contains("`%share` is a gpushare magic") && hint.contains("`python3` kernel"), "{hint}");
+        assert!(hint.contains("`%load_ext gpushare`") && hint.contains("--kernel gpushare"), "{hint}");
+        let cell = "Cell magic `%%share` not found.";
+        assert!(magic_not_loaded_hint("UsageError", cell, &spec(false)).unwrap().contains("`%%share`"));
+        let lab = "Line magic function `%sharebench` not found.";
+        let hint = magic_not_loaded_hint("UsageError", lab, &spec(true)).unwrap();
+        assert!(hint.contains("`%load_ext gpushare`") && !hint.contains("--kernel"), "{hint}");
+        // Not gpushare's magic, not a missing magic, not a UsageError: no hint.
+        assert!(magic_not_loaded_hint("UsageError", "Line magic function `%tiemit` not found.", &spec(false)).is_none());
+        assert!(magic_not_loaded_hint("UsageError", "unknown transfer path 'bogus'", &spec(false)).is_none());
+        assert!(magic_not_loaded_hint("NameError", "name `share` not found", &spec(false)).is_none());
+    }
+
+    #[test]
+    fn a_kernel_without_ipykernel_that_is_not_gpushares_also_gets_the_load_ext_hint() {
+        let died = KernelError::DiedAtStartup {
+            status: "exit status 1".into(),
+            output: "/usr/bin/python3: No module named ipykernel_launcher".into(),
+        };
+        let hint = load_ext_after_install_hint(&died, &spec(false)).unwrap();
+        assert!(hint.contains("`%load_ext gpushare`") && hint.contains("`python3` kernel"), "{hint}");
+        assert!(load_ext_after_install_hint(&died, &spec(true)).is_none());
+        let other = KernelError::DiedAtStartup { status: "exit status 1".into(), output: "ImportError: numpy".into() };
+        assert!(load_ext_after_install_hint(&other, &spec(false)).is_none());
     }
 
     #[test]

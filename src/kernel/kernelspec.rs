@@ -119,6 +119,13 @@ impl KernelSpec {
         }
     }
 
+    /// Whether the kernel loads gpushare's extension at start (`--ext=gpushare`, as the spec
+    /// `gpushare kernel install` writes does); any other kernel needs `%load_ext gpushare`.
+    pub fn loads_gpushare(&self) -> bool {
+        self.argv.iter().any(|a| a == "--ext=gpushare")
+            || self.argv.windows(2).any(|w| w[0] == "--ext" && w[1] == "gpushare")
+    }
+
     /// Whether this is an IPython kernel, whose command line takes IPython's traitlets options.
     pub fn is_ipykernel(&self) -> bool {
         self.argv
@@ -481,6 +488,8 @@ mod tests {
         let spec = KernelSpec::read("gpushare", &dir).unwrap();
         assert_eq!(spec.argv[0], "/venv/bin/python");
         assert!(spec.argv.iter().any(|a| a == "--ext=gpushare"));
+        assert!(spec.loads_gpushare());
+        assert!(!KernelSpec::native_python(Path::new("/usr/bin/python3")).loads_gpushare());
         assert!(spec.argv.iter().any(|a| a == "{connection_file}"));
         assert_eq!(
             spec.env

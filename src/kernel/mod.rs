@@ -133,12 +133,17 @@ fn with_output(output: &str) -> String {
 /// The fix for the commonest start-up failure: the kernelspec's Python has no ipykernel (it is an
 /// extra of gpushare's distribution, not a dependency: `%load_ext gpushare` needs only IPython).
 pub fn missing_ipykernel_hint(output: &str) -> &'static str {
-    if output.contains("No module named ipykernel") || output.contains("No module named 'ipykernel") {
+    if lacks_ipykernel(output) {
         "\nhint: the kernel's Python has no ipykernel; install it into that environment with \
          `python -m pip install 'gpushare-dlpack[kernel]'` (or `pip install ipykernel`)"
     } else {
         ""
     }
+}
+
+/// Whether a kernel's start-up output says its Python cannot import ipykernel.
+pub fn lacks_ipykernel(output: &str) -> bool {
+    output.contains("No module named ipykernel") || output.contains("No module named 'ipykernel")
 }
 
 /// Remove ANSI escape sequences (IPython colours its tracebacks) for plain-text reports.
