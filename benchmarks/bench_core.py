@@ -120,6 +120,36 @@ def gpu_main(args) -> int:
                              budget_s=300e-6, ok=magic_ok))
             print(f"magic's own work, torch->jax 1 MiB, observation on: {own*1e6:.1f} µs (budget 300 µs) "
                   f"{'ok' if magic_ok else 'OVER BUDGET'}")
+            # The magic itself where IPython is there (carried to the GPU machine as a wheel), as the
+            # issue defines its own work: the wall time of `%share t ->jax -n 1 -r 1 -q -o` and of
+            # its table's mime bundle (what a front end renders), less the timed sample the result
+            # reports (the sample includes its synchronisation: the magic times it that way).
+            try:
+                from IPython.core.interactiveshell import InteractiveShell
+            except ImportError:
+                print("(IPython not installed: the %share magic itself not measured)")
+            else:
+                ip = InteractiveShell.instance(history_load_length=0)
+                ip.history_manager.enabled = False
+                ip.run_line_magic("load_ext", "gpushare")
+                ip.user_ns["t"] = t
+                walls, owns = [], []
+                for i in range(60 + 20 * args.blocks):
+                    t0 = time.perf_counter_ns()
+                    table = ip.run_line_magic("share", "t ->jax -n 1 -r 1 -q -o")
+                    table._repr_mimebundle_()
+                    wall = (time.perf_counter_ns() - t0) * 1e-9
+                    timing = table[0].timing
+                    if i >= 60:  # warm-up calls
+                        walls.append(wall)
+                        owns.append(wall - sum(timing.samples) * timing.loops)
+                own = statistics.median(owns)
+                real_ok = own <= 300e-6
+                ok &= real_ok
+                rows.append(dict(pair="%share magic own work torch->jax", size=size, raw_s=None,
+                                 share_s=statistics.median(walls), added_s=own, budget_s=300e-6, ok=real_ok))
+                print(f"%share t ->jax -n 1 -r 1 (IPython), observation on: {statistics.median(walls)*1e6:.1f} µs "
+                      f"in all, {own*1e6:.1f} µs besides its timed sample (budget 300 µs) {'ok' if real_ok else 'OVER BUDGET'}")
         del t, c, j
     report = dict(
         date=time.strftime("%Y-%m-%d"), machine=platform.platform(), python=sys.version.split()[0],

@@ -48,6 +48,7 @@ def main() -> int:
 
     import gpushare
     from gpushare import _native, topology
+    from gpushare.adapters import framework
 
     if torch.cuda.device_count() < 2:
         print("bench_devices: fewer than 2 GPUs here; nothing to measure")
@@ -73,18 +74,19 @@ def main() -> int:
         row["torch_copy_s"] = timed(lambda: b.copy_(a), sync, args.repeat)
         stream = torch.cuda.current_stream(0).cuda_stream
         copy_of = _native.SharedBuffer._copy_of
+        copy_source = framework("torch").copy_source  # what the p2p route reads its source from
         keep = []
 
         def p2p_core():
             keep.clear()
-            keep.append(copy_of(a.__dlpack__(max_version=(1, 0)), "p2p", stream, "cuda:1"))
+            keep.append(copy_of(copy_source(a), "p2p", stream, "cuda:1"))
 
         row["p2p_core_s"] = timed(p2p_core, sync, args.repeat)
         row["p2p_share_s"] = timed(lambda: gpushare.share(a, "torch", device="cuda:1", path="p2p"), sync, args.repeat)
 
         def pinned_core():
             keep.clear()
-            keep.append(copy_of(a.__dlpack__(max_version=(1, 0)), "pinned", stream, "cuda:1"))
+            keep.append(copy_of(copy_source(a), "pinned", stream, "cuda:1"))
 
         row["pinned_core_s"] = timed(pinned_core, sync, max(args.repeat // 4, 3))
         host = torch.empty(n, pin_memory=True)
