@@ -409,3 +409,19 @@ def test_cell_error_in_a_function_the_cell_defines(ip, capsys):
     text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "return undefined_name_xyz" in text and "ff = f()" in text
     assert "magics.py" not in text and "Could not get source" not in text
+
+
+def test_a_remembered_line_parse_raises_again_and_is_not_shared(ip, run):
+    """Lines' parses are remembered (a notebook re-runs the same lines): a bad line fails every
+    time, and each run gets its own arguments."""
+    from gpushare.magics import parse_magic_line
+
+    ip.user_ns["x"] = np.arange(3.0)
+    for _ in range(2):
+        with pytest.raises(UsageError, match="unrecognized arguments"):
+            run("%share x ->numpy --bogus")
+    parser = ip.magics_manager.registry["GpuShare"].share.parser
+    first, route = parse_magic_line(parser, "x ->numpy -r 3", name_first=True)
+    first.repeat = 99
+    again, route_again = parse_magic_line(parser, "x ->numpy -r 3", name_first=True)
+    assert (again.repeat, route, route_again) == (3, "->numpy", "->numpy")

@@ -243,3 +243,16 @@ def test_process_frames_are_tidy(process_results):
     assert str(b["size"].dtype) == "int64" and str(b["bytes_moved"].dtype) == "int64"
     assert list(b["bytes_moved"]) == [4096, 4096, 65536, 65536]
     assert (b["repeats"] == 2).all() and (b["median_s"] > 0).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dict_forms_are_what_json_loads_gives(results, kind):
+    """The mime bundle's and to_dict()'s objects are built from the Rust values directly, not by
+    json.loads of the text: they must still be exactly what json.loads of the JSON gives."""
+    r = results[kind]
+    payload = json.loads(r.to_json())
+    if hasattr(r, "_repr_mimebundle_"):
+        assert r._repr_mimebundle_()["application/vnd.gpushare+json"] == payload
+    d = r.to_dict()
+    if isinstance(d, dict) and "data" not in d:
+        assert d == {**payload["data"], "schema": payload["schema"]}

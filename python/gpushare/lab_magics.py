@@ -15,7 +15,7 @@ from IPython.display import display
 
 from gpushare import api, lab
 from gpushare.exceptions import UnknownFrameworkError
-from gpushare.magics import MAX_COUNT, _check_count, _split_route
+from gpushare.magics import MAX_COUNT, _check_count, parse_magic_line
 
 
 @magics_class
@@ -72,8 +72,8 @@ class GpuShareLab(Magics):
             %sharebench torch->torch --across processes --sizes 1MiB,256MiB
             %sharebench torch->torch --across processes --worker-device cuda:1 --paths ipc,nccl
         """
-        rest, route = _split_route(line, self.sharebench.parser)
-        args = self.sharebench.parser.parse_args(rest)  # bad flags raise UsageError with the usage line
+        # bad flags raise UsageError with the usage line
+        args, route = parse_magic_line(self.sharebench.parser, line)
         if route is None:
             raise UsageError("missing route: %sharebench SRC->DST (e.g. torch->jax)")
         try:

@@ -6,7 +6,9 @@ configurable: ``%config GpuShare.repeat = 20``.
 
 from __future__ import annotations
 
+import argparse
 import ast
+import functools
 import keyword
 import shlex
 import string
@@ -84,6 +86,23 @@ def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tup
     if len(routes) > 1:
         raise UsageError(f"one route per magic, got {routes}")
     return [t for j, t in enumerate(tokens) if not in_route[j]], (routes[0] if routes else None)
+
+
+def parse_magic_line(parser: Any, line: str, name_first: bool = False) -> tuple[argparse.Namespace, str | None]:
+    """A magic line's arguments and route (see :func:`_split_route`), parsed by ``parser``.
+
+    A notebook re-runs the same lines, and parsing one costs tens of microseconds of shlex and
+    argparse, more than the rest of a share on a CPU; so a line's parse is remembered. Parsing is a
+    function of the line and the parser alone, and errors are raised again every time (only
+    successful parses are kept). Each call gets its own copy of the arguments."""
+    args, route = _parse_magic_line_cached(parser, line, name_first)
+    return argparse.Namespace(**vars(args)), route
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_magic_line_cached(parser: Any, line: str, name_first: bool) -> tuple[argparse.Namespace, str | None]:
+    rest, route = _split_route(line, parser, name_first=name_first)
+    return parser.parse_args(rest), route
 
 
 def _is_name(name: str) -> bool:
@@ -333,8 +352,7 @@ class GpuShare(Magics):
             %share x torch -> jax -> tf -r 20
         """
         __tracebackhide__ = True  # an error of the user's cell is shown from the user's line
-        rest, route = _split_route(line, self.share.parser, name_first=cell is None)
-        args = self.share.parser.parse_args(rest)
+        args, route = parse_magic_line(self.share.parser, line, name_first=cell is None)
         if route is None:
             raise UsageError("missing route: write SRC->DST (e.g. torch->tf) or ->DST")
         source, targets = self._run(api.parse_chain, route)

@@ -11,10 +11,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
 use serde::Serialize;
 
 use super::errors::{CudaError as PyCudaError, interruptible};
+use super::json::json_to_py;
 use crate::cuda::{self, ContextPolicy, CudaError, Stream};
 
 /// `CudaError` → `gpushare.exceptions.CudaError`, with `kind` ("unavailable", "driver",
@@ -45,35 +46,6 @@ pub fn to_pyerr(error: CudaError) -> PyErr {
 fn to_py<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
     let json = serde_json::to_value(value).map_err(|e| PyCudaError::new_err(format!("cannot convert: {e}")))?;
     json_to_py(py, &json)
-}
-
-fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    use serde_json::Value;
-    Ok(match value {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                u.into_pyobject(py)?.into_any()
-            } else if let Some(i) = n.as_i64() {
-                i.into_pyobject(py)?.into_any()
-            } else {
-                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
-            }
-        }
-        Value::String(s) => PyString::new(py, s).into_any(),
-        Value::Array(items) => {
-            let items = items.iter().map(|item| json_to_py(py, item)).collect::<PyResult<Vec<_>>>()?;
-            PyList::new(py, items)?.into_any()
-        }
-        Value::Object(map) => {
-            let dict = PyDict::new(py);
-            for (key, item) in map {
-                dict.set_item(key, json_to_py(py, item)?)?;
-            }
-            dict.into_any()
-        }
-    })
 }
 
 /// A report answer: `Ok(Some(..))`, `Ok(None)` when there is no CUDA, the error otherwise.

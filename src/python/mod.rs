@@ -5,6 +5,7 @@ mod cuda;
 mod errors;
 mod explain;
 mod ipc;
+mod json;
 mod plan;
 mod shared;
 mod types;

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyList};
 
 use super::errors::{DLPackError, UnsafeInputError, with_fix};
+use super::json::json_to_py;
 use crate::dlpack::{Layout, read_legacy, read_versioned};
 use crate::explain;
 use crate::render;
@@ -40,11 +41,6 @@ pub fn layout_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Layout> {
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
-}
-
-fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    let text = serde_json::to_string(value).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-    py.import("json")?.call_method1("loads", (text,))
 }
 
 /// `value` as a dict with the envelope's `schema` key added, so a `to_dict()` still says which
