@@ -163,4 +163,3 @@ fn wrap_never_drops_a_character() {
     assert_eq!(joined.replace(' ', ""), text.replace(' ', ""));
     assert_eq!(wrap("", 10, "a ", "  "), vec!["a ".to_string()]);
 }
-
