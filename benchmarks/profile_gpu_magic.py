@@ -1,67 +1,114 @@
-"""Where the %share magic's own work goes on a GPU: `%share t ->jax -n 1 -r 1 -q -o` (and its table's
-mime bundle) under variants, each as wall time less the timed sample its result reports. A
-diagnostic for issue 11's magic budget, not a benchmark of record:
-`python3 benchmarks/profile_gpu_magic.py`."""
+"""Where the %share magic's own work goes on a GPU: `%share t ->DST -n 1 -r 1 -q -o` and its
+table's mime bundle, taken apart into the steps it runs, each timed on its own (median µs), then a
+cProfile of the whole. "Own work" is wall time less the timed sample the result reports (issue 11's
+definition). A diagnostic for issue 11's magic budget, not a benchmark of record:
+`python3 benchmarks/profile_gpu_magic.py [--profile]`."""
 
+import cProfile
 import os
+import pstats
 import statistics
+import sys
 import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import jax  # noqa: E402,F401
+import cupy  # noqa: E402
+import jax  # noqa: E402
 import torch  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 import gpushare  # noqa: E402
+from gpushare import _native, api, ledger  # noqa: E402
+from gpushare.magics import parse_magic_line  # noqa: E402
 
 ip = InteractiveShell.instance(history_load_length=0)
 ip.history_manager.enabled = False
 ip.run_line_magic("load_ext", "gpushare")
+magics = ip.magics_manager.registry["GpuShare"]
 t = torch.ones(1 << 18, device="cuda")
 ip.user_ns["t"] = t
+old_jax = jax.dlpack.from_dlpack(torch.ones(1 << 18, device="cuda"))
+old_jax.block_until_ready()
 
 
-def own(run, n=150):
+def timed(fn, n=300, warm=30):
+    """Median wall time of fn(), µs."""
+    xs = []
+    for i in range(n + warm):
+        t0 = time.perf_counter_ns()
+        fn()
+        if i >= warm:
+            xs.append(time.perf_counter_ns() - t0)
+    return statistics.median(xs) / 1e3
+
+
+def own(run, n=300, warm=30):
+    """Median µs of wall less the timed sample the result reports, and of wall."""
     owns, walls = [], []
-    for i in range(n + 30):
+    for i in range(n + warm):
         t0 = time.perf_counter_ns()
         r = run()
         wall = (time.perf_counter_ns() - t0) * 1e-9
-        timing = r.timing
-        if i >= 30:
+        if i >= warm:
             walls.append(wall)
-            owns.append(wall - sum(timing.samples) * timing.loops)
-    return statistics.median(walls) * 1e6, statistics.median(owns) * 1e6
+            owns.append(wall - sum(r.timing.samples) * r.timing.loops)
+    return statistics.median(owns) * 1e6, statistics.median(walls) * 1e6
 
 
-def magic(line, drop=False):
-    def run():
+def row(name, value, wall=None):
+    extra = f"   (wall {wall:8.1f})" if wall is not None else ""
+    print(f"  {name:<62} {value:8.1f} µs{extra}", flush=True)
+
+
+for dst in ("jax", "cupy"):
+    line = f"t ->{dst} -n 1 -r 1 -q -o"
+    print(f"== %share {line}")
+
+    def full():
         table = ip.run_line_magic("share", line)
         table._repr_mimebundle_()
-        if drop:
-            ip.user_ns.pop("t_jax", None)
         return table[0]
-    return run
 
+    row("magic + mime bundle, own work", *own(full))
+    row("magic without IPython's run_line_magic, own work", *own(lambda: magics.share(line)[0]))
+    args, route = parse_magic_line(magics.share.parser, line, name_first=True)
+    row("parse the line (remembered)", timed(lambda: parse_magic_line(magics.share.parser, line, name_first=True)))
+    opts = dict(path="auto", repeat=1, number=1, observe=True)
+    row("_share_line (share_chain + bind), own work", *own(lambda: magics._share_line(args, None, [dst], opts)[0]))
+    for observe in (True, False):
+        row(f"share_chain(observe={observe}), own work",
+            *own(lambda: api.share_chain(t, [dst], name="t", path="auto", repeat=1, number=1, observe=observe)[0]))
+        row(f"share(observe={observe}), own work", *own(lambda: gpushare.share(t, dst, observe=observe)))
+    table = ip.run_line_magic("share", line)
+    row("table mime bundle", timed(table._repr_mimebundle_))
+    row("table html", timed(table._repr_html_))
+    row("table json", timed(table.to_json) if hasattr(table, "to_json") else float("nan"))
 
-variants = {
-    "magic as users run it": magic("t ->jax -n 1 -r 1 -q -o"),
-    "magic, its bound t_jax dropped after each": magic("t ->jax -n 1 -r 1 -q -o", drop=True),
-    "share(observe=True, budget=0.2, repeat=1, number=1)": lambda: gpushare.share(t, "jax", observe=True, budget=0.2, repeat=1, number=1),
-    "share(observe=True) once": lambda: gpushare.share(t, "jax", observe=True),
-    "share(observe=False, budget=0.2, repeat=1, number=1)": lambda: gpushare.share(t, "jax", budget=0.2, repeat=1, number=1),
-    "share() once": lambda: gpushare.share(t, "jax"),
-}
-variants_off = {"magic, observe_gpu off": magic("t ->jax -n 1 -r 1 -q -o")}
-for name, run in variants.items():
-    wall, o = own(run)
-    print(f"{name:<58} wall {wall:8.1f} µs  besides the timed sample {o:8.1f} µs", flush=True)
-ip.run_line_magic("config", "GpuShare.observe_gpu = False")
-for name, run in variants_off.items():
-    wall, o = own(run)
-    print(f"{name:<58} wall {wall:8.1f} µs  besides the timed sample {o:8.1f} µs", flush=True)
-ip.run_line_magic("config", "GpuShare.observe_gpu = True")
-ip.user_ns["c"] = __import__("cupy").ones(1 << 18, dtype="float32")
-wall, o = own(lambda: (lambda tb: (tb._repr_mimebundle_(), tb[0])[1])(ip.run_line_magic("share", "t ->cupy -n 1 -r 1 -q -o")))
-print(f"{'magic t ->cupy':<58} wall {wall:8.1f} µs  besides the timed sample {o:8.1f} µs", flush=True)
+print("== the observed handoff's parts")
+row("torch.cuda.synchronize()", timed(torch.cuda.synchronize))
+row("driver mem info (cuMemGetInfo)", timed(lambda: _native.cuda_mem_info(0)))
+row("ledger.allocator_memory(0), every imported framework", timed(lambda: ledger.allocator_memory(0)))
+for name in ledger.TRACKED_FRAMEWORKS:
+    if name in sys.modules:
+        row(f"  ledger.framework_memory({name!r})", timed(lambda: ledger.framework_memory(name, 0)))
+row("jax from_dlpack(t)", timed(lambda: jax.dlpack.from_dlpack(t)))
+row("jax from_dlpack(t).block_until_ready()", timed(lambda: jax.dlpack.from_dlpack(t).block_until_ready()))
+row("block_until_ready() of an old array", timed(old_jax.block_until_ready))
+row("cupy.from_dlpack(t)", timed(lambda: cupy.from_dlpack(t)))
+row("torch current stream", timed(lambda: torch.cuda.current_stream().cuda_stream))
+
+print("== order: the first rows again, after everything above")
+row("magic ->jax + mime bundle, own work",
+    *own(lambda: (lambda tb: (tb._repr_mimebundle_(), tb[0])[1])(ip.run_line_magic("share", "t ->jax -n 1 -r 1 -q -o"))))
+row("share(t, 'jax', observe=True), own work", *own(lambda: gpushare.share(t, "jax", observe=True)))
+
+if "--profile" in sys.argv:
+    for dst in ("jax", "cupy"):
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(500):
+            ip.run_line_magic("share", f"t ->{dst} -n 1 -r 1 -q -o")._repr_mimebundle_()
+        pr.disable()
+        print(f"== cProfile, 500 × %share t ->{dst}, by own time")
+        pstats.Stats(pr).sort_stats("tottime").print_stats(22)

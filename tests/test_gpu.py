@@ -78,6 +78,13 @@ def test_pair_shares_device_memory(src, dst, device):
     assert memory is not None
     grown = {f"{fw}.{k}": v for fw, figs in memory["frameworks"].items() for k, v in figs.items() if v > 0 and "peak" not in k and "limit" not in k}
     assert not grown and (memory["driver_used"] or 0) <= 0, memory
+    # The ledger asks the pair's two allocators only (the driver's figure covers the rest), and
+    # PyTorch's answers here: the backing tensor lives in it.
+    from gpushare.adapters import framework
+
+    pair = {framework(src).module, framework(dst).module}
+    assert set(memory["frameworks"]) <= pair, memory
+    assert "torch" not in pair or "torch" in memory["frameworks"], memory
     streams = r.streams
     assert streams is not None and "wait" in streams
     # TensorFlow takes and gives no stream: the report says how gpushare ordered the two sides.

@@ -11,6 +11,7 @@ claim most of it. No CUDA, or no context on the device yet, reads as ``None``, n
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,8 +37,10 @@ def driver_mem_info(ordinal: int = 0) -> Optional[tuple[int, int]]:
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def _probes() -> dict[str, Callable[[int], Optional[dict[str, int]]]]:
-    """Each framework's allocator probe, keyed by its module name: the adapters' own."""
+    """Each framework's allocator probe, keyed by its module name: the adapters' own (built once:
+    the adapters are fixed at import)."""
     from gpushare.adapters import ADAPTERS
 
     return {a.module: a.allocator_memory for a in ADAPTERS.values()}
@@ -57,11 +60,13 @@ def framework_memory(name: str, ordinal: int = 0) -> Optional[dict[str, int]]:
         return None
 
 
-def allocator_memory(ordinal: int = 0) -> dict[str, dict[str, int]]:
-    """Every imported framework allocator's figures on CUDA device ``ordinal`` (the memory
-    ledger's per-framework half; the core reads the driver's figure itself)."""
+def allocator_memory(ordinal: int = 0, frameworks: Optional[Iterable[str]] = None) -> dict[str, dict[str, int]]:
+    """The imported framework allocators' figures on CUDA device ``ordinal`` (the memory
+    ledger's per-framework half; the core reads the driver's figure itself): of every imported
+    framework, or of those named in ``frameworks`` (module names)."""
     figures = {}
-    for name in TRACKED_FRAMEWORKS:
+    wanted = TRACKED_FRAMEWORKS if frameworks is None else [n for n in TRACKED_FRAMEWORKS if n in set(frameworks)]
+    for name in wanted:
         if name in sys.modules:
             found = framework_memory(name, ordinal)
             if found is not None:
