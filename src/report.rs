@@ -312,3 +312,15 @@ pub struct Prediction {
 pub fn envelope(kind: &str, payload: serde_json::Value) -> serde_json::Value {
     serde_json::json!({ "schema": format!("gpushare.{kind}/{SCHEMA_VERSION}"), "data": payload })
 }
+
+/// The envelope of [`envelope`], written straight to text from the payload's own type: building a
+/// `serde_json::Value` of a share report first (numbers kept exactly, `arbitrary_precision`)
+/// costs about eight times writing its text, and a table's mime bundle did it on every display.
+pub fn envelope_text<T: Serialize + ?Sized>(kind: &str, data: &T) -> serde_json::Result<String> {
+    #[derive(Serialize)]
+    struct Envelope<'a, T: Serialize + ?Sized> {
+        data: &'a T,
+        schema: String,
+    }
+    serde_json::to_string(&Envelope { data, schema: format!("gpushare.{kind}/{SCHEMA_VERSION}") })
+}

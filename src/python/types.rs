@@ -9,7 +9,7 @@ use super::json::json_to_py;
 use crate::dlpack::{Layout, read_legacy, read_versioned};
 use crate::explain;
 use crate::render;
-use crate::report::{MIME_TYPE, ShareReport, TensorReport, Verdict, envelope};
+use crate::report::{MIME_TYPE, ShareReport, TensorReport, Verdict, envelope_text};
 use crate::stats::Timing;
 
 /// Reads a DLPack capsule without consuming it: the name is left as it was, so the capsule's own
@@ -43,14 +43,24 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-/// `value` as a dict with the envelope's `schema` key added, so a `to_dict()` still says which
-/// schema (`gpushare.<kind>/<N>`) it follows.
-fn dict_with_schema<'py>(py: Python<'py>, kind: &str, value: serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    let mut value = value;
-    if let Some(map) = value.as_object_mut() {
-        map.insert("schema".into(), crate::schema::schema_id(kind).into());
-    }
-    json_to_py(py, &value)
+/// `json.loads(text)`: the Python objects of a report written as text by its own type (see
+/// [`envelope_text`]), json's C parser making them.
+fn loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    static LOADS: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    LOADS.get_or_try_init(py, || py.import("json")?.getattr("loads").map(Bound::unbind))?.bind(py).call1((text,))
+}
+
+/// The JSON form's `data` as a dict, with the envelope's `schema` key added, so a `to_dict()` still
+/// says which schema (`gpushare.<kind>/<N>`) it follows.
+fn dict_with_schema<'py, T: serde::Serialize + ?Sized>(py: Python<'py>, kind: &str, data: &T) -> PyResult<Bound<'py, PyAny>> {
+    let envelope = loads(py, &envelope_text(kind, data).map_err(json_error)?)?;
+    let dict = envelope.get_item("data")?;
+    dict.set_item("schema", envelope.get_item("schema")?)?;
+    Ok(dict)
+}
+
+fn json_error(e: serde_json::Error) -> PyErr {
+    PyTypeError::new_err(e.to_string())
 }
 
 /// A tidy frame of handoffs: one row each, the identifying columns first, counts as integers.
@@ -355,11 +365,10 @@ impl TensorInfo {
 
     /// The JSON form's `data` as a dict, with its `schema` (`gpushare.tensor/1`).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "tensor", serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+        dict_with_schema(py, "tensor", &self.report)
     }
     fn to_json(&self) -> PyResult<String> {
-        let v = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-        Ok(envelope("tensor", v).to_string())
+        envelope_text("tensor", &self.report).map_err(json_error)
     }
     fn __repr__(&self) -> String {
         render::tensor_text(&self.report)
@@ -709,11 +718,10 @@ impl ShareResult {
 
     /// The JSON form's `data` as a dict, with its `schema` (`gpushare.share/1`).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "share", serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+        dict_with_schema(py, "share", &self.report)
     }
     fn to_json(&self) -> PyResult<String> {
-        let v = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-        Ok(envelope("share", v).to_string())
+        envelope_text("share", &self.report).map_err(json_error)
     }
     /// One tidy row: identifying columns first, raw seconds and bytes, integer counts.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -736,8 +744,7 @@ impl ShareResult {
         let d = PyDict::new(py);
         d.set_item("text/plain", self.__repr__())?;
         d.set_item("text/html", self._repr_html_())?;
-        let payload = serde_json::to_value(&self.report).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-        d.set_item(MIME_TYPE, json_to_py(py, &envelope("share", payload))?)?;
+        d.set_item(MIME_TYPE, loads(py, &envelope_text("share", &self.report).map_err(json_error)?)?)?;
         Ok(d)
     }
 }
@@ -756,8 +763,7 @@ fn mimebundle<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'
     let d = PyDict::new(py);
     d.set_item("text/plain", render::share_table_text(reports))?;
     d.set_item("text/html", render::share_table_html(reports))?;
-    let payload = serde_json::to_value(reports).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-    d.set_item(MIME_TYPE, json_to_py(py, &envelope("shares", payload))?)?;
+    d.set_item(MIME_TYPE, loads(py, &envelope_text("shares", reports).map_err(json_error)?)?)?;
     Ok(d)
 }
 
@@ -768,10 +774,7 @@ pub fn render_shares(results: &Bound<'_, PyAny>, fmt: &str) -> PyResult<String> 
     match fmt {
         "text" => Ok(render::share_table_text(&reports)),
         "html" => Ok(render::share_table_html(&reports)),
-        "json" => {
-            let payload = serde_json::to_value(&reports).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-            Ok(envelope("shares", payload).to_string())
-        }
+        "json" => envelope_text("shares", &reports).map_err(json_error),
         other => Err(PyTypeError::new_err(format!("unknown format {other:?}: use text, html or json"))),
     }
 }
