@@ -13,7 +13,10 @@ import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import cupy  # noqa: E402
+# --cpu: a dry run of this script where there is no GPU (numpy stands in for CuPy).
+ON_GPU = "--cpu" not in sys.argv
+if not ON_GPU:
+    os.environ["JAX_PLATFORMS"] = "cpu"
 import jax  # noqa: E402
 import torch  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
@@ -26,9 +29,12 @@ ip = InteractiveShell.instance(history_load_length=0)
 ip.history_manager.enabled = False
 ip.run_line_magic("load_ext", "gpushare")
 magics = ip.magics_manager.registry["GpuShare"]
-t = torch.ones(1 << 18, device="cuda")
+DEVICE, OTHER = ("cuda", "cupy") if ON_GPU else ("cpu", "numpy")
+if ON_GPU:
+    import cupy  # noqa: F401
+t = torch.ones(1 << 18, device=DEVICE)
 ip.user_ns["t"] = t
-old_jax = jax.dlpack.from_dlpack(torch.ones(1 << 18, device="cuda"))
+old_jax = jax.dlpack.from_dlpack(torch.ones(1 << 18, device=DEVICE))
 old_jax.block_until_ready()
 
 
@@ -61,7 +67,7 @@ def row(name, value, wall=None):
     print(f"  {name:<62} {value:8.1f} µs{extra}", flush=True)
 
 
-for dst in ("jax", "cupy"):
+for dst in ("jax", OTHER):
     line = f"t ->{dst} -n 1 -r 1 -q -o"
     print(f"== %share {line}")
 
@@ -86,8 +92,9 @@ for dst in ("jax", "cupy"):
     row("table json", timed(table.to_json) if hasattr(table, "to_json") else float("nan"))
 
 print("== the observed handoff's parts")
-row("torch.cuda.synchronize()", timed(torch.cuda.synchronize))
-row("driver mem info (cuMemGetInfo)", timed(lambda: _native.cuda_mem_info(0)))
+if ON_GPU:
+    row("torch.cuda.synchronize()", timed(torch.cuda.synchronize))
+    row("driver mem info (cuMemGetInfo)", timed(lambda: _native.cuda_mem_info(0)))
 row("ledger.allocator_memory(0), every imported framework", timed(lambda: ledger.allocator_memory(0)))
 for name in ledger.TRACKED_FRAMEWORKS:
     if name in sys.modules:
@@ -95,16 +102,85 @@ for name in ledger.TRACKED_FRAMEWORKS:
 row("jax from_dlpack(t)", timed(lambda: jax.dlpack.from_dlpack(t)))
 row("jax from_dlpack(t).block_until_ready()", timed(lambda: jax.dlpack.from_dlpack(t).block_until_ready()))
 row("block_until_ready() of an old array", timed(old_jax.block_until_ready))
-row("cupy.from_dlpack(t)", timed(lambda: cupy.from_dlpack(t)))
-row("torch current stream", timed(lambda: torch.cuda.current_stream().cuda_stream))
+if ON_GPU:
+    row("cupy.from_dlpack(t)", timed(lambda: cupy.from_dlpack(t)))
+    row("torch current stream", timed(lambda: torch.cuda.current_stream().cuda_stream))
 
-print("== order: the first rows again, after everything above")
+print("== drift: the first rows again, after everything above")
 row("magic ->jax + mime bundle, own work",
     *own(lambda: (lambda tb: (tb._repr_mimebundle_(), tb[0])[1])(ip.run_line_magic("share", "t ->jax -n 1 -r 1 -q -o"))))
 row("share(t, 'jax', observe=True), own work", *own(lambda: gpushare.share(t, "jax", observe=True)))
 
+
+def paired(a, b, blocks=15, per=20):
+    """Median over alternating blocks of (a's own work − b's), µs: drift hits both alike."""
+    diffs, a_own, b_own = [], [], []
+    for _ in range(blocks):
+        mean = []
+        for fn in (a, b):
+            total = 0.0
+            for _ in range(per):
+                t0 = time.perf_counter_ns()
+                r = fn()
+                total += (time.perf_counter_ns() - t0) * 1e-9 - sum(r.timing.samples) * r.timing.loops
+            mean.append(total / per * 1e6)
+        a_own.append(mean[0]), b_own.append(mean[1]), diffs.append(mean[0] - mean[1])
+    return statistics.median(a_own), statistics.median(b_own), statistics.median(diffs)
+
+
+def magic_full(dst):
+    return lambda: (lambda tb: (tb._repr_mimebundle_(), tb[0])[1])(ip.run_line_magic("share", f"t ->{dst} -n 1 -r 1 -q -o"))
+
+
+def magic_direct(dst):
+    return lambda: (lambda tb: (tb._repr_mimebundle_(), tb[0])[1])(magics.share(f"t ->{dst} -n 1 -r 1 -q -o"))
+
+
+print("== paired, alternating blocks (a own, b own, a − b), µs")
+for dst in ("jax", OTHER):
+    print(f"  {dst}: run_line_magic vs magics.share direct   %8.1f %8.1f %8.1f" % paired(magic_full(dst), magic_direct(dst)))
+    print(f"  {dst}: magic direct vs share(observe=True)      %8.1f %8.1f %8.1f"
+          % paired(magic_direct(dst), lambda: gpushare.share(t, dst, observe=True)))
+    print(f"  {dst}: share(observe=True) vs share()           %8.1f %8.1f %8.1f"
+          % paired(lambda: gpushare.share(t, dst, observe=True), lambda: gpushare.share(t, dst)))
+
+print("== the collector and JAX's live arrays around 300 magics ->jax")
+import gc  # noqa: E402
+
+collections = {0: 0, 1: 0, 2: 0}
+spent = [0.0]
+started = [0]
+
+
+def on_gc(phase, info):
+    if phase == "start":
+        started[0] = time.perf_counter_ns()
+    else:
+        collections[info["generation"]] += 1
+        spent[0] += (time.perf_counter_ns() - started[0]) * 1e-9
+
+
+live_before = len(jax.live_arrays())
+gc.callbacks.append(on_gc)
+t0 = time.perf_counter()
+for _ in range(300):
+    magic_full("jax")()
+elapsed = time.perf_counter() - t0
+gc.callbacks.remove(on_gc)
+print(f"  300 magics: {elapsed * 1e6 / 300:.1f} µs each; collections by generation {collections}, "
+      f"{spent[0] * 1e6 / 300:.1f} µs each in the collector; live JAX arrays {live_before} → {len(jax.live_arrays())}; "
+      f"gc objects {len(gc.get_objects())}")
+t0 = time.perf_counter()
+gc.collect()
+print(f"  gc.collect(): {(time.perf_counter() - t0) * 1e3:.1f} ms, live JAX arrays then {len(jax.live_arrays())}")
+row("share(t, 'jax', observe=True) after gc.collect(), own work", *own(lambda: gpushare.share(t, "jax", observe=True)))
+gc.freeze()
+row("share(t, 'jax', observe=True) after gc.freeze(), own work", *own(lambda: gpushare.share(t, "jax", observe=True)))
+row("magic ->jax + mime bundle after gc.freeze(), own work", *own(magic_full("jax")))
+gc.unfreeze()
+
 if "--profile" in sys.argv:
-    for dst in ("jax", "cupy"):
+    for dst in ("jax", OTHER):
         pr = cProfile.Profile()
         pr.enable()
         for _ in range(500):
