@@ -112,14 +112,17 @@ row("magic ->jax + mime bundle, own work",
 row("share(t, 'jax', observe=True), own work", *own(lambda: gpushare.share(t, "jax", observe=True)))
 
 
-def paired(a, b, blocks=15, per=20):
-    """Median over alternating blocks of (a's own work − b's), µs: drift hits both alike."""
+def paired(a, b, blocks=15, per=20, before_a=None):
+    """Median over alternating blocks of (a's own work − b's), µs: drift hits both alike.
+    ``before_a`` runs before each call of ``a``, outside its timing."""
     diffs, a_own, b_own = [], [], []
     for _ in range(blocks):
         mean = []
         for fn in (a, b):
             total = 0.0
             for _ in range(per):
+                if before_a is not None and fn is a:
+                    before_a()
                 t0 = time.perf_counter_ns()
                 r = fn()
                 total += (time.perf_counter_ns() - t0) * 1e-9 - sum(r.timing.samples) * r.timing.loops
@@ -143,6 +146,21 @@ for dst in ("jax", OTHER):
           % paired(magic_direct(dst), lambda: gpushare.share(t, dst, observe=True)))
     print(f"  {dst}: share(observe=True) vs share()           %8.1f %8.1f %8.1f"
           % paired(lambda: gpushare.share(t, dst, observe=True), lambda: gpushare.share(t, dst)))
+
+    print(f"  {dst}: magic, its last result unbound first vs magic  %8.1f %8.1f %8.1f"
+          % paired(magic_full(dst), magic_full(dst), before_a=lambda: ip.user_ns.pop(f"t_{dst}", None)))
+
+print("== releasing a target array made from t (300 each, median µs)")
+for name, make in (("jax", lambda: jax.dlpack.from_dlpack(t)), (OTHER, lambda: gpushare.share(t, OTHER).value)):
+    arrays = [make() for _ in range(300)]
+    if name == "jax":
+        jax.block_until_ready(arrays)
+    xs = []
+    while arrays:
+        t0 = time.perf_counter_ns()
+        arrays.pop()
+        xs.append(time.perf_counter_ns() - t0)
+    row(f"del a {name} array made from torch's t", statistics.median(xs) / 1e3)
 
 print("== the collector and JAX's live arrays around 300 magics ->jax")
 import gc  # noqa: E402

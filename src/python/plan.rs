@@ -366,8 +366,36 @@ impl Route<Py<PyAny>> for PyRoute {
     }
 
     fn convert_described(&self, array: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<Py<PyAny>> {
+        let convert = self.conversion_for(source);
+        Python::attach(|py| convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+    }
+
+    fn ordering(&self) -> Option<&str> {
+        self.ordering.as_deref()
+    }
+
+    fn convert_recorded(&self, array: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<(Py<PyAny>, Vec<StreamRequest>)> {
+        if self.path != "dlpack" {
+            return Ok((self.convert_described(array, source)?, Vec::new()));
+        }
+        let convert = self.conversion_for(source);
+        Python::attach(|py| {
+            let recorder = Py::new(py, StreamRecorder { obj: array.clone_ref(py), requests: Mutex::new(Vec::new()) })
+                .map_err(|e| share_error(py, e))?;
+            let value = convert.bind(py).call1((recorder.bind(py),)).map_err(|e| share_error(py, e))?;
+            let requests = recorder.get().requests.lock().map(|r| r.clone()).unwrap_or_default();
+            Ok((value.unbind(), requests))
+        })
+    }
+}
+
+impl PyRoute {
+    /// The conversion to call for an array that `source` describes: the route without its
+    /// current-device guard where the guard would do nothing, else the guarded route (and then
+    /// the route's notes are read).
+    fn conversion_for(&self, source: &TensorReport) -> &Py<PyAny> {
         let (device_type, ordinal) = source.dlpack_device;
-        let convert = match &self.unguarded {
+        match &self.unguarded {
             // Host memory (pageable or page-locked) has no device to make current: the guard does
             // nothing there. For device memory the current device is asked before every call: a
             // conversion may itself change it (JAX's backends start on first use and make the last
@@ -382,26 +410,7 @@ impl Route<Py<PyAny>> for PyRoute {
                 self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
                 &self.convert
             }
-        };
-        Python::attach(|py| convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
-    }
-
-    fn ordering(&self) -> Option<&str> {
-        self.ordering.as_deref()
-    }
-
-    fn convert_recorded(&self, array: &Py<PyAny>) -> crate::share::Result<(Py<PyAny>, Vec<StreamRequest>)> {
-        if self.path != "dlpack" {
-            return Ok((self.convert(array)?, Vec::new()));
         }
-        Python::attach(|py| {
-            let recorder = Py::new(py, StreamRecorder { obj: array.clone_ref(py), requests: Mutex::new(Vec::new()) })
-                .map_err(|e| share_error(py, e))?;
-            self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
-            let value = self.convert.bind(py).call1((recorder.bind(py),)).map_err(|e| share_error(py, e))?;
-            let requests = recorder.get().requests.lock().map(|r| r.clone()).unwrap_or_default();
-            Ok((value.unbind(), requests))
-        })
     }
 }
 

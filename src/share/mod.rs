@@ -64,9 +64,10 @@ pub trait Route<A> {
     fn convert_described(&self, array: &A, _source: &TensorReport) -> Result<A> {
         self.convert(array)
     }
-    /// One conversion that also records what the consumer asked the producer's `__dlpack__`
-    /// for; routes that carry no stream record nothing.
-    fn convert_recorded(&self, array: &A) -> Result<(A, Vec<StreamRequest>)> {
+    /// One conversion of an array that `source` describes that also records what the consumer
+    /// asked the producer's `__dlpack__` for; routes that carry no stream record nothing. It may
+    /// take the same shorter way as [`Route::convert_described`].
+    fn convert_recorded(&self, array: &A, _source: &TensorReport) -> Result<(A, Vec<StreamRequest>)> {
         Ok((self.convert(array)?, Vec::new()))
     }
     /// How this route orders the two sides' work where the DLPack stream argument does not
@@ -271,7 +272,7 @@ impl<F: Framework> Handoff<'_, F> {
         self.source.synchronize(array)?;
         let before = snapshot(host, ordinal);
         let t0 = Instant::now();
-        let (value, requests) = self.route.convert_recorded(array)?;
+        let (value, requests) = self.route.convert_recorded(array, source)?;
         self.target.synchronize(&value)?;
         let after = snapshot(host, ordinal);
         let seconds = t0.elapsed().as_secs_f64();
