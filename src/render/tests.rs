@@ -163,3 +163,15 @@ fn wrap_never_drops_a_character() {
     assert_eq!(joined.replace(' ', ""), text.replace(' ', ""));
     assert_eq!(wrap("", 10, "a ", "  "), vec!["a ".to_string()]);
 }
+
+#[test]
+fn envelope_text_is_the_envelope_of_the_value() {
+    // The fast text form and the Value form must say the same (the text keeps the fields' order).
+    let mut r = row("x", Verdict::Copied, Some("a reason"), 2e-6);
+    r.target.cuda = Some(std::sync::Arc::new(serde_json::json!({"context": 18446744073709551615u64, "device_name": "H200"})));
+    let reports = vec![r];
+    let text = crate::report::envelope_text("shares", &reports).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed, crate::report::envelope("shares", serde_json::to_value(&reports).unwrap()));
+    assert!(text.contains("18446744073709551615"), "{text}");
+}
