@@ -445,17 +445,24 @@ fn the_cli_knows_exactly_the_frameworks_and_paths_the_python_side_knows() {
     );
 }
 
+/// A script in `sandbox` that runs the project's Python with site-packages off (`-S -s`): a
+/// Python that cannot import ipykernel, for the tests of what users without it are told.
+fn python_without_site(sandbox: &Sandbox) -> PathBuf {
+    let wrapper = sandbox.path("python-without-site");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S -s \"$@\"\n", python().display())).unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    wrapper
+}
+
 /// `kernel install` with a Python that cannot import ipykernel (site-packages off) installs the spec
 /// and says, on stderr, that kernels from it will fail and how to fix that; with the project's
 /// Python it says nothing of the kind.
 #[test]
 fn kernel_install_warns_when_ipykernel_is_missing() {
     let sandbox = Sandbox::new("no-ipykernel");
-    let wrapper = sandbox.path("python-without-site");
-    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S -s \"$@\"\n", python().display())).unwrap();
-    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let wrapper = python_without_site(&sandbox);
     let prefix = sandbox.path("prefix");
     let mut command = sandbox.gpushare(&["kernel", "install", "--prefix", prefix.to_str().unwrap()]);
     command.env("GPUSHARE_PYTHON", &wrapper);
@@ -514,11 +521,7 @@ fn a_gpushare_magic_without_the_extension_loaded_gets_the_load_ext_hint() {
 #[test]
 fn a_kernel_without_ipykernel_that_is_not_gpushares_gets_both_hints() {
     let sb = Sandbox::new("no-ipykernel-run");
-    let wrapper = sb.path("python-without-site");
-    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S -s \"$@\"\n", python().display())).unwrap();
-    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&wrapper, perms).unwrap();
+    let wrapper = python_without_site(&sb);
     let kernels = sb.path("jupyter/kernels/nosite");
     std::fs::create_dir_all(&kernels).unwrap();
     let spec = serde_json::json!({

@@ -65,7 +65,11 @@ def allocator_memory(ordinal: int = 0, frameworks: Optional[Iterable[str]] = Non
     ledger's per-framework half; the core reads the driver's figure itself): of every imported
     framework, or of those named in ``frameworks`` (module names)."""
     figures = {}
-    wanted = TRACKED_FRAMEWORKS if frameworks is None else [n for n in TRACKED_FRAMEWORKS if n in set(frameworks)]
+    if frameworks is None:
+        wanted = TRACKED_FRAMEWORKS
+    else:
+        named = set(frameworks)
+        wanted = tuple(n for n in TRACKED_FRAMEWORKS if n in named)
     for name in wanted:
         if name in sys.modules:
             found = framework_memory(name, ordinal)
