@@ -220,12 +220,30 @@ fn query_slots(ptr: u64, count: usize) -> (sys::CUresult, [u64; 8]) {
 pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes> {
     guarded(|| {
         let mut attributes = unlabelled_attributes(ptr)?;
-        if attributes.context != 0 && attributes.device_ordinal >= 0 {
-            let primary = active_primary_handle(attributes.device_ordinal)?;
-            attributes.context_is_primary = Some(primary == Some(attributes.context));
-        }
+        label_primary_inner(&mut attributes)?;
         Ok(attributes)
     })
+}
+
+/// [`pointer_attributes`] without `context_is_primary`: one driver call. For a caller that keeps
+/// what it learnt per allocation (`BUFFER_ID` is unique in the process, and a live allocation's
+/// context, and so whether that context is primary, cannot change) and labels only allocations it
+/// has not seen with [`label_primary`].
+pub fn pointer_attributes_unlabelled(ptr: u64) -> Result<PointerAttributes> {
+    guarded(|| unlabelled_attributes(ptr))
+}
+
+/// Fills `context_is_primary` (three driver calls) of attributes from [`pointer_attributes_unlabelled`].
+pub fn label_primary(attributes: &mut PointerAttributes) -> Result<()> {
+    guarded(|| label_primary_inner(attributes))
+}
+
+fn label_primary_inner(attributes: &mut PointerAttributes) -> Result<()> {
+    if attributes.context != 0 && attributes.device_ordinal >= 0 {
+        let primary = active_primary_handle(attributes.device_ordinal)?;
+        attributes.context_is_primary = Some(primary == Some(attributes.context));
+    }
+    Ok(())
 }
 
 /// [`pointer_attributes`] without `context_is_primary` (which costs three more driver calls): what
@@ -257,6 +275,118 @@ pub fn check_device_range(ptr: u64, nbytes: u64, what: &str) -> Result<PointerAt
         )));
     }
     Ok(attributes)
+}
+
+// What a report says about an allocation (`report.cuda`), made once per allocation.
+
+/// What `report.cuda` says about the allocation `ptr` lies in, shared by the reports of every
+/// array inside it; `None` where the driver cannot be asked. The driver's answer for the address
+/// (one call, ~0.5 µs) names the allocation by its process-unique `BUFFER_ID`; what the report
+/// holds beyond that answer (whether the context is primary, three more calls; the device's name
+/// and UUID; the JSON map, ~2 µs in all) cannot change while the allocation lives, so it is built
+/// once per allocation.
+pub fn allocation_report(ptr: u64) -> Option<Arc<serde_json::Value>> {
+    let attributes = pointer_attributes_unlabelled(ptr).ok()?;
+    let reports = ALLOCATION_REPORTS.get_or_init(Default::default);
+    reports.get_or_build(attributes, |a| label_primary(a).ok(), device_identity)
+}
+
+/// Name and UUID of a CUDA ordinal, asked once per ordinal (they never change in a process).
+fn device_identity(ordinal: i32) -> Option<(String, String)> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type NameAndUuid = Option<(String, String)>;
+    static CACHE: OnceLock<Mutex<HashMap<i32, NameAndUuid>>> = OnceLock::new();
+    if ordinal < 0 {
+        return None;
+    }
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut guard = cache.lock().ok()?;
+    guard.entry(ordinal).or_insert_with(|| super::device_info(ordinal).ok().map(|d| (d.name, d.uuid))).clone()
+}
+
+static ALLOCATION_REPORTS: std::sync::OnceLock<AllocationReports> = std::sync::OnceLock::new();
+
+/// The reports of allocations seen, by [`AllocationKey`].
+#[derive(Default)]
+struct AllocationReports {
+    known: std::sync::Mutex<std::collections::HashMap<AllocationKey, Arc<serde_json::Value>>>,
+}
+
+impl AllocationReports {
+    /// Freed allocations' ids never come back, so their entries are only dead weight: they are
+    /// dropped all at once past a bound that a notebook's live allocations rarely reach.
+    const KEPT: usize = 4096;
+
+    /// The report of the allocation with these unlabelled attributes: the one made before for the
+    /// same driver answer, else made now (`label` fills `context_is_primary`; `None`: no report).
+    fn get_or_build(
+        &self,
+        mut attributes: PointerAttributes,
+        label: impl FnOnce(&mut PointerAttributes) -> Option<()>,
+        identity: impl FnOnce(i32) -> Option<(String, String)>,
+    ) -> Option<Arc<serde_json::Value>> {
+        let key = AllocationKey::of(&attributes);
+        if let Some(key) = &key
+            && let Some(known) = self.known.lock().ok().and_then(|known| known.get(key).cloned())
+        {
+            return Some(known);
+        }
+        label(&mut attributes)?;
+        let mut value = serde_json::to_value(&attributes).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            // What the allocation is, not the address asked about (the report's data_ptr): reports
+            // of other arrays inside the allocation share these attributes.
+            map.remove("ptr");
+            if let Some((name, uuid)) = identity(attributes.device_ordinal) {
+                // The driver's name for the device next to the framework's: `cuda:0` is an index
+                // that CUDA_VISIBLE_DEVICES remaps; the UUID is what nvidia-smi shows.
+                map.insert("device_name".into(), name.into());
+                map.insert("device_uuid".into(), uuid.into());
+            }
+        }
+        let value = Arc::new(value);
+        if let Some(key) = key
+            && let Ok(mut known) = self.known.lock()
+        {
+            if known.len() >= Self::KEPT {
+                known.clear();
+            }
+            known.insert(key, Arc::clone(&value));
+        }
+        Some(value)
+    }
+}
+
+/// What names an allocation in [`AllocationReports`]: its `BUFFER_ID` with the rest of the driver's
+/// one-call answer, so that a report is reused only where the driver says exactly what it said
+/// when the report was made.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct AllocationKey {
+    buffer_id: u64,
+    context: u64,
+    range_start: u64,
+    range_size: u64,
+    memory_type_code: u32,
+    device_ordinal: i32,
+    is_managed: bool,
+    mempool: u64,
+}
+
+impl AllocationKey {
+    /// `None` for an address the driver gives no id (pageable host memory).
+    fn of(a: &PointerAttributes) -> Option<AllocationKey> {
+        (a.buffer_id != 0).then_some(AllocationKey {
+            buffer_id: a.buffer_id,
+            context: a.context,
+            range_start: a.range_start,
+            range_size: a.range_size,
+            memory_type_code: a.memory_type_code,
+            device_ordinal: a.device_ordinal,
+            is_managed: a.is_managed,
+            mempool: a.mempool,
+        })
+    }
 }
 
 // The driver's attributes of one live allocation, while a share describes what it made from it.
@@ -323,5 +453,78 @@ mod known_allocation_tests {
         let mut a = device_allocation();
         Arc::make_mut(&mut a)["memory_type"] = "host".into();
         with_known_allocation(Some(&a), || assert!(known_attributes(4096, 0).is_none()));
+    }
+}
+
+#[cfg(test)]
+mod allocation_report_tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    /// The driver's one-call answer for an address 256 bytes into allocation `buffer_id`.
+    fn answer(buffer_id: u64, range_start: u64) -> PointerAttributes {
+        let mut slots = [0u64; 8];
+        slots[0] = 0xc0;
+        slots[1] = 2; // CU_MEMORYTYPE_DEVICE
+        slots[3] = range_start;
+        slots[4] = 1 << 20;
+        slots[5] = buffer_id;
+        decode_slots(range_start + 256, &slots)
+    }
+
+    fn report(reports: &AllocationReports, attributes: PointerAttributes, labels: &Cell<u32>) -> Option<Arc<serde_json::Value>> {
+        reports.get_or_build(
+            attributes,
+            |a| {
+                labels.set(labels.get() + 1);
+                a.context_is_primary = Some(true);
+                Some(())
+            },
+            |ordinal| Some((format!("GPU {ordinal}"), "GPU-uuid".into())),
+        )
+    }
+
+    #[test]
+    fn an_allocation_is_labelled_once_and_its_report_shared() {
+        let (reports, labels) = (AllocationReports::default(), Cell::new(0));
+        let first = report(&reports, answer(7, 4096), &labels).unwrap();
+        assert_eq!(first["context_is_primary"], serde_json::json!(true));
+        assert_eq!(first["device_name"], serde_json::json!("GPU 0"));
+        assert!(first.get("ptr").is_none(), "the allocation's report, not the address's");
+        let again = report(&reports, answer(7, 4096), &labels).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(labels.get(), 1, "the primary-context calls ran once");
+    }
+
+    #[test]
+    fn a_different_answer_for_the_same_id_is_not_answered_from_the_old_report() {
+        let (reports, labels) = (AllocationReports::default(), Cell::new(0));
+        let first = report(&reports, answer(7, 4096), &labels).unwrap();
+        let moved = report(&reports, answer(7, 8192), &labels).unwrap();
+        assert!(!Arc::ptr_eq(&first, &moved));
+        assert_eq!(moved["range_start"].as_u64(), Some(8192));
+        assert_eq!(labels.get(), 2);
+    }
+
+    #[test]
+    fn memory_without_an_id_and_failed_labels_are_never_kept() {
+        let (reports, labels) = (AllocationReports::default(), Cell::new(0));
+        let pageable = decode_slots(0x1000, &[0u64; 8]);
+        report(&reports, pageable.clone(), &labels).unwrap();
+        report(&reports, pageable, &labels).unwrap();
+        assert_eq!(labels.get(), 2, "pageable memory has no id to key on");
+        assert!(reports.get_or_build(answer(9, 4096), |_| None, |_| None).is_none(), "no label, no report");
+        report(&reports, answer(9, 4096), &labels).unwrap();
+        assert_eq!(labels.get(), 3, "the failed label left nothing behind");
+    }
+
+    #[test]
+    fn the_reports_kept_are_bounded() {
+        let (reports, labels) = (AllocationReports::default(), Cell::new(0));
+        for id in 1..=(AllocationReports::KEPT as u64 + 10) {
+            report(&reports, answer(id, id << 24), &labels).unwrap();
+        }
+        assert!(reports.known.lock().unwrap().len() <= AllocationReports::KEPT);
     }
 }

@@ -106,38 +106,7 @@ fn attach_cuda(report: &mut TensorReport) {
         report.cuda = Some(known);
         return;
     }
-    if let Ok(attributes) = crate::cuda::pointer_attributes(report.data_ptr) {
-        let mut value = serde_json::to_value(&attributes).unwrap_or_default();
-        if let Some(map) = value.as_object_mut() {
-            // What the allocation is, not the address asked about (the report's data_ptr): reports
-            // of other arrays inside the allocation share these attributes.
-            map.remove("ptr");
-            if let Some((name, uuid)) = device_identity(attributes.device_ordinal) {
-                // The driver's name for the device next to the framework's: `cuda:0` is an index
-                // that CUDA_VISIBLE_DEVICES remaps; the UUID is what nvidia-smi shows.
-                map.insert("device_name".into(), name.into());
-                map.insert("device_uuid".into(), uuid.into());
-            }
-        }
-        report.cuda = Some(std::sync::Arc::new(value));
-    }
-}
-
-/// Name and UUID of a CUDA ordinal, asked once per ordinal (they never change in a process).
-fn device_identity(ordinal: i32) -> Option<(String, String)> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    type NameAndUuid = Option<(String, String)>;
-    static CACHE: OnceLock<Mutex<HashMap<i32, NameAndUuid>>> = OnceLock::new();
-    if ordinal < 0 {
-        return None;
-    }
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut guard = cache.lock().ok()?;
-    guard
-        .entry(ordinal)
-        .or_insert_with(|| crate::cuda::device_info(ordinal).ok().map(|d| (d.name, d.uuid)))
-        .clone()
+    report.cuda = crate::cuda::allocation_report(report.data_ptr);
 }
 
 /// Describes `obj` through its type's DLPack C exchange API (`api` is the
