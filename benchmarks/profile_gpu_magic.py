@@ -106,6 +106,70 @@ if ON_GPU:
     row("cupy.from_dlpack(t)", timed(lambda: cupy.from_dlpack(t)))
     row("torch current stream", timed(lambda: torch.cuda.current_stream().cuda_stream))
 
+print("== the observed handoff step by step, in sequence as the core runs it (median µs per step)")
+# Each step timed where it runs, between the others, as src/share/mod.rs `observe` orders them, with
+# share() after them as the core's timed conversion: what each costs in context, not alone.
+from gpushare import paths  # noqa: E402
+from gpushare.adapters import framework  # noqa: E402
+
+SRC, JAXA = framework("torch"), framework("jax")
+pair_probe = api._pair_allocators(SRC, JAXA)
+guarded = paths.route(SRC, JAXA, "dlpack")[1]
+plain_import = getattr(guarded, "convert", guarded)
+
+
+class Recorder:
+    """What the core's StreamRecorder does, in Python: records the stream asked for."""
+
+    __slots__ = ("obj", "streams")
+
+    def __init__(self, obj):
+        self.obj, self.streams = obj, []
+
+    def __dlpack__(self, **kwargs):
+        self.streams.append(kwargs.get("stream"))
+        return self.obj.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.obj.__dlpack_device__()
+
+
+def snapshot():
+    if ON_GPU:
+        _native.cuda_mem_info(0)
+    return pair_probe(0)
+
+
+for recorded in (True, False):
+    steps = ("source sync", "snapshot before", "import" + (" through the recorder" if recorded else ""),
+             "target sync", "snapshot after", "release the import", "source's current stream", "share() beside it")
+    spent = {name: [] for name in steps}
+    for i in range(330):
+        ns = [time.perf_counter_ns()]
+        SRC.synchronize(t)
+        ns.append(time.perf_counter_ns())
+        snapshot()
+        ns.append(time.perf_counter_ns())
+        value = plain_import(Recorder(t) if recorded else t)
+        ns.append(time.perf_counter_ns())
+        JAXA.synchronize(value)
+        ns.append(time.perf_counter_ns())
+        snapshot()
+        ns.append(time.perf_counter_ns())
+        del value
+        ns.append(time.perf_counter_ns())
+        SRC.current_stream(t)
+        ns.append(time.perf_counter_ns())
+        gpushare.share(t, "jax")
+        ns.append(time.perf_counter_ns())
+        if i >= 30:
+            for name, a, b in zip(steps, ns, ns[1:]):
+                spent[name].append(b - a)
+    medians = {name: statistics.median(xs) / 1e3 for name, xs in spent.items()}
+    for name, value in medians.items():
+        row(name, value)
+    row("the observation's steps, in all", sum(v for k, v in medians.items() if k != "share() beside it"))
+
 print("== drift: the first rows again, after everything above")
 row("magic ->jax + mime bundle, own work",
     *own(lambda: (lambda tb: (tb._repr_mimebundle_(), tb[0])[1])(ip.run_line_magic("share", "t ->jax -n 1 -r 1 -q -o"))))

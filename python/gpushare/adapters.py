@@ -853,6 +853,16 @@ class TensorFlowAdapter(Adapter):
         self._refuse_unexportable(obj)
         return self.to_capsule(obj)
 
+    def inspect(self, obj: Any) -> TensorInfo:
+        # The base's steps in one frame (every share into or out of TensorFlow describes a tensor
+        # this way, and the nested calls were most of its cost): the dtype asked by TensorFlow's C
+        # method before the export that would abort on it, the device name as TensorFlow gives it.
+        datatype = getattr(obj, "_datatype_enum", None)
+        if datatype is None or datatype() in self._UNEXPORTABLE:
+            self._refuse_unexportable(obj)
+        export = TensorFlowAdapter._to_dlpack or self._dlpack_functions()[0]
+        return TensorInfo.from_capsule(export(obj), self.name, obj.device, self.immutable)
+
     # DT_STRING, DT_RESOURCE, DT_VARIANT: TensorFlow's own DLPack export aborts the whole process on
     # them (`Check failed: DataTypeCanUseMemcpy(dtype())`, tensor.cc), so gpushare checks the dtype
     # before calling it. Each: (what the tensor is, the fix).
