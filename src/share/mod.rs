@@ -41,9 +41,10 @@ pub trait Framework {
     /// Waits for the work queued on the array's device.
     fn synchronize(&self, array: &Self::Array) -> Result<()>;
     /// Whether this framework's import can queue device work that fails only when waited on
-    /// (JAX's narrowing kernel): a share into it waits for its result before judging it. Imports
-    /// that view memory, or fail at once, are never waited for: a wait would block on whatever
-    /// else the user queued on the device, and be counted in the share's time.
+    /// (JAX's narrowing kernel): a share into it waits for a result that is not a view of the
+    /// source as it is before reporting it. Imports that view memory, or fail at once, are never
+    /// waited for: a wait would block on whatever else the user queued on the device, and be
+    /// counted in the share's time.
     fn import_settles_later(&self) -> bool {
         false
     }
@@ -217,15 +218,17 @@ impl<F: Framework> Handoff<'_, F> {
         let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
         measured.warmup += usize::from(observed_as_warmup);
         let value = sampler.value.take().expect("every policy makes at least one conversion");
-        if on_device && !synchronise && self.target.import_settles_later() {
-            // Outside the timing: a framework that converts asynchronously (JAX's narrowing
-            // kernel) reports its failure only when waited on, and a share must not call "copied"
-            // an array whose making failed.
-            self.target.synchronize(&value).map_err(&failed)?;
-        }
         // The source is alive: a target inside its allocation is described from its attributes.
         let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
             .map_err(&failed)?;
+        if on_device && !synchronise && self.target.import_settles_later() && !views_as_is(source.as_ref(), target.as_ref()) {
+            // Outside the timing: a framework that converts asynchronously (JAX's narrowing
+            // kernel) reports its failure only when waited on, and a share must not call "copied"
+            // an array whose making failed. A view of the source's bytes as they are queued no
+            // conversion: waiting for it (tens of µs into JAX on a GPU) could only fail on work
+            // the user queued.
+            self.target.synchronize(&value).map_err(&failed)?;
+        }
         let mut report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
         report.notes.extend(self.route.take_notes());
         Ok(Outcome { value, source, target, report })
@@ -293,6 +296,12 @@ impl<F: Framework> Handoff<'_, F> {
             .ok()
             .map(|timer| DeviceClock { timer, stream: crate::cuda::Stream::external(stream, ordinal) }))
     }
+}
+
+/// Whether `target` is `source`'s own bytes read as they are: it lies inside the source's memory
+/// with the same dtype, so making it queued no conversion on the device.
+fn views_as_is(source: &TensorReport, target: &TensorReport) -> bool {
+    source.dtype == target.dtype && source.numel() > 0 && explain::judge(source, target).verdict == Verdict::Shared
 }
 
 fn snapshot(host: &dyn Host, ordinal: i32) -> MemorySnapshot {

@@ -6,17 +6,19 @@ use std::cell::{Cell, RefCell};
 use super::*;
 use crate::explain::TargetFacts;
 
-/// An array: an address, a length in float32 elements, strides, and on which device.
+/// An array: an address, a length in elements of `dtype` (`float32` or `float64`), strides, and on
+/// which device.
 #[derive(Debug, Clone, PartialEq)]
 struct Buf {
     ptr: u64,
     len: i64,
     strides: Vec<i64>,
     device: (u32, i32),
+    dtype: &'static str,
 }
 
 fn buf(ptr: u64, len: i64) -> Buf {
-    Buf { ptr, len, strides: vec![1], device: (1, 0) }
+    Buf { ptr, len, strides: vec![1], device: (1, 0), dtype: "float32" }
 }
 
 struct Fake {
@@ -48,10 +50,11 @@ impl Framework for Fake {
     }
     fn describe(&self, a: &Buf) -> Result<Info> {
         self.log.borrow_mut().push("describe".into());
-        let extent = if a.len == 0 { 0 } else { 4 * (1 + (a.len - 1) * a.strides[0].abs()) as u64 };
+        let itemsize = if a.dtype == "float64" { 8 } else { 4 };
+        let extent = if a.len == 0 { 0 } else { itemsize * (1 + (a.len - 1) * a.strides[0].abs()) as u64 };
         Ok(Info(TensorReport {
             framework: self.name.into(),
-            dtype: "float32".into(),
+            dtype: a.dtype.into(),
             shape: vec![a.len],
             strides: a.strides.clone(),
             device: "cpu".into(),
@@ -84,16 +87,19 @@ impl Framework for Fake {
     }
 }
 
-/// A route that views (`copy = false`) or copies to a new address.
+/// A route that views (`copy = false`) or copies to a new address; one that `narrows` hands back
+/// a float32 result at the source's own address, as JAX reported a pending narrowing of a
+/// misaligned 64-bit buffer on an H200.
 struct Via {
     path: &'static str,
     copy: bool,
+    narrows: bool,
     fail_with: Option<&'static str>,
     calls: Cell<u64>,
 }
 
 fn via(path: &'static str, copy: bool) -> Via {
-    Via { path, copy, fail_with: None, calls: Cell::new(0) }
+    Via { path, copy, narrows: false, fail_with: None, calls: Cell::new(0) }
 }
 
 impl Route<Buf> for Via {
@@ -105,7 +111,13 @@ impl Route<Buf> for Via {
         if let Some(text) = self.fail_with {
             return Err(ShareError::Framework { text: text.into(), origin: None });
         }
-        Ok(if self.copy { Buf { ptr: a.ptr + 0x10_0000, strides: vec![1], ..a.clone() } } else { a.clone() })
+        Ok(if self.copy {
+            Buf { ptr: a.ptr + 0x10_0000, strides: vec![1], ..a.clone() }
+        } else if self.narrows {
+            Buf { dtype: "float32", ..a.clone() }
+        } else {
+            a.clone()
+        })
     }
 }
 
@@ -141,15 +153,17 @@ fn a_view_is_shared_and_timed_once_by_default() {
 }
 
 #[test]
-fn one_conversion_of_device_memory_is_waited_for_outside_the_timing() {
+fn one_conversion_into_jax_is_waited_for_outside_the_timing_unless_it_views_the_source_as_it_is() {
     // An asynchronous failure (JAX's narrowing kernel on a misaligned buffer) surfaces only when
-    // the result is waited on, and JAX can report the pending result at the source's own address:
-    // every share of device memory into JAX waits before it judges, a view too.
-    let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
-    for copies in [false, true] {
-        let (src, dst, route) = (fake("cupy"), fake("jax"), via("dlpack", copies));
-        handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
-        assert_eq!(*dst.log.borrow(), ["sync", "describe"]);
+    // the result is waited on, and JAX can report the pending result at the source's own address,
+    // in the narrower dtype: a copy and a changed dtype are waited for. A view of the source's
+    // bytes as they are queued nothing that could fail.
+    let a = Buf { device: (2, 0), dtype: "float64", ..buf(0x1000, 8) };
+    for (route, waited) in [(via("dlpack", true), true), (Via { narrows: true, ..via("dlpack", false) }, true), (via("dlpack", false), false)] {
+        let (src, dst) = (fake("cupy"), fake("jax"));
+        let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
+        let expected: &[&str] = if waited { &["describe", "sync"] } else { &["describe"] };
+        assert_eq!(*dst.log.borrow(), expected, "{:?} {}", out.report.verdict, out.target.0.dtype);
         assert!(!src.log.borrow().contains(&"sync".to_string()), "the source is not waited on for one call");
     }
 }
@@ -173,9 +187,10 @@ fn a_result_whose_making_failed_asynchronously_is_a_failure() {
             true
         }
     }
-    // A view: JAX reported the pending narrowing at the source's address (H200, 2026-11-23).
-    let (src, dst, copy) = (FailsWhenWaited(fake("cupy")), FailsWhenWaited(fake("jax")), via("dlpack", false));
-    let a = Buf { device: (2, 0), ..buf(0x1008, 8) };
+    // JAX reported the pending narrowing at the source's address (H200, 2026-11-23).
+    let (src, dst) = (FailsWhenWaited(fake("cupy")), FailsWhenWaited(fake("jax")));
+    let copy = Via { narrows: true, ..via("dlpack", false) };
+    let a = Buf { device: (2, 0), dtype: "float64", ..buf(0x1008, 8) };
     let h = Handoff { source: &src, target: &dst, route: &copy, predictor: None, check_source: false };
     let err = h.run(&NoHost, &a, &Options::default()).err().expect("the wait reports the failure");
     let ShareError::Conversion { framework_error, reason, .. } = &err else { panic!("{err}") };
