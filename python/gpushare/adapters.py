@@ -86,8 +86,9 @@ class Adapter:
     import_takes_stream: ClassVar[bool] = True
     # Whether its import can queue device work that fails later, when waited on (JAX narrows a
     # 64-bit buffer by a kernel without x64, and a misaligned one fails only then): a share into it
-    # waits for the result before judging it. Other imports view or fail at once, so a share into
-    # them never waits: waiting would block on every kernel the user has queued on the device.
+    # waits for a result that is not the source's bytes as they are (a copy, or a changed dtype)
+    # before reporting it. Other imports view or fail at once, so a share into them never waits:
+    # waiting would block on every kernel the user has queued on the device.
     import_settles_later: ClassVar[bool] = False
     # Whether its inspect() is no more than its versioned DLPack capsule read with the device in
     # DLPack's words ("cpu", "cuda:0") for a mutable array, wherever such a capsule can be made:
