@@ -211,6 +211,27 @@ def test_memory_ledger_without_figures_is_quiet():
         MemoryLedger.diff(before, MemoryLedger.snapshot(1))
 
 
+def test_the_ledger_asks_the_allocators_named_in_their_order_and_a_share_names_its_pair(monkeypatch):
+    from gpushare import api, ledger
+    from gpushare.adapters import framework
+
+    asked = []
+    probes = {name: (lambda ordinal, name=name: asked.append(name) or {"bytes": ordinal}) for name in ("fake_a", "fake_b")}
+    monkeypatch.setattr(ledger, "_probes", lambda: probes)
+    for name in probes:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    figures = ledger.allocator_memory(3, frameworks=("fake_b", "fake_a", "not_imported"))
+    assert list(figures) == ["fake_b", "fake_a"] and asked == ["fake_b", "fake_a"]
+    assert figures["fake_a"] == {"bytes": 3}
+    assert list(MemoryLedger.snapshot(3, ["fake_a"]).frameworks) == ["fake_a"]
+    # A share's probe names its two frameworks once, in the ledger's order, whichever way it goes.
+    for src, dst in (("jax", "torch"), ("torch", "jax")):
+        probe = api._pair_allocators(framework(src), framework(dst))
+        assert probe.keywords["frameworks"] == ("torch", "jax")
+    assert api._pair_allocators(framework("torch"), framework("torch")).keywords["frameworks"] == ("torch",)
+    assert api._pair_allocators(framework("numpy"), framework("torch")).keywords["frameworks"] == ("torch",)
+
+
 def test_memory_ledger_diff_arithmetic():
     before = MemorySnapshot(0, driver_free=1000, driver_total=4000, frameworks={"torch": {"allocated": 10, "reserved": 20}})
     after = MemorySnapshot(

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
-from gpushare.ledger import allocator_memory
+from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
 from gpushare.paths import checks_source, route
 
 ShareResult = _native.ShareResult
@@ -235,8 +235,10 @@ def _pair_allocators(src: Any, dst: Any) -> Any:
     A handoff allocates in its target's allocator (a framework's copy), in its source's (an export
     that copies), or outside every framework (gpushare's own buffers), which the driver's figure
     shows; asking every other imported framework cost each observed share tens of microseconds
-    on a GPU (JAX's memory_stats) and could never show a change."""
-    return functools.partial(allocator_memory, frameworks=(src.module, dst.module))
+    on a GPU (JAX's memory_stats) and could never show a change. The names are worked out here,
+    once per plan, in the ledger's order: the probe runs twice in every observed share."""
+    pair = {src.module, dst.module}
+    return functools.partial(allocator_memory, frameworks=tuple(n for n in TRACKED_FRAMEWORKS if n in pair))
 
 
 def _move_path(obj: Any, path: str, device: str, source: str | None) -> tuple[str, str | None]:
