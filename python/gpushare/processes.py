@@ -1528,15 +1528,13 @@ class ProcessComparison:
     def to_pandas(self) -> Any:
         """One row per path, the array's framework, dtype, shape, device and bytes on every row."""
         s = self.source
-        ids = {"source_framework": s["source_framework"], "dtype": s["dtype"], "shape": tuple(s["shape"]),
-               "device": s["device"]}
         rows = []
         for row in self.rows:
             # Asked for none: the framework the worker's array is in, where the path ran.
             target = s["target_framework"] or (row.get("target") or {}).get("framework")
-            rows.append(_tidy(row, {"source_framework": ids["source_framework"], "target_framework": target,
-                                    "dtype": ids["dtype"], "shape": ids["shape"], "device": ids["device"],
-                                    "nbytes": row["nbytes"]}))
+            ids = {"source_framework": s["source_framework"], "target_framework": target, "dtype": s["dtype"],
+                   "shape": tuple(s["shape"]), "device": s["device"], "nbytes": row["nbytes"]}
+            rows.append(_tidy(row, ids))
         return _frame(rows)
 
     def __repr__(self) -> str:

@@ -261,7 +261,7 @@ fn unlabelled_attributes(ptr: u64) -> Result<PointerAttributes> {
 /// Attributes of `[ptr, ptr + nbytes)` after checking that it is device-addressable memory lying
 /// inside one allocation: what a copy into or out of it needs before the driver is asked to touch it.
 pub fn check_device_range(ptr: u64, nbytes: u64, what: &str) -> Result<PointerAttributes> {
-    let attributes = guarded(|| unlabelled_attributes(ptr))?;
+    let attributes = pointer_attributes_unlabelled(ptr)?;
     if !attributes.memory_type.is_device_addressable() {
         return Err(CudaError::InvalidArgument(format!(
             "{what} {ptr:#x} is {} memory, not device memory",

@@ -1,6 +1,7 @@
-//! JSON values (the reports' serde form) as Python objects: dicts, lists, ints, floats, str, bool
-//! and None, built directly rather than through `json.loads` of a string (a share table's mime
-//! bundle did that on every display).
+//! JSON values as Python objects: dicts, lists, ints, floats, str, bool and None, built directly
+//! from a `serde_json::Value` the binding already holds (the CUDA reports of `src/python/cuda.rs`).
+//! A report written by its own type goes the other way, as text through `json.loads`
+//! (`src/python/types.rs`), which is faster than building its Value first.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
