@@ -190,6 +190,19 @@ def test_the_process_rows_are_the_measured_ones(process_results):
     assert [(p["size"], p["path"]) for p in points] == [(4096, "shm"), (4096, "gloo"), (65536, "shm"), (65536, "gloo")]
 
 
+@pytest.mark.skipif(not HAVE_PANDAS, reason="pandas not installed")
+def test_process_frames_put_the_identifying_columns_first(process_results):
+    frame = process_results["process-comparison"].to_pandas()
+    ids = ["source_framework", "target_framework", "dtype", "shape", "device", "nbytes"]
+    assert list(frame.columns[: len(ids)]) == ids
+    assert list(frame["path"]) == [r["path"] for r in process_results["process-comparison"].rows]
+    assert set(frame["target_framework"]) == {"torch"} and set(frame["shape"]) == {(3, 4)}
+    assert set(frame["nbytes"]) == {48} and str(frame["nbytes"].dtype) == "int64"
+    bench = process_results["process-bench"].to_pandas()
+    assert list(bench.columns[:5]) == ["source_framework", "target_framework", "dtype", "device", "size"]
+    assert list(bench["size"]) == [4096, 4096, 65536, 65536]
+
+
 def test_a_process_dict_the_schema_does_not_describe_is_refused():
     good = {"path": "ipc", "mechanism": "m", "verdict": "failed", "reason": "no CUDA", "applicable": False,
             "nbytes": 32, "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
