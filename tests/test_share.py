@@ -442,3 +442,26 @@ def test_jax_arrays_without_a_layout_key_are_each_asked_their_layout():
     transposed = _native.inspect_jax(fake((1, 0)), adapter)
     assert row_major.strides == [3, 1]
     assert transposed.strides == [1, 2]
+
+
+def test_narrowing_shares_into_jax_never_deadlock():
+    """JAX narrows an int64 tensor by a computation, and describing its result while that runs
+    used to wait holding the GIL that the computation's end needed (it releases the PyTorch
+    tensor it read): `%share i ->jax` hung about one run in three. In a child process with a
+    deadline, so that a hang fails this test instead of the whole run."""
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, gpushare\n"
+        "i = torch.arange(1024)\n"
+        "for _ in range(100):\n"
+        "    r = gpushare.share(i, 'jax', budget=0.05, warmup=1, observe=True)\n"
+        "    assert r.verdict == 'copied' and r.target.dtype == 'int32', r\n"
+        "print('done')\n"
+    )
+    try:
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("100 narrowing shares into JAX did not finish in 240 s: the describe step deadlocked")
+    assert run.returncode == 0 and "done" in run.stdout, run.stderr[-2000:]

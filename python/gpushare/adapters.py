@@ -690,6 +690,11 @@ class JaxAdapter(Adapter):
                 "so there is no memory to share",
                 "share a live array: recreate it, or keep a reference instead of deleting it",
             )
+        # JAX's __dlpack__ waits for a pending result holding the GIL, which the computation's end
+        # can need (the core's settle_jax, src/python/plan.rs, says how it deadlocked): wait here,
+        # where JAX releases it.
+        if not obj.is_ready():
+            obj.block_until_ready()
         return super().inspect(obj)
 
     def _describe_device(self, device: Any) -> tuple[str, int, int] | None:

@@ -139,6 +139,7 @@ fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, Py
         }
         Some(strides)
     };
+    settle_jax(py, obj)?;
     let ptr: u64 = obj.call_method0(intern!(py, "unsafe_buffer_pointer"))?.extract()?;
     let device_words = words.get_item(0)?;
     let device_words = device_words.cast::<PyString>()?.to_cow()?;
@@ -157,6 +158,22 @@ fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, Py
         cuda: None,
     })
     .map(Some)
+}
+
+/// Waits, with the GIL released, for a JAX array still being computed (JAX's narrowing of a
+/// 64-bit import), before anything that reads its buffer. `unsafe_buffer_pointer()` (and
+/// `__dlpack__`) wait for the buffer holding the GIL, while the computation's end can need the GIL:
+/// it releases the PyTorch tensor it read, whose DLPack deleter takes the GIL. That deadlocked
+/// `%share i ->jax` on an int64 tensor on CPU, about one run in three. An array that is ready (a
+/// view of the source) costs one `is_ready()`. The adapter's DLPack route waits the same way.
+fn settle_jax(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    match obj.call_method0(intern!(py, "is_ready")) {
+        Ok(ready) if !ready.is_truthy()? => obj.call_method0(intern!(py, "block_until_ready")).map(drop),
+        Ok(_) => Ok(()),
+        // Not a jax.Array method here (a stand-in with the same attributes): nothing to wait for.
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Describes a PyTorch tensor through the DLPack C exchange API; None where that route does not apply.
