@@ -68,10 +68,12 @@ def need(fw: str):
         tf = pytest.importorskip("tensorflow", reason="tensorflow not installed")
         if not tf.config.list_physical_devices("GPU"):
             pytest.skip("tensorflow has no GPU here (a CPU build, or its CUDA libraries are missing)")
-        # TensorFlow sets up its GPU device (streams, allocator: 4 MiB of the driver's memory on an
-        # H100) at its first GPU op; a share's memory ledger must not count that as the share's.
-        with tf.device("/GPU:0"):
-            tf.zeros([1]).numpy()
+        # TensorFlow sets up each GPU device (streams, allocator: 4 MiB of the driver's memory on an
+        # H100, and 1,280 B of its own allocator on a second H100) at its first op there; a share's
+        # memory ledger must not count that as the share's, on cuda:1 as on cuda:0.
+        for ordinal in range(len(tf.config.list_logical_devices("GPU"))):
+            with tf.device(f"/GPU:{ordinal}"):
+                tf.zeros([1]).numpy()
         return tf
     raise AssertionError(fw)
 

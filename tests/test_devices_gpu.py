@@ -12,6 +12,7 @@ import pytest
 
 import gpushare
 from gpushare import devices, topology
+from gpushare.exceptions import ConversionError
 from _gpu import cuda_devices, need, require_cuda, to_host
 
 pytestmark = pytest.mark.gpu
@@ -49,6 +50,21 @@ def test_the_raw_call_fails_where_gpushare_works():
             jax.dlpack.from_dlpack(x)
         r = gpushare.share(x, "jax")
     assert r.verdict == "shared" and any("would have failed" in n for n in r.notes), r.notes
+
+
+@two
+def test_a_tensor_that_requires_grad_off_the_current_device_is_described_and_refused_for_grad():
+    """Issue 24.22: inspect used torch's __dlpack__, which refuses a tensor off the current device,
+    so a requires_grad tensor on cuda:0 while cuda:1 was current failed with the wrong pair and reason
+    ("torch → torch via inspect failed: the tensor is not on the current CUDA device")."""
+    with torch.cuda.device(1):
+        x = torch.ones(8, device="cuda:0", requires_grad=True)
+        info = gpushare.inspect(x)
+        assert info.dlpack_device == (2, 0) and info.data_ptr == x.data_ptr()
+        with pytest.raises(ConversionError, match="requires grad") as raised:
+            gpushare.share(x, "jax")
+        assert "current CUDA device" not in str(raised.value)
+        assert torch.cuda.current_device() == 1
 
 
 @two

@@ -439,6 +439,14 @@ class TorchAdapter(Adapter):
     def inspect_capsule(self, obj: Any) -> Any:
         if obj.requires_grad:
             obj = obj.detach()  # inspection only: the address is the same
+        if obj.is_cuda:
+            # Tensor.__dlpack__ refuses a tensor off the current CUDA device ("Can't export tensors on
+            # a different CUDA device index"), because it orders the export on the current device's
+            # stream. Inspection reads the layout and orders nothing, so it asks torch's C export,
+            # which has no such check: a tensor on cuda:0 is described while JAX made cuda:1 current.
+            C = sys.modules["torch"]._C
+            export = getattr(C, "_to_dlpack_versioned", None) or C._to_dlpack
+            return export(obj)
         return versioned_capsule(obj)
 
     def inspect(self, obj: Any) -> TensorInfo:
