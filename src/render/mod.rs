@@ -1,5 +1,6 @@
 //! Text and HTML renderings of reports. Raw seconds and bytes stay in the data; units are chosen here.
 
+pub mod cells;
 pub mod lab;
 pub mod plot;
 pub mod units;
@@ -61,14 +62,8 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// A numeric cell's class with its alignment inline (see [`verdict_style`] for why inline).
-pub const NUM: &str = " class=\"num\" style=\"text-align:right\"";
 /// The fastest row's highlight, inline.
 pub const BEST_STYLE: &str = "background:#dafbe1";
-
-/// Cells that can be long (devices in the frameworks' words, memory, streams, why) wrap inside a
-/// bounded width, so the timing columns stay in view in a notebook instead of scrolling away.
-pub const WRAP: &str = " style=\"max-width:24em;white-space:normal;overflow-wrap:anywhere\"";
 
 /// Inline styles repeat what [`STYLE`] says, because JupyterLab drops `<style>` blocks from the outputs
 /// of untrusted notebooks (every notebook a runner wrote) but keeps inline colours and alignment.
@@ -298,33 +293,25 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
     out.join("\n")
 }
 
-/// HTML table of handoffs for notebooks.
+/// HTML table of handoffs for notebooks: at most eight columns in the main row (name, hop, path,
+/// shape and dtype, verdict, time, samples, why), and what can be long (devices in the frameworks'
+/// words, pointers, contexts, minimum, memory, streams) on a detail line under it, as the text form
+/// does. Alignment and widths are inline (see [`cells`]).
 pub fn share_table_html(rows: &[ShareReport]) -> String {
     let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
     let show_ctx = rows.iter().any(|r| r.source.cuda.is_some() || r.target.cuda.is_some());
     let show_why = rows.iter().any(|r| r.reason.is_some() || !r.notes.is_empty() || r.unexpected());
-    let show_memory = rows.iter().any(|r| r.memory.is_some());
-    let show_streams = rows.iter().any(|r| r.streams.is_some());
-    let mut h = String::with_capacity(512 + rows.len() * 600);
+    let columns = if show_why { 8 } else { 7 };
+    let mut h = String::with_capacity(512 + rows.len() * 900);
     h.push_str(STYLE);
-    h.push_str("<table class=\"gpushare\" style=\"font-family:monospace;font-size:12px\"><thead><tr><th>name</th><th>hop</th><th>path</th><th>shape</th><th>dtype</th>\
-<th>source device</th><th>target device</th><th>source ptr</th><th>target ptr</th><th>verdict</th>");
-    if show_ctx {
-        h.push_str("<th>source ctx</th><th>target ctx</th>");
+    h.push_str("<table class=\"gpushare\" style=\"font-family:monospace;font-size:12px\"><thead><tr>");
+    for label in ["name", "hop", "path", "shape and dtype", "verdict"] {
+        h.push_str(&cells::th_text(label));
     }
-    h.push_str(&format!(
-        "<th class=\"num\" style=\"text-align:right\">{t}</th><th class=\"num\" style=\"text-align:right\">min ({u})</th><th>samples</th>",
-        u = unit.suffix,
-        t = time_heading(rows, unit.suffix)
-    ));
-    if show_memory {
-        h.push_str("<th>memory</th>");
-    }
-    if show_streams {
-        h.push_str("<th>streams</th>");
-    }
+    h.push_str(&cells::th_num(&time_heading(rows, unit.suffix)));
+    h.push_str(&cells::th_text("samples"));
     if show_why {
-        h.push_str("<th>why</th>");
+        h.push_str(&format!("<th style=\"{}\">why</th>", cells::LONG_TEXT_STYLE));
     }
     h.push_str("</tr></thead><tbody>");
     for r in rows {
@@ -333,40 +320,37 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         } else {
             format!("{}→{}", escape(&r.source.dtype), escape(&r.target.dtype))
         };
+        h.push_str("<tr>");
+        h.push_str(&cells::td_text(&escape(r.name.as_deref().unwrap_or("-")), ""));
+        h.push_str(&cells::td_text(&escape(&hop(r)), ""));
+        h.push_str(&cells::td_text(&escape(&r.path), ""));
+        h.push_str(&cells::td_text(&format!("{} {dtype}", shape_text(&r.source.shape)), ""));
         h.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{WRAP}>{}</td><td{WRAP}>{}</td><td>{}</td><td>{}</td><td class=\"{}\" style=\"{}\">{}</td>",
-            escape(r.name.as_deref().unwrap_or("-")),
-            escape(&hop(r)),
-            escape(&r.path),
-            shape_text(&r.source.shape),
-            dtype,
-            escape(&device_words(&r.source)),
-            escape(&device_words(&r.target)),
-            units::hex(r.source.data_ptr),
-            units::hex(r.target.data_ptr),
+            "<td class=\"{}\" style=\"{};{}\">{}</td>",
             r.verdict.as_str(),
+            cells::TEXT_STYLE,
             verdict_style(r.verdict),
             escape(&verdict_text(r)),
         ));
-        if show_ctx {
-            h.push_str(&format!("<td>{}</td><td>{}</td>", escape(&context_text(&r.source)), escape(&context_text(&r.target))));
-        }
-        h.push_str(&format!(
-            "<td class=\"num\" style=\"text-align:right\">{}</td><td class=\"num\" style=\"text-align:right\">{}</td><td>{}</td>",
-            units::time_in(r.timing.median, unit),
-            min_cell(r, unit),
-            samples_text(&r.timing)
-        ));
-        if show_memory {
-            h.push_str(&format!("<td{WRAP}>{}</td>", escape(&memory_text(r))));
-        }
-        if show_streams {
-            h.push_str(&format!("<td{WRAP}>{}</td>", escape(&streams_text(r))));
-        }
+        h.push_str(&cells::td_num(&units::time_in(r.timing.median, unit), ""));
+        h.push_str(&cells::td_text(&escape(&samples_text(&r.timing)), ""));
         if show_why {
-            h.push_str(&format!("<td{WRAP}>{}</td>", escape(&why(r))));
+            h.push_str(&cells::td_long(&escape(&why(r))));
         }
         h.push_str("</tr>");
+        let mut details = vec![
+            ("devices", format!("{} → {}", device_words(&r.source), device_words(&r.target))),
+            ("pointers", format!("{} → {}", units::hex(r.source.data_ptr), units::hex(r.target.data_ptr))),
+        ];
+        if show_ctx {
+            details.push(("contexts", format!("{} → {}", context_text(&r.source), context_text(&r.target))));
+        }
+        if !r.timing.is_single() {
+            details.push(("min", format!("{} {}", min_cell(r, unit), unit.suffix)));
+        }
+        details.push(("memory", memory_text(r)));
+        details.push(("streams", streams_text(r)));
+        h.push_str(&cells::detail_row(columns, &details));
     }
     h.push_str("</tbody></table>");
     let warnings: Vec<String> = rows.iter().filter_map(|r| r.timing.noise_warning()).collect();

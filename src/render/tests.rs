@@ -56,7 +56,7 @@ fn html_escapes_and_marks_verdicts() {
     assert!(html.contains("&lt;b&gt;"));
     assert!(html.contains("dtype changed &amp; more"));
     assert!(html.contains("class=\"copied\""));
-    assert!(html.contains("<th>why</th>"));
+    assert!(html.contains(">why</th>"));
     assert_eq!(html.matches("<tr>").count(), 2);
 }
 
@@ -92,7 +92,7 @@ fn an_unexpected_outcome_is_shown_with_the_prediction() {
 #[test]
 fn memory_and_stream_columns_appear_only_with_data() {
     let mut r = row("x", Verdict::Shared, None, 1e-6);
-    assert!(!share_table_html(std::slice::from_ref(&r)).contains("<th>memory</th>"));
+    assert!(!share_table_html(std::slice::from_ref(&r)).contains("memory"));
     r.memory = Some(crate::report::MemoryLedger {
         ordinal: 0,
         driver_used: Some(0),
@@ -108,7 +108,7 @@ fn memory_and_stream_columns_appear_only_with_data() {
         wait: "producer makes stream 7 wait".into(),
     });
     let html = share_table_html(std::slice::from_ref(&r));
-    assert!(html.contains("<th>memory</th>") && html.contains("driver ±0 B"));
+    assert!(html.contains(">memory</span> driver ±0 B"), "{html}");
     assert!(share_table_text(&[r]).contains("consumer stream 7; producer makes stream 7 wait"));
 }
 
@@ -174,4 +174,84 @@ fn envelope_text_is_the_envelope_of_the_value() {
     let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(parsed, crate::report::envelope("shares", serde_json::to_value(&reports).unwrap()));
     assert!(text.contains("18446744073709551615"), "{text}");
+}
+
+/// The cells of the first `<tr …>` after `from` in `html`, as their opening tags.
+fn cells_of_row<'a>(html: &'a str, from: &str) -> Vec<&'a str> {
+    let start = html.find(from).expect(from) + from.len() - "<tr>".len();
+    let row = &html[start..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    row.match_indices("<t")
+        .filter(|(i, _)| ["d ", "d>", "h ", "h>"].iter().any(|t| row[i + 2..].starts_with(t)))
+        .map(|(i, _)| &row[i..i + row[i..].find('>').unwrap() + 1])
+        .collect()
+}
+
+/// Asserts what every table of a notebook needs from its cells (issue 25): alignment inline
+/// (JupyterLab's td{text-align:right} beats a <style> block), text left with a readable minimum
+/// width, numbers right.
+pub(crate) fn assert_cells_read(html: &str) {
+    for tag in html.match_indices("<td").chain(html.match_indices("<th")).map(|(i, _)| &html[i..i + html[i..].find('>').unwrap() + 1]) {
+        if tag.starts_with("<thead") {
+            continue;
+        }
+        if tag.contains("colspan") {
+            assert!(tag.contains("text-align:left"), "detail line not left-aligned: {tag}");
+        } else if tag.contains("num") {
+            assert!(tag.contains("text-align:right"), "number not right-aligned inline: {tag}");
+        } else {
+            assert!(tag.contains("text-align:left") && tag.contains("min-width:"), "text cell without inline alignment and width: {tag}");
+        }
+        assert!(!tag.contains("anywhere"), "overflow-wrap:anywhere is dropped by the sanitiser: {tag}");
+    }
+}
+
+#[test]
+fn the_html_table_has_eight_columns_and_the_rest_on_a_detail_line() {
+    let tf_device = "/job:localhost/replica:0/task:0/device:CPU:0";
+    let mut r = row("x", Verdict::Copied, Some("dtype changed int64 → float32"), 1.5e-6);
+    r.target.device = tf_device.into();
+    r.target.cuda = Some(std::sync::Arc::new(serde_json::json!({"context": 4096, "context_is_primary": true})));
+    r.memory = Some(crate::report::MemoryLedger {
+        ordinal: 0,
+        driver_used: Some(0),
+        frameworks: Default::default(),
+        seconds: 0.0,
+        summary: "driver +64.0 MiB".into(),
+    });
+    r.streams = Some(crate::report::StreamReport {
+        path: "dlpack".into(),
+        producer_stream: Some(3),
+        consumer_stream: Some(7),
+        max_version: None,
+        wait: "producer makes stream 7 wait".into(),
+    });
+    let html = share_table_html(&[r, row("y", Verdict::Shared, None, 2e-6)]);
+    let header = cells_of_row(&html, "<thead><tr>");
+    assert_eq!(header.len(), 8, "{header:?}");
+    for row_start in ["<tbody><tr>", "</tr><tr>"] {
+        assert_eq!(cells_of_row(&html, row_start).len(), 8, "{html}");
+    }
+    // The long things are on the detail line, the device breakable only at / and :.
+    let detail = &html[html.find("class=\"gpushare-detail\"").unwrap()..];
+    let detail = &detail[..detail.find("</tr>").unwrap()];
+    assert!(detail.contains("colspan=\"8\""), "{detail}");
+    assert!(detail.contains("/<wbr>job:<wbr>localhost/<wbr>replica:<wbr>0/<wbr>task:<wbr>0/<wbr>device:<wbr>CPU:<wbr>0"), "{detail}");
+    for label in ["devices", "pointers", "contexts", "min", "memory", "streams"] {
+        assert!(detail.contains(&format!(">{label}</span>")), "{label} missing: {detail}");
+    }
+    assert_eq!(html.matches("class=\"gpushare-detail\"").count(), 2);
+    assert_cells_read(&html);
+    // The why wraps inside a bounded width but is never squeezed to a few characters.
+    assert!(html.contains("min-width:12em;max-width:26em"), "{html}");
+}
+
+#[test]
+fn lab_tables_read_in_a_notebook_too() {
+    let c = crate::render::lab::tests::comparison();
+    let html = c.html();
+    assert!(cells_of_row(&html, "<thead><tr>").len() <= 8);
+    assert!(html.contains(">why</span> pinned needs CUDA"), "the why is on the detail line: {html}");
+    assert_cells_read(&html);
+    assert_cells_read(&crate::render::lab::tests::bench().html());
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::columns::{dash, gbps, size_label, text_table};
 use super::rows::{PathRow, PathRun, mark_fastest};
-use crate::render::{BEST_STYLE, NUM, STYLE, escape, units, verdict_style};
+use crate::render::{BEST_STYLE, STYLE, cells, escape, units, verdict_style};
 use crate::report::Verdict;
 use crate::report::envelope;
 
@@ -307,27 +307,31 @@ impl BenchmarkReport {
         if header.len() < 2 || cells.is_empty() {
             return String::new();
         }
-        let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\"><caption>{}</caption><thead><tr>",
+        let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\" style=\"font-family:monospace;font-size:12px\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
             match quantity { Quantity::Time => "time", Quantity::Bandwidth => "bandwidth" }, escape(title));
         for (c, name) in header.iter().enumerate() {
-            h.push_str(&format!("<th{}>{}</th>", if c > 0 { NUM } else { "" }, escape(name)));
+            h.push_str(&if c > 0 { cells::th_num(name) } else { cells::th_text(name) });
         }
         h.push_str("</tr></thead><tbody>");
         for (row, f) in cells.iter().zip(&flags) {
             h.push_str("<tr>");
             for (c, cell) in row.iter().enumerate() {
                 if c == 0 {
-                    h.push_str(&format!("<th>{}</th>", escape(cell)));
+                    h.push_str(&format!("<th style=\"{}\">{}</th>", cells::TEXT_STYLE, escape(cell)));
                 } else if f[c - 1] {
-                    h.push_str(&format!("<td class=\"num best\" style=\"text-align:right;{BEST_STYLE}\"><b>★ {}</b></td>", escape(cell)));
+                    h.push_str(&format!(
+                        "<td class=\"num best\" style=\"{};{BEST_STYLE}\"><b>★ {}</b></td>",
+                        cells::NUM_STYLE,
+                        escape(cell)
+                    ));
                 } else {
-                    h.push_str(&format!("<td{NUM}>{}</td>", escape(cell)));
+                    h.push_str(&cells::td_num(&escape(cell), ""));
                 }
             }
             h.push_str("</tr>");
         }
         if matches!(quantity, Quantity::Time) {
-            h.push_str("<tr><th>verdict</th>");
+            h.push_str(&format!("<tr><th style=\"{}\">verdict</th>", cells::TEXT_STYLE));
             for path in &self.paths {
                 let v = self.path_verdict(path);
                 let verdict = if v == "shared" {
@@ -338,8 +342,9 @@ impl BenchmarkReport {
                     Verdict::Failed
                 };
                 h.push_str(&format!(
-                    "<td class=\"{}\" style=\"{}\">{}</td>",
+                    "<td class=\"{}\" style=\"{};{}\">{}</td>",
                     verdict.as_str(),
+                    cells::TEXT_STYLE,
                     verdict_style(verdict),
                     escape(&v)
                 ));

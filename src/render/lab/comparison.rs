@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::columns::{byte_unit_for, bytes_in, dash, gbps, text_table, time_unit};
 use super::rows::{PathRow, PathRun, mark_fastest};
-use crate::render::{BEST_STYLE, NUM, STYLE, escape, units, verdict_style};
+use crate::render::{BEST_STYLE, STYLE, cells, escape, units, verdict_style};
 use crate::report::{TensorReport, Verdict, envelope};
 use crate::stats::Timing;
 
@@ -202,36 +202,43 @@ impl ComparisonReport {
         format!("{}\n{}\n{}", self.caption(), text_table(&header, &body, &right), self.footer())
     }
 
+    /// The HTML table: the short columns in the row (eight at most), the why on a detail line
+    /// under it (as `%share`'s table does), alignment and widths inline (see [`cells`]).
     pub fn html(&self) -> String {
-        let cols = self.columns();
+        let cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         let mut h = String::with_capacity(2048 + self.rows.len() * 512);
         h.push_str(STYLE);
-        h.push_str("<table class=\"gpushare gpushare-comparison\"><caption>");
+        h.push_str("<table class=\"gpushare gpushare-comparison\" style=\"font-family:monospace;font-size:12px\"><caption style=\"text-align:left\">");
         h.push_str(&escape(&self.caption()));
         h.push_str("</caption><thead><tr>");
         for (name, right, _) in &cols {
-            h.push_str(&format!("<th{}>{}</th>", if *right { NUM } else { "" }, escape(name)));
+            h.push_str(&if *right { cells::th_num(name) } else { cells::th_text(name) });
         }
         h.push_str("</tr></thead><tbody>");
         for (i, r) in self.rows.iter().enumerate() {
             let class = if r.fastest { format!(" class=\"best\" style=\"{BEST_STYLE}\"") } else { String::new() };
             h.push_str(&format!("<tr{class} data-path=\"{}\">", escape(&r.path)));
-            for (c, (name, right, cells)) in cols.iter().enumerate() {
-                let mut cell = escape(&cells[i]);
+            for (c, (name, right, values)) in cols.iter().enumerate() {
+                let mut cell = escape(&values[i]);
                 if c == 0 && r.fastest {
                     cell = format!("<b>★ {cell}</b>");
                 }
-                let class = if name == "verdict" {
+                h.push_str(&if name == "verdict" {
                     let verdict = if r.applicable { r.verdict } else { Verdict::Failed };
-                    format!(" class=\"{}\" style=\"{}\"", verdict.as_str(), verdict_style(verdict))
+                    format!(
+                        "<td class=\"{}\" style=\"{};{}\">{cell}</td>",
+                        verdict.as_str(),
+                        cells::TEXT_STYLE,
+                        verdict_style(verdict)
+                    )
                 } else if *right {
-                    NUM.to_string()
+                    cells::td_num(&cell, "")
                 } else {
-                    String::new()
-                };
-                h.push_str(&format!("<td{class}>{cell}</td>"));
+                    cells::td_text(&cell, "")
+                });
             }
             h.push_str("</tr>");
+            h.push_str(&cells::detail_row(cols.len(), &[("why", r.why())]));
         }
         h.push_str("</tbody></table>");
         h.push_str(&format!("<div class=\"gpushare-note\">{}</div>", escape(&self.footer())));

@@ -17,4 +17,4 @@ pub use comparison::{ComparisonInput, ComparisonReport};
 pub use rows::{PathRow, PathRun};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -19,7 +19,7 @@ fn run(path: &str, verdict: &str, samples: &[f64], bytes: u64) -> PathRun {
     .unwrap()
 }
 
-fn comparison() -> ComparisonReport {
+pub(crate) fn comparison() -> ComparisonReport {
     let mut na = run("pinned", "failed", &[], 0);
     na.applicable = false;
     na.reason = Some("pinned needs CUDA: libcuda not found".into());
@@ -76,7 +76,11 @@ fn comparison_html_highlights_the_fastest_and_json_has_the_schema() {
     // The highlight is a class and an inline style (JupyterLab drops <style> in untrusted notebooks).
     assert!(html.contains(&format!("<tr class=\"best\" style=\"{}\" data-path=\"copy\">", crate::render::BEST_STYLE)));
     assert!(html.contains("<b>★ copy</b>"));
-    assert!(html.contains(&format!("class=\"failed\" style=\"{}\">not applicable", crate::render::verdict_style(crate::report::Verdict::Failed))));
+    assert!(html.contains(&format!(
+        "class=\"failed\" style=\"{};{}\">not applicable",
+        crate::render::cells::TEXT_STYLE,
+        crate::render::verdict_style(crate::report::Verdict::Failed)
+    )));
     let json = c.to_json();
     assert_eq!(json["schema"], "gpushare.comparison/1");
     assert_eq!(json["data"]["rows"][2]["verdict"], "failed");
@@ -98,7 +102,7 @@ fn noisy_rows_carry_a_warning() {
     assert!(c.text().contains("⚠ noisy"));
 }
 
-fn bench() -> BenchmarkReport {
+pub(crate) fn bench() -> BenchmarkReport {
     let mut points = Vec::new();
     for (i, size) in [4096u64, 1 << 20, 256 << 20].into_iter().enumerate() {
         let scale = [1.0, 10.0, 1000.0][i];
