@@ -184,3 +184,30 @@ def test_separate_context_report_shows_what_each_framework_does():
             # The framework holds a pointer whose owning context is the private one, not its own.
             assert row.target_context == report.private_context and row.target_context_is_primary is False
     assert "NOT primary" in repr(report) or all(r.outcome != "aliased" for r in report.rows)
+
+
+@pytest.mark.parametrize("dst", ["torch", "jax"])
+def test_managed_memory_is_refused_with_a_prediction_and_torch_takes_it_by_cai(dst):
+    """Issue 24.25: CuPy's managed memory (kDLCUDAManaged) into torch or JAX by DLPack fails in the
+    framework; gpushare predicts it before calling, and for PyTorch names the route that works
+    (__cuda_array_interface__, pytorch#96318), which then shares."""
+    cupy = need("cupy")
+    need(dst)
+    from gpushare.exceptions import GpushareError
+
+    n = 1 << 12
+    memory = cupy.cuda.MemoryPointer(cupy.cuda.ManagedMemory(n * 4), 0)
+    x = cupy.ndarray((n,), dtype=cupy.float32, memptr=memory)
+    x[...] = cupy.arange(n, dtype=cupy.float32)
+    assert x.__dlpack_device__()[0] == 13, "CuPy labels managed memory kDLCUDAManaged"
+    with pytest.raises(GpushareError) as raised:
+        gpushare.share(x, dst)
+    err = raised.value
+    assert getattr(err, "predicted", None), f"refused without a prediction: {err}"
+    if dst == "torch":
+        assert "path='cai'" in err.fix, err.fix
+        r = gpushare.share(x, "torch", path="cai")
+        assert r.verdict == "shared" and r.unexpected is False, (r.verdict, r.reason, r.prediction)
+        x[5] = -3.0
+        cupy.cuda.runtime.deviceSynchronize()
+        assert float(r.value[5]) == -3.0

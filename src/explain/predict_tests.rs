@@ -176,6 +176,9 @@ fn rule4_device_types() {
     managed.dlpack_device = (13, 0);
     managed.dlpack_device_name = "cuda_managed:0".into();
     assert_eq!(predict(&managed, &to("torch")).expected_error(), Some("Unsupported device_type"));
+    assert!(predict(&managed, &to("torch")).fix().unwrap().contains("path='cai'"), "PyTorch takes managed memory by CAI");
+    let by_cai = TargetFacts::new("torch", "2.15.0", "cai");
+    assert_eq!(predict(&managed, &by_cai).verdict(), Verdict::Shared, "the fix it names is predicted to work");
     assert_eq!(predict(&managed, &to("jax")).expected_error(), Some("unsupported device type"));
     assert_eq!(predict(&managed, &to("numpy")).verdict(), Verdict::Shared); // host-accessible
     let mut pinned = f32("jax", 0x10000);

@@ -196,13 +196,21 @@ fn dtype_gap(target: &TargetFacts, dtype: &str) -> Option<PredictedOutcome> {
     Some(fail(format!("{who} cannot import dtype {dtype} over DLPack"), expected, fix))
 }
 
-/// Rule 4: DLPack device types each consumer imports.
-fn device_gap(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOutcome> {
+/// Rule 4: DLPack device types each consumer imports (over `path`: `cai` carries no device type).
+fn device_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
     let (dev, _) = source.dlpack_device;
     let name = &source.dlpack_device_name;
     let host_fix = "copy to plain device or host memory first";
     match target.framework.as_str() {
         // DLConvertor: CPU, CUDA, ROCm, Metal (MPS), oneAPI (XPU), MAIA; not pinned host (3) or managed (13).
+        // Managed memory is addressable from the device, and PyTorch takes it through
+        // __cuda_array_interface__, which carries no device type (pytorch#96318): a route exists.
+        "torch" if dev == 13 && path == "cai" => None,
+        "torch" if dev == 13 => Some(fail(
+            format!("PyTorch's DLPack import does not take DLPack device {name} (kDLCUDAManaged)"),
+            Some("Unsupported device_type"),
+            "use path='cai': PyTorch views managed memory through __cuda_array_interface__ without a copy",
+        )),
         "torch" if !matches!(dev, 1 | 2 | 8 | 10 | 14 | 17) => Some(fail(
             format!("PyTorch does not import DLPack device {name} (kDLCUDAHost and kDLCUDAManaged included)"),
             Some("Unsupported device_type"),
@@ -347,7 +355,8 @@ fn numpy_size_overflows(shape: &[i64], dtype: &str) -> bool {
 fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
     let src = source.framework.as_str();
     let dst = target.framework.as_str();
-    let on_cuda = source.dlpack_device.0 == 2;
+    // Device or managed memory: what __cuda_array_interface__ can describe (it has no device type).
+    let on_cuda = matches!(source.dlpack_device.0, 2 | 13);
     match path {
         "capsule" => {
             if matches!(dst, "jax" | "numpy") {
@@ -526,7 +535,7 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
     };
     let checks = [
         producer_or_path_gap(&buffer, target, import),
-        device_gap(&buffer, target),
+        device_gap(&buffer, target, import),
         dtype_gap(target, &buffer.dtype),
         layout_gap(&buffer, target, import),
     ];
@@ -585,7 +594,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     if let Some(f) = producer_or_path_gap(source, target, path) {
         return f;
     }
-    if let Some(f) = device_gap(source, target) {
+    if let Some(f) = device_gap(source, target, path) {
         return f;
     }
     if let Some(f) = dtype_gap(target, &source.dtype) {
