@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use jupyter_protocol::ConnectionInfo;
 use jupyter_protocol::connection_info::Transport;
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::{Child, Command};
 
 use super::KernelError;
@@ -21,6 +21,9 @@ use super::kernelspec::{InterruptMode, KernelSpec, is_bare_python};
 
 /// How many lines of the kernel's own stdout/stderr to keep for error reports.
 const OUTPUT_TAIL_LINES: usize = 40;
+/// The most of one line kept for those reports, in bytes: a kernel that writes megabytes
+/// without a newline must not grow our memory, and a report needs only the start of a line.
+const OUTPUT_TAIL_LINE_BYTES: usize = 4096;
 
 /// The connection file; removed when dropped, so no exit path leaves a key lying around.
 #[derive(Debug)]
@@ -294,14 +297,63 @@ async fn join_all_readers(handles: Vec<tokio::task::JoinHandle<()>>) {
     }
 }
 
-async fn keep_tail(stream: impl AsyncRead + Unpin, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+/// Copy a kernel's stdout or stderr into `tail`, line by line, until the stream ends.
+///
+/// The stream is read as bytes and never left unread: native code writes whatever bytes it
+/// likes (Latin-1 from a subprocess, a library's logging), and a reader that stopped at the
+/// first line it could not decode left the pipe to fill, after which the kernel blocked in
+/// `write` and the run stalled until its timeout. Lines are decoded lossily for display only.
+async fn keep_tail(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut chunk = vec![0_u8; 64 * 1024];
+    let mut lines = TailLines::default();
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) => break,
+            Ok(n) => lines.push_bytes(&chunk[..n], &tail),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    lines.finish(&tail);
+}
+
+/// Splits a byte stream into the tail's lines, keeping at most [`OUTPUT_TAIL_LINE_BYTES`] of each.
+#[derive(Default)]
+struct TailLines {
+    line: Vec<u8>,
+}
+
+impl TailLines {
+    fn push_bytes(&mut self, bytes: &[u8], tail: &Mutex<VecDeque<String>>) {
+        for piece in bytes.split_inclusive(|&b| b == b'\n') {
+            let (body, ends_line) = match piece.strip_suffix(b"\n") {
+                Some(body) => (body, true),
+                None => (piece, false),
+            };
+            let room = OUTPUT_TAIL_LINE_BYTES.saturating_sub(self.line.len());
+            self.line.extend_from_slice(&body[..body.len().min(room)]);
+            if ends_line {
+                self.emit(tail);
+            }
+        }
+    }
+
+    /// The last line, when the stream ended without a newline.
+    fn finish(&mut self, tail: &Mutex<VecDeque<String>>) {
+        if !self.line.is_empty() {
+            self.emit(tail);
+        }
+    }
+
+    fn emit(&mut self, tail: &Mutex<VecDeque<String>>) {
+        let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
+        let text = String::from_utf8_lossy(line).into_owned();
+        self.line.clear();
         if let Ok(mut tail) = tail.lock() {
             if tail.len() == OUTPUT_TAIL_LINES {
                 tail.pop_front();
             }
-            tail.push_back(line);
+            tail.push_back(text);
         }
     }
 }
@@ -371,6 +423,22 @@ mod tests {
             PathBuf::from("/rt")
         );
         assert_eq!(runtime_dir(&Environment::empty()), PathBuf::from("/tmp"));
+    }
+
+    #[test]
+    fn the_tail_keeps_lines_past_bytes_that_are_not_utf8_and_bounds_each_line() {
+        let tail = Mutex::new(VecDeque::new());
+        let mut lines = TailLines::default();
+        lines.push_bytes(b"caf\xe9 \xff\nsplit ", &tail);
+        lines.push_bytes(b"line\r\n", &tail);
+        lines.push_bytes(&vec![b'a'; 3 * OUTPUT_TAIL_LINE_BYTES], &tail);
+        lines.push_bytes(b"\nlast", &tail);
+        lines.finish(&tail);
+        let tail: Vec<String> = tail.into_inner().unwrap().into();
+        assert_eq!(tail[0], "caf\u{fffd} \u{fffd}");
+        assert_eq!(tail[1], "split line");
+        assert_eq!(tail[2].len(), OUTPUT_TAIL_LINE_BYTES);
+        assert_eq!(tail[3], "last");
     }
 
     #[test]

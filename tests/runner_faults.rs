@@ -1,0 +1,54 @@
+//! `gpushare run` under what real kernels and real terminals do to it: native output that is
+//! not UTF-8, a closed terminal (SIGHUP), a full disk. Each test starts real kernels (the test
+//! Python needs ipykernel; see tests/support).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Sandbox, code, notebook, outputs, read, text};
+
+#[test]
+fn a_kernel_writing_bytes_that_are_not_utf8_to_its_own_stdout_does_not_stall_the_run() {
+    let sb = Sandbox::new("native-bytes");
+    // C-level output (a library's native logging, Latin-1 from a subprocess) reaches the kernel
+    // process's own stdout/stderr, our pipes: an undecodable line, then more than a pipe holds.
+    let input = sb.write_notebook(
+        "n.ipynb",
+        &notebook(vec![
+            code("import os\nos.write(1, b'\\xff\\n' + b'a' * 200000)\nos.write(2, b'\\xfe\\n' + b'b' * 200000)"),
+            code("import os\nos.write(1, (b'\\xe9' * 1000 + b'\\n') * 400)\nprint('after')"),
+        ]),
+    );
+    let began = Instant::now();
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "--timeout", "60"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        began.elapsed() < Duration::from_secs(45),
+        "the run stalled: {:?}",
+        began.elapsed()
+    );
+    let nb = read(&sb.path("n.executed.ipynb"));
+    assert!(
+        outputs(&nb, 1).iter().any(|o| text(&o["text"]).contains("after")),
+        "{:?}",
+        outputs(&nb, 1)
+    );
+    sb.assert_runtime_dir_clean();
+}
+
+#[test]
+fn a_kernel_that_dies_after_undecodable_output_still_shows_its_last_words() {
+    let sb = Sandbox::new("native-tail");
+    let input = sb.write_notebook(
+        "d.ipynb",
+        &notebook(vec![code(
+            "import os\nos.write(2, b'caf\\xe9 \\xff\\nlast words\\n')\nos._exit(3)",
+        )]),
+    );
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "--timeout", "60"]);
+    assert_eq!(status, 1, "{err}");
+    // What was shown is decoded lossily, line by line: nothing after the bad byte is lost.
+    assert!(err.contains("caf\u{fffd} \u{fffd}") && err.contains("last words"), "{err}");
+    sb.assert_runtime_dir_clean();
+}
