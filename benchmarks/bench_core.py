@@ -4,8 +4,10 @@ Targets: on zero-copy CPU paths, gpushare.share adds at most max(5 µs, 25 %) to
 raw framework call; %share including the report object stays under 200 µs; rendering a 10-row HTML
 table takes under 1 ms. Run: `make bench` or `.venv/bin/python benchmarks/bench_core.py [--json F]`.
 
-GPU mode (`--device cuda`, issue 11): at 1 MiB and 256 MiB, `gpushare.share(x, to)` with observation
-off adds at most max(10 µs, 25 %) to the raw call; the magic's own work (everything but the timed
+GPU mode (`--device cuda`, issues 11 and 22): at 1 MiB and 256 MiB, `gpushare.share(x, to)` with
+observation off adds at most max(10 µs, 25 %) to the raw call plus the target framework's own first
+read of what it returned (address, shape, dtype; the raw call alone is reported beside it), for
+torch→jax, torch→cupy, cupy→torch, jax→torch and torch→numba; the magic's own work (everything but the timed
 conversion: describing, observing with the memory ledger and stream report, judging, rendering the
 table) stays under 300 µs for a 1 MiB torch→jax. The GPU machine has no IPython, so that is measured
 as `share_chain(..., observe=True)` plus the HTML table, less the raw call.
@@ -84,8 +86,16 @@ def gpu_main(args) -> int:
     import cupy
     import jax
 
+    import numba.cuda as numba_cuda
+
+    FIRST_READ = {
+        "jax": lambda y: (y.unsafe_buffer_pointer(), y.shape, y.dtype),
+        "cupy": lambda y: (y.data.ptr, y.shape, y.dtype),
+        "torch": lambda y: (y.data_ptr(), y.shape, y.dtype),
+        "numba": lambda y: (y.device_ctypes_pointer.value, y.shape, y.dtype),
+    }
     rows, ok = [], True
-    print(f"{'pair':<16} {'size':>7} {'raw µs':>8} {'share µs':>9} {'added µs':>9} {'budget µs':>10}  verdict")
+    print(f"{'pair':<16} {'size':>7} {'raw µs':>8} {'raw+read':>10} {'share µs':>9} {'added µs':>9} {'budget µs':>10}  verdict")
     for size in (1 << 20, 256 << 20):
         n = size // 4
         t = torch.ones(n, device="cuda")
@@ -97,15 +107,23 @@ def gpu_main(args) -> int:
             "torch->cupy": (lambda: cupy.from_dlpack(t), lambda: gpushare.share(t, "cupy")),
             "cupy->torch": (lambda: torch.from_dlpack(c), lambda: gpushare.share(c, "torch")),
             "jax->torch": (lambda: torch.from_dlpack(j), lambda: gpushare.share(j, "torch")),
+            "torch->numba": (lambda: numba_cuda.as_cuda_array(t), lambda: gpushare.share(t, "numba")),
         }
         for name, (raw, ours) in cases.items():
-            raw_s, ours_s, added = paired(raw, ours, 200, args.blocks)
+            # Issue 22's contract: the raw call plus the target framework's own first read of what it
+            # returned (address, shape, dtype: what any honest check of the verdict reads; JAX builds
+            # them lazily), measured beside the raw call alone in the same run.
+            read = FIRST_READ[name.split("->")[1]]
+            raw_and_read = lambda raw=raw, read=read: read(raw())  # noqa: E731
+            raw_s, ours_s, added = paired(raw_and_read, ours, 200, args.blocks)
+            raw_only_s = median_time(raw, 200, max(5, args.blocks // 3))
             budget = max(10e-6, 0.25 * raw_s)
             passed = added <= budget
             ok &= passed
-            rows.append(dict(pair=name, size=size, raw_s=raw_s, share_s=ours_s, added_s=added, budget_s=budget, ok=passed))
-            print(f"{name:<16} {size >> 20:>4} MiB {raw_s*1e6:8.2f} {ours_s*1e6:9.2f} {added*1e6:9.2f} {budget*1e6:10.2f}  "
-                  f"{'ok' if passed else 'OVER BUDGET'}")
+            rows.append(dict(pair=name, size=size, raw_call_s=raw_only_s, raw_s=raw_s, share_s=ours_s, added_s=added,
+                             budget_s=budget, ok=passed))
+            print(f"{name:<16} {size >> 20:>4} MiB {raw_only_s*1e6:8.2f} {raw_s*1e6:10.2f} {ours_s*1e6:9.2f} {added*1e6:9.2f} "
+                  f"{budget*1e6:10.2f}  {'ok' if passed else 'OVER BUDGET'}")
         if size == 1 << 20:
             raw = lambda: jax.dlpack.from_dlpack(t)  # noqa: E731
 
@@ -146,6 +164,27 @@ def gpu_main(args) -> int:
                 own = statistics.median(owns)
                 real_ok = own <= 300e-6
                 ok &= real_ok
+                # Issue 22.7: the default magic, whose observed handoff is the timing's warm-up; its own
+                # work is its wall time less every timed call (the samples × loops it reports).
+                walls_default, owns_default = [], []
+                for i in range(3 + args.blocks // 3):
+                    t0 = time.perf_counter_ns()
+                    table = ip.run_line_magic("share", "t ->jax -q -o")
+                    table._repr_mimebundle_()
+                    wall = (time.perf_counter_ns() - t0) * 1e-9
+                    timing = table[0].timing
+                    if i >= 3:
+                        walls_default.append(wall)
+                        owns_default.append(wall - sum(timing.samples) * timing.loops)
+                own_default = statistics.median(owns_default)
+                default_ok = own_default <= 300e-6
+                ok &= default_ok
+                rows.append(dict(pair="%share magic (default timing) own work torch->jax", size=size, raw_s=None,
+                                 share_s=statistics.median(walls_default), added_s=own_default, budget_s=300e-6,
+                                 ok=default_ok))
+                print(f"%share t ->jax (default timing), observation on: {statistics.median(walls_default)*1e3:.1f} ms "
+                      f"in all, {own_default*1e6:.1f} µs besides its timed samples (budget 300 µs) "
+                      f"{'ok' if default_ok else 'OVER BUDGET'}")
                 rows.append(dict(pair="%share magic own work torch->jax", size=size, raw_s=None,
                                  share_s=statistics.median(walls), added_s=own, budget_s=300e-6, ok=real_ok))
                 print(f"%share t ->jax -n 1 -r 1 (IPython), observation on: {statistics.median(walls)*1e6:.1f} µs "
