@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{Sandbox, code, notebook, outputs, read, text};
+use support::{Sandbox, code, notebook, outputs, read, signal_and_wait, text};
 
 #[test]
 fn a_kernel_writing_bytes_that_are_not_utf8_to_its_own_stdout_does_not_stall_the_run() {
@@ -50,5 +50,36 @@ fn a_kernel_that_dies_after_undecodable_output_still_shows_its_last_words() {
     assert_eq!(status, 1, "{err}");
     // What was shown is decoded lossily, line by line: nothing after the bad byte is lost.
     assert!(err.contains("caf\u{fffd} \u{fffd}") && err.contains("last words"), "{err}");
+    sb.assert_runtime_dir_clean();
+}
+
+#[test]
+fn sighup_cleans_up_like_sigterm_writes_what_ran_and_exits_129() {
+    let sb = Sandbox::new("sighup");
+    let input = sb.write_notebook(
+        "h.ipynb",
+        &notebook(vec![
+            code("print('first')"),
+            code("import time\nprint('started', flush=True)\ntime.sleep(120)"),
+            code("print('never')"),
+        ]),
+    );
+    let child = sb.binary(&["run", input.to_str().unwrap()]).spawn().expect("starting gpushare");
+    sb.wait_for_kernel();
+    std::thread::sleep(Duration::from_secs(3));
+    let began = Instant::now();
+    // A closed terminal or SSH session sends SIGHUP.
+    let (code, err) = signal_and_wait(child, libc::SIGHUP);
+    assert_eq!(code, Some(129), "{err}");
+    assert!(began.elapsed() < Duration::from_secs(30), "slow to stop");
+    assert!(err.contains("SIGHUP"), "{err}");
+    let nb = read(&sb.path("h.executed.ipynb"));
+    assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "first\n");
+    assert!(
+        outputs(&nb, 1).iter().any(|o| o["ename"] == "KeyboardInterrupt"),
+        "{:?}",
+        outputs(&nb, 1)
+    );
+    assert!(outputs(&nb, 2).is_empty());
     sb.assert_runtime_dir_clean();
 }

@@ -142,7 +142,8 @@ struct InstallArgs {
     after_help = "Output goes to NAME.executed.ipynb beside each notebook unless -o or --inplace says \
                         otherwise. Cells are numbered from 1, counting every cell. Exit status: 0 when every \
                         notebook ran, 1 when a cell failed, timed out or the kernel died (the notebook is \
-                        still written up to that cell), 130 after Ctrl-C, 143 after SIGTERM."
+                        still written up to that cell), 130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP (a closed \
+                        terminal)."
 )]
 struct RunArgs {
     /// Notebooks to execute, each in its own fresh kernel

@@ -149,17 +149,20 @@ pub(super) async fn run_notebooks(
                         output.display()
                     )?,
                     Some(failure) => {
-                        report_failure(&label, &nb, failure, &spec, err)?;
-                        writeln!(err, "wrote what ran to {}", output.display())?;
+                        let reported = report_failure(&label, &nb, failure, &spec, err)
+                            .and_then(|()| writeln!(err, "wrote what ran to {}", output.display()));
                         if failure.failure == Failure::Interrupted {
+                            // After SIGHUP the terminal is gone and the report cannot be shown;
+                            // the notebook is written and the exit status says what happened.
                             return Ok(cancelled_exit_code());
                         }
+                        reported?;
                         failed += 1;
                     }
                 }
             }
             Err(KernelError::Interrupted) => {
-                writeln!(err, "interrupted: {label}")?;
+                let _ = writeln!(err, "interrupted: {label}");
                 return Ok(cancelled_exit_code());
             }
             Err(e) => {
