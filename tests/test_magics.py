@@ -425,3 +425,30 @@ def test_a_remembered_line_parse_raises_again_and_is_not_shared(ip, run):
     first.repeat = 99
     again, route_again = parse_magic_line(parser, "x ->numpy -r 3", name_first=True)
     assert (again.repeat, route, route_again) == (3, "->numpy", "->numpy")
+
+
+# -- issue 24 items 12-15: names as Python reads them, what a cell bound, templates, settings ----
+
+
+def test_names_are_read_and_bound_as_python_normalises_them(ip, run):
+    """Python folds identifiers to NFKC (ｘ is x, ﬁ is fi): the names gpushare looks up and binds
+    must be the ones the user's next line reaches."""
+    for stale in ("xn", "y_numpy", "y_jax", "fi_q", "q_numpy"):
+        ip.user_ns.pop(stale, None)
+    run("ｙ = torch.ones(3)")  # Python binds it as y
+    run("%share ｙ ->numpy -q")
+    assert run("ｙ_numpy").shape == (3,) and "y_numpy" in ip.user_ns
+    run("%share ｙ ->numpy --as ｘｎ -q")
+    assert isinstance(run("ｘｎ"), np.ndarray) and "xn" in ip.user_ns and "ｘｎ" not in ip.user_ns
+    table = run("%share ｙ ->jax -o -q")
+    assert table[0].name == "y" and "y_jax" in ip.user_ns
+    # Templates made of such characters bind names the user can write.
+    run("%%share torch->numpy --as ﬁ_{name} -q\nq = torch.ones(2)\n")
+    assert isinstance(run("ﬁ_q"), np.ndarray) and "fi_q" in ip.user_ns
+    # The source, however spelt, is protected.
+    with pytest.raises(UsageError, match="replace the array being converted"):
+        run("%share ｙ ->numpy --as y -q")
+    assert type(ip.user_ns["y"]).__module__.startswith("torch")
+    with pytest.raises(UsageError, match=r"no variable named 'ｚｚ'.*Python reads it as 'zz'"):
+        run("%share ｚｚ ->numpy")
+    assert run("%share ｙ ->numpy --path all -o -q") is not None

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
-import keyword
 import shlex
-import string
 import textwrap
 import warnings
 from typing import Any
@@ -25,6 +23,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from gpushare import api
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
+from gpushare.magic_names import is_name, python_name, result_name, template_problem
 from gpushare.paths import PATH_NAMES
 
 #: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
@@ -105,39 +104,9 @@ def _parse_magic_line_cached(parser: Any, line: str, name_first: bool) -> tuple[
     return parser.parse_args(rest), route
 
 
-def _is_name(name: str) -> bool:
-    """A name Python code can use: an identifier that is not a keyword."""
-    return name.isidentifier() and not keyword.iskeyword(name)
-
-
 def _check_count(flag: str, value: int | None) -> None:
     if value is not None and not 1 <= value <= MAX_COUNT:
         raise UsageError(f"{flag} must be at least 1 and at most {MAX_COUNT:_}, got {value}")
-
-
-def _template_problem(template: str) -> str | None:
-    """Why a name template cannot name results, or None. Only ``{name}`` and ``{dst}`` may appear,
-    ``{name}`` must, and the names it makes must be usable Python names."""
-    try:
-        fields = list(string.Formatter().parse(template))
-    except ValueError as e:
-        return f"{template!r} is not a valid template ({e}); write {{{{ and }}}} for literal braces"
-    used = set()
-    for _, field, spec, conversion in fields:
-        if field is None:
-            continue
-        if field not in ("name", "dst"):
-            what = "a positional field" if field == "" or field.isdigit() else "an unknown field"
-            return f"{template!r} has {what} {{{field}}}; a template may use only {{name}} and {{dst}}"
-        if spec or conversion:
-            return f"{template!r}: {{{field}}} takes no conversion or format spec"
-        used.add(field)
-    if "name" not in used:
-        return f"{template!r} must contain {{name}}, e.g. {{name}}_{{dst}}"
-    sample = template.format(name="x", dst=next(iter(ADAPTERS)))  # any framework's name will do
-    if not _is_name(sample):
-        return f"{template!r} makes names like {sample!r}, which is not a valid Python variable name"
-    return None
 
 
 def _append_doc(text: str) -> Any:
@@ -221,7 +190,7 @@ class GpuShare(Magics):
 
     @validate("name_template")
     def _valid_template(self, proposal: Any) -> str:
-        problem = _template_problem(proposal["value"])
+        problem = template_problem(proposal["value"])
         if problem is not None:
             raise TraitError(f"name_template: {problem}")
         return proposal["value"]
@@ -269,7 +238,7 @@ class GpuShare(Magics):
         is bound: usable Python names and the source replaced only with -f. Returns the existing
         variables (not bound by an earlier %share) they replace, which warn at binding unless -f."""
         for new, what in names.items():
-            if not _is_name(new):
+            if not is_name(new):
                 raise UsageError(f"cannot bind {what} to {new!r}: not a valid Python variable name")
         ns = self.shell.user_ns
         replaced = [n for n in names if n in ns and self._bound.get(n) != id(ns[n])]
@@ -380,26 +349,29 @@ class GpuShare(Magics):
         return self._share_cell(args, source, targets, cell, opts)
 
     def _lookup(self, name: str) -> Any:
-        ns = self.shell.user_ns
-        if name not in ns:
-            raise UsageError(f"no variable named {name!r} in the namespace")
-        return ns[name]
+        """The variable ``name`` means, spelt as the user wrote it (``ｙ`` is Python's ``y``)."""
+        ns, key = self.shell.user_ns, python_name(name)
+        if key not in ns:
+            also = f" (Python reads it as {key!r})" if key != name else ""
+            raise UsageError(f"no variable named {name!r} in the namespace{also}")
+        return ns[key]
 
     def _share_line(self, args: Any, source: str | None, targets: list[str], opts: dict) -> Any:
         if not args.name:
             raise UsageError("line form: %share NAME [SRC]->DST (or use %%share as a cell magic)")
         if args.as_ is not None and len(targets) > 1:
             raise UsageError("--as names one result; a chain binds NAME_DST for every hop")
-        if args.as_ is not None and not _is_name(args.as_):
+        if args.as_ is not None and not is_name(args.as_):
             raise UsageError(f"--as {args.as_!r} is not a valid Python variable name")
         obj = self._lookup(args.name)
+        name = python_name(args.name)  # what the user's code calls it, and the table shows
         names = [
-            args.as_ if args.as_ is not None else self.name_template.format(name=args.name, dst=t) for t in targets
+            python_name(args.as_) if args.as_ is not None else result_name(self.name_template, name, t) for t in targets
         ]
         if len(set(names)) < len(names):
             raise UsageError(f"the name template {self.name_template!r} gives two hops the same name")
-        replaced = self._plan_bindings({n: f"{args.name} → {t}" for n, t in zip(names, targets)}, {args.name}, args.force)
-        results = api.share_chain(obj, targets, source=source, name=args.name, **opts)
+        replaced = self._plan_bindings({n: f"{name} → {t}" for n, t in zip(names, targets)}, {name}, args.force)
+        results = api.share_chain(obj, targets, source=source, name=name, **opts)
         bindings = {n: r.value for n, r in zip(names, results)}
         bound = self._bind_checked(bindings, replaced, args.force)
         return self._show(api.ShareTable(results), args, bound)
@@ -409,7 +381,7 @@ class GpuShare(Magics):
         if args.name:
             raise UsageError("cell form takes no NAME: it converts what the cell binds")
         template = args.as_ if args.as_ is not None else self.name_template
-        problem = _template_problem(template)
+        problem = template_problem(template)
         if problem is not None:
             raise UsageError(f"--as for %%share is a template: {problem}")
         if len(targets) > 1 and "{dst}" not in template:
@@ -431,7 +403,7 @@ class GpuShare(Magics):
         if not picked:
             want = f"{source} arrays" if source else "arrays"
             raise UsageError(f"the cell bound no {want} at top level (names bound: {', '.join(names) or 'none'})")
-        planned = {template.format(name=n, dst=t): (n, t) for n in picked for t in targets}
+        planned = {result_name(template, n, t): (n, t) for n in picked for t in targets}
         if len(planned) < len(picked) * len(targets):
             raise UsageError(f"the template {template!r} gives two results the same name")
         replaced = self._plan_bindings({k: f"{n} → {t}" for k, (n, t) in planned.items()}, set(picked), args.force)
@@ -441,7 +413,7 @@ class GpuShare(Magics):
             hops = api.share_chain(ns[n], targets, source=source, name=n, **opts)
             results.extend(hops)
             for r in hops:
-                bindings[template.format(name=n, dst=r.target.framework)] = r.value
+                bindings[result_name(template, n, r.target.framework)] = r.value
         # Bind only after every conversion succeeded: a failure leaves the namespace as it was.
         bound = self._bind_checked(bindings, replaced, args.force)
         return self._show(api.ShareTable(results), args, bound)
