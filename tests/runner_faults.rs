@@ -83,3 +83,46 @@ fn sighup_cleans_up_like_sigterm_writes_what_ran_and_exits_129() {
     assert!(outputs(&nb, 2).is_empty());
     sb.assert_runtime_dir_clean();
 }
+
+/// A file-system node like `/dev/full` inside the sandbox when we may make one (root): a test
+/// of the old runner, which renamed a file over the path, then replaces that copy and not the
+/// machine's `/dev/full`. Elsewhere `/dev/full` itself, which nobody but root could replace.
+fn full_device(sb: &Sandbox) -> std::path::PathBuf {
+    let copy = sb.path("full");
+    let c_path = std::ffi::CString::new(copy.to_str().unwrap()).unwrap();
+    // SAFETY: mknod(2) with a valid NUL-terminated path; (1, 7) is /dev/full's device number.
+    let made = unsafe { libc::mknod(c_path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 7)) } == 0;
+    if made { copy } else { std::path::PathBuf::from("/dev/full") }
+}
+
+#[test]
+fn a_notebook_that_cannot_be_written_fails_the_run() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let sb = Sandbox::new("full");
+    let input = sb.write_notebook("f.ipynb", &notebook(vec![code("print('ran')")]));
+    let full = full_device(&sb);
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "-o", full.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(err.contains("cannot write the executed notebook") && err.contains("No space left"), "{err}");
+    assert!(!err.contains("->"), "no claim that it was written: {err}");
+    assert!(
+        std::fs::metadata(&full).unwrap().file_type().is_char_device(),
+        "the device node was replaced by a file"
+    );
+    sb.assert_runtime_dir_clean();
+
+    // A named pipe receives the notebook and stays a pipe (`-o /dev/stdout` is the same case).
+    let fifo = sb.path("pipe");
+    let c_fifo = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap_or_default())
+    };
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "-o", fifo.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the pipe was replaced");
+    let received = reader.join().unwrap();
+    assert!(received.contains("\"ran\\n\""), "{received}");
+}

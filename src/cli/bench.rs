@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::output::progress_bar;
 use super::{BenchArgs, Config, EXIT_FAILURE, is_stdout, kernel_for_tools};
+use crate::kernel::output_file::write_output_file;
 use crate::kernel::params::python_str_literal;
 use crate::kernel::session::Cancel;
 use crate::kernel::{Failure, Kernel, KernelError, StartOptions, strip_ansi};
@@ -191,10 +192,10 @@ pub(super) async fn bench(
     for (src, dst) in &args.pairs {
         let result = bench_pair(src, dst, args, config, cancel, err).await?;
         if !stdout_taken {
-            if args.pairs.len() > 1 {
-                writeln!(out, "{src}->{dst}")?;
-            }
-            writeln!(out, "{}", result.text.trim_end())?;
+            let heading = if args.pairs.len() > 1 { format!("{src}->{dst}\n") } else { String::new() };
+            write!(out, "{heading}{}\n", result.text.trim_end())
+                .and_then(|()| out.flush())
+                .context("writing the table to stdout")?;
         }
         results.push(result);
     }
@@ -265,11 +266,12 @@ fn nothing_worked(json: &str) -> Option<usize> {
 /// Write an output document to `path`, or to stdout for `-`.
 fn write_output(config: &Config, out: &mut dyn Write, path: &Path, text: &str) -> Result<()> {
     if path.as_os_str() == "-" {
-        out.write_all(text.as_bytes())?;
-        out.flush()?;
-        return Ok(());
+        return out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("writing to stdout");
     }
-    std::fs::write(config.env.absolute(path), text)
+    write_output_file(&config.env.absolute(path), text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
 

@@ -130,27 +130,45 @@ pub(super) async fn run_notebooks(
         bar.finish_and_clear();
 
         // Whatever ran is written, failure or not; a kernel that never started ran nothing.
-        let wrote = if started {
-            nb.write(&env.absolute(output))
-                .with_context(|| format!("writing {}", output.display()))?;
-            true
+        // A notebook that could not be written (a full disk, `/dev/full`) fails the run: the
+        // outputs exist nowhere else.
+        let write_failure = if started {
+            nb.write(&env.absolute(output)).err()
         } else {
-            false
+            None
+        };
+        let wrote = started && write_failure.is_none();
+        if let Some(e) = &write_failure {
+            let _ = writeln!(err, "error: {label}: cannot write the executed notebook: {e}");
+            failed += 1;
+        }
+        let wrote_note = |err: &mut dyn Write| {
+            if wrote {
+                writeln!(err, "wrote what ran to {}", output.display())
+            } else {
+                Ok(())
+            }
         };
         match result {
             Ok(summary) => {
                 report_injection(&summary, &label, err)?;
                 match &summary.failure {
-                    None => writeln!(
+                    None if wrote => writeln!(
                         err,
                         "{label}: {} cells ran in {:.1} s -> {}",
                         summary.cells_run,
                         began.elapsed().as_secs_f64(),
                         output.display()
                     )?,
+                    None => writeln!(
+                        err,
+                        "{label}: {} cells ran in {:.1} s, but the notebook was not written",
+                        summary.cells_run,
+                        began.elapsed().as_secs_f64(),
+                    )?,
                     Some(failure) => {
                         let reported = report_failure(&label, &nb, failure, &spec, err)
-                            .and_then(|()| writeln!(err, "wrote what ran to {}", output.display()));
+                            .and_then(|()| wrote_note(err));
                         if failure.failure == Failure::Interrupted {
                             // After SIGHUP the terminal is gone and the report cannot be shown;
                             // the notebook is written and the exit status says what happened.
@@ -170,9 +188,7 @@ pub(super) async fn run_notebooks(
                 if let Some(hint) = load_ext_after_install_hint(&e, &spec) {
                     writeln!(err, "{hint}")?;
                 }
-                if wrote {
-                    writeln!(err, "wrote what ran to {}", output.display())?;
-                }
+                wrote_note(err)?;
                 failed += 1;
             }
         }

@@ -11,6 +11,7 @@
 //! - [`client`]: sockets, message pumps and the kernel_info handshake.
 //! - [`session`]: a started kernel: execute with timeout, death and Ctrl-C handling; shutdown.
 //! - [`notebook`]: `.ipynb` read/write like nbformat, and recording outputs into cells.
+//! - [`output_file`]: writing a result file where the user pointed, failures included.
 //! - [`params`]: `-p key=value` as Python literals in an `injected-parameters` cell.
 //! - [`widgets`]: widget state and `ipywidgets.Output`, as nbclient handles them.
 //! - [`runner`]: running a whole notebook.
@@ -22,6 +23,7 @@ pub mod env;
 pub mod kernelspec;
 pub mod launch;
 pub mod notebook;
+pub mod output_file;
 pub mod params;
 pub mod runner;
 pub mod session;

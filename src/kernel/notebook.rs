@@ -110,25 +110,11 @@ impl Notebook {
         to_nbformat_json(&value)
     }
 
-    /// Write the notebook next to `path` and rename it into place, so a crash never leaves half
-    /// a notebook behind.
+    /// Write the notebook to `path` (see [`write_output_file`](super::output_file::write_output_file):
+    /// a file is replaced whole, a device or pipe written into, and every failure reported).
     pub fn write(&self, path: &Path) -> Result<(), KernelError> {
-        let text = self.to_json_string();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(|source| KernelError::io(dir, source))?;
-        }
-        let file_name = path
-            .file_name()
-            .map_or_else(|| "notebook".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = path.with_file_name(format!(
-            ".{file_name}.{}.tmp",
-            uuid::Uuid::new_v4().simple()
-        ));
-        fs::write(&tmp, text).map_err(|source| KernelError::io(&tmp, source))?;
-        fs::rename(&tmp, path).map_err(|source| {
-            let _ = fs::remove_file(&tmp);
-            KernelError::io(path, source)
-        })
+        super::output_file::write_output_file(path, self.to_json_string().as_bytes())
+            .map_err(|source| KernelError::io(path, source))
     }
 }
 
