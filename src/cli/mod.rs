@@ -118,7 +118,9 @@ enum KernelCommand {
 }
 
 #[derive(Args, Debug)]
-#[group(id = "target", multiple = false)]
+// Only where to install is one choice among several; a `#[group]` on the struct would make every
+// field a member, and refused `--user --name X`, which Jupyter allows.
+#[command(group(clap::ArgGroup::new("target").multiple(false)))]
 struct InstallArgs {
     /// Install for the current user (the Jupyter data dir) instead of system-wide
     #[arg(long, group = "target")]

@@ -1,0 +1,37 @@
+//! The `gpushare` command's arguments as users really give them: what Jupyter accepts is
+//! accepted, and what cannot work is one clear error before any kernel starts.
+
+mod support;
+
+use support::{Sandbox, read};
+
+#[test]
+fn kernel_install_takes_a_name_with_user_or_prefix_as_jupyter_does() {
+    let sb = Sandbox::new("install-name");
+    // `jupyter kernelspec install --user --name X` and `ipykernel install --prefix DIR --name X`
+    // are the everyday spellings.
+    let (code, out, err) = sb.gpushare(&["kernel", "install", "--user", "--name", "Mine"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Installed kernelspec mine"), "{out}");
+    let spec = read(&sb.path("data/kernels/mine/kernel.json"));
+    assert!(spec["argv"].as_array().is_some_and(|a| !a.is_empty()), "{spec}");
+
+    let prefix = sb.path("prefix");
+    let (code, _, err) = sb.gpushare(&[
+        "kernel", "install", "--prefix", prefix.to_str().unwrap(), "--name", "other", "--display-name", "Other",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let spec = read(&prefix.join("share/jupyter/kernels/other/kernel.json"));
+    assert_eq!(spec["display_name"], "Other");
+
+    // Where to install is still one choice.
+    for both in [["--user", "--sys-prefix"], ["--user", "--prefix"]] {
+        let mut args = vec!["kernel", "install", both[0], both[1]];
+        if both[1] == "--prefix" {
+            args.push("/tmp");
+        }
+        let (code, _, err) = sb.gpushare(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("cannot be used with"), "{err}");
+    }
+}
