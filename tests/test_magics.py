@@ -452,3 +452,45 @@ def test_names_are_read_and_bound_as_python_normalises_them(ip, run):
     with pytest.raises(UsageError, match=r"no variable named 'ｚｚ'.*Python reads it as 'zz'"):
         run("%share ｚｚ ->numpy")
     assert run("%share ｙ ->numpy --path all -o -q") is not None
+
+
+@pytest.mark.parametrize(
+    "body,bound",
+    [
+        # TensorFlow's idiom: a tensor made under a device scope.
+        ('with tf.device("/CPU:0"):\n    wt = tf.ones(3)\n', ["wt"]),
+        ("if True:\n    wi = torch.ones(3)\n", ["wi"]),
+        ("for k in range(2):\n    wf = torch.full((3,), float(k))\n", ["wf"]),
+        ("try:\n    wy = torch.ones(3)\nexcept Exception:\n    pass\n", ["wy"]),
+        ("(ww := torch.ones(3))\n", ["ww"]),
+        ("%time wm = torch.ones(3)\n", ["wm"]),
+        ("exec('we = torch.ones(3)')\n", ["we"]),
+        ("wa, wb = torch.ones(3), torch.zeros(3)\nwb2 = torch.ones(3)\n", ["wa", "wb", "wb2"]),
+    ],
+)
+def test_cell_share_sees_every_binding_the_cell_made(ip, run, body, bound):
+    """%%share converts what the cell bound, wherever the binding sits, decided from the namespace."""
+    src = "tf" if body.startswith("with tf") else "torch"
+    dst = "torch" if src == "tf" else "numpy"
+    for n in bound:
+        ip.user_ns.pop(n, None)
+        ip.user_ns.pop(f"{n}_{dst}", None)
+    table = run(f"%%share {src}->{dst} -o -q\n{body}")
+    assert [r.name for r in table] == bound
+    for n in bound:
+        assert type(ip.user_ns[f"{n}_{dst}"]).__module__.startswith(dst)
+
+
+def test_cell_share_takes_rebound_names_and_skips_untouched_ones(ip, run):
+    run("old = torch.ones(2)\nsame = torch.ones(2)\nalias_src = torch.ones(2)")
+    table = run(
+        "%%share torch->numpy -o -q\n"
+        "old = torch.zeros(4)\n"     # rebound: a new object under an old name
+        "same.add_(1)\n"             # changed in place: not bound by the cell
+        "same = same\n"              # rebound to the object it held: not bound either
+        "alias = alias_src\n"        # an existing object under a new name
+    )
+    assert [r.name for r in table] == ["old", "alias"]
+    assert ip.user_ns["old_numpy"].shape == (4,)
+    with pytest.raises(UsageError, match=r"bound no torch arrays \(names bound: none\)"):
+        run("%%share torch->numpy -q\nsame.add_(1)\n")

@@ -1,16 +1,24 @@
-"""The names the magics read and bind, read as Python reads them.
+"""The names the magics read and bind, read as Python reads them, and what a ``%%share`` cell bound.
 
 Python folds every identifier to Unicode NFKC when it compiles code (PEP 3131): ``ｘｎ`` in a
 cell is the variable ``xn`` and ``ﬁle`` is ``file``. A name the magics take from their line
 (``%share ｙ ->numpy``, ``--as ｘｎ``, a template) is therefore normalised the same way before it
 is looked up or bound, or the user's next line would not reach what gpushare bound.
+
+What a ``%%share`` cell bound is read from the namespace, not from the cell's syntax: a name binds
+inside ``with``, ``if``, ``for``, ``try``, a walrus, a line magic or ``exec`` alike, and only the
+namespace sees them all. A snapshot taken before the cell runs tells afterwards which names hold a
+new object.
 """
 
 from __future__ import annotations
 
+import ast
 import keyword
 import string
 import unicodedata
+import weakref
+from typing import Any
 
 from gpushare.adapters import ADAPTERS
 
@@ -57,6 +65,57 @@ def result_name(template: str, name: str, dst: str) -> str:
     return python_name(template.format(name=name, dst=dst))
 
 
+class NamespaceSnapshot:
+    """The namespace's bindings before a cell runs, to tell afterwards which names the cell bound:
+    those that hold an object they did not hold before (a new name, or a name given another
+    object). A name rebound to the object it held, or an object changed in place, was not bound
+    by the cell.
+
+    Identity is kept without keeping the old objects alive where they allow a weak reference (the
+    arrays of every framework gpushare knows do): a cell that replaces a large array does not hold
+    the old one for its whole run, and an old object freed by the cell cannot pass for the new one
+    that happens to get its address (as a bare id() could)."""
+
+    __slots__ = ("_before", "_namespace")
+
+    def __init__(self, namespace: dict[str, Any]):
+        self._namespace = namespace
+        before: dict[str, tuple[bool, Any]] = {}
+        for name, obj in namespace.items():
+            if type(obj).__weakrefoffset__:
+                before[name] = (True, weakref.ref(obj))
+            else:  # ints, strings, tuples: held (small, and mostly shared anyway)
+                before[name] = (False, obj)
+        self._before = before
+
+    def _holds_same(self, name: str, obj: Any) -> bool:
+        old = self._before.get(name)
+        if old is None:
+            return False
+        weak, held = old
+        return (held() if weak else held) is obj
+
+    def bound(self, source: str = "") -> list[str]:
+        """The names the cell bound, in the order the cell's ``source`` (Python, after IPython's
+        transformations) first assigns them, then any others (bound by a line magic, ``exec`` or
+        ``globals()``) in the namespace's order."""
+        changed = [n for n, obj in list(self._namespace.items()) if not self._holds_same(n, obj)]
+        order = {n: i for i, n in enumerate(_names_stored_in(source))}
+        return sorted(changed, key=lambda n: order.get(n, len(order)))
+
+
+def _names_stored_in(source: str) -> list[str]:
+    """Every name ``source`` assigns to, anywhere (nested blocks, walrus, for and with targets), in
+    the order they appear; none when the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    stores = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    stores.sort(key=lambda n: (n.lineno, n.col_offset))
+    return list(dict.fromkeys(n.id for n in stores))
+
+
 __all__ = [
-    "is_name", "python_name", "result_name", "template_problem",
+    "NamespaceSnapshot", "is_name", "python_name", "result_name", "template_problem",
 ]

@@ -7,7 +7,6 @@ configurable: ``%config GpuShare.repeat = 20``.
 from __future__ import annotations
 
 import argparse
-import ast
 import functools
 import shlex
 import textwrap
@@ -23,7 +22,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from gpushare import api
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
-from gpushare.magic_names import is_name, python_name, result_name, template_problem
+from gpushare.magic_names import NamespaceSnapshot, is_name, python_name, result_name, template_problem
 from gpushare.paths import PATH_NAMES
 
 #: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
@@ -121,41 +120,6 @@ def _append_doc(text: str) -> Any:
         return func
 
     return deco
-
-
-def _top_level_names(cell: str) -> list[str]:
-    """Names a cell binds at top level, in order (assignments, for/with targets, imports excluded)."""
-    try:
-        tree = ast.parse(cell)
-    except SyntaxError:
-        return []
-    names: list[str] = []
-
-    def collect(target: ast.AST) -> None:
-        if isinstance(target, ast.Name):
-            names.append(target.id)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                collect(elt)
-        elif isinstance(target, ast.Starred):
-            collect(target.value)
-
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                collect(t)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.target is not None:
-            collect(node.target)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            collect(node.target)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if item.optional_vars is not None:
-                    collect(item.optional_vars)
-        elif isinstance(node, ast.NamedExpr if hasattr(ast, "NamedExpr") else ()):  # pragma: no cover
-            collect(node.target)
-    seen: set[str] = set()
-    return [n for n in names if not (n in seen or seen.add(n))]
 
 
 @magics_class
@@ -298,8 +262,9 @@ class GpuShare(Magics):
 
             %%share SRC->DST[->DST2…] [--path P] [--as TEMPLATE] [-n N] [-r R] [-f] [-q] [-o]
 
-        runs the cell, then converts every SRC array the cell bound at top level and binds
-        ``NAME_DST`` (for every hop of a chain). Nothing is bound unless every conversion worked.
+        runs the cell, then converts every SRC array the cell bound (a name given a new object,
+        anywhere: inside with/if/for/try, a walrus, a line magic) and binds ``NAME_DST`` (for every
+        hop of a chain). Nothing is bound unless every conversion worked.
         Arguments and the template are checked before the cell runs.
 
         Usage, line form::
@@ -386,14 +351,13 @@ class GpuShare(Magics):
             raise UsageError(f"--as for %%share is a template: {problem}")
         if len(targets) > 1 and "{dst}" not in template:
             raise UsageError(f"a chain binds one result per hop: the template {template!r} needs {{dst}}")
-        names = _top_level_names(cell)
-        # Errors in the user's cell propagate as they are: the cell failed, not gpushare.
-        self._exec_cell(cell)
         ns = self.shell.user_ns
+        before = NamespaceSnapshot(ns)
+        # Errors in the user's cell propagate as they are: the cell failed, not gpushare.
+        ran = self._exec_cell(cell)
+        names = before.bound(ran)
         picked = []
         for n in names:
-            if n not in ns:
-                continue
             try:
                 adapter = adapter_of(ns[n])
             except NotAnArrayError:
@@ -402,7 +366,7 @@ class GpuShare(Magics):
                 picked.append(n)
         if not picked:
             want = f"{source} arrays" if source else "arrays"
-            raise UsageError(f"the cell bound no {want} at top level (names bound: {', '.join(names) or 'none'})")
+            raise UsageError(f"the cell bound no {want} (names bound: {', '.join(names) or 'none'})")
         planned = {result_name(template, n, t): (n, t) for n in picked for t in targets}
         if len(planned) < len(picked) * len(targets):
             raise UsageError(f"the template {template!r} gives two results the same name")
@@ -418,16 +382,17 @@ class GpuShare(Magics):
         bound = self._bind_checked(bindings, replaced, args.force)
         return self._show(api.ShareTable(results), args, bound)
 
-    def _exec_cell(self, cell: str) -> None:
+    def _exec_cell(self, cell: str) -> str:
         """Runs the cell's body as IPython runs a cell: transformed, compiled under a cell name that
         linecache knows (so a traceback shows the user's line, numbered as in the cell whose first
-        line is ``%%share``), in the user's namespace."""
+        line is ``%%share``), in the user's namespace. Returns the Python it ran."""
         __tracebackhide__ = True
         shell = self.shell
         source = "\n" + shell.transform_cell(cell)
         filename = shell.compile.cache(source, shell.execution_count, raw_code="\n" + cell)
         code = shell.compile(source, filename, "exec")
         exec(code, shell.user_global_ns, shell.user_ns)
+        return source
 
     def _compare(self, args: Any, source: str | None, targets: list[str], cell: str | None, opts: dict) -> Any:
         compare = getattr(api, "compare", None)
