@@ -494,3 +494,17 @@ def test_cell_share_takes_rebound_names_and_skips_untouched_ones(ip, run):
     assert ip.user_ns["old_numpy"].shape == (4,)
     with pytest.raises(UsageError, match=r"bound no torch arrays \(names bound: none\)"):
         run("%%share torch->numpy -q\nsame.add_(1)\n")
+
+
+def test_a_chain_giving_two_hops_one_name_is_refused_before_the_cell_runs(ip, run):
+    """A chain that visits a framework twice names both visits alike under {name}_{dst}: known from
+    the template and the route, so refused before the cell runs (it ran, then failed, before)."""
+    ip.user_ns.pop("cell_ran", None)
+    with pytest.raises(UsageError, match=r"names hops 1 and 3 \(both to numpy\) alike.*'x_numpy'"):
+        run("%%share torch->numpy->torch->numpy\ncell_ran = True\nhc = torch.ones(2)\n")
+    assert "cell_ran" not in ip.user_ns and "hc" not in ip.user_ns
+    run("hl = torch.ones(2)")
+    before = set(ip.user_ns)
+    with pytest.raises(UsageError, match=r"names hops 1 and 2 \(both to jax\) alike"):
+        run("%share hl ->jax->jax")
+    assert set(ip.user_ns) == before

@@ -65,6 +65,23 @@ def result_name(template: str, name: str, dst: str) -> str:
     return python_name(template.format(name=name, dst=dst))
 
 
+def hop_name_clash(template: str, targets: list[str]) -> str | None:
+    """Why ``template`` gives two hops of one chain the same name (a chain that visits a framework
+    twice, as ``torch->numpy->torch->numpy`` does), or None. The name a hop gets depends on its
+    target, not on which variable it converts, so this is known before the cell runs."""
+    first_hop: dict[str, int] = {}
+    for hop, target in enumerate(targets, 1):
+        made = result_name(template, "x", target)
+        if made in first_hop:
+            return (
+                f"the template {template!r} names hops {first_hop[made]} and {hop} (both to {target}) alike "
+                f"({made!r} for a variable x): a chain binds one result per hop, so convert the second "
+                "visit from its own variable"
+            )
+        first_hop[made] = hop
+    return None
+
+
 class NamespaceSnapshot:
     """The namespace's bindings before a cell runs, to tell afterwards which names the cell bound:
     those that hold an object they did not hold before (a new name, or a name given another
@@ -117,5 +134,5 @@ def _names_stored_in(source: str) -> list[str]:
 
 
 __all__ = [
-    "NamespaceSnapshot", "is_name", "python_name", "result_name", "template_problem",
+    "NamespaceSnapshot", "hop_name_clash", "is_name", "python_name", "result_name", "template_problem",
 ]

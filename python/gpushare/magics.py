@@ -22,7 +22,7 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from gpushare import api
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
-from gpushare.magic_names import NamespaceSnapshot, is_name, python_name, result_name, template_problem
+from gpushare.magic_names import NamespaceSnapshot, hop_name_clash, is_name, python_name, result_name, template_problem
 from gpushare.paths import PATH_NAMES
 
 #: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
@@ -333,8 +333,9 @@ class GpuShare(Magics):
         names = [
             python_name(args.as_) if args.as_ is not None else result_name(self.name_template, name, t) for t in targets
         ]
-        if len(set(names)) < len(names):
-            raise UsageError(f"the name template {self.name_template!r} gives two hops the same name")
+        clash = hop_name_clash(self.name_template, targets) if args.as_ is None else None
+        if clash is not None:
+            raise UsageError(clash)
         replaced = self._plan_bindings({n: f"{name} → {t}" for n, t in zip(names, targets)}, {name}, args.force)
         results = api.share_chain(obj, targets, source=source, name=name, **opts)
         bindings = {n: r.value for n, r in zip(names, results)}
@@ -351,6 +352,9 @@ class GpuShare(Magics):
             raise UsageError(f"--as for %%share is a template: {problem}")
         if len(targets) > 1 and "{dst}" not in template:
             raise UsageError(f"a chain binds one result per hop: the template {template!r} needs {{dst}}")
+        clash = hop_name_clash(template, targets)
+        if clash is not None:
+            raise UsageError(clash)
         ns = self.shell.user_ns
         before = NamespaceSnapshot(ns)
         # Errors in the user's cell propagate as they are: the cell failed, not gpushare.
