@@ -327,32 +327,28 @@ class GpuInfo:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        from gpushare import html_cells
+
         e = html.escape
         parts = [f"<div class='gpushare-gpuinfo'><p><b>gpushare.gpuinfo</b>: {e(self._cuda_headline())}</p>"]
         if self.devices:
-            parts.append(
-                "<table><thead><tr><th>device</th><th>name</th><th>CC</th><th>UUID</th><th>physical</th>"
-                "<th>used</th><th>free</th><th>total</th><th>primary context</th></tr></thead><tbody>"
-            )
+            device_rows, device_details = [], []
             for d in self.devices:
                 cc = d.get("compute_capability") or ("?", "?")
                 total, free = d.get("total_memory"), d.get("free_memory")
                 used = None if free is None or total is None else total - free
                 primary = d.get("primary_context") or {}
                 state = f"active {_hex(primary.get('handle'))}" if primary.get("active") else "inactive"
-                cells = [
-                    f"cuda:{d['ordinal']}",
-                    d.get("name"),
-                    f"{cc[0]}.{cc[1]}",
-                    d.get("uuid"),
-                    d.get("visible_as") if d.get("visible_as") is not None else "n/a",
-                    _bytes(used),
-                    _bytes(free),
-                    _bytes(total),
-                    state,
-                ]
-                parts.append("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in cells) + "</tr>")
-            parts.append("</tbody></table>")
+                device_rows.append([
+                    f"cuda:{d['ordinal']}", str(d.get("name")), f"{cc[0]}.{cc[1]}", _bytes(used), _bytes(free), _bytes(total), state,
+                ])
+                physical = d.get("visible_as") if d.get("visible_as") is not None else "n/a"
+                device_details.append([("UUID", str(d.get("uuid"))), ("physical", str(physical))])
+            # Eight columns at most, the UUID on a detail line; alignment inline (issue 25, html_cells).
+            parts.append(html_cells.table(
+                ["device", "name", "CC", "used", "free", "total", "primary context"], device_rows,
+                numeric=("used", "free", "total"), details=device_details, classes="gpushare gpushare-gpuinfo-devices",
+            ))
         parts.append(f"<p>{e(self._context_line())}</p>")
         for problem in self.problems:
             parts.append(f"<p>driver call failed: {e(problem)}</p>")
@@ -361,18 +357,13 @@ class GpuInfo:
             parts.append("<pre>" + e("\n".join(peers)) + "</pre>")
         if self.topology is not None and len(self.devices) > 1:
             parts.append(self.topology._repr_html_())
-        parts.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in self._FRAMEWORK_HEADER) + "</tr></thead><tbody>")
-        for row in self._framework_rows():
-            parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-        parts.append("</tbody></table>")
+        parts.append(html_cells.table(self._FRAMEWORK_HEADER, self._framework_rows(), classes="gpushare gpushare-gpuinfo-frameworks"))
         notes = self._framework_notes()
         if notes:
             parts.append("<ul>" + "".join(f"<li>{e(n.strip())}</li>" for n in notes) + "</ul>")
-        parts.append("<table><thead><tr><th>memory setting</th><th>value</th></tr></thead><tbody>")
-        for name, value in self.memory_settings.items():
-            shown = "(unset)" if value is None else repr(value)
-            parts.append(f"<tr><td><code>{e(name)}</code></td><td>{e(shown)}</td></tr>")
-        parts.append("</tbody></table></div>")
+        settings = [[name, "(unset)" if value is None else repr(value)] for name, value in self.memory_settings.items()]
+        parts.append(html_cells.table(["memory setting", "value"], settings, classes="gpushare gpushare-gpuinfo-memory"))
+        parts.append("</div>")
         return "".join(parts)
 
 

@@ -40,7 +40,6 @@ its parent goes away, and shared-memory segments are unlinked when the handoff i
 
 from __future__ import annotations
 
-import html
 import json
 import multiprocessing as mp
 import os
@@ -1447,12 +1446,20 @@ def _render_text(rows: list[dict]) -> str:
 
 
 def _render_html(rows: list[dict]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in _COLUMNS)
-    body = []
+    # The short columns in the row; what is long (mechanism, reason, each side's memory) on a
+    # detail line under it, so the table fits a notebook (issue 25; see html_cells).
+    from gpushare import html_cells
+
+    main = ("path", "verdict", "bytes moved", "time", "GB/s", "first call")
+    table_rows, details = [], []
     for row in rows:
-        cells = "".join(f"<td>{html.escape(c)}</td>" for c in _cells(row))
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table class='gpushare-processes'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        cells = dict(zip(_COLUMNS, _cells(row)))
+        cells["verdict"] = row["verdict"]
+        table_rows.append([cells[c] for c in main])
+        details.append([("mechanism", cells["mechanism"]), ("why", row.get("reason") or ""),
+                        ("parent side", cells["parent side"]), ("worker side", cells["worker side"]),
+                        *(("note", n) for n in row.get("notes", []))])
+    return html_cells.table(main, table_rows, numeric=main[2:], details=details, classes="gpushare gpushare-processes")
 
 
 def _report_json(kind: str, data: dict) -> str:
@@ -1600,9 +1607,9 @@ class ProcessBenchmark:
 
     def _repr_html_(self) -> str:
         head, rows = self._table()
-        h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
-        b = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-        return f"<table class='gpushare-processes'><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>"
+        from gpushare import html_cells  # inline alignment and widths (issue 25)
+
+        return html_cells.table(head, rows, numeric=head[1:], classes="gpushare gpushare-processes")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
         return {"text/plain": repr(self), "text/html": self._repr_html_(),
