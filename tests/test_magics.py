@@ -337,6 +337,12 @@ def test_chain_template_without_dst_is_refused(ip, run):
         ("repeat", "0"),
         ("repeat", "18446744073709551616"),
         ("number", "1180591620717411303424"),
+        # NaN passed the bounds and failed at the next share with a bare ValueError; 1e12 hung.
+        ("time_budget", "float('nan')"),
+        ("time_budget", "float('inf')"),
+        ("time_budget", "1e12"),
+        ("time_budget", "0"),
+        ("time_budget", "-1.0"),
     ],
 )
 def test_config_values_are_validated_when_set(ip, run, caplog, setting, bad):
@@ -508,3 +514,23 @@ def test_a_chain_giving_two_hops_one_name_is_refused_before_the_cell_runs(ip, ru
     with pytest.raises(UsageError, match=r"names hops 1 and 2 \(both to jax\) alike"):
         run("%share hl ->jax->jax")
     assert set(ip.user_ns) == before
+
+
+@pytest.mark.parametrize(
+    "sizes,match",
+    [
+        ("1" * 400, "cannot read size '1{400}': it is beyond any memory"),
+        ("1KiB," + "9" * 400 + "MiB", "cannot read size '9{400}MiB'"),
+        (str(2**64), r"size 1\.68e\+07 TiB \(18,446,744,073,709,551,616 bytes\) does not fit in the host memory"),
+        ("4KiB,1000000TiB", "does not fit in the host memory"),
+    ],
+)
+def test_sharebench_sizes_beyond_memory_are_usage_errors_before_any_array(ip, run, monkeypatch, sizes, match):
+    from gpushare import lab
+
+    made = []
+    monkeypatch.setattr(lab, "make_array", lambda *a, **k: made.append(a))
+    with pytest.raises(UsageError, match=match) as caught:
+        run(f"%sharebench torch->numpy --device cpu --sizes {sizes} -q")
+    assert str(caught.value).startswith("usage: %sharebench SRC->DST"), str(caught.value)
+    assert made == []

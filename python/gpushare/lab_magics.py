@@ -13,9 +13,17 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
-from gpushare import api, lab
+from gpushare import api, lab, sweep_sizes
+from gpushare.adapters import framework
 from gpushare.exceptions import UnknownFrameworkError
 from gpushare.magics import MAX_COUNT, _check_count, parse_magic_line
+
+
+def _usage_line(parser: Any) -> str:
+    """``usage: %sharebench SRC->DST [...]``: the first line of the magic's usage, without the
+    reST ``::`` that magic_arguments puts before it for the help."""
+    lines = [ln.strip() for ln in parser.format_usage().splitlines() if ln.strip() not in ("", "::")]
+    return f"usage: {lines[0]}"
 
 
 @magics_class
@@ -91,7 +99,7 @@ class GpuShareLab(Magics):
         if args.worker_device is not None and args.across is None:
             raise UsageError("--worker-device goes with --across processes")
         try:
-            sizes = [lab.parse_size(s) for s in (args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)]
+            sizes = sweep_sizes.read_sizes(args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)
             if args.across is not None:
                 from gpushare import processes
 
@@ -102,8 +110,11 @@ class GpuShareLab(Magics):
                 paths = lab.parse_paths(args.paths)
             if args.device is not None:
                 lab._ordinal(args.device)
+            # Every size must fit where the sweep makes it, checked before the first array is made.
+            device = args.device or lab._default_device(framework(source))
+            sweep_sizes.check_fits(sizes, [device, args.to_device or device, args.worker_device or device])
         except ValueError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"{_usage_line(self.sharebench.parser)}\n{e}") from None
         kwargs: dict[str, Any] = dict(dtype=args.dtype, device=args.device, paths=paths, progress=not args.quiet)
         if args.to_device is not None:
             kwargs["to_device"] = args.to_device

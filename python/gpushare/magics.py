@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import shlex
 import textwrap
 import warnings
@@ -28,6 +29,9 @@ from gpushare.paths import PATH_NAMES
 #: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
 #: (2**64 would overflow there instead of being refused here).
 MAX_COUNT = 10**9
+#: Largest ``GpuShare.time_budget`` (seconds of timing per array): a cell of a few arrays then
+#: still answers within minutes, and a typo such as 1e12 is refused instead of hanging the kernel.
+MAX_TIME_BUDGET = 60.0
 #: What --path and ``GpuShare.path`` accept.
 PATH_CHOICES = (*PATH_NAMES, "p2p", "move", "auto", "all")
 
@@ -132,7 +136,7 @@ class GpuShare(Magics):
     number = Int(None, allow_none=True, min=1, max=MAX_COUNT, help=(
         "Default -n: conversions per timing sample. None: chosen so a sample is long enough to time."
     )).tag(config=True)
-    time_budget = Float(0.05, min=1e-4, help=(
+    time_budget = Float(0.05, min=1e-4, max=MAX_TIME_BUDGET, help=(
         "Seconds of timing per array, as %timeit measures: a warm-up, then auto-ranged samples until "
         "the budget is spent (-n/-r pin those counts). A cell of a few arrays answers well under a second."
     )).tag(config=True)
@@ -150,6 +154,17 @@ class GpuShare(Magics):
     def _valid_path(self, proposal: Any) -> str:
         if proposal["value"] not in PATH_CHOICES:
             raise TraitError(f"unknown transfer path {proposal['value']!r}; known: {', '.join(PATH_CHOICES)}")
+        return proposal["value"]
+
+    @validate("time_budget")
+    def _valid_time_budget(self, proposal: Any) -> float:
+        # The bounds do not catch NaN (every comparison with it is false), which the timing loop
+        # then refused at the first share with a bare ValueError.
+        if not math.isfinite(proposal["value"]):
+            raise TraitError(
+                f"time_budget is seconds of timing per array, from 0.0001 to {MAX_TIME_BUDGET:g}, "
+                f"got {proposal['value']!r}"
+            )
         return proposal["value"]
 
     @validate("name_template")
@@ -173,7 +188,7 @@ class GpuShare(Magics):
             for n, t, note in (
                 ("repeat", repeat, "   # None: auto, as many samples as time_budget allows"),
                 ("number", number, "   # None: auto, calls per sample chosen so one is long enough to time"),
-                ("time_budget", time_budget, "   # seconds of timing per array"),
+                ("time_budget", time_budget, f"   # seconds of timing per array, at most {MAX_TIME_BUDGET:g}"),
                 ("observe_gpu", observe_gpu, "   # on a GPU: memory ledger and DLPack streams"),
                 ("path", path, f"   # {', '.join(PATH_CHOICES)}"),
                 ("name_template", name_template, "   # {name}: the variable, {dst}: the target framework"),

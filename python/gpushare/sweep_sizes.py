@@ -1,0 +1,72 @@
+"""The sizes ``%sharebench --sizes`` sweeps, read and checked before any array is made.
+
+A size that cannot be read (a 400-digit number overflows the float it is read through) or that
+no device could hold (``1TiB`` on a laptop, ``2**64`` bytes) is refused in one message before the
+sweep starts: making the first array would otherwise fail deep inside a framework, or page the
+machine to a halt, after the smaller sizes had already run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from gpushare import _native, lab
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= factor:
+            return f"{n / factor:.3g} {unit}"
+    return f"{n} B"
+
+
+def device_capacity(device: str) -> int | None:
+    """The bytes one array on ``device`` can at most take: the host's physical memory for
+    ``cpu``, the GPU's total memory for ``cuda:N``; None when it cannot be told."""
+    on_host, ordinal = lab._ordinal(device)
+    if on_host:
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):  # not a POSIX system that reports it
+            return None
+    try:
+        devices = _native.cuda_devices()
+    except Exception:  # no driver: the sweep's own device check says so
+        return None
+    for d in devices:
+        if d.get("ordinal") == ordinal and d.get("total_memory"):
+            return int(d["total_memory"])
+    return None
+
+
+def read_sizes(texts: Iterable[str]) -> list[int]:
+    """Each size in bytes; ValueError naming the one that cannot be read, huge numbers included."""
+    sizes = []
+    for text in texts:
+        try:
+            sizes.append(lab.parse_size(text))
+        except OverflowError:
+            raise ValueError(
+                f"cannot read size {text!r}: it is beyond any memory; write e.g. 4KiB, 1MiB, 256MiB or 1GiB"
+            ) from None
+    return sizes
+
+
+def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
+    """ValueError when a size exceeds the memory of a device the sweep puts it on."""
+    sizes = list(sizes)
+    for device in dict.fromkeys(devices):
+        capacity = device_capacity(device)
+        if capacity is None:
+            continue
+        too_big = [s for s in sizes if s > capacity]
+        if too_big:
+            where = "host memory" if lab._ordinal(device)[0] else f"{device}'s memory"
+            raise ValueError(
+                f"size {_fmt_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
+                f"({_fmt_bytes(capacity)}); sweep sizes below it"
+            )
+
+
+__all__ = ["check_fits", "device_capacity", "read_sizes"]
