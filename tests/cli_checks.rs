@@ -35,3 +35,26 @@ fn kernel_install_takes_a_name_with_user_or_prefix_as_jupyter_does() {
         assert!(err.contains("cannot be used with"), "{err}");
     }
 }
+
+/// A bench command that must be refused before any kernel starts: exit 2, one line that says
+/// why (printed once), no traceback, no connection file ever written.
+fn assert_refused_before_any_kernel(sb: &Sandbox, args: &[&str]) -> String {
+    let argv: Vec<&str> = ["bench"].iter().chain(args).copied().collect();
+    let (code, out, err) = sb.gpushare(&argv);
+    assert_eq!(code, 2, "{args:?}: {out}{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() <= 2 && lines[0].starts_with("error: "), "{args:?}: {err}");
+    assert!(!err.contains("Traceback"), "{args:?}: {err}");
+    assert!(!sb.path("runtime").exists(), "{args:?}: a kernel was started");
+    err
+}
+
+#[test]
+fn sizes_past_what_an_array_can_hold_are_usage_errors() {
+    let sb = Sandbox::new("huge-sizes");
+    let digits = "9".repeat(400);
+    for sizes in ["18446744073709551616", digits.as_str(), "4KiB,18446744073709551616"] {
+        let err = assert_refused_before_any_kernel(&sb, &["numpy->torch", "--device", "cpu", "--sizes", sizes]);
+        assert!(err.contains("too large"), "{err}");
+    }
+}

@@ -136,12 +136,33 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .iter()
         .find(|(name, _)| *name == unit)
         .map(|(_, f)| *f);
-    match (well_formed, factor, number.parse::<f64>()) {
-        (true, Some(factor), Ok(n)) => Ok((n * factor as f64) as u64),
+    match (well_formed, factor) {
+        (true, Some(factor)) => size_in_bytes(number, factor).ok_or_else(|| {
+            format!("size `{text}` is too large: an array holds at most {MAX_SIZE} bytes (2^63 - 1)")
+        }),
         _ => Err(format!(
             "cannot read size `{text}`: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes"
         )),
     }
+}
+
+/// The largest size a sweep can ask for: the frameworks count bytes in signed 64-bit integers,
+/// and a larger number reached the kernel as a Python int and ended in a traceback there.
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+
+/// `number × factor` in bytes, `None` past [`MAX_SIZE`]. Whole numbers are read exactly (through
+/// f64, 2^64 and a 400-digit number saturated into range); decimals as Python's `float` does.
+fn size_in_bytes(number: &str, factor: u64) -> Option<u64> {
+    let bytes = if number.contains('.') {
+        let n = number.parse::<f64>().ok()? * factor as f64;
+        if !(n.is_finite() && n < MAX_SIZE as f64) {
+            return None;
+        }
+        n as u64
+    } else {
+        number.parse::<u64>().ok()?.checked_mul(factor)?
+    };
+    (bytes <= MAX_SIZE).then_some(bytes)
 }
 
 /// `--sizes`: a comma-separated list with at least one size. Kept as written (the kernel parses
@@ -219,6 +240,12 @@ mod tests {
         assert!(parse_sizes("4KiB, 1MiB").is_ok());
         assert!(parse_sizes(" , ").is_err());
         assert!(parse_sizes("4KiB,lots").is_err());
+        // Past what an array can hold: a usage error here, not a traceback in the kernel.
+        for huge in ["18446744073709551616", &"9".repeat(400), "9223372036854775808", "9000000TiB", "1e400"] {
+            assert!(parse_size(huge).is_err(), "{huge}");
+        }
+        assert!(parse_size(&"9".repeat(400)).unwrap_err().contains("too large"));
+        assert_eq!(parse_size("9223372036854775807"), Ok(MAX_SIZE));
     }
 
     #[test]
