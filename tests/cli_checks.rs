@@ -58,3 +58,36 @@ fn sizes_past_what_an_array_can_hold_are_usage_errors() {
         assert!(err.contains("too large"), "{err}");
     }
 }
+
+#[test]
+fn sizes_larger_than_the_memory_that_must_hold_them_are_refused_before_any_kernel() {
+    let sb = Sandbox::new("big-sizes");
+    for sizes in ["1TB", "1TiB", "4KiB,1TiB"] {
+        let err = assert_refused_before_any_kernel(&sb, &["numpy->torch", "--device", "cpu", "--sizes", sizes]);
+        assert!(err.contains("this machine's memory") && err.contains("bytes) is more than the"), "{err}");
+    }
+    // Without --device the sweep runs where gpushare.bench would put it: the check still holds.
+    let err = assert_refused_before_any_kernel(&sb, &["numpy->torch", "--sizes", "64TiB"]);
+    assert!(err.contains("--sizes 64TiB") && err.contains("memory"), "{err}");
+}
+
+#[test]
+fn a_cuda_device_that_is_not_there_is_refused_before_any_kernel() {
+    let sb = Sandbox::new("no-device");
+    let status = gpushare::cuda::driver_status();
+    if status.is_available() {
+        // One past the last device.
+        let device = format!("cuda:{}", status.device_count());
+        let err = assert_refused_before_any_kernel(&sb, &["torch->numpy", "--device", &device]);
+        assert!(err.contains("CUDA device"), "{err}");
+    } else {
+        for device in ["cuda", "cuda:0", "gpu:1"] {
+            let err = assert_refused_before_any_kernel(&sb, &["torch->numpy", "--device", device]);
+            assert!(err.contains("no CUDA device is usable here") && err.contains("--device cpu"), "{err}");
+        }
+        let err = assert_refused_before_any_kernel(&sb, &[
+            "torch->torch", "--across", "processes", "--device", "cpu", "--worker-device", "cuda:0",
+        ]);
+        assert!(err.contains("--worker-device cuda:0"), "{err}");
+    }
+}

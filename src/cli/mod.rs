@@ -10,6 +10,7 @@
 
 mod bench;
 mod bench_args;
+mod bench_checks;
 mod doctor;
 mod install;
 mod output;
@@ -239,7 +240,8 @@ fn is_stdout(path: Option<&PathBuf>) -> bool {
     path.is_some_and(|p| p.as_os_str() == "-")
 }
 
-/// Checks clap cannot express: two outputs cannot both take stdout.
+/// Checks clap cannot express: two outputs cannot both take stdout, paths of the other kind,
+/// and arguments this machine cannot satisfy (see [`bench_checks`]).
 fn check(cli: &Cli) -> Result<(), clap::Error> {
     if let Command::Bench(args) = &cli.command
         && is_stdout(args.json.as_ref())
@@ -253,6 +255,11 @@ fn check(cli: &Cli) -> Result<(), clap::Error> {
     if let Command::Bench(args) = &cli.command
         && let Some(paths) = &args.paths
         && let Err(why) = bench_args::check_paths_across(paths, args.across.is_some())
+    {
+        return Err(clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{why}\n")));
+    }
+    if let Command::Bench(args) = &cli.command
+        && let Err(why) = bench_checks::check_machine(args)
     {
         return Err(clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{why}\n")));
     }

@@ -1,0 +1,132 @@
+//! Checks of `gpushare bench`'s arguments against this machine, made before any kernel starts.
+//!
+//! `bench_args` checks what the arguments say; this checks whether they can work here: a CUDA
+//! device that is not there, sizes larger than the memory that must hold them. Without these a
+//! kernel started, every point of the sweep failed with the same long error, and the user read it
+//! once per point.
+
+use crate::cuda::{DriverStatus, device_info, driver_status};
+use crate::render::units::bytes as human_bytes;
+use crate::shared::Device;
+
+use super::BenchArgs;
+use super::bench_args::parse_size;
+
+/// What one device of the sweep can hold, and what to call it in a message.
+struct Capacity {
+    what: String,
+    bytes: u64,
+}
+
+/// Every check; the first that fails is the one error the user sees.
+pub(super) fn check_machine(args: &BenchArgs) -> Result<(), String> {
+    for (option, device) in [("--device", &args.device), ("--worker-device", &args.worker_device)] {
+        if let Some(text) = device
+            && let Ok(Device::Cuda(ordinal)) = Device::parse(text)
+        {
+            check_cuda_device(option, text, ordinal, driver_status())?;
+        }
+    }
+    let Some(sizes) = &args.sizes else {
+        return Ok(());
+    };
+    let largest = sizes
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| parse_size(s).ok().map(|n| (s, n)))
+        .max_by_key(|&(_, n)| n);
+    let Some((text, size)) = largest else {
+        return Ok(());
+    };
+    match capacity(args.device.as_deref()) {
+        Some(capacity) => check_size(text, size, &capacity),
+        None => Ok(()),
+    }
+}
+
+fn check_cuda_device(option: &str, text: &str, ordinal: i32, status: &DriverStatus) -> Result<(), String> {
+    match status {
+        DriverStatus::Unavailable { reason } => Err(format!(
+            "{option} {text}: no CUDA device is usable here ({reason}); sweep on the host with --device cpu"
+        )),
+        DriverStatus::Available { device_count, .. } if ordinal >= *device_count => {
+            let known = (0..*device_count).map(|n| format!("cuda:{n}")).collect::<Vec<_>>().join(", ");
+            Err(format!(
+                "{option} {text}: this machine has {device_count} CUDA device{} ({known})",
+                if *device_count == 1 { "" } else { "s" }
+            ))
+        }
+        DriverStatus::Available { .. } => Ok(()),
+    }
+}
+
+fn check_size(text: &str, size: u64, capacity: &Capacity) -> Result<(), String> {
+    if size <= capacity.bytes {
+        return Ok(());
+    }
+    Err(format!(
+        "--sizes {text}: {} ({size} bytes) is more than the {} of {} that must hold it; \
+         sweep sizes below that",
+        human_bytes(size),
+        human_bytes(capacity.bytes),
+        capacity.what
+    ))
+}
+
+/// The memory the sweep's arrays live in: the device's when `--device` names a CUDA device (or
+/// none is named and the kernel would pick cuda:0, as `gpushare.bench` does when CUDA is usable),
+/// else the host's. `None` when the size is not known, which skips the check.
+fn capacity(device: Option<&str>) -> Option<Capacity> {
+    let device = match device {
+        Some(text) => Device::parse(text).ok()?,
+        None if driver_status().device_count() > 0 => Device::Cuda(0),
+        None => Device::Cpu,
+    };
+    match device {
+        Device::Cpu => host_memory().map(|bytes| Capacity { what: "this machine's memory".into(), bytes }),
+        Device::Cuda(ordinal) => device_info(ordinal).ok().map(|info| Capacity {
+            what: format!("cuda:{ordinal}'s memory ({})", info.name),
+            bytes: info.total_memory,
+        }),
+    }
+}
+
+/// Physical memory, or the container's limit when that is lower (cgroup v2 `memory.max`, v1
+/// `memory.limit_in_bytes`): what a process here can hold at most.
+fn host_memory() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions; it returns -1 for a name it does not know.
+    let (pages, page_size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGE_SIZE)) };
+    let physical = u64::try_from(pages).ok()?.checked_mul(u64::try_from(page_size).ok()?)?;
+    let limit = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .filter_map(|text| text.trim().parse::<u64>().ok())
+        .min();
+    Some(limit.map_or(physical, |l| l.min(physical)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_absent_cuda_device_is_named_with_the_way_out() {
+        let none = DriverStatus::Unavailable { reason: "no libcuda".into() };
+        let e = check_cuda_device("--device", "cuda", 0, &none).unwrap_err();
+        assert!(e.contains("no libcuda") && e.contains("--device cpu"), "{e}");
+        let two = DriverStatus::Available { version: 13000, device_count: 2 };
+        assert!(check_cuda_device("--device", "cuda:1", 1, &two).is_ok());
+        let e = check_cuda_device("--worker-device", "cuda:2", 2, &two).unwrap_err();
+        assert!(e.starts_with("--worker-device cuda:2") && e.contains("2 CUDA devices (cuda:0, cuda:1)"), "{e}");
+    }
+
+    #[test]
+    fn a_size_larger_than_its_memory_is_refused_with_both_numbers() {
+        let host = Capacity { what: "this machine's memory".into(), bytes: 16 << 30 };
+        assert!(check_size("16GiB", 16 << 30, &host).is_ok());
+        let e = check_size("1TB", 1_000_000_000_000, &host).unwrap_err();
+        assert!(e.contains("--sizes 1TB") && e.contains("931 GiB") && e.contains("16 GiB"), "{e}");
+        assert!(host_memory().is_some_and(|b| b > 0));
+    }
+}
