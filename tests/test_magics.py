@@ -534,3 +534,56 @@ def test_sharebench_sizes_beyond_memory_are_usage_errors_before_any_array(ip, ru
         run(f"%sharebench torch->numpy --device cpu --sizes {sizes} -q")
     assert str(caught.value).startswith("usage: %sharebench SRC->DST"), str(caught.value)
     assert made == []
+
+
+# -- issue 25.4: install hints that work, warnings at the user's line --------------------------
+
+
+@pytest.mark.parametrize(
+    "framework,hint",
+    [
+        ("paddle", "pip install paddlepaddle ("),
+        ("cupy", "pip install cupy-cuda12x or cupy-cuda13x"),
+    ],
+)
+def test_a_missing_framework_names_the_distribution_that_installs_it(ip, run, monkeypatch, framework, hint):
+    """`pip install paddle` installs an unrelated project and `pip install cupy` builds from
+    source: the hint names what works, once."""
+    from gpushare.adapters import ADAPTERS
+    from gpushare.exceptions import FrameworkNotInstalledError
+
+    adapter = ADAPTERS[framework]
+    monkeypatch.delitem(sys.modules, adapter.module, raising=False)  # as in a Python without it
+    monkeypatch.setattr(adapter, "_installed", False)
+    run("mh = np.ones(3)")
+    with pytest.raises(FrameworkNotInstalledError) as caught:
+        run(f"%share mh ->{framework}")
+    text = str(caught.value)
+    assert hint in text and text.count("pip install") == 1, text
+
+
+def _cell_file(ip, code: str) -> str:
+    """The file name IPython compiles ``code`` under when it runs as the next cell."""
+    return ip.compile.get_code_name(code, ip.transform_cell(code), ip.execution_count)
+
+
+def test_warnings_point_at_the_users_line(ip, run):
+    from gpushare.exceptions import GpushareWarning
+
+    code = "wro = np.arange(4.0)\nwro.flags.writeable = False\n%share wro ->torch -q\n"
+    with pytest.warns(GpushareWarning, match="read-only") as caught:
+        run(code)
+    w = caught[0]
+    assert "interactiveshell" not in w.filename and "gpushare" not in w.filename, w.filename
+    assert (w.filename, w.lineno) == (_cell_file(ip, code), 3)
+    # The cell form: the %%share line.
+    code = "%%share numpy->torch -q\nwro2 = np.arange(4.0)\nwro2.flags.writeable = False\n"
+    with pytest.warns(GpushareWarning, match="read-only") as caught:
+        run(code)
+    assert (caught[0].filename, caught[0].lineno) == (_cell_file(ip, code), 1)
+    # gpushare's own warning about a replaced variable, every time, at the line that replaced it.
+    run("wk = 'the user made this'")
+    code = "wsrc = torch.ones(2)\n%share wsrc ->numpy --as wk -q\n"
+    with pytest.warns(GpushareWarning, match="replaces existing variables") as caught:
+        run(code)
+    assert (caught[0].filename, caught[0].lineno) == (_cell_file(ip, code), 2)

@@ -671,6 +671,10 @@ class JaxAdapter(Adapter):
     accepts_capsules = False  # removed in JAX 0.7.2
     import_settles_later = True  # the narrowing kernel of 64-bit types without x64
 
+    def pip_name(self) -> str:
+        # What to install: the distribution that provides the module, and the variant a GPU needs.
+        return 'jax (for an NVIDIA GPU: "jax[cuda12]" or "jax[cuda13]")'
+
     def is_array(self, obj: Any) -> bool:
         jax = sys.modules.get("jax")
         return jax is not None and isinstance(obj, jax.Array)
@@ -857,7 +861,7 @@ class TensorFlowAdapter(Adapter):
     cai_view = True  # a tensor in CUDA memory, described for Numba by gpushare (_CudaArrayView)
 
     def pip_name(self) -> str:
-        return "tensorflow (or tensorflow-cpu)"
+        return 'tensorflow (or tensorflow-cpu; "tensorflow[and-cuda]" for an NVIDIA GPU)'
 
     def is_array(self, obj: Any) -> bool:
         tf = sys.modules.get("tensorflow")
@@ -1038,6 +1042,10 @@ class CupyAdapter(Adapter):
     host_arrays = False
     describes_by_capsule = True  # inspect(): the versioned capsule, device "cuda:N"
 
+    def pip_name(self) -> str:
+        # What to install: the distribution that provides the module, and the variant a GPU needs.
+        return "cupy-cuda12x or cupy-cuda13x, for your CUDA major version (plain cupy builds from source)"
+
     def is_array(self, obj: Any) -> bool:
         cp = sys.modules.get("cupy")
         return cp is not None and isinstance(obj, cp.ndarray)
@@ -1193,6 +1201,10 @@ class NumbaAdapter(Adapter):
 
         return numba
 
+    def pip_name(self) -> str:
+        # What to install: the distribution that provides the module, and the variant a GPU needs.
+        return "numba (and numba-cuda for its CUDA arrays)"
+
     def is_array(self, obj: Any) -> bool:
         return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)
 
@@ -1314,6 +1326,13 @@ class PaddleAdapter(Adapter):
     type_modules = ("paddle",)
     distribution_names = ("paddlepaddle-gpu", "paddlepaddle")
     tracks_allocator = True
+
+    def pip_name(self) -> str:
+        # What to install: the distribution that provides the module, and the variant a GPU needs.
+        return (
+            "paddlepaddle (the project called paddle is another one; for an NVIDIA GPU, paddlepaddle-gpu "
+            "from https://www.paddlepaddle.org.cn/install/quick)"
+        )
 
     def is_array(self, obj: Any) -> bool:
         paddle = sys.modules.get("paddle")

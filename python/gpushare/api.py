@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
-import sys
 import warnings
 from typing import Any, Iterator, Sequence
 
@@ -13,6 +11,7 @@ from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
 from gpushare.paths import checks_source, route
+from gpushare.warn_site import user_stacklevel as _user_stacklevel
 
 ShareResult = _native.ShareResult
 TensorInfo = _native.TensorInfo
@@ -20,30 +19,6 @@ TensorInfo = _native.TensorInfo
 
 # (type of the array, target, path, source) -> the _native.SharePlan that runs such shares.
 _PLANS: dict[tuple[Any, ...], Any] = {}
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def _user_stacklevel() -> int:
-    """The stacklevel that points a warning at the first frame outside gpushare (the user's line,
-    whether they called share, share_chain or a magic)."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and _in_package(frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-_IN_PACKAGE: dict[str, bool] = {}
-
-
-def _in_package(filename: str) -> bool:
-    # Cached per file name: abspath and dirname cost microseconds, and a share that warns (a
-    # writable view of read-only memory) walks these frames every time.
-    known = _IN_PACKAGE.get(filename)
-    if known is None:
-        known = _IN_PACKAGE[filename] = os.path.dirname(os.path.abspath(filename)) == _PACKAGE_DIR
-    return known
 
 
 def _conversion_error(

@@ -11,7 +11,6 @@ import functools
 import math
 import shlex
 import textwrap
-import warnings
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -25,6 +24,7 @@ from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
 from gpushare.magic_names import NamespaceSnapshot, hop_name_clash, is_name, python_name, result_name, template_problem
 from gpushare.paths import PATH_NAMES
+from gpushare.warn_site import warn_every_time
 
 #: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
 #: (2**64 would overflow there instead of being refused here).
@@ -235,9 +235,9 @@ class GpuShare(Magics):
         if replaced and not force:
             ns = self.shell.user_ns
             kinds = ", ".join(f"{n} (a {type(ns[n]).__name__})" for n in replaced)
-            warnings.warn_explicit(
+            warn_every_time(
                 f"%share replaces existing variables: {kinds}; pass -f (--force) to do so without this warning",
-                GpushareWarning, filename="%share", lineno=0, module="gpushare.magics", registry=None,
+                GpushareWarning,
             )
         self._bind(bindings)
         return [f"{n} (replaced)" if n in replaced else n for n in bindings]
@@ -474,10 +474,10 @@ def _drop_refused_config(shell: Any) -> None:
             setattr(probe, name, value)
         except TraitError as e:
             del section[name]
-            warnings.warn_explicit(
+            warn_every_time(
                 f"%config GpuShare.{name} = {value!r}, set before %load_ext gpushare, is refused: {e}; "
                 f"GpuShare.{name} keeps its default {traits[name].default_value!r}",
-                GpushareWarning, filename="%load_ext gpushare", lineno=0, module="gpushare.magics", registry=None,
+                GpushareWarning,
             )
 
 
