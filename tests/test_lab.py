@@ -385,6 +385,9 @@ def test_bench_progress_bar_falls_back_without_tqdm(monkeypatch, capsys):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    # The bar is for a terminal (issue 25: a redirected stderr gets no frames): stderr is one here.
+    monkeypatch.setattr("gpushare.progress.on_terminal", lambda stream=None: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
     gpushare.bench("numpy", "torch", sizes=[256], paths="dlpack", repeat=1)
     err = capsys.readouterr().err
     assert "sharebench numpy→torch [" in err and "1/1" in err

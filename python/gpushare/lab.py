@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import warnings
 from typing import Any, Iterable, Sequence
 
@@ -26,6 +25,7 @@ from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.api import inspect
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES, _shared_buffer_importer, checks_source, resolve_auto, route
+from gpushare.progress import bar as progress_bar
 
 SharedBuffer = _native.SharedBuffer
 
@@ -392,64 +392,6 @@ def make_array(src: Adapter, n: int, dtype: str, device: str) -> Any:
     return src.ones(n, dtype, on_host, ordinal)
 
 
-class _TextBar:
-    """A progress bar for when tqdm is not installed: one line on stderr, rewritten in place."""
-
-    def __init__(self, total: int, desc: str):
-        self.total, self.desc, self.n, self.post = total, desc, 0, ""
-        self._draw()
-
-    def _draw(self) -> None:
-        width = 24
-        done = int(width * self.n / max(self.total, 1))
-        sys.stderr.write(f"\r{self.desc} [{'#' * done}{'.' * (width - done)}] {self.n}/{self.total} {self.post:<28}")
-        sys.stderr.flush()
-
-    def set_postfix_str(self, text: str) -> None:
-        self.post = text
-        self._draw()
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-        self._draw()
-
-    def close(self) -> None:
-        sys.stderr.write("\r" + " " * (len(self.desc) + 70) + "\r")
-        sys.stderr.flush()
-
-
-class _NoBar:
-    def set_postfix_str(self, text: str) -> None:
-        pass
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _in_notebook() -> bool:
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return type(shell).__name__ == "ZMQInteractiveShell"
-
-
-def _progress(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    try:
-        if _in_notebook():
-            from tqdm.auto import tqdm
-        else:
-            from tqdm import tqdm
-    except ImportError:
-        return _TextBar(total, desc)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tqdm.auto without ipywidgets falls back to text, and says so
-        return tqdm(total=total, desc=desc, leave=False, unit="pt")
-
-
 def bench(
     src: str,
     dst: str,
@@ -470,8 +412,10 @@ def bench(
 
     For each size a 1-d array of ones is made by ``src`` on ``device`` (default ``cuda:0`` when
     CUDA is usable, else ``cpu``) and every path is measured as :func:`compare` does (the ``shared``
-    path starts from a SharedBuffer viewed by ``src``). A progress bar shows the sweep (tqdm when
-    installed). Ctrl-C between measurements stops the sweep: the points measured so far come back
+    path starts from a SharedBuffer viewed by ``src``). A progress bar shows the sweep where someone
+    watches (a notebook, emptied when the sweep ends; a terminal, tqdm when installed; never in a
+    script whose stderr is not a terminal, see :mod:`gpushare.progress`). Ctrl-C between
+    measurements stops the sweep: the points measured so far come back
     with ``interrupted=True`` and a warning.
 
     ``across="processes"`` (or a :class:`gpushare.Worker`) sweeps the process paths instead
@@ -510,7 +454,7 @@ def bench(
     auto = resolve_auto(s, d) if to_device is None else "p2p"
     points: list[dict] = []
     interrupted = False
-    bar = _progress(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
+    bar = progress_bar(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
     try:
         for size in size_list:
             n = max(size // itemsize, 1) if size else 0
