@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 
 import numpy as np
@@ -265,3 +269,70 @@ def test_a_target_the_path_cannot_give_is_refused_before_anything_runs(worker):
     r = worker.share(np.ones(4), path="shm", to="np")  # aliases as everywhere else
     assert r.target["framework"] == "numpy"
     r.release()
+
+
+def _child(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh Python (a framework not yet imported there)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# -- 24.10: timeouts that could never fire ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, -1.0, "soon"])
+def test_a_timeout_that_cannot_fire_or_fires_at_once_is_refused(bad):
+    with pytest.raises(ValueError, match="timeout"):
+        gpushare.Worker(timeout=bad)
+    with pytest.raises(ValueError, match="start_timeout"):
+        gpushare.Worker(start_timeout=bad)
+
+
+# -- 24.8: two threads on one worker -------------------------------------------------------------
+
+
+def test_two_threads_sharing_through_one_worker_each_get_their_own_replies(worker):
+    errors, checked = [], []
+
+    def run(k: int) -> None:
+        try:
+            for i in range(15):
+                x = np.full(100 + k, float(k * 1000 + i))
+                r = gpushare.share(x, "numpy", across=worker, path="shm")
+                got = r.remote.read()
+                assert got.shape == x.shape and (got == x).all(), (k, i)
+                assert worker.slots()  # interleaved requests of other kinds
+                r.release()
+                checked.append((k, i))
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert len(checked) == 45
+    assert worker.alive
+
+
+def test_two_threads_whose_first_share_imports_the_same_framework():
+    out = _child("""
+        import sys, threading, numpy as np, gpushare
+        assert "torch" not in sys.modules
+        barrier, errors = threading.Barrier(4), []
+        def run():
+            try:
+                barrier.wait()
+                r = gpushare.share(np.arange(3.0), "torch")
+                assert r.value.tolist() == [0.0, 1.0, 2.0]
+            except BaseException as e:
+                errors.append(repr(e))
+        ts = [threading.Thread(target=run) for _ in range(4)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        assert not errors, errors
+        print("ok")
+    """)
+    assert out.returncode == 0, out.stderr[-3000:]

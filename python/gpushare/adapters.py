@@ -145,7 +145,9 @@ class Adapter:
     def load(self) -> Any:
         """Imports the framework (only when a conversion into it is asked for)."""
         mod = sys.modules.get(self.module)
-        if mod is not None:
+        # A module another thread is still importing is in sys.modules half-built ("partially
+        # initialized module 'torch' has no attribute ..."): import_module waits for that import.
+        if mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", False):
             return mod
         if not self.installed():
             raise FrameworkNotInstalledError(

@@ -40,17 +40,19 @@ its parent goes away, and shared-memory segments are unlinked when the handoff i
 
 from __future__ import annotations
 
+import collections
 import json
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 import weakref
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native
+from gpushare import _native, process_rules
 from gpushare.exceptions import GpushareError, WorkerError
 
 #: Process paths, in table order.
@@ -189,7 +191,8 @@ def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
 
 
 def _serve(conn: Any, env: dict) -> None:
-    """The worker's main loop: one request at a time, each answered ("ok", value) or ("error", …)."""
+    """The worker's main loop: one request at a time, each answered (id, "ok", value) or (id, "error", …)
+    with the id of its request, so that the parent matches replies to requests across threads."""
     os.environ.update(env)
     # Ctrl-C belongs to the parent: it stops the worker by message or by terminate().
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -199,17 +202,17 @@ def _serve(conn: Any, env: dict) -> None:
             request = conn.recv()
         except (EOFError, OSError):  # the parent went away: nothing is left behind
             break
-        op, kwargs = request
+        rid, op, kwargs = request
         if op == "exit":
             state.release_all()
-            conn.send(("ok", None))
+            conn.send((rid, "ok", None))
             break
         try:
             value = getattr(state, "op_" + op)(**kwargs)
-            conn.send(("ok", value))
+            conn.send((rid, "ok", value))
         except BaseException as e:  # reported to the parent, the worker keeps serving
             try:
-                conn.send(("error", type(e).__name__, str(e), traceback.format_exc()))
+                conn.send((rid, "error", type(e).__name__, str(e), traceback.format_exc()))
             except Exception:
                 break
     state.release_all()
@@ -502,8 +505,8 @@ class Worker:
                  start_timeout: float = START_TIMEOUT):
         self.device = device
         self.env = {**SAFE_ENV, **(env or {})}
-        self.timeout = float(timeout)
-        self.start_timeout = float(start_timeout)
+        self.timeout = process_rules.check_timeout("timeout", timeout)
+        self.start_timeout = process_rules.check_timeout("start_timeout", start_timeout)
         self._proc: Any = None
         self._conn: Any = None
         self._closed_reason: str | None = None
@@ -513,6 +516,12 @@ class Worker:
         self._helpers: dict = {}  # helper workers of the NCCL paths (stopped with this one)
         self._peer_groups: dict = {}  # NCCL groups this worker joined with a helper: their stores
         self._results: "weakref.WeakSet[ProcessShareResult]" = weakref.WeakSet()
+        # Several threads may use one worker: each request has an id, its reply comes back with it,
+        # and a reply read by another thread waits in _replies for its own.
+        self._lock = threading.RLock()
+        self._next_id = 0
+        self._replies: dict[int, tuple] = {}
+        self._pending: dict[tuple[int, str], collections.deque] = {}
 
     # -- life cycle --
 
@@ -564,12 +573,15 @@ class Worker:
         for r in list(self._results):
             r._release_local()
         if proc is not None and proc.is_alive() and conn is not None and self._closed_reason is None:
-            try:
-                conn.send(("exit", {}))
-                if conn.poll(timeout):
-                    conn.recv()
-            except (OSError, EOFError, ValueError):
-                pass
+            with self._lock:
+                try:
+                    conn.send((0, "exit", {}))
+                    deadline = time.monotonic() + timeout
+                    while conn.poll(max(deadline - time.monotonic(), 0)):
+                        if conn.recv()[0] == 0:  # replies to other requests may come first
+                            break
+                except (OSError, EOFError, ValueError):
+                    pass
         if proc is not None:
             proc.join(timeout)
             if proc.is_alive():
@@ -622,28 +634,53 @@ class Worker:
 
     # -- requests --
 
-    def _send(self, op: str, **kwargs: Any) -> None:
+    def _send(self, op: str, **kwargs: Any) -> int:
+        """Sends a request; its id, which _recv(op) in the same thread waits for (oldest first)."""
         if self._closed_reason is not None and self._proc is not None:
             raise WorkerError(f"this worker cannot be used: {self._closed_reason}")
         if self._proc is None:
             raise WorkerError("this worker is not started: use `with Worker() as w:` or w.start()")
         if not self._proc.is_alive():
             raise self._died()
-        try:
-            self._conn.send((op, kwargs))
-        except (OSError, EOFError, BrokenPipeError):
-            raise self._died() from None
+        with self._lock:
+            self._next_id += 1
+            rid = self._next_id
+            try:
+                self._conn.send((rid, op, kwargs))
+            except (OSError, EOFError, BrokenPipeError, AttributeError):
+                raise self._died() from None
+            self._pending.setdefault((threading.get_ident(), op), collections.deque()).append(rid)
+        return rid
+
+    def _take_reply(self, rid: int) -> tuple | None:
+        """The reply to request ``rid`` if it has come (read from the pipe, or by another thread)."""
+        with self._lock:
+            if rid in self._replies:
+                return self._replies.pop(rid)
+            if self._conn is None:
+                raise WorkerError(f"this worker cannot be used: {self._closed_reason or 'stopped'}")
+            # Short polls: Ctrl-C lands between them, and a dead worker is noticed at once.
+            while self._conn.poll(0.05):
+                try:
+                    reply = self._conn.recv()
+                except (EOFError, OSError):
+                    raise self._died() from None
+                if reply[0] == rid:
+                    return reply[1:]
+                self._replies[reply[0]] = reply[1:]
+        return None
 
     def _recv(self, op: str, timeout: float | None = None) -> Any:
+        with self._lock:
+            pending = self._pending.get((threading.get_ident(), op))
+            if not pending:
+                raise WorkerError(f"no {op!r} request of this thread is waiting for a reply")
+            rid = pending.popleft()
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         try:
             while True:
-                # Short polls: Ctrl-C lands between them, and a dead worker is noticed at once.
-                if self._conn.poll(0.05):
-                    try:
-                        reply = self._conn.recv()
-                    except (EOFError, OSError):
-                        raise self._died() from None
+                reply = self._take_reply(rid)
+                if reply is not None:
                     break
                 if not self._proc.is_alive():
                     raise self._died()
@@ -655,6 +692,7 @@ class Worker:
                         f"the gpushare worker (pid {pid}) did not answer {op!r} within "
                         f"{self.timeout if timeout is None else timeout:g} s; it was stopped"
                     )
+                time.sleep(0.001)  # another thread holds the pipe: let it read
         except KeyboardInterrupt:
             # The worker's answer would arrive out of order: stop it, so nothing is left running.
             self._closed_reason = "interrupted (Ctrl-C) during a request"

@@ -1,0 +1,188 @@
+"""The rules a process path follows before anything crosses to the worker: the one pipeline's
+refusals and layout description, applied to the memory a worker will map.
+
+A handoff to another process carries memory (a segment + offset, an IPC handle + offset, a
+storage) and a description of the array in it. Whatever that description cannot say, the worker
+cannot rebuild: a lazy conjugate or negative bit, a dtype NumPy has no type for, a strided view
+given as a shape only, a read-only flag. These rules are the one-process share's own (the
+adapter's ``check_source`` bits, the core's ``TensorInfo.refuse_for`` layout and dtype refusals,
+the core's read-only note), so the two kinds of handoff refuse and warn alike; the space checks
+are the process paths' own (a segment that does not fit /dev/shm dies of SIGBUS when touched).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from gpushare.exceptions import ConversionError, PathNotApplicableError
+
+#: Where POSIX shared-memory segments (and torch.multiprocessing's CPU storages) live on Linux.
+SHM_DIR = "/dev/shm"
+
+#: The core's note for a target that can write memory its source holds read-only
+#: (src/explain/judgement.rs): the process paths warn in the same words.
+READONLY_NOTE = "the target can write to memory the source marks read-only"
+
+
+def _explained(cls: type, path: str, reason: str, fix: str, framework_error: str | None = None) -> Exception:
+    err = cls(f"{path}: {reason}. Fix: {fix}")
+    err.reason, err.fix = reason, fix
+    if framework_error is not None:
+        err.framework_error = framework_error
+    return err
+
+
+def _adapter(obj: Any) -> Any:
+    from gpushare.adapters import adapter_of
+
+    try:
+        return adapter_of(obj)
+    except Exception:  # not an array of a known framework: the path's own checks say what it is
+        return None
+
+
+def check_source(obj: Any) -> None:
+    """Refuses a source whose values live partly in bits no process path carries (PyTorch's lazy
+    conjugate and negative views): the adapter's rule, the one the one-process share applies."""
+    adapter = _adapter(obj)
+    if adapter is not None:
+        adapter.check_view_bits(obj)
+
+
+def nbytes_of(obj: Any) -> int:
+    """Bytes of the array's elements, as the core describes it (a Python int for every framework:
+    PaddlePaddle's ``numel()`` is a tensor). Arrays the core cannot describe (a sparse tensor)
+    fall back to their own count."""
+    adapter = _adapter(obj)
+    if adapter is not None:
+        try:
+            return int(adapter.inspect(obj).nbytes)
+        except Exception:
+            pass
+    if hasattr(obj, "element_size"):
+        return int(obj.numel()) * int(obj.element_size())
+    return int(getattr(obj, "nbytes", 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# shm: the worker maps a segment and views it through NumPy.
+
+
+def shm_host_view(obj: Any) -> Any:
+    """The NumPy view of ``obj``'s host memory that the ``shm`` path hands over (no copy where the
+    framework has one), or the one pipeline's refusal where NumPy cannot view it."""
+    import numpy as np
+
+    try:
+        host = obj.detach().numpy() if hasattr(obj, "detach") else np.asarray(obj)
+    except Exception as e:
+        raise _unviewable(obj, e) from e
+    if host.dtype.hasobject:
+        from gpushare.adapters import _numpy_dtype_refusal
+
+        raise _numpy_dtype_refusal(host.dtype, "object pointers mean nothing in another process")
+    return host
+
+
+def _unviewable(obj: Any, error: Exception) -> Exception:
+    """Why NumPy could not view ``obj``: the core's own refusal where it has one (a sparse, nested
+    or meta tensor), else the dtype NumPy has no type for."""
+    framework_error = f"{type(error).__name__}: {error}"
+    adapter = _adapter(obj)
+    if adapter is None:
+        return _explained(ConversionError, "shm", f"NumPy cannot view a {type(obj).__name__}",
+                          "hand over a NumPy array or a tensor of a known framework", framework_error)
+    info = adapter.inspect(obj)  # raises the core's explanation for what DLPack cannot describe
+    fix = "cast it to a dtype NumPy has first (e.g. float32)"
+    if "torch_mp" in adapter.process_paths:
+        fix += ", or use path='torch_mp', which carries the framework's own dtype"
+    return _explained(ConversionError, "shm",
+                      f"the worker views the segment through NumPy, which has no {info.dtype} dtype", fix,
+                      framework_error)
+
+
+def shm_layout(view: Any, to: str) -> dict:
+    """What the worker needs to rebuild ``view`` over the segment: shape, strides in bytes (a
+    transposed, sliced or stepped view is not its shape alone), the dtype itself (structured and
+    ml_dtypes types pickle whole; their ``str`` is raw bytes ``|V8``) and the read-only flag.
+
+    Where the worker hands the view on to another framework, the view must pass the core's
+    description and refusals for that framework, as a one-process share into it would."""
+    if to != "numpy":
+        from gpushare.adapters import framework
+
+        info = framework("numpy").inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
+        info.refuse_for(to, "dlpack")  # and its layout ones (negative strides into torch)
+    return {"shape": tuple(int(d) for d in view.shape), "strides": tuple(int(s) for s in view.strides),
+            "dtype": view.dtype, "readonly": not view.flags.writeable}
+
+
+def free_bytes(directory: str = SHM_DIR) -> int | None:
+    """Bytes an unprivileged process can still allocate in ``directory``'s filesystem, or None
+    where it cannot be asked."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def _no_room(path: str, nbytes: int, what: str, free: int | None, framework_error: str | None = None) -> Exception:
+    have = "has too little room" if free is None else f"has {_size(free)} free"
+    return _explained(
+        PathNotApplicableError, path,
+        f"{what} needs {_size(nbytes)} of shared memory and {SHM_DIR} {have} "
+        f"(a process touching memory past the end of {SHM_DIR} dies of SIGBUS)",
+        f"give {SHM_DIR} more room (docker run --shm-size=1g, or mount -o remount,size=2G {SHM_DIR}), "
+        f"release earlier handoffs (result.release()), or use another path", framework_error)
+
+
+def check_shm_space(path: str, nbytes: int, what: str) -> None:
+    """Refuses a handoff whose new shared memory does not fit in /dev/shm: tmpfs hands out pages
+    when they are first touched, so an oversized segment is created without complaint and the
+    process dies of SIGBUS on the write that finds no page (64 MiB is Docker's default)."""
+    free = free_bytes(SHM_DIR)
+    if free is not None and nbytes > free:
+        raise _no_room(path, nbytes, what, free)
+
+
+def no_space_error(path: str, nbytes: int, error: OSError) -> Exception:
+    """The refusal for a segment whose pages could not be reserved (another process took the
+    room between the check and the segment)."""
+    return _no_room(path, nbytes, "the segment", free_bytes(SHM_DIR), f"{type(error).__name__}: {error}")
+
+
+def torch_mp_needs(obj: Any) -> int:
+    """Bytes of shared memory torch.multiprocessing will create to send a CPU tensor: its whole
+    storage, unless it is already shared."""
+    if getattr(obj, "is_cuda", False) or obj.is_shared():
+        return 0
+    return int(obj.untyped_storage().nbytes())
+
+
+def check_timeout(name: str, value: Any) -> float:
+    """A timeout is a finite number of seconds above zero: NaN compares false with every deadline,
+    so a request would never time out, and zero or less times out every request."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} is a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{name} is a finite number of seconds above 0, got {value!r}")
+    return seconds
+
+
+def readonly_warning(source_readonly: bool, worker_writable: bool) -> str | None:
+    """The core's read-only note where the worker holds a writable view of memory the source holds
+    read-only (a torch tensor has no read-only flag; a NumPy array keeps it)."""
+    return READONLY_NOTE if source_readonly and worker_writable else None
+
+
+__all__ = ["check_source", "nbytes_of", "shm_host_view", "shm_layout", "free_bytes", "check_shm_space",
+           "torch_mp_needs", "check_timeout", "readonly_warning", "no_space_error"]
