@@ -38,6 +38,8 @@ pub struct Message {
     pub buffers: Vec<Vec<u8>>,
     /// Size of the content frame as received, for output limits.
     pub size: usize,
+    /// The header's `date`, as the kernel wrote it (for `metadata.execution`).
+    pub date: Option<String>,
 }
 
 /// Parse one JSON frame the way `jupyter_client` does (`bytes.decode("utf8", "replace")`, then
@@ -70,6 +72,7 @@ impl Message {
             content,
             buffers: raw.jparts.iter().skip(4).map(|b| b.to_vec()).collect(),
             size: content_frame.len(),
+            date: header.get("date").and_then(Value::as_str).map(String::from),
         })
     }
 

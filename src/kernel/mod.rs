@@ -14,6 +14,7 @@
 //! - [`output_file`]: writing a result file where the user pointed, failures included.
 //! - [`params`]: `-p key=value` as Python literals in an `injected-parameters` cell.
 //! - [`widgets`]: widget state and `ipywidgets.Output`, as nbclient handles them.
+//! - [`timing`]: a cell's `metadata.execution`, as nbclient records it.
 //! - [`runner`]: running a whole notebook.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub mod output_file;
 pub mod params;
 pub mod runner;
 pub mod session;
+pub mod timing;
 pub mod widgets;
 
 pub use env::Environment;

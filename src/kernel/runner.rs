@@ -172,6 +172,8 @@ async fn run_cells(
         if let Some(n) = outcome.execution_count {
             nb.cells_mut()[index]["execution_count"] = Value::from(n);
         }
+        // As nbclient (record_timing): each executed cell's timing replaces what it had.
+        nb.cells_mut()[index]["metadata"]["execution"] = outcome.timing.to_metadata();
         summary.cells_run += 1;
         progress(summary.cells_run, cells.len());
         match outcome.failure {

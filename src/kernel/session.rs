@@ -17,6 +17,7 @@ use super::client::{KernelClient, Message};
 use super::env::Environment;
 use super::kernelspec::{InterruptMode, KernelSpec};
 use super::launch::KernelProcess;
+use super::timing::{ExecTiming, nbclient_timestamp};
 
 /// After an interrupt (timeout, Ctrl-C), how long to wait for the cell to wind down so its
 /// traceback is recorded.
@@ -129,6 +130,8 @@ pub enum Failure {
 pub struct ExecOutcome {
     pub execution_count: Option<i64>,
     pub failure: Option<Failure>,
+    /// When the kernel went busy, echoed the code, replied and went idle.
+    pub timing: ExecTiming,
 }
 
 /// How to start a kernel.
@@ -305,17 +308,25 @@ impl Kernel {
                 () = sleep_until(idle_at.map_or(far, |t| t + REPLY_GRACE)), if idle_at.is_some() => break,
                 Some(m) = self.client.shell_rx.recv(), if reply.is_none() => {
                     if m.msg_type == "execute_reply" && m.is_child_of(&msg_id) {
+                        outcome.timing.reply = Some(nbclient_timestamp(m.date.as_deref()));
                         reply = Some(m.content);
                     }
                 }
                 m = self.client.iopub_rx.recv() => {
                     let Some(m) = m else { break };
                     if m.is_child_of(&msg_id) {
+                        let at = || Some(nbclient_timestamp(m.date.as_deref()));
                         if m.is_idle() {
                             idle_at = Some(Instant::now());
-                        } else if m.msg_type != "status" {
+                            outcome.timing.idle = at();
+                        } else if m.msg_type == "status" {
+                            if m.content.get("execution_state").and_then(Value::as_str) == Some("busy") {
+                                outcome.timing.busy = at();
+                            }
+                        } else {
                             if m.msg_type == "execute_input" {
                                 outcome.execution_count = m.content.get("execution_count").and_then(Value::as_i64);
+                                outcome.timing.execute_input = at();
                             }
                             on_output(&m);
                         }

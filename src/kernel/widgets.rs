@@ -255,6 +255,7 @@ mod tests {
             content,
             buffers: vec![b"hi!".to_vec()],
             size: 0,
+            date: None,
         }
     }
 
