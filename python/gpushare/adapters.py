@@ -206,6 +206,10 @@ class Adapter:
     def check_source(self, obj: Any) -> None:
         """Raises a ConversionError for sources this framework refuses to export (torch requires_grad)."""
 
+    def check_view_bits(self, obj: Any) -> None:
+        """Raises for a lazy view whose values live partly in a bit on the array (PyTorch's conjugate
+        and negative bits): no handoff by memory carries the bit, one-process or across processes."""
+
     # -- conversion ------------------------------------------------------------------------
     def from_dlpack(self, obj: Any) -> Any:
         raise PathNotApplicableError(f"{self.name} has no from_dlpack for objects")
@@ -492,6 +496,9 @@ class TorchAdapter(Adapter):
             err.reason = "tensor requires grad"
             err.fix = "x.detach()"
             raise err
+        self.check_view_bits(obj)
+
+    def check_view_bits(self, obj: Any) -> None:
         # Lazy conjugation and negation are bits on the tensor that DLPack cannot carry. PyTorch
         # refuses to export a conjugate view; a negative view it exports as is, and the target
         # reads every value with the wrong sign.

@@ -54,6 +54,9 @@ from typing import Any, Iterable, Sequence
 
 from gpushare import _native, process_rules
 from gpushare.exceptions import GpushareError, WorkerError
+# Identity of memory and its judge (re-exported: part of this module's interface).
+from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity, same_memory  # noqa: F401
+from gpushare.process_segment import Segment
 
 #: Process paths, in table order.
 PROCESS_PATHS = ("ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo")
@@ -76,114 +79,6 @@ SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE
 
 DEFAULT_TIMEOUT = 60.0
 START_TIMEOUT = 120.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Identity of memory, asked in the process that holds it.
-
-
-def host_identity(ptr: int) -> dict | None:
-    """What backs host address ``ptr``: the mapping's file (``/dev/shm/NAME`` for a shared-memory
-    segment, ``""`` for anonymous memory), its device and inode, and the offset of ``ptr`` in the
-    file. None where ``/proc/self/maps`` does not exist (not Linux)."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                if lo <= ptr < hi:
-                    path = parts[5].strip() if len(parts) > 5 else ""
-                    shared = parts[1][3] == "s"
-                    deleted = path.endswith(" (deleted)")
-                    inode = int(parts[4])
-                    return {
-                        "kind": "host",
-                        "file": path[: -len(" (deleted)")] if deleted else path,
-                        "unlinked": deleted,
-                        "mapping": "shared" if shared else "private",
-                        "dev": parts[3],
-                        "inode": inode,
-                        "offset": int(parts[2], 16) + (ptr - lo),
-                        "address": ptr,
-                    }
-    except OSError:
-        return None
-    return {"kind": "host", "file": None, "unlinked": False, "mapping": "unknown", "dev": None,
-            "inode": 0, "offset": None, "address": ptr}
-
-
-def cuda_identity(ptr: int, nbytes: int, export: bool = True) -> dict | None:
-    """The allocation device address ``ptr`` lies in, as this process sees it: base, size, offset,
-    owning context (and whether it is the primary one), and, with ``export``, the allocation's CUDA
-    IPC handle (or why legacy IPC cannot export it). None without CUDA."""
-    attrs = _native.cuda_pointer_attributes(ptr)
-    if not attrs or attrs.get("memory_type") in (None, "pageable_host"):
-        return None
-    ident = {
-        "kind": "cuda",
-        "address": ptr,
-        "device": attrs.get("device_ordinal"),
-        "context": attrs.get("context"),
-        "context_is_primary": attrs.get("context_is_primary"),
-        "base": attrs.get("range_start"),
-        "size": attrs.get("range_size"),
-        "offset": ptr - attrs["range_start"] if attrs.get("range_start") else None,
-        "memory_type": attrs.get("memory_type"),
-        "handle": None,
-        "ipc_refusal": None,
-    }
-    if export:
-        try:
-            ident["handle"] = _native.cuda_ipc_export(ptr, nbytes)["handle"].hex()
-        except GpushareError as e:
-            ident["ipc_refusal"] = str(e)
-    return ident
-
-
-def _identity_of(value: Any, nbytes: int, export: bool = True) -> dict | None:
-    ptr, is_cuda = _address(value)
-    if ptr is None:
-        return None
-    return cuda_identity(ptr, nbytes, export) if is_cuda else host_identity(ptr)
-
-
-def _address(value: Any) -> tuple[int | None, bool]:
-    if hasattr(value, "data_ptr") and hasattr(value, "is_cuda"):  # torch
-        return int(value.data_ptr()), bool(value.is_cuda)
-    cai = getattr(value, "__cuda_array_interface__", None)
-    if cai is not None:
-        return int(cai["data"][0]), True
-    ai = getattr(value, "__array_interface__", None)
-    if ai is not None:
-        return int(ai["data"][0]), False
-    return None, False
-
-
-def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
-    """Whether two identities (each from its own process) name the same physical memory, and why."""
-    if not a or not b:
-        return False, "the identity of one side is unknown"
-    if a["kind"] != b["kind"]:
-        return False, f"one side is {a['kind']} memory, the other {b['kind']} memory"
-    if a["kind"] == "host":
-        if not a.get("inode") or not b.get("inode"):
-            return False, "the worker's array lies in anonymous private memory of its own (no shared file behind it)"
-        if (a["dev"], a["inode"]) != (b["dev"], b["inode"]):
-            return False, "the two sides' mappings are backed by different files"
-        if a["offset"] != b["offset"]:
-            return False, "same file, different offsets"
-        if a["mapping"] != "shared" or b["mapping"] != "shared":
-            return False, "a private (copy-on-write) mapping of the file: writes are not seen by the other side"
-        return True, "same file and offset, mapped shared by both processes"
-    # cuda: the worker's identity names the handle it opened
-    if a.get("handle") is None:
-        return False, a.get("ipc_refusal") or "the source allocation has no IPC handle"
-    if b.get("opened_handle") != a["handle"]:
-        return False, "the worker's array lies in an allocation of its own"
-    if b.get("offset") != a.get("offset"):
-        return False, "the worker mapped the allocation, but its array is not at the source's offset"
-    # The handle names the allocation and the offset the array in it; the sizes are shown beside.
-    return True, "the worker mapped the source's allocation (same IPC handle, same offset)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +156,7 @@ class _WorkerState:
         torch.empty(1, device=f"cuda:{device}")
         return _native.cuda_current_context()
 
-    def op_recv_shm(self, name: str, offset: int, shape: tuple, dtype: str, to: str) -> dict:
+    def op_recv_shm(self, name: str, offset: int, layout: dict, to: str) -> dict:
         import mmap
 
         import numpy as np
@@ -274,10 +169,13 @@ class _WorkerState:
             mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        n = int(np.prod(shape)) if shape else 1
-        arr = np.frombuffer(mm, dtype=dtype, count=n, offset=offset).reshape(shape)
+        # The source's own view: its strides (a transpose, a column, a step) and its dtype itself.
+        arr = np.ndarray(layout["shape"], dtype=layout["dtype"], buffer=mm, offset=offset, strides=layout["strides"])
         value = _to_framework(arr, to)
-        return self._keep(value, [mm, arr], _identity_of(value, arr.nbytes), {"segment": name})
+        if layout["readonly"] and hasattr(value, "flags"):
+            value.flags.writeable = False  # NumPy keeps the source's read-only flag; torch has none
+        writable = bool(getattr(getattr(value, "flags", None), "writeable", True))
+        return self._keep(value, [mm, arr], _identity_of(value, arr.nbytes), {"segment": name, "writable": writable})
 
     def op_recv_object(self, obj: Any) -> dict:
         # torch.multiprocessing's reductions rebuilt ``obj`` while the message was unpickled.
@@ -607,14 +505,8 @@ class Worker:
     def _release_segments(self) -> None:
         while self._segments:
             seg = self._segments.pop()
-            try:
-                seg.close()
-            except BufferError:  # a view the user still holds: unlink anyway, memory goes with the view
-                pass
-            try:
-                seg.unlink()
-            except FileNotFoundError:
-                pass
+            seg.close()  # a view the user still holds keeps the memory; the name goes now
+            seg.unlink()
 
     def _died(self) -> WorkerError:
         if self._proc is not None:
@@ -894,9 +786,7 @@ def _is_cuda(obj: Any) -> bool:
 
 
 def _nbytes(obj: Any) -> int:
-    if hasattr(obj, "element_size"):
-        return obj.numel() * obj.element_size()
-    return int(obj.nbytes)
+    return process_rules.nbytes_of(obj)
 
 
 def _dtype_name(obj: Any) -> str:
@@ -974,6 +864,9 @@ def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = Non
             return (f"NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected', NCCL ≥ 2.5, "
                     f"NVIDIA/nccl#418): both processes are on cuda:{src}; give the worker another GPU, "
                     f"Worker(device='cuda:1')")
+    if to is None and fw not in TARGETS[path]:
+        # The worker holds the source's framework unless told otherwise: one this path cannot give.
+        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {fw}: pass to={TARGETS[path][0]!r}"
     return None
 
 
@@ -996,6 +889,7 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
         err = PathNotApplicableError(f"{path}: {why}")
         err.reason = why
         raise err
+    process_rules.check_source(obj)  # the one-process share's refusals of lazy views
     to = to or _framework_of(obj)
     # The worker imports the frameworks before anything is timed: the first-call cost is the
     # path's own set-up, not ``import torch``.
@@ -1058,24 +952,31 @@ def _judge(src_id: dict | None, dst: dict) -> tuple[str, str | None]:
 
 def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
     import numpy as np
-    from multiprocessing import shared_memory
 
-    host = obj.detach().numpy() if hasattr(obj, "detach") else np.asarray(obj)
+    host = process_rules.shm_host_view(obj)
     src_id = host_identity(host.__array_interface__["data"][0]) if host.nbytes else None
     notes: list[str] = []
     segment = None
     if (src_id and (src_id.get("file") or "").startswith("/dev/shm/") and src_id["mapping"] == "shared"
             and not src_id["unlinked"] and os.path.exists(src_id["file"])):
-        # Already in a segment (e.g. the ``local`` view of an earlier shm handoff): hand it as it is.
+        # Already in a segment (e.g. the ``local`` view of an earlier shm handoff): hand it as it is,
+        # with its layout and read-only flag.
+        layout = process_rules.shm_layout(host, to)
         name, offset, local = src_id["file"][len("/dev/shm/"):], src_id["offset"], host
         copy_seconds, bytes_moved = 0.0, 0
     else:
+        process_rules.check_shm_space(path, host.nbytes, "the copy of the array into a segment")
         t0 = time.perf_counter()
-        segment = shared_memory.SharedMemory(create=True, size=max(host.nbytes, 1))
-        local = np.ndarray(host.shape, dtype=host.dtype, buffer=segment.buf)
+        segment = Segment(max(host.nbytes, 1), path)
+        local = np.ndarray(host.shape, dtype=host.dtype, buffer=segment.mm)
         local[...] = host
         copy_seconds, bytes_moved = time.perf_counter() - t0, host.nbytes
         name, offset = segment.name, 0
+        try:
+            layout = process_rules.shm_layout(local, to)
+        except Exception:
+            segment.unlink()
+            raise
         worker._segments.append(segment)
         notes.append(f"the source was in private memory: copied once into segment {name} "
                      f"({copy_seconds * 1e3:.3g} ms); `result.local` is the parent's view of the segment")
@@ -1083,7 +984,7 @@ def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
 
     def once() -> tuple[dict, float]:
         t = time.perf_counter()
-        info = worker._call("recv_shm", name=name, offset=offset, shape=tuple(host.shape), dtype=host.dtype.str, to=to)
+        info = worker._call("recv_shm", name=name, offset=offset, layout=layout, to=to)
         return info, time.perf_counter() - t
 
     info, first = once()
@@ -1095,6 +996,16 @@ def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
     verdict, reason = _judge(local_id, info)
     if verdict == "shared" and bytes_moved:
         verdict, reason = "copied", f"copied into a shared segment first; the worker maps that segment ({name} + {offset})"
+    warning = process_rules.readonly_warning(layout["readonly"], info.get("writable", True))
+    if warning is not None:
+        notes.append(warning)
+        import warnings
+
+        from gpushare.exceptions import GpushareWarning
+        from gpushare.warn_site import user_stacklevel
+
+        warnings.warn(f"{_framework_of(obj)} → {to} in worker pid {worker.pid} (shm): {warning}",
+                      GpushareWarning, stacklevel=user_stacklevel())
     row = _row(path, obj, verdict, reason, local_id, info, first + copy_seconds, samples or [first], bytes_moved, notes, worker)
     row["segment"] = {"name": name, "offset": offset}
     if local_id is not None:
@@ -1104,14 +1015,8 @@ def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
         def free(seg: Any = segment) -> None:
             if seg in worker._segments:
                 worker._segments.remove(seg)
-            try:
-                seg.close()
-            except BufferError:
-                pass
-            try:
-                seg.unlink()
-            except FileNotFoundError:
-                pass
+            seg.close()
+            seg.unlink()
         cleanup.append(free)
     return ProcessShareResult(row, RemoteArray(worker, info["slot"]), local, cleanup)
 
@@ -1121,6 +1026,8 @@ def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, pee
 
     notes = []
     cuda = obj.is_cuda
+    process_rules.check_shm_space(path, process_rules.torch_mp_needs(obj),
+                                  "torch.multiprocessing's move of the tensor's storage into shared memory")
     before = obj.data_ptr()
     if not cuda:
         notes.append(f"sharing strategy {tmp.get_sharing_strategy()!r}")

@@ -1,0 +1,121 @@
+"""Identity of memory, asked in the process that holds it, and the judge of whether two processes'
+identities name the same physical memory (the verdict of a handoff across processes).
+
+Host memory is named by the file behind the mapping (``/proc/self/maps``), device memory by the
+CUDA IPC handle of its allocation; see :mod:`gpushare.processes`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpushare import _native
+from gpushare.exceptions import GpushareError
+
+
+
+def host_identity(ptr: int) -> dict | None:
+    """What backs host address ``ptr``: the mapping's file (``/dev/shm/NAME`` for a shared-memory
+    segment, ``""`` for anonymous memory), its device and inode, and the offset of ``ptr`` in the
+    file. None where ``/proc/self/maps`` does not exist (not Linux)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= ptr < hi:
+                    path = parts[5].strip() if len(parts) > 5 else ""
+                    shared = parts[1][3] == "s"
+                    deleted = path.endswith(" (deleted)")
+                    inode = int(parts[4])
+                    return {
+                        "kind": "host",
+                        "file": path[: -len(" (deleted)")] if deleted else path,
+                        "unlinked": deleted,
+                        "mapping": "shared" if shared else "private",
+                        "dev": parts[3],
+                        "inode": inode,
+                        "offset": int(parts[2], 16) + (ptr - lo),
+                        "address": ptr,
+                    }
+    except OSError:
+        return None
+    return {"kind": "host", "file": None, "unlinked": False, "mapping": "unknown", "dev": None,
+            "inode": 0, "offset": None, "address": ptr}
+
+
+def cuda_identity(ptr: int, nbytes: int, export: bool = True) -> dict | None:
+    """The allocation device address ``ptr`` lies in, as this process sees it: base, size, offset,
+    owning context (and whether it is the primary one), and, with ``export``, the allocation's CUDA
+    IPC handle (or why legacy IPC cannot export it). None without CUDA."""
+    attrs = _native.cuda_pointer_attributes(ptr)
+    if not attrs or attrs.get("memory_type") in (None, "pageable_host"):
+        return None
+    ident = {
+        "kind": "cuda",
+        "address": ptr,
+        "device": attrs.get("device_ordinal"),
+        "context": attrs.get("context"),
+        "context_is_primary": attrs.get("context_is_primary"),
+        "base": attrs.get("range_start"),
+        "size": attrs.get("range_size"),
+        "offset": ptr - attrs["range_start"] if attrs.get("range_start") else None,
+        "memory_type": attrs.get("memory_type"),
+        "handle": None,
+        "ipc_refusal": None,
+    }
+    if export:
+        try:
+            ident["handle"] = _native.cuda_ipc_export(ptr, nbytes)["handle"].hex()
+        except GpushareError as e:
+            ident["ipc_refusal"] = str(e)
+    return ident
+
+
+def _identity_of(value: Any, nbytes: int, export: bool = True) -> dict | None:
+    ptr, is_cuda = _address(value)
+    if ptr is None:
+        return None
+    return cuda_identity(ptr, nbytes, export) if is_cuda else host_identity(ptr)
+
+
+def _address(value: Any) -> tuple[int | None, bool]:
+    if hasattr(value, "data_ptr") and hasattr(value, "is_cuda"):  # torch
+        try:
+            return int(value.data_ptr()), bool(value.is_cuda)
+        except RuntimeError:  # no storage of its own (sparse, nested): no one address to name
+            return None, bool(value.is_cuda)
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0]), True
+    ai = getattr(value, "__array_interface__", None)
+    if ai is not None:
+        return int(ai["data"][0]), False
+    return None, False
+
+
+def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
+    """Whether two identities (each from its own process) name the same physical memory, and why."""
+    if not a or not b:
+        return False, "the identity of one side is unknown"
+    if a["kind"] != b["kind"]:
+        return False, f"one side is {a['kind']} memory, the other {b['kind']} memory"
+    if a["kind"] == "host":
+        if not a.get("inode") or not b.get("inode"):
+            return False, "the worker's array lies in anonymous private memory of its own (no shared file behind it)"
+        if (a["dev"], a["inode"]) != (b["dev"], b["inode"]):
+            return False, "the two sides' mappings are backed by different files"
+        if a["offset"] != b["offset"]:
+            return False, "same file, different offsets"
+        if a["mapping"] != "shared" or b["mapping"] != "shared":
+            return False, "a private (copy-on-write) mapping of the file: writes are not seen by the other side"
+        return True, "same file and offset, mapped shared by both processes"
+    # cuda: the worker's identity names the handle it opened
+    if a.get("handle") is None:
+        return False, a.get("ipc_refusal") or "the source allocation has no IPC handle"
+    if b.get("opened_handle") != a["handle"]:
+        return False, "the worker's array lies in an allocation of its own"
+    if b.get("offset") != a.get("offset"):
+        return False, "the worker mapped the allocation, but its array is not at the source's offset"
+    # The handle names the allocation and the offset the array in it; the sizes are shown beside.
+    return True, "the worker mapped the source's allocation (same IPC handle, same offset)"
