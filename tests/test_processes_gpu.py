@@ -176,6 +176,28 @@ def test_nccl_socket_stand_in_is_labelled_and_measured():
 
 
 @two_gpus
+def test_nccl_paths_leave_no_framework_chatter_in_the_users_output():
+    # Issue 24.24: the workers inherit the kernel's stderr, so ProcessGroupNCCL's warnings (unbatched
+    # send/recv, "destroy_process_group() was not called ...") landed in the notebook's cell. A child
+    # process stands in for the kernel: everything its workers print reaches its own stderr.
+    code = """
+import torch, gpushare
+x = torch.arange(1 << 20, dtype=torch.float32, device="cuda:0")
+with gpushare.Worker(device="cuda:1") as w:
+    for path in ("nccl", "nccl_socket"):
+        r = w.share(x, path=path, repeat=3)
+        assert r.verdict == "copied", r.reason
+    gpushare.compare(x, "torch", across=w, paths="nccl", repeat=2)
+print("done")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = out.stdout + out.stderr
+    for words in ("ProcessGroupNCCL", "destroy_process_group", "unbatched P2P"):
+        assert words not in said, said[-3000:]
+
+
+@two_gpus
 def test_ipc_across_devices_maps_over_peer_access():
     with gpushare.Worker(device="cuda:1") as w:
         _, x = _offset_tensor()

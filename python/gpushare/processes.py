@@ -74,6 +74,10 @@ MECHANISMS = {
 #: NVSHMEM), which the shared GPU machines do not allow.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
+#: The worker's frameworks keep their warnings to themselves (ProcessGroupNCCL's notes on unbatched
+#: send/recv reach the user's notebook through the worker's inherited stderr); errors still print.
+QUIET_ENV = {"TORCH_CPP_LOG_LEVEL": "ERROR"}
+
 #: What NCCL needs to go over sockets on one host.
 SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
 
@@ -89,6 +93,11 @@ def _serve(conn: Any, env: dict) -> None:
     """The worker's main loop: one request at a time, each answered (id, "ok", value) or (id, "error", …)
     with the id of its request, so that the parent matches replies to requests across threads."""
     os.environ.update(env)
+    import warnings
+
+    # The worker's stderr is the user's (a notebook cell): torch.distributed's notes about its own
+    # set-up and tear-down, turned into Python warnings here, are not the user's to read.
+    warnings.filterwarnings("ignore", message=r".*(ProcessGroupNCCL|unbatched P2P|destroy_process_group).*")
     # Ctrl-C belongs to the parent: it stops the worker by message or by terminate().
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     state = _WorkerState()
@@ -134,7 +143,10 @@ class _WorkerState:
     def release_all(self) -> None:
         for slot in list(self.slots):
             self.op_release(slot)
-        self.groups.clear()
+        # Shut down, not dropped: a group destroyed without shutdown() makes ProcessGroupNCCL print
+        # "destroy_process_group() was not called" into the user's notebook as the worker exits.
+        for key in list(self.groups):
+            self.op_pg_close(key)
 
     # -- requests --
 
@@ -402,7 +414,7 @@ class Worker:
     def __init__(self, device: str | None = None, *, env: dict | None = None, timeout: float = DEFAULT_TIMEOUT,
                  start_timeout: float = START_TIMEOUT):
         self.device = device
-        self.env = {**SAFE_ENV, **(env or {})}
+        self.env = {**SAFE_ENV, **QUIET_ENV, **(env or {})}
         self.timeout = process_rules.check_timeout("timeout", timeout)
         self.start_timeout = process_rules.check_timeout("start_timeout", start_timeout)
         self._proc: Any = None
