@@ -153,12 +153,10 @@ async fn bench_in(
                 ename,
                 evalue,
                 traceback,
-            }) => {
-                bail!(
-                    "{src}->{dst}: {ename}: {evalue}\n{}",
-                    strip_ansi(&traceback.join("\n"))
-                )
-            }
+            }) => bail!(
+                "{src}->{dst}: {}",
+                kernel_error(&ename, &evalue, &traceback)
+            ),
             Some(Failure::Timeout(t)) => {
                 bail!("{src}->{dst}: timed out after {} s", t.as_secs_f64())
             }
@@ -250,6 +248,24 @@ pub(super) async fn bench(
 
 /// `Some(number of cells)` when a sweep's JSON has no cell that worked (a verdict other than
 /// "failed", with a timing); `None` when one did, or when the JSON cannot tell.
+/// The kernel's error as one message: `ENAME: EVALUE`, then the traceback's frames. The traceback
+/// ends with that same line (a gpushare error's is that line alone, `_render_traceback_`), which
+/// was printed twice.
+fn kernel_error(ename: &str, evalue: &str, traceback: &[String]) -> String {
+    let headline = format!("{ename}: {evalue}");
+    let text = strip_ansi(&traceback.join("\n"));
+    let frames = text
+        .trim_end()
+        .strip_suffix(headline.as_str())
+        .unwrap_or(&text)
+        .trim_end();
+    if frames.is_empty() {
+        headline
+    } else {
+        format!("{headline}\n{frames}")
+    }
+}
+
 fn nothing_worked(json: &str) -> Option<usize> {
     let value: Value = serde_json::from_str(json).ok()?;
     let data = value.get("data").unwrap_or(&value);
@@ -286,6 +302,33 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
+
+    #[test]
+    fn a_kernel_error_is_told_once() {
+        // A gpushare error's traceback is its own line (in colour): said once, not twice.
+        let tb = ["\x1b[31mFrameworkNotInstalledError\x1b[0m: paddle is not installed; pip install paddlepaddle".to_string()];
+        let text = kernel_error(
+            "FrameworkNotInstalledError",
+            "paddle is not installed; pip install paddlepaddle",
+            &tb,
+        );
+        assert_eq!(
+            text,
+            "FrameworkNotInstalledError: paddle is not installed; pip install paddlepaddle"
+        );
+        // Another error keeps its frames, under the headline, without repeating it at the end.
+        let tb = [
+            "Traceback (most recent call last):".to_string(),
+            "  File \"x\", line 1".to_string(),
+            "ValueError: bad".to_string(),
+        ];
+        let text = kernel_error("ValueError", "bad", &tb);
+        assert_eq!(
+            text,
+            "ValueError: bad\nTraceback (most recent call last):\n  File \"x\", line 1"
+        );
+        assert_eq!(text.matches("ValueError: bad").count(), 1);
+    }
 
     #[test]
     fn bench_code_passes_arguments_as_literals() {
