@@ -91,3 +91,46 @@ fn a_cuda_device_that_is_not_there_is_refused_before_any_kernel() {
         assert!(err.contains("--worker-device cuda:0"), "{err}");
     }
 }
+
+#[test]
+fn bench_help_shows_the_defaults_gpushare_bench_uses_and_every_framework() {
+    let sb = Sandbox::new("bench-help");
+    let (code, help, _) = sb.gpushare(&["bench", "--help"]);
+    assert_eq!(code, 0);
+    for name in ["paddle", "torch", "tf", "jax", "numpy", "cupy", "numba"] {
+        assert!(help.contains(name), "{name} missing from: {help}");
+    }
+    let script = "import inspect, json, gpushare\n\
+                  p = inspect.signature(gpushare.bench).parameters\n\
+                  print(json.dumps({k: p[k].default for k in ('sizes', 'dtype', 'device', 'paths')}))\n";
+    let out = std::process::Command::new(support::python()).args(["-c", script]).output().unwrap();
+    if !out.status.success() {
+        eprintln!("skipped the comparison with Python: gpushare.bench not importable");
+        return;
+    }
+    let defaults: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sizes: Vec<&str> = defaults["sizes"].as_array().unwrap().iter().filter_map(|s| s.as_str()).collect();
+    let shown = |text: &str| help.contains(&format!("[default: {text}]"));
+    assert!(shown(&sizes.join(",")), "sizes {sizes:?}: {help}");
+    assert!(shown(defaults["dtype"].as_str().unwrap()), "dtype {}: {help}", defaults["dtype"]);
+    assert!(shown(defaults["paths"].as_str().unwrap()), "paths {}: {help}", defaults["paths"]);
+    assert!(defaults["device"].is_null() && shown("cuda:0 when CUDA is usable, else cpu"), "{help}");
+}
+
+#[test]
+fn a_pair_that_lost_its_quotes_to_the_shell_gets_a_hint_to_quote_it() {
+    let sb = Sandbox::new("unquoted");
+    // Exactly what a user types: the shell splits off `>jax` as a redirection.
+    let line = format!("'{}' bench torch->jax", env!("CARGO_BIN_EXE_gpushare"));
+    let out = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .current_dir(&sb.dir)
+        .env("JUPYTER_RUNTIME_DIR", sb.path("runtime"))
+        .output()
+        .expect("running sh");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(sb.path("jax").exists(), "the shell made the file the hint speaks of");
+    assert!(err.contains("lost its quotes") && err.contains("gpushare bench 'torch->jax'"), "{err}");
+    assert!(!sb.path("runtime").exists(), "a kernel was started");
+}

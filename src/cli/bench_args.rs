@@ -80,7 +80,8 @@ pub fn framework(name: &str) -> Option<&'static str> {
         .map(|(canonical, _)| *canonical)
 }
 
-fn known_frameworks() -> String {
+/// The frameworks as `--help` and errors list them: `torch (pytorch, pt), tf (tensorflow), …`.
+pub fn known_frameworks() -> String {
     FRAMEWORKS
         .iter()
         .map(|(name, aliases)| {
@@ -96,9 +97,9 @@ fn known_frameworks() -> String {
 
 /// `SRC->DST`, with or without spaces around `->`; both must be frameworks gpushare knows.
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
-    let (src, dst) = s
-        .split_once("->")
-        .ok_or_else(|| format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)"))?;
+    let (src, dst) = s.split_once("->").ok_or_else(|| unquoted_pair_hint(s).unwrap_or_else(|| {
+        format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)")
+    }))?;
     let (src, dst) = (src.trim(), dst.trim());
     if src.is_empty() || dst.is_empty() || dst.contains("->") {
         return Err(format!(
@@ -114,6 +115,19 @@ pub fn parse_pair(s: &str) -> Result<(String, String), String> {
         }
     }
     Ok((src.to_string(), dst.to_string()))
+}
+
+/// An unquoted `torch->jax` reaches us as `torch-`: the shell took `>jax` as a redirection and
+/// wrote our output to a file named `jax`. Say so, or the user hunts for a framework named
+/// `torch-` and never looks for that file.
+fn unquoted_pair_hint(s: &str) -> Option<String> {
+    let src = s.trim().strip_suffix('-')?.trim();
+    let example = if framework(src).is_some() { src } else { "torch" };
+    Some(format!(
+        "`{s}` looks like a pair that lost its quotes: the shell reads `>` as a redirection (and \
+         wrote a file named after the target framework, which you can delete); quote the pair: \
+         gpushare bench '{example}->jax'"
+    ))
 }
 
 /// One size as `gpushare.lab.parse_size` reads it: a number (decimals allowed) and an optional
@@ -225,6 +239,13 @@ mod tests {
         }
         assert!(parse_pair("torch->jaxx").unwrap_err().contains("known: torch (pytorch, pt)"));
         assert_eq!(parse_pair("paddle->pd"), Ok(("paddle".into(), "pd".into())));
+        // `torch->jax` unquoted: the shell hands us `torch-` and redirects to a file `jax`.
+        for unquoted in ["torch-", "pt -", "-"] {
+            let e = parse_pair(unquoted).unwrap_err();
+            assert!(e.contains("lost its quotes") && e.contains("'") && e.contains("->jax'"), "{e}");
+        }
+        assert!(parse_pair("torch-").unwrap_err().contains("gpushare bench 'torch->jax'"));
+        assert!(!parse_pair("torch").unwrap_err().contains("quotes"));
     }
 
     #[test]

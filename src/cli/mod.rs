@@ -184,20 +184,24 @@ struct RunArgs {
     after_help = "Quote the pairs: `>` is a redirection to the shell (gpushare bench 'torch->jax')."
 )]
 struct BenchArgs {
-    /// Framework pairs such as torch->jax; each pair runs in a fresh kernel
-    /// (frameworks: torch/pytorch/pt, tf/tensorflow, jax, numpy/np, cupy/cp, numba)
-    #[arg(required = true, value_name = "SRC->DST", value_parser = bench_args::parse_pair)]
+    // The frameworks come from the table the parser checks against, so help cannot omit one.
+    #[arg(required = true, value_name = "SRC->DST", value_parser = bench_args::parse_pair,
+          help = format!("Framework pairs such as torch->jax; each pair runs in a fresh kernel \
+                          (frameworks: {})", bench_args::known_frameworks()))]
     pairs: Vec<(String, String)>,
-    /// Comma-separated sizes, e.g. 4KiB,1MiB,256MiB
+    // The defaults shown are gpushare.bench's (tests/cli_checks.rs compares them), which the
+    // kernel applies: passing them from here would hide which ones the user chose.
+    /// Comma-separated sizes, e.g. 4KiB,64MiB,1GiB [default: 4KiB,1MiB,256MiB]
     #[arg(long, value_name = "SIZES", value_parser = bench_args::parse_sizes)]
     sizes: Option<String>,
-    /// Element type, e.g. float32
+    /// Element type, e.g. float16 [default: float32]
     #[arg(long, value_parser = bench_args::parse_dtype_name)]
     dtype: Option<String>,
-    /// Device: cpu, cuda, cuda:N, gpu or gpu:N
+    /// Device: cpu, cuda, cuda:N, gpu or gpu:N [default: cuda:0 when CUDA is usable, else cpu]
     #[arg(long, value_parser = bench_args::parse_device)]
     device: Option<String>,
     /// Comma-separated transfer paths (dlpack, capsule, cai, host, pinned, copy, shared, auto) or all
+    /// [default: all]
     #[arg(long, value_name = "PATHS", value_parser = bench_args::parse_paths)]
     paths: Option<String>,
     /// Hand the arrays to a worker process instead (`processes`): paths are then the process paths
@@ -216,7 +220,7 @@ struct BenchArgs {
     /// Kernel to use [default: gpushare, else python3 with gpushare's memory settings]
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
-    /// Time limit for each sweep, in seconds
+    /// Time limit for each sweep, in seconds [default: none]
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     timeout: Option<Duration>,
     /// Seconds to wait for the kernel to start
