@@ -307,7 +307,7 @@ def test_two_threads_sharing_through_one_worker_each_get_their_own_replies(worke
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
     for t in threads:
@@ -336,3 +336,26 @@ def test_two_threads_whose_first_share_imports_the_same_framework():
         print("ok")
     """)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_two_threads_sending_by_gloo_through_one_worker_each_get_their_own_tensor(worker):
+    # gloo matches a send to a receive by peer and tag: two handoffs at once would cross.
+    errors = []
+
+    def run(k: int) -> None:
+        try:
+            for i in range(20):
+                x = torch.full((1 << 16,), float(k * 100 + i))
+                r = gpushare.share(x, "torch", across=worker, path="gloo")
+                got = r.remote.read()
+                assert (got == x.numpy()).all(), (k, i, got[0])
+                r.release()
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors

@@ -232,6 +232,17 @@ def test_a_full_dev_shm_found_when_the_segment_is_made_is_an_error_not_sigbus(wo
     assert set(os.listdir("/dev/shm")) <= before
 
 
+def test_a_filesystem_without_fallocate_still_gets_its_segment(worker, monkeypatch):
+    def unsupported(fd, offset, length):
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    x = np.arange(1000.0)
+    r = gpushare.share(x, "numpy", across=worker, path="shm")
+    assert (r.remote.read() == x).all()
+    r.release()
+
+
 # -- 24.7: other frameworks' tensors on shm (each in a child: TensorFlow and Paddle crash together) ---
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 from gpushare import process_rules
@@ -25,9 +26,13 @@ class Segment:
             try:
                 os.posix_fallocate(fd, 0, size)
             except OSError as e:
-                os.unlink(self.file)
-                raise process_rules.no_space_error(path, size, e) from e
+                if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                    raise process_rules.no_space_error(path, size, e) from e
+                os.ftruncate(fd, size)  # no fallocate on this filesystem: the space check stands alone
             self.mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.unlink(self.file)
+            raise
         finally:
             os.close(fd)
         # Unlinked by Python's resource tracker should this process die first.

@@ -429,6 +429,7 @@ class Worker:
         # Several threads may use one worker: each request has an id, its reply comes back with it,
         # and a reply read by another thread waits in _replies for its own.
         self._lock = threading.RLock()
+        self._handoff_lock = threading.RLock()
         self._next_id = 0
         self._replies: dict[int, tuple] = {}
         self._pending: dict[tuple[int, str], collections.deque] = {}
@@ -917,7 +918,10 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
         worker._preloaded.update(missing)
     runner = {"shm": _run_shm, "torch_mp": _run_torch_mp, "ipc": _run_ipc, "gloo": _run_pg,
               "nccl": _run_nccl, "nccl_socket": _run_nccl}[path]
-    result = runner(worker, obj, path, to, repeat, peer)
+    # One handoff at a time per worker: two threads' gloo sends to one group would be received
+    # into each other's buffers (send/recv match by peer and tag, not by request).
+    with worker._handoff_lock:
+        result = runner(worker, obj, path, to, repeat, peer)
     worker._results.add(result)
     return result
 
