@@ -87,6 +87,23 @@ def test_torch_multiprocessing_cuda_shares_the_block(worker):
     r.release()
 
 
+@pytest.mark.parametrize("path", ["ipc", "torch_mp"])
+def test_lazy_conjugate_and_negative_views_on_the_gpu_are_refused_as_in_one_process(worker, path):
+    # Issue 24.3: no process path carries PyTorch's conjugate or negative bit; the worker would read
+    # unconjugated or wrong-signed values. The one-process rule (the adapter's check_view_bits).
+    from gpushare.exceptions import ConversionError, UnsafeInputError
+
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64, device="cuda:0")
+    with pytest.raises(ConversionError, match="conjugate bit"):
+        worker.share(z.conj(), path=path)
+    neg = torch._neg_view(torch.arange(4, dtype=torch.float32, device="cuda:0"))
+    with pytest.raises(UnsafeInputError, match="negative bit"):
+        worker.share(neg, path=path)
+    r = worker.share(neg.resolve_neg(), path=path)
+    assert r.remote.read().tolist() == [-0.0, -1.0, -2.0, -3.0]
+    r.release()
+
+
 def test_nccl_on_one_gpu_is_a_predicted_refusal(worker):
     x = torch.ones(1024, device="cuda:0")
     with pytest.raises(PathNotApplicableError, match="Duplicate GPU"):
