@@ -587,3 +587,23 @@ def test_warnings_point_at_the_users_line(ip, run):
     with pytest.warns(GpushareWarning, match="replaces existing variables") as caught:
         run(code)
     assert (caught[0].filename, caught[0].lineno) == (_cell_file(ip, code), 2)
+
+
+def test_an_interrupted_sharebench_warns_at_the_users_line(ip, run, monkeypatch):
+    from gpushare import lab
+    from gpushare.exceptions import GpushareWarning
+
+    calls = {"n": 0}
+    real = lab._try_path
+
+    def interrupting(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab, "_try_path", interrupting)
+    code = "%sharebench torch->numpy --device cpu --sizes 1KiB --paths dlpack,copy -r 1 -q\n"
+    with pytest.warns(GpushareWarning, match="interrupted: 1 of 2 points") as caught, pytest.raises(KeyboardInterrupt):
+        run(code)
+    assert (caught[0].filename, caught[0].lineno) == (_cell_file(ip, code), 1), caught[0].filename

@@ -26,6 +26,7 @@ from gpushare.api import inspect
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES, _shared_buffer_importer, checks_source, resolve_auto, route
 from gpushare.progress import bar as progress_bar
+from gpushare.warn_site import user_stacklevel
 
 SharedBuffer = _native.SharedBuffer
 
@@ -506,7 +507,7 @@ def bench(
     if interrupted:
         warnings.warn(
             f"sharebench interrupted: {len(points)} of {len(size_list) * len(names)} points measured",
-            GpushareWarning, stacklevel=2,
+            GpushareWarning, stacklevel=user_stacklevel(),
         )
     return result
 
