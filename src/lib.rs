@@ -12,6 +12,7 @@ pub mod cuda;
 pub mod dlpack;
 pub mod explain;
 pub mod kernel;
+pub mod paths;
 pub mod render;
 pub mod report;
 pub mod schema;

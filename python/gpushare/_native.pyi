@@ -206,8 +206,22 @@ class Predictor:
         cupy_ptds: bool = False,
         jax_x64: Callable[[], bool] | None = None,
         source_current_device: Callable[[], int | None] | None = None,
+        endpoints: tuple[bool, bool, bool, bool] | None = None,
     ) -> None: ...
     def __call__(self, source: TensorInfo) -> Prediction: ...
+
+# -- the path table and the one `auto` (src/paths.rs, src/python/paths.rs) ---------------------------
+def path_table() -> list[dict[str, Any]]: ...
+def resolve_auto(
+    endpoints: tuple[bool, bool, bool, bool],
+    source: tuple[int, int],
+    destination: tuple[int, int] | None = None,
+    target: str = "",
+    peer_access: bool | None = None,
+    across: bool = False,
+) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
+def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
+def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
 
 # -- one kind of share, run in Rust (src/python/plan.rs) --------------------------------------------
 class SharePlan:

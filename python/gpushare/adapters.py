@@ -116,6 +116,9 @@ class Adapter:
     # Whether its arrays can live in host memory (CuPy's and Numba's live on a GPU only): the CPU
     # conformance matrix runs every framework that says so.
     host_arrays: ClassVar[bool] = True
+    # Whether it can hold arrays in device memory (NumPy's live on the host only): `auto` takes the
+    # host route from device memory into a framework that cannot (src/paths.rs).
+    addresses_device: ClassVar[bool] = True
 
     # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
     # never imports one while the other is loaded, and says why.
@@ -360,6 +363,7 @@ class NumpyAdapter(Adapter):
     type_modules = ("numpy",)
     accepts_capsules = False
     exports_cai = False
+    addresses_device = False
     worker_receives = ("shm",)
     # inspect() below is the versioned capsule read with the device "cpu" wherever NumPy makes one
     # (2.1 and later); what it does beyond that (legacy capsules, read-only flags of old NumPy,

@@ -10,7 +10,7 @@ from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
-from gpushare.paths import checks_source, route
+from gpushare.paths import auto_choice, checks_source, in_device_memory, route
 from gpushare.warn_site import user_stacklevel as _user_stacklevel
 
 ShareResult = _native.ShareResult
@@ -112,17 +112,23 @@ def share(
         return processes.share_across(obj, to, across, path=path, repeat=repeat or 1)
     if budget is not None and not budget > 0:
         raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
+    already_there = False
     if device is not None:
-        path, device = _move_path(obj, path, device, source)
+        path, device, already_there = _move_path(obj, to, path, device, source)
     # What depends only on the array's type, the target and the path is worked out once, into a plan
-    # that runs every later share of that kind in the Rust core (src/python/plan.rs).
-    plan_key = (type(obj), to, path, source, device)
+    # that runs every later share of that kind in the Rust core (src/python/plan.rs). `auto` into a
+    # framework that cannot address device memory also depends on where the array lies.
+    where = _auto_depends_on_place(obj, to, source) if path == "auto" and device is None else already_there
+    plan_key = (type(obj), to, path, source, device, where)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
-        plan = _plan(obj, to, path, source) if device is None else _move_plan(obj, to, path, source, device)
+        if device is None:
+            plan = _plan(obj, to, path, source)
+        else:
+            plan = _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
             _PLANS[plan_key] = plan
     if budget is None:
@@ -183,6 +189,28 @@ def values_lost(source: Any, value: Any) -> str | None:
     )
 
 
+# Target name → whether the framework can address device memory (NumPy cannot).
+_ADDRESSES_DEVICE: dict[Any, bool] = {}
+
+
+def _auto_depends_on_place(obj: Any, to: Any, source: str | None) -> bool | None:
+    """For ``auto``: None where the target can address device memory (``auto`` is the same for the
+    array wherever it lies), else whether this array lies in device memory (the host route)."""
+    try:
+        addresses_device = _ADDRESSES_DEVICE.get(to)
+    except TypeError:
+        return None  # an unhashable name: framework() says what is wrong with it
+    if addresses_device is None:
+        try:
+            addresses_device = _ADDRESSES_DEVICE[to] = framework(to).addresses_device
+        except GpushareError:
+            return None  # an unknown name: _plan raises the error that says so
+    if addresses_device:
+        return None
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    return in_device_memory(obj, src)
+
+
 def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
     """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
     target imported, the route built. A path that does not apply raises here, with its prediction."""
@@ -190,7 +218,9 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     try:
-        path_name, convert = route(src, dst, path)
+        # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
+        source_device = _source_device(src, obj) if path == "auto" else (1, 0)
+        path_name, convert = route(src, dst, path, source_device)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)
@@ -199,10 +229,22 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
             raise e from None
         e.predicted = verdicts.predict(src, dst, src_info, path)
         raise
+    # The predictor resolves `auto` by the same one function, from the same facts, for the array it
+    # is given: it then says why auto took the route it took.
     return _native.SharePlan(
-        src, dst, path_name, convert, verdicts.predictor(src, dst, path_name), _pair_allocators(src, dst),
-        check_source=checks_source(path_name),
+        src, dst, path_name, convert, verdicts.predictor(src, dst, "auto" if path == "auto" else path_name),
+        _pair_allocators(src, dst), check_source=checks_source(path_name),
     )
+
+
+def _source_device(src: Adapter, obj: Any) -> tuple[int, int]:
+    """DLPack's ``(device_type, id)`` of ``obj``; the host where it cannot be described (the
+    handoff then reports what is wrong with it)."""
+    try:
+        kind, ordinal = src.inspect(obj).dlpack_device
+    except Exception:
+        return (1, 0)
+    return int(kind), int(ordinal)
 
 
 def _pair_allocators(src: Any, dst: Any) -> Any:
@@ -216,34 +258,37 @@ def _pair_allocators(src: Any, dst: Any) -> Any:
     return functools.partial(allocator_memory, frameworks=tuple(n for n in TRACKED_FRAMEWORKS if n in pair))
 
 
-def _move_path(obj: Any, path: str, device: str, source: str | None) -> tuple[str, str | None]:
-    """``(path, device)`` of a share with ``device=``: the device checked (a CUDA device that is not
-    here raises CudaError), ``auto`` resolved for this array, and ``device`` None when the array is
-    already there and no move path was asked for."""
+def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) -> tuple[str, str | None, bool]:
+    """``(path, device, already_there)`` of a share with ``device=``: the device checked (a CUDA
+    device that is not here raises CudaError), ``auto`` resolved for this array by the one
+    ``auto``, and ``device`` None when the array is already there and a path that is no move was
+    asked for (a plain handoff)."""
     from gpushare import devices
 
     on_host, ordinal = devices.check_device(device)
     src = adapter_for(obj, framework(source) if source is not None else None)
-    kind, src_ordinal = src.inspect(obj).dlpack_device
-    src_on_host = kind in (1, 3)
-    here = on_host if src_on_host else (not on_host and int(src_ordinal) == ordinal)
-    if here and path not in devices.MOVE_PATHS:
-        return path, None
+    source_device = _source_device(src, obj)
+    destination = devices.dlpack_place(on_host, ordinal)
+    here = devices.already_on(source_device, destination)
+    if here and path != "auto" and path not in devices.MOVE_PATHS:
+        return path, None, True
     if path == "auto":
-        link = None if (src_on_host or on_host) else devices.link_between(int(src_ordinal), ordinal)
-        path = "p2p" if link and link.get("can_access") else "move"
-    return path, devices.device_name(on_host, ordinal)
+        path = auto_choice(src, framework(to), source_device, destination)[0]
+    return path, devices.device_name(on_host, ordinal), here
 
 
-def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str) -> Any:
+def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, already_there: bool = False) -> Any:
     """The SharePlan of a move of arrays like ``obj`` to ``device``, handed to framework ``to``."""
     from gpushare import devices
 
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
-    path_name, convert = devices.move_route(src, dst, path, device)
-    return _native.SharePlan(src, dst, path_name, convert, None, _pair_allocators(src, dst), check_source=path_name != "move")
+    path_name, convert = devices.move_route(src, dst, path, device, already_there)
+    return _native.SharePlan(
+        src, dst, path_name, convert, None, _pair_allocators(src, dst),
+        check_source=devices.move_checks_source(path_name),
+    )
 
 
 def parse_chain(spec: str) -> tuple[str | None, list[str]]:
@@ -271,9 +316,10 @@ def share_chain(
     budget: float | None = None,
     observe: bool = False,
     device: str | None = None,
-) -> list[ShareResult]:
+) -> ShareTable:
     """Converts through each framework in turn; every hop's result says whether it still shares the
-    first source's memory (``shares_origin``)."""
+    first source's memory (``shares_origin``). Returns a :class:`ShareTable` (one ShareResult per
+    hop, indexable and iterable), as ``%share -o`` does, shown as the magics' table."""
     results: list[ShareResult] = []
     current, origin = obj, inspect(obj)
     for i, target in enumerate(targets):
@@ -284,7 +330,7 @@ def share_chain(
         )
         results.append(r)
         current = r.value
-    return results
+    return ShareTable(results)
 
 
 class ShareTable:

@@ -20,17 +20,13 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.adapters import ADAPTERS, Adapter
 from gpushare.exceptions import PathNotApplicableError
+from gpushare.paths import describe, names_of
 
 Route = Callable[[Any], Any]
 
-#: The paths of a move between devices, in table order. ``move`` is the framework's own.
-MOVE_PATHS = ("p2p", "pinned", "dlpack", "move")
-MOVE_DESCRIPTIONS = {
-    "p2p": "peer copy by gpushare's Rust core (cuDeviceCanAccessPeer, peer access enabled) into its own memory on the target device",
-    "pinned": "staged through page-locked host memory by the Rust core, both legs overlapped",
-    "dlpack": "the consumer's from_dlpack(x, device=…, copy=True): the producer's __dlpack__(dl_device, copy)",
-    "move": "the source framework's own move (torch .to, jax.device_put, CuPy), then the usual handoff",
-}
+#: The paths of a move between devices, in table order (src/paths.rs). ``move`` is the framework's own.
+MOVE_PATHS = names_of("move")
+MOVE_DESCRIPTIONS = describe("move")
 
 
 def parse_device(device: str) -> tuple[bool, int]:
@@ -46,6 +42,28 @@ def parse_device(device: str) -> tuple[bool, int]:
 
 def device_name(on_host: bool, ordinal: int) -> str:
     return "cpu" if on_host else f"cuda:{ordinal}"
+
+
+def dlpack_place(on_host: bool, ordinal: int) -> tuple[int, int]:
+    """A device as DLPack's ``(device_type, id)``: what the one ``auto`` takes."""
+    return (1, 0) if on_host else (2, ordinal)
+
+
+def already_on(source_device: tuple[int, int], destination: tuple[int, int]) -> bool:
+    """Whether an array on DLPack device ``source_device`` is already where ``destination`` is:
+    memory the host addresses (pageable, page-locked, managed) is the host's."""
+    from gpushare.paths import _HOST_DEVICE_TYPES
+
+    src_on_host, dst_on_host = int(source_device[0]) in _HOST_DEVICE_TYPES, int(destination[0]) in _HOST_DEVICE_TYPES
+    if src_on_host or dst_on_host:
+        return src_on_host and dst_on_host
+    return int(source_device[1]) == int(destination[1])
+
+
+def move_checks_source(path: str) -> bool:
+    """Whether the pipeline checks the source (``Adapter.check_source``) before a move by ``path``:
+    ``move`` checks what it hands over itself, after the framework's move (which detaches)."""
+    return path != "move"
 
 
 def cuda_problem(ordinal: int) -> str | None:
@@ -144,14 +162,16 @@ def guard(src: Adapter, convert: Route, path: str) -> Route:
 # -- moves -------------------------------------------------------------------------------------
 
 
-def move_route(src: Adapter, dst: Adapter, path: str, device: str) -> tuple[str, Route]:
+def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there: bool = False) -> tuple[str, Route]:
     """The route of a move of ``src``'s arrays to ``device``, handed to ``dst``: ``path`` is one of
-    :data:`MOVE_PATHS` or ``auto`` (``p2p`` between two GPUs that can reach each other, else the
-    framework's own move). Raises PathNotApplicableError when the path cannot make this move."""
+    :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of src/paths.rs). With
+    ``already_there`` the arrays are on ``device`` already and ``move`` is the handoff alone.
+    Raises PathNotApplicableError when the path cannot make this move."""
     from gpushare.paths import _shared_buffer_importer, route
 
     on_host, ordinal = check_device(device)
     target = device_name(on_host, ordinal)
+    destination = dlpack_place(on_host, ordinal)
     if path in ("p2p", "pinned"):
         if not src.exports_dlpack:
             raise PathNotApplicableError(f"{path} reads the source through DLPack and Numba device arrays have none")
@@ -176,8 +196,17 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str) -> tuple[str,
 
         return path, guard(src, via_dlpack, path)
     if path == "move":
+        # The handoff after the move is the one auto's for an array where the move put it.
+        _, handoff = route(src, dst, "auto", destination) if src is not dst else ("", lambda x: x)
+        if already_there:
+            # Nothing to move (a framework's "move" to where the array lies can copy: NumPy's).
+            def in_place(obj: Any) -> Any:
+                if getattr(obj, "requires_grad", False):
+                    obj = obj.detach()  # as the frameworks' moves do: the same memory
+                return handoff(obj)
+
+            return path, in_place
         moved = src.move
-        _, handoff = route(src, dst, "auto") if src is not dst else ("", lambda x: x)
 
         def own_move(obj: Any) -> Any:
             return handoff(moved(obj, on_host, ordinal))

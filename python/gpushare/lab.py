@@ -24,7 +24,7 @@ from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.api import inspect
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
-from gpushare.paths import PATH_NAMES, _shared_buffer_importer, checks_source, resolve_auto, route
+from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
 
@@ -95,22 +95,25 @@ def _empty_run(path: str) -> dict:
 def _try_path(
     obj: Any, src: Adapter, dst: Adapter, path: str, *, repeat: int, number: int | None,
     warmup: int, min_sample_time: float, keep_value: bool, device: str | None = None,
+    is_auto: bool = False, already_there: bool = False,
 ) -> tuple[dict, Any]:
     """Measures one path: the share pipeline, run with the lab's timing policy. A path that does
-    not apply or fails is a row with its reason. With ``device``, the path is a move there."""
+    not apply or fails is a row with its reason. With ``device``, the path is a move there
+    (``already_there``: the array is on that device). ``is_auto``: the row of the path ``auto``
+    took, predicted as ``auto`` (the predictor then says why auto took it)."""
     run = _empty_run(path)
     try:
         if device is None:
             _, convert = route(src, dst, path)
-            predictor = verdicts.predictor(src, dst, path)
+            predictor = verdicts.predictor(src, dst, "auto" if is_auto else path)
+            check_source = checks_source(path)
         else:
-            from gpushare.devices import move_route
+            from gpushare.devices import move_checks_source, move_route
 
-            _, convert = move_route(src, dst, path, device)
+            _, convert = move_route(src, dst, path, device, already_there)
             predictor = None
-        plan = _native.SharePlan(
-            src, dst, path, convert, predictor, check_source=checks_source(path) and path != "move"
-        )
+            check_source = move_checks_source(path)
+        plan = _native.SharePlan(src, dst, path, convert, predictor, check_source=check_source)
         result = plan.run(obj, repeat, number, warmup=max(warmup, 1), min_sample_time=min_sample_time)
     except PathNotApplicableError as e:
         run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)
@@ -316,7 +319,7 @@ def compare(
     # Each path checks the source itself where its route needs it (not the host route): a torch
     # tensor that requires grad or has its conjugate bit set gets a failed row with the fix for
     # DLPack and a working one for the host.
-    auto = resolve_auto(src, dst) if device is None else "p2p"
+    auto, here = _auto_for(src, dst, src_info.dlpack_device, device)
     runs: list[dict] = []
     results: dict[str, Any] = {}
     try:
@@ -325,6 +328,7 @@ def compare(
             run, result = _try_path(
                 obj, src, dst, path, repeat=repeat, number=number, warmup=warmup,
                 min_sample_time=min_sample_time, keep_value=True, device=device,
+                is_auto=path == auto, already_there=here,
             )
             if device is not None:
                 _note_link(run, src_info, device)
@@ -337,6 +341,19 @@ def compare(
     data = {"source": src_info.to_dict(), "target_framework": dst.name, "runs": runs,
             "repeat": repeat, "warmup": max(warmup, 1)}
     return Comparison(data, results)
+
+
+def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None) -> tuple[str, bool]:
+    """``(path, already_there)``: the path THE ``auto`` (src/paths.rs) takes for an array of
+    ``src`` on DLPack device ``source_device``, handed to ``dst`` where it lies or moved to
+    ``device``, and whether the array is on ``device`` already: what ``share`` takes."""
+    source_device = (int(source_device[0]), int(source_device[1] or 0))
+    if device is None:
+        return auto_choice(src, dst, source_device)[0], False
+    from gpushare.devices import already_on, check_device, dlpack_place
+
+    destination = dlpack_place(*check_device(device))
+    return auto_choice(src, dst, source_device, destination)[0], already_on(source_device, destination)
 
 
 def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
@@ -451,8 +468,9 @@ def bench(
     s.load()
     d.load()
     device = device or _default_device(s)
-    _ordinal(device)
-    auto = resolve_auto(s, d) if to_device is None else "p2p"
+    from gpushare.devices import dlpack_place
+
+    auto, here = _auto_for(s, d, dlpack_place(*_ordinal(device)), to_device)
     points: list[dict] = []
     interrupted = False
     bar = progress_bar(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
@@ -481,6 +499,7 @@ def bench(
                     run, _ = _try_path(
                         obj, s, d, path, repeat=repeat, number=number, warmup=warmup,
                         min_sample_time=min_sample_time, keep_value=False, device=to_device,
+                        is_auto=path == auto, already_there=here,
                     )
                     if to_device is not None:
                         _note_link(run, inspect(obj), to_device)

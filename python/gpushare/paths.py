@@ -9,23 +9,33 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from gpushare import _native
 from gpushare.adapters import Adapter
 from gpushare.exceptions import PathNotApplicableError
 
 Route = Callable[[Any], Any]
 
+#: THE path table (src/paths.rs), read once: every path of every kind, with its description,
+#: whether it copies by design, its plot colour, whether the rules model it and when it applies.
+PATH_TABLE: tuple[dict, ...] = tuple(_native.path_table())
+
+
+def names_of(kind: str) -> tuple[str, ...]:
+    """The paths of ``kind`` (``"share"``, ``"move"``, ``"process"``) in table order, without ``auto``."""
+    return tuple(p["name"] for p in PATH_TABLE if p["kind"] == kind)
+
+
+def describe(kind: str) -> dict[str, str]:
+    """Path name → description for ``kind``, ``auto`` included."""
+    return {p["name"]: p["description"] for p in PATH_TABLE if p["kind"] in (kind, "any")}
+
+
 #: Paths in the order tables list them. ``auto`` resolves to one of them.
-PATH_NAMES = ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
-PATH_DESCRIPTIONS = {
-    "dlpack": "the array-API protocol: the consumer's from_dlpack(obj)",
-    "capsule": "legacy explicit capsule: to_dlpack → from_dlpack(capsule); the only way into TensorFlow",
-    "cai": "__cuda_array_interface__ (CuPy, Numba, PyTorch)",
-    "host": "the naive route through NumPy on the host",
-    "pinned": "host staging through a page-locked buffer, copied by the Rust core with the CUDA driver",
-    "copy": "a device-to-device copy, then a zero-copy handoff",
-    "shared": "a SharedBuffer: memory owned by gpushare, handed to every framework by DLPack",
-    "auto": "the fastest correct path for this pair",
-}
+PATH_NAMES = names_of("share")
+PATH_DESCRIPTIONS = describe("share")
+
+#: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
+_HOST_DEVICE_TYPES = (1, 3, 11, 13)
 
 _BUILDERS: dict[str, Callable[[Adapter, Adapter], Route]] = {}
 
@@ -53,15 +63,66 @@ def available() -> tuple[str, ...]:
     return tuple(name for name in PATH_NAMES if name in _BUILDERS)
 
 
-def resolve_auto(src: Adapter, dst: Adapter) -> str:
-    """The fastest correct path for a pair: DLPack, except into TensorFlow (capsules only, Numba's
-    arrays included: gpushare makes the capsule) and Numba (``__cuda_array_interface__`` only,
-    TensorFlow's tensors included: gpushare describes them), and out of Numba (no ``__dlpack__``)."""
-    if not dst.accepts_objects and dst.accepts_capsules:
-        return "capsule"
-    if not src.exports_dlpack or not dst.accepts_objects:
-        return "cai"
-    return "dlpack"
+def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
+    """What the adapters declare that ``auto`` decides from: the source's arrays have
+    ``__dlpack__``; the target's from_dlpack takes objects; it takes raw capsules; it can hold
+    arrays in device memory."""
+    return (src.exports_dlpack, dst.accepts_objects, dst.accepts_capsules, dst.addresses_device)
+
+
+def auto_choice(
+    src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
+    destination: tuple[int, int] | None = None,
+) -> tuple[str, str, str | None]:
+    """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, src/paths.rs) for an
+    array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
+    where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
+    plain handoff (the host route into a framework that cannot address device memory; a move)."""
+    return _native.resolve_auto(endpoints(src, dst), tuple(source_device), destination, dst.name)
+
+
+def process_auto(obj: Any) -> str:
+    """The process path THE ``auto`` takes for handing ``obj`` to another process (``across=``):
+    ``ipc`` for device memory, ``shm`` for host memory (gpushare.processes calls this)."""
+    from gpushare.adapters import adapter_of
+
+    src = adapter_of(obj)
+    where = (2, 0) if in_device_memory(obj, src) else (1, 0)
+    return _native.resolve_auto(endpoints(src, src), where, None, src.name, None, True)[0]
+
+
+def resolve_auto(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> str:
+    """The path ``auto`` takes for an array of ``src`` on ``source_device`` handed to ``dst``."""
+    return auto_choice(src, dst, source_device)[0]
+
+
+def in_device_memory(obj: Any, src: Adapter) -> bool:
+    """Whether ``obj`` lies in memory the host cannot address: ``__dlpack_device__`` (one cheap
+    call every DLPack producer has), else the adapter's description."""
+    where = getattr(obj, "__dlpack_device__", None)
+    try:
+        kind = where()[0] if where is not None else src.inspect(obj).dlpack_device[0]
+    except Exception:  # a source that cannot say: the handoff itself reports what is wrong
+        return False
+    return int(kind) not in _HOST_DEVICE_TYPES
+
+
+class _Chosen:
+    """A route ``auto`` chose for a reason the result must give (the host route into NumPy from
+    device memory): every share by it carries that reason as a note."""
+
+    __slots__ = ("convert", "why", "ordering")
+
+    def __init__(self, convert: Route, why: str):
+        self.convert, self.why = convert, why
+        self.ordering = getattr(convert, "ordering", None)
+
+    def __call__(self, obj: Any) -> Any:
+        return self.convert(obj)
+
+    def take_notes(self) -> list[str]:
+        inner = getattr(self.convert, "take_notes", None)
+        return [*(inner() if inner is not None else []), self.why]
 
 
 def _ordered(convert: Route, ordering: str) -> Route:
@@ -90,17 +151,20 @@ def _import_without_stream(src: Adapter, dst: Adapter) -> str:
 _ROUTES: dict[tuple[str, str, str], tuple[str, Route]] = {}
 
 
-def route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
-    """The resolved path name and its conversion function (cached: builders depend only on the pair)."""
-    key = (src.name, dst.name, path)
+def route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0)) -> tuple[str, Route]:
+    """The resolved path name and its conversion function for arrays of ``src`` on
+    ``source_device`` (cached: builders depend only on the pair, and ``auto`` on where the array
+    lies only as far as host or device memory)."""
+    on_device = int(source_device[0]) not in _HOST_DEVICE_TYPES
+    key = (src.name, dst.name, path, on_device if path == "auto" else None)
     cached = _ROUTES.get(key)
     if cached is None:
-        cached = _ROUTES[key] = _build_route(src, dst, path)
+        cached = _ROUTES[key] = _build_route(src, dst, path, source_device)
     return cached
 
 
-def _build_route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
-    name = resolve_auto(src, dst) if path == "auto" else path
+def _build_route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int]) -> tuple[str, Route]:
+    name, why = (auto_choice(src, dst, source_device)[::2]) if path == "auto" else (path, None)
     builder = _BUILDERS.get(name)
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))
@@ -108,7 +172,8 @@ def _build_route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
     # Whatever device another framework made current, the handoff runs with the source's (issue 13).
     from gpushare.devices import guard
 
-    return name, guard(src, builder(src, dst), name)
+    convert = guard(src, builder(src, dst), name)
+    return name, (convert if why is None else _Chosen(convert, why))
 
 
 @register("dlpack")
@@ -225,10 +290,12 @@ def _cuda_reason() -> str | None:
 
 def _shared_buffer_importer(dst: Adapter) -> Route:
     """How ``dst`` takes a SharedBuffer without copying: DLPack, a legacy capsule (TensorFlow), or
-    ``__cuda_array_interface__`` (Numba)."""
-    if dst.accepts_objects:
+    ``__cuda_array_interface__`` (Numba), as ``auto``'s last step says for a source with DLPack."""
+    _, objects, capsules, _ = endpoints(dst, dst)
+    import_by = _native.resolve_auto((True, objects, capsules, True), (1, 0))[0]
+    if import_by == "dlpack":
         return dst.from_dlpack
-    if dst.accepts_capsules:
+    if import_by == "capsule":
         from_capsule = dst.from_capsule
         return lambda buf: from_capsule(buf.__dlpack__())
     return dst.from_cai

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpushare import _native
+from gpushare import _native, paths
 
-#: Paths the Rust rules model; for any other path gpushare makes no prediction.
-MODELLED_PATHS = ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
+#: Paths the Rust rules model (the path table's word, src/paths.rs); for any other path gpushare
+#: makes no prediction.
+MODELLED_PATHS = ("auto", *(p["name"] for p in _native.path_table() if p["kind"] == "share" and p["modelled"]))
 
 
 #: ``(verdict, reason, fix, expected_error)``, a 4-tuple with named fields (``src/python/explain.rs``).
@@ -48,6 +49,8 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             dst.per_thread_default_stream(),
             dst.x64_reader(),
             src.current_device_reader(),
+            # `auto` is resolved by the one function, from the adapters' facts (src/paths.rs).
+            endpoints=paths.endpoints(src, dst),
         )
     return made
 

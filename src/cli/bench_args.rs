@@ -5,6 +5,9 @@
 //! names are copies of the Python side's; `tests/cli.rs` checks them against the installed
 //! package so the two cannot drift apart unnoticed.
 
+use std::sync::LazyLock;
+
+use crate::paths::PathKind;
 use crate::shared::{Device, parse_dtype};
 
 /// Framework names and aliases `gpushare.adapters.framework()` knows: (name, aliases).
@@ -18,15 +21,17 @@ pub const FRAMEWORKS: &[(&str, &[&str])] = &[
     ("paddle", &["paddlepaddle", "pd"]),
 ];
 
-/// Transfer paths `gpushare.lab.parse_paths` knows (`gpushare.paths.PATH_NAMES` plus `auto`);
-/// `all`, alone, means every path.
-pub const PATHS: &[&str] = &[
-    "dlpack", "capsule", "cai", "host", "pinned", "copy", "shared", "auto",
-];
+/// Transfer paths `gpushare.lab.parse_paths` knows: the path table's share paths plus `auto`
+/// (`crate::paths`, which the Python side reads too); `all`, alone, means every path.
+pub static PATHS: LazyLock<Vec<&'static str>> = LazyLock::new(|| known(PathKind::Share));
 
-/// Process paths `gpushare.processes.parse_process_paths` knows (`PROCESS_PATHS` plus `auto`), for
-/// `--across processes`.
-pub const PROCESS_PATHS: &[&str] = &["ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo", "auto"];
+/// Process paths `gpushare.processes.parse_process_paths` knows (the table's process paths plus
+/// `auto`), for `--across processes`.
+pub static PROCESS_PATHS: LazyLock<Vec<&'static str>> = LazyLock::new(|| known(PathKind::Process));
+
+fn known(kind: PathKind) -> Vec<&'static str> {
+    crate::paths::names(kind).chain([crate::paths::AUTO.name]).collect()
+}
 
 /// `--across`: where the arrays go; only `processes` (a worker process) so far.
 pub fn parse_across(s: &str) -> Result<String, String> {
@@ -44,9 +49,9 @@ pub fn check_paths_across(paths: &str, across: bool) -> Result<(), String> {
         return Ok(());
     }
     let (known, what) = if across {
-        (PROCESS_PATHS, "with --across processes the paths are")
+        (&PROCESS_PATHS[..], "with --across processes the paths are")
     } else {
-        (PATHS, "without --across the paths are")
+        (&PATHS[..], "without --across the paths are")
     };
     match names.iter().find(|n| !known.contains(n)) {
         Some(name) => Err(format!("path `{name}`: {what} {}, all", known.join(", "))),

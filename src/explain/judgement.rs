@@ -26,13 +26,9 @@ fn same_cuda_allocation(a: &TensorReport, b: &TensorReport) -> Option<bool> {
 }
 
 /// Why each copying path copies: by design, not because a framework refused to share.
+/// The words are the path table's (`crate::paths`).
 pub fn copied_by_design(path: &str) -> Option<&'static str> {
-    match path {
-        "host" => Some("copied by design: the naive route through NumPy on the host"),
-        "pinned" => Some("copied by design: staged through page-locked host memory by gpushare"),
-        "copy" => Some("copied by design: gpushare copies into its own buffer, then shares that"),
-        _ => None,
-    }
+    crate::paths::copied_by_design(crate::paths::PathKind::Share, path)
 }
 
 /// [`judge`], with the reason a copying path gives for its copies: the same words in every table.

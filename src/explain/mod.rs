@@ -14,6 +14,7 @@
 //!   overlap live memory); where its description reaches past the source, a note says so. A
 //!   prediction that differs from the judgement is shown as UNEXPECTED, never hidden.
 
+mod auto;
 mod judgement;
 mod known;
 mod prediction;
@@ -21,7 +22,8 @@ mod refusal;
 
 pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path};
 pub use known::explain_failure;
-pub use prediction::{MODELLED_PATHS, PredictedOutcome, Settings, TargetFacts, parse_version, predict, resolve_path};
+pub use auto::{known_endpoints, resolve_auto_for, resolve_path};
+pub use prediction::{PredictedOutcome, Settings, TargetFacts, parse_version, predict};
 pub use refusal::{Refusal, refuse};
 
 /// JAX/XLA's CPU client refuses to alias data that is not aligned to `EIGEN_MAX_ALIGN_BYTES`.

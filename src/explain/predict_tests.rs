@@ -190,7 +190,12 @@ fn rule4_device_types() {
         Some("CPU arrays cannot be directly imported to CuPy")
     );
     let gpu = on_cuda(f32("torch", 0x10000), 0);
-    assert_eq!(predict(&gpu, &to("numpy")).expected_error(), Some("Unsupported device in DLTensor"));
+    let numpy_dlpack = TargetFacts::new("numpy", "", "dlpack");
+    assert_eq!(predict(&gpu, &numpy_dlpack).expected_error(), Some("Unsupported device in DLTensor"));
+    // auto takes the host route there, the one handoff NumPy can take, and says why it copies.
+    let auto = predict(&gpu, &to("numpy"));
+    assert_eq!(auto.verdict(), Verdict::Copied);
+    assert!(auto.reason().unwrap().contains("numpy cannot address device memory"), "{auto:?}");
     assert_eq!(predict(&gpu, &to("cupy")).verdict(), Verdict::Shared);
     assert_eq!(predict(&gpu, &to("tf")).verdict(), Verdict::Shared);
 }
@@ -317,11 +322,15 @@ fn failures_come_before_copies() {
 
 #[test]
 fn paths() {
-    assert_eq!(resolve_path("torch", "tf", "auto"), "capsule");
-    assert_eq!(resolve_path("torch", "jax", "auto"), "dlpack");
-    assert_eq!(resolve_path("numba", "torch", "auto"), "cai");
-    assert_eq!(resolve_path("numba", "tf", "auto"), "capsule");
-    assert_eq!(resolve_path("tf", "numba", "auto"), "cai");
+    let auto = |source: &str, target: &str| resolve_path(&f32(source, 0x10000), &to(target)).to_string();
+    assert_eq!(auto("torch", "tf"), "capsule");
+    assert_eq!(auto("torch", "jax"), "dlpack");
+    assert_eq!(auto("numba", "torch"), "cai");
+    assert_eq!(auto("numba", "tf"), "capsule");
+    assert_eq!(auto("tf", "numba"), "cai");
+    // From device memory into NumPy, which cannot address it, auto copies through the host.
+    assert_eq!(auto("torch", "numpy"), "dlpack");
+    assert_eq!(resolve_path(&on_cuda(f32("torch", 0x10000), 1), &to("numpy")), "host");
     let gpu = on_cuda(f32("torch", 0x10000), 0);
     assert_eq!(predict(&gpu, &TargetFacts::new("numba", "", "auto")).verdict(), Verdict::Shared);
     assert_eq!(predict(&f32("torch", 0x10000), &TargetFacts::new("cupy", "", "cai")).verdict(), Verdict::Failed);

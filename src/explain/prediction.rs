@@ -5,6 +5,8 @@ use super::{XLA_CPU_ALIGNMENT, XLA_GPU_PARAMETER_ALIGNMENT};
 use crate::dlpack::{
     has_negative_stride, has_zero_stride, is_c_contiguous, is_host_accessible, is_permuted_compact,
 };
+use super::auto::{known_endpoints, resolve_path};
+use crate::paths::{Endpoints, import_path};
 use crate::report::{Prediction, TensorReport, Verdict};
 
 /// Settings of the frameworks that change the outcome of a handoff.
@@ -32,6 +34,9 @@ pub struct TargetFacts {
     /// The transfer path (`dlpack`, `capsule`, `cai`, `host`, `pinned`, `copy`, or `auto`).
     pub path: String,
     pub settings: Settings,
+    /// What the adapters declare about the two frameworks' DLPack import and export, which `auto`
+    /// decides from; `None`: what the rules know of them ([`known_endpoints`]).
+    pub endpoints: Option<Endpoints>,
 }
 
 impl TargetFacts {
@@ -111,25 +116,6 @@ pub fn parse_version(version: &str) -> Option<(u64, u64, u64)> {
 pub(super) fn at_least(version: &str, min: (u64, u64, u64)) -> bool {
     parse_version(version).is_none_or(|v| v >= min)
 }
-
-/// The path `auto` resolves to, as `gpushare.paths.resolve_auto` does.
-pub fn resolve_path<'a>(source_framework: &str, target: &str, path: &'a str) -> &'a str {
-    if path != "auto" {
-        return path;
-    }
-    // TensorFlow imports capsules only, Numba's arrays included (gpushare makes one over their
-    // memory); Numba imports only __cuda_array_interface__, TensorFlow's tensors included.
-    if target == "tf" {
-        "capsule"
-    } else if source_framework == "numba" || target == "numba" {
-        "cai"
-    } else {
-        "dlpack"
-    }
-}
-
-/// Paths [`predict`] models; for others it falls back to the rules of `dlpack`.
-pub const MODELLED_PATHS: &[&str] = &["auto", "dlpack", "capsule", "cai", "host", "pinned", "copy"];
 
 /// Splits a dtype name into its base and lanes: `float4_e2m1fnx2` → (`float4_e2m1fn`, 2).
 pub(super) fn base_and_lanes(dtype: &str) -> (&str, u32) {
@@ -528,11 +514,9 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
         nbytes: source.numel().saturating_mul(itemsize_of(&source.dtype)),
         ..source.clone()
     };
-    let import = match target.framework.as_str() {
-        "tf" => "capsule",
-        "numba" => "cai",
-        _ => "dlpack",
-    };
+    // gpushare's buffer exports DLPack: the target takes it as `auto`'s last step says.
+    let endpoints = target.endpoints.unwrap_or_else(|| known_endpoints(&source.framework, &target.framework));
+    let import = import_path(&Endpoints { source_exports_dlpack: true, ..endpoints });
     let checks = [
         producer_or_path_gap(&buffer, target, import),
         device_gap(&buffer, target, import),
@@ -566,7 +550,7 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
 /// misdescribe.
 pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
     let dst = target.framework.as_str();
-    let path = resolve_path(&source.framework, dst, &target.path);
+    let path = resolve_path(source, target);
 
     if let Some(r) = refuse(source, dst, path) {
         // On the versions that no longer abort (2.15 raises "Storage size calculation overflowed"),
@@ -579,6 +563,15 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     }
 
     match path {
+        "host" if target.path == "auto" => {
+            // auto chose the host route: the target cannot address the source's device memory.
+            return match predict_host(source, target) {
+                PredictedOutcome::Copied { reason } => PredictedOutcome::Copied {
+                    reason: format!("{dst} cannot address device memory, so auto took the host route: {reason}"),
+                },
+                other => other,
+            };
+        }
         "host" => return predict_host(source, target),
         "pinned" if target.settings.cuda_available == Some(false) => {
             return fail(

@@ -25,7 +25,8 @@ pub struct Refusal {
 /// `path` is the transfer path: the routes that hand the target a fresh copy (`host`, and `copy`
 /// and `pinned`, whose copy is compact) never show it the source's layout, so nothing is refused there.
 pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
-    if matches!(super::resolve_path(&src.framework, target, path), "host" | "copy" | "pinned") {
+    let path = if path == "auto" { super::resolve_auto_for(src, target, None) } else { path };
+    if matches!(path, "host" | "copy" | "pinned") {
         return None;
     }
     let (shape, strides) = (&src.shape, &src.strides);

@@ -199,7 +199,10 @@ impl Predictor {
     /// newest behaviour is assumed). ``jax_x64`` returns ``jax.config.jax_enable_x64``;
     /// ``source_current_device`` the source framework's current CUDA device (or None).
     #[new]
-    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None))]
+    /// ``endpoints``: the adapters' facts ``auto`` decides from (``gpushare._native.resolve_auto``);
+    /// None: the rules' own word on the two frameworks.
+    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None, endpoints=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
         version: &str,
@@ -208,12 +211,14 @@ impl Predictor {
         cupy_ptds: bool,
         jax_x64: Option<Py<PyAny>>,
         source_current_device: Option<Py<PyAny>>,
+        endpoints: Option<(bool, bool, bool, bool)>,
     ) -> Predictor {
         let facts = TargetFacts {
             framework: target.to_string(),
             version: version.to_string(),
             path: path.to_string(),
             settings: Settings { cupy_ptds, source_version: source_version.to_string(), ..Default::default() },
+            endpoints: endpoints.map(super::paths::endpoints_of),
         };
         Predictor { facts, jax_x64, source_current_device }
     }

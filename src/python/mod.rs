@@ -7,6 +7,7 @@ mod explain;
 mod ipc;
 mod json;
 mod plan;
+mod paths;
 mod shared;
 mod types;
 
@@ -27,6 +28,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     explain::register(m)?;
     plan::register(m)?;
     cuda::register(m)?;
+    paths::register(m)?;
     shared::register(m)?;
     capsules::register(m)?;
     ipc::register(m)?;

@@ -19,19 +19,9 @@ const MARGIN_T: f64 = 28.0;
 const MARGIN_B: f64 = 44.0;
 const LEGEND_ROW: f64 = 18.0;
 
-/// Colours per path, the same in every plot (categorical palette of matplotlib's tab10).
+/// Colours per path, the same in every plot: the path table's (`crate::paths`).
 pub fn colour(path: &str) -> &'static str {
-    match path {
-        "dlpack" => "#1f77b4",
-        "capsule" => "#ff7f0e",
-        "cai" => "#2ca02c",
-        "host" => "#d62728",
-        "pinned" => "#9467bd",
-        "copy" => "#8c564b",
-        "shared" => "#e377c2",
-        "auto" => "#17becf",
-        _ => "#7f7f7f",
-    }
+    crate::paths::colour(path)
 }
 
 /// One line of a panel: a path and its (size in bytes, value) points.

@@ -1,0 +1,44 @@
+//! `auto` as the rules see it: the one [`crate::paths::resolve_auto`], from the adapters' facts
+//! where the caller has them, else from what the rules know of each framework.
+
+use super::TargetFacts;
+use crate::paths::{AutoFacts, Endpoints, Place, resolve_auto};
+use crate::report::TensorReport;
+
+/// What the rules know of each framework's DLPack import and export, for a prediction made from
+/// names alone (the Rust tests, a `Predictor` not given the adapters' facts). The adapters declare
+/// the same facts (`accepts_objects`, …); tests/test_paths.py checks that the two agree.
+pub fn known_endpoints(source: &str, target: &str) -> Endpoints {
+    Endpoints {
+        // Numba's device arrays have no __dlpack__.
+        source_exports_dlpack: source != "numba",
+        // TensorFlow's from_dlpack takes capsules only; Numba imports __cuda_array_interface__ only.
+        target_accepts_objects: !matches!(target, "tf" | "numba"),
+        // JAX removed capsule import in 0.7.2; NumPy never had it.
+        target_accepts_capsules: !matches!(target, "numba" | "jax" | "numpy"),
+        // NumPy arrays live in host memory only.
+        target_addresses_device: target != "numpy",
+    }
+}
+
+/// The path a handoff of `source` to `target` by `target.path` takes: `auto` resolved by the one
+/// [`crate::paths::resolve_auto`], from the adapters' facts where the caller gave them.
+pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a str {
+    if target.path != "auto" {
+        return &target.path;
+    }
+    resolve_auto_for(source, &target.framework, target.endpoints)
+}
+
+/// `auto` for handing `source` to framework `target` within its device.
+pub fn resolve_auto_for(source: &TensorReport, target: &str, endpoints: Option<Endpoints>) -> &'static str {
+    let facts = AutoFacts {
+        endpoints: endpoints.unwrap_or_else(|| known_endpoints(&source.framework, target)),
+        source: Place::of_dlpack(source.dlpack_device),
+        destination: None,
+        peer_access: None,
+        target_name: "",
+        across_processes: false,
+    };
+    resolve_auto(&facts).path
+}

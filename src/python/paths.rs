@@ -1,0 +1,100 @@
+//! The path table and the one `auto` (`crate::paths`), for the Python side: `path_table()` and
+//! `resolve_auto(...)`.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::paths::{self, AutoFacts, Endpoints, PathKind, PathSpec, Place};
+
+fn spec_dict<'py>(py: Python<'py>, p: &PathSpec, kind: &str) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", p.name)?;
+    d.set_item("kind", kind)?;
+    d.set_item("description", p.description)?;
+    d.set_item("copies_by_design", p.copies_by_design)?;
+    d.set_item("colour", p.colour)?;
+    d.set_item("modelled", p.modelled)?;
+    d.set_item("applies", p.applies)?;
+    Ok(d)
+}
+
+/// Every path, in table order: dicts with ``name``, ``kind`` (``share``, ``move``, ``process``),
+/// ``description``, ``copies_by_design`` (the reason a copy gives, or None), ``colour``,
+/// ``modelled`` (the prediction rules model it) and ``applies`` (when, in words); ``auto`` last,
+/// of kind ``any``.
+#[pyfunction]
+fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let mut rows = paths::PATHS.iter().map(|p| spec_dict(py, p, p.kind.name())).collect::<PyResult<Vec<_>>>()?;
+    rows.push(spec_dict(py, &paths::AUTO, "any")?);
+    Ok(rows)
+}
+
+/// ``(path, kind, why)``: THE ``auto`` for a handoff. ``endpoints`` are the adapters' facts
+/// ``(source exports __dlpack__, target takes objects, target takes capsules, target can address
+/// device memory)``; ``source`` where the array lies and ``destination`` where it is asked to go
+/// (``device=``; None: where it lies), each as DLPack's ``(device_type, device_id)``. Between two
+/// GPUs the driver is asked whether they reach each other, unless ``peer_access`` says.
+/// ``across``: to another process (``across=``): a process path.
+#[pyfunction]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false))]
+fn resolve_auto(
+    py: Python<'_>,
+    endpoints: (bool, bool, bool, bool),
+    source: (u32, i32),
+    destination: Option<(u32, i32)>,
+    target: &str,
+    peer_access: Option<bool>,
+    across: bool,
+) -> PyResult<(&'static str, &'static str, Option<String>)> {
+    let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
+    let peer_access = match (peer_access, source, destination) {
+        (Some(known), ..) => Some(known),
+        (None, Place::Device(a), Some(Place::Device(b))) if a != b => {
+            py.detach(|| crate::cuda::peer_link(a, b)).ok().map(|link| link.can_access)
+        }
+        _ => None,
+    };
+    let facts = AutoFacts {
+        endpoints: endpoints_of(endpoints),
+        source,
+        destination,
+        peer_access,
+        target_name: target,
+        across_processes: across,
+    };
+    let choice = paths::resolve_auto(&facts);
+    Ok((choice.path, choice.kind.name(), choice.why))
+}
+
+pub fn endpoints_of((exports, objects, capsules, device): (bool, bool, bool, bool)) -> Endpoints {
+    Endpoints {
+        source_exports_dlpack: exports,
+        target_accepts_objects: objects,
+        target_accepts_capsules: capsules,
+        target_addresses_device: device,
+    }
+}
+
+/// The rules' own word on what a framework's DLPack import and export take (used for predictions
+/// from names alone), as ``resolve_auto``'s ``endpoints``: the adapters must agree with it.
+#[pyfunction]
+fn known_endpoints(source: &str, target: &str) -> (bool, bool, bool, bool) {
+    let e = crate::explain::known_endpoints(source, target);
+    (e.source_exports_dlpack, e.target_accepts_objects, e.target_accepts_capsules, e.target_addresses_device)
+}
+
+/// Why a path of ``kind`` copies whenever it copies, where it copies by design; None otherwise.
+#[pyfunction]
+fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
+    let kind = PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
+    Ok(paths::copied_by_design(kind, path))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(path_table, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_auto, m)?)?;
+    m.add_function(wrap_pyfunction!(known_endpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,180 @@
+"""The one path table and the one ``auto`` (src/paths.rs): every part of gpushare reads the same
+paths and takes the same ``auto``: ``share``, ``compare``, ``bench`` (what ``gpushare bench`` runs
+in its kernel), the predictor and the CLI's argument checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpushare
+from gpushare import _native, devices, lab, paths, verdicts
+from gpushare.adapters import ADAPTERS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_path_is_declared_once_in_the_table():
+    table = _native.path_table()
+    assert table[-1]["name"] == "auto" and table[-1]["kind"] == "any"
+    keys = [(p["kind"], p["name"]) for p in table]
+    assert len(keys) == len(set(keys))
+    for p in table:
+        assert set(p) == {"name", "kind", "description", "copies_by_design", "colour", "modelled", "applies"}
+        assert p["description"] and p["applies"] and p["colour"].startswith("#")
+    # Python's names are the table's.
+    assert paths.PATH_NAMES == ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
+    assert devices.MOVE_PATHS == ("p2p", "pinned", "dlpack", "move")
+    assert set(paths.PATH_DESCRIPTIONS) == {*paths.PATH_NAMES, "auto"}
+    assert verdicts.MODELLED_PATHS == ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
+    # The process paths processes.py lists are the table's.
+    from gpushare import processes
+
+    assert tuple(processes.PROCESS_PATHS) == paths.names_of("process")
+
+
+def test_the_adapters_agree_with_what_the_rules_know_of_each_framework():
+    """A prediction made from names alone (the rules' tests, a Predictor not given the adapters'
+    facts) resolves ``auto`` from the rules' word on each framework: it must be the adapters'."""
+    for s in ADAPTERS.values():
+        for d in ADAPTERS.values():
+            assert paths.endpoints(s, d) == _native.known_endpoints(s.name, d.name), (s.name, d.name)
+
+
+def test_auto_decides_from_facts():
+    plain = (True, True, True, True)
+    assert _native.resolve_auto(plain, (1, 0)) == ("dlpack", "share", None)
+    # Into a framework that cannot address device memory, from device memory: the host route, and why.
+    path, kind, why = _native.resolve_auto((True, True, False, False), (2, 0), target="numpy")
+    assert (path, kind) == ("host", "share") and "numpy cannot address device memory" in why
+    assert _native.resolve_auto((True, True, False, False), (1, 0))[0] == "dlpack"
+    assert _native.resolve_auto((True, False, True, True), (2, 0))[0] == "capsule"
+    assert _native.resolve_auto((False, True, True, True), (2, 0))[0] == "cai"
+    # Moves: a peer copy only between two GPUs that reach each other; nothing to move when already there.
+    assert _native.resolve_auto(plain, (2, 0), (2, 1), peer_access=True)[:2] == ("p2p", "move")
+    assert _native.resolve_auto(plain, (2, 0), (2, 1), peer_access=False)[0] == "move"
+    assert _native.resolve_auto(plain, (2, 0), (1, 0), peer_access=True)[0] == "move"
+    path, kind, why = _native.resolve_auto(plain, (1, 0), (1, 0))
+    assert (path, kind) == ("move", "move") and "already on cpu" in why
+
+
+def test_the_host_only_auto_is_decided_per_array():
+    """The same type of array and target: a CPU tensor shares into NumPy by DLPack, and ``auto``
+    is keyed on where the array lies (the GPU side is tests/test_gpu.py's)."""
+    torch = pytest.importorskip("torch")
+    torch_adapter, numpy_adapter = ADAPTERS["torch"], ADAPTERS["numpy"]
+    assert paths.resolve_auto(torch_adapter, numpy_adapter, (1, 0)) == "dlpack"
+    assert paths.resolve_auto(torch_adapter, numpy_adapter, (2, 0)) == "host"
+    assert paths.resolve_auto(torch_adapter, ADAPTERS["jax"], (2, 0)) == "dlpack"
+    r = gpushare.share(torch.arange(4.0), "numpy")
+    assert (r.path, r.verdict) == ("dlpack", "shared")
+
+
+def test_the_process_auto_is_the_one_auto():
+    """processes.py can call paths.process_auto: the one auto's word for a handoff across processes."""
+    np = pytest.importorskip("numpy")
+    assert paths.process_auto(np.ones(4)) == "shm"
+    assert _native.resolve_auto((True, True, True, True), (2, 0), across=True)[:2] == ("ipc", "process")
+    from gpushare import processes
+
+    assert paths.process_auto(np.ones(4)) == processes.resolve_auto(np.ones(4))
+
+
+# -- the walk: every pair × layout of the CPU conformance matrix --------------------------------------
+
+
+def walk(frameworks: list[str]) -> list[str]:
+    """For every ordered pair of ``frameworks`` and every layout the CPU conformance matrix builds,
+    with and without ``device="cpu"``: compare's auto row is the path ``share(path="auto")`` takes,
+    and the predictor resolved ``auto`` the same way; per pair, ``bench``'s auto (what
+    ``gpushare bench`` runs in its kernel) is the path share takes for the sweep's array. Returns
+    the disagreements, in words, and how many cells it walked."""
+    from tools import conformance as C
+
+    env = C.prepare(frameworks, "cpu")
+    warnings.simplefilter("ignore")  # a writable view of read-only memory warns; not the point here
+    problems: list[str] = []
+    walked = 0
+    for src, dst in C.pairs(env.frameworks):
+        for layout in C.LAYOUTS:
+            try:
+                x = C.build(src, "float32", layout)
+            except Exception:  # NotConstructible: the matrix has no such cell either
+                continue
+            for device in (None, "cpu"):
+                walked += 1
+                where = f"{src}→{dst} {layout} device={device}"
+                c = lab.compare(x, dst, repeat=1, number=1, warmup=1, min_sample_time=0.0, device=device)
+                autos = [r["path"] for r in c.rows if r["auto"]]
+                taken = _path_share_takes(x, dst, device)
+                if autos != [taken]:
+                    problems.append(f"{where}: compare marks {autos} as auto, share took {taken}")
+        s_adapter, d_adapter = C.framework(src), C.framework(dst)
+        b = lab.bench(src, dst, sizes=[64], paths="auto", repeat=1, warmup=1, min_sample_time=0.0,
+                      progress=False, device="cpu")
+        sweep_array = lab.make_array(s_adapter, 16, "float32", "cpu")
+        taken = _path_share_takes(sweep_array, dst, None)
+        if b.to_dict()["paths"] != [taken]:
+            problems.append(f"{src}→{dst}: bench's auto is {b.to_dict()['paths']}, share took {taken}")
+        if paths.resolve_auto(s_adapter, d_adapter) != taken:
+            problems.append(f"{src}→{dst}: paths.resolve_auto disagrees with share ({taken})")
+    return [*problems, f"walked {walked}"]
+
+
+def _path_share_takes(x, dst: str, device: str | None) -> str:
+    """The path ``share(x, dst, device=device)`` takes, whether the share works or is refused: the
+    path of the plan it made (a refusal comes after the plan, from the pipeline it runs)."""
+    from gpushare import api
+
+    api._PLANS.clear()
+    try:
+        r = gpushare.share(x, dst, device=device)
+    except gpushare.GpushareError:
+        r = None
+    (plan,) = api._PLANS.values()
+    assert r is None or r.path == plan.path
+    return plan.path
+
+
+def _walk_in_child(frameworks: list[str]) -> list[str]:
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+        "import test_paths\n"
+        f"print('WALK' + json.dumps(test_paths.walk({frameworks!r})))\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("WALK")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    return json.loads(lines[-1][4:])
+
+
+def _installed(names: list[str]) -> list[str]:
+    return [n for n in names if ADAPTERS[n].installed()]
+
+
+@pytest.mark.parametrize("group", [["torch", "jax", "numpy", "tf"], ["torch", "jax", "numpy", "paddle"]],
+                         ids=["with-tf", "with-paddle"])
+def test_compare_share_bench_and_the_predictor_take_the_same_auto_on_every_cpu_cell(group):
+    """PaddlePaddle and TensorFlow crash in one process (Adapter.crashes_beside), so the CPU
+    matrix's pairs are walked in two children, as the matrix runs them."""
+    frameworks = _installed(group)
+    if len(frameworks) < 2:
+        pytest.skip(f"fewer than two of {group} installed")
+    result = _walk_in_child(frameworks)
+    problems, walked = result[:-1], int(result[-1].split()[-1])
+    assert walked > 0
+    assert problems == []
+
+
+def test_the_cli_checks_paths_against_the_table():
+    """``gpushare bench --paths`` takes the table's names (its list is built from src/paths.rs)."""
+    code = _native.cli_main(["gpushare", "bench", "torch->numpy", "--paths", "bogus"])
+    assert code == 2
