@@ -1,0 +1,48 @@
+"""The one ``auto`` on a real GPU (``pytest -m gpu``; without CUDA these skip with "no CUDA"):
+from device memory into a framework that cannot address it (NumPy) ``auto`` takes the host route
+and says why it copied, so ``%%share torch->numpy->tf`` works on a GPU; and ``compare``'s auto row
+is the path ``share`` takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpushare
+from _gpu import need, require_cuda
+
+pytestmark = pytest.mark.gpu
+
+torch = require_cuda()
+
+
+def test_auto_from_device_memory_into_numpy_takes_the_host_route_and_says_why():
+    x = torch.arange(1024, dtype=torch.float32, device="cuda:0")
+    r = gpushare.share(x, "numpy")
+    assert (r.path, r.verdict) == ("host", "copied")
+    assert any("numpy cannot address device memory" in n for n in r.notes), r.notes
+    # Predicted before it ran, in the same words: not UNEXPECTED.
+    assert r.prediction["verdict"] == "copied" and "auto took the host route" in r.prediction["reason"]
+    np.testing.assert_array_equal(r.value, np.arange(1024, dtype=np.float32))
+    # The same type of array on the host still shares: auto is decided per array.
+    h = gpushare.share(torch.arange(8.0), "numpy")
+    assert (h.path, h.verdict) == ("dlpack", "shared")
+
+
+def test_compare_marks_the_host_route_as_auto_from_device_memory_into_numpy():
+    x = torch.ones(4096, device="cuda:0")
+    c = gpushare.compare(x, "numpy", repeat=2)
+    assert [r["path"] for r in c.rows if r["auto"]] == ["host"] == [gpushare.share(x, "numpy").path]
+
+
+def test_cell_chain_from_the_gpu_through_numpy_into_tf(run, ip):
+    """The story the project began from: torch → NumPy → TensorFlow. From the GPU, NumPy's hop
+    copies through the host (the one correct handoff, said as such); TensorFlow then takes NumPy's
+    array on the host."""
+    need("tf")
+    table = run("%%share torch->numpy->tf -o\nt = torch.arange(6, dtype=torch.float32, device='cuda:0')\n")
+    hop_numpy, hop_tf = list(table)
+    assert (hop_numpy.path, hop_numpy.verdict) == ("host", "copied")
+    assert any("cannot address device memory" in n for n in hop_numpy.notes)
+    assert hop_tf.shares_origin is False  # NumPy's copy, not the tensor on the GPU
+    np.testing.assert_array_equal(np.asarray(ip.user_ns["t_tf"]), np.arange(6, dtype=np.float32))
