@@ -310,3 +310,16 @@ def test_a_read_only_mapping_stays_read_only_in_a_numpy_worker_and_a_torch_one_i
         r.release()
     finally:
         os.unlink(path)
+
+
+# -- the same layout rule on the ipc path (its handoff runs on a GPU: tests/test_processes_gpu.py) ----
+
+
+def test_the_ipc_layout_carries_strides_and_the_span_the_mapping_must_cover():
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    assert process_rules.ipc_layout(base, 4) == {"shape": (6, 8), "strides": None, "span": 192}
+    assert process_rules.ipc_layout(base.T, 4) == {"shape": (8, 6), "strides": (4, 32), "span": 192}
+    # A column spans from its first element to its last, not 6 elements' bytes.
+    assert process_rules.ipc_layout(base[:, 3], 4) == {"shape": (6,), "strides": (32,), "span": 164}
+    with pytest.raises(UnsafeInputError, match="negative strides"):
+        process_rules.ipc_layout(np.arange(6.0)[::-1], 8)

@@ -63,6 +63,22 @@ def test_ipc_maps_the_same_allocation_in_another_context(worker):
     assert worker.slots() == []
 
 
+@pytest.mark.parametrize("view", ["transposed", "a column", "every other row", "a sub-block"])
+def test_ipc_hands_a_strided_view_over_as_the_same_view(worker, view):
+    # The shm path's issue 24.1 on the GPU: the view's shape alone would be read as contiguous.
+    base = torch.arange(48, dtype=torch.float32, device="cuda:0").reshape(6, 8)
+    x = {"transposed": base.T, "a column": base[:, 3], "every other row": base[::2],
+         "a sub-block": base[1:4, 2:6]}[view]
+    r = worker.share(x, path="ipc")
+    assert r.verdict == "shared", r.reason
+    assert (r.remote.read() == x.cpu().numpy()).all()
+    idx = (0,) * x.ndim
+    r.remote.write(idx, -1.0)
+    torch.cuda.synchronize()
+    assert float(x[idx]) == -1.0
+    r.release()
+
+
 def test_ipc_into_cupy_in_the_worker(worker):
     pytest.importorskip("cupy", reason="cupy not installed")
     _, x = _offset_tensor()

@@ -119,6 +119,30 @@ def shm_layout(view: Any, to: str) -> dict:
             "dtype": view.dtype, "readonly": not view.flags.writeable}
 
 
+# ---------------------------------------------------------------------------------------------
+# ipc: the worker maps the allocation and views it through __cuda_array_interface__.
+
+
+def ipc_layout(obj: Any, itemsize: int) -> dict:
+    """What the worker needs to view ``obj`` in the allocation it maps: shape, strides in bytes
+    (None where the view is C-contiguous, as before) and the bytes the view spans from its first
+    element, which the mapping must cover. From the core's description of the array, so a
+    transposed, column or stepped view is viewed as it is, not as its shape alone."""
+    from gpushare.exceptions import UnsafeInputError
+
+    info = _adapter(obj).inspect(obj)
+    shape, strides = [int(d) for d in info.shape], [int(s) for s in info.strides]
+    if 0 in shape:
+        return {"shape": tuple(shape), "strides": None, "span": 0}
+    if any(s < 0 for s, d in zip(strides, shape) if d > 1):
+        raise _explained(UnsafeInputError, "ipc",
+                         f"negative strides {strides}: the worker maps the allocation from the view's first element on",
+                         "make a contiguous copy first (x.contiguous(), cupy.ascontiguousarray(x))")
+    span = sum((d - 1) * s for d, s in zip(shape, strides)) * itemsize + itemsize
+    return {"shape": tuple(shape), "strides": None if info.contiguous else tuple(s * itemsize for s in strides),
+            "span": span}
+
+
 def free_bytes(directory: str = SHM_DIR) -> int | None:
     """Bytes an unprivileged process can still allocate in ``directory``'s filesystem, or None
     where it cannot be asked."""
@@ -184,5 +208,5 @@ def readonly_warning(source_readonly: bool, worker_writable: bool) -> str | None
     return READONLY_NOTE if source_readonly and worker_writable else None
 
 
-__all__ = ["check_source", "nbytes_of", "shm_host_view", "shm_layout", "free_bytes", "check_shm_space",
+__all__ = ["check_source", "nbytes_of", "shm_host_view", "shm_layout", "ipc_layout", "free_bytes", "check_shm_space",
            "torch_mp_needs", "check_timeout", "readonly_warning", "no_space_error"]

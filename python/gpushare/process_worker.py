@@ -137,9 +137,9 @@ class _WorkerState:
         return self._keep(obj, [], ident)
 
     def op_ipc_open(self, handle: bytes, ordinal: int, offset: int, nbytes: int, shape: tuple, dtype: str,
-                    to: str) -> dict:
+                    to: str, strides: tuple | None = None) -> dict:
         mapping = _native.IpcMapping(handle, ordinal, offset, nbytes)
-        holder = _CudaView(mapping, shape, dtype)
+        holder = _CudaView(mapping, shape, dtype, strides)
         value = _cuda_to_framework(holder, to, ordinal)
         # The identity of what the framework holds, not of the mapping: a framework that copied
         # (another device asked for, say) would show an allocation of its own here.
@@ -276,13 +276,13 @@ class _CudaView:
     """``__cuda_array_interface__`` over a mapped IPC allocation, so torch or CuPy can view it.
     Frameworks keep this object alive as long as their view, and it keeps the mapping."""
 
-    def __init__(self, mapping: Any, shape: tuple, dtype: str):
+    def __init__(self, mapping: Any, shape: tuple, dtype: str, strides: tuple | None = None):
         import numpy as np
 
         self.mapping = mapping
         self.__cuda_array_interface__ = {
             "shape": tuple(shape), "typestr": np.dtype(dtype).str, "data": (mapping.ptr, False),
-            "version": 3, "strides": None, "stream": None,
+            "version": 3, "strides": None if strides is None else tuple(strides), "stream": None,
         }
 
     def close(self) -> None:

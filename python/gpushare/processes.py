@@ -780,14 +780,20 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
     ptr, _ = _address(obj)
     ordinal = _device_ordinal(obj)
     target_ordinal = _worker_ordinal(worker, ordinal)
+    dtype = _np_dtype(obj)
+    import numpy as np
+
+    # The view's strides and span, not its shape alone: the mapping covers what the view reaches.
+    layout = process_rules.ipc_layout(obj, np.dtype(dtype).itemsize)
+    span = layout["span"]
 
     def once() -> tuple[dict, dict, float]:
         t = time.perf_counter()
-        export = _native.cuda_ipc_export(ptr, nbytes)
+        export = _native.cuda_ipc_export(ptr, span)
         # Opened on the device the memory lives on (the worker holds its own context there), so the
         # framework's view is on that device and nothing is copied.
         info = worker._call("ipc_open", handle=export["handle"], ordinal=export["ordinal"], offset=export["offset"],
-                            nbytes=nbytes, shape=tuple(obj.shape), dtype=_np_dtype(obj), to=to)
+                            nbytes=span, shape=layout["shape"], dtype=dtype, to=to, strides=layout["strides"])
         return export, info, time.perf_counter() - t
 
     export, info, first = once()
@@ -796,7 +802,7 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
         worker._call("release", slot=info["slot"])
         export, info, seconds = once()
         samples.append(seconds)
-    src_id = cuda_identity(ptr, nbytes)
+    src_id = cuda_identity(ptr, span)
     verdict, reason = _judge(src_id, info)
     notes = []
     if target_ordinal != ordinal:
