@@ -26,7 +26,8 @@ in the other. Paths (each a row of the same table):
 ``ipc``        CUDA IPC by the Rust core: allocation handle + offset, opened by the worker
 ``torch_mp``   ``torch.multiprocessing``'s own sharing (CPU: shared-memory file descriptor;
                CUDA: the caching allocator's block handle + offset)
-``shm``        a POSIX shared-memory segment (``multiprocessing.shared_memory``); the worker maps it
+``shm``        a POSIX shared-memory segment in /dev/shm; the worker maps it and views it with the
+               source's strides, dtype and read-only flag (gpushare.process_rules)
 ``nccl``       NCCL send/recv through ``torch.distributed`` (a copy, over NVLink/PCIe/SHM)
 ``nccl_socket`` NCCL with ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``: sockets on loopback, the
                stand-in for two hosts (run between two helper workers: NCCL reads these once per process)
@@ -99,7 +100,8 @@ class Worker:
     timeout : seconds any one request may take before :class:`WorkerError` (default 60).
     start_timeout : seconds the worker may take to start (default 120).
 
-    ``with Worker() as w:`` starts it and stops it (also on errors). ``w.stop()`` stops it by
+    ``with Worker() as w:`` starts it and stops it (also on errors). Several threads may use one
+    worker: replies are matched to requests, and handoffs run one at a time. ``w.stop()`` stops it by
     message, then by SIGTERM, then SIGKILL, each with a timeout. The worker exits by itself when the
     parent goes away.
     """
