@@ -74,6 +74,25 @@ def test_device_cpu_works_where_it_makes_sense():
         gpushare.share(x, "numpy", device="cpu", path="p2p")
 
 
+@pytest.mark.parametrize("path", ["auto", "move"])
+def test_a_move_of_a_negative_view_is_refused_as_the_one_process_path_refuses_it(path):
+    """Issue 24.4: a move of torch._neg_view(x) said "shared" and NumPy read every value with the
+    wrong sign. A framework's move keeps the bit (torch's .to where the tensor lies, and across
+    devices), and no handoff by memory carries it: the one pipeline's rule refuses it."""
+    from gpushare.exceptions import UnsafeInputError
+
+    x = torch.arange(4.0)
+    with pytest.raises(UnsafeInputError, match="negative bit") as e:
+        gpushare.share(torch._neg_view(x), "numpy", device="cpu", path=path)
+    assert "resolve_neg" in str(e.value)
+    conj = torch.arange(4.0) + 1j * torch.arange(4.0)
+    with pytest.raises(gpushare.GpushareError, match="conjugate bit"):
+        gpushare.share(conj.conj(), "numpy", device="cpu", path=path)
+    # A tensor that requires grad moves as before: the move detaches it (the same memory here).
+    g = torch.arange(4.0, requires_grad=True)
+    assert gpushare.share(g, "numpy", device="cpu", path=path).value.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_compare_with_device_lists_the_move_paths():
     c = gpushare.compare(torch.arange(1024.0), "numpy", device="cpu", repeat=2)
     assert [r["path"] for r in c.rows] == list(devices.MOVE_PATHS)

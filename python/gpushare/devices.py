@@ -198,18 +198,25 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
     if path == "move":
         # The handoff after the move is the one auto's for an array where the move put it.
         _, handoff = route(src, dst, "auto", destination) if src is not dst else ("", lambda x: x)
+        # A lazy view whose values live partly in a bit (PyTorch's negative and conjugate bits)
+        # keeps the bit through the framework's move, and no handoff by memory carries it: the
+        # one-process path's refusal (the adapter's check_view_bits), applied to what is handed over.
+        check_bits = src.check_view_bits
         if already_there:
             # Nothing to move (a framework's "move" to where the array lies can copy: NumPy's).
             def in_place(obj: Any) -> Any:
                 if getattr(obj, "requires_grad", False):
                     obj = obj.detach()  # as the frameworks' moves do: the same memory
+                check_bits(obj)
                 return handoff(obj)
 
             return path, in_place
         moved = src.move
 
         def own_move(obj: Any) -> Any:
-            return handoff(moved(obj, on_host, ordinal))
+            obj = moved(obj, on_host, ordinal)
+            check_bits(obj)
+            return handoff(obj)
 
         return path, own_move
     raise PathNotApplicableError(
