@@ -60,17 +60,19 @@ the CPU. It covers
 
 1. sharing a cell's arrays (`%%share`), one variable (`%share`) and a chain of hops;
 2. proof by writing: one write through torch, seen through every other framework;
-3. the three reasons a CPU handoff copies;
-4. two failures explained, one refused before it could crash the kernel;
-5. `gpushare.inspect` and the result objects.
+3. the three reasons a CPU handoff copies, each named in its row;
+4. every transfer path for one array (`--path all`), and a sweep of sizes with its plot (`%sharebench`);
+5. two failures explained, one refused before it could crash the kernel;
+6. `gpushare.inspect` and the result objects.
 """),
     md("""
-The **Python (gpushare)** kernel loads the extension at start-up, so there this line only says so;
-in any other IPython kernel it is what turns gpushare on. Loading imports no framework: gpushare
-finds frameworks through `sys.modules` and the type of the array at hand.
+The **Python (gpushare)** kernel loads the extension at start-up; in any other IPython kernel
+`%load_ext gpushare` turns it on, which the cell below does only where it is needed. Loading imports
+no framework: gpushare finds frameworks through `sys.modules` and the type of the array at hand.
 """),
     code("""
-%load_ext gpushare
+if "gpushare" not in get_ipython().extension_manager.loaded:
+    %load_ext gpushare
 import sys
 [m for m in ("torch", "jax", "tensorflow") if m in sys.modules]
 """),
@@ -85,8 +87,8 @@ import gpushare
     md("""
 ## A cell's arrays: `%%share torch->tf`
 
-`%%share SRC->DST` runs the cell, converts every `SRC` array the cell bound at top level, and binds
-each result as `NAME_DST`. Nothing is bound unless every conversion worked. One row per variable:
+`%%share SRC->DST` runs the cell, converts every `SRC` array the cell bound (anywhere in it: inside
+`with`, `if` or `for` too), and binds each result as `NAME_DST`. Nothing is bound unless every conversion worked. One row per variable:
 shape, dtype, each side's device in the framework's own words, both data pointers, the verdict, the
 time of the handoff and, when it copied, why. (A single handoff's time includes one-time costs,
 such as the first use of a framework pair: `-r 20` gives a median.)
@@ -187,6 +189,23 @@ ro = np.arange(6, dtype=np.float32)
 ro.flags.writeable = False
 %share ro ->torch
 """),
+    md("""
+## Every path for one array: `--path all`
+
+`%share w ->jax --path all` hands `w` to JAX by every transfer path gpushare knows and times each:
+DLPack (`auto`'s choice here), the legacy capsule, the CUDA array interface, the host round trip
+through NumPy, pinned memory, gpushare's own copy and a `SharedBuffer`. A path that does not apply
+on this machine is a row with the reason; a star marks the fastest beyond the measured spread.
+"""),
+    code("%share w ->jax --path all"),
+    md("""
+## A sweep: `%sharebench`
+
+`%sharebench SRC->DST` makes arrays of each size and hands every one over by every path: a table of
+median times (the fastest at each size starred), a table of bandwidths, and a plot of both against
+size. The sizes here are small, to keep the tour fast on a CPU; the default sweep goes to 256 MiB.
+"""),
+    code("%sharebench torch->jax --sizes 4KiB,256KiB,4MiB -r 3"),
     md("""
 ## When a conversion fails, gpushare says why
 

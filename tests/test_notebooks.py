@@ -142,6 +142,33 @@ def test_the_tour_shows_what_it_says(nb_session):
 
 
 @needs_cpu_frameworks
+def test_the_tour_shows_the_best_parts_and_nothing_unasked(nb_session):
+    """Issue 25.5: `make demo`'s notebook shows a %%share copy with its reason, a chain, --path all
+    and a %sharebench with its plot, and prints nothing the user did not ask for (its first cell
+    said "The gpushare extension is already loaded": the kernel had loaded it)."""
+    nb = _executed(nb_session, "01_tour_cpu").nb
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    streams = [o.text for c in code for o in c.outputs if o.output_type == "stream"]
+    assert not any("already loaded" in t for t in streams), streams
+    assert all(o.output_type != "stream" for o in code[0].outputs), code[0].outputs
+
+    def schemas(cell):
+        return [o["data"]["application/vnd.gpushare+json"]["schema"]
+                for o in cell.outputs if "application/vnd.gpushare+json" in o.get("data", {})]
+
+    by_source = {c.source: c for c in code}
+    copied = next(c for src, c in by_source.items() if src.startswith("%%share numpy->jax"))
+    bundle = next(o["data"]["application/vnd.gpushare+json"] for o in copied.outputs if "data" in o)
+    assert "copied" in json.dumps(bundle) and "not 64-byte aligned" in json.dumps(bundle)
+    assert any("->jax->tf" in src for src in by_source), "a chain"
+    compare = next(c for src, c in by_source.items() if "--path all" in src)
+    assert schemas(compare) == ["gpushare.comparison/1"]
+    sweep = next(c for src, c in by_source.items() if src.startswith("%sharebench"))
+    assert schemas(sweep) == ["gpushare.benchmark/1"]
+    assert any('class="gpushare-plot"' in h for h in nbs.html_outputs(nb)), "the sweep's plot"
+
+
+@needs_cpu_frameworks
 def test_parameters_are_injected_after_the_parameters_cell(nb_session):
     nb = _executed(nb_session, "02_torch_to_tensorflow").nb
     tags = [c.metadata.get("tags", []) for c in nb.cells]
