@@ -2,15 +2,17 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
 
-use super::output::progress_bar;
+use super::output::{Progress, points_in};
 use super::{BenchArgs, Config, EXIT_FAILURE, is_stdout, kernel_for_tools};
 use crate::kernel::output_file::write_output_file;
 use crate::kernel::params::python_str_literal;
-use crate::kernel::session::Cancel;
+use crate::kernel::client::Message;
+use crate::kernel::session::{Cancel, cancelled_by, cancelled_exit_code};
 use crate::kernel::{Failure, Kernel, KernelError, StartOptions, strip_ansi};
 
 /// Python source for a comma-separated list: ints stay ints, everything else is a string.
@@ -91,7 +93,18 @@ struct BenchResult {
     json: String,
     text: String,
     html: Option<String>,
+    /// Ctrl-C (or SIGTERM, SIGHUP) stopped the sweep: it holds the points measured before.
+    interrupted: bool,
 }
+
+/// Before the sweep: warnings say their message only. Python's default form quotes the line that
+/// raised them, here the code this module generated (`<kernel cell>.py:9: GpushareWarning:
+/// sharebench interrupted` above `_b = gpushare.bench(...)`), which the user never wrote.
+const PLAIN_WARNINGS: &str = "import warnings as _gs_warnings\n\
+_gs_warnings.formatwarning = lambda message, category, *_args, **_kw: f'warning: {message}\\n'\n";
+
+/// How long fetching the result may take: it only formats what the sweep measured.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn bench_pair(
     src: &str,
@@ -107,13 +120,20 @@ async fn bench_pair(
         cwd: None,
         extra_env,
     };
-    // Our bar covers the kernel's start; the sweep then shows its own progress on stderr.
-    let bar = progress_bar(config, &format!("{src}->{dst}"));
+    // One bar: a spinner while the kernel starts, then the sweep's points (counted from the
+    // progress display gpushare.bench keeps in the kernel).
+    let mut bar = Progress::new(config, &format!("{src}->{dst}"), "points");
     let kernel = Kernel::start(&spec, &config.env, &start, cancel).await;
-    bar.finish_and_clear();
-    let mut kernel = kernel?;
-    let result = bench_in(&mut kernel, src, dst, args, config.progress, cancel, err).await;
-    kernel.shutdown().await;
+    let result = match kernel {
+        Ok(mut kernel) => {
+            let result = bench_in(&mut kernel, src, dst, args, config.progress, &mut bar, cancel, err).await;
+            bar.finish();
+            kernel.shutdown().await;
+            result
+        }
+        Err(e) => Err(e.into()),
+    };
+    bar.finish();
     result
 }
 
@@ -124,49 +144,44 @@ async fn bench_in(
     dst: &str,
     args: &BenchArgs,
     progress: bool,
+    bar: &mut Progress,
     cancel: &mut Option<Cancel>,
     err: &mut dyn Write,
 ) -> Result<BenchResult> {
     let mut found: Option<Value> = None;
-    for code in [bench_code(src, dst, args, progress), BENCH_FETCH.to_string()] {
-        let outcome = kernel
-            .execute(&code, args.timeout, cancel, |m| match m.msg_type.as_str() {
-                // The sweep's own prints (progress, warnings) are diagnostics: stderr, live.
-                "stream" => {
-                    let text = m.content["text"].as_str().unwrap_or_default();
-                    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
-                }
-                "display_data" => {
-                    if let Some(v) = m
-                        .content
-                        .pointer(&format!("/data/{}", BENCH_MIME.replace('/', "~1")))
-                    {
-                        found = Some(v.clone());
-                    }
-                }
-                _ => {}
-            })
-            .await?;
-        match outcome.failure {
-            None => {}
-            Some(Failure::Error {
-                ename,
-                evalue,
-                traceback,
-            }) => bail!(
-                "{src}->{dst}: {}",
-                kernel_error(&ename, &evalue, &traceback)
-            ),
-            Some(Failure::Timeout(t)) => {
-                bail!("{src}->{dst}: timed out after {} s", t.as_secs_f64())
-            }
-            Some(Failure::KernelDied { reason, output }) => {
-                bail!("{src}->{dst}: the kernel died: {reason}\n{output}")
-            }
-            Some(Failure::Interrupted) => return Err(KernelError::Interrupted.into()),
-            Some(Failure::NoReply) => bail!("{src}->{dst}: the kernel sent no execute_reply"),
-            Some(Failure::InvalidOutput(why)) => bail!("{src}->{dst}: {why}"),
+    let mut on_message = |m: &Message, bar: &mut Progress| match m.msg_type.as_str() {
+        // The sweep's own prints (warnings) are diagnostics: stderr, live.
+        "stream" => {
+            let text = m.content["text"].as_str().unwrap_or_default();
+            let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
         }
+        "display_data" | "update_display_data" => {
+            if let Some(v) = m.content.pointer(&format!("/data/{}", BENCH_MIME.replace('/', "~1"))) {
+                found = Some(v.clone());
+            } else if let Some((done, total)) =
+                m.content.pointer("/data/text~1plain").and_then(Value::as_str).and_then(points_in)
+            {
+                bar.count(done, total);
+            }
+        }
+        _ => {}
+    };
+    let code = format!("{PLAIN_WARNINGS}{}", bench_code(src, dst, args, progress));
+    let outcome = kernel.execute(&code, args.timeout, cancel, |m| on_message(m, bar)).await?;
+    let interrupted = match outcome.failure {
+        None => false,
+        // gpushare.bench catches the interrupt between measurements and returns what it measured
+        // (the cell then ends `ok`); the table of those points is what Ctrl-C promises.
+        Some(Failure::Interrupted) if outcome.reply_status.as_deref() == Some("ok") => true,
+        Some(failure) => return Err(sweep_failure(src, dst, failure)),
+    };
+    bar.finish();
+    // The cancel has fired already (it would stop this at once), and this only formats results.
+    let outcome = kernel
+        .execute(BENCH_FETCH, Some(FETCH_TIMEOUT), &mut None, |m| on_message(m, bar))
+        .await?;
+    if let Some(failure) = outcome.failure {
+        return Err(sweep_failure(src, dst, failure));
     }
     let found = found.context("the kernel did not return the benchmark result")?;
     let text_of = |key: &str| found.get(key).and_then(Value::as_str).map(String::from);
@@ -174,7 +189,22 @@ async fn bench_in(
         json: text_of("json").context("the benchmark's to_json() returned nothing")?,
         text: text_of("text").unwrap_or_default(),
         html: text_of("html"),
+        interrupted,
     })
+}
+
+/// A sweep (or the fetch of its result) that did not finish, as the command's error.
+fn sweep_failure(src: &str, dst: &str, failure: Failure) -> anyhow::Error {
+    match failure {
+        Failure::Error { ename, evalue, traceback } => {
+            anyhow!("{src}->{dst}: {}", kernel_error(&ename, &evalue, &traceback))
+        }
+        Failure::Timeout(t) => anyhow!("{src}->{dst}: timed out after {} s", t.as_secs_f64()),
+        Failure::KernelDied { reason, output } => anyhow!("{src}->{dst}: the kernel died: {reason}\n{output}"),
+        Failure::Interrupted => KernelError::Interrupted.into(),
+        Failure::NoReply => anyhow!("{src}->{dst}: the kernel sent no execute_reply"),
+        Failure::InvalidOutput(why) => anyhow!("{src}->{dst}: {why}"),
+    }
 }
 
 pub(super) async fn bench(
@@ -187,6 +217,7 @@ pub(super) async fn bench(
     // With `--json -` or `--html -` stdout carries that document alone, without the tables.
     let stdout_taken = is_stdout(args.json.as_ref()) || is_stdout(args.html.as_ref());
     let mut results = Vec::new();
+    let mut interrupted = false;
     for (src, dst) in &args.pairs {
         let result = bench_pair(src, dst, args, config, cancel, err).await?;
         if !stdout_taken {
@@ -195,7 +226,12 @@ pub(super) async fn bench(
                 .and_then(|()| out.flush())
                 .context("writing the table to stdout")?;
         }
+        interrupted = result.interrupted;
         results.push(result);
+        if interrupted {
+            // The pairs after it are not started; the files below hold what was measured.
+            break;
+        }
     }
     if let Some(path) = &args.json {
         let text = if let [only] = results.as_slice() {
@@ -230,6 +266,15 @@ pub(super) async fn bench(
             body.join("\n")
         );
         write_output(config, out, path, &page)?;
+    }
+    if interrupted {
+        // The report may not reach a terminal that closed (SIGHUP); the exit status says it.
+        let _ = writeln!(
+            err,
+            "interrupted ({}): the table holds the points measured before it",
+            cancelled_by()
+        );
+        return Ok(cancelled_exit_code());
     }
     // A sweep in which nothing worked measured nothing: say so and fail, after the table and
     // files above have shown every cell's reason.

@@ -45,8 +45,9 @@ const MEMORY_ENV: [(&str, &str); 2] = [
 #[derive(Clone, Debug)]
 pub struct Config {
     pub env: Environment,
-    /// Draw progress on stderr: ours while a kernel starts, and the sweep's own from the kernel.
-    /// Only on a terminal: in a file or pipe, `\r` frames are noise.
+    /// Draw progress on stderr (one bar: the kernel's start, then cells or a sweep's points).
+    /// Only on a terminal, where `NO_COLOR` does not ask for plain output (the README's promise):
+    /// in a file or pipe, `\r` frames are noise.
     pub progress: bool,
     /// Turn Ctrl-C into "interrupt the kernel, shut it down, exit 130".
     pub handle_ctrl_c: bool,
@@ -61,7 +62,7 @@ impl Config {
         let env = Environment::from_process();
         let stderr_is_terminal = std::io::stderr().is_terminal();
         Self {
-            progress: stderr_is_terminal,
+            progress: stderr_is_terminal && !output::no_color(&env),
             handle_ctrl_c: true,
             color: output::color_wanted(&env),
             env,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 
-use super::output::progress_bar;
+use super::output::Progress;
 use super::{Config, EXIT_FAILURE, RunArgs};
 use crate::kernel::session::{cancelled_by, cancelled_exit_code};
 use crate::kernel::notebook::default_output_path;
@@ -106,7 +106,7 @@ pub(super) async fn run_notebooks(
                 }
             },
         };
-        let bar = progress_bar(config, &label);
+        let mut bar = Progress::new(config, &label, "cells");
         let mut started = false;
         let began = Instant::now();
         let dir = env.absolute(input).parent().map(Path::to_path_buf);
@@ -118,16 +118,12 @@ pub(super) async fn run_notebooks(
             &options,
             cancel,
             &mut |done, total| {
-                if !started {
-                    started = true;
-                    bar.set_message("");
-                }
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
+                started = true;
+                bar.count(done as u64, total as u64);
             },
         )
         .await;
-        bar.finish_and_clear();
+        bar.finish();
 
         // Whatever ran is written, failure or not; a kernel that never started ran nothing.
         // A notebook that could not be written (a full disk, `/dev/full`) fails the run: the

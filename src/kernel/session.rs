@@ -132,6 +132,10 @@ pub struct ExecOutcome {
     pub failure: Option<Failure>,
     /// When the kernel went busy, echoed the code, replied and went idle.
     pub timing: ExecTiming,
+    /// The `execute_reply`'s status (`ok`, `error`, `aborted`), when one came: after an
+    /// interrupt it tells whether the code caught it and finished (a sweep that returns the
+    /// points it measured) or stopped with a traceback.
+    pub reply_status: Option<String>,
 }
 
 /// How to start a kernel.
@@ -345,6 +349,7 @@ impl Kernel {
                 outcome.execution_count = Some(n);
             }
             let status = reply.get("status").and_then(Value::as_str).unwrap_or("ok");
+            outcome.reply_status = Some(status.to_string());
             if outcome.failure.is_none() && status != "ok" {
                 let text = |key: &str, default: &str| {
                     reply
