@@ -93,6 +93,42 @@ def test_a_move_of_a_negative_view_is_refused_as_the_one_process_path_refuses_it
     assert gpushare.share(g, "numpy", device="cpu", path=path).value.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_cpu_0_is_pytorchs_spelling_of_the_host():
+    """Issue 24.9: device="cpu:0" was refused as unknown."""
+    assert devices.parse_device("cpu:0") == devices.parse_device("CPU") == (True, 0)
+    x = torch.arange(4.0)
+    r = gpushare.share(x, "numpy", device="cpu:0")
+    assert r.verdict == "shared" and r.value.tolist() == x.tolist()
+    assert [row["path"] for row in gpushare.compare(x, "numpy", device="cpu:0", repeat=1).rows] == list(devices.MOVE_PATHS)
+    with pytest.raises(PathNotApplicableError, match="the host is one device"):
+        gpushare.share(x, "numpy", device="cpu:1")
+
+
+def test_paddle_moves_by_its_own_move():
+    """Issue 24.9: a PaddlePaddle move to the CPU was refused ("paddle has no move between
+    devices") although Paddle moves tensors (Tensor.cpu(), .cuda(n)). In a process of its own:
+    Paddle and TensorFlow crash in one (Adapter.crashes_beside)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("paddle") is None:
+        pytest.skip("framework not installed: paddle")
+    code = (
+        "import paddle, numpy as np, gpushare\n"
+        "x = paddle.arange(6, dtype='float32')\n"
+        "r = gpushare.share(x, 'numpy', device='cpu', path='move')\n"
+        "assert r.path == 'move' and r.value.tolist() == list(range(6)), r\n"
+        "g = paddle.arange(3, dtype='float32'); g.stop_gradient = False\n"
+        "assert gpushare.share(g, 'numpy', device='cpu', path='move').value.tolist() == [0, 1, 2]\n"
+        "m = gpushare.adapters.framework('paddle').move(x, True, 0)\n"
+        "assert m.data_ptr() == x.data_ptr()  # already on the host: Paddle keeps its memory\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
 def test_compare_with_device_lists_the_move_paths():
     c = gpushare.compare(torch.arange(1024.0), "numpy", device="cpu", repeat=2)
     assert [r["path"] for r in c.rows] == list(devices.MOVE_PATHS)

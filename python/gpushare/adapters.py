@@ -1425,6 +1425,13 @@ class PaddleAdapter(Adapter):
     def has_gpu(self) -> bool:
         return bool(self.load().device.is_compiled_with_cuda() and self.load().device.cuda.device_count())
 
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        # Tensor.cpu() / .cuda(n): Paddle's own move (a tensor already there keeps its memory);
+        # detached first, as torch's move is, so a tensor that requires gradients moves too.
+        if not obj.stop_gradient:
+            obj = obj.detach()
+        return obj.cpu() if on_host else obj.cuda(ordinal)
+
     def describe_runtime(self, info: Any, module: Any) -> None:
         info.from_dlpack = hasattr(module, "from_dlpack") or hasattr(getattr(module, "utils", None), "dlpack")
         info.dlpack_export = "versioned" if major_version(info.version) >= 3 else "legacy"

@@ -30,9 +30,13 @@ MOVE_DESCRIPTIONS = describe("move")
 
 
 def parse_device(device: str) -> tuple[bool, int]:
-    """``"cpu"`` → ``(True, 0)``; ``"cuda:1"``/``"gpu:1"``/``"cuda"`` → ``(False, 1)``/…/``(False, 0)``."""
+    """``"cpu"``/``"cpu:0"`` (PyTorch's spelling) → ``(True, 0)``; ``"cuda:1"``/``"gpu:1"``/``"cuda"``
+    → ``(False, 1)``/…/``(False, 0)``."""
     d = str(device).strip().lower()
-    if d == "cpu":
+    m = re.fullmatch(r"cpu(?::(\d+))?", d)
+    if m is not None:
+        if int(m.group(1) or 0) != 0:
+            raise ValueError(f"unknown device {device!r}: the host is one device, cpu (or cpu:0)")
         return True, 0
     m = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", d)
     if m is None:
