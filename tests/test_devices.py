@@ -137,6 +137,28 @@ def test_compare_with_device_lists_the_move_paths():
     assert by_path["dlpack"]["verdict"] == "copied"
 
 
+def test_a_link_note_divides_the_bytes_by_the_rows_own_median(monkeypatch):
+    """The note beside a move's row (notebooks/executed/05 said "2621.7 GB/s is 583% of its 450
+    GB/s" beside a measured 375 GB/s: the per-call median divided by the loop count again). The
+    link here is a stand-in with a stated ceiling (no GPU pair on a CPU machine); the move, its
+    timing and the note are the real ones."""
+    ceiling = 1e13  # 10 TB/s: no host copy of 4 KiB comes near it
+    monkeypatch.setattr(topology, "link_for", lambda *a: {"name": "a test link", "limit_Bps": ceiling,
+                                                          "limit_source": "stated by the test"})
+    x = torch.arange(1024.0)  # 4 KiB: a copy of about a microsecond, many loops per sample
+    c = gpushare.compare(x, "numpy", paths=["dlpack"], device="cpu", repeat=3, min_sample_time=0.002)
+    row = c.to_dict()["rows"][0]
+    assert row["verdict"] == "copied" and row["timing"]["loops"] > 1, row
+    (note,) = [n for n in row["notes"] if n.startswith("link: a test link")]
+    import re
+
+    rate = float(re.search(r"; ([\d.]+) GB/s is", note).group(1)) * 1e9
+    expected = row["bytes_moved"] / row["timing"]["median"]
+    assert rate == pytest.approx(expected, rel=0.01, abs=0.05e9), (note, expected)
+    assert rate == pytest.approx(row["bandwidth"], rel=0.01, abs=0.05e9), "the note and the table agree"
+    assert rate <= ceiling, note
+
+
 def test_the_guard_makes_the_source_device_current_and_says_so():
     """A stand-in source whose framework has another device current: the guarded route runs the
     conversion inside the adapter's scope and the note names who moves the current device."""

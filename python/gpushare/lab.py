@@ -378,7 +378,9 @@ def _note_link(run: dict, src_info: Any, device: str) -> None:
     link = topology.link_for(None if kind in (1, 3) else int(ordinal), device, run["path"])
     if link is None:
         return
-    per = sorted(samples)[len(samples) // 2] / max(run.get("loops") or 1, 1)
+    # The samples are seconds per call already: the row's own median (the one of src/stats.rs,
+    # which the table's bandwidth column divides by), not divided by the loop count again.
+    per = _native.Timing(samples, max(run.get("loops") or 1, 1)).median
     rate = moved / per if per > 0 else 0.0
     limit = link.get("limit_Bps")
     text = f"link: {link['name']}"
