@@ -270,12 +270,16 @@ class Worker:
                 self._replies[reply[0]] = reply[1:]
         return None
 
-    def _recv(self, op: str, timeout: float | None = None) -> Any:
+    def _recv(self, op: str, timeout: float | None = None, rid: int | None = None) -> Any:
+        """The reply to request ``rid`` (what _send returned), or to this thread's oldest ``op``."""
         with self._lock:
             pending = self._pending.get((threading.get_ident(), op))
-            if not pending:
-                raise WorkerError(f"no {op!r} request of this thread is waiting for a reply")
-            rid = pending.popleft()
+            if rid is None:
+                if not pending:
+                    raise WorkerError(f"no {op!r} request of this thread is waiting for a reply")
+                rid = pending.popleft()
+            elif pending and rid in pending:
+                pending.remove(rid)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         try:
             while True:
@@ -306,8 +310,8 @@ class Worker:
         raise err
 
     def _call(self, op: str, timeout: float | None = None, **kwargs: Any) -> Any:
-        self._send(op, **kwargs)
-        return self._recv(op, timeout)
+        rid = self._send(op, **kwargs)
+        return self._recv(op, timeout, rid)
 
     # -- public operations --
 
@@ -346,10 +350,10 @@ class Worker:
                 os.environ.setdefault(k, v)
         t0 = time.perf_counter()
         store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=self.timeout), wait_for_workers=False)
-        self._send("pg_init", key=key, backend=backend, port=store.port, rank=1, world=2,
+        rid = self._send("pg_init", key=key, backend=backend, port=store.port, rank=1, world=2,
                    device=device_worker, timeout=self.timeout)
         group = _make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
-        self._recv("pg_init")
+        self._recv("pg_init", rid=rid)
         self._groups[key] = (group, store)
         return key, self._groups[key], time.perf_counter() - t0
 
@@ -836,13 +840,13 @@ def _run_pg(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any
 
     def once() -> tuple[dict, float]:
         t0 = time.perf_counter()
-        worker._send("pg_recv", key=key, shape=tuple(obj.shape), dtype=_dtype_name(obj), device=dst_ord, src=0)
+        rid = worker._send("pg_recv", key=key, shape=tuple(obj.shape), dtype=_dtype_name(obj), device=dst_ord, src=0)
         group.send([obj.contiguous()], 1, 0).wait()
         if obj.is_cuda:
             import torch
 
             torch.cuda.synchronize(obj.device)
-        info = worker._recv("pg_recv")
+        info = worker._recv("pg_recv", rid=rid)
         return info, time.perf_counter() - t0
 
     info, _ = once()
@@ -906,22 +910,22 @@ def _run_nccl(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: A
     if key not in receiver._peer_groups:
         t0 = time.perf_counter()
         store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=worker.timeout), wait_for_workers=False)
-        sender._send("pg_init", key=key, backend="nccl", port=store.port, rank=0, world=2, device=src_ord,
+        s_rid = sender._send("pg_init", key=key, backend="nccl", port=store.port, rank=0, world=2, device=src_ord,
                      timeout=worker.timeout)
-        receiver._send("pg_init", key=key, backend="nccl", port=store.port, rank=1, world=2, device=dst_ord,
+        r_rid = receiver._send("pg_init", key=key, backend="nccl", port=store.port, rank=1, world=2, device=dst_ord,
                        timeout=worker.timeout)
-        sender._recv("pg_init")
-        receiver._recv("pg_init")
+        sender._recv("pg_init", rid=s_rid)
+        receiver._recv("pg_init", rid=r_rid)
         receiver._peer_groups[key] = store  # the store lives as long as the group
         setup = time.perf_counter() - t0
     shape, dtype = tuple(obj.shape), _dtype_name(obj)
     try:
-        receiver._send("pg_pingpong", key=key, role="recv", slot=None, shape=shape, dtype=dtype, device=dst_ord,
+        r_rid = receiver._send("pg_pingpong", key=key, role="recv", slot=None, shape=shape, dtype=dtype, device=dst_ord,
                        peer=0, repeat=repeat + 1)
-        sender._send("pg_pingpong", key=key, role="send", slot=sent["slot"], shape=shape, dtype=dtype,
+        s_rid = sender._send("pg_pingpong", key=key, role="send", slot=sent["slot"], shape=shape, dtype=dtype,
                      device=src_ord, peer=1, repeat=repeat + 1)
-        s_info = sender._recv("pg_pingpong")
-        info = receiver._recv("pg_pingpong")
+        s_info = sender._recv("pg_pingpong", rid=s_rid)
+        info = receiver._recv("pg_pingpong", rid=r_rid)
     finally:
         if sender.alive:
             sender._call("release", slot=sent["slot"])
