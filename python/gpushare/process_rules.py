@@ -110,10 +110,9 @@ def shm_layout(view: Any, to: str) -> dict:
 
     Where the worker hands the view on to another framework, the view must pass the core's
     description and refusals for that framework, as a one-process share into it would."""
-    if to != "numpy":
-        from gpushare.adapters import framework
-
-        info = framework("numpy").inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
+    host = _adapter(view)  # the framework of the host view itself (NumPy's)
+    if host is not None and to != host.name:
+        info = host.inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
         info.refuse_for(to, "dlpack")  # and its layout ones (negative strides into torch)
     return {"shape": tuple(int(d) for d in view.shape), "strides": tuple(int(s) for s in view.strides),
             "dtype": view.dtype, "readonly": not view.flags.writeable}
