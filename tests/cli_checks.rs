@@ -134,3 +134,35 @@ fn a_pair_that_lost_its_quotes_to_the_shell_gets_a_hint_to_quote_it() {
     assert!(err.contains("lost its quotes") && err.contains("gpushare bench 'torch->jax'"), "{err}");
     assert!(!sb.path("runtime").exists(), "a kernel was started");
 }
+
+#[test]
+fn bench_results_that_cannot_be_written_fail_the_command() {
+    if !support::gpushare_has("bench") {
+        eprintln!("skipped: gpushare.bench not available");
+        return;
+    }
+    let sb = Sandbox::new("bench-full");
+    let sweep = ["bench", "numpy->torch", "--sizes", "4KiB", "--device", "cpu", "--paths", "dlpack", "--kernel", "python3"];
+    for (option, what) in [("--json", "/dev/full"), ("--html", "/dev/full")] {
+        let mut args = sweep.to_vec();
+        args.extend([option, what]);
+        let (code, _, err) = sb.gpushare(&args);
+        assert_eq!(code, 1, "{option}: {err}");
+        assert!(err.contains("writing /dev/full") && err.contains("No space left"), "{option}: {err}");
+    }
+    // The table, or `--json -`, to a stdout on a full disk.
+    for extra in [&[][..], &["--json", "-"][..]] {
+        let mut args = sweep.to_vec();
+        args.extend(extra);
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = sb.binary(&args).stdout(full).output().expect("running gpushare");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains("stdout") && err.contains("No space left"), "{extra:?}: {err}");
+    }
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = sb.binary(&["doctor", "--kernel", "python3"]).stdout(full).output().expect("running gpushare");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "doctor: {err}");
+    assert!(err.contains("writing the report to stdout"), "doctor: {err}");
+}

@@ -45,26 +45,21 @@ pub(super) async fn doctor(
         Some(python) => python,
         None => env.python()?,
     };
-    writeln!(out, "python:     {}", python.display())?;
-    match &spec {
-        Some(spec) if spec.name == DEFAULT_KERNEL_NAME => {
-            writeln!(out, "kernelspec: {} ({})", spec.name, spec.dir.display())?
-        }
-        Some(spec) => writeln!(
-            out,
-            "kernelspec: {} ({}); the gpushare kernel is not installed (gpushare kernel install --sys-prefix)",
+    let kernelspec = match &spec {
+        Some(spec) if spec.name == DEFAULT_KERNEL_NAME => format!("{} ({})", spec.name, spec.dir.display()),
+        Some(spec) => format!(
+            "{} ({}); the gpushare kernel is not installed (gpushare kernel install --sys-prefix)",
             spec.name,
             if spec.dir.as_os_str().is_empty() {
                 "ipykernel built-in".into()
             } else {
                 spec.dir.display().to_string()
             }
-        )?,
-        None => writeln!(
-            out,
-            "kernelspec: none found (gpushare kernel install --sys-prefix)"
-        )?,
-    }
+        ),
+        None => "none found (gpushare kernel install --sys-prefix)".into(),
+    };
+    writeln!(out, "python:     {}\nkernelspec: {kernelspec}", python.display())
+        .context("writing the report to stdout")?;
     let mut command = Process::new(&python);
     command
         .args(["-c", &report_code(args.import_frameworks)])
@@ -93,7 +88,11 @@ pub(super) async fn doctor(
         // Dropping the child kills it (kill_on_drop).
         () = ctrl_c(cancel) => return Err(KernelError::Interrupted.into()),
     };
-    out.write_all(&output.stdout)?;
+    // Flushed here, so a report that cannot be written (stdout on a full disk) fails the command
+    // instead of being dropped when the process exits.
+    out.write_all(&output.stdout)
+        .and_then(|()| out.flush())
+        .context("writing the report to stdout")?;
     err.write_all(&output.stderr)?;
     Ok(if output.status.success() {
         0
