@@ -62,7 +62,7 @@ def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
             continue
         too_big = [s for s in sizes if s > capacity]
         if too_big:
-            where = "host memory" if lab._ordinal(device)[0] else f"{device}'s memory"
+            where = "host memory" if lab._ordinal(device)[0] else f"memory of {device}"
             raise ValueError(
                 f"size {_fmt_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
                 f"({_fmt_bytes(capacity)}); sweep sizes below it"
