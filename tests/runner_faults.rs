@@ -43,7 +43,10 @@ fn a_kernel_that_dies_after_undecodable_output_still_shows_its_last_words() {
     let input = sb.write_notebook(
         "d.ipynb",
         &notebook(vec![code(
-            "import os\nos.write(2, b'caf\\xe9 \\xff\\nlast words\\n')\nos._exit(3)",
+            // ipykernel captures fd 2 through a pipe and a thread that echoes it to the process's
+            // stderr: the pause lets that thread pass the bytes on before the process ends (without
+            // it the test raced the thread and failed under load).
+            "import os, time\nos.write(2, b'caf\\xe9 \\xff\\nlast words\\n')\ntime.sleep(1)\nos._exit(3)",
         )]),
     );
     let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap(), "--timeout", "60"]);
