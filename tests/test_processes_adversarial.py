@@ -124,6 +124,19 @@ def test_a_dtype_the_target_cannot_view_is_refused_with_the_core_explanation(wor
     assert e.value.fix
 
 
+def test_a_byte_order_the_target_cannot_view_is_a_gpushare_refusal_and_numpy_carries_it(worker):
+    x = np.arange(4, dtype=">f4")
+    with pytest.raises(ConversionError, match=">f4") as e:
+        gpushare.share(x, "torch", across=worker, path="shm")
+    assert "newbyteorder" in e.value.fix and "byte order" in e.value.framework_error
+    r = gpushare.share(x, "numpy", across=worker, path="shm")
+    assert (r.remote.read() == x).all()  # (the pipe's pickle hands values back in native order)
+    # The worker's view has the source's byte order: its write reads back right in the parent.
+    r.remote.write(0, 7.5)
+    assert r.local[0] == 7.5 and r.local.dtype == x.dtype
+    r.release()
+
+
 def test_a_torch_bfloat16_tensor_on_shm_is_refused_naming_the_dtype_and_the_path_that_carries_it(worker):
     with pytest.raises(ConversionError, match="bfloat16") as e:
         gpushare.share(torch.ones(4, dtype=torch.bfloat16), "torch", across=worker, path="shm")

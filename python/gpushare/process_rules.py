@@ -16,7 +16,7 @@ import math
 import os
 from typing import Any
 
-from gpushare.exceptions import ConversionError, PathNotApplicableError
+from gpushare.exceptions import ConversionError, GpushareError, PathNotApplicableError
 
 #: Where POSIX shared-memory segments (and torch.multiprocessing's CPU storages) live on Linux.
 SHM_DIR = "/dev/shm"
@@ -112,7 +112,14 @@ def shm_layout(view: Any, to: str) -> dict:
     description and refusals for that framework, as a one-process share into it would."""
     host = _adapter(view)  # the framework of the host view itself (NumPy's)
     if host is not None and to != host.name:
-        info = host.inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
+        try:
+            info = host.inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
+        except GpushareError:
+            raise
+        except Exception as e:  # what the core's description has no words for (a byte order)
+            raise _explained(ConversionError, "shm", f"{to} cannot view an array of dtype {view.dtype.str} in the worker",
+                             f"make a native copy first (x.astype(x.dtype.newbyteorder('='))), or hand it "
+                             f"to={host.name!r}, which carries its dtype as it is", f"{type(e).__name__}: {e}") from e
         info.refuse_for(to, "dlpack")  # and its layout ones (negative strides into torch)
     return {"shape": tuple(int(d) for d in view.shape), "strides": tuple(int(s) for s in view.strides),
             "dtype": view.dtype, "readonly": not view.flags.writeable}
