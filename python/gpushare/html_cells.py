@@ -5,7 +5,8 @@ Every rule is inline: JupyterLab's own ``td{text-align:right}`` beats a ``<style
 untrusted notebook loses the block altogether. Its sanitiser keeps ``text-align``,
 ``vertical-align``, ``white-space``, ``min-width`` and ``max-width`` in px/em (not ``ch``, not
 ``overflow-wrap:anywhere``). Text is left-aligned and at least ten monospace characters wide,
-numbers right-aligned; long identifiers break only after ``/`` and ``:`` (``<wbr>``) or at spaces.
+numbers right-aligned; long identifiers break only after ``/`` and ``:`` (``<wbr>``) or at spaces;
+padding is small, so a table fits a 1024-pixel window with JupyterLab's file browser open.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-TEXT_STYLE = "text-align:left;vertical-align:top;min-width:6.5em;white-space:normal"
-NUM_STYLE = "text-align:right;vertical-align:top;white-space:nowrap"
-DETAIL_STYLE = "text-align:left;vertical-align:top;white-space:normal;color:#555;font-size:11px;padding-left:2em"
+TEXT_STYLE = "text-align:left;vertical-align:top;min-width:6.1em;white-space:normal;padding:2px 4px"
+NUM_STYLE = "text-align:right;vertical-align:top;white-space:nowrap;padding:2px 4px"
+#: A number column's heading wraps at spaces: it is often wider than any number under it.
+NUM_HEAD_STYLE = "text-align:right;vertical-align:bottom;white-space:normal;padding:2px 4px"
+DETAIL_STYLE = "text-align:left;vertical-align:top;white-space:normal;color:#555;font-size:11px;padding:0 4px 4px 2em"
 TABLE_STYLE = "font-family:monospace;font-size:12px"
 
 
@@ -26,7 +29,7 @@ def breakable(text: str) -> str:
 
 def th(label: str, numeric: bool = False) -> str:
     if numeric:
-        return f'<th class="num" style="{NUM_STYLE}">{html.escape(label)}</th>'
+        return f'<th class="num" style="{NUM_HEAD_STYLE}">{html.escape(label)}</th>'
     return f'<th style="{TEXT_STYLE}">{html.escape(label)}</th>'
 
 

@@ -4,23 +4,30 @@
 //! block, and an untrusted notebook loses the block altogether. The sanitiser keeps inline
 //! `text-align`, `vertical-align`, `white-space`, `min-width` and `max-width` in px/em units (not
 //! `ch`, and not `overflow-wrap:anywhere`), so widths are in em: a monospace character is 0.6 em.
+//! Padding is inline and small, and number headings wrap at spaces: a `%share` table must fit the
+//! output area of a 1024-pixel window with JupyterLab's file browser open (about 590 pixels).
 //! Long words are never broken anywhere: device strings get `<wbr>` after `/` and `:`, so they
 //! break only there or at spaces, and a column cannot shrink below the widths set here.
 
 use super::escape;
 
 /// Narrowest a text column may be: ten monospace characters (0.6 em each) and a little slack.
-pub const TEXT_MIN: &str = "min-width:6.5em";
+pub const TEXT_MIN: &str = "min-width:6.1em";
 
 /// A text cell: left-aligned, at least [`TEXT_MIN`] wide, wrapping only at spaces and `<wbr>`.
-pub const TEXT_STYLE: &str = "text-align:left;vertical-align:top;min-width:6.5em;white-space:normal";
-/// A long text cell (why, a reason): wraps at spaces inside a bounded width, never narrower than
-/// twenty characters, so a long reason reads as a few lines instead of a column of fragments.
-pub const LONG_TEXT_STYLE: &str = "text-align:left;vertical-align:top;min-width:12em;max-width:26em;white-space:normal";
+pub const TEXT_STYLE: &str = "text-align:left;vertical-align:top;min-width:6.1em;white-space:normal;padding:2px 4px";
+/// A long text cell (a reason): wraps at spaces inside a bounded width, never narrower than a
+/// text column, so a reason reads as a few lines instead of a column of fragments.
+pub const LONG_TEXT_STYLE: &str =
+    "text-align:left;vertical-align:top;min-width:6.1em;max-width:26em;white-space:normal;padding:2px 4px";
 /// A number: right-aligned and never wrapped.
-pub const NUM_STYLE: &str = "text-align:right;vertical-align:top;white-space:nowrap";
+pub const NUM_STYLE: &str = "text-align:right;vertical-align:top;white-space:nowrap;padding:2px 4px";
+/// A number column's heading: right-aligned, wrapping at spaces (`bytes moved (KiB)` is wider
+/// than any number under it).
+pub const NUM_HEAD_STYLE: &str = "text-align:right;vertical-align:bottom;white-space:normal;padding:2px 4px";
 /// The line under a row with what can be long (devices, pointers, contexts, memory, streams).
-pub const DETAIL_STYLE: &str = "text-align:left;vertical-align:top;white-space:normal;color:#555;font-size:11px;padding-left:2em";
+pub const DETAIL_STYLE: &str =
+    "text-align:left;vertical-align:top;white-space:normal;color:#555;font-size:11px;padding:0 4px 4px 2em";
 
 /// Text escaped for HTML with a `<wbr>` after every `/` and `:`, where a device string such as
 /// `/job:localhost/replica:0/task:0/device:CPU:0` may break (and nowhere else but spaces).
@@ -43,7 +50,7 @@ pub fn th_text(label: &str) -> String {
 
 /// `<th>` of a number column (class `num` for the `<style>` block and tools).
 pub fn th_num(label: &str) -> String {
-    format!("<th class=\"num\" style=\"{NUM_STYLE}\">{}</th>", escape(label))
+    format!("<th class=\"num\" style=\"{NUM_HEAD_STYLE}\">{}</th>", escape(label))
 }
 
 /// `<td>` of text given as HTML (already escaped), with extra inline style after the layout's.
@@ -97,11 +104,11 @@ mod tests {
 
     #[test]
     fn alignment_and_widths_are_inline_in_em() {
-        assert!(td_text("x", "").contains("text-align:left") && td_text("x", "").contains("min-width:6.5em"));
+        assert!(td_text("x", "").contains("text-align:left") && td_text("x", "").contains(TEXT_MIN));
         assert!(td_num("1", "").contains("text-align:right"));
         assert!(th_num("t").starts_with("<th class=\"num\" style=\"text-align:right"));
         // The untrusted sanitiser drops these, so nothing may rely on them.
-        for style in [TEXT_STYLE, LONG_TEXT_STYLE, NUM_STYLE, DETAIL_STYLE] {
+        for style in [TEXT_STYLE, LONG_TEXT_STYLE, NUM_STYLE, NUM_HEAD_STYLE, DETAIL_STYLE] {
             assert!(!style.contains("ch;") && !style.contains("anywhere"), "{style}");
         }
     }

@@ -293,15 +293,25 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
     out.join("\n")
 }
 
-/// HTML table of handoffs for notebooks: at most eight columns in the main row (name, hop, path,
-/// shape and dtype, verdict, time, samples, why), and what can be long (devices in the frameworks'
-/// words, pointers, contexts, minimum, memory, streams) on a detail line under it, as the text form
-/// does. Alignment and widths are inline (see [`cells`]).
+/// A reason's first clause (what happened, before `: ` or `; ` explains it), and whether that
+/// left something out: the table's row shows the clause, its detail line the whole.
+fn short_why(full: &str) -> (String, bool) {
+    match [": ", "; ", ". "].iter().filter_map(|sep| full.find(sep)).min() {
+        Some(i) if i > 0 => (full[..i].to_string(), true),
+        _ => (full.to_string(), false),
+    }
+}
+
+/// HTML table of handoffs for notebooks: seven columns at most in the main row (name, hop, path,
+/// shape and dtype, verdict, time, the reason's first clause), and what can be long (devices in
+/// the frameworks' words, pointers, contexts, samples, minimum, memory, streams, the whole why) on
+/// a detail line under it, as the text form does. Alignment and widths are inline (see [`cells`]):
+/// the table fits the output of a 1024-pixel window with JupyterLab's file browser open.
 pub fn share_table_html(rows: &[ShareReport]) -> String {
     let unit = units::time_unit_for(&rows.iter().map(|r| r.timing.median).collect::<Vec<_>>());
     let show_ctx = rows.iter().any(|r| r.source.cuda.is_some() || r.target.cuda.is_some());
     let show_why = rows.iter().any(|r| r.reason.is_some() || !r.notes.is_empty() || r.unexpected());
-    let columns = if show_why { 8 } else { 7 };
+    let columns = if show_why { 7 } else { 6 };
     let mut h = String::with_capacity(512 + rows.len() * 900);
     h.push_str(STYLE);
     h.push_str("<table class=\"gpushare\" style=\"font-family:monospace;font-size:12px\"><thead><tr>");
@@ -309,7 +319,6 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         h.push_str(&cells::th_text(label));
     }
     h.push_str(&cells::th_num(&time_heading(rows, unit.suffix)));
-    h.push_str(&cells::th_text("samples"));
     if show_why {
         h.push_str(&format!("<th style=\"{}\">why</th>", cells::LONG_TEXT_STYLE));
     }
@@ -333,9 +342,10 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
             escape(&verdict_text(r)),
         ));
         h.push_str(&cells::td_num(&units::time_in(r.timing.median, unit), ""));
-        h.push_str(&cells::td_text(&escape(&samples_text(&r.timing)), ""));
+        let full_why = why(r);
+        let (first_clause, shortened) = short_why(&full_why);
         if show_why {
-            h.push_str(&cells::td_long(&escape(&why(r))));
+            h.push_str(&cells::td_long(&escape(&first_clause)));
         }
         h.push_str("</tr>");
         let mut details = vec![
@@ -345,11 +355,15 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         if show_ctx {
             details.push(("contexts", format!("{} → {}", context_text(&r.source), context_text(&r.target))));
         }
+        details.push(("samples", samples_text(&r.timing)));
         if !r.timing.is_single() {
             details.push(("min", format!("{} {}", min_cell(r, unit), unit.suffix)));
         }
         details.push(("memory", memory_text(r)));
         details.push(("streams", streams_text(r)));
+        if shortened {
+            details.push(("why", full_why));
+        }
         h.push_str(&cells::detail_row(columns, &details));
     }
     h.push_str("</tbody></table>");

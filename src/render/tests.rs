@@ -207,9 +207,9 @@ pub(crate) fn assert_cells_read(html: &str) {
 }
 
 #[test]
-fn the_html_table_has_eight_columns_and_the_rest_on_a_detail_line() {
+fn the_html_table_has_seven_columns_and_the_rest_on_a_detail_line() {
     let tf_device = "/job:localhost/replica:0/task:0/device:CPU:0";
-    let mut r = row("x", Verdict::Copied, Some("dtype changed int64 → float32"), 1.5e-6);
+    let mut r = row("x", Verdict::Copied, Some("dtype changed int64 → int32: JAX narrows 64-bit integers"), 1.5e-6);
     r.target.device = tf_device.into();
     r.target.cuda = Some(std::sync::Arc::new(serde_json::json!({"context": 4096, "context_is_primary": true})));
     r.memory = Some(crate::report::MemoryLedger {
@@ -228,22 +228,25 @@ fn the_html_table_has_eight_columns_and_the_rest_on_a_detail_line() {
     });
     let html = share_table_html(&[r, row("y", Verdict::Shared, None, 2e-6)]);
     let header = cells_of_row(&html, "<thead><tr>");
-    assert_eq!(header.len(), 8, "{header:?}");
+    assert_eq!(header.len(), 7, "{header:?}");
     for row_start in ["<tbody><tr>", "</tr><tr>"] {
-        assert_eq!(cells_of_row(&html, row_start).len(), 8, "{html}");
+        assert_eq!(cells_of_row(&html, row_start).len(), 7, "{html}");
     }
+    // The row says what happened; the detail line says why, in full.
+    assert!(html.contains(">dtype changed int64 → int32</td>"), "{html}");
     // The long things are on the detail line, the device breakable only at / and :.
     let detail = &html[html.find("class=\"gpushare-detail\"").unwrap()..];
     let detail = &detail[..detail.find("</tr>").unwrap()];
-    assert!(detail.contains("colspan=\"8\""), "{detail}");
+    assert!(detail.contains("colspan=\"7\""), "{detail}");
     assert!(detail.contains("/<wbr>job:<wbr>localhost/<wbr>replica:<wbr>0/<wbr>task:<wbr>0/<wbr>device:<wbr>CPU:<wbr>0"), "{detail}");
-    for label in ["devices", "pointers", "contexts", "min", "memory", "streams"] {
+    for label in ["devices", "pointers", "contexts", "samples", "min", "memory", "streams", "why"] {
         assert!(detail.contains(&format!(">{label}</span>")), "{label} missing: {detail}");
     }
     assert_eq!(html.matches("class=\"gpushare-detail\"").count(), 2);
+    assert!(detail.contains("JAX narrows 64-bit integers"), "{detail}");
     assert_cells_read(&html);
-    // The why wraps inside a bounded width but is never squeezed to a few characters.
-    assert!(html.contains("min-width:12em;max-width:26em"), "{html}");
+    // The why wraps inside a bounded width but is never squeezed below a text column.
+    assert!(html.contains(&format!("{};max-width:26em", crate::render::cells::TEXT_MIN)), "{html}");
 }
 
 #[test]
