@@ -215,7 +215,7 @@ pub(super) async fn bench(
         let result = bench_pair(src, dst, args, config, cancel, err).await?;
         if !stdout_taken {
             let heading = if args.pairs.len() > 1 { format!("{src}->{dst}\n") } else { String::new() };
-            write!(out, "{heading}{}\n", result.text.trim_end())
+            writeln!(out, "{heading}{}", result.text.trim_end())
                 .and_then(|()| out.flush())
                 .context("writing the table to stdout")?;
         }
