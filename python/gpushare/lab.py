@@ -26,6 +26,7 @@ from gpushare.api import inspect
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, route
 from gpushare.progress import bar as progress_bar
+from gpushare.records import Record, normalise_frame, records
 from gpushare.warn_site import user_stacklevel
 
 SharedBuffer = _native.SharedBuffer
@@ -170,6 +171,8 @@ class _Report:
 
 # Counts are integers in to_pandas() frames; "Int64" (nullable) where a failed row has none.
 _INTEGER_COLUMNS = {"size": "int64", "nbytes": "int64", "bytes_moved": "int64", "repeats": "Int64", "loops": "Int64"}
+# Measurements are floats, NaN where a failed row has none (gpushare.records: one convention).
+_FLOAT_COLUMNS = ("median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps")
 
 
 def _frame(rows: list[dict]) -> Any:
@@ -177,7 +180,8 @@ def _frame(rows: list[dict]) -> Any:
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    return frame.astype({c: t for c, t in _INTEGER_COLUMNS.items() if c in frame.columns})
+    frame = frame.astype({c: t for c, t in _INTEGER_COLUMNS.items() if c in frame.columns})
+    return normalise_frame(frame, floats=_FLOAT_COLUMNS)
 
 
 def _flat(row: dict) -> dict:
@@ -193,8 +197,10 @@ def _flat(row: dict) -> dict:
 
 
 class Comparison(_Report):
-    """Every transfer path for one array. ``rows`` (dicts), ``results`` (path → ShareResult of the
-    paths that worked, with ``.value``), ``fastest``, ``to_dict()``, ``to_json()``, ``to_pandas()``."""
+    """Every transfer path for one array. ``rows`` (one :class:`~gpushare.records.Record` per path:
+    ``row.verdict``, ``row.timing.median``), ``paths`` (path → row: ``c.paths["host"].timing.median``),
+    ``results`` (path → ShareResult of the paths that worked, with ``.value``), ``fastest``,
+    ``to_dict()``, ``to_json()``, ``to_pandas()``."""
 
     _kind = "comparison"
 
@@ -203,8 +209,13 @@ class Comparison(_Report):
         self.results = results
 
     @property
-    def rows(self) -> list[dict]:
-        return self.to_dict()["rows"]
+    def rows(self) -> list[Record]:
+        return records(self.to_dict()["rows"])
+
+    @property
+    def paths(self) -> dict[str, Record]:
+        """Path → its row, in the order measured."""
+        return {row.path: row for row in self.rows}
 
     @property
     def fastest(self) -> str | None:
@@ -215,7 +226,7 @@ class Comparison(_Report):
         """Path → the converted array, for the paths that worked."""
         return {path: r.value for path, r in self.results.items()}
 
-    def __getitem__(self, path: str) -> dict:
+    def __getitem__(self, path: str) -> Record:
         for row in self.rows:
             if row["path"] == path:
                 return row
@@ -234,7 +245,8 @@ class Comparison(_Report):
 
 
 class Benchmark(_Report):
-    """A sweep over sizes × paths. ``points`` (dicts with ``size``), ``interrupted``, ``svg``,
+    """A sweep over sizes × paths. ``points`` (one :class:`~gpushare.records.Record` per size × path:
+    ``p.size``, ``p.path``, ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib),
     ``to_dict()``, ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot."""
 
     _kind = "benchmark"
@@ -244,8 +256,16 @@ class Benchmark(_Report):
         self.interrupted = bool(data.get("interrupted"))
 
     @property
-    def points(self) -> list[dict]:
-        return self.to_dict()["points"]
+    def points(self) -> list[Record]:
+        return records(self.to_dict()["points"])
+
+    def plot(self, ax: Any = None) -> Any:
+        """Time per handoff against size, one line per path that worked, drawn with matplotlib
+        (imported only here) on ``ax`` or a new figure's axes, for restyling; returns the axes.
+        The notebook's built-in plot is :attr:`svg`."""
+        from gpushare.bench_plot import plot_benchmark
+
+        return plot_benchmark(self, ax)
 
     @property
     def svg(self) -> str:

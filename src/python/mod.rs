@@ -4,6 +4,7 @@ mod capsules;
 mod cuda;
 mod errors;
 mod explain;
+mod frames;
 mod ipc;
 mod json;
 mod plan;

@@ -2,9 +2,10 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyList};
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
 use super::errors::{DLPackError, UnsafeInputError, with_fix};
+use super::frames::shares_frame;
 use super::json::json_to_py;
 use crate::dlpack::{Layout, read_legacy, read_versioned};
 use crate::explain;
@@ -61,30 +62,6 @@ fn dict_with_schema<'py, T: serde::Serialize + ?Sized>(py: Python<'py>, kind: &s
 
 fn json_error(e: serde_json::Error) -> PyErr {
     PyTypeError::new_err(e.to_string())
-}
-
-/// A tidy frame of handoffs: one row each, the identifying columns first, counts as integers.
-pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyAny>> {
-    let pandas = py.import("pandas").map_err(|_| {
-        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'")
-    })?;
-    let rows = PyList::empty(py);
-    for report in reports {
-        let row = PyDict::new(py);
-        for (column, value) in report.tidy_row() {
-            row.set_item(column, json_to_py(py, &value)?)?;
-        }
-        rows.append(row)?;
-    }
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("columns", crate::report::TIDY_COLUMNS.to_vec())?;
-    let frame = pandas.getattr("DataFrame")?.call((rows,), Some(&kwargs))?;
-    // An empty frame, or a column of Python ints, would otherwise come out as object or float.
-    let dtypes = PyDict::new(py);
-    for column in crate::report::TIDY_INTEGER_COLUMNS {
-        dtypes.set_item(column, "int64")?;
-    }
-    frame.call_method1("astype", (dtypes,))
 }
 
 /// Fills `report.cuda` with the driver's attributes of the data pointer when a driver is present:

@@ -24,6 +24,38 @@ pub fn colour(path: &str) -> &'static str {
     crate::paths::colour(path)
 }
 
+/// How a path's line and points are drawn besides its colour: a dash pattern (empty: solid), the
+/// points' radius and whether they are rings. Lines that coincide (`dlpack` exactly under `shared`
+/// on a CPU) stay visible: a dashed line over a solid one, a dot inside a ring. Benchmark.plot()
+/// (python/gpushare/bench_plot.py) uses the same dashes.
+pub fn stroke(path: &str) -> (&'static str, f64, bool) {
+    match path {
+        "dlpack" => ("", 4.5, true),
+        "capsule" => ("6 3", 3.0, false),
+        "cai" => ("2 2", 3.0, false),
+        "host" => ("8 3 2 3", 3.5, true),
+        "pinned" => ("4 4", 3.0, false),
+        "copy" => ("1 3", 3.5, true),
+        "shared" => ("10 4", 2.5, false),
+        "auto" => ("6 2 2 2", 3.0, true),
+        _ => ("3 1", 3.0, false),
+    }
+}
+
+/// The attributes of a path's points: a filled dot or a ring.
+fn marker(path: &str) -> String {
+    let (_, r, ring) = stroke(path);
+    let c = colour(path);
+    if ring { format!("r=\"{r}\" fill=\"#fff\" stroke=\"{c}\" stroke-width=\"1.5\"") } else { format!("r=\"{r}\" fill=\"{c}\"") }
+}
+
+fn dash_attr(path: &str) -> String {
+    match stroke(path).0 {
+        "" => String::new(),
+        d => format!(" stroke-dasharray=\"{d}\""),
+    }
+}
+
 /// One line of a panel: a path and its (size in bytes, value) points.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
@@ -158,15 +190,21 @@ impl Panel<'_> {
             let _ = write!(s, "<g class=\"series\" data-path=\"{}\">", escape(&series.path));
             if series.points.len() > 1 {
                 let pts: Vec<String> = series.points.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
-                let _ = write!(s, "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"1.8\" points=\"{}\"/>", pts.join(" "));
+                let _ = write!(
+                    s,
+                    "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"1.8\"{} points=\"{}\"/>",
+                    dash_attr(&series.path),
+                    pts.join(" ")
+                );
             }
             for (x, y) in &series.points {
                 let _ = write!(
                     s,
-                    "<circle class=\"point\" data-path=\"{p}\" data-size=\"{x}\" data-value=\"{y:e}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{c}\">\
+                    "<circle class=\"point\" data-path=\"{p}\" data-size=\"{x}\" data-value=\"{y:e}\" cx=\"{:.1}\" cy=\"{:.1}\" {}>\
 <title>{p} · {} · {}{}</title></circle>",
                     px(*x),
                     py(*y),
+                    marker(&series.path),
                     escape(&size_tick(*x)),
                     escape(&(self.y_format)(*y)),
                     escape(self.y_unit),
@@ -247,10 +285,12 @@ viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">"
         let _ = write!(
             s,
             "<g class=\"legend-entry\" data-path=\"{p}\" transform=\"translate({x},{y})\">\
-<line x1=\"0\" x2=\"18\" y1=\"5\" y2=\"5\" stroke=\"{c}\" stroke-width=\"2.5\"/>\
-<circle cx=\"9\" cy=\"5\" r=\"3\" fill=\"{c}\"/><text x=\"24\" y=\"9\">{p} ({v})</text></g>",
+<line x1=\"0\" x2=\"18\" y1=\"5\" y2=\"5\" stroke=\"{c}\" stroke-width=\"2.5\"{d}/>\
+<circle cx=\"9\" cy=\"5\" {m}/><text x=\"24\" y=\"9\">{p} ({v})</text></g>",
             p = escape(path),
             c = colour(path),
+            d = dash_attr(path),
+            m = marker(path),
             v = escape(&verdict),
         );
     }
@@ -328,6 +368,20 @@ mod tests {
         assert!(!svg.contains("<polyline"), "one point per line draws no line");
         let empty = benchmark_svg(&report(0));
         assert!(empty.contains("no data") && empty.contains("no path worked"));
+    }
+
+    #[test]
+    fn every_path_is_drawn_its_own_way_so_coinciding_lines_stay_visible() {
+        let paths = ["dlpack", "capsule", "cai", "host", "pinned", "copy", "shared", "auto"];
+        let looks: Vec<String> = paths.iter().map(|p| format!("{:?}", stroke(p))).collect();
+        for (i, a) in looks.iter().enumerate() {
+            assert!(!looks[i + 1..].contains(a), "{} is drawn like another path: {a}", paths[i]);
+        }
+        // dlpack (solid, rings) and shared (dashed, dots) on one CPU sweep, where they coincide.
+        let svg = benchmark_svg(&report(3));
+        assert!(svg.contains("stroke-dasharray=\"8 3 2 3\""), "host's line is dashed");
+        assert!(svg.contains("data-path=\"dlpack\" data-size=\"4096\"") && svg.contains("fill=\"#fff\" stroke=\"#1f77b4\""));
+        assert_ne!(stroke("dlpack").0, stroke("shared").0);
     }
 
     #[test]

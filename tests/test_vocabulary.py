@@ -1,0 +1,106 @@
+"""One result vocabulary (issue 25.6): every result has attributes, not nested dicts; every
+``to_pandas()`` has the same missing-value convention (gpushare.records); ``share_chain`` returns a
+``ShareTable`` as ``%share -o`` does; ``Benchmark.plot()`` draws with matplotlib, imported lazily."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import gpushare
+from gpushare.records import Record
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    return gpushare.compare(torch.arange(1024, dtype=torch.float32), "numpy", repeat=3)
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    return gpushare.bench("torch", "numpy", sizes=["4KiB", "64KiB"], paths="dlpack,host,pinned", repeat=3,
+                          progress=False)
+
+
+def test_comparison_rows_are_read_by_attribute(comparison):
+    host = comparison.paths["host"]
+    assert isinstance(host, Record)
+    assert host.timing.median > 0 and host.verdict == "copied" and host.bytes_moved == 4096
+    assert host.timing.median == comparison.rows[[r.path for r in comparison.rows].index("host")].timing.median
+    pinned = comparison.paths["pinned"]  # no CUDA here, or no driver: a row without a timing
+    if not pinned.applicable or pinned.verdict == "failed":
+        assert pinned.timing is None and pinned.reason
+    # Older code that indexes by key reads the same values.
+    assert comparison["host"]["timing"]["median"] == host.timing.median
+    with pytest.raises(AttributeError, match="no field 'speed'"):
+        host.speed
+
+
+def test_benchmark_points_are_read_by_attribute(benchmark):
+    point = benchmark.points[0]
+    assert isinstance(point, Record) and point.size == 4096 and point.path == "dlpack"
+    assert point.timing.median > 0
+    assert point.to_dict()["size"] == 4096
+
+
+def _missing_measurements(frame, columns):
+    """Each float column's dtype and what a missing value is in it."""
+    return {c: (str(frame[c].dtype), frame[c].isna().any()) for c in columns if c in frame.columns}
+
+
+def test_every_frame_has_one_missing_value_convention(comparison, benchmark):
+    pytest.importorskip("pandas")
+    frames = {
+        "Comparison": comparison.to_pandas(),
+        "Benchmark": benchmark.to_pandas(),
+        "ShareResult": gpushare.share(torch.ones(4), "numpy").to_pandas(),
+        "ShareTable": gpushare.share_chain(torch.ones(4), ["numpy", "torch"]).to_pandas(),
+    }
+    for name, frame in frames.items():
+        for column in ("median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps"):
+            if column not in frame.columns:
+                continue
+            # A measurement is a float column; where there is none (a failed path, no device
+            # time on a CPU) it is NaN, never None in an object column.
+            assert str(frame[column].dtype) == "float64", f"{name}.{column} is {frame[column].dtype}"
+        for column in ("repeats", "loops"):
+            if column in frame.columns:
+                assert str(frame[column].dtype) in ("int64", "Int64"), f"{name}.{column} is {frame[column].dtype}"
+    # On a CPU the device time is missing in every frame, and reads as NaN in each.
+    for name in ("Comparison", "Benchmark", "ShareResult", "ShareTable"):
+        frame = frames[name]
+        assert frame["device_median_s"].isna().all(), name
+
+
+def test_share_chain_returns_a_share_table():
+    x = torch.arange(16, dtype=torch.float32)
+    hops = gpushare.share_chain(x, ["numpy", "torch"])
+    assert isinstance(hops, gpushare.ShareTable)
+    assert len(hops) == 2 and [h.target.framework for h in hops] == ["numpy", "torch"]
+    assert hops[-1].shares_origin and "<table" in hops._repr_html_()
+
+
+def test_benchmark_plot_draws_with_matplotlib_imported_only_then(benchmark):
+    code = (
+        "import sys, torch, gpushare\n"
+        "b = gpushare.bench('torch', 'numpy', sizes=[4096], paths='dlpack', repeat=2, progress=False)\n"
+        "assert 'matplotlib' not in sys.modules, 'imported before plot()'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+    pytest.importorskip("matplotlib", reason="matplotlib not installed")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = benchmark.plot()
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert {"dlpack", "host"} <= set(lines)
+    # Each path its own dash and marker, as the SVG: coinciding lines stay visible.
+    assert lines["dlpack"].get_linestyle() != lines["host"].get_linestyle()
+    assert lines["dlpack"].get_marker() != lines["host"].get_marker()
+    assert ax.get_xlabel() == "size (bytes)"
