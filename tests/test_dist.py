@@ -84,7 +84,7 @@ def test_wheel_metadata_is_complete(wheel):
     for f in ("LICENSE-APACHE", "LICENSE-MIT"):
         assert f"gpushare_dlpack-{v}.dist-info/licenses/{f}" in names
     assert meta["Description-Content-Type"].startswith("text/markdown")
-    assert "%load_ext gpushare" in meta.get_payload()  # the README is the long description
+    assert "%load_ext gpushare" in meta.get_payload()  # the user's README is the long description
     assert set(meta.get_all("Provides-Extra")) >= {"kernel", "pandas", "test"}
     requires = [r.replace("'", '"') for r in meta.get_all("Requires-Dist")]
     assert any(r.startswith("ipykernel") and 'extra == "kernel"' in r for r in requires), requires
@@ -94,14 +94,32 @@ def test_wheel_metadata_is_complete(wheel):
     assert not any(c.startswith("License ::") for c in classifiers)  # the expression says it (PEP 639)
     assert "dlpack" in meta["Keywords"]
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
-    assert {"Homepage", "Documentation"} <= set(urls) and all(u.startswith("https://") for u in urls.values()), urls
-    # True addresses only: the PyPI page is the one public address until the source is published
-    # (then add Repository/Issues in pyproject.toml and here), so no URL may point anywhere else.
-    assert all(u.startswith(f"https://pypi.org/project/{NAME}/") for u in urls.values()), urls
+    assert all(u.startswith("https://") for u in urls.values()), urls
+    # No self-references (issue 25): a link from the PyPI page to the PyPI page leads nowhere. The
+    # source has no public address yet, so there are none; a repository's URL is welcome.
+    assert not [u for u in urls.values() if "pypi.org" in u], urls
+    summary = meta["Summary"]
+    for framework in ("PyTorch", "TensorFlow", "JAX", "CuPy", "Numba", "NumPy", "PaddlePaddle"):
+        assert framework in summary, f"{framework} missing from the summary: {summary}"
     # The JSON Schemas of every result kind ship with the package.
     for kind in ("tensor", "share", "shares", "comparison", "benchmark", "process-share", "process-comparison",
                  "process-bench"):
         assert f"gpushare/schemas/{kind}.schema.json" in names
+
+
+def test_the_package_page_is_for_users(wheel):
+    """The long description is a user's README (issue 25): install, an example, what each magic
+    shows; no developer-machine notes, no links that break off the repository."""
+    v = version()
+    with zipfile.ZipFile(wheel) as z:
+        page = email.message_from_bytes(z.read(f"gpushare_dlpack-{v}.dist-info/METADATA")).get_payload()
+    assert 'pip install "gpushare-dlpack' in page
+    for magic in ("%%share", "%share NAME ->DST --path all", "%sharebench", "%gpuinfo"):
+        assert magic in page, magic
+    for developer_note in ("make demo", "make test", ".venv", ".tf01", "64 MiB", "Verified on a GPU"):
+        assert developer_note not in page, developer_note
+    links = re.findall(r"\]\(([^)]+)\)", page) + re.findall(r'(?:href|src)="([^"]+)"', page)
+    assert [u for u in links if not u.startswith("https://")] == [], "relative links break on PyPI"
 
 
 def elf_facts(so: Path) -> tuple[set[str], set[str], set[str]]:
