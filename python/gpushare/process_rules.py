@@ -16,6 +16,7 @@ import math
 import os
 from typing import Any
 
+from gpushare.adapters import explained as _explained  # "<path>: <reason>. Fix: <fix>", with .reason and .fix
 from gpushare.exceptions import ConversionError, GpushareError, PathNotApplicableError
 
 #: Where POSIX shared-memory segments (and torch.multiprocessing's CPU storages) live on Linux.
@@ -24,14 +25,6 @@ SHM_DIR = "/dev/shm"
 #: The core's note for a target that can write memory its source holds read-only
 #: (src/explain/judgement.rs): the process paths warn in the same words.
 READONLY_NOTE = "the target can write to memory the source marks read-only"
-
-
-def _explained(cls: type, path: str, reason: str, fix: str, framework_error: str | None = None) -> Exception:
-    err = cls(f"{path}: {reason}. Fix: {fix}")
-    err.reason, err.fix = reason, fix
-    if framework_error is not None:
-        err.framework_error = framework_error
-    return err
 
 
 def _adapter(obj: Any) -> Any:
