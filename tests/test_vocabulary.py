@@ -104,3 +104,19 @@ def test_benchmark_plot_draws_with_matplotlib_imported_only_then(benchmark):
     assert lines["dlpack"].get_linestyle() != lines["host"].get_linestyle()
     assert lines["dlpack"].get_marker() != lines["host"].get_marker()
     assert ax.get_xlabel() == "size (bytes)"
+
+
+def test_process_results_are_read_by_attribute():
+    import os
+
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("no /proc/self/maps (not Linux)")
+    with gpushare.Worker(device="cpu", timeout=60) as w:
+        c = gpushare.compare(torch.ones(1024), "torch", across=w, paths="shm,gloo", repeat=2)
+        r = w.share(torch.ones(4), path="shm")
+        assert r.timing.median > 0 and r.source.pid == os.getpid()
+        r.release()
+    assert c.paths["shm"].timing.median > 0 and c["gloo"].verdict == "copied"
+    b = gpushare.bench("torch", "torch", sizes=["4KiB"], paths="shm", repeat=2, across="processes", device="cpu")
+    assert b.points[0].size == 4096 and b.points[0].timing.median > 0
+    assert b.points[0]["timing"]["median"] == b.points[0].timing.median  # keys still work

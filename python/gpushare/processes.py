@@ -57,6 +57,7 @@ from gpushare.exceptions import GpushareError, WorkerError
 from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity, same_memory  # noqa: F401
 from gpushare.process_segment import Segment
 from gpushare.process_worker import _context_report, _make_group, _serve, _synchronize
+from gpushare.records import wrap as _record
 
 #: Process paths, in table order.
 PROCESS_PATHS = ("ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo")
@@ -433,7 +434,7 @@ class ProcessShareResult:
     def __getattr__(self, name: str) -> Any:
         row = self.__dict__.get("row", {})
         if name in row:
-            return row[name]
+            return _record(row[name])  # r.timing.median, as a ShareResult reads (gpushare.records)
         raise AttributeError(name)
 
     @property
@@ -1180,13 +1181,23 @@ class ProcessComparison:
     target_framework, dtype, shape, device)."""
 
     def __init__(self, rows: list[dict], results: dict[str, ProcessShareResult], source: dict):
-        self.rows = rows
+        self._rows = rows
         self.results = results
         self.source = source
 
-    def __getitem__(self, path: str) -> dict:
+    @property
+    def rows(self) -> list[Any]:
+        """One record per path, read by attribute (``row.timing.median``; gpushare.records)."""
+        return [_record(row) for row in self._rows]
+
+    @property
+    def paths(self) -> dict[str, Any]:
+        """Path → its row: ``c.paths["shm"].timing.median``."""
+        return {row.path: row for row in self.rows}
+
+    def __getitem__(self, path: str) -> Any:
         for row in self.rows:
-            if row["path"] == path:
+            if row.path == path:
                 return row
         raise KeyError(path)
 
@@ -1196,13 +1207,13 @@ class ProcessComparison:
 
     def to_json(self) -> str:
         """The ``application/vnd.gpushare+json`` payload (schema ``process-comparison.schema.json``)."""
-        return _report_json("process-comparison", {**self.source, "rows": self.rows})
+        return _report_json("process-comparison", {**self.source, "rows": self._rows})
 
     def to_pandas(self) -> Any:
         """One row per path, the array's framework, dtype, shape, device and bytes on every row."""
         s = self.source
         rows = []
-        for row in self.rows:
+        for row in self._rows:
             # Asked for none: the framework the worker's array is in, where the path ran.
             target = s["target_framework"] or (row.get("target") or {}).get("framework")
             ids = {"source_framework": s["source_framework"], "target_framework": target, "dtype": s["dtype"],
@@ -1211,10 +1222,10 @@ class ProcessComparison:
         return _frame(rows)
 
     def __repr__(self) -> str:
-        return _render_text(self.rows)
+        return _render_text(self._rows)
 
     def _repr_html_(self) -> str:
-        return _render_html(self.rows)
+        return _render_html(self._rows)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
         return {"text/plain": repr(self), "text/html": self._repr_html_(),
@@ -1229,8 +1240,9 @@ class ProcessBenchmark:
         self.interrupted = data.get("interrupted", False)
 
     @property
-    def points(self) -> list[dict]:
-        return self.data["points"]
+    def points(self) -> list[Any]:
+        """One record per size × path, read by attribute (``p.size``, ``p.timing.median``)."""
+        return [_record(p) for p in self.data["points"]]
 
     def to_dict(self) -> dict:
         """The JSON form's ``data``, with its ``schema`` (``gpushare.process-bench/1``) kept as a key."""
@@ -1243,7 +1255,7 @@ class ProcessBenchmark:
     def to_pandas(self) -> Any:
         """One row per size × path, the sweep's frameworks, dtype and device on every row."""
         ids = {k: self.data[k] for k in ("source_framework", "target_framework", "dtype", "device")}
-        return _frame([_tidy(p, {**ids, "size": p["size"], "nbytes": p["nbytes"]}) for p in self.points])
+        return _frame([_tidy(p, {**ids, "size": p["size"], "nbytes": p["nbytes"]}) for p in self.data["points"]])
 
     def _table(self) -> tuple[list[str], list[list[str]]]:
         paths = list(dict.fromkeys(p["path"] for p in self.points))

@@ -18,11 +18,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 
-def _wrap(value: Any) -> Any:
+def wrap(value: Any) -> Any:
+    """``value`` for reading by attribute: a dict as a :class:`Record`, a list's dicts too."""
     if isinstance(value, dict):
         return Record(value)
     if isinstance(value, list):
-        return [_wrap(v) for v in value]
+        return [wrap(v) for v in value]
     return value
 
 
@@ -36,7 +37,7 @@ class Record:
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return _wrap(self._data[name])
+            return wrap(self._data[name])
         except KeyError:
             raise AttributeError(f"{type(self).__name__} has no field {name!r}; it has {', '.join(self._data)}") from None
 
@@ -44,7 +45,7 @@ class Record:
         raise AttributeError("results are read-only")
 
     def __getitem__(self, key: str) -> Any:
-        return _wrap(self._data[key])
+        return wrap(self._data[key])
 
     def __contains__(self, key: object) -> bool:
         return key in self._data
@@ -66,7 +67,7 @@ class Record:
         return self._data.keys()
 
     def get(self, key: str, default: Any = None) -> Any:
-        return _wrap(self._data.get(key, default))
+        return wrap(self._data.get(key, default))
 
     def __dir__(self) -> list[str]:
         return sorted(set(self._data) | {"to_dict", "get", "keys"})
