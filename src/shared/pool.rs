@@ -1,0 +1,67 @@
+//! The pool of the `copy` and `pinned` paths: a buffer whose last consumer let go waits here for the
+//! next conversion of the same size on the same device, so that a conversion does not pay for
+//! `cuMemAlloc`/`cuMemFree` (or fresh host pages) each time. Bounded by [`POOL_MAX_BYTES`] and
+//! [`POOL_MAX_ENTRIES`].
+
+use std::sync::Mutex;
+
+use super::allocation::{Reusable, StreamLedger};
+use super::{Device, POOL_MAX_BYTES, POOL_MAX_ENTRIES, Result, lock};
+use crate::cuda;
+
+struct Pooled {
+    device: Device,
+    memory: Reusable,
+    ledger: StreamLedger,
+}
+
+static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
+
+pub(super) fn give_to_pool(device: Device, memory: Reusable, ledger: StreamLedger) {
+    let len = memory.len();
+    if len == 0 || len > POOL_MAX_BYTES {
+        return; // dropped (freed) here
+    }
+    let evicted: Vec<Pooled> = {
+        let mut pool = lock(&POOL);
+        let mut evicted = Vec::new();
+        while !pool.is_empty()
+            && (pool.len() >= POOL_MAX_ENTRIES || pool.iter().map(|p| p.memory.len()).sum::<usize>() + len > POOL_MAX_BYTES)
+        {
+            evicted.push(pool.remove(0));
+        }
+        pool.push(Pooled { device, memory, ledger });
+        evicted
+    };
+    drop(evicted); // freed outside the lock: cuMemFree waits for the device
+}
+
+/// Pooled memory of exactly `len` bytes on `device`, made safe to write on `stream`: if anyone used
+/// it on another stream, the device is synchronised first.
+pub(super) fn take_pooled(device: Device, len: usize, stream: u64) -> Result<Option<(Reusable, StreamLedger)>> {
+    let taken = {
+        let mut pool = lock(&POOL);
+        pool.iter().position(|p| p.device == device && p.memory.len() == len).map(|i| pool.remove(i))
+    };
+    let Some(Pooled { memory, mut ledger, .. }) = taken else { return Ok(None) };
+    if let Device::Cuda(ordinal) = device
+        && ledger.must_wait_before_write_on(stream)
+    {
+        cuda::synchronize_context(ordinal)?;
+        ledger.users.clear();
+    }
+    ledger.pending = None;
+    Ok(Some((memory, ledger)))
+}
+
+/// `(buffers, bytes)` in the pool.
+pub fn pool_usage() -> (usize, usize) {
+    let pool = lock(&POOL);
+    (pool.len(), pool.iter().map(|p| p.memory.len()).sum())
+}
+
+/// Frees every pooled buffer (waits for the devices).
+pub fn clear_pool() {
+    let drained: Vec<Pooled> = std::mem::take(&mut *lock(&POOL));
+    drop(drained);
+}
