@@ -129,6 +129,41 @@ def test_paddle_moves_by_its_own_move():
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
+def test_moves_are_predicted_and_a_copy_asked_for_is_copied_by_design():
+    """Issue 24.10: every move had prediction None, and DLPack's copy=True was explained as "the
+    framework made its own copy"."""
+    x = torch.arange(6.0)
+    here = gpushare.share(x, "numpy", device="cpu")
+    assert here.prediction is not None and here.prediction["verdict"] == here.verdict == "shared"
+    asked = gpushare.share(x, "numpy", device="cpu", path="dlpack")
+    assert asked.verdict == "copied" and asked.reason.startswith("copied by design"), asked.reason
+    assert asked.prediction["verdict"] == "copied" and asked.prediction["reason"] == asked.reason
+    assert not asked.unexpected
+    own = gpushare.share(x, "torch", device="cpu", path="move")
+    assert own.prediction is not None and own.prediction["verdict"] == own.verdict and not own.unexpected
+    with pytest.raises(PathNotApplicableError):
+        gpushare.share(x, "numpy", device="cpu", path="p2p")
+
+
+def test_a_negative_view_moved_by_dlpack_copy_true_reads_the_right_values():
+    """Issue 24.10: PyTorch's export with copy=True negates into the copy, so a negative view moved
+    by path='dlpack' is allowed where the consumer asks the producer for the copy (NumPy, torch);
+    JAX copies after a plain export (its values would be unnegated): refused there."""
+    from gpushare.exceptions import UnsafeInputError
+
+    x = torch.arange(4.0)
+    r = gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="dlpack")
+    assert r.value.tolist() == [-0.0, -1.0, -2.0, -3.0] and r.verdict == "copied"
+    t = gpushare.share(torch._neg_view(x), "torch", device="cpu", path="dlpack")
+    assert t.value.tolist() == [-0.0, -1.0, -2.0, -3.0]
+    pytest.importorskip("jax")
+    with pytest.raises(UnsafeInputError, match="negative bit"):
+        gpushare.share(torch._neg_view(x), "jax", device="cpu", path="dlpack")
+    # The conjugate bit and grad are still refused: torch's copying export refuses them too.
+    with pytest.raises(gpushare.GpushareError, match="conjugate bit"):
+        gpushare.share((x + 1j * x).conj(), "numpy", device="cpu", path="dlpack")
+
+
 def test_compare_with_device_lists_the_move_paths():
     c = gpushare.compare(torch.arange(1024.0), "numpy", device="cpu", repeat=2)
     assert [r["path"] for r in c.rows] == list(devices.MOVE_PATHS)

@@ -1,7 +1,7 @@
 """The one ``auto`` on a real GPU (``pytest -m gpu``; without CUDA these skip with "no CUDA"):
 from device memory into a framework that cannot address it (NumPy) ``auto`` takes the host route
 and says why it copied, so ``%%share torch->numpy->tf`` works on a GPU; and ``compare``'s auto row
-is the path ``share`` takes."""
+is the path ``share`` takes, for shares and moves alike; moves are predicted."""
 
 from __future__ import annotations
 
@@ -46,3 +46,25 @@ def test_cell_chain_from_the_gpu_through_numpy_into_tf(run, ip):
     assert any("cannot address device memory" in n for n in hop_numpy.notes)
     assert hop_tf.shares_origin is False  # NumPy's copy, not the tensor on the GPU
     np.testing.assert_array_equal(np.asarray(ip.user_ns["t_tf"]), np.arange(6, dtype=np.float32))
+
+
+def test_a_move_to_the_host_is_predicted_and_compare_agrees():
+    x = torch.arange(1 << 16, dtype=torch.float32, device="cuda:0")
+    r = gpushare.share(x, "numpy", device="cpu")
+    assert r.path == "move" and r.prediction is not None
+    assert r.prediction["verdict"] == r.verdict == "copied"
+    c = gpushare.compare(x, "numpy", device="cpu", repeat=2)
+    assert [row["path"] for row in c.rows if row["auto"]] == ["move"]
+    d = gpushare.share(x, "numpy", device="cpu", path="dlpack")
+    assert d.verdict == "copied" and d.reason.startswith("copied by design"), d.reason
+    assert d.prediction is not None and d.prediction["verdict"] == "copied"
+
+
+def test_a_negative_view_moved_by_dlpack_copy_reads_the_right_values():
+    x = torch.arange(8, dtype=torch.float32, device="cuda:0")
+    r = gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="dlpack")
+    np.testing.assert_array_equal(r.value, -np.arange(8, dtype=np.float32))
+    from gpushare.exceptions import UnsafeInputError
+
+    with pytest.raises(UnsafeInputError, match="negative bit"):
+        gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="move")

@@ -207,6 +207,7 @@ class Predictor:
         jax_x64: Callable[[], bool] | None = None,
         source_current_device: Callable[[], int | None] | None = None,
         endpoints: tuple[bool, bool, bool, bool] | None = None,
+        destination: tuple[int, int] | None = None,
     ) -> None: ...
     def __call__(self, source: TensorInfo) -> Prediction: ...
 
@@ -237,6 +238,7 @@ class SharePlan:
         predictor: Callable[[TensorInfo], Any] | None = None,
         allocators: Callable[[int], dict[str, dict[str, int]]] | None = None,
         check_source: bool = True,
+        kind: Literal["share", "move"] = "share",
     ) -> None: ...
     @property
     def path(self) -> str: ...

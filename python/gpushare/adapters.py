@@ -119,6 +119,9 @@ class Adapter:
     # Whether it can hold arrays in device memory (NumPy's live on the host only): `auto` takes the
     # host route from device memory into a framework that cannot (src/paths.rs).
     addresses_device: ClassVar[bool] = True
+    # Whether its from_dlpack(x, device=…, copy=True) passes copy=True to the producer's
+    # __dlpack__ (the producer makes the copy), rather than copying what a plain export gave it.
+    copy_by_producer: ClassVar[bool] = False
 
     # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
     # never imports one while the other is loaded, and says why.
@@ -212,6 +215,11 @@ class Adapter:
     def check_view_bits(self, obj: Any) -> None:
         """Raises for a lazy view whose values live partly in a bit on the array (PyTorch's conjugate
         and negative bits): no handoff by memory carries the bit, one-process or across processes."""
+
+    def check_copying_export(self, obj: Any) -> None:
+        """``check_source`` for an export asked for a copy (DLPack's ``copy=True``): what the
+        framework still refuses then (a copy may resolve a lazy view)."""
+        self.check_source(obj)
 
     # -- conversion ------------------------------------------------------------------------
     def from_dlpack(self, obj: Any) -> Any:
@@ -364,6 +372,7 @@ class NumpyAdapter(Adapter):
     accepts_capsules = False
     exports_cai = False
     addresses_device = False
+    copy_by_producer = True  # from_dlpack(x, device=, copy=True) asks x.__dlpack__(copy=True)
     worker_receives = ("shm",)
     # inspect() below is the versioned capsule read with the device "cpu" wherever NumPy makes one
     # (2.1 and later); what it does beyond that (legacy capsules, read-only flags of old NumPy,
@@ -436,6 +445,7 @@ class TorchAdapter(Adapter):
     module = "torch"
     aliases = ("pytorch", "pt")
     type_modules = ("torch",)
+    copy_by_producer = True  # torch.from_dlpack(x, device=, copy=True) asks x.__dlpack__(copy=True)
     tracks_allocator = True
     imports_cai = True
     worker_receives = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
@@ -607,6 +617,13 @@ class TorchAdapter(Adapter):
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return self.load().from_dlpack(obj, device="cpu" if on_host else f"cuda:{ordinal}", copy=True)
+
+    def check_copying_export(self, obj: Any) -> None:
+        # With copy=True torch's export negates into the copy (torch 2.15: from_dlpack(neg_view,
+        # copy=True) reads the right signs); it still refuses grad and the conjugate bit.
+        if obj.is_neg() and not obj.is_conj() and not obj.requires_grad:
+            return
+        self.check_source(obj)
 
     def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return obj.detach().to("cpu" if on_host else f"cuda:{ordinal}")

@@ -285,9 +285,10 @@ def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, al
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     path_name, convert = devices.move_route(src, dst, path, device, already_there)
+    predictor = verdicts.move_predictor(src, dst, path_name, devices.dlpack_place(*devices.check_device(device)))
     return _native.SharePlan(
-        src, dst, path_name, convert, None, _pair_allocators(src, dst),
-        check_source=devices.move_checks_source(path_name),
+        src, dst, path_name, convert, predictor, _pair_allocators(src, dst),
+        check_source=devices.move_checks_source(path_name), kind="move",
     )
 
 

@@ -66,8 +66,9 @@ def already_on(source_device: tuple[int, int], destination: tuple[int, int]) -> 
 
 def move_checks_source(path: str) -> bool:
     """Whether the pipeline checks the source (``Adapter.check_source``) before a move by ``path``:
-    ``move`` checks what it hands over itself, after the framework's move (which detaches)."""
-    return path != "move"
+    ``move`` checks what it hands over itself, after the framework's move (which detaches), and
+    ``dlpack`` what the copying export refuses (it resolves a negative view)."""
+    return path not in ("move", "dlpack")
 
 
 def cuda_problem(ordinal: int) -> str | None:
@@ -194,8 +195,13 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
         return path, guard(src, copy, path)
     if path == "dlpack":
         take = dst.from_dlpack_on
+        # Where the consumer asks the producer's export for the copy (copy=True reaches
+        # __dlpack__), the producer resolves what a view of its own holds in a bit (PyTorch's
+        # negative bit); a consumer that copies after a plain export would read the raw bytes.
+        check = src.check_copying_export if dst.copy_by_producer else src.check_source
 
         def via_dlpack(obj: Any) -> Any:
+            check(obj)
             return take(obj, on_host, ordinal)
 
         return path, guard(src, via_dlpack, path)

@@ -109,12 +109,13 @@ def _try_path(
             predictor = verdicts.predictor(src, dst, "auto" if is_auto else path)
             check_source = checks_source(path)
         else:
-            from gpushare.devices import move_checks_source, move_route
+            from gpushare.devices import check_device, dlpack_place, move_checks_source, move_route
 
             _, convert = move_route(src, dst, path, device, already_there)
-            predictor = None
+            predictor = verdicts.move_predictor(src, dst, path, dlpack_place(*check_device(device)))
             check_source = move_checks_source(path)
-        plan = _native.SharePlan(src, dst, path, convert, predictor, check_source=check_source)
+        kind = "share" if device is None else "move"
+        plan = _native.SharePlan(src, dst, path, convert, predictor, check_source=check_source, kind=kind)
         result = plan.run(obj, repeat, number, warmup=max(warmup, 1), min_sample_time=min_sample_time)
     except PathNotApplicableError as e:
         run["applicable"], (run["reason"], run["fix"]) = False, _reason_of(e)

@@ -55,6 +55,28 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
     return made
 
 
+#: Move paths the Rust rules model (src/explain/moves.rs).
+MODELLED_MOVES = tuple(p["name"] for p in _native.path_table() if p["kind"] == "move" and p["modelled"])
+
+_MOVE_PREDICTORS: dict[tuple[Any, ...], Any] = {}
+
+
+def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) -> Any:
+    """The ``_native.Predictor`` of a move (``device=``) of ``src``'s arrays by move path ``path``
+    to ``destination`` (DLPack's ``(device_type, id)``), handed to ``dst``; None for a path the
+    rules do not model. Made once per pair, path, destination and versions."""
+    if path not in MODELLED_MOVES:
+        return None
+    key = (src.name, dst.name, path, tuple(destination), dst.version() or "", src.version() or "")
+    made = _MOVE_PREDICTORS.get(key)
+    if made is None:
+        made = _MOVE_PREDICTORS[key] = _native.Predictor(
+            dst.name, key[4], path, key[5], dst.per_thread_default_stream(), dst.x64_reader(),
+            src.current_device_reader(), endpoints=paths.endpoints(src, dst), destination=tuple(destination),
+        )
+    return made
+
+
 def predict(src: Any, dst: Any, src_info: Any, path: str) -> Prediction | None:
     """The predicted verdict and reason for converting ``src_info`` (a ``TensorInfo`` of an array of
     adapter ``src``) to adapter ``dst`` by ``path``; None for a path gpushare does not model."""

@@ -33,9 +33,15 @@ pub fn copied_by_design(path: &str) -> Option<&'static str> {
 
 /// [`judge`], with the reason a copying path gives for its copies: the same words in every table.
 pub fn judge_path(source: &TensorReport, target: &TensorReport, path: &str) -> Judgement {
+    judge_route(source, target, crate::paths::PathKind::Share, path)
+}
+
+/// [`judge_path`] for a path of any kind: a move's `dlpack` (`copy=True`) copies by design where
+/// the share path of that name does not.
+pub fn judge_route(source: &TensorReport, target: &TensorReport, kind: crate::paths::PathKind, path: &str) -> Judgement {
     let mut judgement = judge(source, target);
     if judgement.verdict == Verdict::Copied
-        && let Some(why) = copied_by_design(path)
+        && let Some(why) = crate::paths::copied_by_design(kind, path)
     {
         judgement.reason = Some(why.to_string());
     }

@@ -17,10 +17,11 @@
 mod auto;
 mod judgement;
 mod known;
+mod moves;
 mod prediction;
 mod refusal;
 
-pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path};
+pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path, judge_route};
 pub use known::explain_failure;
 pub use auto::{known_endpoints, resolve_auto_for, resolve_path};
 pub use prediction::{PredictedOutcome, Settings, TargetFacts, parse_version, predict};

@@ -6,7 +6,7 @@ use crate::dlpack::{
     has_negative_stride, has_zero_stride, is_c_contiguous, is_host_accessible, is_permuted_compact,
 };
 use super::auto::{known_endpoints, resolve_path};
-use crate::paths::{Endpoints, import_path};
+use crate::paths::{Endpoints, Place, import_path};
 use crate::report::{Prediction, TensorReport, Verdict};
 
 /// Settings of the frameworks that change the outcome of a handoff.
@@ -37,6 +37,8 @@ pub struct TargetFacts {
     /// What the adapters declare about the two frameworks' DLPack import and export, which `auto`
     /// decides from; `None`: what the rules know of them ([`known_endpoints`]).
     pub endpoints: Option<Endpoints>,
+    /// Where a move (`device=`) takes the array; `None`: a handoff where it lies.
+    pub destination: Option<Place>,
 }
 
 impl TargetFacts {
@@ -549,6 +551,9 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
 /// (not 16-byte aligned), a 64-bit dtype JAX keeps with x64 off, a broadcast view Numba will
 /// misdescribe.
 pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
+    if let Some(destination) = target.destination {
+        return super::moves::predict_move(source, target, destination);
+    }
     let dst = target.framework.as_str();
     let path = resolve_path(source, target);
 

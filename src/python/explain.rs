@@ -201,7 +201,8 @@ impl Predictor {
     #[new]
     /// ``endpoints``: the adapters' facts ``auto`` decides from (``gpushare._native.resolve_auto``);
     /// None: the rules' own word on the two frameworks.
-    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None, endpoints=None))]
+    /// ``destination``: a move's (``device=``) as DLPack's ``(device_type, id)``; None: a handoff.
+    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None, endpoints=None, destination=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
@@ -212,6 +213,7 @@ impl Predictor {
         jax_x64: Option<Py<PyAny>>,
         source_current_device: Option<Py<PyAny>>,
         endpoints: Option<(bool, bool, bool, bool)>,
+        destination: Option<(u32, i32)>,
     ) -> Predictor {
         let facts = TargetFacts {
             framework: target.to_string(),
@@ -219,6 +221,7 @@ impl Predictor {
             path: path.to_string(),
             settings: Settings { cupy_ptds, source_version: source_version.to_string(), ..Default::default() },
             endpoints: endpoints.map(super::paths::endpoints_of),
+            destination: destination.map(crate::paths::Place::of_dlpack),
         };
         Predictor { facts, jax_x64, source_current_device }
     }

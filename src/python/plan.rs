@@ -329,6 +329,7 @@ impl Framework for PyFramework {
 /// A transfer path: the conversion function the Python side built for the pair.
 pub struct PyRoute {
     path: String,
+    kind: crate::paths::PathKind,
     convert: Py<PyAny>,
     /// The route's `ordering` attribute (paths.py `_ordered`), read once.
     ordering: Option<String>,
@@ -358,6 +359,7 @@ impl PyRoute {
             unguarded,
             guard_ran: std::sync::atomic::AtomicBool::new(false),
             path,
+            kind: crate::paths::PathKind::Share,
             convert,
         }
     }
@@ -366,6 +368,10 @@ impl PyRoute {
 impl Route<Py<PyAny>> for PyRoute {
     fn path(&self) -> &str {
         &self.path
+    }
+
+    fn kind(&self) -> crate::paths::PathKind {
+        self.kind
     }
 
     fn take_notes(&self) -> Vec<String> {
@@ -603,7 +609,9 @@ pub fn policy(
 #[pymethods]
 impl SharePlan {
     #[new]
-    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true))]
+    /// ``kind``: the path's kind in the path table (``share``, ``move``): a move's ``dlpack`` copies by design.
+    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
         target: &Bound<'_, PyAny>,
@@ -612,7 +620,9 @@ impl SharePlan {
         predictor: Option<&Bound<'_, PyAny>>,
         allocators: Option<Py<PyAny>>,
         check_source: bool,
+        kind: &str,
     ) -> PyResult<SharePlan> {
+        let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
         let predict = predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
             Ok(native) => PredictStep::Native(native.clone().unbind()),
             Err(_) => PredictStep::Callable(p.clone().unbind()),
@@ -620,7 +630,7 @@ impl SharePlan {
         Ok(SharePlan {
             source: PyFramework::new(source)?,
             target: PyFramework::new(target)?,
-            route: PyRoute::new(source.py(), path, convert),
+            route: PyRoute { kind, ..PyRoute::new(source.py(), path, convert) },
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },

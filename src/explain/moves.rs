@@ -1,0 +1,138 @@
+//! The prediction rules of a move (`share(x, to, device=…)`): what the target will hold once the
+//! array is on the destination. A move to another device copies by design; whether the target can
+//! take what arrives there is the share rules' question, asked of the array as the move makes it.
+
+use super::{PredictedOutcome, TargetFacts, predict};
+use crate::paths::{self, Endpoints, PathKind, Place, import_path};
+use crate::report::TensorReport;
+
+/// The array a move makes on `destination`: a fresh, compact allocation of the same dtype and
+/// shape, held by `framework` (the source's own move) or by gpushare (its copies).
+fn arrived(source: &TensorReport, framework: &str, destination: Place) -> TensorReport {
+    let (dlpack_device, name) = match destination {
+        Place::Host => ((1, 0), "cpu".to_string()),
+        Place::Device(n) => ((2, n), format!("cuda:{n}")),
+    };
+    // A new allocation: 256-byte aligned, like every framework's device allocator and gpushare's.
+    let data_ptr = 0x1_0000_0000;
+    TensorReport {
+        framework: framework.to_string(),
+        device: name.clone(),
+        dlpack_device,
+        dlpack_device_name: name,
+        strides: crate::dlpack::compact_strides(&source.shape),
+        byte_offset: 0,
+        data_ptr,
+        span: (data_ptr, data_ptr + source.nbytes),
+        contiguous: true,
+        alignment: 256,
+        readonly: source.readonly && framework == source.framework,
+        cuda: None,
+        ..source.clone()
+    }
+}
+
+/// What a move of `source` to `destination` by `target.path` (a move path) will do.
+///
+/// Nothing moves when the array is already there: the usual handoff's rules, for `auto`. Otherwise
+/// the move copies: `move` by the source framework's own move, after which the usual handoff gives
+/// the moved array to the target; `dlpack` by the target's `from_dlpack(…, device, copy=True)`;
+/// `p2p` and `pinned` into a gpushare buffer on the destination, which the target then takes as
+/// `auto`'s last step says. What the target cannot take there fails as the share rules say.
+pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Place) -> PredictedOutcome {
+    let share = |report: &TensorReport, path: &str| {
+        predict(report, &TargetFacts { path: path.to_string(), destination: None, ..target.clone() })
+    };
+    let path = target.path.as_str();
+    if Place::of_dlpack(source.dlpack_device) == destination && path == "move" {
+        return share(source, "auto");
+    }
+    let words = paths::copied_by_design(PathKind::Move, path);
+    let (handoff, by_design) = match path {
+        "move" => (share(&arrived(source, &source.framework, destination), "auto"), None),
+        "dlpack" => (share(&arrived(source, &source.framework, destination), "dlpack"), words),
+        "p2p" | "pinned" => {
+            let endpoints = target.endpoints.unwrap_or_else(|| super::known_endpoints(&source.framework, &target.framework));
+            let import = import_path(&Endpoints { source_exports_dlpack: true, ..endpoints });
+            (share(&arrived(source, "gpushare", destination), import), words)
+        }
+        // Not a move path: the route refuses it before anything runs.
+        _ => return share(source, path),
+    };
+    match handoff {
+        PredictedOutcome::Failed { .. } => handoff,
+        // A zero-size array has no storage: the judgement calls it shared wherever it lies.
+        PredictedOutcome::Shared { .. } if source.numel() == 0 => handoff,
+        PredictedOutcome::Copied { reason } if by_design.is_none() => PredictedOutcome::Copied {
+            reason: format!("{} → {}, and then {reason}", source.dlpack_device_name, destination.name()),
+        },
+        _ => PredictedOutcome::Copied {
+            reason: by_design.map_or_else(
+                || format!("device changed: {} → {} (the source framework's own move copies)", source.dlpack_device_name, destination.name()),
+                str::to_string,
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Verdict;
+
+    fn torch_cpu(shape: Vec<i64>, strides: Vec<i64>) -> TensorReport {
+        TensorReport {
+            framework: "torch".into(),
+            dtype: "float32".into(),
+            shape,
+            strides,
+            device: "cpu".into(),
+            dlpack_device: (1, 0),
+            dlpack_device_name: "cpu".into(),
+            data_ptr: 0x10000,
+            byte_offset: 0,
+            nbytes: 96,
+            span: (0x10000, 0x10060),
+            contiguous: true,
+            alignment: 64,
+            readonly: false,
+            dlpack_version: Some((1, 1)),
+            cuda: None,
+        }
+    }
+
+    fn to(framework: &str, path: &str) -> TargetFacts {
+        TargetFacts::new(framework, "", path)
+    }
+
+    #[test]
+    fn a_move_to_where_the_array_lies_is_the_usual_handoff() {
+        let x = torch_cpu(vec![4, 6], vec![6, 1]);
+        let p = predict_move(&x, &to("numpy", "move"), Place::Host);
+        assert_eq!(p.verdict(), Verdict::Shared);
+    }
+
+    #[test]
+    fn a_move_across_devices_copies_and_the_target_must_take_what_arrives() {
+        let mut gpu = torch_cpu(vec![4, 6], vec![6, 1]);
+        gpu.dlpack_device = (2, 0);
+        gpu.dlpack_device_name = "cuda:0".into();
+        let p = predict_move(&gpu, &to("numpy", "move"), Place::Host);
+        assert_eq!(p.verdict(), Verdict::Copied);
+        assert!(p.reason().unwrap().contains("cuda:0 → cpu"), "{p:?}");
+        // NumPy cannot hold an array on a GPU, however it gets there.
+        let x = torch_cpu(vec![4, 6], vec![6, 1]);
+        assert_eq!(predict_move(&x, &to("numpy", "dlpack"), Place::Device(0)).verdict(), Verdict::Failed);
+        // p2p and pinned stage into a gpushare buffer: copied by design, in the table's words.
+        let p = predict_move(&gpu, &to("torch", "p2p"), Place::Device(1));
+        assert_eq!(p.reason(), paths::copied_by_design(PathKind::Move, "p2p"));
+    }
+
+    #[test]
+    fn dlpack_copy_true_copies_by_design_even_where_the_array_lies() {
+        let x = torch_cpu(vec![4, 6], vec![6, 1]);
+        let p = predict_move(&x, &to("numpy", "dlpack"), Place::Host);
+        assert_eq!(p.verdict(), Verdict::Copied);
+        assert!(p.reason().unwrap().starts_with("copied by design"), "{p:?}");
+    }
+}
