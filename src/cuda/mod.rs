@@ -26,12 +26,15 @@
 //! code from a newer driver is reported as `Unknown(n)` rather than being undefined behaviour.
 
 mod context;
+mod copy;
 mod device;
 mod error;
+mod event;
 mod ipc;
 mod gather;
 mod memory;
 mod pointer;
+mod staging;
 mod status;
 mod stream;
 
@@ -55,7 +58,7 @@ pub use status::{
     DISABLE_ENV, DriverStatus, VisibleDevices, driver_status, driver_status_if_probed, format_driver_version, parse_visible_devices,
     require_driver, visible_devices, visible_devices_env,
 };
-pub use stream::{
-    EventTimer, PinnedStager, StagePlan, StageReport, Stream, copy_dtod, copy_dtod_checked, copy_dtoh_async,
-    copy_htod_async, plan_staging, stage_through_pinned, synchronize_stream,
-};
+pub use copy::{copy_dtod, copy_dtod_checked, copy_dtoh_async, copy_htod_async};
+pub use event::EventTimer;
+pub use staging::{PinnedStager, StagePlan, StageReport, plan_staging, stage_through_pinned};
+pub use stream::{Stream, synchronize_stream};
