@@ -3,9 +3,10 @@
 //!
 //! An [`Allocation`] is either 256-byte-aligned host memory (DLPack asks for 256-byte alignment;
 //! JAX and TensorFlow copy host memory that is less aligned than they want, so anything less would
-//! turn "shared" into "copied") or device memory from the CUDA layer's [`DeviceBuffer`]. It lives in
-//! an `Arc`: the Python object holds one reference and every exported DLPack tensor holds another in
-//! its manager context, so the memory goes away only when the last framework lets go.
+//! turn "shared" into "copied") or device memory from the CUDA layer's
+//! [`DeviceBuffer`](crate::cuda::DeviceBuffer). It lives in an `Arc`: the Python object holds one
+//! reference and every exported DLPack tensor holds another in its manager context, so the memory
+//! goes away only when the last framework lets go.
 //!
 //! **Streams.** A device allocation remembers the stream that last wrote it without waiting
 //! (`pending`) and the streams that were handed it (`users`). An export to a consumer on another
