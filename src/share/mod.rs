@@ -208,8 +208,10 @@ impl<F: Framework> Handoff<'_, F> {
             (None, None)
         };
         // One conversion on its own is the raw call's host time; anything more is synchronised at
-        // the sample edges, so queued device work lands in the sample it belongs to.
-        let synchronise = on_device && !options.timing.is_once();
+        // the sample edges, so queued device work lands in the sample it belongs to. A copying
+        // route is timed to the end of its copy either way (see `Edges`).
+        let edges = timing::Edges::of(self.route.kind(), self.path(), on_device, &options.timing);
+        let synchronise = edges.synchronise;
         let clock = if synchronise { self.device_clock(array, source.as_ref()).map_err(&failed)? } else { None };
         // The observed handoff was untimed, paid the one-time costs and was waited for: it is the
         // policy's first warm-up, not one more conversion before it.
@@ -218,14 +220,14 @@ impl<F: Framework> Handoff<'_, F> {
         if observed_as_warmup {
             policy.warmup -= 1;
         }
-        let mut sampler = HandoffSampler { handoff: self, host, array, described: source.as_ref(), synchronise, clock, value: None };
+        let mut sampler = HandoffSampler { handoff: self, host, array, described: source.as_ref(), edges, clock, value: None };
         let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
         measured.warmup += usize::from(observed_as_warmup);
         let value = sampler.value.take().expect("every policy makes at least one conversion");
         // The source is alive: a target inside its allocation is described from its attributes.
         let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
             .map_err(&failed)?;
-        if on_device && !synchronise && self.target.import_settles_later() && !views_as_is(source.as_ref(), target.as_ref()) {
+        if on_device && !edges.waits_for_target() && self.target.import_settles_later() && !views_as_is(source.as_ref(), target.as_ref()) {
             // Outside the timing: a framework that converts asynchronously (JAX's narrowing
             // kernel) reports its failure only when waited on, and a share must not call "copied"
             // an array whose making failed. A view of the source's bytes as they are queued no
@@ -328,16 +330,32 @@ struct HandoffSampler<'h, 'a, F: Framework> {
     array: &'h F::Array,
     /// The source's description, for [`Route::convert_described`].
     described: &'h TensorReport,
-    synchronise: bool,
+    edges: timing::Edges,
     clock: Option<DeviceClock>,
     /// The latest result: kept for the synchronisation at the sample's end and for the outcome.
     value: Option<F::Array>,
 }
 
+impl<F: Framework> HandoffSampler<'_, '_, F> {
+    /// The end of a sample: the target's work, and for a copying route the copy itself wherever it
+    /// was queued (the source's streams, gpushare's copy on the source's context).
+    fn wait_for(&self, value: &F::Array) -> Result<()> {
+        let h = self.handoff;
+        if self.edges.waits_for_target() {
+            h.target.synchronize(value)?;
+        }
+        if self.edges.settle {
+            h.source.synchronize(self.array)?;
+            timing::settle_context(self.described.dlpack_device)?;
+        }
+        Ok(())
+    }
+}
+
 impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
     fn sample(&mut self, n: u64, device_clock: bool) -> Result<(f64, Option<f64>)> {
         let h = self.handoff;
-        if self.synchronise {
+        if self.edges.synchronise {
             h.source.synchronize(self.array)?;
         }
         // The last result goes before the next call: holding it alive across the call would
@@ -360,8 +378,8 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         if clock_started && let Some(c) = self.clock.as_mut() {
             device = c.timer.stop(&c.stream).ok().map(|_| ());
         }
-        if self.synchronise && let Some(v) = &self.value {
-            h.target.synchronize(v)?;
+        if let Some(v) = &self.value {
+            self.wait_for(v)?;
         }
         let host_seconds = t0.elapsed().as_secs_f64();
         let device_seconds = match (device, self.clock.as_ref()) {
@@ -375,9 +393,7 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         let h = self.handoff;
         self.value = None;
         let value = h.route.convert_described(self.array, self.described)?;
-        if self.synchronise {
-            h.target.synchronize(&value)?;
-        }
+        self.wait_for(&value)?;
         self.value = Some(value);
         self.host.check_interrupt()
     }

@@ -11,6 +11,7 @@
 use std::time::Instant;
 
 use super::error::Result;
+use crate::paths::PathKind;
 
 /// Most calls per sample that auto-ranging chooses.
 pub const MAX_AUTO_NUMBER: u64 = 100_000;
@@ -91,6 +92,46 @@ impl TimingPolicy {
             _ => Ok(()),
         }
     }
+}
+
+/// How a sample's edges wait for the device, for one route.
+///
+/// `synchronise`: every framework is synchronised at both edges of a sample (anything more than one
+/// conversion on device memory), so queued device work lands in the sample it belongs to.
+/// `settle`: the route copies (the path table says it copies by design, or it is a move), so the
+/// sample ends when the copy has landed: the target, the source and the source's CUDA context are
+/// waited for inside the timing. A copy queued on the source's stream (gpushare's `copy` on
+/// torch's current stream, or on the legacy stream for TensorFlow) is not waited for by the
+/// target's synchronise alone (TensorFlow's SyncDevice waits for its own streams): without this an
+/// H100 timed a 64 MiB `copy` into TensorFlow at 13.4 µs beside its own 47.6 µs device time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edges {
+    pub synchronise: bool,
+    pub settle: bool,
+}
+
+impl Edges {
+    /// The edges of route `path` of `kind` for an array in device memory (`on_device`) under `policy`.
+    pub fn of(kind: PathKind, path: &str, on_device: bool, policy: &TimingPolicy) -> Edges {
+        let copies = kind == PathKind::Move || crate::paths::copied_by_design(kind, path).is_some();
+        Edges { synchronise: on_device && !policy.is_once(), settle: on_device && copies }
+    }
+
+    /// Whether the target is waited for inside the timed part of a sample.
+    pub fn waits_for_target(&self) -> bool {
+        self.synchronise || self.settle
+    }
+}
+
+/// Waits for everything queued in the CUDA context of a source in CUDA memory (DLPack device
+/// type 2): where a copying route queued its copy on a stream no framework synchronise reaches
+/// (gpushare's copy on the legacy stream when the source framework names no stream, as TensorFlow's
+/// does not). Nothing to wait for without a driver (the plain core's tests) or off CUDA.
+pub fn settle_context(dlpack_device: (u32, i32)) -> Result<()> {
+    if dlpack_device.0 != crate::dlpack::DEVICE_CUDA || !crate::cuda::driver_status().is_available() {
+        return Ok(());
+    }
+    crate::cuda::synchronize_context(dlpack_device.1).map_err(|e| super::ShareError::Cuda(e.to_string()))
 }
 
 /// What takes one sample: `n` calls, synchronised at both ends, timed on the host and (when a
@@ -261,6 +302,116 @@ mod tests {
         let m = measure(&TimingPolicy::within(0.01), &mut s).unwrap();
         assert_eq!(m.number, 1);
         assert!(!m.samples.is_empty() && m.samples.len() <= 3, "{:?}", m.samples);
+    }
+
+    #[test]
+    fn a_copying_route_settles_at_every_edge_a_sharing_one_only_when_timed_repeatedly() {
+        use PathKind::{Move, Share};
+        let (once, fixed) = (TimingPolicy::once(), TimingPolicy::fixed(3, 2, 1));
+        for path in ["copy", "pinned", "host"] {
+            assert_eq!(Edges::of(Share, path, true, &once), Edges { synchronise: false, settle: true }, "{path}");
+            assert_eq!(Edges::of(Share, path, true, &fixed), Edges { synchronise: true, settle: true }, "{path}");
+        }
+        for path in ["p2p", "pinned", "dlpack", "move"] {
+            assert!(Edges::of(Move, path, true, &once).settle, "a move copies whenever it moves: {path}");
+        }
+        for path in ["dlpack", "capsule", "cai", "shared"] {
+            assert_eq!(Edges::of(Share, path, true, &once), Edges { synchronise: false, settle: false }, "{path}");
+            assert_eq!(Edges::of(Share, path, true, &fixed), Edges { synchronise: true, settle: false }, "{path}");
+        }
+        // Host memory: a copy has landed when the call returns.
+        assert_eq!(Edges::of(Share, "copy", false, &fixed), Edges { synchronise: false, settle: false });
+    }
+
+    /// The pipeline with a copy the target's synchronise does not wait for: the route queues
+    /// `pending` seconds of work on the source's stream, which only the source's synchronise waits
+    /// for (as gpushare's `copy` on torch's stream, into TensorFlow).
+    mod settled {
+        use std::cell::Cell;
+
+        use super::super::super::{Framework, Handoff, Host, Options, Route};
+        use super::*;
+        use crate::report::TensorReport;
+
+        struct Side {
+            name: &'static str,
+            pending: std::rc::Rc<Cell<f64>>,
+            waits_for_source_stream: bool,
+        }
+
+        struct Info(TensorReport);
+        impl AsRef<TensorReport> for Info {
+            fn as_ref(&self) -> &TensorReport {
+                &self.0
+            }
+        }
+
+        impl Framework for Side {
+            type Array = u64;
+            type Info = Info;
+            fn name(&self) -> &str {
+                self.name
+            }
+            fn describe(&self, ptr: &u64) -> Result<Info> {
+                Ok(Info(TensorReport {
+                    framework: self.name.into(), dtype: "float32".into(), shape: vec![1024], strides: vec![1],
+                    device: "cuda:0".into(), dlpack_device: (2, 0), dlpack_device_name: "cuda:0".into(),
+                    data_ptr: *ptr, byte_offset: 0, nbytes: 4096, span: (*ptr, ptr + 4096), contiguous: true,
+                    alignment: 256, readonly: false, dlpack_version: None, cuda: None,
+                }))
+            }
+            fn synchronize(&self, _a: &u64) -> Result<()> {
+                if self.waits_for_source_stream {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(self.pending.replace(0.0)));
+                }
+                Ok(())
+            }
+        }
+
+        struct Queues {
+            path: &'static str,
+            kind: PathKind,
+            pending: std::rc::Rc<Cell<f64>>,
+        }
+        impl Route<u64> for Queues {
+            fn path(&self) -> &str {
+                self.path
+            }
+            fn kind(&self) -> PathKind {
+                self.kind
+            }
+            fn convert(&self, ptr: &u64) -> Result<u64> {
+                self.pending.set(self.pending.get() + 0.004);
+                Ok(ptr + 0x10_0000)
+            }
+        }
+
+        struct NoHost;
+        impl Host for NoHost {
+            fn check_interrupt(&self) -> Result<()> {
+                Ok(())
+            }
+        }
+
+        fn timed(path: &'static str, kind: PathKind, policy: TimingPolicy) -> f64 {
+            let pending = std::rc::Rc::new(Cell::new(0.0));
+            let source = Side { name: "torch", pending: pending.clone(), waits_for_source_stream: true };
+            let target = Side { name: "tf", pending: pending.clone(), waits_for_source_stream: false };
+            let route = Queues { path, kind, pending };
+            let handoff = Handoff { source: &source, target: &target, route: &route, predictor: None, check_source: false };
+            let options = Options { timing: policy, ..Options::default() };
+            handoff.run(&NoHost, &0x1000, &options).unwrap().report.timing.median
+        }
+
+        #[test]
+        fn a_copying_routes_timed_sample_includes_the_wait_for_its_copy() {
+            for policy in [TimingPolicy::once(), TimingPolicy::fixed(3, 2, 1)] {
+                for (path, kind) in [("copy", PathKind::Share), ("pinned", PathKind::Share), ("p2p", PathKind::Move), ("move", PathKind::Move)] {
+                    let t = timed(path, kind, policy);
+                    assert!(t >= 0.004, "{path} under {policy:?}: {t} s is below the 4 ms its copy takes");
+                }
+            }
+        }
     }
 
     #[test]
