@@ -1,0 +1,110 @@
+//! The CUDA layer for Python: report functions that answer `None`/`[]` without CUDA, and the
+//! transfer primitives of the `pinned` and `copy` paths. Conversions only; the logic is in
+//! `crate::cuda`.
+//!
+//! Report functions (`cuda_driver_status`, `cuda_pointer_attributes`, `cuda_devices`, ...) treat a
+//! missing driver as an answer, not an error. Everything that allocates or copies raises
+//! `gpushare.exceptions.CudaError` (with `.kind` and `.code`) instead. Calls that can block release the
+//! GIL; waits for the GPU honour Ctrl-C.
+//!
+//! This module holds what every part shares (the error conversion, stream arguments, serialised
+//! reports); [`reports`], [`transfers`] and [`allocations`] hold the functions and classes.
+
+mod allocations;
+mod reports;
+mod transfers;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use serde::Serialize;
+
+use super::errors::CudaError as PyCudaError;
+use super::json::json_to_py;
+use crate::cuda::{self, CudaError};
+
+/// `CudaError` → `gpushare.exceptions.CudaError`, with `kind` ("unavailable", "driver",
+/// "no_context", "invalid_argument", "internal") and `code` (the driver's `CUresult`, or None)
+/// attributes. An interrupted wait becomes `KeyboardInterrupt`, as Ctrl-C anywhere else does.
+pub fn to_pyerr(error: CudaError) -> PyErr {
+    let kind = match &error {
+        CudaError::Unavailable(_) => "unavailable",
+        CudaError::Driver { .. } => "driver",
+        CudaError::NoContext(_) => "no_context",
+        CudaError::InvalidArgument(_) => "invalid_argument",
+        CudaError::Interrupted => return PyKeyboardInterrupt::new_err(error.to_string()),
+        CudaError::Internal(_) => "internal",
+    };
+    let err = PyCudaError::new_err(error.to_string());
+    Python::attach(|py| {
+        let value = err.value(py);
+        // Setting attributes on a fresh exception cannot fail short of memory exhaustion; the
+        // message carries everything anyway.
+        let _ = value.setattr("kind", kind);
+        let _ = value.setattr("code", error.driver_code());
+    });
+    err
+}
+
+/// Serialised data → Python objects (dicts, lists, ints, floats, str, bool, None), with the field
+/// names of the JSON report.
+fn to_py<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    let json = serde_json::to_value(value).map_err(|e| PyCudaError::new_err(format!("cannot convert: {e}")))?;
+    json_to_py(py, &json)
+}
+
+/// A report answer: `Ok(Some(..))`, `Ok(None)` when there is no CUDA, the error otherwise.
+fn or_none<T>(result: cuda::Result<T>) -> PyResult<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(CudaError::Unavailable(_)) => Ok(None),
+        Err(e) => Err(to_pyerr(e)),
+    }
+}
+
+/// A stream argument: an int handle (0 = the legacy default stream), a torch stream
+/// (`.cuda_stream`), a CuPy stream (`.ptr`), or None for 0.
+fn stream_handle(stream: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+    let Some(obj) = stream else { return Ok(0) };
+    if obj.is_none() {
+        return Ok(0);
+    }
+    if let Ok(handle) = obj.extract::<u64>() {
+        return Ok(handle);
+    }
+    for attribute in ["cuda_stream", "ptr"] {
+        if let Ok(value) = obj.getattr(attribute)
+            && let Ok(handle) = value.extract::<u64>()
+        {
+            return Ok(handle);
+        }
+    }
+    Err(PyCudaError::new_err(
+        "stream must be an int handle, a torch.cuda.Stream (.cuda_stream) or a cupy Stream (.ptr)",
+    ))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock was caught as an error already; the value is still usable.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The device an address lives on, for calls that need an ordinal and were not given one.
+fn ordinal_of(ptr: u64) -> cuda::Result<i32> {
+    let attributes = cuda::pointer_attributes(ptr)?;
+    if attributes.device_ordinal < 0 {
+        return Err(CudaError::InvalidArgument(format!(
+            "{ptr:#x} is {} memory, not on a CUDA device",
+            attributes.memory_type
+        )));
+    }
+    Ok(attributes.device_ordinal)
+}
+
+/// Adds the CUDA functions and classes to `gpushare._native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    reports::register(m)?;
+    transfers::register(m)?;
+    allocations::register(m)
+}
