@@ -76,10 +76,12 @@ def share(
         samples), as the magics do; ``repeat``/``number`` then fix those counts if given.
     observe : on a GPU, also record the memory ledger (``.memory``) and the DLPack stream report
         (``.streams``) of one extra, untimed handoff. The magics turn it on.
-    device : ``"cuda:1"``, ``"cpu"``: move the array there on the way (paths ``p2p``, ``pinned``,
-        ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``: ``p2p``
-        between two GPUs that reach each other, else ``move``). A CUDA device on a machine without
-        one raises CudaError. None: stay where the source is.
+    device : ``"cuda:1"``, ``"cpu"`` (or ``"cpu:0"``): move the array there on the way (paths ``p2p``,
+        ``pinned``, ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``:
+        ``p2p`` between two GPUs that reach each other, else ``move``, which moves nothing where the
+        array already is; the path table's one ``auto``, src/paths.rs). A CUDA device on a machine
+        without one raises CudaError. None: stay where the source is (``auto`` then copies through
+        the host into a framework that cannot address the source's device memory, and says so).
     across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
         ``obj`` to that process instead, by a process path (``ipc``, ``torch_mp``, ``shm``,
         ``nccl``, ``nccl_socket``, ``gloo``; ``auto`` is ``ipc`` on a GPU, else ``shm``), and return
