@@ -65,6 +65,10 @@ def exports_versioned(obj: Any) -> bool:
     return type(obj) not in _LEGACY_EXPORTERS
 
 
+#: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
+HOST_DEVICE_TYPES = (1, 3, 11, 13)
+
+
 class Adapter:
     """How gpushare talks to one framework."""
 
@@ -220,6 +224,14 @@ class Adapter:
         """``check_source`` for an export asked for a copy (DLPack's ``copy=True``): what the
         framework still refuses then (a copy may resolve a lazy view)."""
         self.check_source(obj)
+
+    def in_device_memory(self, obj: Any) -> bool:
+        """Whether ``obj`` lies in memory the host cannot address (``auto`` asks it of every share
+        into a framework that cannot address device memory, so it must be cheap): DLPack's
+        ``__dlpack_device__``, else the array's description."""
+        where = getattr(obj, "__dlpack_device__", None)
+        kind = where()[0] if where is not None else self.inspect(obj).dlpack_device[0]
+        return int(kind) not in HOST_DEVICE_TYPES
 
     # -- conversion ------------------------------------------------------------------------
     def from_dlpack(self, obj: Any) -> Any:
@@ -617,6 +629,9 @@ class TorchAdapter(Adapter):
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return self.load().from_dlpack(obj, device="cpu" if on_host else f"cuda:{ordinal}", copy=True)
+
+    def in_device_memory(self, obj: Any) -> bool:
+        return not obj.is_cpu  # 0.1 µs; torch's __dlpack_device__ costs 3.5 (torch 2.15)
 
     def check_copying_export(self, obj: Any) -> None:
         # With copy=True torch's export negates into the copy (torch 2.15: from_dlpack(neg_view,

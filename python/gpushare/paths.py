@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from gpushare import _native
-from gpushare.adapters import Adapter
+from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
 from gpushare.exceptions import PathNotApplicableError
 
 Route = Callable[[Any], Any]
@@ -35,7 +35,7 @@ PATH_NAMES = names_of("share")
 PATH_DESCRIPTIONS = describe("share")
 
 #: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
-_HOST_DEVICE_TYPES = (1, 3, 11, 13)
+_HOST_DEVICE_TYPES = HOST_DEVICE_TYPES
 
 _BUILDERS: dict[str, Callable[[Adapter, Adapter], Route]] = {}
 
@@ -97,14 +97,11 @@ def resolve_auto(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1
 
 
 def in_device_memory(obj: Any, src: Adapter) -> bool:
-    """Whether ``obj`` lies in memory the host cannot address: ``__dlpack_device__`` (one cheap
-    call every DLPack producer has), else the adapter's description."""
-    where = getattr(obj, "__dlpack_device__", None)
+    """Whether ``obj`` lies in memory the host cannot address, as its adapter says."""
     try:
-        kind = where()[0] if where is not None else src.inspect(obj).dlpack_device[0]
+        return bool(src.in_device_memory(obj))
     except Exception:  # a source that cannot say: the handoff itself reports what is wrong
         return False
-    return int(kind) not in _HOST_DEVICE_TYPES
 
 
 class _Chosen:
