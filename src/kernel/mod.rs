@@ -11,6 +11,9 @@
 //! - [`client`]: sockets, message pumps and the kernel_info handshake.
 //! - [`session`]: a started kernel: execute with timeout, death and Ctrl-C handling; shutdown.
 //! - [`notebook`]: `.ipynb` read/write like nbformat, and recording outputs into cells.
+//!   - [`nbformat_json`]: the text `nbformat.write` writes (lines split, keys sorted).
+//!   - [`output_recorder`]: kernel output recorded into cells as nbclient does, within a limit.
+//!   - [`output_message`]: an iopub output message as a valid nbformat output.
 //! - [`output_file`]: writing a result file where the user pointed, failures included.
 //! - [`params`]: `-p key=value` as Python literals in an `injected-parameters` cell.
 //! - [`widgets`]: widget state and `ipywidgets.Output`, as nbclient handles them.
@@ -23,8 +26,11 @@ pub mod client;
 pub mod env;
 pub mod kernelspec;
 pub mod launch;
+pub mod nbformat_json;
 pub mod notebook;
 pub mod output_file;
+pub mod output_message;
+pub mod output_recorder;
 pub mod params;
 pub mod runner;
 pub mod session;
