@@ -23,7 +23,7 @@ from gpushare import api
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
 from gpushare.magic_names import NamespaceSnapshot, hop_name_clash, is_name, python_name, result_name, template_problem
-from gpushare.paths import PATH_NAMES
+from gpushare.paths import PATH_NAMES, names_of
 from gpushare.warn_site import warn_every_time
 
 #: Largest -n/-r the magics accept: beyond it no run finishes, and the Rust core counts in 64 bits
@@ -32,8 +32,8 @@ MAX_COUNT = 10**9
 #: Largest ``GpuShare.time_budget`` (seconds of timing per array): a cell of a few arrays then
 #: still answers within minutes, and a typo such as 1e12 is refused instead of hanging the kernel.
 MAX_TIME_BUDGET = 60.0
-#: What --path and ``GpuShare.path`` accept.
-PATH_CHOICES = (*PATH_NAMES, "p2p", "move", "auto", "all")
+#: What --path and ``GpuShare.path`` accept: the path table's share and move paths (src/paths.rs).
+PATH_CHOICES = (*PATH_NAMES, *(p for p in names_of("move") if p not in PATH_NAMES), "auto", "all")
 
 
 def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tuple[list[str], str | None]:
