@@ -7,6 +7,7 @@
 // words) and a failed share is the cold path: boxing it to shrink every `Result` buys nothing.
 #![allow(clippy::result_large_err)]
 
+pub mod advice;
 pub mod cli;
 pub mod cuda;
 pub mod dlpack;

@@ -1,6 +1,7 @@
 //! The pyo3 boundary: converts types and errors, nothing else. Built as `gpushare._native`.
 
 mod capsules;
+mod ceilings;
 mod cuda;
 mod errors;
 mod explain;
@@ -33,6 +34,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shared::register(m)?;
     capsules::register(m)?;
     ipc::register(m)?;
+    ceilings::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

@@ -1,0 +1,299 @@
+"""What this machine's hardware can do: the ceiling of every resource a copy crosses.
+
+A table's bandwidth (bytes copied / time) can never exceed the ceiling of the slowest resource its
+copy crosses; a figure above it is a timing bug (a copy timed before it landed), and the tests check
+every compare/bench table against these ceilings. The resources (``gpushare._native.copy_resources``,
+src/advice/ceilings.rs, says which ones a path's copy crosses):
+
+- ``host_memory``: a copy from host memory into host memory, measured here with NumPy;
+- ``device_memory:N``: a copy within GPU N's memory;
+- ``host_to_device:N`` / ``device_to_host:N``: the host link each way, from and into page-locked memory;
+- ``peer:A->B``: the link from GPU A to GPU B (the driver's fastest way: direct where peer access
+  can be enabled).
+
+The GPU figures are measured by the Rust core with the CUDA driver (the best of a few copies, timed by
+CUDA events). Each resource is measured at several sizes, because a copy that fits in a cache is
+faster than one that streams through memory; the ceiling for ``n`` bytes is the fastest copy measured
+at a size within 16× of ``n``. The figures are measured once per machine and cached in
+``$XDG_CACHE_HOME/gpushare/ceilings.json`` (``~/.cache`` without it), keyed by what they were made
+for (host name, CPU model, GPU names, driver version, gpushare version): a change of any of them
+measures again.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import platform
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from gpushare import _native
+
+#: Bumped when the cached figures change meaning.
+CACHE_FORMAT = 1
+#: Sizes host memory is measured at: from inside a core's cache to well past the last level.
+HOST_SIZES = (64 << 10, 1 << 20, 16 << 20, 256 << 20)
+#: Sizes the GPU resources are measured at.
+DEVICE_SIZES = (1 << 20, 16 << 20, 256 << 20)
+#: A ceiling for ``n`` bytes is the fastest copy measured at a size within this factor of ``n``.
+NEAR = 16
+#: How much a measured bandwidth may exceed its ceiling before it is a bug: timing noise.
+TOLERANCE = 1.10
+#: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
+_HOST_DEVICE_TYPES = (1, 3, 11, 13)
+
+
+def cache_path() -> Path:
+    """Where the ceilings are cached: ``$XDG_CACHE_HOME/gpushare/ceilings.json`` (``~/.cache`` by default)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "gpushare" / "ceilings.json"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver() -> tuple[dict, list[dict]]:
+    """The CUDA driver's status and the devices it shows (none without a usable driver)."""
+    status = dict(_native.cuda_driver_status())
+    devices = list(_native.cuda_devices()) if status.get("available") else []
+    return status, devices
+
+
+def machine_key() -> dict[str, Any]:
+    """What the ceilings were measured for: a change of any of these measures them again."""
+    status, devices = _driver()
+    return {
+        "format": CACHE_FORMAT,
+        "hostname": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "devices": [str(d.get("name")) for d in devices],
+        "driver": status.get("version_string"),
+        "gpushare": _native.__version__,
+    }
+
+
+def _host_copy_Bps(nbytes: int, repeats: int = 7) -> float:
+    """The best of ``repeats`` NumPy copies of ``nbytes`` into a buffer made beforehand, each
+    sample at least ~2 ms of copies so the clock's resolution does not count."""
+    import numpy as np
+
+    src = np.ones(nbytes, dtype=np.uint8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # faults the destination's pages in: a ceiling is of copying, not of paging
+    loops = max(1, int(2e-3 * 10e9 / nbytes))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            np.copyto(dst, src)
+        best = min(best, (time.perf_counter() - t0) / loops)
+    return nbytes / best if best > 0 else float("inf")
+
+
+def _gpu_resources(devices: list[dict]) -> list[tuple[str, str]]:
+    """``(key, words)`` of every GPU resource of this machine: each GPU's memory and host link each
+    way, and each ordered pair's link."""
+    ordinals = [int(d.get("ordinal", i)) for i, d in enumerate(devices)]
+    keys: list[tuple[str, str]] = []
+    for d in ordinals:
+        keys += _native.copy_resources("share", "copy", d, d)
+        keys += _native.copy_resources("move", "move", d, None)
+        keys += _native.copy_resources("move", "move", None, d)
+    for a in ordinals:
+        for b in ordinals:
+            if a != b:
+                keys += _native.copy_resources("move", "p2p", a, b)
+    return keys
+
+
+def measure(*, gpu: bool = True, repeats: int = 5) -> dict[str, Any]:
+    """Measures every ceiling now (no cache): the dict :class:`Ceilings` holds."""
+    status, devices = _driver()
+    resources: dict[str, Any] = {
+        "host_memory": {
+            "description": "host memory copy (NumPy)",
+            "points": [[n, _host_copy_Bps(n, max(repeats, 3))] for n in HOST_SIZES],
+            "note": None,
+        }
+    }
+    if not status.get("available"):
+        note = f"not measured: {status.get('reason') or 'the CUDA driver is unavailable'}"
+        resources["gpu"] = {"description": "every GPU resource", "points": [], "note": note}
+    elif not gpu:
+        resources["gpu"] = {"description": "every GPU resource", "points": [], "note": "not measured: gpu=False"}
+    else:
+        for key, words in _gpu_resources(devices):
+            points, note = [], None
+            for n in DEVICE_SIZES:
+                try:
+                    points.append([n, float(_native.measure_ceiling(key, n, repeats))])
+                except Exception as e:  # out of memory on a busy GPU: say so, keep the others
+                    note = f"not measured at {n} bytes: {e}"
+            resources[key] = {"description": words, "points": points, "note": note}
+    return {"key": machine_key(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "resources": resources}
+
+
+class Ceilings:
+    """The ceilings of this machine's resources, as :func:`ceilings` returns them."""
+
+    def __init__(self, data: dict[str, Any], cached: bool = False):
+        self._data = data
+        self.cached = cached
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return dict(self._data["key"])
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self._data["resources"]
+
+    def ceiling(self, resource: str, nbytes: int) -> float | None:
+        """Bytes per second that resource ``resource`` can copy ``nbytes`` at: the fastest copy
+        measured at a size within :data:`NEAR` × of ``nbytes`` (the nearest size when none is);
+        None when it was not measured."""
+        points = (self.resources.get(resource) or {}).get("points") or []
+        if not points:
+            return None
+        n = max(int(nbytes), 1)
+        near = [bps for size, bps in points if n / NEAR <= size <= n * NEAR]
+        if near:
+            return max(near)
+        return min(points, key=lambda p: abs(p[0] - n))[1]
+
+    def bound(self, kind: str, path: str, source: tuple[int, int], target: tuple[int, int], nbytes: int) -> tuple[float | None, list[str]]:
+        """``(ceiling, resources)`` of a copy of ``nbytes`` by ``path`` of ``kind`` from DLPack
+        device ``source`` to ``target``: the slowest resource it crosses sets the ceiling (None when
+        one of them was not measured)."""
+        def ordinal(device: tuple[int, int]) -> int | None:
+            return None if int(device[0]) in _HOST_DEVICE_TYPES else int(device[1] or 0)
+
+        crossed = _native.copy_resources(kind, path, ordinal(source), ordinal(target))
+        limits = [self.ceiling(key, nbytes) for key, _ in crossed]
+        if not crossed or any(x is None for x in limits):
+            return None, [key for key, _ in crossed]
+        return min(limits), [key for key, _ in crossed]  # type: ignore[type-var]
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._data))
+
+    def _rows(self) -> list[tuple[str, str, str]]:
+        rows = []
+        for key, r in self.resources.items():
+            if r.get("points"):
+                figures = ", ".join(f"{_size(n)}: {bps / 1e9:.1f} GB/s" for n, bps in r["points"])
+            else:
+                figures = r.get("note") or "not measured"
+            rows.append((key, r.get("description", ""), figures))
+        return rows
+
+    def _caption(self) -> str:
+        k = self._data["key"]
+        where = f"{k.get('hostname')} ({k.get('cpu')}"
+        where += f"; {', '.join(k['devices'])}, driver {k.get('driver')})" if k.get("devices") else ")"
+        how = "cached" if self.cached else "measured"
+        return f"gpushare ceilings of {where}, {how} {self._data.get('measured_at')}: best copy at each size"
+
+    def text(self) -> str:
+        rows = self._rows()
+        width = max(len(key) for key, _, _ in rows)
+        lines = [self._caption()]
+        lines += [f"  {key:<{width}}  {figures}   ({words})" for key, words, figures in rows]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<tr><td style='text-align:left'>{html.escape(key)}</td><td style='text-align:left'>{html.escape(words)}</td>"
+            f"<td style='text-align:left'>{html.escape(figures)}</td></tr>"
+            for key, words, figures in self._rows()
+        )
+        return (f"<table class='gpushare-ceilings'><caption>{html.escape(self._caption())}</caption>"
+                "<tr><th>resource</th><th>what</th><th>ceiling by copy size</th></tr>" + cells + "</table>")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def ceilings(refresh: bool = False, *, gpu: bool = True) -> Ceilings:
+    """This machine's ceilings: read from the cache when it was made for this machine, its devices,
+    driver and gpushare version (see the module's doc), else measured (about a second per GPU
+    resource) and cached. ``refresh=True`` measures again; ``gpu=False`` measures host memory only."""
+    path = cache_path()
+    if not refresh:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            skipped_gpu = gpu and "gpu=False" in str((data["resources"].get("gpu") or {}).get("note"))
+            if data.get("key") == machine_key() and not skipped_gpu:
+                return Ceilings(data, cached=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # no cache, or one from an older gpushare: measure
+    data = measure(gpu=gpu)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: the figures are still right for this session
+    return Ceilings(data)
+
+
+def _dlpack_place(device: str) -> tuple[int, int]:
+    """``"cpu"`` → ``(1, 0)``, ``"cuda:1"`` → ``(2, 1)``: a bench's device as DLPack names it."""
+    name, _, index = str(device).partition(":")
+    return (1, 0) if name == "cpu" else (2, int(index or 0))
+
+
+def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
+    """What is untrue in a :class:`~gpushare.Comparison` or :class:`~gpushare.Benchmark`, in words
+    (empty when nothing is): a row whose bandwidth exceeds :data:`TOLERANCE` × the ceiling of the
+    slowest resource its copy crosses, a row that shared memory yet shows a bandwidth, and a row
+    whose time is below its own device time (each sample's host time waits for the device, so its
+    median cannot be below the device's)."""
+    limits = limits if limits is not None else ceilings()
+    data = table.to_dict()
+    if "points" in data:
+        source, rows = _dlpack_place(data.get("device", "cpu")), data["points"]
+    else:
+        source, rows = tuple(data["source"]["dlpack_device"]), data["rows"]
+    problems = []
+    for row in rows:
+        where = f"{row['path']}" + (f" at {row['size']} B" if "size" in row else "")
+        timing = row.get("timing") or {}
+        host, device = timing.get("median"), timing.get("device_median")
+        if host is not None and device is not None and host < device * (1 - 1e-9):
+            problems.append(f"{where}: time {host * 1e6:.1f} µs is below its own device time {device * 1e6:.1f} µs")
+        bandwidth = row.get("bandwidth")
+        if not bandwidth:
+            continue
+        if row.get("verdict") == "shared" or not row.get("bytes_moved"):
+            problems.append(f"{where}: shared memory moves no bytes, yet shows {bandwidth / 1e9:.1f} GB/s")
+            continue
+        target = tuple((row.get("target") or {}).get("dlpack_device") or source)
+        kind = "share" if target == source else "move"
+        limit, crossed = limits.bound(kind, row["path"], source, target, int(row["bytes_moved"]))
+        if limit is None:
+            problems.append(f"{where}: no ceiling measured for {', '.join(crossed) or 'its copy'}")
+        elif bandwidth > TOLERANCE * limit:
+            problems.append(f"{where}: {bandwidth / 1e9:.1f} GB/s is above the {limit / 1e9:.1f} GB/s ceiling of {', '.join(crossed)}")
+    return problems

@@ -1,0 +1,6 @@
+//! What gpushare knows of this machine's speed, to tell which path is fastest truthfully (issue 26).
+//!
+//! [`ceilings`]: the resources a path's copy crosses (host memory, a GPU's memory, the host link
+//! each way, a GPU pair's link) and how fast each can go, measured with the CUDA driver.
+
+pub mod ceilings;
