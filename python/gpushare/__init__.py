@@ -19,6 +19,7 @@ from gpushare import _native
 from gpushare.api import ShareResult, ShareTable, TensorInfo, inspect, share, share_chain
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.lab import Benchmark, Comparison, SharedBuffer, bench, compare
+from gpushare.machine_ceilings import Ceilings, ceilings
 from gpushare.contexts import separate_context_report
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 from gpushare.processes import Worker
@@ -48,6 +49,7 @@ def unload_ipython_extension(ip: Any) -> None:
 
 __all__ = [
     "Benchmark",
+    "Ceilings",
     "Comparison",
     "GpushareError",
     "GpuInfo",
@@ -58,6 +60,7 @@ __all__ = [
     "TensorInfo",
     "Timing",
     "bench",
+    "ceilings",
     "compare",
     "gpuinfo",
     "inspect",
