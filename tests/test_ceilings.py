@@ -1,0 +1,154 @@
+"""Every figure has a ceiling and respects it (issue 26.1), on the CPU: every compare/bench row's
+bandwidth is at most the ceiling of the resource its copy crosses (host memory here, measured with
+NumPy), a shared row shows none, a copying row's time is never below its own device time, and the
+ceilings are cached per machine and measured again when the machine changes.
+
+The same checks on a GPU are tests/test_ceilings_gpu.py (``pytest -m gpu``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gpushare
+from gpushare import _native
+from gpushare import machine_ceilings as mc
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+
+PAIRS = [("torch", "jax"), ("torch", "numpy"), ("torch", "tf")]
+SIZES = ["4KiB", "1MiB", "64MiB"]
+COPYING = "host,pinned,copy"
+
+
+def need(fw: str) -> None:
+    pytest.importorskip({"jax": "jax", "tf": "tensorflow", "numpy": "numpy"}[fw], reason=f"{fw} not installed")
+
+
+@pytest.fixture(scope="module")
+def limits(tmp_path_factory):
+    """This machine's ceilings, measured for this module into a cache of its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield gpushare.ceilings()
+
+
+def ones(size: str):
+    return torch.ones(gpushare.lab.parse_size(size) // 4)
+
+
+@pytest.mark.parametrize("src,dst", PAIRS)
+def test_a_copying_paths_time_is_never_below_its_own_device_time(src, dst):
+    need(dst)
+    c = gpushare.compare(ones("1MiB"), dst, COPYING, repeat=3)
+    timed = [r for r in c.to_dict()["rows"] if r["timing"]]
+    assert timed, "at least one copying path ran"
+    for row in timed:
+        device = row["timing"]["device_median"]
+        if device is not None:  # a device clock exists only on a GPU
+            assert row["timing"]["median"] >= device, row
+    assert mc.table_problems(c, mc.Ceilings(mc.measure(gpu=False))) == []
+
+
+@pytest.mark.parametrize("src,dst", PAIRS)
+def test_every_compare_and_bench_bandwidth_is_under_its_ceiling(src, dst, limits):
+    need(dst)
+    copied = 0
+    for size in SIZES:
+        c = gpushare.compare(ones(size), dst, repeat=5)
+        assert mc.table_problems(c, limits) == [], c
+        copied += sum(1 for r in c.to_dict()["rows"] if r["bandwidth"])
+    b = gpushare.bench(src, dst, sizes=SIZES, repeat=5, progress=False)
+    assert mc.table_problems(b, limits) == [], b
+    copied += sum(1 for p in b.to_dict()["points"] if p["bandwidth"])
+    assert copied >= len(SIZES) * 2, "the copying paths ran, so the check checked something"
+
+
+class _Forged:
+    """A table whose data was edited: what a timing bug would have produced."""
+
+    def __init__(self, data: dict):
+        self._data = data
+
+    def to_dict(self) -> dict:
+        return self._data
+
+
+def test_a_bandwidth_above_its_ceiling_or_a_shared_row_with_one_is_caught(limits):
+    need("numpy")
+    c = gpushare.compare(ones("1MiB"), "numpy", "dlpack,copy", repeat=3)
+    data = c.to_dict()
+    assert mc.table_problems(_Forged(data), limits) == []
+    copy = next(r for r in data["rows"] if r["path"] == "copy")
+    ceiling, crossed = limits.bound("share", "copy", (1, 0), (1, 0), copy["bytes_moved"])
+    assert crossed == ["host_memory"] and ceiling > 0
+    copy["bandwidth"] = 3 * ceiling  # a copy timed before it landed: the H100's "5013 GB/s"
+    shared = next(r for r in data["rows"] if r["path"] == "dlpack")
+    shared["bandwidth"] = 1e9
+    copy["timing"]["device_median"] = 2 * copy["timing"]["median"]
+    problems = mc.table_problems(_Forged(data), limits)
+    assert any("copy" in p and "above" in p and "host_memory" in p for p in problems), problems
+    assert any("dlpack" in p and "moves no bytes" in p for p in problems), problems
+    assert any("below its own device time" in p for p in problems), problems
+
+
+def test_each_copy_crosses_the_resources_between_its_ends():
+    assert _native.copy_resources("share", "copy", None, None) == [("host_memory", "host memory copy")]
+    keys = lambda *a: [k for k, _ in _native.copy_resources(*a)]  # noqa: E731
+    assert keys("share", "copy", 0, 0) == ["device_memory:0"]
+    assert keys("share", "host", 0, 0) == ["device_to_host:0", "host_to_device:0"]
+    assert keys("share", "host", 0, None) == ["device_to_host:0"]
+    assert keys("move", "p2p", 0, 1) == ["peer:0->1"]
+    assert keys("move", "pinned", 1, 0) == ["device_to_host:1", "host_to_device:0"]
+    with pytest.raises(ValueError, match="unknown path kind"):
+        _native.copy_resources("teleport", "copy", None, None)
+
+
+def test_the_ceilings_are_cached_per_machine_and_measured_again_when_it_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = gpushare.ceilings()
+    assert not first.cached
+    path = tmp_path / "gpushare" / "ceilings.json"
+    assert mc.cache_path() == path and path.exists()
+    stored = json.loads(path.read_text())
+    key = stored["key"]
+    assert set(key) >= {"hostname", "cpu", "devices", "driver", "gpushare"}
+    assert key["gpushare"] == gpushare.__version__
+    again = gpushare.ceilings()
+    assert again.cached and again.to_dict() == first.to_dict()
+    # Another gpushare (or driver, devices, CPU, host): measured again, and the cache rewritten.
+    stored["key"]["gpushare"] = "0.0.0-older"
+    stored["measured_at"] = "then"
+    path.write_text(json.dumps(stored))
+    fresh = gpushare.ceilings()
+    assert not fresh.cached and fresh.to_dict()["measured_at"] != "then"
+    assert json.loads(path.read_text())["key"] == mc.machine_key()
+    # A cache that cannot be read is measured again, not an error.
+    path.write_text("{not json")
+    assert not gpushare.ceilings().cached
+
+
+def test_ceilings_show_as_text_html_and_data(limits):
+    text = limits.text()
+    assert "host_memory" in text and "GB/s" in text
+    assert repr(limits) == text
+    html = limits._repr_html_()
+    assert "<table" in html and "host_memory" in html
+    data = limits.to_dict()
+    points = data["resources"]["host_memory"]["points"]
+    assert [n for n, _ in points] == list(mc.HOST_SIZES) and all(bps > 0 for _, bps in points)
+    if not _native.cuda_driver_status()["available"]:
+        note = data["resources"]["gpu"]["note"]
+        assert note.startswith("not measured: "), note
+        assert "not measured" in text
+
+
+def test_a_ceiling_is_the_fastest_copy_measured_near_the_size():
+    c = mc.Ceilings({"key": {}, "resources": {"host_memory": {"points": [[1 << 20, 40e9], [256 << 20, 10e9]]}}})
+    assert c.ceiling("host_memory", 1 << 20) == 40e9
+    assert c.ceiling("host_memory", 4 << 20) == 40e9, "a copy within 16x of 1 MiB may still hit the cache"
+    assert c.ceiling("host_memory", 64 << 20) == 10e9, "only 256 MiB is within 16x: memory, not cache"
+    assert c.ceiling("host_memory", 1 << 40) == 10e9, "beyond every size: the nearest"
+    assert c.ceiling("device_memory:0", 1 << 20) is None
