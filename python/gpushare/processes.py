@@ -65,7 +65,7 @@ PROCESS_PATHS = ("ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo")
 MECHANISMS = {
     "ipc": "CUDA IPC (Rust core): cuIpcGetMemHandle of the allocation + offset",
     "torch_mp": "torch.multiprocessing reduce_tensor",
-    "shm": "POSIX shared memory segment (multiprocessing.shared_memory)",
+    "shm": "POSIX shared memory: a /dev/shm file made by gpushare, its pages reserved with posix_fallocate",
     "nccl": "NCCL send/recv (torch.distributed)",
     "nccl_socket": "NCCL NET/Socket on loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): stand-in for two hosts",
     "gloo": "gloo send/recv (torch.distributed, TCP loopback)",

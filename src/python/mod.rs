@@ -8,8 +8,8 @@ mod explain;
 mod frames;
 mod ipc;
 mod json;
-mod plan;
 mod paths;
+mod plan;
 mod shared;
 mod types;
 
@@ -29,8 +29,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     explain::register(m)?;
     plan::register(m)?;
-    cuda::register(m)?;
     paths::register(m)?;
+    cuda::register(m)?;
     shared::register(m)?;
     capsules::register(m)?;
     ipc::register(m)?;
