@@ -56,6 +56,8 @@ def need(fw: str):
         return pytest.importorskip("cupy", reason="cupy not installed")
     if fw == "numba":
         return pytest.importorskip("numba.cuda", reason="numba not installed")
+    if fw == "numpy":  # host memory only: a target the GPU suites hand device memory to by the host route
+        return pytest.importorskip("numpy", reason="numpy not installed")
     if fw == "tf":
         # On the GPU machine TensorFlow brings a CUDA 12 runtime beside JAX's CUDA 13 one; imported
         # first, it leaves JAX with no GPU backend ("Unknown backend cuda"), so JAX starts first.

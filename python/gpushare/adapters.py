@@ -1289,8 +1289,15 @@ class NumbaAdapter(Adapter):
             if any(s % itemsize for s in strides):
                 raise PathNotApplicableError("the array's strides are not whole elements, which DLPack cannot describe")
             strides_el = [s // itemsize for s in strides]
-        ordinal = int(self.device(obj).rsplit(":", 1)[1])
-        return _native.capsule_over(obj, int(cai["data"][0] or 0), list(shape), strides_el, code, itemsize * 8, 2, ordinal)
+        ptr = int(cai["data"][0] or 0)
+        # The capsule is gpushare's word, and its consumer (TensorFlow) places the tensor on the GPU it
+        # names: the driver's ordinal of the memory, not the current device Numba's label comes from
+        # (with JAX imported cuda:1 is current, and TensorFlow put cuda:0's memory on /GPU:1).
+        attributes = _native.cuda_pointer_attributes(ptr) if ptr else None
+        ordinal = (attributes or {}).get("device_ordinal")
+        if ordinal is None:
+            ordinal = int(self.device(obj).rsplit(":", 1)[1])
+        return _native.capsule_over(obj, ptr, list(shape), strides_el, code, itemsize * 8, 2, int(ordinal))
 
     def capsule_exporter(self) -> Callable[[Any], Any]:
         return self.to_capsule

@@ -109,9 +109,10 @@ impl ShareError {
     }
 }
 
-/// The explained error of a framework that failed a handoff: a known failure's reason and fix,
-/// else the prediction's when it foresaw these words, else the framework's text; and "UNEXPECTED"
-/// when gpushare had predicted success.
+/// The explained error of a framework that failed a handoff: the prediction's reason and fix when
+/// it foresaw these words (it was made for this array and path, so it can name the route that works,
+/// as path='cai' for managed memory into PyTorch), else a known failure's, else the framework's
+/// text; and "UNEXPECTED" when gpushare had predicted success.
 pub fn conversion(
     source: &str,
     target: &str,
@@ -128,9 +129,9 @@ pub fn conversion(
         }
         _ => None,
     });
-    let (reason, fix) = match (explain::explain_failure(&text), foreseen) {
-        (Some((reason, fix)), _) => (reason.to_string(), Some(fix.to_string())),
-        (None, Some(known)) => known,
+    let (reason, fix) = match (foreseen, explain::explain_failure(&text)) {
+        (Some(foreseen), _) => foreseen,
+        (None, Some((reason, fix))) => (reason.to_string(), Some(fix.to_string())),
         (None, None) => (headline(&text), None),
     };
     let mut message = match &fix {
@@ -200,6 +201,23 @@ mod tests {
         let ShareError::Conversion { reason, fix, message, .. } = e else { panic!() };
         assert_eq!((reason.as_str(), fix.as_deref()), ("r", Some("f")));
         assert!(!message.contains("UNEXPECTED"), "{message}");
+    }
+
+    #[test]
+    fn a_foreseen_failure_is_explained_by_its_prediction_even_where_a_known_failure_matches() {
+        // "Unsupported device_type" is a known failure with a generic fix; the prediction was made
+        // for this array and names the route that works (managed memory into PyTorch, issue 24.25).
+        let predicted = PredictedOutcome::Failed {
+            reason: "managed".into(),
+            expected_error: Some("Unsupported device_type".into()),
+            fix: "use path='cai'".into(),
+        };
+        let e = conversion("cupy", "torch", "dlpack", "BufferError: Unsupported device_type 13".into(), Some(predicted), None);
+        let ShareError::Conversion { reason, fix, .. } = e else { panic!() };
+        assert_eq!((reason.as_str(), fix.as_deref()), ("managed", Some("use path='cai'")));
+        let unforeseen = conversion("cupy", "torch", "dlpack", "BufferError: Unsupported device_type 13".into(), None, None);
+        let ShareError::Conversion { fix, .. } = unforeseen else { panic!() };
+        assert_eq!(fix.as_deref(), Some("copy to plain device or host memory first"), "the known failure still explains");
     }
 
     #[test]
