@@ -51,7 +51,8 @@ def test_gpuinfo_reports_what_is_here():
     json.dumps(d)  # the dict form is plain data
     assert d["driver"]["available"] == info.cuda_available
     html = info._repr_html_()
-    assert html.startswith("<div") and "<table>" in html
+    # Two tables (frameworks, memory settings), styled inline since issue 25.1.
+    assert html.startswith("<div") and html.count("<table ") == 2 and html.count("</table>") == 2
     if info.cuda_available:
         assert info.reason is None
         assert len(info.devices) == info.driver["device_count"] >= 1
