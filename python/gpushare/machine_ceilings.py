@@ -264,6 +264,20 @@ def _dlpack_place(device: str) -> tuple[int, int]:
     return (1, 0) if name == "cpu" else (2, int(index or 0))
 
 
+def _memory_place(info: dict[str, Any] | None, default: tuple[int, int]) -> tuple[int, int]:
+    """Where an array's bytes are, for the resources its copy crosses: the driver's device ordinal
+    where it has one (a framework's label may name the current device instead: Numba's interface has
+    no ordinal, so a cuda:0 array reads as cuda:1 while JAX made cuda:1 current, which once charged a
+    copy within cuda:0 to the link to cuda:1), else the DLPack device."""
+    if not info:
+        return default
+    place = tuple(info.get("dlpack_device") or default)
+    ordinal = (info.get("cuda") or {}).get("device_ordinal")
+    if place[0] == 2 and ordinal is not None:
+        return (2, int(ordinal))
+    return place
+
+
 def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
     """What is untrue in a :class:`~gpushare.Comparison` or :class:`~gpushare.Benchmark`, in words
     (empty when nothing is): a row whose bandwidth exceeds :data:`TOLERANCE` × the ceiling of the
@@ -275,7 +289,7 @@ def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
     if "points" in data:
         source, rows = _dlpack_place(data.get("device", "cpu")), data["points"]
     else:
-        source, rows = tuple(data["source"]["dlpack_device"]), data["rows"]
+        source, rows = _memory_place(data["source"], (1, 0)), data["rows"]
     problems = []
     for row in rows:
         where = f"{row['path']}" + (f" at {row['size']} B" if "size" in row else "")
@@ -289,7 +303,7 @@ def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
         if row.get("verdict") == "shared" or not row.get("bytes_moved"):
             problems.append(f"{where}: shared memory moves no bytes, yet shows {bandwidth / 1e9:.1f} GB/s")
             continue
-        target = tuple((row.get("target") or {}).get("dlpack_device") or source)
+        target = _memory_place(row.get("target"), source)
         kind = "share" if target == source else "move"
         limit, crossed = limits.bound(kind, row["path"], source, target, int(row["bytes_moved"]))
         if limit is None:

@@ -262,6 +262,10 @@ def _host(src: Adapter, dst: Adapter) -> Route:
     import numpy as np
 
     to_numpy, from_numpy = src.to_numpy, dst.from_numpy
+    # A target that cannot address device memory (NumPy) keeps the host copy: the route goes back to
+    # the source's device only for targets that live there (the GPU run of 2026-11-26: auto's host
+    # route from cuda:0 into NumPy asked NumPy for device memory and failed).
+    target_on_host = not dst.addresses_device
 
     def convert(obj: Any) -> Any:
         on_host, ordinal = _device_of(src, obj)
@@ -269,7 +273,7 @@ def _host(src: Adapter, dst: Adapter) -> Route:
         if on_host:
             # On the host, .numpy()/np.asarray are views of the source: the naive route copies here.
             array = np.array(array, copy=True)
-        return from_numpy(array, on_host, ordinal)
+        return from_numpy(array, on_host or target_on_host, ordinal)
 
     return convert
 
