@@ -249,3 +249,18 @@ def test_memory_ledger_diff_arithmetic():
     assert diff.summary() == "driver +64.0 MiB; torch allocated +64.0 MiB, reserved +64.0 MiB"
     assert MemoryLedger.diff(before, before).is_zero()
     assert before.driver_used == 3000
+
+
+def test_gpuinfo_import_keeps_tensorflows_native_banners_out_of_the_report():
+    """`gpushare doctor --import` and `%gpuinfo --import` printed TensorFlow's C++ banners (absl's
+    "All log messages before absl::InitializeLog()…", oneDNN's note) into the report (issue 25)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow not installed")
+    code = "import gpushare; r = gpushare.gpuinfo(import_frameworks=True); print(r.to_dict()['frameworks']['tensorflow']['imported'])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("True"), done.stdout
+    assert "absl::InitializeLog" not in done.stderr and "oneDNN" not in done.stderr, done.stderr

@@ -130,6 +130,9 @@ class Adapter:
     # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
     # never imports one while the other is loaded, and says why.
     crashes_beside: ClassVar[tuple[str, ...]] = ()
+    # Whether the framework's native libraries write banners to the process's stderr (fd 2) when it
+    # starts, which %gpuinfo --import and `gpushare doctor --import` keep out of the report.
+    noisy_start: ClassVar[bool] = False
 
     _installed: bool | None = None
 
@@ -892,6 +895,9 @@ class TensorFlowAdapter(Adapter):
     module = "tensorflow"
     aliases = ("tensorflow",)
     crashes_beside = ("paddle",)  # PaddlePaddle 3.3 with TensorFlow 2.20
+    # absl's "All log messages before absl::InitializeLog()…", oneDNN and CPU-feature notes, written
+    # by C++ at import and first device query, whatever TF_CPP_MIN_LOG_LEVEL says.
+    noisy_start = True
     type_modules = ("tensorflow", "keras")
     distribution_names = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos")
     tracks_allocator = True

@@ -14,6 +14,7 @@ they are only asked once they have started by themselves. No CUDA is a normal an
 
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib
 import importlib.metadata
@@ -118,6 +119,25 @@ def _installed_version(name: str) -> tuple[bool, Optional[str]]:
         return False, None
 
 
+@contextlib.contextmanager
+def _native_stderr_quiet(quiet: bool):
+    """Sends fd 2 to /dev/null while a framework with a noisy start (``Adapter.noisy_start``) is
+    imported and first asked about its devices: its C++ banners would land in the report's output.
+    Python's own errors still reach the caller as exceptions."""
+    if not quiet:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def describe_framework(name: str, ordinals: list[int], import_it: bool = False) -> FrameworkInfo:
     """One framework: found, imported (importing it only if ``import_it``), DLPack support, GPUs
     and allocator figures for each CUDA ordinal in ``ordinals``."""
@@ -128,9 +148,11 @@ def describe_framework(name: str, ordinals: list[int], import_it: bool = False) 
     conflict = adapter.import_conflict() if adapter is not None and module is None and import_it and installed else None
     if conflict is not None:
         info.error = conflict
-    elif module is None and import_it and installed:
+    quiet = module is None and adapter is not None and adapter.noisy_start
+    if conflict is None and module is None and import_it and installed:
         try:
-            module = importlib.import_module(name)
+            with _native_stderr_quiet(quiet):
+                module = importlib.import_module(name)
         except Exception as e:  # a broken install must not break the report
             info.error = f"import failed: {type(e).__name__}: {e}"
     if module is None:
@@ -139,7 +161,8 @@ def describe_framework(name: str, ordinals: list[int], import_it: bool = False) 
     info.version = getattr(module, "__version__", None) or info.version
     try:
         if adapter is not None:
-            adapter.describe_runtime(info, module)
+            with _native_stderr_quiet(quiet):
+                adapter.describe_runtime(info, module)
     except Exception as e:
         info.error = f"{type(e).__name__}: {e}"
     for ordinal in ordinals:

@@ -138,14 +138,16 @@ impl BenchmarkReport {
     }
 
     pub fn caption(&self) -> String {
+        // "1 size × 1 path", not "1 sizes" (issue 25).
+        let count = |n: usize, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
         format!(
-            "{} → {} · {} on {} · {} sizes × {} paths",
+            "{} → {} · {} on {} · {} × {}",
             self.source_framework,
             self.target_framework,
             self.dtype,
             self.device,
-            self.sizes.len(),
-            self.paths.len()
+            count(self.sizes.len(), "size"),
+            count(self.paths.len(), "path")
         )
     }
 

@@ -228,6 +228,8 @@ fn a_sweep_reads_back_from_the_json_python_writes() {
     assert_eq!(input.points[0].run.samples, vec![1.5e-6, 2.25e-6, 3e-6]);
     let report = BenchmarkReport::from_input(input);
     assert!(report.points[0].row.device_timing.is_some());
+    // One size and one path are counted in the singular ("1 sizes" was issue 25's).
+    assert!(report.caption().ends_with("· 1 size × 1 path"), "{}", report.caption());
 }
 
 /// One call timed once per path (`-n1 -r1`): the tables say "1 sample", never median or min.
