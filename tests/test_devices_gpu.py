@@ -117,6 +117,8 @@ def test_moves_to_the_other_gpu(path, dst):
         r = gpushare.share(x, dst, device="cuda:1", path=path)
     except gpushare.exceptions.ConversionError as e:
         if path == "dlpack":
+            # CuPy 14.2 and JAX 0.11.2 cannot make this copy; gpushare must have said so before.
+            assert "UNEXPECTED" not in str(e) and e.predicted is not None, e
             pytest.skip(f"the consumer cannot ask torch for a copy on another device here: {e}")
         raise
     assert r.verdict == "copied" and r.path == path

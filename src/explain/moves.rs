@@ -47,6 +47,11 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     if Place::of_dlpack(source.dlpack_device) == destination && path == "move" {
         return share(source, "auto");
     }
+    if path == "dlpack"
+        && let Some(gap) = device_argument_gap(&target.framework, Place::of_dlpack(source.dlpack_device), destination)
+    {
+        return gap;
+    }
     let words = paths::copied_by_design(PathKind::Move, path);
     let (handoff, by_design) = match path {
         "move" => (share(&arrived(source, &source.framework, destination), "auto"), None),
@@ -72,6 +77,26 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
                 str::to_string,
             ),
         },
+    }
+}
+
+/// Consumers whose `from_dlpack(x, device=…, copy=True)` cannot make the copy a move asks for,
+/// seen on 2× H200 (2026-11-26): CuPy 14.2 takes no `device` at all; JAX 0.11.2's PJRT refuses a
+/// copy from one GPU to another. Both were predicted "copied" and failed.
+fn device_argument_gap(target: &str, from: Place, to: Place) -> Option<PredictedOutcome> {
+    let fix = "use path='p2p' or 'move' (gpushare's peer copy, or the source framework's own move)";
+    match (target, from, to) {
+        ("cupy", _, _) => Some(PredictedOutcome::Failed {
+            reason: "CuPy's from_dlpack takes no device argument, so it cannot copy the array to another device".into(),
+            expected_error: Some("does not support device".into()),
+            fix: fix.into(),
+        }),
+        ("jax", Place::Device(a), Place::Device(b)) if a != b => Some(PredictedOutcome::Failed {
+            reason: format!("JAX's from_dlpack cannot copy from cuda:{a} to cuda:{b}: its PJRT client refuses that host-buffer semantics"),
+            expected_error: Some("HostBufferSemantics".into()),
+            fix: fix.into(),
+        }),
+        _ => None,
     }
 }
 
@@ -126,6 +151,21 @@ mod tests {
         // p2p and pinned stage into a gpushare buffer: copied by design, in the table's words.
         let p = predict_move(&gpu, &to("torch", "p2p"), Place::Device(1));
         assert_eq!(p.reason(), paths::copied_by_design(PathKind::Move, "p2p"));
+    }
+
+    #[test]
+    fn dlpack_moves_that_cupy_and_jax_cannot_make_are_predicted_to_fail() {
+        let mut gpu = torch_cpu(vec![4, 6], vec![6, 1]);
+        gpu.dlpack_device = (2, 0);
+        gpu.dlpack_device_name = "cuda:0".into();
+        for target in ["cupy", "jax"] {
+            let p = predict_move(&gpu, &to(target, "dlpack"), Place::Device(1));
+            assert_eq!(p.verdict(), Verdict::Failed, "{target}: {p:?}");
+            assert!(p.fix().unwrap().contains("p2p"), "{p:?}");
+        }
+        // PyTorch makes that copy; JAX's own move paths are untouched.
+        assert_eq!(predict_move(&gpu, &to("torch", "dlpack"), Place::Device(1)).verdict(), Verdict::Copied);
+        assert_eq!(predict_move(&gpu, &to("jax", "p2p"), Place::Device(1)).verdict(), Verdict::Copied);
     }
 
     #[test]
