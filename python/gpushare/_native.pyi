@@ -7,6 +7,8 @@ else a signature comparison of every public name).
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 __version__: str
+#: Inline styles of table cells ("table", "text", "num", "num_head", "detail"), from src/render/cells.rs.
+CELL_STYLES: dict[str, str]
 
 # -- exceptions (src/python/errors.rs) -------------------------------------------------------------
 class GpushareError(Exception): ...

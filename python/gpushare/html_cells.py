@@ -1,5 +1,5 @@
 """Table cells for the tables Python renders (the process tables, ``%gpuinfo``), laid out as the
-Rust tables are (src/render/cells.rs, whose styles these repeat).
+Rust tables are, with the styles src/render/cells.rs defines (``_native.CELL_STYLES``).
 
 Every rule is inline: JupyterLab's own ``td{text-align:right}`` beats a ``<style>`` block, and an
 untrusted notebook loses the block altogether. Its sanitiser keeps ``text-align``,
@@ -14,12 +14,14 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-TEXT_STYLE = "text-align:left;vertical-align:top;min-width:6.1em;white-space:normal;padding:2px 4px"
-NUM_STYLE = "text-align:right;vertical-align:top;white-space:nowrap;padding:2px 4px"
+from gpushare import _native
+
+TEXT_STYLE = _native.CELL_STYLES["text"]
+NUM_STYLE = _native.CELL_STYLES["num"]
 #: A number column's heading wraps at spaces: it is often wider than any number under it.
-NUM_HEAD_STYLE = "text-align:right;vertical-align:bottom;white-space:normal;padding:2px 4px"
-DETAIL_STYLE = "text-align:left;vertical-align:top;white-space:normal;color:#555;font-size:11px;padding:0 4px 4px 2em"
-TABLE_STYLE = "font-family:monospace;font-size:12px"
+NUM_HEAD_STYLE = _native.CELL_STYLES["num_head"]
+DETAIL_STYLE = _native.CELL_STYLES["detail"]
+TABLE_STYLE = _native.CELL_STYLES["table"]
 
 
 def breakable(text: str) -> str:

@@ -45,5 +45,19 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(types::shares_dataframe, m)?)?;
     m.add_function(wrap_pyfunction!(types::json_schema, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    // The inline styles of every table cell, for the tables Python renders (gpushare.html_cells):
+    // one definition, in src/render/cells.rs.
+    let styles = pyo3::types::PyDict::new(m.py());
+    use crate::render::cells;
+    for (name, style) in [
+        ("table", cells::TABLE_STYLE),
+        ("text", cells::TEXT_STYLE),
+        ("num", cells::NUM_STYLE),
+        ("num_head", cells::NUM_HEAD_STYLE),
+        ("detail", cells::DETAIL_STYLE),
+    ] {
+        styles.set_item(name, style)?;
+    }
+    m.add("CELL_STYLES", styles)?;
     Ok(())
 }

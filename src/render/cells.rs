@@ -11,6 +11,9 @@
 
 use super::escape;
 
+/// The table itself: monospace, so that widths in em hold for every cell.
+pub const TABLE_STYLE: &str = "font-family:monospace;font-size:12px";
+
 /// Narrowest a text column may be: ten monospace characters (0.6 em each) and a little slack.
 pub const TEXT_MIN: &str = "min-width:6.1em";
 

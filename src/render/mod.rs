@@ -314,7 +314,7 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
     let columns = if show_why { 7 } else { 6 };
     let mut h = String::with_capacity(512 + rows.len() * 900);
     h.push_str(STYLE);
-    h.push_str("<table class=\"gpushare\" style=\"font-family:monospace;font-size:12px\"><thead><tr>");
+    h.push_str(&format!("<table class=\"gpushare\" style=\"{}\"><thead><tr>", cells::TABLE_STYLE));
     for label in ["name", "hop", "path", "shape and dtype", "verdict"] {
         h.push_str(&cells::th_text(label));
     }

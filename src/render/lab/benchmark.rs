@@ -309,8 +309,8 @@ impl BenchmarkReport {
         if header.len() < 2 || cells.is_empty() {
             return String::new();
         }
-        let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\" style=\"font-family:monospace;font-size:12px\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
-            match quantity { Quantity::Time => "time", Quantity::Bandwidth => "bandwidth" }, escape(title));
+        let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\" style=\"{}\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
+            match quantity { Quantity::Time => "time", Quantity::Bandwidth => "bandwidth" }, cells::TABLE_STYLE, escape(title));
         for (c, name) in header.iter().enumerate() {
             h.push_str(&if c > 0 { cells::th_num(name) } else { cells::th_text(name) });
         }

@@ -208,7 +208,7 @@ impl ComparisonReport {
         let cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         let mut h = String::with_capacity(2048 + self.rows.len() * 512);
         h.push_str(STYLE);
-        h.push_str("<table class=\"gpushare gpushare-comparison\" style=\"font-family:monospace;font-size:12px\"><caption style=\"text-align:left\">");
+        h.push_str(&format!("<table class=\"gpushare gpushare-comparison\" style=\"{}\"><caption style=\"text-align:left\">", cells::TABLE_STYLE));
         h.push_str(&escape(&self.caption()));
         h.push_str("</caption><thead><tr>");
         for (name, right, _) in &cols {
