@@ -1,0 +1,385 @@
+"""The interface every framework's adapter implements, with the generic behaviour most share, and
+the helpers the adapters use alike (capsule exports, gpushare's errors with a reason and a fix).
+
+An adapter knows how to recognise its framework's arrays *without importing the framework* (by the
+module of the object's type and ``sys.modules``), how to export a DLPack capsule for inspection, and
+how its framework imports from the DLPack protocol, from a legacy capsule, and from
+``__cuda_array_interface__``. Nothing here imports a framework until an array of it, or a conversion
+into it, is at hand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any, Callable, ClassVar
+
+from gpushare import _native
+from gpushare.exceptions import FrameworkNotInstalledError, PathNotApplicableError
+from gpushare.adapters.examples import NotConstructible, widen_bfloat16
+
+TensorInfo = _native.TensorInfo
+
+# Array types whose ``__dlpack__`` predates the ``max_version`` keyword (NumPy < 2.1, CuPy < 13.?,
+# PyTorch < 2.4): found on the first TypeError that names the keyword and remembered, so that
+# every later export of the type asks for the legacy capsule straight away.
+_LEGACY_EXPORTERS: set[type] = set()
+
+
+def versioned_capsule(obj: Any, legacy_export: Callable[[Any], Any] | None = None) -> Any:
+    """``obj.__dlpack__(max_version=(1, 0))``: a versioned capsule (flags, READ_ONLY included)
+    where the producer can make one; where its ``__dlpack__`` has no ``max_version``, a legacy
+    capsule (DLPack's rule for consumers: retry without it), from ``legacy_export`` if given."""
+    tp = type(obj)
+    if tp not in _LEGACY_EXPORTERS:
+        try:
+            return obj.__dlpack__(max_version=(1, 0))
+        except TypeError as e:
+            if "max_version" not in str(e):  # a TypeError of the export itself, not of the call
+                raise
+            _LEGACY_EXPORTERS.add(tp)
+    return obj.__dlpack__() if legacy_export is None else legacy_export(obj)
+
+
+def explained(cls: type, framework: str, reason: str, fix: str, framework_error: str | None = None) -> Exception:
+    """One of gpushare's errors with ``.reason`` and ``.fix``, raised by an adapter for an input
+    its framework cannot take; ``framework_error`` keeps the framework's own words, if it said any."""
+    err = cls(f"{framework}: {reason}. Fix: {fix}")
+    err.reason, err.fix = reason, fix
+    if framework_error is not None:
+        err.framework_error = framework_error
+    return err
+
+
+def exports_versioned(obj: Any) -> bool:
+    """False once ``obj``'s type is known to export legacy capsules only."""
+    return type(obj) not in _LEGACY_EXPORTERS
+
+
+#: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
+HOST_DEVICE_TYPES = (1, 3, 11, 13)
+
+
+class Adapter:
+    """How gpushare talks to one framework."""
+
+    name: ClassVar[str]
+    module: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    # Type-module prefixes that identify this framework's arrays.
+    type_modules: ClassVar[tuple[str, ...]] = ()
+    # Arrays of this framework cannot be written (JAX, TensorFlow): reported as readonly.
+    immutable: ClassVar[bool] = False
+    # Whether the consumer accepts an object with __dlpack__ / a raw capsule.
+    accepts_objects: ClassVar[bool] = True
+    accepts_capsules: ClassVar[bool] = True
+    # Whether this framework's __dlpack__ takes the consumer's stream (DLPack's way of ordering the
+    # two sides' work), and whether its import passes one. TensorFlow does neither: its export
+    # refuses any stream and its capsule import asks for none, so the routes order the work
+    # themselves (paths.py) and say how in the stream report.
+    export_takes_stream: ClassVar[bool] = True
+    import_takes_stream: ClassVar[bool] = True
+    # Whether its import can queue device work that fails later, when waited on (JAX narrows a
+    # 64-bit buffer by a kernel without x64, and a misaligned one fails only then): a share into it
+    # waits for a result that is not the source's bytes as they are (a copy, or a changed dtype)
+    # before reporting it. Other imports view or fail at once, so a share into them never waits:
+    # waiting would block on every kernel the user has queued on the device.
+    import_settles_later: ClassVar[bool] = False
+    # Whether its inspect() is no more than its versioned DLPack capsule read with the device in
+    # DLPack's words ("cpu", "cuda:0") for a mutable array, wherever such a capsule can be made:
+    # the Rust core then reads that capsule itself, without calling inspect() (a microsecond or two
+    # of Python per share), and calls inspect() only where it cannot (no max_version, an export
+    # that fails, memory other than host or CUDA device). Leave False for any adapter whose
+    # inspect() or device() says more than the capsule for an array that exports one.
+    describes_by_capsule: ClassVar[bool] = False
+
+    # Whether its arrays have __dlpack__ (Numba's have none) and can expose
+    # __cuda_array_interface__ (NumPy's and TensorFlow's never do), and whether it imports that
+    # interface (from_cai): the routes (paths.py) decide from these, never from the name.
+    exports_dlpack: ClassVar[bool] = True
+    exports_cai: ClassVar[bool] = True
+    # Whether gpushare describes its CUDA arrays by an interface of its own where the framework has
+    # none (cuda_array_view): TensorFlow's, for Numba.
+    cai_view: ClassVar[bool] = False
+    # Across processes (gpushare.processes): the process paths a worker can hand this framework's
+    # arrays to (ipc: device memory by CUDA IPC; shm: host memory), the paths this framework's own
+    # library implements (torch.multiprocessing, torch.distributed), and the modules those need.
+    worker_receives: ClassVar[tuple[str, ...]] = ()
+    process_paths: ClassVar[tuple[str, ...]] = ()
+    process_modules: ClassVar[tuple[str, ...]] = ()
+    imports_cai: ClassVar[bool] = False
+    # Whether its arrays can live in host memory (CuPy's and Numba's live on a GPU only): the CPU
+    # conformance matrix runs every framework that says so.
+    host_arrays: ClassVar[bool] = True
+    # Whether it can hold arrays in device memory (NumPy's live on the host only): `auto` takes the
+    # host route from device memory into a framework that cannot (src/paths.rs).
+    addresses_device: ClassVar[bool] = True
+    # Whether its from_dlpack(x, device=…, copy=True) passes copy=True to the producer's
+    # __dlpack__ (the producer makes the copy), rather than copying what a plain export gave it.
+    copy_by_producer: ClassVar[bool] = False
+
+    # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
+    # never imports one while the other is loaded, and says why.
+    crashes_beside: ClassVar[tuple[str, ...]] = ()
+    # Whether the framework's native libraries write banners to the process's stderr (fd 2) when it
+    # starts, which %gpuinfo --import and `gpushare doctor --import` keep out of the report.
+    noisy_start: ClassVar[bool] = False
+
+    _installed: bool | None = None
+
+    def import_conflict(self) -> str | None:
+        """Why importing this framework here would crash the process, or None."""
+        loaded = [m for m in self.crashes_beside if m in sys.modules]
+        if not loaded or self.module in sys.modules:
+            return None
+        return (
+            f"{self.name} is not imported: {self.module} and {loaded[0]} crash (SIGSEGV) when both are "
+            f"imported into one process; use {self.name} in another kernel or process"
+        )
+
+    # -- discovery -------------------------------------------------------------------------
+    def installed(self) -> bool:
+        if self._installed is None:
+            self._installed = self.module in sys.modules or importlib.util.find_spec(self.module) is not None
+        return self._installed
+
+    def imported(self) -> bool:
+        return self.module in sys.modules
+
+    def load(self) -> Any:
+        """Imports the framework (only when a conversion into it is asked for)."""
+        mod = sys.modules.get(self.module)
+        # A module another thread is still importing is in sys.modules half-built ("partially
+        # initialized module 'torch' has no attribute ..."): import_module waits for that import.
+        if mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", False):
+            return mod
+        if not self.installed():
+            raise FrameworkNotInstalledError(
+                f"{self.name} is not installed in this Python ({sys.executable}); pip install {self.pip_name()}"
+            )
+        conflict = self.import_conflict()
+        if conflict is not None:
+            raise FrameworkNotInstalledError(conflict)
+        try:
+            return importlib.import_module(self.module)
+        except Exception as e:  # a broken install must not look like a missing one
+            raise FrameworkNotInstalledError(f"{self.name} is installed but failed to import: {e}") from e
+
+    def pip_name(self) -> str:
+        return self.module
+
+    _version: str | None = None
+
+    def version(self) -> str | None:
+        # A module's version does not change once imported; cached because predictions ask twice
+        # per share.
+        if self._version is None:
+            mod = sys.modules.get(self.module)
+            if mod is None:
+                return None
+            self._version = getattr(mod, "__version__", None)
+        return self._version
+
+    def owns_type(self, tp: type) -> bool:
+        return tp.__module__.split(".")[0] in self.type_modules
+
+    def is_array(self, obj: Any) -> bool:
+        raise NotImplementedError
+
+    # -- inspection ------------------------------------------------------------------------
+    def device(self, obj: Any) -> str:
+        return str(obj.device)
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        """A capsule for inspection only (never consumed), versioned where the producer can."""
+        return obj.__dlpack__()
+
+    def copy_source(self, obj: Any) -> Any:
+        """What gpushare's own copies (``copy``, ``pinned``, ``p2p``) read the array's layout from:
+        the array itself where its type has DLPack's C exchange API (one C call, without the stream
+        handshake of ``__dlpack__``: the copy is queued on the framework's current stream, which
+        orders it), else an inspection capsule."""
+        if getattr(type(obj), "__dlpack_c_exchange_api__", None) is not None:
+            return obj
+        return self.inspect_capsule(obj)
+
+    def inspect(self, obj: Any) -> TensorInfo:
+        # The Rust core adds the CUDA driver's pointer attributes itself when a driver is present.
+        return TensorInfo.from_capsule(self.inspect_capsule(obj), self.name, self.device(obj), self.immutable)
+
+    def check_source(self, obj: Any) -> None:
+        """Raises a ConversionError for sources this framework refuses to export (torch requires_grad)."""
+
+    def check_view_bits(self, obj: Any) -> None:
+        """Raises for a lazy view whose values live partly in a bit on the array (PyTorch's conjugate
+        and negative bits): no handoff by memory carries the bit, one-process or across processes."""
+
+    def check_copying_export(self, obj: Any) -> None:
+        """``check_source`` for an export asked for a copy (DLPack's ``copy=True``): what the
+        framework still refuses then (a copy may resolve a lazy view)."""
+        self.check_source(obj)
+
+    def in_device_memory(self, obj: Any) -> bool:
+        """Whether ``obj`` lies in memory the host cannot address (``auto`` asks it of every share
+        into a framework that cannot address device memory, so it must be cheap): DLPack's
+        ``__dlpack_device__``, else the array's description."""
+        where = getattr(obj, "__dlpack_device__", None)
+        kind = where()[0] if where is not None else self.inspect(obj).dlpack_device[0]
+        return int(kind) not in HOST_DEVICE_TYPES
+
+    # -- conversion ------------------------------------------------------------------------
+    def from_dlpack(self, obj: Any) -> Any:
+        raise PathNotApplicableError(f"{self.name} has no from_dlpack for objects")
+
+    def from_capsule(self, capsule: Any) -> Any:
+        raise PathNotApplicableError(f"{self.name} does not import raw DLPack capsules")
+
+    def to_capsule(self, obj: Any) -> Any:
+        """A legacy ``"dltensor"`` capsule: the one kind every capsule consumer (TensorFlow) takes."""
+        return obj.__dlpack__()
+
+    def from_cai(self, obj: Any) -> Any:
+        raise PathNotApplicableError(f"{self.name} does not import __cuda_array_interface__")
+
+    def data_pointer(self, obj: Any) -> int:
+        """The device address of an array that came through ``from_cai``."""
+        return int(obj.__cuda_array_interface__["data"][0])
+
+    # What the routes call: the framework's own functions where they take one array and the
+    # framework is imported, so that a timing measures the framework and not a wrapper around it.
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.from_dlpack
+
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self.to_capsule
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self.from_capsule
+
+    def synchronize(self, obj: Any) -> None:
+        """Waits for work queued on the array's device (no-op on CPU)."""
+
+    def current_stream(self, obj: Any) -> int | None:
+        """The handle of the framework's current CUDA stream for the array's device, if it has one."""
+        return None
+
+    def stream_free_export(self, obj: Any) -> Any:
+        """What a consumer's ``from_dlpack`` gets when this framework's ``__dlpack__`` refuses
+        streams (``export_takes_stream`` False): an object whose export takes none."""
+        return obj
+
+    def from_cai_on(self, obj: Any, ordinal: int) -> Any:
+        """``from_cai`` with CUDA device ``ordinal`` current, where the framework places what it
+        imports by the current device."""
+        return self.from_cai(obj)
+
+    def cuda_array_view(self, obj: Any) -> Any:
+        """An object with ``__cuda_array_interface__`` for the array: the array itself where the
+        framework exposes the interface."""
+        return obj
+
+    # -- facts the prediction rules read (verdicts.py hands them to the Rust Predictor) ------
+    def per_thread_default_stream(self) -> bool:
+        """As a target: whether it asks producers for the per-thread default stream (stream=2)."""
+        return False
+
+    def x64_reader(self) -> Callable[[], bool] | None:
+        """As a target: a function that says whether 64-bit dtypes are kept (JAX's x64 flag);
+        None where the framework keeps them always."""
+        return None
+
+    def current_device_reader(self) -> Callable[[], int | None] | None:
+        """As a source: a function giving the CUDA device it exports from, where it exports only
+        from its current device (PyTorch); None where any device's arrays export."""
+        return None
+
+    # -- the host route and the lab's arrays ----------------------------------------------
+    def to_numpy(self, obj: Any) -> Any:
+        """What users write to get a NumPy array (``.cpu().numpy()``, ``.get()``, …)."""
+        import numpy as np
+
+        return np.asarray(obj)
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        """This framework's array from a NumPy array, on the host or CUDA device ``ordinal``."""
+        raise PathNotApplicableError(f"{self.name} cannot make an array from NumPy here")
+
+    def ones(self, n: int, dtype: str, on_host: bool, ordinal: int) -> Any:
+        """A 1-d array of ``n`` ones of ``dtype`` (the lab's source arrays)."""
+        import numpy as np
+
+        return self.from_numpy(np.ones(n, dtype=dtype), on_host, ordinal)
+
+    def has_gpu(self) -> bool:
+        """Whether this framework can place arrays on a CUDA device here (imports it)."""
+        return False
+
+    # -- several GPUs (gpushare.devices) ---------------------------------------------------
+    # What the raw framework call says when the source is not on the current device (None: it
+    # does not care), and how this framework changes the current device behind the user's back.
+    off_device_failure: ClassVar[str | None] = None
+    moves_current_device: ClassVar[str | None] = None
+
+    def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
+        """``(source ordinal, current ordinal, context manager making the source's device current)``
+        when ``obj`` is on a CUDA device other than this framework's current one; None otherwise."""
+        return None
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        """``from_dlpack(obj, device=…, copy=True)``: the producer copies to the device (``dl_device``)."""
+        raise PathNotApplicableError(f"{self.name}'s from_dlpack takes no device here")
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        """This framework's own move of ``obj`` to the host or CUDA device ``ordinal``."""
+        raise PathNotApplicableError(f"{self.name} has no move between devices")
+
+    # -- examples: the conformance matrix's sources (tools/conformance) ------------------
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        """A ``(4, 6)``-based array of ``dtype`` in ``layout`` (one of ``EXAMPLE_LAYOUTS``), made
+        the way this framework's users make it, on the host or CUDA device ``ordinal``. Raises
+        :class:`NotConstructible`, with the reason, where the framework cannot make it."""
+        raise NotConstructible(f"{self.name} builds no examples")
+
+    def readback(self, obj: Any) -> Any:
+        """The values of one of this framework's arrays as NumPy, to compare a target with its
+        source (bfloat16 widened to float32, any strides)."""
+        return widen_bfloat16(self.to_numpy(obj))
+
+    # -- the environment report (gpushare.gpuinfo) ----------------------------------------
+    #: Distribution names the framework is installed under (the first found gives the version);
+    #: empty: its module's name.
+    distribution_names: ClassVar[tuple[str, ...]] = ()
+
+    def distributions(self) -> tuple[str, ...]:
+        return self.distribution_names or (self.module,)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        """Fills ``info`` (a ``gpuinfo.FrameworkInfo``) for the imported framework: its DLPack
+        entry points, what ``__dlpack__`` hands out, the GPUs it sees, notes. Never starts a GPU
+        runtime the framework has not started itself."""
+        info.from_dlpack = hasattr(module, "from_dlpack")
+
+    # -- the memory ledger -----------------------------------------------------------------
+    #: Whether ``allocator_memory`` can say anything (the ledger asks only these frameworks).
+    tracks_allocator: ClassVar[bool] = False
+
+    def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
+        """What this framework's allocator holds on CUDA device ``ordinal``, in its own terms; None
+        when it is not imported, has not initialised CUDA, or cannot say. Never initialises it:
+        asking JAX or TensorFlow before they touched the GPU would make them claim most of it."""
+        return None
+
+
+def probe_export(array: Any) -> str:
+    """What ``array.__dlpack__`` hands a consumer that accepts DLPack 1.x: "versioned" or "legacy"
+    (where ``__dlpack__`` predates max_version, NumPy < 2.1). A capsule's repr names its kind."""
+    return "versioned" if "dltensor_versioned" in repr(versioned_capsule(array)) else "legacy"
+
+
+def major_version(version: str | None) -> int:
+    try:
+        return int((version or "0").split(".")[0])
+    except ValueError:
+        return 0
+

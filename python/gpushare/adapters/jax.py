@@ -1,0 +1,196 @@
+"""JAX: arrays described from their attributes by the Rust core, ``jax.dlpack.from_dlpack``,
+immutable arrays, and the x64 flag that decides whether 64-bit types narrow on import."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, ClassVar
+
+from gpushare import _native
+from gpushare.adapters._cai import _dtype_code_bits
+from gpushare.adapters.base import Adapter, TensorInfo, explained, probe_export
+from gpushare.adapters.examples import SIXTY_FOUR_BIT, NotConstructible, compact_example_values
+from gpushare.exceptions import ConversionError, PathNotApplicableError
+
+
+class JaxAdapter(Adapter):
+    name = "jax"
+    module = "jax"
+    type_modules = ("jax", "jaxlib")
+    tracks_allocator = True
+    imports_cai = True
+    immutable = True
+    accepts_capsules = False  # removed in JAX 0.7.2
+    import_settles_later = True  # the narrowing kernel of 64-bit types without x64
+
+    def pip_name(self) -> str:
+        # What to install: the distribution that provides the module, and the variant a GPU needs.
+        return 'jax (for an NVIDIA GPU: "jax[cuda12]" or "jax[cuda13]")'
+
+    def is_array(self, obj: Any) -> bool:
+        jax = sys.modules.get("jax")
+        return jax is not None and isinstance(obj, jax.Array)
+
+    def device(self, obj: Any) -> str:
+        devices = obj.devices()
+        return repr(next(iter(devices))) if len(devices) == 1 else repr(obj.sharding)
+
+    # JAX exports only legacy capsules, and __dlpack__ costs ~3 µs; the same facts are attributes
+    # of the array, which the Rust core reads (`_native.inspect_jax`, src/python/plan.rs). It asks
+    # the three methods below once per device, layout and dtype; anything they decline (sharded
+    # arrays, tiled or sub-byte layouts, other platforms, extended dtypes) goes through DLPack.
+    _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
+
+    def inspect(self, obj: Any) -> TensorInfo:
+        info = _native.inspect_jax(obj, self)
+        if info is not None:
+            return info
+        # The attribute route declines deleted arrays (reading a deleted array's layout crashes the
+        # process); JAX's own calls raise on them, and so does gpushare, before touching it.
+        if obj.is_deleted():
+            raise explained(
+                ConversionError, "jax",
+                f"the array was deleted (x.delete() freed its buffer; shape {obj.shape}, dtype {obj.dtype}), "
+                "so there is no memory to share",
+                "share a live array: recreate it, or keep a reference instead of deleting it",
+            )
+        # JAX's __dlpack__ waits for a pending result holding the GIL, which the computation's end
+        # can need (the core's settle_jax, src/python/plan.rs, says how it deadlocked): wait here,
+        # where JAX releases it.
+        if not obj.is_ready():
+            obj.block_until_ready()
+        return super().inspect(obj)
+
+    def _describe_device(self, device: Any) -> tuple[str, int, int] | None:
+        """``(words, DLPack device type, id)`` of a device the attribute route describes."""
+        code = self._platform_codes.get(device.platform)
+        return None if code is None else (repr(device), code, device.id)
+
+    @staticmethod
+    def _layout_order(obj: Any) -> tuple[int, ...] | None:
+        """The layout's major-to-minor order; () for row-major; None for tiled or sub-byte layouts."""
+        layout = obj.format.layout
+        if layout.tiling or layout.sub_byte_element_size_in_bits:
+            return None
+        order = tuple(layout.major_to_minor)
+        return () if order == tuple(range(len(order))) else order
+
+    @staticmethod
+    def _dtype_code_bits(dtype: Any) -> tuple[int, int] | tuple[()]:
+        return _dtype_code_bits(dtype)
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.dlpack_importer()(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        self.load()
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack
+
+    def from_capsule(self, capsule: Any) -> Any:
+        raise PathNotApplicableError(
+            "JAX no longer imports raw capsules (removed in 0.7.2); use path='dlpack'"
+        )
+
+    def from_cai(self, obj: Any) -> Any:
+        return self.load().numpy.asarray(obj)
+
+    def data_pointer(self, obj: Any) -> int:
+        return int(obj.unsafe_buffer_pointer())  # jax arrays have no __cuda_array_interface__ of their own
+
+    def x64_enabled(self) -> bool:
+        """``jax.config.jax_enable_x64`` when JAX is already imported; False otherwise (JAX's default),
+        or when the ``JAX_ENABLE_X64`` environment variable says so for a JAX not imported yet."""
+        jax = sys.modules.get("jax")
+        if jax is not None:
+            try:
+                return bool(jax.config.jax_enable_x64)
+            except AttributeError:
+                return False
+        return os.environ.get("JAX_ENABLE_X64", "").strip().lower() in ("1", "true", "yes", "on")
+
+    def x64_reader(self) -> Callable[[], bool] | None:
+        return self.x64_enabled  # rule 1: a 64-bit dtype narrows into JAX unless x64 is on
+
+    def synchronize(self, obj: Any) -> None:
+        obj.block_until_ready()
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        jax = self.load()
+        return jax.device_put(array, jax.devices("cpu")[0] if on_host else jax.devices("gpu")[ordinal])
+
+    moves_current_device = "jax is imported: JAX makes the last GPU current when its backends start"
+
+    def _jax_device(self, on_host: bool, ordinal: int) -> Any:
+        jax = self.load()
+        return jax.devices("cpu")[0] if on_host else jax.devices("gpu")[ordinal]
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        self.load()
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(obj, device=self._jax_device(on_host, ordinal), copy=True)
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        return self.load().device_put(obj, self._jax_device(on_host, ordinal))
+
+    def has_gpu(self) -> bool:
+        try:
+            return any(d.platform == "gpu" for d in self.load().devices())
+        except RuntimeError:
+            return False
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        jax = self.load()
+        import jax.numpy as jnp
+
+        if dtype in SIXTY_FOUR_BIT and not jax.config.jax_enable_x64:
+            raise NotConstructible(f"jax holds no {dtype} with jax_enable_x64 off")
+        if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
+            raise NotConstructible(
+                "layout not constructible in jax: its arrays are compact, row-major and aligned on export"
+            )
+        if layout == "read_only":
+            raise NotConstructible("every jax array is immutable: the contiguous column is the read-only case")
+        target = jax.devices("cpu" if on_host else "gpu")[0 if on_host else ordinal]
+        values = compact_example_values(dtype, layout)
+        return jax.device_put(jnp.asarray(values, dtype=dtype), target)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        dlpack = getattr(module, "dlpack", None)
+        info.from_dlpack = hasattr(dlpack, "from_dlpack")
+        if self.runtime_initialized():
+            info.dlpack_export, info.dlpack_export_source = probe_export(module.numpy.zeros(1)), "probed"
+            info.gpu_devices = [str(d) for d in module.local_devices() if d.platform in ("gpu", "cuda", "rocm")]
+        else:
+            # JAX's DLPACK_VERSION is (0, 8): legacy capsules only.
+            info.dlpack_export, info.dlpack_export_source = "legacy", "documented"
+            info.notes.append("backends not initialised yet (first use preallocates 75% of GPU memory by default)")
+        try:
+            if not module.config.jax_enable_x64:
+                info.notes.append("x64 off: 64-bit arrays are copied to 32-bit on import")
+        except AttributeError:
+            pass
+
+    def runtime_initialized(self) -> bool:
+        """JAX has created its backends (on the first array or ``jax.devices()``). Before that,
+        asking for devices would create them, and on a GPU preallocate 75% of its memory."""
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        return bool(getattr(bridge, "_backends", None))
+
+    def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
+        jax = sys.modules.get("jax")
+        if jax is None or not self.runtime_initialized():
+            return None
+        for device in jax.local_devices():
+            if device.platform not in ("gpu", "cuda", "rocm"):
+                continue
+            if getattr(device, "local_hardware_id", device.id) != ordinal:
+                continue
+            stats = device.memory_stats() or {}
+            keys = ("bytes_in_use", "peak_bytes_in_use", "bytes_limit", "bytes_reserved")
+            return {key: int(stats[key]) for key in keys if key in stats}
+        return None
+

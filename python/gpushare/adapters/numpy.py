@@ -1,0 +1,143 @@
+"""NumPy: host memory only; versioned capsules from 2.1, legacy ones (and no read-only export)
+before."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from gpushare.adapters._cai import _EXTENDED_FLOATS
+from gpushare.adapters.base import Adapter, TensorInfo, explained, exports_versioned, probe_export, versioned_capsule
+from gpushare.adapters.examples import NotConstructible, numpy_example
+from gpushare.exceptions import ConversionError, PathNotApplicableError
+
+
+class NumpyAdapter(Adapter):
+    name = "numpy"
+    module = "numpy"
+    aliases = ("np",)
+    type_modules = ("numpy",)
+    accepts_capsules = False
+    exports_cai = False
+    addresses_device = False
+    copy_by_producer = True  # from_dlpack(x, device=, copy=True) asks x.__dlpack__(copy=True)
+    worker_receives = ("shm",)
+    # inspect() below is the versioned capsule read with the device "cpu" wherever NumPy makes one
+    # (2.1 and later); what it does beyond that (legacy capsules, read-only flags of old NumPy,
+    # dtypes DLPack lacks) is where the capsule cannot be read, which the core hands back to it.
+    describes_by_capsule = True
+
+    def is_array(self, obj: Any) -> bool:
+        np = sys.modules.get("numpy")
+        return np is not None and isinstance(obj, np.ndarray)
+
+    def device(self, obj: Any) -> str:
+        return "cpu"
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        # Versioned so that READ_ONLY travels. NumPy before 2.1 exports legacy capsules only and
+        # refuses a read-only array there ("Cannot export readonly array"): inspection and the
+        # copy/shared paths only read, so they get the capsule of a writable alias of the same
+        # memory, and inspect() takes the read-only flag from the array's own flags.
+        return versioned_capsule(obj, _numpy_legacy_capsule)
+
+    def inspect(self, obj: Any) -> TensorInfo:
+        try:
+            capsule = self.inspect_capsule(obj)
+        except (BufferError, TypeError) as e:
+            if obj.dtype.kind in "biufc":
+                raise
+            raise _numpy_dtype_refusal(obj.dtype, f"{type(e).__name__}: {e}") from e
+        # A legacy capsule has no READ_ONLY flag: the array's flags say it instead.
+        readonly = not exports_versioned(obj) and not obj.flags.writeable
+        return TensorInfo.from_capsule(capsule, self.name, "cpu", readonly)
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.load().from_dlpack(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
+
+    def from_cai(self, obj: Any) -> Any:
+        raise PathNotApplicableError("NumPy cannot address GPU memory through __cuda_array_interface__")
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        if not on_host:
+            raise ValueError("NumPy arrays live on the host: use --device cpu")
+        return array  # host memory is where NumPy lives
+
+    def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        if not on_host:
+            raise PathNotApplicableError("NumPy arrays live on the host: NumPy cannot take an array onto a GPU")
+        return self.load().from_dlpack(obj, device="cpu", copy=True)
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        if not on_host:
+            raise PathNotApplicableError("NumPy arrays live on the host: move them with the target framework")
+        return self.load().array(obj, copy=True)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = hasattr(module, "from_dlpack")
+        info.dlpack_export, info.dlpack_export_source = probe_export(module.zeros(1)), "probed"
+        info.gpu_devices = []
+        info.notes.append("host memory only")
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        if not on_host:
+            raise NotConstructible("numpy arrays live on the host")
+        return numpy_example(dtype, layout)
+
+
+class _WritableInterface:
+    """The ``__array_interface__`` of an array with its read-only bit cleared; holds the array."""
+
+    __slots__ = ("base", "__array_interface__")
+
+    def __init__(self, array: Any):
+        self.base = array  # keeps the memory alive as long as the alias (and its capsule) lives
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _numpy_legacy_capsule(array: Any) -> Any:
+    """A legacy capsule of a NumPy array, read-only ones included (for reading only: NumPy before
+    2.1 has no versioned export and will not put a read-only array in a legacy capsule). The
+    capsule views the same memory through a writable alias; gpushare never writes through it."""
+    if array.flags.writeable:
+        return array.__dlpack__()
+    np = sys.modules["numpy"]
+    return np.asarray(_WritableInterface(array)).__dlpack__()
+
+
+
+def _numpy_dtype_refusal(dtype: Any, framework_error: str) -> Exception:
+    """Why NumPy cannot export an array of ``dtype`` through DLPack, which carries only booleans,
+    integers, floats and complex numbers, in words that name the dtype."""
+    kind, name = dtype.kind, str(dtype)
+    if dtype.names:
+        reason = f"a structured array (dtype {name}) has named fields; DLPack describes one numeric dtype per array"
+        fix = "share one field at a time (x['field'] views it), or numpy.lib.recfunctions.structured_to_unstructured(x)"
+    elif kind == "O":
+        reason = "an object array holds pointers to Python objects, not numbers; DLPack cannot describe it"
+        fix = "convert it to a numeric dtype first, e.g. x.astype(numpy.float64)"
+    elif kind in "US":
+        reason = f"a string array (dtype {name}) holds characters, not numbers; DLPack has no string dtype"
+        fix = "encode it as numbers first (codes from numpy.unique(x, return_inverse=True), or x.view(numpy.uint8) for bytes)"
+    elif kind in "Mm":
+        reason = f"a {dtype.type.__name__} array (dtype {name}) holds dates or durations; DLPack has no date or time dtype"
+        fix = f"share its integer counts of {numpy_unit(dtype)}: x.view(numpy.int64) views the same memory"
+    elif name.startswith(_EXTENDED_FLOATS):
+        reason = f"NumPy cannot export ml_dtypes' {name} through DLPack"
+        fix = "cast to float32 first"
+    else:
+        reason = f"dtype {name} has no DLPack code; DLPack carries only booleans, integers, floats and complex numbers"
+        fix = "cast to a numeric dtype first"
+    return explained(ConversionError, "numpy", reason, fix, framework_error)
+
+
+def numpy_unit(dtype: Any) -> str:
+    """The unit of a datetime64/timedelta64 dtype in words ("s", "ns", …; "generic" when unset)."""
+    np = sys.modules["numpy"]
+    unit, count = np.datetime_data(dtype)
+    return unit if count == 1 else f"{count}{unit}"

@@ -1,0 +1,167 @@
+"""PaddlePaddle: versioned ``__dlpack__``, ``paddle.from_dlpack``, legacy capsules through
+``paddle.utils.dlpack``, gradients that block an export, and bfloat16 handed out as raw bits."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, ClassVar
+
+from gpushare.adapters.base import Adapter, explained, major_version, versioned_capsule
+from gpushare.adapters.examples import EXAMPLE_SHAPE, NotConstructible, example_values, plain_view, widen_bfloat16
+from gpushare.exceptions import ConversionError
+
+
+class PaddleAdapter(Adapter):
+    """PaddlePaddle tensors: ``__dlpack__`` (versioned), ``paddle.from_dlpack`` and legacy capsules
+    through ``paddle.utils.dlpack``."""
+
+    name = "paddle"
+    module = "paddle"
+    aliases = ("paddlepaddle", "pd")
+    crashes_beside = ("tensorflow",)  # PaddlePaddle 3.3 with TensorFlow 2.20
+    type_modules = ("paddle",)
+    distribution_names = ("paddlepaddle-gpu", "paddlepaddle")
+    tracks_allocator = True
+
+    def pip_name(self) -> str:
+        # What to install: the distribution that provides the module, and the variant a GPU needs.
+        return (
+            "paddlepaddle (the project called paddle is another one; for an NVIDIA GPU, paddlepaddle-gpu "
+            "from https://www.paddlepaddle.org.cn/install/quick)"
+        )
+
+    def is_array(self, obj: Any) -> bool:
+        paddle = sys.modules.get("paddle")
+        return paddle is not None and isinstance(obj, paddle.Tensor)
+
+    def device(self, obj: Any) -> str:
+        return str(obj.place)
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        if not obj.stop_gradient:
+            obj = obj.detach()  # inspection only: the address is the same
+        return versioned_capsule(obj)
+
+    def check_source(self, obj: Any) -> None:
+        if not obj.stop_gradient:
+            err = ConversionError(
+                "paddle tensor requires gradients (stop_gradient=False): DLPack cannot export it. "
+                "Fix: share x.detach(), which views the same memory"
+            )
+            err.reason = "tensor requires gradients (stop_gradient=False)"
+            err.fix = "x.detach()"
+            raise err
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self.load().from_dlpack(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self.load().from_dlpack
+
+    def from_capsule(self, capsule: Any) -> Any:
+        return self.load().utils.dlpack.from_dlpack(capsule)
+
+    def to_capsule(self, obj: Any) -> Any:
+        return self.load().utils.dlpack.to_dlpack(obj)
+
+    def capsule_exporter(self) -> Callable[[Any], Any]:
+        return self.load().utils.dlpack.to_dlpack
+
+    def capsule_importer(self) -> Callable[[Any], Any]:
+        return self.load().utils.dlpack.from_dlpack
+
+    def synchronize(self, obj: Any) -> None:
+        if "gpu" in str(obj.place).lower():
+            self.load().device.synchronize()
+
+    def to_numpy(self, obj: Any) -> Any:
+        out = obj.numpy()
+        if "bfloat16" in str(obj.dtype):
+            # Paddle hands bfloat16 out as its raw bits in uint16 (host-route cells of the conformance
+            # matrix then carried 16320 for 1.5): the bits viewed as ml_dtypes' bfloat16 are the values.
+            try:
+                import ml_dtypes
+            except ImportError:
+                raise explained(ConversionError, "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
+                                "Paddle gives a bfloat16 tensor's raw bits as uint16", "pip install ml_dtypes, "
+                                "or cast to float32 first (x.astype('float32'))") from None
+            out = out.view(ml_dtypes.bfloat16)
+        return out
+
+    # NumPy dtypes paddle.to_tensor cannot take as themselves: it reads uint16 as bfloat16 bits (the
+    # values change) and refuses uint32 and uint64.
+    _NO_TENSOR_DTYPES: ClassVar[tuple[str, ...]] = ("uint16", "uint32", "uint64")
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        paddle = self.load()
+        name = array.dtype.name
+        if name in self._NO_TENSOR_DTYPES:
+            raise explained(
+                ConversionError, "paddle",
+                f"paddle has no {name} tensors (paddle.to_tensor reads uint16 as bfloat16 bits and refuses uint32/uint64)",
+                "cast to a signed integer type first, e.g. x.astype(numpy.int64)",
+            )
+        if name == "bfloat16":
+            array = array.view("uint16")  # ml_dtypes' bfloat16: Paddle takes its bits as uint16
+        return paddle.to_tensor(array, place=paddle.CPUPlace() if on_host else paddle.CUDAPlace(ordinal))
+
+    def has_gpu(self) -> bool:
+        return bool(self.load().device.is_compiled_with_cuda() and self.load().device.cuda.device_count())
+
+    def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
+        # Tensor.cpu() / .cuda(n): Paddle's own move (a tensor already there keeps its memory);
+        # detached first, as torch's move is, so a tensor that requires gradients moves too.
+        if not obj.stop_gradient:
+            obj = obj.detach()
+        return obj.cpu() if on_host else obj.cuda(ordinal)
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = hasattr(module, "from_dlpack") or hasattr(getattr(module, "utils", None), "dlpack")
+        info.dlpack_export = "versioned" if major_version(info.version) >= 3 else "legacy"
+        info.dlpack_export_source = "documented"
+        if module.device.is_compiled_with_cuda():
+            info.gpu_devices = [f"gpu:{i}" for i in range(module.device.cuda.device_count())]
+        else:
+            info.gpu_devices = []
+
+    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+        paddle = self.load()
+        if layout == "read_only":
+            raise NotConstructible("paddle has no read-only tensors")
+        if dtype in ("uint16", "uint32", "uint64"):
+            # paddle.to_tensor reads a NumPy uint16 array as bfloat16 and refuses uint32/uint64.
+            raise NotConstructible(f"paddle has no {dtype} tensors")
+        place = paddle.CPUPlace() if on_host else paddle.CUDAPlace(ordinal)
+        n = EXAMPLE_SHAPE[0] * EXAMPLE_SHAPE[1]
+        if dtype == "bfloat16":
+            flat = paddle.to_tensor(example_values("float32", n + 1), place=place).astype("bfloat16")
+        else:
+            flat = paddle.to_tensor(example_values(dtype, n + 1), dtype=dtype, place=place)
+        if layout == "misaligned":
+            return flat[1:]  # Paddle's allocations are 64-byte aligned; slices are views (stride kernels)
+        base = flat[:n].reshape(list(EXAMPLE_SHAPE))
+        view = plain_view(base, layout)  # transposes, slices and reversals are views in Paddle 3
+        if view is not None:
+            return view
+        if layout == "zero_stride":
+            return paddle.as_strided(base[0], list(EXAMPLE_SHAPE), [0, 1])  # expand copies; this views
+        if layout == "zero_d":
+            return base[0, 0].clone()
+        raise AssertionError(layout)
+
+    def readback(self, obj: Any) -> Any:
+        if "bfloat16" in str(obj.dtype):
+            obj = obj.astype("float32")  # NumPy has no bfloat16 (without ml_dtypes)
+        return widen_bfloat16(obj.numpy())
+
+    def allocator_memory(self, ordinal: int) -> dict[str, int] | None:
+        paddle = sys.modules.get("paddle")
+        if paddle is None or not paddle.device.is_compiled_with_cuda():
+            return None
+        if ordinal >= paddle.device.cuda.device_count():
+            return None
+        return {
+            "allocated": int(paddle.device.cuda.memory_allocated(ordinal)),
+            "reserved": int(paddle.device.cuda.memory_reserved(ordinal)),
+        }
+
