@@ -17,9 +17,10 @@ A cell is *skipped*, with its reason, only when the layout or dtype cannot be ma
 framework (negative strides in PyTorch, a transposed view in JAX, int64 in JAX with x64 off).
 Frameworks that are not installed are skipped by name.
 
-The code is split by what it does: :mod:`.matrix` (axes and records), :mod:`.running` (running
-cells, pairs and the matrix) and :mod:`.report` (the Markdown table); this module is the command line
-and re-exports their names, so ``tools.conformance.run_pair`` and the rest keep their paths.
+The code is split by what it does: :mod:`.matrix` (axes and records), :mod:`.examples` and
+:mod:`.builders` (each framework's sources), :mod:`.running` (running cells, pairs and the matrix)
+and :mod:`.report` (the Markdown table); this module is the command line and re-exports their
+names, so ``tools.conformance.run_pair`` and the rest keep their paths.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import time
 from dataclasses import asdict
 from typing import Sequence
 
-from gpushare.adapters import ADAPTERS, EXAMPLE_LAYOUTS, EXAMPLE_SHAPE, SIXTY_FOUR_BIT, NotConstructible, framework
+from gpushare.adapters import ADAPTERS, framework
 
+from .examples import EXAMPLE_LAYOUTS, EXAMPLE_SHAPE, SIXTY_FOUR_BIT, NotConstructible
 from .matrix import (
     _SIXTY_FOUR_BIT, ALL_FRAMEWORKS, CPU_FRAMEWORKS, CUDA_FRAMEWORKS, DTYPES, LAYOUT_DESCRIPTIONS, LAYOUTS, ROOT,
     SHAPE, Cell, Environment,

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpushare.adapters import ADAPTERS, EXAMPLE_LAYOUTS, EXAMPLE_SHAPE, SIXTY_FOUR_BIT
+from gpushare.adapters import ADAPTERS
+
+from .examples import EXAMPLE_LAYOUTS, EXAMPLE_SHAPE, SIXTY_FOUR_BIT
 
 
 #: The repository root: ``python -m tools.conformance`` runs from there (so do its child processes).

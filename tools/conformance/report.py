@@ -73,7 +73,7 @@ def render_markdown(cells: Sequence[Cell], env: Environment, seconds: float) -> 
         + ("" if env.device == "cpu" else "; `__cuda_array_interface__` into and out of Numba")
         + ") and judged by addresses. Before each conversion "
         "gpushare predicted the outcome from the source's DLPack layout and the target's version and settings "
-        "(the rules of `src/explain.rs`); a cell marked **†** is one where the prediction was wrong, the values "
+        "(the rules of `crates/core/src/explain.rs`); a cell marked **†** is one where the prediction was wrong, the values "
         "differ, or the error was not the one expected.",
         "",
         f"- Run: {now}, device `{env.device}`, {platform.python_implementation()} {platform.python_version()} on "

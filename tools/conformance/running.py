@@ -11,8 +11,10 @@ import time
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
-from gpushare.adapters import ADAPTERS, NotConstructible, framework
+from gpushare.adapters import ADAPTERS, framework
 
+from . import examples
+from .examples import NotConstructible
 from .matrix import ALL_FRAMEWORKS, DTYPES, LAYOUTS, ROOT, Cell, Environment
 
 
@@ -89,14 +91,14 @@ def prepare(frameworks: Sequence[str], device: str = "cpu", jax_x64: bool | None
 
 
 def build(fw: str, dtype: str, layout: str, device: str = "cpu") -> Any:
-    """An array of framework `fw` with `dtype` and `layout`, made in `fw` itself (its adapter's
-    ``example``); raises NotConstructible where that framework cannot make it."""
-    return framework(fw).example(dtype, layout, on_host=device == "cpu")
+    """An array of framework `fw` with `dtype` and `layout`, made in `fw` itself (its builders'
+    ``example``, builders/<module>.py); raises NotConstructible where that framework cannot make it."""
+    return examples.example(framework(fw), dtype, layout, on_host=device == "cpu")
 
 
 def to_numpy(fw: str, x: Any) -> Any:
     """The values of an array as NumPy (bfloat16 as float32), for comparing source and target."""
-    return framework(fw).readback(x)
+    return examples.readback(framework(fw), x)
 
 
 # -- running ---------------------------------------------------------------------------------------

@@ -25,19 +25,6 @@ from gpushare.adapters.base import (
     versioned_capsule,
 )
 from gpushare.adapters.cupy import CupyAdapter
-from gpushare.adapters.examples import (
-    EXAMPLE_LAYOUTS,
-    EXAMPLE_SHAPE,
-    SIXTY_FOUR_BIT,
-    NotConstructible,
-    aligned_numpy,
-    compact_example_values,
-    example_dtype,
-    example_values,
-    numpy_example,
-    plain_view,
-    widen_bfloat16,
-)
 from gpushare.adapters.jax import JaxAdapter
 from gpushare.adapters.numba import NumbaAdapter
 from gpushare.adapters.numpy import NumpyAdapter, _numpy_dtype_refusal, numpy_unit
@@ -51,10 +38,6 @@ def by_module(module: str) -> Adapter | None:
     """The adapter of the framework imported as ``module`` ("tensorflow"), or None."""
     return next((a for a in ADAPTERS.values() if a.module == module), None)
 
-
-# -- examples: what each adapter's ``example`` builds from -----------------------------------------
-# The conformance matrix (tools/conformance, not shipped) asks every adapter for the same sources;
-# the NumPy values and views every strided library makes alike live here, once.
 
 ADAPTERS: dict[str, Adapter] = {
     a.name: a

@@ -17,7 +17,6 @@ from typing import Any, Callable, ClassVar
 
 from gpushare import _native
 from gpushare.exceptions import FrameworkNotInstalledError, PathNotApplicableError
-from gpushare.adapters.examples import NotConstructible, widen_bfloat16
 
 TensorInfo = _native.TensorInfo
 
@@ -333,18 +332,6 @@ class Adapter:
     def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         """This framework's own move of ``obj`` to the host or CUDA device ``ordinal``."""
         raise PathNotApplicableError(f"{self.name} has no move between devices")
-
-    # -- examples: the conformance matrix's sources (tools/conformance) ------------------
-    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
-        """A ``(4, 6)``-based array of ``dtype`` in ``layout`` (one of ``EXAMPLE_LAYOUTS``), made
-        the way this framework's users make it, on the host or CUDA device ``ordinal``. Raises
-        :class:`NotConstructible`, with the reason, where the framework cannot make it."""
-        raise NotConstructible(f"{self.name} builds no examples")
-
-    def readback(self, obj: Any) -> Any:
-        """The values of one of this framework's arrays as NumPy, to compare a target with its
-        source (bfloat16 widened to float32, any strides)."""
-        return widen_bfloat16(self.to_numpy(obj))
 
     # -- the environment report (gpushare.gpuinfo) ----------------------------------------
     #: Distribution names the framework is installed under (the first found gives the version);

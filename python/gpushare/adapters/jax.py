@@ -10,7 +10,6 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.adapters._cai import _dtype_code_bits
 from gpushare.adapters.base import Adapter, TensorInfo, explained, probe_export
-from gpushare.adapters.examples import SIXTY_FOUR_BIT, NotConstructible, compact_example_values
 from gpushare.exceptions import ConversionError, PathNotApplicableError
 
 
@@ -141,22 +140,6 @@ class JaxAdapter(Adapter):
             return any(d.platform == "gpu" for d in self.load().devices())
         except RuntimeError:
             return False
-
-    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
-        jax = self.load()
-        import jax.numpy as jnp
-
-        if dtype in SIXTY_FOUR_BIT and not jax.config.jax_enable_x64:
-            raise NotConstructible(f"jax holds no {dtype} with jax_enable_x64 off")
-        if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
-            raise NotConstructible(
-                "layout not constructible in jax: its arrays are compact, row-major and aligned on export"
-            )
-        if layout == "read_only":
-            raise NotConstructible("every jax array is immutable: the contiguous column is the read-only case")
-        target = jax.devices("cpu" if on_host else "gpu")[0 if on_host else ordinal]
-        values = compact_example_values(dtype, layout)
-        return jax.device_put(jnp.asarray(values, dtype=dtype), target)
 
     def describe_runtime(self, info: Any, module: Any) -> None:
         dlpack = getattr(module, "dlpack", None)

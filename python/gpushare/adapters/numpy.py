@@ -8,7 +8,6 @@ from typing import Any, Callable
 
 from gpushare.adapters._cai import _EXTENDED_FLOATS
 from gpushare.adapters.base import Adapter, TensorInfo, explained, exports_versioned, probe_export, versioned_capsule
-from gpushare.adapters.examples import NotConstructible, numpy_example
 from gpushare.exceptions import ConversionError, PathNotApplicableError
 
 
@@ -81,12 +80,6 @@ class NumpyAdapter(Adapter):
         info.dlpack_export, info.dlpack_export_source = probe_export(module.zeros(1)), "probed"
         info.gpu_devices = []
         info.notes.append("host memory only")
-
-    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
-        if not on_host:
-            raise NotConstructible("numpy arrays live on the host")
-        return numpy_example(dtype, layout)
-
 
 class _WritableInterface:
     """The ``__array_interface__`` of an array with its read-only bit cleared; holds the array."""

@@ -9,7 +9,6 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.adapters._cai import _CudaArrayView
 from gpushare.adapters.base import Adapter, TensorInfo, explained
-from gpushare.adapters.examples import NotConstructible, compact_example_values
 from gpushare.exceptions import PathNotApplicableError, UnsafeInputError
 
 
@@ -157,19 +156,6 @@ class TensorFlowAdapter(Adapter):
 
     def has_gpu(self) -> bool:
         return bool(self.load().config.list_physical_devices("GPU"))
-
-    def example(self, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
-        tf = self.load()
-        if layout in ("transposed", "sliced", "negative_stride", "zero_stride", "misaligned"):
-            raise NotConstructible(
-                "layout not constructible in tf: its tensors are compact and row-major (slices copy)"
-            )
-        if layout == "read_only":
-            raise NotConstructible("every tf tensor is immutable: the contiguous column is the read-only case")
-        values = compact_example_values(dtype, layout)
-        with tf.device("CPU:0" if on_host else f"GPU:{ordinal}"):
-            t = tf.constant(values)
-            return tf.cast(t, tf.bfloat16) if dtype == "bfloat16" else tf.identity(t)
 
     def describe_runtime(self, info: Any, module: Any) -> None:
         try:

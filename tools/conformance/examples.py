@@ -1,13 +1,21 @@
-"""What each adapter's ``example`` builds from.
+"""The conformance matrix's sources: one array per framework × dtype × layout, made the way that
+framework's users make it.
 
-The conformance matrix (tools/conformance, not shipped) asks every adapter for the same sources;
-the NumPy values and views every strided library makes alike live here, once."""
+Each framework's builders live in ``builders/<module>.py``, named as its adapter's module in
+``gpushare/adapters/`` (``builders/tensorflow.py`` for ``gpushare.adapters.tensorflow``): an
+``example(adapter, dtype, layout, on_host, ordinal)`` and, where reading its arrays back as NumPy
+needs more than the adapter's ``to_numpy``, a ``readback(adapter, obj)``. They are test fixtures,
+not product code, so they are not in the wheel; the product's adapter is all gpushare needs of a
+framework, and a framework without builders is in the matrix with every cell skipped, by reason.
+The NumPy values and views every strided library makes alike live here, once."""
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
-#: The layouts an adapter's ``example`` knows, each a view of a (4, 6) array.
+#: The layouts a framework's ``example`` knows, each a view of a (4, 6) array.
 EXAMPLE_LAYOUTS = (
     "contiguous", "transposed", "sliced", "negative_stride", "zero_stride", "zero_d", "zero_size",
     "misaligned", "read_only",
@@ -114,3 +122,32 @@ def widen_bfloat16(array: Any) -> Any:
 
     out = np.asarray(array)
     return out.astype(np.float32) if out.dtype.name == "bfloat16" else out
+
+
+def builders_of(adapter: Any) -> ModuleType | None:
+    """The module of ``adapter``'s builders (``builders/<its adapter module>.py``), or None."""
+    name = type(adapter).__module__.rpartition(".")[2]
+    try:
+        return importlib.import_module(f"{__package__}.builders.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}.builders.{name}":
+            raise  # a builder that imports something missing: say so, not "no builders"
+        return None
+
+
+def example(adapter: Any, dtype: str, layout: str, on_host: bool, ordinal: int = 0) -> Any:
+    """A ``(4, 6)``-based array of ``dtype`` in ``layout`` (one of ``EXAMPLE_LAYOUTS``), made the
+    way ``adapter``'s framework's users make it, on the host or CUDA device ``ordinal``. Raises
+    :class:`NotConstructible`, with the reason, where the framework cannot make it."""
+    builders = builders_of(adapter)
+    if builders is None:
+        raise NotConstructible(f"{adapter.name} builds no examples")
+    return builders.example(adapter, dtype, layout, on_host, ordinal)
+
+
+def readback(adapter: Any, obj: Any) -> Any:
+    """The values of one of ``adapter``'s arrays as NumPy, to compare a target with its source
+    (bfloat16 widened to float32, any strides)."""
+    builders = builders_of(adapter)
+    own = getattr(builders, "readback", None)
+    return own(adapter, obj) if own is not None else widen_bfloat16(adapter.to_numpy(obj))
