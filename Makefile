@@ -26,7 +26,7 @@ $(STAMP): Makefile
 develop: $(STAMP)
 	@$(PY) -c "import importlib.metadata as m; s = m.metadata('gpushare')['Summary'] or ''; exit(0 if 'DLPack' in s else 1)" 2>/dev/null \
 	  && $(PIP) uninstall -q -y gpushare || true
-	$(VENV)/bin/maturin develop -q --release --features python
+	$(VENV)/bin/maturin develop -q --release
 	$(PY) -c "import gpushare, gpushare._native"
 
 # The main job, on CPU (CUDA hidden, so the outputs read the same on any machine): the tour notebook
@@ -44,7 +44,7 @@ demo: develop
 	@echo "  out/bench.json          the same sweep as data"
 
 test-rust:
-	cargo test --no-default-features -q $(CARGO_FLAGS)
+	cargo test --workspace --exclude gpushare-python -q $(CARGO_FLAGS)
 
 test-python: develop
 	$(PY) -m pytest -q tests

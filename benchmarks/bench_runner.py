@@ -47,7 +47,7 @@ def default_binary() -> Path:
         candidate = ROOT / "target" / profile / "gpushare"
         if candidate.exists():
             return candidate
-    sys.exit("no gpushare binary: run `cargo build --release --no-default-features --bin gpushare` first")
+    sys.exit("no gpushare binary: run `cargo build --release -p gpushare-runner` first")
 
 
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:

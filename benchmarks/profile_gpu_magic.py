@@ -107,7 +107,7 @@ if ON_GPU:
     row("torch current stream", timed(lambda: torch.cuda.current_stream().cuda_stream))
 
 print("== the observed handoff step by step, in sequence as the core runs it (median µs per step)")
-# Each step timed where it runs, between the others, as src/share/mod.rs `observe` orders them, with
+# Each step timed where it runs, between the others, as crates/core/src/share/mod.rs `observe` orders them, with
 # share() after them as the core's timed conversion: what each costs in context, not alone.
 from gpushare import paths  # noqa: E402
 from gpushare.adapters import framework  # noqa: E402

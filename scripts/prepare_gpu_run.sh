@@ -3,7 +3,7 @@
 # IPython, no ipykernel and no network. Everything it lacks travels in .whl/ (git-ignored):
 #   - gpushare as an abi3 manylinux2014 wheel (one wheel for Python 3.9+, glibc 2.17+), built here;
 #   - IPython, ipykernel, nbformat and their pure-Python dependencies, for CPython 3.12;
-#   - the cargo test binary of the CUDA layer (tests/cuda_driver.rs), which needs no Python.
+#   - the cargo test binary of the CUDA layer (crates/core/tests/cuda_driver.rs), which needs no Python.
 # Packages the GPU image already has are not carried: a second copy on PYTHONPATH would shadow it.
 # Then run scripts/gpu_run.sh there (see the README's "Verified on a GPU" section).
 #
@@ -51,8 +51,8 @@ for w in .whl/deps/*.whl; do
 done
 rm -rf .whl/deps
 
-# The CUDA layer's cargo tests, built without pyo3 so the binary needs only libc and libcuda.
-bin=$(cargo test --release --no-default-features --test cuda_driver --no-run --message-format=json 2>/dev/null \
+# The CUDA layer's cargo tests, the core has no pyo3, so the binary needs only libc and libcuda.
+bin=$(cargo test --release -p gpushare-core --test cuda_driver --no-run --message-format=json 2>/dev/null \
   | "$PY" -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "cuda_driver"][-1])')
 cp "$bin" .whl/cuda_driver_tests
 du -sh .whl; ls .whl

@@ -1,4 +1,4 @@
-"""The one path table and the one ``auto`` (src/paths.rs): every part of gpushare reads the same
+"""The one path table and the one ``auto`` (crates/core/src/paths.rs): every part of gpushare reads the same
 paths and takes the same ``auto``: ``share``, ``compare``, ``bench`` (what ``gpushare bench`` runs
 in its kernel), the predictor and the CLI's argument checks."""
 
@@ -175,6 +175,6 @@ def test_compare_share_bench_and_the_predictor_take_the_same_auto_on_every_cpu_c
 
 
 def test_the_cli_checks_paths_against_the_table():
-    """``gpushare bench --paths`` takes the table's names (its list is built from src/paths.rs)."""
+    """``gpushare bench --paths`` takes the table's names (its list is built from crates/core/src/paths.rs)."""
     code = _native.cli_main(["gpushare", "bench", "torch->numpy", "--paths", "bogus"])
     assert code == 2

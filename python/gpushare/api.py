@@ -25,7 +25,7 @@ def _conversion_error(
     src: Adapter, dst: Adapter, path: str, exc: BaseException, predicted: Any = None
 ) -> BaseException:
     """The exception gpushare raises for ``exc``, raised while handing an array of ``src`` to ``dst``
-    by ``path``: made by the core's one conversion (``src/python/errors.rs``), as every share's is."""
+    by ``path``: made by the core's one conversion (``crates/python/src/binding/errors.rs``), as every share's is."""
     return _native.conversion_error(src.name, dst.name, path, exc, predicted)
 
 
@@ -79,7 +79,7 @@ def share(
     device : ``"cuda:1"``, ``"cpu"`` (or ``"cpu:0"``): move the array there on the way (paths ``p2p``,
         ``pinned``, ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``:
         ``p2p`` between two GPUs that reach each other, else ``move``, which moves nothing where the
-        array already is; the path table's one ``auto``, src/paths.rs). A CUDA device on a machine
+        array already is; the path table's one ``auto``, crates/core/src/paths.rs). A CUDA device on a machine
         without one raises CudaError. None: stay where the source is (``auto`` then copies through
         the host into a framework that cannot address the source's device memory, and says so).
     across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
@@ -118,7 +118,7 @@ def share(
     if device is not None:
         path, device, already_there = _move_path(obj, to, path, device, source)
     # What depends only on the array's type, the target and the path is worked out once, into a plan
-    # that runs every later share of that kind in the Rust core (src/python/plan.rs). `auto` into a
+    # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs). `auto` into a
     # framework that cannot address device memory also depends on where the array lies.
     where = _auto_depends_on_place(obj, to, source) if path == "auto" and device is None else already_there
     plan_key = (type(obj), to, path, source, device, where)

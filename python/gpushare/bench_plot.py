@@ -1,7 +1,7 @@
 """``Benchmark.plot(ax=None)``: the sweep drawn with matplotlib, for users who restyle their plots.
 
 matplotlib is imported here only, when a plot is asked for; the notebook's built-in plot is the
-SVG the Rust core draws (src/render/plot.rs). Colours, dashes and markers are the SVG's, so a path
+SVG the Rust core draws (crates/core/src/render/plot.rs). Colours, dashes and markers are the SVG's, so a path
 looks the same in both, and lines that coincide (``dlpack`` under ``shared``) stay visible.
 """
 

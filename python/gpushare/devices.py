@@ -24,7 +24,7 @@ from gpushare.paths import describe, names_of
 
 Route = Callable[[Any], Any]
 
-#: The paths of a move between devices, in table order (src/paths.rs). ``move`` is the framework's own.
+#: The paths of a move between devices, in table order (crates/core/src/paths.rs). ``move`` is the framework's own.
 MOVE_PATHS = names_of("move")
 MOVE_DESCRIPTIONS = describe("move")
 
@@ -169,7 +169,7 @@ def guard(src: Adapter, convert: Route, path: str) -> Route:
 
 def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there: bool = False) -> tuple[str, Route]:
     """The route of a move of ``src``'s arrays to ``device``, handed to ``dst``: ``path`` is one of
-    :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of src/paths.rs). With
+    :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of crates/core/src/paths.rs). With
     ``already_there`` the arrays are on ``device`` already and ``move`` is the handoff alone.
     Raises PathNotApplicableError when the path cannot make this move."""
     from gpushare.paths import _shared_buffer_importer, route

@@ -1,5 +1,5 @@
 """Table cells for the tables Python renders (the process tables, ``%gpuinfo``), laid out as the
-Rust tables are, with the styles src/render/cells.rs defines (``_native.CELL_STYLES``).
+Rust tables are, with the styles crates/core/src/render/cells.rs defines (``_native.CELL_STYLES``).
 
 Every rule is inline: JupyterLab's own ``td{text-align:right}`` beats a ``<style>`` block, and an
 untrusted notebook loses the block altogether. Its sanitiser keeps ``text-align``,

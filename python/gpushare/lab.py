@@ -365,7 +365,7 @@ def compare(
 
 
 def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None) -> tuple[str, bool]:
-    """``(path, already_there)``: the path THE ``auto`` (src/paths.rs) takes for an array of
+    """``(path, already_there)``: the path THE ``auto`` (crates/core/src/paths.rs) takes for an array of
     ``src`` on DLPack device ``source_device``, handed to ``dst`` where it lies or moved to
     ``device``, and whether the array is on ``device`` already: what ``share`` takes."""
     source_device = (int(source_device[0]), int(source_device[1] or 0))
@@ -399,7 +399,7 @@ def _note_link(run: dict, src_info: Any, device: str) -> None:
     link = topology.link_for(None if kind in (1, 3) else int(ordinal), device, run["path"])
     if link is None:
         return
-    # The samples are seconds per call already: the row's own median (the one of src/stats.rs,
+    # The samples are seconds per call already: the row's own median (the one of crates/core/src/stats.rs,
     # which the table's bandwidth column divides by), not divided by the loop count again.
     per = _native.Timing(samples, max(run.get("loops") or 1, 1)).median
     rate = moved / per if per > 0 else 0.0

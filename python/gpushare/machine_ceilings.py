@@ -3,7 +3,7 @@
 A table's bandwidth (bytes copied / time) can never exceed the ceiling of the slowest resource its
 copy crosses; a figure above it is a timing bug (a copy timed before it landed), and the tests check
 every compare/bench table against these ceilings. The resources (``gpushare._native.copy_resources``,
-src/advice/ceilings.rs, says which ones a path's copy crosses):
+crates/core/src/advice/ceilings.rs, says which ones a path's copy crosses):
 
 - ``host_memory``: a copy from host memory into host memory, measured here with NumPy;
 - ``device_memory:N``: a copy within GPU N's memory;

@@ -32,7 +32,7 @@ MAX_COUNT = 10**9
 #: Largest ``GpuShare.time_budget`` (seconds of timing per array): a cell of a few arrays then
 #: still answers within minutes, and a typo such as 1e12 is refused instead of hanging the kernel.
 MAX_TIME_BUDGET = 60.0
-#: What --path and ``GpuShare.path`` accept: the path table's share and move paths (src/paths.rs).
+#: What --path and ``GpuShare.path`` accept: the path table's share and move paths (crates/core/src/paths.rs).
 PATH_CHOICES = (*PATH_NAMES, *(p for p in names_of("move") if p not in PATH_NAMES), "auto", "all")
 
 

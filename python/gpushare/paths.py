@@ -15,7 +15,7 @@ from gpushare.exceptions import PathNotApplicableError
 
 Route = Callable[[Any], Any]
 
-#: THE path table (src/paths.rs), read once: every path of every kind, with its description,
+#: THE path table (crates/core/src/paths.rs), read once: every path of every kind, with its description,
 #: whether it copies by design, its plot colour, whether the rules model it and when it applies.
 PATH_TABLE: tuple[dict, ...] = tuple(_native.path_table())
 
@@ -74,7 +74,7 @@ def auto_choice(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
     destination: tuple[int, int] | None = None,
 ) -> tuple[str, str, str | None]:
-    """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, src/paths.rs) for an
+    """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
     where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
     plain handoff (the host route into a framework that cannot address device memory; a move)."""
@@ -124,7 +124,7 @@ class _Chosen:
 
 def _ordered(convert: Route, ordering: str) -> Route:
     """Marks a route with how it orders the two sides' work, for the stream report (read once by
-    the pipeline, src/python/plan.rs): routes whose capsule carries no stream say what they did."""
+    the pipeline, crates/python/src/binding/plan.rs): routes whose capsule carries no stream say what they did."""
     convert.ordering = ordering  # type: ignore[attr-defined]
     return convert
 

@@ -23,7 +23,7 @@ from gpushare.exceptions import ConversionError, GpushareError, PathNotApplicabl
 SHM_DIR = "/dev/shm"
 
 #: The core's note for a target that can write memory its source holds read-only
-#: (src/explain/judgement.rs): the process paths warn in the same words.
+#: (crates/core/src/explain/judgement.rs): the process paths warn in the same words.
 READONLY_NOTE = "the target can write to memory the source marks read-only"
 
 

@@ -1131,7 +1131,7 @@ def _render_html(rows: list[dict]) -> str:
 
 def _report_json(kind: str, data: dict) -> str:
     """The ``gpushare.<kind>/1`` envelope of a process result: the dict goes through the Rust
-    types (src/report/process.rs), which refuse a key or value the published schema does not
+    types (crates/core/src/report/process.rs), which refuse a key or value the published schema does not
     describe, so the two cannot drift apart."""
     return _native.process_report_json(kind, json.dumps(data, default=str))
 

@@ -20,7 +20,7 @@ WIDTH = 24
 
 
 def _line(desc: str, n: int, total: int, post: str) -> str:
-    # `gpushare bench` counts its one bar from this line's "n/total points" (src/cli/output.rs,
+    # `gpushare bench` counts its one bar from this line's "n/total points" (crates/runner/src/cli/output.rs,
     # points_in): keep that word where it is.
     done = int(WIDTH * n / max(total, 1))
     return f"{desc} [{'#' * done}{'.' * (WIDTH - done)}] {n}/{total} points {post}".rstrip()

@@ -1,5 +1,5 @@
 """Timing done right, for handoffs between frameworks: ``measure`` over any callable. The loop is
-the Rust core's (``src/share/timing.rs``), the same one every share, comparison and sweep runs.
+the Rust core's (``crates/core/src/share/timing.rs``), the same one every share, comparison and sweep runs.
 
 What ``%timeit`` leaves out and GPU users trip over (cupy#7185, ipython#14512):
 
@@ -131,7 +131,7 @@ def measure(
         raise ValueError("repeat must be at least 1")
     if number is not None and number < 1:
         raise ValueError("number must be at least 1")
-    # The loop itself is the core's, the one every share runs (src/share/timing.rs).
+    # The loop itself is the core's, the one every share runs (crates/core/src/share/timing.rs).
     samples, device, number, warmup, value = _native.measure(
         fn, arg, synchronize, repeat, number, max(warmup, 0), min_sample_time, max_overhead, disable_gc, device_clock,
     )

@@ -3,7 +3,7 @@
 ``predict`` returns a ``Prediction`` ``(verdict, reason, fix, expected_error)`` for a planned
 handoff, or None where gpushare makes no prediction; ``share`` stores it on the result, which shows
 an outcome that differs from it as "UNEXPECTED" rather than hiding it. The rules live in the Rust core
-(``src/explain.rs``); this module only gathers the facts they need: the target's version, and
+(``crates/core/src/explain.rs``); this module only gathers the facts they need: the target's version, and
 settings such as JAX's x64 flag, read from frameworks that are already imported (a prediction never
 imports a framework). Each adapter says which of these facts its framework has.
 
@@ -18,12 +18,12 @@ from typing import Any
 
 from gpushare import _native, paths
 
-#: Paths the Rust rules model (the path table's word, src/paths.rs); for any other path gpushare
+#: Paths the Rust rules model (the path table's word, crates/core/src/paths.rs); for any other path gpushare
 #: makes no prediction.
 MODELLED_PATHS = ("auto", *(p["name"] for p in _native.path_table() if p["kind"] == "share" and p["modelled"]))
 
 
-#: ``(verdict, reason, fix, expected_error)``, a 4-tuple with named fields (``src/python/explain.rs``).
+#: ``(verdict, reason, fix, expected_error)``, a 4-tuple with named fields (``crates/python/src/binding/explain.rs``).
 Prediction = _native.Prediction
 
 
@@ -49,13 +49,13 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             dst.per_thread_default_stream(),
             dst.x64_reader(),
             src.current_device_reader(),
-            # `auto` is resolved by the one function, from the adapters' facts (src/paths.rs).
+            # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
             endpoints=paths.endpoints(src, dst),
         )
     return made
 
 
-#: Move paths the Rust rules model (src/explain/moves.rs).
+#: Move paths the Rust rules model (crates/core/src/explain/moves.rs).
 MODELLED_MOVES = tuple(p["name"] for p in _native.path_table() if p["kind"] == "move" and p["modelled"])
 
 _MOVE_PREDICTORS: dict[tuple[Any, ...], Any] = {}

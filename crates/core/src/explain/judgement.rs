@@ -1,0 +1,203 @@
+//! Judgement after the fact: from addresses, extents and CUDA allocation identity, did the
+//! target share the source's memory?
+
+use super::XLA_CPU_ALIGNMENT;
+use crate::dlpack::{has_zero_stride, is_host_accessible};
+use crate::report::{TensorReport, Verdict};
+
+/// The outcome of a handoff: verdict, the reason for a copy, and notes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+    pub notes: Vec<String>,
+}
+
+fn same_address_space(a: &TensorReport, b: &TensorReport) -> bool {
+    let (at, ai) = a.dlpack_device;
+    let (bt, bi) = b.dlpack_device;
+    (is_host_accessible(at) && is_host_accessible(bt)) || (at == bt && ai == bi)
+}
+
+/// CUDA allocation identity, when the driver described both pointers: same buffer id.
+fn same_cuda_allocation(a: &TensorReport, b: &TensorReport) -> Option<bool> {
+    let id = |t: &TensorReport| t.cuda.as_ref()?.get("buffer_id")?.as_u64().filter(|id| *id != 0);
+    Some(id(a)? == id(b)?)
+}
+
+/// Why each copying path copies: by design, not because a framework refused to share.
+/// The words are the path table's (`crate::paths`).
+pub fn copied_by_design(path: &str) -> Option<&'static str> {
+    crate::paths::copied_by_design(crate::paths::PathKind::Share, path)
+}
+
+/// [`judge`], with the reason a copying path gives for its copies: the same words in every table.
+pub fn judge_path(source: &TensorReport, target: &TensorReport, path: &str) -> Judgement {
+    judge_route(source, target, crate::paths::PathKind::Share, path)
+}
+
+/// [`judge_path`] for a path of any kind: a move's `dlpack` (`copy=True`) copies by design where
+/// the share path of that name does not.
+pub fn judge_route(source: &TensorReport, target: &TensorReport, kind: crate::paths::PathKind, path: &str) -> Judgement {
+    let mut judgement = judge(source, target);
+    if judgement.verdict == Verdict::Copied
+        && let Some(why) = crate::paths::copied_by_design(kind, path)
+    {
+        judgement.reason = Some(why.to_string());
+    }
+    judgement
+}
+
+/// Where the driver says the bytes at the target's address live: `(memory type, device ordinal)`.
+fn driver_location(t: &TensorReport) -> Option<(&str, i64)> {
+    let cuda = t.cuda.as_ref()?;
+    Some((cuda.get("memory_type")?.as_str()?, cuda.get("device_ordinal")?.as_i64()?))
+}
+
+/// The target views the source's bytes although the two labels name different devices: the
+/// driver's pointer attributes (not the frameworks' labels) say it is one allocation, reached
+/// from another device by peer access, or page-locked host memory a GPU reads under unified
+/// addressing. `None` when the driver does not say so. The notes say where the bytes live, over
+/// which link the target reads them, and whether the target's own label is wrong.
+fn reached_across(source: &TensorReport, target: &TensorReport) -> Option<Vec<String>> {
+    let (memory, ordinal) = driver_location(target)?;
+    let overlaps = target.span.0 < source.span.1 && source.span.0 < target.span.1;
+    let same_allocation = same_cuda_allocation(source, target);
+    let same = match same_allocation {
+        Some(same) => same,
+        // The source was described without the driver (host memory before CUDA was probed): the
+        // driver's word on the target's address decides, if it is page-locked host memory at the
+        // source's bytes.
+        None => memory == "pinned_host" && is_host_accessible(source.dlpack_device.0) && overlaps,
+    };
+    if !same || !overlaps || !matches!(memory, "device" | "pinned_host" | "managed") {
+        return None;
+    }
+    let (target_type, target_id) = target.dlpack_device;
+    let mut notes = Vec::new();
+    match memory {
+        "pinned_host" => {
+            notes.push("the bytes live in page-locked host memory (the driver's pointer attributes)".to_string());
+            if target_type == 2 {
+                notes.push(format!(
+                    "cuda:{target_id} reads them over the host link (PCIe or C2C) under unified addressing: shared, \
+                     but every read crosses that link"
+                ));
+            }
+        }
+        _ => {
+            notes.push(format!("the bytes live in {memory} memory of cuda:{ordinal} (the driver's pointer attributes)"));
+            if target_type == 2 && i64::from(target_id) != ordinal {
+                notes.push(format!(
+                    "{} labels the array cuda:{target_id}, but the driver says its bytes are on cuda:{ordinal}: kernels \
+                     on cuda:{target_id} read them over peer access (NVLink or PCIe P2P; %gpuinfo shows the link)",
+                    target.framework
+                ));
+                if target.framework == "numba" {
+                    notes.push(
+                        "Numba's __cuda_array_interface__ carries no device ordinal, so Numba labels the memory with its \
+                         current device"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+    Some(notes)
+}
+
+/// Decides from addresses and extents whether `target` lies inside `source`'s memory.
+pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
+    let notes = Vec::new();
+    // A zero-size array has no bytes for the driver to place, and a label other than the source's
+    // (Numba's current device) moves nothing: what judge_bytes says of zero-size arrays holds.
+    let both_empty = source.numel() == 0 && target.numel() == 0;
+    if !same_address_space(source, target) && !both_empty {
+        if let Some(across) = reached_across(source, target) {
+            let mut judgement = judge_bytes(source, target, notes);
+            judgement.notes.splice(0..0, across);
+            return judgement;
+        }
+        return Judgement {
+            verdict: Verdict::Copied,
+            reason: Some(format!(
+                "device changed: {} → {}",
+                source.dlpack_device_name, target.dlpack_device_name
+            )),
+            notes,
+        };
+    }
+    judge_bytes(source, target, notes)
+}
+
+/// [`judge`] for two arrays in one address space: the target's extent against the source's.
+fn judge_bytes(source: &TensorReport, target: &TensorReport, mut notes: Vec<String>) -> Judgement {
+    if source.numel() == 0 || target.numel() == 0 {
+        notes.push("zero-size: there is no storage to share or copy".into());
+        return Judgement { verdict: Verdict::Shared, reason: None, notes };
+    }
+    let inside = target.span.0 >= source.span.0 && target.span.1 <= source.span.1;
+    // A copy is a new allocation, and a new allocation cannot overlap memory that is still alive: a
+    // target whose bytes overlap the live source's views it, even where its description reaches
+    // past the source's (a layout misreported by the target's exporter, or a target that reads
+    // beyond the source). That is said in a note, not hidden behind "copied".
+    let overlaps = target.span.0 < source.span.1 && source.span.0 < target.span.1;
+    let (inside, overlaps) = match same_cuda_allocation(source, target) {
+        Some(same) => (same && inside, same && overlaps),
+        None => (inside, overlaps),
+    };
+    if inside || overlaps {
+        if !inside {
+            notes.push(overreach_note(source, target));
+        }
+        if source.readonly && !target.readonly {
+            notes.push("the target can write to memory the source marks read-only".into());
+        }
+        return Judgement { verdict: Verdict::Shared, reason: None, notes };
+    }
+    Judgement { verdict: Verdict::Copied, reason: Some(copy_reason(source, target)), notes }
+}
+
+/// Why a target that views the source is described as reaching past the source's memory.
+fn overreach_note(source: &TensorReport, target: &TensorReport) -> String {
+    let past = target.span.1.saturating_sub(source.span.1) + source.span.0.saturating_sub(target.span.0);
+    let mut note = format!(
+        "the target views the source's memory, but as described (shape {:?}, strides {:?}) it reaches {past} bytes beyond the source's (strides {:?})",
+        target.shape, target.strides, source.strides
+    );
+    if target.framework == "numba" && has_zero_stride(&source.shape, &source.strides) {
+        note.push_str(
+            ": Numba's __cuda_array_interface__ describes a broadcast array as C-contiguous (strides=None), so the Numba array itself keeps the zero stride but anything reading it through __cuda_array_interface__ reads past the source",
+        );
+    }
+    note
+}
+
+/// The most specific known cause of a copy, in the order of the rules in dlpack-matrix.md §4.
+pub fn copy_reason(source: &TensorReport, target: &TensorReport) -> String {
+    if target.framework == "jax" && source.dtype != target.dtype {
+        return format!(
+            "dtype changed {} → {}: JAX narrows 64-bit types when jax_enable_x64 is off (enable it to share)",
+            source.dtype, target.dtype
+        );
+    }
+    if source.dtype != target.dtype {
+        return format!("dtype changed {} → {}", source.dtype, target.dtype);
+    }
+    if target.framework == "jax"
+        && is_host_accessible(source.dlpack_device.0)
+        && !source.data_ptr.is_multiple_of(XLA_CPU_ALIGNMENT)
+    {
+        return format!(
+            "source address {:#x} is not {XLA_CPU_ALIGNMENT}-byte aligned, so XLA's CPU client copies it (torch allocates 64-byte aligned memory; NumPy's malloc often does not)",
+            source.data_ptr
+        );
+    }
+    if source.strides != target.strides {
+        return format!(
+            "layout changed: strides {:?} → {:?} (the target holds its own copy in the new layout)",
+            source.strides, target.strides
+        );
+    }
+    "the target's memory lies outside the source's (the framework made its own copy)".into()
+}

@@ -1,0 +1,363 @@
+//! THE path table: every way gpushare can hand an array over (share paths within one device, move
+//! paths between devices, process paths to another process), declared once, and the one `auto`.
+//!
+//! paths.py, devices.py, processes.py, the predictor, the lab's tables and plot, the magics and the
+//! CLI read this table (`gpushare._native.path_table`); `auto` is [`resolve_auto`] and nothing else,
+//! so `share`, `compare`, `bench`, `%share`, the predictor and `gpushare bench` cannot disagree on it.
+
+/// Which kind of handoff a path makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathKind {
+    /// Within one device: the target gets the source's memory (or a copy of it) where it lies.
+    Share,
+    /// To another device (`device=`): the array is moved on the way.
+    Move,
+    /// To another process (`across=`).
+    Process,
+}
+
+impl PathKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathKind::Share => "share",
+            PathKind::Move => "move",
+            PathKind::Process => "process",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<PathKind> {
+        [PathKind::Share, PathKind::Move, PathKind::Process].into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One path, as every part of gpushare names and describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSpec {
+    pub name: &'static str,
+    pub kind: PathKind,
+    pub description: &'static str,
+    /// Why the path copies whenever it copies, where it copies by design (the words a result gives
+    /// as its reason); `None` for a path that is meant to share.
+    pub copies_by_design: Option<&'static str>,
+    /// Its colour in every plot (matplotlib's tab10, then its pale variants).
+    pub colour: &'static str,
+    /// Whether the prediction rules (crates/core/src/explain) model it.
+    pub modelled: bool,
+    /// When it applies, in words.
+    pub applies: &'static str,
+}
+
+const fn spec(
+    name: &'static str,
+    kind: PathKind,
+    description: &'static str,
+    copies_by_design: Option<&'static str>,
+    colour: &'static str,
+    modelled: bool,
+    applies: &'static str,
+) -> PathSpec {
+    PathSpec { name, kind, description, copies_by_design, colour, modelled, applies }
+}
+
+use PathKind::{Move, Process, Share};
+
+/// Every path, in the order tables list them within a kind.
+pub const PATHS: &[PathSpec] = &[
+    spec("dlpack", Share, "the array-API protocol: the consumer's from_dlpack(obj)", None, "#1f77b4", true,
+        "the source has __dlpack__ and the target's from_dlpack takes objects"),
+    spec("capsule", Share, "legacy explicit capsule: to_dlpack → from_dlpack(capsule); the only way into TensorFlow", None,
+        "#ff7f0e", true, "the target imports raw DLPack capsules"),
+    spec("cai", Share, "__cuda_array_interface__ (CuPy, Numba, PyTorch)", None, "#2ca02c", true,
+        "the source is in CUDA memory and exposes (or gpushare describes) __cuda_array_interface__"),
+    spec("host", Share, "the naive route through NumPy on the host",
+        Some("copied by design: the naive route through NumPy on the host"), "#d62728", true,
+        "always: the values go through NumPy on the host"),
+    spec("pinned", Share, "host staging through a page-locked buffer, copied by the Rust core with the CUDA driver",
+        Some("copied by design: staged through page-locked host memory by gpushare"), "#9467bd", true,
+        "the CUDA driver is usable and the source has __dlpack__"),
+    spec("copy", Share, "a device-to-device copy, then a zero-copy handoff",
+        Some("copied by design: gpushare copies into its own buffer, then shares that"), "#8c564b", true,
+        "the source has __dlpack__"),
+    spec("shared", Share, "a SharedBuffer: memory owned by gpushare, handed to every framework by DLPack", None,
+        "#e377c2", false, "the source's memory is a gpushare.SharedBuffer"),
+    spec("p2p", Move,
+        "peer copy by gpushare's Rust core (cuDeviceCanAccessPeer, peer access enabled) into its own memory on the target device",
+        Some("copied by design: a peer copy by gpushare into its own memory on the target device"), "#bcbd22", true,
+        "the source is in device memory, the destination is another GPU, and the source has __dlpack__"),
+    spec("pinned", Move, "staged through page-locked host memory by the Rust core, both legs overlapped",
+        Some("copied by design: staged through page-locked host memory by gpushare onto the target device"), "#9467bd",
+        true, "the destination is a GPU and the source has __dlpack__"),
+    spec("dlpack", Move, "the consumer's from_dlpack(x, device=…, copy=True): the producer's __dlpack__(dl_device, copy)",
+        Some("copied by design: from_dlpack(device=…, copy=True) asks the producer for a copy on the destination"),
+        "#1f77b4", true, "the target's from_dlpack takes a device and copy=True"),
+    spec("move", Move, "the source framework's own move (torch .to, jax.device_put, CuPy, Paddle), then the usual handoff",
+        None, "#7f7f7f", true, "the source framework can move its arrays to the destination"),
+    spec("ipc", Process, "CUDA IPC (Rust core): cuIpcGetMemHandle of the allocation + offset", None, "#1f77b4", false,
+        "the array is in CUDA device memory"),
+    spec("torch_mp", Process, "torch.multiprocessing reduce_tensor", None, "#ff7f0e", false, "the array is a torch tensor"),
+    spec("shm", Process, "POSIX shared memory segment gpushare makes (a /dev/shm file, pages reserved with posix_fallocate)",
+        None, "#2ca02c", false, "the array is in host memory"),
+    spec("nccl", Process, "NCCL send/recv (torch.distributed)",
+        Some("copied by design: NCCL sends the bytes into the worker's own tensor"), "#d62728", false,
+        "a torch tensor in CUDA memory, the worker on another GPU"),
+    spec("nccl_socket", Process,
+        "NCCL NET/Socket on loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): stand-in for two hosts",
+        Some("copied by design: NCCL sends the bytes over a socket into the worker's own tensor"), "#9467bd", false,
+        "a torch tensor in CUDA memory, the worker on another GPU"),
+    spec("gloo", Process, "gloo send/recv (torch.distributed, TCP loopback)",
+        Some("copied by design: gloo sends the bytes over TCP into the worker's own tensor"), "#8c564b", false,
+        "a torch tensor in host memory"),
+];
+
+/// `auto` itself: a name every kind takes, resolved by [`resolve_auto`].
+pub const AUTO: PathSpec = spec(
+    "auto",
+    Share,
+    "the fastest correct path for this pair: DLPack where both sides speak it, a capsule into TensorFlow, __cuda_array_interface__ for Numba, the host route into a framework that cannot address device memory; between devices a peer copy where the GPUs reach each other, else the framework's own move",
+    None,
+    "#17becf",
+    true,
+    "always",
+);
+
+/// The path of this kind and name (`auto` included).
+pub fn find(kind: PathKind, name: &str) -> Option<&'static PathSpec> {
+    if name == AUTO.name {
+        return Some(&AUTO);
+    }
+    PATHS.iter().find(|p| p.kind == kind && p.name == name)
+}
+
+/// The names of one kind's paths, in table order (without `auto`).
+pub fn names(kind: PathKind) -> impl Iterator<Item = &'static str> {
+    PATHS.iter().filter(move |p| p.kind == kind).map(|p| p.name)
+}
+
+/// A path's plot colour, whatever its kind (a name shared by two kinds has one colour).
+pub fn colour(name: &str) -> &'static str {
+    if name == AUTO.name {
+        return AUTO.colour;
+    }
+    PATHS.iter().find(|p| p.name == name).map_or("#7f7f7f", |p| p.colour)
+}
+
+/// Why a path of this kind copies, where it copies by design.
+pub fn copied_by_design(kind: PathKind, name: &str) -> Option<&'static str> {
+    find(kind, name).and_then(|p| p.copies_by_design)
+}
+
+/// Where an array lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Memory the host addresses (pageable or page-locked).
+    Host,
+    /// Device memory of this CUDA ordinal.
+    Device(i32),
+}
+
+impl Place {
+    /// From DLPack's `(device_type, device_id)`: memory the host addresses (CPU, CUDA host,
+    /// ROCm host, CUDA managed) is the host's.
+    pub fn of_dlpack(device: (u32, i32)) -> Place {
+        if crate::dlpack::is_host_accessible(device.0) { Place::Host } else { Place::Device(device.1) }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Place::Host => "cpu".into(),
+            Place::Device(n) => format!("cuda:{n}"),
+        }
+    }
+}
+
+/// What the adapters declare about the two frameworks of a handoff: all `auto` needs to know of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoints {
+    /// The source's arrays have `__dlpack__` (Numba's have none).
+    pub source_exports_dlpack: bool,
+    /// The target's `from_dlpack` takes objects with `__dlpack__` (TensorFlow's and Numba's do not).
+    pub target_accepts_objects: bool,
+    /// The target imports raw DLPack capsules.
+    pub target_accepts_capsules: bool,
+    /// The target can hold arrays in device memory (NumPy's live on the host only).
+    pub target_addresses_device: bool,
+}
+
+impl Default for Endpoints {
+    fn default() -> Self {
+        Endpoints {
+            source_exports_dlpack: true,
+            target_accepts_objects: true,
+            target_accepts_capsules: true,
+            target_addresses_device: true,
+        }
+    }
+}
+
+/// The facts `auto` decides from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoFacts<'a> {
+    pub endpoints: Endpoints,
+    /// Where the source lies.
+    pub source: Place,
+    /// Where the array is asked to go (`device=`); `None`: where it lies.
+    pub destination: Option<Place>,
+    /// Whether the source's GPU can reach the destination GPU's memory (`cuDeviceCanAccessPeer`):
+    /// asked only for a move between two GPUs; `None` when unknown (then no peer copy).
+    pub peer_access: Option<bool>,
+    /// Target framework's name, for the words only.
+    pub target_name: &'a str,
+    /// The array goes to another process (`across=`): a process path.
+    pub across_processes: bool,
+}
+
+/// What `auto` takes, and why where the choice is not the plain one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoChoice {
+    pub path: &'static str,
+    pub kind: PathKind,
+    /// Why `auto` took this path, where it is not the plain handoff (the host route, a move).
+    pub why: Option<String>,
+}
+
+/// THE `auto`: the fastest correct path for these facts.
+///
+/// Correct first: a handoff the target can take. Between devices (`destination` set): nothing to
+/// move when the array is already there (the framework's own move is then none, and the usual
+/// handoff follows); a peer copy between two GPUs that reach each other; otherwise the framework's
+/// own move. Within a device: the host route when the source is in device memory and the target
+/// cannot address device memory (a copy is the only correct handoff, and it says so); a capsule into
+/// a target that imports capsules only (TensorFlow); `__cuda_array_interface__` where one side has no
+/// DLPack object import or export (Numba); DLPack otherwise.
+pub fn resolve_auto(facts: &AutoFacts<'_>) -> AutoChoice {
+    let e = &facts.endpoints;
+    if facts.across_processes {
+        // The worker maps the source's own memory: CUDA IPC for device memory, a shared segment
+        // for host memory (the copying paths, NCCL and gloo, are for comparison).
+        let (path, why) = match facts.source {
+            Place::Device(_) => ("ipc", "device memory: the worker maps the allocation by CUDA IPC"),
+            Place::Host => ("shm", "host memory: the worker maps a shared memory segment"),
+        };
+        return AutoChoice { path, kind: Process, why: Some(why.into()) };
+    }
+    if let Some(destination) = facts.destination {
+        let (path, why) = match (facts.source, destination) {
+            (from, to) if from == to => ("move", format!("the array is already on {}: no move is needed, the usual handoff follows", to.name())),
+            (Place::Device(_), Place::Device(_)) if facts.peer_access == Some(true) => {
+                ("p2p", "the two GPUs reach each other (peer access): a peer copy by gpushare".to_string())
+            }
+            (from, to) => ("move", format!("{} → {}: the source framework's own move", from.name(), to.name())),
+        };
+        return AutoChoice { path, kind: Move, why: Some(why) };
+    }
+    let share = |path: &'static str| AutoChoice { path, kind: Share, why: None };
+    if matches!(facts.source, Place::Device(_)) && !e.target_addresses_device {
+        let target = facts.target_name;
+        return AutoChoice {
+            path: "host",
+            kind: Share,
+            why: Some(format!(
+                "{target} cannot address device memory: auto took the host route, the one correct handoff, and copied"
+            )),
+        };
+    }
+    share(import_path(e))
+}
+
+/// How the target takes an array by reference: a capsule into a target that imports capsules only
+/// (TensorFlow, Numba's arrays included: gpushare makes the capsule), `__cuda_array_interface__`
+/// where one side has no DLPack object import or export (Numba), DLPack otherwise. The last step of
+/// `auto`, and how every target takes a gpushare SharedBuffer (which exports DLPack).
+pub fn import_path(e: &Endpoints) -> &'static str {
+    if !e.target_accepts_objects && e.target_accepts_capsules {
+        "capsule"
+    } else if !e.source_exports_dlpack || !e.target_accepts_objects {
+        "cai"
+    } else {
+        "dlpack"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(endpoints: Endpoints, source: Place) -> AutoFacts<'static> {
+        AutoFacts { endpoints, source, destination: None, peer_access: None, target_name: "x", across_processes: false }
+    }
+
+    #[test]
+    fn every_name_is_declared_once_per_kind() {
+        for p in PATHS {
+            assert_eq!(PATHS.iter().filter(|q| q.kind == p.kind && q.name == p.name).count(), 1, "{}", p.name);
+            assert!(p.colour.starts_with('#') && p.colour.len() == 7);
+        }
+        assert_eq!(names(Share).collect::<Vec<_>>(), ["dlpack", "capsule", "cai", "host", "pinned", "copy", "shared"]);
+        assert_eq!(names(Move).collect::<Vec<_>>(), ["p2p", "pinned", "dlpack", "move"]);
+        assert_eq!(names(Process).collect::<Vec<_>>(), ["ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo"]);
+    }
+
+    #[test]
+    fn a_name_two_kinds_share_has_one_colour() {
+        for p in PATHS {
+            assert_eq!(colour(p.name), PATHS.iter().find(|q| q.name == p.name).unwrap().colour);
+        }
+        assert_eq!(colour("auto"), AUTO.colour);
+    }
+
+    #[test]
+    fn auto_within_a_device_follows_what_the_endpoints_take() {
+        let plain = Endpoints::default();
+        assert_eq!(resolve_auto(&facts(plain, Place::Host)).path, "dlpack");
+        let tf = Endpoints { target_accepts_objects: false, ..plain };
+        assert_eq!(resolve_auto(&facts(tf, Place::Device(0))).path, "capsule");
+        let numba_target = Endpoints { target_accepts_objects: false, target_accepts_capsules: false, ..plain };
+        assert_eq!(resolve_auto(&facts(numba_target, Place::Device(0))).path, "cai");
+        let numba_source = Endpoints { source_exports_dlpack: false, ..plain };
+        assert_eq!(resolve_auto(&facts(numba_source, Place::Device(0))).path, "cai");
+        // Into TensorFlow from Numba: gpushare makes the capsule.
+        assert_eq!(resolve_auto(&facts(Endpoints { source_exports_dlpack: false, ..tf }, Place::Device(0))).path, "capsule");
+    }
+
+    #[test]
+    fn auto_takes_the_host_route_from_device_memory_into_a_host_only_target() {
+        let numpy = Endpoints { target_addresses_device: false, ..Endpoints::default() };
+        let on_gpu = AutoFacts { target_name: "numpy", ..facts(numpy, Place::Device(1)) };
+        let choice = resolve_auto(&on_gpu);
+        assert_eq!(choice.path, "host");
+        assert!(choice.why.unwrap().contains("numpy cannot address device memory"));
+        // On the host NumPy shares as ever.
+        assert_eq!(resolve_auto(&facts(numpy, Place::Host)).path, "dlpack");
+    }
+
+    #[test]
+    fn auto_between_devices() {
+        let move_to = |source, destination, peer_access| {
+            resolve_auto(&AutoFacts { destination: Some(destination), peer_access, ..facts(Endpoints::default(), source) })
+        };
+        assert_eq!(move_to(Place::Device(0), Place::Device(1), Some(true)).path, "p2p");
+        assert_eq!(move_to(Place::Device(0), Place::Device(1), Some(false)).path, "move");
+        assert_eq!(move_to(Place::Device(0), Place::Device(1), None).path, "move");
+        // p2p refuses the host either way: a move to or from it is the framework's own.
+        assert_eq!(move_to(Place::Device(0), Place::Host, Some(true)).path, "move");
+        assert_eq!(move_to(Place::Host, Place::Device(0), Some(true)).path, "move");
+        let here = move_to(Place::Host, Place::Host, None);
+        assert_eq!((here.path, here.kind), ("move", Move));
+        assert!(here.why.unwrap().contains("already on cpu"));
+    }
+
+    #[test]
+    fn auto_across_processes_maps_the_source_memory() {
+        let across = |source| resolve_auto(&AutoFacts { across_processes: true, ..facts(Endpoints::default(), source) });
+        assert_eq!((across(Place::Device(0)).path, across(Place::Device(0)).kind), ("ipc", Process));
+        assert_eq!(across(Place::Host).path, "shm");
+    }
+
+    #[test]
+    fn copies_by_design_differ_by_kind() {
+        assert_eq!(copied_by_design(Share, "dlpack"), None);
+        assert!(copied_by_design(Move, "dlpack").unwrap().starts_with("copied by design"));
+        assert!(copied_by_design(Share, "host").unwrap().starts_with("copied by design"));
+        assert_eq!(copied_by_design(Move, "move"), None);
+    }
+}

@@ -1,0 +1,63 @@
+//! The pyo3 boundary: converts types and errors, nothing else.
+
+mod capsules;
+mod ceilings;
+mod cuda;
+mod errors;
+mod explain;
+mod frames;
+mod ipc;
+mod json;
+mod paths;
+mod plan;
+mod shared;
+mod types;
+
+use pyo3::prelude::*;
+
+/// Entry point of the `gpushare` console script: the command's logic lives in the runner crate.
+/// The GIL is released for the whole run so a kernel launched from here is never blocked by us.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| gpushare_runner::cli::run(argv))
+}
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    explain::register(m)?;
+    plan::register(m)?;
+    paths::register(m)?;
+    cuda::register(m)?;
+    shared::register(m)?;
+    capsules::register(m)?;
+    ipc::register(m)?;
+    ceilings::register(m)?;
+    m.add_class::<types::TensorInfo>()?;
+    m.add_class::<types::PyTiming>()?;
+    m.add_class::<types::ShareResult>()?;
+    m.add_function(wrap_pyfunction!(types::render_shares, m)?)?;
+    m.add_function(wrap_pyfunction!(types::tensor_info_from_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(types::shares_mimebundle, m)?)?;
+    m.add_function(wrap_pyfunction!(types::explain_failure, m)?)?;
+    m.add_function(wrap_pyfunction!(types::shares_dataframe, m)?)?;
+    m.add_function(wrap_pyfunction!(types::json_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    // The inline styles of every table cell, for the tables Python renders (gpushare.html_cells):
+    // one definition, in crates/core/src/render/cells.rs.
+    let styles = pyo3::types::PyDict::new(m.py());
+    use crate::render::cells;
+    for (name, style) in [
+        ("table", cells::TABLE_STYLE),
+        ("text", cells::TEXT_STYLE),
+        ("num", cells::NUM_STYLE),
+        ("num_head", cells::NUM_HEAD_STYLE),
+        ("detail", cells::DETAIL_STYLE),
+    ] {
+        styles.set_item(name, style)?;
+    }
+    m.add("CELL_STYLES", styles)?;
+    Ok(())
+}

@@ -1,0 +1,780 @@
+//! `SharePlan`: one share, run in Rust, and the describing routes that do not need `__dlpack__`.
+//!
+//! `gpushare.share` works out once per (array type, target, path) who the adapters are, how to
+//! convert and how to predict; the plan then runs every later share of that kind. Keeping the steps
+//! between the framework calls in Rust is what keeps gpushare's cost per share to a few
+//! microseconds (issue 2's budget): the same steps in Python cost about as much as JAX's own import.
+//! Everything framework-specific stays in the Python adapters, which the plan calls back.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::errors::{PyShareError, share_error};
+use super::explain::{Predictor, prediction_from_py};
+use super::types::{Fields, ShareResult, TensorInfo, exchange_api_report, report_from_fields, versioned_capsule_report};
+use crate::explain::PredictedOutcome;
+use crate::report::{StreamRequest, TensorReport};
+use crate::share::timing::{self, Repeat, TimingPolicy};
+use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
+
+use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
+
+/// PyTorch's route: the DLPack C exchange API of the tensor's type, one C call with no capsule.
+/// `None` where it does not apply (no exchange API in this PyTorch, or a tensor that requires grad,
+/// which only a detached capsule describes: the adapter's route).
+fn torch_report(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
+    let api = match obj.get_type().getattr(intern!(py, "__dlpack_c_exchange_api__")) {
+        Ok(api) => api,
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if obj.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+        return Ok(None);
+    }
+    exchange_api_report(py, obj, &api, "torch").map(Some)
+}
+
+// What JAX's attribute route has already worked out, keyed by Python objects that compare by value.
+static JAX_DEVICES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+static JAX_LAYOUTS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+static JAX_DTYPES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+
+fn cache<'py>(py: Python<'py>, cell: &'static PyOnceLock<Py<PyDict>>) -> &'py Bound<'py, PyDict> {
+    cell.get_or_init(py, || PyDict::new(py).unbind()).bind(py)
+}
+
+/// `cache[key]`, or `adapter.method(arg)` stored there.
+fn cached<'py>(
+    cell: &'static PyOnceLock<Py<PyDict>>,
+    key: &Bound<'py, PyAny>,
+    adapter: &Bound<'py, PyAny>,
+    method: &Bound<'py, PyString>,
+    arg: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dict = cache(key.py(), cell);
+    if let Some(value) = dict.get_item(key)? {
+        return Ok(value);
+    }
+    let value = adapter.call_method1(method, (arg,))?;
+    dict.set_item(key, &value)?;
+    Ok(value)
+}
+
+/// JAX's route: JAX exports only legacy capsules and `__dlpack__` costs ~3 µs, but the same facts
+/// are attributes of the array: the buffer address, shape, dtype and the layout's major-to-minor
+/// order. What needs JAX's own knowledge (which platforms, which layouts and dtypes this route
+/// describes) the adapter answers once per device, layout and dtype. `None` for anything unusual
+/// (sharded arrays, tiled or sub-byte layouts, other platforms, extended dtypes): the DLPack route.
+/// Checked against the DLPack route in tests/test_share.py.
+fn jax_report(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
+    match jax_attributes(py, obj, adapter) {
+        Err(e)
+            if e.is_instance_of::<PyAttributeError>(py)
+                || e.is_instance_of::<PyRuntimeError>(py)
+                || e.is_instance_of::<PyValueError>(py) =>
+        {
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
+fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
+    // A deleted array (`x.delete()`) still answers `sharding`, but reading its `_pjrt_layout`
+    // segfaults: such arrays go to the adapter, which raises the way JAX's own calls do.
+    match obj.call_method0(intern!(py, "is_deleted")) {
+        Ok(deleted) if deleted.is_truthy()? => return Ok(None),
+        Ok(_) => {}
+        // Not a jax.Array method here (a stand-in with the same attributes): nothing was freed.
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
+        Err(e) => return Err(e),
+    }
+    let device = obj.getattr(intern!(py, "sharding"))?.getattr(intern!(py, "_device"))?;
+    let words = cached(&JAX_DEVICES, &device, adapter, intern!(py, "_describe_device"), &device)?;
+    if words.is_none() {
+        return Ok(None);
+    }
+    let words = words.cast::<PyTuple>()?;
+    let (device_code, device_id): (u32, i32) = (words.get_item(1)?.extract()?, words.get_item(2)?.extract()?);
+    // The PjRt layout behind `obj.format.layout` (which costs ~1.2 µs) is hashable and compares by
+    // value ("{1,0}"); an array without one (or with None, which would stand for every layout) asks
+    // the adapter every time.
+    let order = match obj.getattr(intern!(py, "_pjrt_layout")) {
+        Ok(layout) if !layout.is_none() => cached(&JAX_LAYOUTS, &layout, adapter, intern!(py, "_layout_order"), obj)?,
+        Ok(_) => adapter.call_method1(intern!(py, "_layout_order"), (obj,))?,
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => adapter.call_method1(intern!(py, "_layout_order"), (obj,))?,
+        Err(e) => return Err(e),
+    };
+    if order.is_none() {
+        return Ok(None);
+    }
+    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let code_bits = cached(&JAX_DTYPES, &dtype, adapter, intern!(py, "_dtype_code_bits"), &dtype)?;
+    let code_bits = code_bits.cast::<PyTuple>()?;
+    if code_bits.is_empty() {
+        return Ok(None);
+    }
+    let (code, bits): (u8, u8) = (code_bits.get_item(0)?.extract()?, code_bits.get_item(1)?.extract()?);
+    let shape: Vec<i64> = obj.getattr(intern!(py, "shape"))?.extract()?;
+    let major_to_minor: Vec<usize> = order.extract()?;
+    // () is row-major, for which the core computes compact strides itself; anything else is a
+    // permuted layout (a view of a transposed torch tensor, say).
+    let strides = if major_to_minor.is_empty() {
+        None
+    } else {
+        if major_to_minor.len() != shape.len() || major_to_minor.iter().any(|&d| d >= shape.len()) {
+            return Ok(None);
+        }
+        let mut strides = vec![0i64; shape.len()];
+        let mut step = 1i64;
+        for &dim in major_to_minor.iter().rev() {
+            strides[dim] = step;
+            step = step.saturating_mul(shape[dim].max(1));
+        }
+        Some(strides)
+    };
+    settle_jax(py, obj)?;
+    let ptr: u64 = obj.call_method0(intern!(py, "unsafe_buffer_pointer"))?.extract()?;
+    let device_words = words.get_item(0)?;
+    let device_words = device_words.cast::<PyString>()?.to_cow()?;
+    report_from_fields(Fields {
+        framework: "jax",
+        device: &device_words,
+        ptr,
+        shape,
+        strides,
+        code,
+        bits,
+        device_type: device_code,
+        device_id,
+        readonly: false,
+        immutable: true,
+        cuda: None,
+    })
+    .map(Some)
+}
+
+/// Waits, with the GIL released, for a JAX array still being computed (JAX's narrowing of a
+/// 64-bit import), before anything that reads its buffer. `unsafe_buffer_pointer()` (and
+/// `__dlpack__`) wait for the buffer holding the GIL, while the computation's end can need the GIL:
+/// it releases the PyTorch tensor it read, whose DLPack deleter takes the GIL. That deadlocked
+/// `%share i ->jax` on an int64 tensor on CPU, about one run in three. An array that is ready (a
+/// view of the source) costs one `is_ready()`. The adapter's DLPack route waits the same way.
+fn settle_jax(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    match obj.call_method0(intern!(py, "is_ready")) {
+        Ok(ready) if !ready.is_truthy()? => obj.call_method0(intern!(py, "block_until_ready")).map(drop),
+        Ok(_) => Ok(()),
+        // Not a jax.Array method here (a stand-in with the same attributes): nothing to wait for.
+        Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Describes a PyTorch tensor through the DLPack C exchange API; None where that route does not apply.
+#[pyfunction]
+pub fn inspect_torch(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorInfo>> {
+    Ok(torch_report(py, obj)?.map(|report| TensorInfo { report }))
+}
+
+/// Describes a JAX array from its attributes; None where that route does not apply. ``adapter``
+/// answers ``_describe_device(device)``, ``_layout_order(array)`` and ``_dtype_code_bits(dtype)``.
+#[pyfunction]
+pub fn inspect_jax(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorInfo>> {
+    Ok(jax_report(py, obj, adapter)?.map(|report| TensorInfo { report }))
+}
+
+/// How one side's arrays are described: PyTorch's and JAX's routes in Rust, a versioned capsule
+/// read in Rust where the adapter says that is all its `inspect` does, else the adapter.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Describe {
+    Torch,
+    Jax,
+    /// `describes_by_capsule` (CuPy's): `obj.__dlpack__(max_version=(1, 0))`, device in DLPack's words.
+    Capsule,
+    /// `adapter.inspect(obj)`.
+    Adapter,
+}
+
+/// A description the pipeline hands back in the result: the adapter's `TensorInfo` itself.
+pub struct Described(Py<TensorInfo>);
+
+impl AsRef<TensorReport> for Described {
+    fn as_ref(&self) -> &TensorReport {
+        &self.0.get().report
+    }
+}
+
+/// The core's `Framework` over a Python adapter (`gpushare.adapters.Adapter`): tokenizers'
+/// `CustomNormalizer { inner: PyObject }` pattern.
+pub struct PyFramework {
+    adapter: Py<PyAny>,
+    name: String,
+    describe: Describe,
+    /// Whether the adapter overrides `check_source` (only PyTorch's does): skipped otherwise.
+    checks_source: bool,
+    /// Whether the adapter overrides `current_stream`.
+    has_streams: bool,
+    /// The adapter's `import_settles_later`.
+    settles_later: bool,
+}
+
+impl PyFramework {
+    pub fn new(adapter: &Bound<'_, PyAny>) -> PyResult<PyFramework> {
+        let py = adapter.py();
+        let name: String = adapter.getattr(intern!(py, "name"))?.extract()?;
+        let base = py.import("gpushare.adapters")?.getattr("Adapter")?;
+        let overrides = |method: &Bound<'_, PyString>| -> PyResult<bool> {
+            Ok(!adapter.get_type().getattr(method)?.is(&base.getattr(method)?))
+        };
+        Ok(PyFramework {
+            describe: match name.as_str() {
+                "torch" => Describe::Torch,
+                "jax" => Describe::Jax,
+                _ if adapter.getattr(intern!(py, "describes_by_capsule"))?.is_truthy()? => Describe::Capsule,
+                _ => Describe::Adapter,
+            },
+            checks_source: overrides(intern!(py, "check_source"))?,
+            has_streams: overrides(intern!(py, "current_stream"))?,
+            settles_later: adapter.getattr(intern!(py, "import_settles_later"))?.is_truthy()?,
+            adapter: adapter.clone().unbind(),
+            name,
+        })
+    }
+
+    fn call(&self, py: Python<'_>, method: &Bound<'_, PyString>, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
+        self.adapter.bind(py).call_method1(method, (array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e))
+    }
+
+    /// The description of `obj`: PyTorch's or JAX's route in Rust where it applies, else the adapter's.
+    fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
+        let fast = match self.describe {
+            // A tensor the exchange API fails on (sparse, meta, nested) goes to the adapter, which
+            // says why in a sentence instead of PyTorch's message and C++ backtrace.
+            Describe::Torch => torch_report(py, obj).unwrap_or(None),
+            Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
+            // Anything the capsule cannot say (an old producer without max_version, an export that
+            // fails) goes to the adapter, which explains it.
+            Describe::Capsule => versioned_capsule_report(py, obj, &self.name).ok(),
+            Describe::Adapter => None,
+        };
+        match fast {
+            Some(report) => Py::new(py, TensorInfo { report }),
+            None => {
+                let info = self.adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
+                Ok(info.cast_into::<TensorInfo>()?.unbind())
+            }
+        }
+    }
+}
+
+impl Framework for PyFramework {
+    type Array = Py<PyAny>;
+    type Info = Described;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self, array: &Py<PyAny>) -> crate::share::Result<Described> {
+        Python::attach(|py| self.describe_py(py, array.bind(py)).map(Described).map_err(|e| share_error(py, e)))
+    }
+
+    fn check_source(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
+        if !self.checks_source {
+            return Ok(());
+        }
+        Python::attach(|py| {
+            // What PyTorch's check_source checks, asked here without a call into Python: a tensor
+            // that does not require grad and has neither the conjugate nor the negative bit set
+            // needs no second look.
+            if self.describe == Describe::Torch {
+                let obj = array.bind(py);
+                let set = |flag: &Bound<'_, PyAny>| flag.is_truthy().unwrap_or(true);
+                let clean = !obj.getattr(intern!(py, "requires_grad")).map(|v| set(&v)).unwrap_or(true)
+                    && !obj.call_method0(intern!(py, "is_conj")).map(|v| set(&v)).unwrap_or(true)
+                    && !obj.call_method0(intern!(py, "is_neg")).map(|v| set(&v)).unwrap_or(true);
+                if clean {
+                    return Ok(());
+                }
+            }
+            self.call(py, intern!(py, "check_source"), array).map(drop)
+        })
+    }
+
+    fn synchronize(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
+        Python::attach(|py| self.call(py, intern!(py, "synchronize"), array).map(drop))
+    }
+
+    fn import_settles_later(&self) -> bool {
+        self.settles_later
+    }
+
+    fn current_stream(&self, array: &Py<PyAny>) -> crate::share::Result<Option<u64>> {
+        if !self.has_streams {
+            return Ok(None);
+        }
+        Python::attach(|py| {
+            let stream = self.call(py, intern!(py, "current_stream"), array)?;
+            stream.extract::<Option<u64>>(py).map_err(|e| share_error(py, e))
+        })
+    }
+}
+
+/// A transfer path: the conversion function the Python side built for the pair.
+pub struct PyRoute {
+    path: String,
+    kind: crate::paths::PathKind,
+    convert: Py<PyAny>,
+    /// The route's `ordering` attribute (paths.py `_ordered`), read once.
+    ordering: Option<String>,
+    /// `convert.take_notes`, where the route says what it did around the framework's call (a
+    /// route guarded for the current device: `gpushare.devices`).
+    notes: Option<Py<PyAny>>,
+    /// The route inside that guard (`DeviceGuarded.convert`): called directly while the source's
+    /// device is current, which the driver answers in two calls where the guard's Python costs
+    /// microseconds (the framework's own current-device query among them).
+    unguarded: Option<Py<PyAny>>,
+    /// Whether the guarded route ran since the notes were last taken: only it writes notes, so
+    /// `take_notes` (a call into Python) is skipped when it did not.
+    guard_ran: std::sync::atomic::AtomicBool,
+}
+
+impl PyRoute {
+    pub fn new(py: Python<'_>, path: String, convert: Py<PyAny>) -> PyRoute {
+        let bound = convert.bind(py);
+        let guard = py.import("gpushare.devices").and_then(|m| m.getattr("DeviceGuarded")).ok();
+        let unguarded = match guard {
+            Some(guard) if bound.is_instance(&guard).unwrap_or(false) => bound.getattr(intern!(py, "convert")).ok().map(Bound::unbind),
+            _ => None,
+        };
+        PyRoute {
+            ordering: bound.getattr(intern!(py, "ordering")).ok().and_then(|o| o.extract().ok()),
+            notes: bound.getattr("take_notes").ok().map(Bound::unbind),
+            unguarded,
+            guard_ran: std::sync::atomic::AtomicBool::new(false),
+            path,
+            kind: crate::paths::PathKind::Share,
+            convert,
+        }
+    }
+}
+
+impl Route<Py<PyAny>> for PyRoute {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn kind(&self) -> crate::paths::PathKind {
+        self.kind
+    }
+
+    fn take_notes(&self) -> Vec<String> {
+        let Some(take) = &self.notes else { return Vec::new() };
+        if self.unguarded.is_some() && !self.guard_ran.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Vec::new();
+        }
+        // Advisory: a note that cannot be read is left out, never a failed share.
+        Python::attach(|py| take.call0(py).and_then(|n| n.extract(py)).unwrap_or_default())
+    }
+
+    fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
+        self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
+        Python::attach(|py| self.convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+    }
+
+    fn convert_described(&self, array: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<Py<PyAny>> {
+        let convert = self.conversion_for(source);
+        Python::attach(|py| convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+    }
+
+    fn ordering(&self) -> Option<&str> {
+        self.ordering.as_deref()
+    }
+
+    fn convert_recorded(&self, array: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<(Py<PyAny>, Vec<StreamRequest>)> {
+        if self.path != "dlpack" {
+            return Ok((self.convert_described(array, source)?, Vec::new()));
+        }
+        let convert = self.conversion_for(source);
+        Python::attach(|py| {
+            let recorder = Py::new(py, StreamRecorder { obj: array.clone_ref(py), requests: Mutex::new(Vec::new()) })
+                .map_err(|e| share_error(py, e))?;
+            let value = convert.bind(py).call1((recorder.bind(py),)).map_err(|e| share_error(py, e))?;
+            let requests = recorder.get().requests.lock().map(|r| r.clone()).unwrap_or_default();
+            Ok((value.unbind(), requests))
+        })
+    }
+}
+
+impl PyRoute {
+    /// The conversion to call for an array that `source` describes: the route without its
+    /// current-device guard where the guard would do nothing, else the guarded route (and then
+    /// the route's notes are read).
+    fn conversion_for(&self, source: &TensorReport) -> &Py<PyAny> {
+        let (device_type, ordinal) = source.dlpack_device;
+        match &self.unguarded {
+            // Host memory (pageable or page-locked) has no device to make current: the guard does
+            // nothing there. For device memory the current device is asked before every call: a
+            // conversion may itself change it (JAX's backends start on first use and make the last
+            // GPU current).
+            Some(inner)
+                if matches!(device_type, DL_CPU | DL_CUDA_HOST)
+                    || (device_type == DL_CUDA && crate::cuda::current_device() == Some(ordinal)) =>
+            {
+                inner
+            }
+            _ => {
+                self.guard_ran.store(true, std::sync::atomic::Ordering::Relaxed);
+                &self.convert
+            }
+        }
+    }
+}
+
+/// Stands in for the source during one observed handoff and records what the consumer asked its
+/// `__dlpack__` for: the stream argument is how DLPack orders work between frameworks.
+#[pyclass(module = "gpushare", frozen, name = "StreamRecorder")]
+pub struct StreamRecorder {
+    obj: Py<PyAny>,
+    requests: Mutex<Vec<StreamRequest>>,
+}
+
+#[pymethods]
+impl StreamRecorder {
+    #[pyo3(signature = (**kwargs))]
+    fn __dlpack__<'py>(&self, py: Python<'py>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let mut request = StreamRequest::default();
+        if let Some(kw) = kwargs {
+            // A stream that is not an integer (a framework's stream object) reads as None.
+            request.stream = kw.get_item("stream")?.and_then(|s| s.extract::<i64>().ok());
+            request.max_version = kw.get_item("max_version")?.and_then(|v| v.extract::<(u32, u32)>().ok());
+        }
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(request);
+        }
+        self.obj.bind(py).call_method(intern!(py, "__dlpack__"), (), kwargs)
+    }
+
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.obj.bind(py).call_method0(intern!(py, "__dlpack_device__"))
+    }
+
+    /// Everything else is the source's: a route may ask the array for its device (the current-
+    /// device guard of gpushare.devices calls `get_device()` or reads `.device`) before exporting.
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.obj.bind(py).getattr(name)
+    }
+}
+
+/// The interpreter around the pipeline: Ctrl-C, the garbage collector, the allocators' figures.
+struct PyHost {
+    /// `gpushare.ledger.allocator_memory(ordinal)`, or None.
+    allocators: Option<Py<PyAny>>,
+}
+
+static GC: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+fn gc(py: Python<'_>) -> Option<&(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    GC.get_or_try_init(py, || -> PyResult<_> {
+        let gc = py.import("gc")?;
+        Ok((gc.getattr("isenabled")?.unbind(), gc.getattr("disable")?.unbind(), gc.getattr("enable")?.unbind()))
+    })
+    .ok()
+}
+
+impl Host for PyHost {
+    fn check_interrupt(&self) -> crate::share::Result<()> {
+        Python::attach(|py| py.check_signals().map_err(|e| ShareError::Interrupted(Box::new(e))))
+    }
+
+    fn pause_collector(&self) -> bool {
+        Python::attach(|py| {
+            let Some((enabled, disable, _)) = gc(py) else { return false };
+            let was = enabled.call0(py).and_then(|v| v.is_truthy(py)).unwrap_or(false);
+            was && disable.call0(py).is_ok()
+        })
+    }
+
+    fn resume_collector(&self) {
+        Python::attach(|py| {
+            if let Some((_, _, enable)) = gc(py) {
+                let _ = enable.call0(py);
+            }
+        })
+    }
+
+    fn allocator_memory(&self, ordinal: i32) -> BTreeMap<String, BTreeMap<String, i64>> {
+        let Some(probe) = &self.allocators else { return BTreeMap::new() };
+        // The ledger is advisory: a probe that fails gives no figures, never a failed share.
+        Python::attach(|py| probe.call1(py, (ordinal,)).and_then(|m| m.extract(py)).unwrap_or_default())
+    }
+}
+
+/// The prediction step: the Rust rules (`Predictor`), or any callable (tests stand in wrong rules).
+enum PredictStep {
+    Native(Py<Predictor>),
+    Callable(Py<PyAny>),
+}
+
+impl PredictStep {
+    fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Option<PredictedOutcome>> {
+        match self {
+            PredictStep::Native(p) => Ok(Some(p.get().predict(py, source)?.to_outcome())),
+            PredictStep::Callable(f) => {
+                let info = Py::new(py, TensorInfo { report: source.clone() })?;
+                let p = f.call1(py, (info,))?;
+                if p.is_none(py) { Ok(None) } else { Ok(Some(prediction_from_py(p.bind(py))?.to_outcome())) }
+            }
+        }
+    }
+}
+
+/// One kind of share, planned: the source and target frameworks, the route, and the prediction.
+/// `gpushare.share` makes one per (array type, target, path); `compare` and `bench` one per path.
+/// ``allocators(ordinal)`` returns the imported frameworks' allocator figures for the memory ledger.
+#[pyclass(module = "gpushare", frozen, name = "SharePlan")]
+pub struct SharePlan {
+    source: PyFramework,
+    target: PyFramework,
+    route: PyRoute,
+    predict: Option<PredictStep>,
+    check_source: bool,
+    host: PyHost,
+}
+
+impl SharePlan {
+    fn handoff_run(&self, obj: Py<PyAny>, options: &Options) -> PyResult<ShareResult> {
+        let predictor = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
+            match &self.predict {
+                None => Ok(None),
+                Some(step) => Python::attach(|py| step.predict(py, source).map_err(|e| share_error(py, e))),
+            }
+        };
+        let handoff = Handoff {
+            source: &self.source,
+            target: &self.target,
+            route: &self.route,
+            predictor: Some(&predictor),
+            check_source: self.check_source,
+        };
+        let outcome = handoff.run(&self.host, &obj, options).map_err(PyShareError::from)?;
+        Ok(ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report))
+    }
+}
+
+/// The timing policy that keyword arguments describe (see `SharePlan.run`).
+pub fn policy(
+    repeat: Option<usize>,
+    number: Option<u64>,
+    warmup: usize,
+    budget: Option<f64>,
+    min_sample_time: Option<f64>,
+    pause_collector: bool,
+) -> PyResult<TimingPolicy> {
+    let mut policy = match budget {
+        Some(budget) => TimingPolicy::within(budget),
+        None if repeat.unwrap_or(1) == 1 && number == Some(1) && warmup == 0 => TimingPolicy::once(),
+        None => TimingPolicy {
+            warmup,
+            number,
+            repeat: Repeat::Exactly(repeat.unwrap_or(1)),
+            min_sample_time: min_sample_time.unwrap_or(0.01),
+            max_overhead: timing::MAX_OVERHEAD,
+            pause_collector,
+        },
+    };
+    if budget.is_some() {
+        policy.warmup = warmup.max(policy.warmup);
+        if let Some(r) = repeat {
+            policy.repeat = Repeat::Exactly(r);
+        }
+        if number.is_some() {
+            policy.number = number;
+        }
+        if let Some(m) = min_sample_time {
+            policy.min_sample_time = m;
+        }
+        policy.pause_collector = pause_collector;
+    }
+    policy.validate().map_err(PyValueError::new_err)?;
+    Ok(policy)
+}
+
+#[pymethods]
+impl SharePlan {
+    #[new]
+    /// ``kind``: the path's kind in the path table (``share``, ``move``): a move's ``dlpack`` copies by design.
+    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share"))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        source: &Bound<'_, PyAny>,
+        target: &Bound<'_, PyAny>,
+        path: String,
+        convert: Py<PyAny>,
+        predictor: Option<&Bound<'_, PyAny>>,
+        allocators: Option<Py<PyAny>>,
+        check_source: bool,
+        kind: &str,
+    ) -> PyResult<SharePlan> {
+        let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
+        let predict = predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
+            Ok(native) => PredictStep::Native(native.clone().unbind()),
+            Err(_) => PredictStep::Callable(p.clone().unbind()),
+        });
+        Ok(SharePlan {
+            source: PyFramework::new(source)?,
+            target: PyFramework::new(target)?,
+            route: PyRoute { kind, ..PyRoute::new(source.py(), path, convert) },
+            predict,
+            check_source,
+            host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> &str {
+        &self.route.path
+    }
+
+    /// Shares ``obj`` through the pipeline of the Rust core: describe, check, predict, refuse
+    /// what would crash the target, convert under the timing policy, describe the result, judge.
+    ///
+    /// Timing: by default one conversion, reported as one sample. ``budget`` (seconds) times it the
+    /// way ``%timeit`` does within that budget (a warm-up, then auto-ranged samples); otherwise
+    /// ``repeat`` samples of ``number`` conversions (``None``: auto-ranged so a sample lasts
+    /// ``min_sample_time``) after ``warmup`` runs. ``observe`` collects the memory ledger and the
+    /// stream report of a handoff of device memory.
+    #[pyo3(signature = (obj, repeat=None, number=Some(1), name=None, origin=None, *, warmup=0, budget=None,
+                        min_sample_time=None, observe=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        obj: Py<PyAny>,
+        repeat: Option<usize>,
+        number: Option<u64>,
+        name: Option<String>,
+        origin: Option<Py<TensorInfo>>,
+        warmup: usize,
+        budget: Option<f64>,
+        min_sample_time: Option<f64>,
+        observe: bool,
+    ) -> PyResult<ShareResult> {
+        let timing = policy(repeat, number, warmup, budget, min_sample_time, true)?;
+        let options = Options { timing, observe, name, origin: origin.map(|o| o.get().report.clone()) };
+        self.handoff_run(obj, &options)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<SharePlan>()?;
+    m.add_class::<StreamRecorder>()?;
+    m.add_function(wrap_pyfunction!(measure, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect_torch, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect_jax, m)?)?;
+    Ok(())
+}
+
+/// `gpushare.timing.measure`'s samples: `fn(arg)` calls, `synchronize(value)` at the sample
+/// edges, and an optional device clock with `start()`, `stop()` and `seconds()`.
+struct CallSampler<'py> {
+    call: Bound<'py, PyAny>,
+    arg: Bound<'py, PyAny>,
+    synchronize: Option<Bound<'py, PyAny>>,
+    clock: Option<Bound<'py, PyAny>>,
+    value: Option<Bound<'py, PyAny>>,
+    host: PyHost,
+}
+
+impl crate::share::Sampler for CallSampler<'_> {
+    fn sample(&mut self, n: u64, device_clock: bool) -> crate::share::Result<(f64, Option<f64>)> {
+        let py = self.call.py();
+        let fail = |e: PyErr| ShareError::Raised { origin: Box::new(e), predicted: None };
+        let none = py.None().into_bound(py);
+        if let Some(sync) = &self.synchronize {
+            sync.call1((self.value.as_ref().unwrap_or(&none),)).map_err(fail)?;
+        }
+        self.value = None;
+        let clock = self.clock.as_ref().filter(|_| device_clock);
+        if let Some(c) = clock {
+            c.call_method0(intern!(py, "start")).map_err(fail)?;
+        }
+        let t0 = std::time::Instant::now();
+        for i in 0..n {
+            let value = self.call.call1((&self.arg,)).map_err(fail)?;
+            if i + 1 == n {
+                self.value = Some(value);
+            }
+        }
+        if let Some(c) = clock {
+            c.call_method0(intern!(py, "stop")).map_err(fail)?;
+        }
+        if let Some(sync) = &self.synchronize {
+            sync.call1((self.value.as_ref().unwrap_or(&none),)).map_err(fail)?;
+        }
+        let host = t0.elapsed().as_secs_f64();
+        let device = match clock {
+            Some(c) => Some(c.call_method0(intern!(py, "seconds")).and_then(|s| s.extract::<f64>()).map_err(fail)?),
+            None => None,
+        };
+        py.check_signals().map_err(fail)?;
+        Ok((host, device))
+    }
+
+    fn warm(&mut self) -> crate::share::Result<()> {
+        let fail = |e: PyErr| ShareError::Raised { origin: Box::new(e), predicted: None };
+        // The last result goes before the next call, here as in the samples.
+        self.value = None;
+        let value = self.call.call1((&self.arg,)).map_err(fail)?;
+        if let Some(sync) = &self.synchronize {
+            sync.call1((&value,)).map_err(fail)?;
+        }
+        self.value = Some(value);
+        Ok(())
+    }
+
+    fn pause_collector(&mut self) -> bool {
+        self.host.pause_collector()
+    }
+
+    fn resume_collector(&mut self) {
+        self.host.resume_collector()
+    }
+}
+
+/// The timing loop of the core over any callable: ``(samples, device_samples, number, warmup,
+/// last value)``, seconds per call. ``gpushare.timing.measure`` is this.
+#[pyfunction]
+#[pyo3(signature = (call, arg, synchronize=None, repeat=7, number=None, warmup=1, min_sample_time=0.01,
+                    max_overhead=timing::MAX_OVERHEAD, disable_gc=true, device_clock=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn measure<'py>(
+    call: Bound<'py, PyAny>,
+    arg: Bound<'py, PyAny>,
+    synchronize: Option<Bound<'py, PyAny>>,
+    repeat: usize,
+    number: Option<u64>,
+    warmup: usize,
+    min_sample_time: f64,
+    max_overhead: f64,
+    disable_gc: bool,
+    device_clock: Option<Bound<'py, PyAny>>,
+) -> PyResult<(Vec<f64>, Option<Vec<f64>>, u64, usize, Option<Bound<'py, PyAny>>)> {
+    let policy = TimingPolicy {
+        warmup,
+        number,
+        repeat: Repeat::Exactly(repeat),
+        min_sample_time,
+        max_overhead,
+        pause_collector: disable_gc,
+    };
+    policy.validate().map_err(PyValueError::new_err)?;
+    let mut sampler = CallSampler { call, arg, synchronize, clock: device_clock, value: None, host: PyHost { allocators: None } };
+    let m = timing::measure(&policy, &mut sampler).map_err(PyShareError::from)?;
+    Ok((m.samples, m.device_samples, m.number, m.warmup, sampler.value.take()))
+}

@@ -1,0 +1,292 @@
+//! Checks on `gpushare bench`'s arguments, made by clap before any kernel starts.
+//!
+//! Each parser accepts exactly what the Python side (`gpushare.bench` in the kernel) accepts, so a
+//! typo is a one-line usage error (exit 2) instead of a kernel start and a Python traceback. The
+//! names are copies of the Python side's; `crates/runner/tests/cli.rs` checks them against the installed
+//! package so the two cannot drift apart unnoticed.
+
+use std::sync::LazyLock;
+
+use crate::paths::PathKind;
+use crate::shared::{Device, parse_dtype};
+
+/// Framework names and aliases `gpushare.adapters.framework()` knows: (name, aliases).
+pub const FRAMEWORKS: &[(&str, &[&str])] = &[
+    ("torch", &["pytorch", "pt"]),
+    ("tf", &["tensorflow"]),
+    ("jax", &[]),
+    ("numpy", &["np"]),
+    ("cupy", &["cp"]),
+    ("numba", &[]),
+    ("paddle", &["paddlepaddle", "pd"]),
+];
+
+/// Transfer paths `gpushare.lab.parse_paths` knows: the path table's share paths plus `auto`
+/// (`crate::paths`, which the Python side reads too); `all`, alone, means every path.
+pub static PATHS: LazyLock<Vec<&'static str>> = LazyLock::new(|| known(PathKind::Share));
+
+/// Process paths `gpushare.processes.parse_process_paths` knows (the table's process paths plus
+/// `auto`), for `--across processes`.
+pub static PROCESS_PATHS: LazyLock<Vec<&'static str>> = LazyLock::new(|| known(PathKind::Process));
+
+fn known(kind: PathKind) -> Vec<&'static str> {
+    crate::paths::names(kind).chain([crate::paths::AUTO.name]).collect()
+}
+
+/// `--across`: where the arrays go; only `processes` (a worker process) so far.
+pub fn parse_across(s: &str) -> Result<String, String> {
+    match s.trim() {
+        "processes" | "process" => Ok("processes".to_string()),
+        other => Err(format!("unknown --across `{other}`; known: processes")),
+    }
+}
+
+/// With `--across processes` the paths are process paths, without it transfer paths: a name of the
+/// other kind is a usage error, made before any kernel starts.
+pub fn check_paths_across(paths: &str, across: bool) -> Result<(), String> {
+    let names: Vec<&str> = paths.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+    if names == ["all"] {
+        return Ok(());
+    }
+    let (known, what) = if across {
+        (&PROCESS_PATHS[..], "with --across processes the paths are")
+    } else {
+        (&PATHS[..], "without --across the paths are")
+    };
+    match names.iter().find(|n| !known.contains(n)) {
+        Some(name) => Err(format!("path `{name}`: {what} {}, all", known.join(", "))),
+        None => Ok(()),
+    }
+}
+
+/// Size units `gpushare.lab.parse_size` knows, lower-cased, with their factors.
+const SIZE_UNITS: &[(&str, u64)] = &[
+    ("", 1),
+    ("b", 1),
+    ("k", 1000),
+    ("kb", 1000),
+    ("m", 1000_u64.pow(2)),
+    ("mb", 1000_u64.pow(2)),
+    ("g", 1000_u64.pow(3)),
+    ("gb", 1000_u64.pow(3)),
+    ("tb", 1000_u64.pow(4)),
+    ("kib", 1 << 10),
+    ("mib", 1 << 20),
+    ("gib", 1 << 30),
+    ("tib", 1 << 40),
+];
+
+/// The canonical name of a framework name or alias (case and spaces ignored, as Python does).
+pub fn framework(name: &str) -> Option<&'static str> {
+    let name = name.trim().to_ascii_lowercase();
+    FRAMEWORKS
+        .iter()
+        .find(|(canonical, aliases)| *canonical == name || aliases.contains(&name.as_str()))
+        .map(|(canonical, _)| *canonical)
+}
+
+/// The frameworks as `--help` and errors list them: `torch (pytorch, pt), tf (tensorflow), …`.
+pub fn known_frameworks() -> String {
+    FRAMEWORKS
+        .iter()
+        .map(|(name, aliases)| {
+            if aliases.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name} ({})", aliases.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `SRC->DST`, with or without spaces around `->`; both must be frameworks gpushare knows.
+pub fn parse_pair(s: &str) -> Result<(String, String), String> {
+    let (src, dst) = s.split_once("->").ok_or_else(|| unquoted_pair_hint(s).unwrap_or_else(|| {
+        format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)")
+    }))?;
+    let (src, dst) = (src.trim(), dst.trim());
+    if src.is_empty() || dst.is_empty() || dst.contains("->") {
+        return Err(format!(
+            "`{s}` is not of the form SRC->DST (e.g. torch->jax)"
+        ));
+    }
+    for name in [src, dst] {
+        if framework(name).is_none() {
+            return Err(format!(
+                "unknown framework `{name}`; known: {}",
+                known_frameworks()
+            ));
+        }
+    }
+    Ok((src.to_string(), dst.to_string()))
+}
+
+/// An unquoted `torch->jax` reaches us as `torch-`: the shell took `>jax` as a redirection and
+/// wrote our output to a file named `jax`. Say so, or the user hunts for a framework named
+/// `torch-` and never looks for that file.
+fn unquoted_pair_hint(s: &str) -> Option<String> {
+    let src = s.trim().strip_suffix('-')?.trim();
+    let example = if framework(src).is_some() { src } else { "torch" };
+    Some(format!(
+        "`{s}` looks like a pair that lost its quotes: the shell reads `>` as a redirection (and \
+         wrote a file named after the target framework, which you can delete); quote the pair: \
+         gpushare bench '{example}->jax'"
+    ))
+}
+
+/// One size as `gpushare.lab.parse_size` reads it: a number (decimals allowed) and an optional
+/// unit, `4KiB`, `1.5 MB`, `65536`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim_start());
+    // Python's pattern: digits, optionally a point and more digits.
+    let well_formed = match number.split_once('.') {
+        None => !number.is_empty(),
+        Some((whole, frac)) => {
+            !whole.is_empty() && !frac.is_empty() && !frac.contains('.')
+        }
+    };
+    let unit = unit.to_ascii_lowercase();
+    let factor = SIZE_UNITS
+        .iter()
+        .find(|(name, _)| *name == unit)
+        .map(|(_, f)| *f);
+    match (well_formed, factor) {
+        (true, Some(factor)) => size_in_bytes(number, factor).ok_or_else(|| {
+            format!("size `{text}` is too large: an array holds at most {MAX_SIZE} bytes (2^63 - 1)")
+        }),
+        _ => Err(format!(
+            "cannot read size `{text}`: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes"
+        )),
+    }
+}
+
+/// The largest size a sweep can ask for: the frameworks count bytes in signed 64-bit integers,
+/// and a larger number reached the kernel as a Python int and ended in a traceback there.
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+
+/// `number × factor` in bytes, `None` past [`MAX_SIZE`]. Whole numbers are read exactly (through
+/// f64, 2^64 and a 400-digit number saturated into range); decimals as Python's `float` does.
+fn size_in_bytes(number: &str, factor: u64) -> Option<u64> {
+    let bytes = if number.contains('.') {
+        let n = number.parse::<f64>().ok()? * factor as f64;
+        if !(n.is_finite() && n < MAX_SIZE as f64) {
+            return None;
+        }
+        n as u64
+    } else {
+        number.parse::<u64>().ok()?.checked_mul(factor)?
+    };
+    (bytes <= MAX_SIZE).then_some(bytes)
+}
+
+/// `--sizes`: a comma-separated list with at least one size. Kept as written (the kernel parses
+/// it again), only checked here.
+pub fn parse_sizes(s: &str) -> Result<String, String> {
+    let sizes: Vec<&str> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+    if sizes.is_empty() {
+        return Err("no sizes to sweep: write e.g. 4KiB,1MiB".into());
+    }
+    for size in sizes {
+        parse_size(size)?;
+    }
+    Ok(s.to_string())
+}
+
+/// `--paths`: `all` (or nothing, which Python reads as `all`), or a comma-separated list of known
+/// paths.
+pub fn parse_paths(s: &str) -> Result<String, String> {
+    let names: Vec<&str> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
+    if names == ["all"] {
+        return Ok(s.to_string());
+    }
+    for name in names {
+        if !PATHS.contains(&name) && !PROCESS_PATHS.contains(&name) {
+            // The first line lists the transfer paths (crates/runner/tests/cli.rs compares it with Python's).
+            return Err(format!(
+                "unknown transfer path `{name}`; known paths: {}, all (with --across processes: {})",
+                PATHS.join(", "),
+                PROCESS_PATHS.join(", ")
+            ));
+        }
+    }
+    Ok(s.to_string())
+}
+
+/// `--device`: cpu, cuda, cuda:N, gpu or gpu:N, the names the kernel side reads.
+pub fn parse_device(s: &str) -> Result<String, String> {
+    Device::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|_| format!("unknown device `{s}`: use cpu, cuda, cuda:N, gpu or gpu:N"))
+}
+
+/// `--dtype`: a dtype name SharedBuffer knows (the kernel side checks with the same parser).
+pub fn parse_dtype_name(s: &str) -> Result<String, String> {
+    parse_dtype(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_take_known_names_and_aliases_with_or_without_spaces() {
+        assert_eq!(parse_pair("torch->jax"), Ok(("torch".into(), "jax".into())));
+        assert_eq!(parse_pair("pt -> np"), Ok(("pt".into(), "np".into())));
+        assert_eq!(parse_pair("torch ->tf"), Ok(("torch".into(), "tf".into())));
+        assert_eq!(parse_pair("TensorFlow-> cupy"), Ok(("TensorFlow".into(), "cupy".into())));
+        for bad in ["torch", "torch->", "->jax", "torch->jax->tf", "torch->ja'x", "torch->pytorchh", "paddl->torch"] {
+            assert!(parse_pair(bad).is_err(), "{bad}");
+        }
+        assert!(parse_pair("torch->jaxx").unwrap_err().contains("known: torch (pytorch, pt)"));
+        assert_eq!(parse_pair("paddle->pd"), Ok(("paddle".into(), "pd".into())));
+        // `torch->jax` unquoted: the shell hands us `torch-` and redirects to a file `jax`.
+        for unquoted in ["torch-", "pt -", "-"] {
+            let e = parse_pair(unquoted).unwrap_err();
+            assert!(e.contains("lost its quotes") && e.contains("'") && e.contains("->jax'"), "{e}");
+        }
+        assert!(parse_pair("torch-").unwrap_err().contains("gpushare bench 'torch->jax'"));
+        assert!(!parse_pair("torch").unwrap_err().contains("quotes"));
+    }
+
+    #[test]
+    fn sizes_read_as_python_reads_them() {
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("1.5 MB"), Ok(1_500_000));
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size(" 64gib "), Ok(64 << 30));
+        assert_eq!(parse_size("0"), Ok(0));
+        for bad in ["", "KiB", "4 KiBs", "-1", "1.", ".5", "1.2.3", "4 KiB x"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_sizes("4KiB, 1MiB").is_ok());
+        assert!(parse_sizes(" , ").is_err());
+        assert!(parse_sizes("4KiB,lots").is_err());
+        // Past what an array can hold: a usage error here, not a traceback in the kernel.
+        for huge in ["18446744073709551616", &"9".repeat(400), "9223372036854775808", "9000000TiB", "1e400"] {
+            assert!(parse_size(huge).is_err(), "{huge}");
+        }
+        assert!(parse_size(&"9".repeat(400)).unwrap_err().contains("too large"));
+        assert_eq!(parse_size("9223372036854775807"), Ok(MAX_SIZE));
+    }
+
+    #[test]
+    fn paths_devices_and_dtypes_are_checked() {
+        assert!(parse_paths("all").is_ok());
+        assert!(parse_paths("dlpack, copy,auto").is_ok());
+        assert!(parse_paths("bogus").is_err());
+        assert!(parse_paths("all,dlpack").is_err(), "Python reads `all` only alone");
+        for good in ["cpu", "cuda", "cuda:1", "gpu", "GPU:0"] {
+            assert!(parse_device(good).is_ok(), "{good}");
+        }
+        for bad in ["gpu9", "cuda:", "cuda:-1", "tpu", ""] {
+            assert!(parse_device(bad).is_err(), "{bad}");
+        }
+        assert!(parse_dtype_name("float32").is_ok());
+        assert!(parse_dtype_name("float7").is_err());
+    }
+}

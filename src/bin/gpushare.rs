@@ -1,6 +1,0 @@
-//! The `gpushare` command for development and CI (`cargo run --bin gpushare`).
-//! The wheel ships the same logic as the `gpushare` console script through `gpushare._native.cli_main`.
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    std::process::exit(gpushare::cli::run(args));
-}
