@@ -10,16 +10,10 @@ use std::sync::LazyLock;
 use crate::paths::PathKind;
 use crate::shared::{Device, parse_dtype};
 
-/// Framework names and aliases `gpushare.adapters.framework()` knows: (name, aliases).
-pub const FRAMEWORKS: &[(&str, &[&str])] = &[
-    ("torch", &["pytorch", "pt"]),
-    ("tf", &["tensorflow"]),
-    ("jax", &[]),
-    ("numpy", &["np"]),
-    ("cupy", &["cp"]),
-    ("numba", &[]),
-    ("paddle", &["paddlepaddle", "pd"]),
-];
+/// Framework names and aliases `gpushare.adapters.framework()` knows: (name, aliases), in the
+/// registry's order. Generated from the adapters themselves by `build.rs`, so that adding a
+/// framework touches its adapter alone.
+pub const FRAMEWORKS: &[(&str, &[&str])] = include!(concat!(env!("OUT_DIR"), "/frameworks.rs"));
 
 /// Transfer paths `gpushare.lab.parse_paths` knows: the path table's share paths plus `auto`
 /// (`crate::paths`, which the Python side reads too); `all`, alone, means every path.
