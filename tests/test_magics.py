@@ -30,7 +30,10 @@ def test_load_ext_imports_no_framework():
         "from IPython.core.interactiveshell import InteractiveShell\n"
         "ip = InteractiveShell.instance(); ip.history_manager.enabled = False\n"
         "ip.run_line_magic('load_ext', 'gpushare')\n"
-        "print(sorted(m for m in ('torch','tensorflow','jax','cupy','numba','numpy') if m in sys.modules))\n"
+        # Every framework gpushare has an adapter for (MLX, Warp, cuda.core and PyCUDA included).
+        "from gpushare.adapters import ADAPTERS\n"
+        "modules = {m for a in ADAPTERS.values() for m in (a.module, *a.type_modules)}\n"
+        "print(sorted(m for m in modules if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -154,8 +154,10 @@ class DeviceGuarded:
         )
 
     def take_notes(self) -> list[str]:
+        # The inner route's own notes too (an importer that did something around the framework's call).
+        inner = getattr(self.convert, "take_notes", None)
         notes, self._notes = self._notes, []
-        return notes
+        return notes + (inner() if inner is not None else [])
 
 
 def guard(src: Adapter, convert: Route, path: str) -> Route:

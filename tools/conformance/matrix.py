@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The CPU matrix runs every framework whose arrays can live on the host (its adapter says so).
 CPU_FRAMEWORKS = tuple(name for name, a in ADAPTERS.items() if a.host_arrays)
-#: The CUDA matrix's default: the frameworks the GPU machine has (docs/compatibility-cuda.md).
-CUDA_FRAMEWORKS = ("torch", "jax", "cupy", "numba")
+#: The CUDA matrix's default: every framework that can hold device memory (its adapter says so);
+#: those the GPU machine lacks are skipped by name (docs/compatibility-cuda.md).
+CUDA_FRAMEWORKS = tuple(name for name, a in ADAPTERS.items() if a.addresses_device)
 
 DTYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
