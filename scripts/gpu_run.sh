@@ -13,6 +13,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 if [ -n "${WITH_TF:-}" ]; then
   source scripts/gpu_tf_env.sh || exit 1
 fi
+# WITH_FRAMEWORKS=.fwNN: Warp, MLX (CUDA 13) and PyCUDA, built here from its sdist
+# (scripts/prepare_gpu_run.sh --with-frameworks, docs/pycuda-on-gpu.md).
+if [ -n "${WITH_FRAMEWORKS:-}" ]; then
+  source scripts/gpu_parts.sh && install_parts "$WITH_FRAMEWORKS" /tmp/site || exit 1
+  python3 -c "import pycuda" 2>/dev/null || bash scripts/gpu_build_pycuda.sh "$WITH_FRAMEWORKS" \
+    || echo "PyCUDA was not built (above: why); its CUDA matrix rows are skipped by name"
+fi
 step() { echo "=== $1 ($(date -u +%H:%M:%S))"; }
 {
   step versions

@@ -17,14 +17,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-WITH_TF=0 WHEELS=1
+WITH_TF=0 WITH_FW=0 WHEELS=1
 for arg in "$@"; do
   case "$arg" in
     --with-tf) WITH_TF=1 ;;
     --tf-only) WITH_TF=1 WHEELS=0 ;;  # .whl/ is already prepared: only TensorFlow's folders
-    *) echo "usage: $0 [--with-tf | --tf-only]" >&2; exit 2 ;;
+    --with-frameworks) WITH_FW=1 ;;
+    --frameworks-only) WITH_FW=1 WHEELS=0 ;;
+    *) echo "usage: $0 [--with-tf | --tf-only] [--with-frameworks | --frameworks-only]" >&2; exit 2 ;;
   esac
 done
+
+# carry_in_parts TAG FILE...: cuts FILEs into 58 MiB parts (with the working tree, ~3 MB, each run
+# stays under the 64 MiB a run may carry), one part per git-ignored folder .TAG01, .TAG02, …; the
+# last folder also gets SHA256 (one line per FILE) and PARTS (how many parts in all), which
+# scripts/gpu_parts.sh reads there. Sets LAST to the last folder's name.
+carry_in_parts() {
+  local tag=$1 f part n=0 tmp
+  shift
+  grep -qx "/.$tag*/" .git/info/exclude 2>/dev/null || echo "/.$tag*/" >> .git/info/exclude
+  rm -rf ".$tag"[0-9]*
+  tmp=$(mktemp -d)
+  for f in "$@"; do split -b 58M -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
+  for part in "$tmp"/*.part.*; do
+    n=$((n + 1))
+    mkdir -p "$(printf '.%s%02d' "$tag" "$n")" && mv "$part" "$(printf '.%s%02d' "$tag" "$n")/"
+  done
+  LAST=$(printf '.%s%02d' "$tag" "$n")
+  for f in "$@"; do (cd "$(dirname "$f")" && sha256sum "$(basename "$f")"); done > "$LAST/SHA256"
+  echo "$n" > "$LAST/PARTS"
+  rm -rf "$tmp"
+  echo "$tag in $n parts: runs 1..$((n - 1)) each carry [.${tag}NN] and run" \
+       "'source scripts/gpu_parts.sh && copy_parts .${tag}NN'; run $n carries [$LAST, .whl]"
+}
 if [ $WHEELS = 1 ]; then
 rm -rf .whl && mkdir -p .whl
 mkdir -p .git/info; grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
@@ -66,17 +91,8 @@ if [ $WITH_TF = 1 ]; then
   # Pinned to what was verified there: TF 2.21's wheel is built for CUDA 12.5 and holds sm_90 kernels.
   [ -f "$cache/$TF_WHEEL" ] || "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_27_x86_64 -d "$cache" tensorflow==2.21.0
-  rm -rf .tf[0-9]* "$cache/parts" && mkdir -p "$cache/parts"
-  # 58 MiB parts: with the working tree (~3 MB) each run stays under the 64 MiB a run may carry.
-  split -b 58M -d -a 2 "$cache/$TF_WHEEL" "$cache/parts/tf.part."
-  n=0
-  for part in "$cache"/parts/tf.part.*; do
-    n=$((n + 1)); dir=$(printf '.tf%02d' "$n")
-    mkdir -p "$dir" && mv "$part" "$dir/"
-  done
-  last=$(printf '.tf%02d' "$n")
-  (cd "$cache" && sha256sum "$TF_WHEEL") > "$last/SHA256"
-  echo "$n" > "$last/PARTS"
+  carry_in_parts tf "$cache/$TF_WHEEL"
+  last=$LAST
   mkdir -p "$last/whl" "$last/stubs"
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$last/whl" \
@@ -87,7 +103,24 @@ if [ $WITH_TF = 1 ]; then
   done
   rm "$last/stubs/s.c"
   du -sh .tf[0-9]*
-  echo "TensorFlow in $n parts: runs 1..$((n - 1)) each carry [.tfNN] with" \
-       "'mkdir -p /tmp/tfparts && cp .tfNN/tf.part.* /tmp/tfparts/'; run $n carries [$last, .whl]" \
-       "and runs 'WITH_TF=$last bash scripts/gpu_run.sh ...'"
+  echo "the last TensorFlow run: 'WITH_TF=$last bash scripts/gpu_run.sh ...'"
+fi
+
+# --with-frameworks: issue 23's frameworks for the CUDA matrix (docs/pycuda-on-gpu.md). The image
+# has cuda-core, cuda-bindings and every nvidia-* CUDA 13 library mlx-cuda-13 opens; it lacks Warp
+# (149 MB) and MLX (0.8 + 90 MB), which travel in parts, and PyCUDA, whose sdist travels with its
+# pure-Python dependencies (pytools, platformdirs, mako, siphash24) and is built there with nvcc.
+if [ $WITH_FW = 1 ]; then
+  cache=${FW_CACHE:-$HOME/.cache/gpushare-frameworks}
+  mkdir -p "$cache/whl"
+  fetch() { "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$@"; }
+  fetch "$cache" warp-lang==1.19.0 mlx==0.32.4 mlx-cuda-13==0.32.4
+  fetch "$cache/whl" pytools platformdirs mako siphash24
+  [ -f "$cache/pycuda-2026.1.tar.gz" ] || "$PY" -m pip download -q --no-deps --no-build-isolation -d "$cache" pycuda==2026.1
+  carry_in_parts fw "$cache"/warp_lang-1.19.0-*.whl "$cache"/mlx_cuda_13-0.32.4-*.whl "$cache"/mlx-0.32.4-cp312-*.whl
+  mkdir -p "$LAST/whl" && cp "$cache"/whl/*.whl "$LAST/whl/" && cp "$cache/pycuda-2026.1.tar.gz" "$LAST/"
+  du -sh .fw[0-9]*
+  echo "the last frameworks run: 'WITH_FRAMEWORKS=$LAST bash scripts/gpu_run.sh ...' (docs/pycuda-on-gpu.md)"
 fi
