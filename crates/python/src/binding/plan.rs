@@ -343,6 +343,8 @@ pub struct PyRoute {
     /// Whether the guarded route ran since the notes were last taken: only it writes notes, so
     /// `take_notes` (a call into Python) is skipped when it did not.
     guard_ran: std::sync::atomic::AtomicBool,
+    /// Whether the route inside the guard has `take_notes` of its own: then notes are always taken.
+    inner_notes: bool,
 }
 
 impl PyRoute {
@@ -353,11 +355,14 @@ impl PyRoute {
             Some(guard) if bound.is_instance(&guard).unwrap_or(false) => bound.getattr(intern!(py, "convert")).ok().map(Bound::unbind),
             _ => None,
         };
+        // An inner route that keeps notes of its own (Warp's import: it started Warp's runtime) is asked every time.
+        let inner_notes = unguarded.as_ref().is_some_and(|u| u.bind(py).hasattr("take_notes").unwrap_or(false));
         PyRoute {
             ordering: bound.getattr(intern!(py, "ordering")).ok().and_then(|o| o.extract().ok()),
             notes: bound.getattr("take_notes").ok().map(Bound::unbind),
+            guard_ran: std::sync::atomic::AtomicBool::new(inner_notes),
+            inner_notes,
             unguarded,
-            guard_ran: std::sync::atomic::AtomicBool::new(false),
             path,
             kind: crate::paths::PathKind::Share,
             convert,
@@ -376,7 +381,7 @@ impl Route<Py<PyAny>> for PyRoute {
 
     fn take_notes(&self) -> Vec<String> {
         let Some(take) = &self.notes else { return Vec::new() };
-        if self.unguarded.is_some() && !self.guard_ran.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        if self.unguarded.is_some() && !self.guard_ran.swap(false, std::sync::atomic::Ordering::Relaxed) && !self.inner_notes {
             return Vec::new();
         }
         // Advisory: a note that cannot be read is left out, never a failed share.
