@@ -91,3 +91,33 @@ def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
     return _native.tensor_info_from_fields(
         framework, device, ptr, shape, strides_el, code, itemsize * 8, 2, device_id, readonly
     )
+
+
+def capsule_over_interface(obj: Any, strides: Any, device: Any, framework: str) -> Any:
+    """A legacy capsule over the memory ``obj.__cuda_array_interface__`` describes, made by gpushare
+    for a framework without a DLPack export (Numba, PyCUDA): what TensorFlow, which imports only
+    capsules, takes. ``strides`` (bytes) override the interface's where the array knows better;
+    ``device()`` names the device when the driver cannot. The capsule keeps ``obj`` alive."""
+    cai = obj.__cuda_array_interface__
+    typestr = cai["typestr"]
+    code = _TYPESTR_CODES.get(typestr[1])
+    itemsize = int(typestr[2:])
+    if code is None:
+        raise PathNotApplicableError(f"{framework}'s typestr {typestr!r} has no DLPack code")
+    strides = strides or cai.get("strides")
+    shape = tuple(cai["shape"])
+    if strides is None:
+        strides_el = _native_compact_strides(shape)
+    else:
+        if any(s % itemsize for s in strides):
+            raise PathNotApplicableError("the array's strides are not whole elements, which DLPack cannot describe")
+        strides_el = [s // itemsize for s in strides]
+    ptr = int(cai["data"][0] or 0)
+    # The capsule is gpushare's word, and its consumer (TensorFlow) places the tensor on the GPU it
+    # names: the driver's ordinal of the memory, not the current device a framework's label comes
+    # from (with JAX imported cuda:1 is current, and TensorFlow put cuda:0's memory on /GPU:1).
+    attributes = _native.cuda_pointer_attributes(ptr) if ptr else None
+    ordinal = (attributes or {}).get("device_ordinal")
+    if ordinal is None:
+        ordinal = int(device().rsplit(":", 1)[1])
+    return _native.capsule_over(obj, ptr, list(shape), strides_el, code, itemsize * 8, 2, int(ordinal))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from gpushare import _native
-from gpushare.adapters._cai import _TYPESTR_CODES, _native_compact_strides, info_from_cai
+from gpushare.adapters._cai import capsule_over_interface, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo
 from gpushare.exceptions import PathNotApplicableError
 
@@ -61,29 +60,8 @@ class NumbaAdapter(Adapter):
     def to_capsule(self, obj: Any) -> Any:
         """A legacy capsule over the array's memory, made by gpushare (Numba has no DLPack export):
         what TensorFlow, which imports only capsules, takes. The capsule keeps ``obj`` alive."""
-        cai = obj.__cuda_array_interface__
-        typestr = cai["typestr"]
-        code = _TYPESTR_CODES.get(typestr[1])
-        itemsize = int(typestr[2:])
-        if code is None:
-            raise PathNotApplicableError(f"Numba's typestr {typestr!r} has no DLPack code")
-        strides = getattr(obj, "strides", None) or cai.get("strides")
-        shape = tuple(cai["shape"])
-        if strides is None:
-            strides_el = _native_compact_strides(shape)
-        else:
-            if any(s % itemsize for s in strides):
-                raise PathNotApplicableError("the array's strides are not whole elements, which DLPack cannot describe")
-            strides_el = [s // itemsize for s in strides]
-        ptr = int(cai["data"][0] or 0)
-        # The capsule is gpushare's word, and its consumer (TensorFlow) places the tensor on the GPU it
-        # names: the driver's ordinal of the memory, not the current device Numba's label comes from
-        # (with JAX imported cuda:1 is current, and TensorFlow put cuda:0's memory on /GPU:1).
-        attributes = _native.cuda_pointer_attributes(ptr) if ptr else None
-        ordinal = (attributes or {}).get("device_ordinal")
-        if ordinal is None:
-            ordinal = int(self.device(obj).rsplit(":", 1)[1])
-        return _native.capsule_over(obj, ptr, list(shape), strides_el, code, itemsize * 8, 2, int(ordinal))
+        # Numba's interface drops the strides of a compact array: the array's own are the truth.
+        return capsule_over_interface(obj, getattr(obj, "strides", None), lambda: self.device(obj), "Numba")
 
     def capsule_exporter(self) -> Callable[[Any], Any]:
         return self.to_capsule
