@@ -7,8 +7,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.deps-installed
-# CPU builds of everything gpushare talks to, plus the notebook stack.
-DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle ipython ipykernel pytest maturin nbformat nbclient ipywidgets pandas tqdm jupyterlab
+# CPU builds of everything gpushare talks to, plus the notebook stack. The CPU conformance matrix
+# runs MLX ("mlx[cpu]": the core wheel has no backend on Linux, mlx-cpu is 10.5 MB), Warp's CPU
+# device (warp-lang, one 150 MB wheel for CPU and CUDA: about a tenth of what torch, TensorFlow and
+# Paddle already take, and the only way its legacy-only DLPack is checked on every change) and
+# cuda.core (cuda-core, 6.6 MB, which describes host memory without a GPU). PyCUDA has no wheel:
+# its sdist needs the CUDA toolkit, so CI tests its adapter against a stand-in (docs/pycuda-on-gpu.md).
+DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle "mlx[cpu]" warp-lang cuda-core ipython ipykernel pytest maturin nbformat nbclient ipywidgets pandas tqdm jupyterlab
 CARGO_FLAGS ?=
 
 .PHONY: demo test test-rust test-python test-dist test-oldnumpy develop dist lab bench browser-deps clean-venv

@@ -1,6 +1,7 @@
 """One adapter per framework, behind one small interface (:class:`Adapter`, in ``base.py``), each
 in a module of its own (``numpy.py``, ``torch.py``, ``jax.py``, ``tensorflow.py``, ``cupy.py``,
-``numba.py``, ``paddle.py``): everything framework-specific lives there.
+``numba.py``, ``paddle.py``, ``mlx.py``, ``warp.py``, ``cuda_core.py``, ``pycuda.py``): everything
+framework-specific lives there.
 
 This module is the registry: :data:`ADAPTERS`, and finding an adapter by name (:func:`framework`),
 by array (:func:`adapter_of`, :func:`adapter_for`) or by module (:func:`by_module`). Nothing here
@@ -24,13 +25,17 @@ from gpushare.adapters.base import (
     probe_export,
     versioned_capsule,
 )
+from gpushare.adapters.cuda_core import CudaCoreAdapter
 from gpushare.adapters.cupy import CupyAdapter
 from gpushare.adapters.jax import JaxAdapter
+from gpushare.adapters.mlx import MlxAdapter
 from gpushare.adapters.numba import NumbaAdapter
 from gpushare.adapters.numpy import NumpyAdapter, _numpy_dtype_refusal, numpy_unit
 from gpushare.adapters.paddle import PaddleAdapter
+from gpushare.adapters.pycuda import PycudaAdapter
 from gpushare.adapters.tensorflow import TensorFlowAdapter, _StreamFreeExport
 from gpushare.adapters.torch import TorchAdapter
+from gpushare.adapters.warp import WarpAdapter
 from gpushare.exceptions import NotAnArrayError, UnknownFrameworkError
 
 
@@ -43,7 +48,7 @@ ADAPTERS: dict[str, Adapter] = {
     a.name: a
     for a in (
         TorchAdapter(), TensorFlowAdapter(), JaxAdapter(), NumpyAdapter(), CupyAdapter(), NumbaAdapter(),
-        PaddleAdapter(),
+        PaddleAdapter(), MlxAdapter(), WarpAdapter(), CudaCoreAdapter(), PycudaAdapter(),
     )
 }
 _NAMES: dict[str, Adapter] = {}

@@ -10,12 +10,13 @@ use crate::report::TensorReport;
 /// the same facts (`accepts_objects`, …); tests/test_paths.py checks that the two agree.
 pub fn known_endpoints(source: &str, target: &str) -> Endpoints {
     Endpoints {
-        // Numba's device arrays have no __dlpack__.
-        source_exports_dlpack: source != "numba",
-        // TensorFlow's from_dlpack takes capsules only; Numba imports __cuda_array_interface__ only.
-        target_accepts_objects: !matches!(target, "tf" | "numba"),
-        // JAX removed capsule import in 0.7.2; NumPy never had it.
-        target_accepts_capsules: !matches!(target, "numba" | "jax" | "numpy"),
+        // Numba's device arrays and PyCUDA's GPUArray have no __dlpack__.
+        source_exports_dlpack: !matches!(source, "numba" | "pycuda"),
+        // TensorFlow's from_dlpack takes capsules only; Numba and PyCUDA take __cuda_array_interface__ only.
+        target_accepts_objects: !matches!(target, "tf" | "numba" | "pycuda"),
+        // JAX removed capsule import in 0.7.2; NumPy never had it; cuda.core's StridedMemoryView
+        // wants an object with __dlpack_device__.
+        target_accepts_capsules: !matches!(target, "numba" | "jax" | "numpy" | "pycuda" | "cuda_core"),
         // NumPy arrays live in host memory only.
         target_addresses_device: target != "numpy",
     }

@@ -20,6 +20,7 @@ mod known;
 mod moves;
 mod prediction;
 mod refusal;
+mod targets;
 
 pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path, judge_route};
 pub use known::explain_failure;
@@ -43,3 +44,6 @@ mod tests;
 
 #[cfg(test)]
 mod failure_tests;
+
+#[cfg(test)]
+mod targets_tests;

@@ -283,15 +283,15 @@ fn layout_gap(source: &TensorReport, target: &TargetFacts, path: &str) -> Option
             Some("array is too big"),
             "share a smaller view (slice it, or expand it on the NumPy side with numpy.broadcast_to)",
         )),
-        "tf" if !is_c_contiguous(shape, strides) => Some(fail(
-            format!("TensorFlow imports only compact row-major tensors (shape {shape:?}, strides {strides:?})"),
-            Some("Invalid strides array from DLPack"),
-            contiguous_fix,
-        )),
         "tf" if source.byte_offset != 0 => Some(fail(
             format!("TensorFlow refuses a non-zero DLPack byte_offset ({})", source.byte_offset),
             Some("Unsupported byte_offset"),
             "make a contiguous copy first",
+        )),
+        "tf" if !is_c_contiguous(shape, strides) => Some(fail(
+            format!("TensorFlow imports only compact row-major tensors (shape {shape:?}, strides {strides:?})"),
+            Some("Invalid strides array from DLPack"),
+            contiguous_fix,
         )),
         // Zero-size tensors skip JAX's check, as they do in jaxlib's StridesToLayout.
         "jax" if !shape.contains(&0) => {
@@ -412,7 +412,7 @@ fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, path: &str)
     // Which capsule generation the producer is asked for: consumers that pass max_version get a
     // versioned one (torch, NumPy, CuPy, Paddle 3.3 on the dlpack path); JAX calls __dlpack__
     // without it, and explicit capsules (the capsule path, TF) are legacy.
-    let versioned_request = path == "dlpack" && matches!(dst, "torch" | "numpy" | "cupy" | "paddle");
+    let versioned_request = path == "dlpack" && (matches!(dst, "torch" | "numpy" | "cupy" | "paddle") || super::targets::asks_versioned(dst));
     // Rule 6: NumPy will not export a read-only array through a legacy capsule, which cannot say
     // read-only; NumPy before 2.1 has no versioned export at all.
     if src == "numpy" && source.readonly && path != "cai" {
@@ -524,6 +524,7 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
         device_gap(&buffer, target, import),
         dtype_gap(target, &buffer.dtype),
         layout_gap(&buffer, target, import),
+        super::targets::import_failure(&buffer, target, import),
     ];
     if let Some(f) = checks.into_iter().flatten().next() {
         return f;
@@ -595,7 +596,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     if let Some(f) = device_gap(source, target, path) {
         return f;
     }
-    if let Some(f) = dtype_gap(target, &source.dtype) {
+    if let Some(f) = super::targets::import_failure(source, target, path).or_else(|| dtype_gap(target, &source.dtype)) {
         return f;
     }
     if let Some(f) = layout_gap(source, target, path) {
@@ -606,6 +607,9 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
         return PredictedOutcome::Shared {
             note: Some("zero-size: there is no storage to share or copy".into()),
         };
+    }
+    if let Some(copy) = super::targets::import_copy(source, target, path) {
+        return copy;
     }
 
     let mut notes: Vec<String> = Vec::new();
@@ -673,7 +677,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     }
 
     // Rule 6: torch, CuPy, Numba and Paddle import writable views and ignore READ_ONLY.
-    if source.readonly && matches!(dst, "torch" | "cupy" | "numba" | "paddle") {
+    if source.readonly && (matches!(dst, "torch" | "cupy" | "numba" | "paddle") || super::targets::writes_read_only(dst)) {
         notes.push(format!(
             "shared, but {dst} can mutate a read-only source ({} memory is read-only)",
             source.framework

@@ -43,6 +43,16 @@ pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
             ),
             fix: "make a contiguous copy first, e.g. numpy.ascontiguousarray(x) or x.copy()".into(),
         }),
+        // A DLPack byte_offset is part of where the data starts (MLX exports its slices with one):
+        // Paddle 3.3 and Warp 1.19 take `data` alone (Warp: `array(ptr=dlt.data, …)`), so their
+        // tensor starts before the source's first element and reads bytes that are not its values.
+        "paddle" | "warp" if src.byte_offset != 0 => Some(Refusal {
+            reason: format!(
+                "a DLPack byte_offset of {}: {target}'s DLPack import ignores it and would view the memory before the source's first element (Paddle 3.3, Warp 1.19)",
+                src.byte_offset
+            ),
+            fix: "make a contiguous copy first (mx: mx.array(x) or x + 0; NumPy: numpy.ascontiguousarray(x)), or use path='copy'".into(),
+        }),
         _ => None,
     }
 }

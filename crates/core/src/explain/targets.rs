@@ -1,0 +1,128 @@
+//! The rules of the targets whose DLPack import differs from the defaults of dlpack-matrix.md §4
+//! in ways [`super::predict`]'s general rules do not cover: MLX, NVIDIA Warp and cuda.core
+//! (measured on the CPU with mlx 0.32.4, warp-lang 1.19.0 and cuda-core 1.2.2; their CUDA rows are
+//! the CPU rules until the CUDA matrix has run them). PyCUDA's rules are its endpoints alone
+//! ([`super::known_endpoints`]: `__cuda_array_interface__` only, both ways).
+//!
+//! Each target answers two questions, asked by `predict` after the path, producer and device rules
+//! (before the general dtype rule) and after the zero-size rule: will its import fail, and will it copy?
+
+use super::prediction::{PredictedOutcome, TargetFacts, base_and_lanes};
+use crate::dlpack::has_negative_stride;
+use crate::report::TensorReport;
+
+fn fail(reason: impl Into<String>, expected: Option<&str>, fix: impl Into<String>) -> PredictedOutcome {
+    PredictedOutcome::Failed { reason: reason.into(), expected_error: expected.map(str::to_string), fix: fix.into() }
+}
+
+const CAST_FIX: &str = "cast to a dtype both frameworks have (e.g. float32) before sharing";
+
+/// Whether `target` asks the producer for a versioned capsule (`max_version`) on the `dlpack`
+/// path, so that a read-only NumPy array can be exported to it: `mx.from_dlpack` and
+/// `StridedMemoryView.from_dlpack` do; `wp.from_dlpack` does not.
+pub(super) fn asks_versioned(target: &str) -> bool {
+    matches!(target, "mlx" | "cuda_core")
+}
+
+/// Whether `target` imports a read-only source as a writable view: Warp's import takes legacy
+/// capsules only, which carry no READ_ONLY flag. (cuda.core keeps the flag; MLX copies.)
+pub(super) fn writes_read_only(target: &str) -> bool {
+    target == "warp"
+}
+
+/// Will the import by `path` fail?
+pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
+    if !matches!(path, "dlpack" | "capsule" | "cai") {
+        return None;
+    }
+    let (base, lanes) = base_and_lanes(&source.dtype);
+    let unusual = lanes != 1 || base.starts_with("float8") || base.starts_with("float4") || base == "complex32";
+    match target.framework.as_str() {
+        "mlx" => {
+            if unusual {
+                return Some(fail(format!("MLX cannot import dtype {} over DLPack", source.dtype), None, CAST_FIX));
+            }
+            if has_negative_stride(&source.shape, &source.strides) {
+                return Some(fail(
+                    format!("mx.from_dlpack refuses negative strides {:?}", source.strides),
+                    Some("negative strides"),
+                    "make a contiguous copy first, e.g. numpy.ascontiguousarray(x)",
+                ));
+            }
+            None
+        }
+        "warp" => {
+            if base.starts_with("complex") {
+                return Some(fail(
+                    format!("Warp has no complex dtypes ({})", source.dtype),
+                    Some("does not support complex types"),
+                    "share the real and imaginary parts as two float arrays (x.real, x.imag), or a float view of twice the length",
+                ));
+            }
+            if unusual {
+                return Some(fail(format!("Warp cannot import dtype {} over DLPack", source.dtype), None, CAST_FIX));
+            }
+            if source.shape.is_empty() {
+                return Some(fail(
+                    "Warp has no 0-d arrays: wp.from_dlpack fails on a 0-d tensor",
+                    Some("list assignment index out of range"),
+                    "share x.reshape(1) (torch: x.reshape(1), NumPy: x.reshape(1)), a view of one element",
+                ));
+            }
+            None
+        }
+        "cuda_core" => {
+            // Paddle 3.x's __dlpack_device__ says (kDLCPU, None) for host tensors, and
+            // StridedMemoryView.from_dlpack reads the id as an int (before it looks at the dtype).
+            if source.framework == "paddle" && source.dlpack_device.0 == 1 && path == "dlpack" {
+                return Some(fail(
+                    "Paddle's __dlpack_device__ gives no device id for host tensors (None), and StridedMemoryView.from_dlpack reads it as an integer",
+                    Some("an integer is required"),
+                    "go through NumPy (x.numpy() shares, then StridedMemoryView.from_dlpack of that) or PyTorch (torch.from_dlpack(x))",
+                ));
+            }
+            // StridedMemoryView describes its dtype as a NumPy dtype: none for bfloat16 or float8
+            // (without ml_dtypes), and its own export, which gpushare reads the result by, refuses them.
+            if base == "bfloat16" || unusual {
+                return Some(fail(
+                    format!("cuda.core's StridedMemoryView has no NumPy dtype for {} and refuses to export it", source.dtype),
+                    Some("Unsupported dtype"),
+                    CAST_FIX,
+                ));
+            }
+            None
+        }
+        // Warp's __dlpack__ has no max_version: NumPy retries without it, and on a dtype it has not
+        // (bfloat16) its retry raises a SystemError instead of "Unsupported dtype in DLTensor".
+        "numpy" if source.framework == "warp" && path == "dlpack" && base == "bfloat16" => Some(fail(
+            format!("NumPy cannot import dtype {} over DLPack (from Warp's legacy export it says so as a SystemError)", source.dtype),
+            Some("attempted to fetch exception but none was set"),
+            "cast to float32 first (wp.array(x.numpy().astype('float32')) or a Warp kernel)",
+        )),
+        _ => None,
+    }
+}
+
+/// Will the import copy? (`None`: it shares, as far as these rules know.)
+pub(super) fn import_copy(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
+    if target.framework != "mlx" || !matches!(path, "dlpack" | "capsule") {
+        return None;
+    }
+    // mx.from_dlpack keeps no 64-bit floats: float64 and complex128 become new float32/complex64 arrays.
+    let narrowed = match source.dtype.as_str() {
+        "float64" => Some("float32"),
+        "complex128" => Some("complex64"),
+        _ => None,
+    };
+    if let Some(to) = narrowed {
+        return Some(PredictedOutcome::Copied {
+            reason: format!("dtype changed {} → {to}: mx.from_dlpack narrows 64-bit floating types", source.dtype),
+        });
+    }
+    if source.dlpack_device.0 == 1 {
+        return Some(PredictedOutcome::Copied {
+            reason: "MLX's CPU import copies every array (mx.from_dlpack: \"Cannot import a CPU array without a copy\")".into(),
+        });
+    }
+    None
+}

@@ -1,0 +1,127 @@
+"""NVIDIA cuda.core (``cuda-core``): ``StridedMemoryView``, the neutral layer numba-cuda and nccl4py
+build on. It reads DLPack (versioned, READ_ONLY honoured) and ``__cuda_array_interface__``, exports
+versioned capsules (``copy=True`` and ``dl_device`` refused: "Sorry, not supported") and carries the
+DLPack C exchange API on its type (measured: cuda-core 1.2.2). It needs no GPU to describe host
+memory: ``import cuda.core`` and ``StridedMemoryView.from_dlpack`` work without a driver."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from gpushare.adapters.base import HOST_DEVICE_TYPES, Adapter, explained, probe_export, versioned_capsule
+from gpushare.exceptions import ConversionError, PathNotApplicableError
+
+#: cuda.core keeps no current stream ("cuda.core has no global/current stream state"): an import of
+#: device memory asks the producer to order its work before the legacy default stream (DLPack's
+#: stream 1), which every later blocking stream waits for; host memory takes no stream (-1).
+_LEGACY_DEFAULT_STREAM = 1
+_NO_STREAM = -1
+
+
+def _smv_type() -> Any:
+    module = sys.modules.get("cuda.core._memoryview")
+    return getattr(module, "StridedMemoryView", None)
+
+
+class CudaCoreAdapter(Adapter):
+    name = "cuda_core"
+    module = "cuda.core"
+    aliases = ("cuda.core", "cuda-core")
+    # Its types live in cuda.core._memoryview; "cuda" alone would claim cuda.bindings' objects too.
+    type_modules = ("cuda.core",)
+    distribution_names = ("cuda-core",)
+    accepts_capsules = False  # StridedMemoryView.from_dlpack wants an object with __dlpack_device__
+    exports_cai = False  # it reads __cuda_array_interface__ but does not expose one
+    imports_cai = True
+    describes_by_capsule = True  # inspect(): the versioned capsule, device in DLPack's words
+
+    def pip_name(self) -> str:
+        return 'cuda-core ("cuda-core[cu13]" or "[cu12]" brings the CUDA bindings for its GPU side)'
+
+    def owns_type(self, tp: type) -> bool:
+        return tp.__module__.startswith("cuda.core")
+
+    def is_array(self, obj: Any) -> bool:
+        smv = _smv_type()
+        return smv is not None and isinstance(obj, smv)
+
+    def device(self, obj: Any) -> str:
+        return "cpu" if obj.device_id < 0 else f"cuda:{obj.device_id}"
+
+    def inspect_capsule(self, obj: Any) -> Any:
+        return versioned_capsule(obj)
+
+    def _view(self, obj: Any) -> Any:
+        kind = int(obj.__dlpack_device__()[0])
+        stream = _NO_STREAM if kind in HOST_DEVICE_TYPES else _LEGACY_DEFAULT_STREAM
+        return self._smv().from_dlpack(obj, stream_ptr=stream)
+
+    def _smv(self) -> Any:
+        self.load()
+        import cuda.core.utils  # noqa: F401  the submodule that defines the public name
+
+        return sys.modules["cuda.core.utils"].StridedMemoryView
+
+    def from_dlpack(self, obj: Any) -> Any:
+        return self._view(obj)
+
+    def dlpack_importer(self) -> Callable[[Any], Any]:
+        return self._view
+
+    def from_cai(self, obj: Any) -> Any:
+        # The interface's own stream, if any, is ordered before the legacy default stream.
+        return self._smv().from_cuda_array_interface(obj, stream_ptr=_LEGACY_DEFAULT_STREAM)
+
+    def data_pointer(self, obj: Any) -> int:
+        return int(obj.ptr)
+
+    def check_copying_export(self, obj: Any) -> None:
+        raise explained(
+            PathNotApplicableError, "cuda_core",
+            "StridedMemoryView.__dlpack__ refuses copy=True and dl_device (\"Sorry, not supported\")",
+            "move it with the target framework (path='move'), or view it there first and copy",
+        )
+
+    def to_numpy(self, obj: Any) -> Any:
+        import numpy as np
+
+        if obj.device_id < 0:
+            return np.from_dlpack(obj)
+        host = np.empty(obj.shape, dtype=obj.dtype)
+        obj.copy_to(self._smv().from_dlpack(host, stream_ptr=_NO_STREAM), blocking=True)
+        return host
+
+    def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
+        smv = self._smv()
+        if array.dtype.name == "bfloat16":
+            raise explained(ConversionError, "cuda_core", "NumPy's bfloat16 (ml_dtypes) has no DLPack export",
+                            "cast to float32 first")
+        host = smv.from_dlpack(array, stream_ptr=_NO_STREAM)
+        if on_host:
+            return host
+        raise PathNotApplicableError(
+            "cuda.core allocates device memory through a Device and a Stream: make the array with another "
+            "framework on the GPU and view it (StridedMemoryView.from_dlpack)"
+        )
+
+    def has_gpu(self) -> bool:
+        try:
+            return self.load().system.get_num_devices() > 0
+        except Exception:  # no driver: cuda.core raises its own "not found" errors
+            return False
+
+    def describe_runtime(self, info: Any, module: Any) -> None:
+        info.from_dlpack = True  # StridedMemoryView.from_dlpack / from_any_interface
+        import numpy as np
+
+        info.dlpack_export = probe_export(self._smv().from_dlpack(np.zeros(1), stream_ptr=_NO_STREAM))
+        info.dlpack_export_source = "probed"
+        info.notes.append("the DLPack C exchange API (__dlpack_c_exchange_api__) on StridedMemoryView")
+        try:
+            count = module.system.get_num_devices()
+        except Exception as e:
+            info.gpu_devices = []
+            info.notes.append(f"no GPU: {type(e).__name__}")
+        else:
+            info.gpu_devices = [f"cuda:{i}" for i in range(count)]
