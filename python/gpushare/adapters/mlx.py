@@ -66,7 +66,10 @@ class MlxAdapter(Adapter):
                                 "protocol has no format for it", "pip install ml_dtypes, or cast to float32 first "
                                 "(x.astype(mx.float32))") from None
             return np.asarray(obj.view(self.load().uint16)).view(ml_dtypes.bfloat16)
-        return np.asarray(obj)
+        # MLX's buffer says "Q"/"q" for 64-bit integers, which torch.from_numpy refuses ("numpy.ulonglong"):
+        # the same bytes viewed as NumPy's own uint64/int64.
+        out = np.asarray(obj)
+        return out.view(np.dtype(out.dtype.name)) if out.dtype.kind in "iu" else out
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         mx = self.load()

@@ -94,6 +94,8 @@ class WarpAdapter(Adapter):
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         wp = self.load()
+        if array.ndim == 0:
+            raise explained(ConversionError, "warp", "Warp has no 0-d arrays", "share x.reshape(1), a view of one element")
         if array.dtype.kind == "c":
             raise explained(ConversionError, "warp", "Warp has no complex dtypes", "split into real and imaginary parts")
         if array.dtype.name == "bfloat16":

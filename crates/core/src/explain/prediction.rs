@@ -473,6 +473,9 @@ fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome
             );
         }
     }
+    if let Some(f) = super::targets::host_failure(source, target) {
+        return f;
+    }
     // paddle.to_tensor reads a NumPy uint16 array as bfloat16 bits and refuses uint32/uint64: the
     // adapter refuses all three rather than change the values (Paddle 3.3).
     if dst == "paddle" && lanes == 1 && matches!(base, "uint16" | "uint32" | "uint64") {

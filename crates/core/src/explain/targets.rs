@@ -30,10 +30,52 @@ pub(super) fn writes_read_only(target: &str) -> bool {
     target == "warp"
 }
 
+/// Will the host route's constructor (the adapter's `from_numpy`) refuse the values? MLX has no
+/// complex128, Warp no complex dtypes and no 0-d arrays: their adapters say so rather than change
+/// the values.
+pub(super) fn host_failure(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOutcome> {
+    match target.framework.as_str() {
+        "mlx" if source.dtype == "complex128" => {
+            Some(fail("MLX has no complex128", None, "cast to complex64 first"))
+        }
+        "warp" if source.dtype.starts_with("complex") => {
+            Some(fail(format!("Warp has no complex dtypes ({})", source.dtype), None, "share the real and imaginary parts as two float arrays"))
+        }
+        // The adapter's view of NumPy's array needs a DLPack export, which ml_dtypes' bfloat16 lacks.
+        "cuda_core" if base_and_lanes(&source.dtype).0 == "bfloat16" => {
+            Some(fail("NumPy's bfloat16 (ml_dtypes) has no DLPack export for cuda.core to view", None, "cast to float32 first"))
+        }
+        "warp" if source.shape.is_empty() => {
+            Some(fail("Warp has no 0-d arrays", None, "share x.reshape(1), a view of one element"))
+        }
+        _ => None,
+    }
+}
+
 /// Will the import by `path` fail?
 pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
     if !matches!(path, "dlpack" | "capsule" | "cai") {
         return None;
+    }
+    // PyCUDA speaks __cuda_array_interface__ only, both ways (inducer/pycuda#226).
+    if path != "cai" && (target.framework == "pycuda" || source.framework == "pycuda") {
+        return Some(fail("PyCUDA has no DLPack, only __cuda_array_interface__", None, "use path='cai'"));
+    }
+    // MLX has no __cuda_array_interface__ either way; cuda.core's StridedMemoryView reads one but
+    // exposes none.
+    if path == "cai" && (target.framework == "mlx" || matches!(source.framework.as_str(), "mlx" | "cuda_core")) {
+        return Some(fail(
+            format!("{} → {}: __cuda_array_interface__ is not spoken on this side (MLX has none; cuda.core exposes none)", source.framework, target.framework),
+            None,
+            "use path='dlpack'",
+        ));
+    }
+    if path == "capsule" && target.framework == "cuda_core" {
+        return Some(fail(
+            "cuda.core's StridedMemoryView.from_dlpack takes objects with __dlpack_device__, not raw capsules",
+            None,
+            "use path='dlpack'",
+        ));
     }
     let (base, lanes) = base_and_lanes(&source.dtype);
     let unusual = lanes != 1 || base.starts_with("float8") || base.starts_with("float4") || base == "complex32";

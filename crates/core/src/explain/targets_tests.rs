@@ -99,3 +99,22 @@ fn pycuda_speaks_the_cuda_array_interface_only() {
     gpu.dlpack_device = (2, 0);
     assert_eq!(resolve_auto_for(&gpu, "torch", None), "cai");
 }
+
+#[test]
+fn explicit_paths_that_the_new_targets_do_not_take_fail_as_predicted() {
+    let path = |p: &str, t: &str| TargetFacts::new(t, "", p);
+    // cuda.core takes objects, not raw capsules; PyCUDA no DLPack at all; MLX no interface.
+    assert_eq!(predict(&f32("torch"), &path("capsule", "cuda_core")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&f32("torch"), &path("dlpack", "pycuda")).verdict(), Verdict::Failed);
+    let mut gpu = f32("torch");
+    gpu.dlpack_device = (2, 0);
+    assert_eq!(predict(&gpu, &path("cai", "mlx")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&gpu, &path("cai", "cuda_core")).verdict(), Verdict::Shared);
+    // The host route's constructors: no complex in Warp, no complex128 in MLX, no 0-d Warp arrays.
+    let complex = src("torch", "complex64", vec![0, 6], vec![6, 1]);
+    assert_eq!(predict(&complex, &path("host", "warp")).verdict(), Verdict::Failed, "before the zero-size rule");
+    let c128 = src("torch", "complex128", vec![4, 6], vec![6, 1]);
+    assert_eq!(predict(&c128, &path("host", "mlx")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&src("torch", "float32", vec![], vec![]), &path("host", "warp")).verdict(), Verdict::Failed);
+    assert_eq!(predict(&f32("torch"), &path("host", "warp")).verdict(), Verdict::Copied);
+}
