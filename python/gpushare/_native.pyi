@@ -25,9 +25,7 @@ class PathNotApplicableError(ConversionError): ...
 # -- reports (crates/python/src/binding/types.rs) ------------------------------------------------------------------
 class TensorInfo:
     @staticmethod
-    def from_capsule(
-        capsule: Any, framework: str, device: str, immutable: bool = False, cuda_json: str | None = None
-    ) -> TensorInfo: ...
+    def from_capsule(capsule: Any, framework: str, device: str, immutable: bool = False) -> TensorInfo: ...
     @property
     def framework(self) -> str: ...
     @property
@@ -107,8 +105,6 @@ class ShareResult:
         origin: TensorInfo | None = None,
         notes: Sequence[str] | None = None,
         predicted: Sequence[str | None] | None = None,
-        memory_json: str | None = None,
-        streams_json: str | None = None,
         device_samples: Sequence[float] | None = None,
     ) -> None: ...
     @property
@@ -160,7 +156,6 @@ def tensor_info_from_fields(
     device_type: int,
     device_id: int,
     readonly: bool,
-    cuda_json: str | None = None,
     immutable: bool = False,
 ) -> TensorInfo: ...
 def render_shares(results: Iterable[ShareResult], fmt: Literal["text", "html", "json"]) -> str: ...

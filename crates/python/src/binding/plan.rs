@@ -155,7 +155,6 @@ fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, Py
         device_id,
         readonly: false,
         immutable: true,
-        cuda: None,
     })
     .map(Some)
 }

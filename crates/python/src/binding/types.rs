@@ -6,7 +6,7 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
 use super::errors::{DLPackError, UnsafeInputError, with_fix};
 use super::frames::shares_frame;
-use super::json::json_to_py;
+use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
 use crate::dlpack::{Layout, read_legacy, read_versioned};
 use crate::explain;
 use crate::render;
@@ -42,22 +42,6 @@ pub fn layout_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Layout> {
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
-}
-
-/// `json.loads(text)`: the Python objects of a report written as text by its own type (see
-/// [`envelope_text`]), json's C parser making them.
-fn loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
-    static LOADS: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    LOADS.get_or_try_init(py, || py.import("json")?.getattr("loads").map(Bound::unbind))?.bind(py).call1((text,))
-}
-
-/// The JSON form's `data` as a dict, with the envelope's `schema` key added, so a `to_dict()` still
-/// says which schema (`gpushare.<kind>/<N>`) it follows.
-fn dict_with_schema<'py, T: serde::Serialize + ?Sized>(py: Python<'py>, kind: &str, data: &T) -> PyResult<Bound<'py, PyAny>> {
-    let envelope = loads(py, &envelope_text(kind, data).map_err(json_error)?)?;
-    let dict = envelope.get_item("data")?;
-    dict.set_item("schema", envelope.get_item("schema")?)?;
-    Ok(dict)
 }
 
 fn json_error(e: serde_json::Error) -> PyErr {
@@ -189,8 +173,6 @@ pub struct Fields<'a> {
     pub device_id: i32,
     pub readonly: bool,
     pub immutable: bool,
-    /// Pointer attributes given by the caller (tests replay a GPU run's); otherwise the driver is asked.
-    pub cuda: Option<serde_json::Value>,
 }
 
 /// A report from raw fields, checked as a DLPack tensor would be, with the CUDA attributes.
@@ -214,7 +196,6 @@ pub fn report_from_fields(f: Fields<'_>) -> PyResult<TensorReport> {
     })
     .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
     let mut report = TensorReport::from_layout(&layout, f.framework, f.device, f.immutable);
-    report.cuda = f.cuda.map(std::sync::Arc::new);
     attach_cuda(&mut report);
     Ok(report)
 }
@@ -230,19 +211,10 @@ pub struct TensorInfo {
 impl TensorInfo {
     /// Reads a DLPack capsule (legacy or versioned) without consuming it.
     #[staticmethod]
-    #[pyo3(signature = (capsule, framework, device, immutable=false, cuda_json=None))]
-    fn from_capsule(
-        capsule: &Bound<'_, PyAny>,
-        framework: &str,
-        device: &str,
-        immutable: bool,
-        cuda_json: Option<&str>,
-    ) -> PyResult<TensorInfo> {
+    #[pyo3(signature = (capsule, framework, device, immutable=false))]
+    fn from_capsule(capsule: &Bound<'_, PyAny>, framework: &str, device: &str, immutable: bool) -> PyResult<TensorInfo> {
         let layout = layout_from_capsule(capsule)?;
         let mut report = TensorReport::from_layout(&layout, framework, device, immutable);
-        if let Some(text) = cuda_json {
-            report.cuda = Some(std::sync::Arc::new(serde_json::from_str(text).map_err(|e| PyTypeError::new_err(e.to_string()))?));
-        }
         attach_cuda(&mut report);
         Ok(TensorInfo { report })
     }
@@ -333,7 +305,7 @@ impl TensorInfo {
         let d = PyDict::new(py);
         d.set_item("text/plain", self.__repr__())?;
         d.set_item("text/html", self._repr_html_())?;
-        d.set_item(MIME_TYPE, json_to_py(py, &serde_json::from_str::<serde_json::Value>(&self.to_json()?).unwrap_or_default())?)?;
+        d.set_item(MIME_TYPE, envelope_to_py(py, "tensor", &self.report)?)?;
         Ok(d)
     }
 
@@ -354,7 +326,7 @@ impl TensorInfo {
 
 /// A TensorInfo from raw fields, for producers without DLPack (`__cuda_array_interface__`).
 #[pyfunction]
-#[pyo3(signature = (framework, device, ptr, shape, strides, code, bits, device_type, device_id, readonly, cuda_json=None, immutable=false))]
+#[pyo3(signature = (framework, device, ptr, shape, strides, code, bits, device_type, device_id, readonly, immutable=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_info_from_fields(
     framework: &str,
@@ -367,10 +339,8 @@ pub fn tensor_info_from_fields(
     device_type: u32,
     device_id: i32,
     readonly: bool,
-    cuda_json: Option<&str>,
     immutable: bool,
 ) -> PyResult<TensorInfo> {
-    let cuda = cuda_json.map(serde_json::from_str).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
     let report = report_from_fields(Fields {
         framework,
         device,
@@ -383,7 +353,6 @@ pub fn tensor_info_from_fields(
         device_id,
         readonly,
         immutable,
-        cuda,
     })?;
     Ok(TensorInfo { report })
 }
@@ -460,7 +429,7 @@ impl PyTiming {
         self.timing.noise_warning()
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &serde_json::to_value(&self.timing).map_err(|e| PyTypeError::new_err(e.to_string()))?)
+        to_py(py, &self.timing)
     }
     fn __repr__(&self) -> String {
         let t = &self.timing;
@@ -546,7 +515,7 @@ impl ShareResult {
 impl ShareResult {
     #[new]
     #[pyo3(signature = (value, source, target, path, samples, loops=1, name=None, origin=None, notes=None,
-                        predicted=None, memory_json=None, streams_json=None, device_samples=None))]
+                        predicted=None, device_samples=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         value: Py<PyAny>,
@@ -559,8 +528,6 @@ impl ShareResult {
         origin: Option<Py<TensorInfo>>,
         notes: Option<Vec<String>>,
         predicted: Option<Bound<'_, PyAny>>,
-        memory_json: Option<&str>,
-        streams_json: Option<&str>,
         device_samples: Option<Vec<f64>>,
     ) -> PyResult<ShareResult> {
         let mut timing = Timing::from_samples(samples, loops);
@@ -569,9 +536,6 @@ impl ShareResult {
         }
         // Any sequence whose first two items are (verdict, reason): a Prediction carries more.
         let predicted = predicted.map(|p| super::explain::prediction_from_py(&p)).transpose()?;
-        fn parse<T: serde::de::DeserializeOwned>(text: Option<&str>) -> PyResult<Option<T>> {
-            text.map(|t| serde_json::from_str(t).map_err(|e| PyTypeError::new_err(e.to_string()))).transpose()
-        }
         Ok(ShareResult::build(
             value,
             source,
@@ -582,8 +546,8 @@ impl ShareResult {
             origin,
             notes.unwrap_or_default(),
             predicted.map(|p| p.summary()),
-            parse(memory_json)?,
-            parse(streams_json)?,
+            None,
+            None,
         ))
     }
 
@@ -642,7 +606,7 @@ impl ShareResult {
     #[getter]
     fn prediction<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some(p) = &self.report.predicted else { return Ok(None) };
-        Some(json_to_py(py, &serde_json::to_value(p).map_err(|e| PyTypeError::new_err(e.to_string()))?)).transpose()
+        to_py(py, p).map(Some)
     }
     /// True when what happened differs from the prediction.
     #[getter]
@@ -652,14 +616,12 @@ impl ShareResult {
     /// The CUDA memory ledger of this handoff, or None.
     #[getter]
     fn memory<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let value = self.report.memory.as_ref().map(serde_json::to_value).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
-        value.map(|m| json_to_py(py, &m)).transpose()
+        self.report.memory.as_ref().map(|m| to_py(py, m)).transpose()
     }
     /// Producer/consumer streams of the handoff, or None (CPU).
     #[getter]
     fn streams<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let value = self.report.streams.as_ref().map(serde_json::to_value).transpose().map_err(|e| PyTypeError::new_err(e.to_string()))?;
-        value.map(|m| json_to_py(py, &m)).transpose()
+        self.report.streams.as_ref().map(|s| to_py(py, s)).transpose()
     }
 
     /// The JSON form's `data` as a dict, with its `schema` (`gpushare.share/1`).
@@ -690,7 +652,7 @@ impl ShareResult {
         let d = PyDict::new(py);
         d.set_item("text/plain", self.__repr__())?;
         d.set_item("text/html", self._repr_html_())?;
-        d.set_item(MIME_TYPE, loads(py, &envelope_text("share", &self.report).map_err(json_error)?)?)?;
+        d.set_item(MIME_TYPE, envelope_to_py(py, "share", &self.report)?)?;
         Ok(d)
     }
 }
@@ -709,7 +671,7 @@ fn mimebundle<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'
     let d = PyDict::new(py);
     d.set_item("text/plain", render::share_table_text(reports))?;
     d.set_item("text/html", render::share_table_html(reports))?;
-    d.set_item(MIME_TYPE, loads(py, &envelope_text("shares", reports).map_err(json_error)?)?)?;
+    d.set_item(MIME_TYPE, envelope_to_py(py, "shares", reports)?)?;
     Ok(d)
 }
 
