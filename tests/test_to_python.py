@@ -40,3 +40,19 @@ def test_numbers_keep_their_python_types(share_result):
     assert type(data["source"]["nbytes"]) is int and data["source"]["nbytes"] == 32
     assert type(data["timing"]["median"]) is float
     assert data["source"]["shape"] == [8] and isinstance(data["source"]["contiguous"], bool)
+
+
+def test_lab_results_are_built_without_json_text(monkeypatch):
+    c = gpushare.compare(np.arange(64, dtype=np.float32), "numpy", paths="dlpack,copy", repeat=2)
+    b = gpushare.bench("numpy", "numpy", sizes=[256], paths="dlpack,copy", repeat=2, progress=False)
+    expected = {c: json.loads(c.to_json()), b: json.loads(b.to_json())}
+
+    def no_loads(*args, **kwargs):
+        raise AssertionError("json.loads called for a result")
+
+    monkeypatch.setattr(json, "loads", no_loads)
+    for obj, envelope in expected.items():
+        assert obj._repr_mimebundle_()["application/vnd.gpushare+json"] == envelope
+        assert obj.to_dict() == {**envelope["data"], "schema": envelope["schema"]}
+    assert [r.path for r in c.rows] == ["dlpack", "copy"] and c["copy"].bytes_moved == 256
+    assert [(p.size, p.path) for p in b.points] == [(256, "dlpack"), (256, "copy")]

@@ -8,6 +8,8 @@ mod explain;
 mod frames;
 mod ipc;
 mod json;
+mod lab;
+mod lab_run;
 mod paths;
 mod plan;
 mod shared;
@@ -29,6 +31,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     explain::register(m)?;
     plan::register(m)?;
+    lab::register(m)?;
     paths::register(m)?;
     cuda::register(m)?;
     shared::register(m)?;

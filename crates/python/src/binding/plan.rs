@@ -201,7 +201,13 @@ enum Describe {
 }
 
 /// A description the pipeline hands back in the result: the adapter's `TensorInfo` itself.
-pub struct Described(Py<TensorInfo>);
+pub struct Described(pub Py<TensorInfo>);
+
+impl Described {
+    pub fn into_inner(self) -> Py<TensorInfo> {
+        self.0
+    }
+}
 
 impl AsRef<TensorReport> for Described {
     fn as_ref(&self) -> &TensorReport {
@@ -251,7 +257,7 @@ impl PyFramework {
     }
 
     /// The description of `obj`: PyTorch's or JAX's route in Rust where it applies, else the adapter's.
-    fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
+    pub fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
         let fast = match self.describe {
             // A tensor the exchange API fails on (sparse, meta, nested) goes to the adapter, which
             // says why in a sentence instead of PyTorch's message and C++ backtrace.
@@ -361,6 +367,11 @@ impl PyRoute {
             kind: crate::paths::PathKind::Share,
             convert,
         }
+    }
+
+    /// The route as a path of `kind` in the path table (a move's `dlpack` copies by design).
+    pub fn with_kind(self, kind: crate::paths::PathKind) -> PyRoute {
+        PyRoute { kind, ..self }
     }
 }
 
@@ -472,9 +483,9 @@ impl StreamRecorder {
 }
 
 /// The interpreter around the pipeline: Ctrl-C, the garbage collector, the allocators' figures.
-struct PyHost {
+pub struct PyHost {
     /// `gpushare.ledger.allocator_memory(ordinal)`, or None.
-    allocators: Option<Py<PyAny>>,
+    pub allocators: Option<Py<PyAny>>,
 }
 
 static GC: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
@@ -516,13 +527,21 @@ impl Host for PyHost {
 }
 
 /// The prediction step: the Rust rules (`Predictor`), or any callable (tests stand in wrong rules).
-enum PredictStep {
+pub enum PredictStep {
     Native(Py<Predictor>),
     Callable(Py<PyAny>),
 }
 
 impl PredictStep {
-    fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Option<PredictedOutcome>> {
+    /// The step for `predictor`: the Rust rules, any other callable, or None (no prediction).
+    pub fn of(predictor: Option<Bound<'_, PyAny>>) -> Option<PredictStep> {
+        predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
+            Ok(native) => PredictStep::Native(native.clone().unbind()),
+            Err(_) => PredictStep::Callable(p.unbind()),
+        })
+    }
+
+    pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Option<PredictedOutcome>> {
         match self {
             PredictStep::Native(p) => Ok(Some(p.get().predict(py, source)?.to_outcome())),
             PredictStep::Callable(f) => {
@@ -622,14 +641,11 @@ impl SharePlan {
         kind: &str,
     ) -> PyResult<SharePlan> {
         let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
-        let predict = predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
-            Ok(native) => PredictStep::Native(native.clone().unbind()),
-            Err(_) => PredictStep::Callable(p.clone().unbind()),
-        });
+        let predict = PredictStep::of(predictor.cloned());
         Ok(SharePlan {
             source: PyFramework::new(source)?,
             target: PyFramework::new(target)?,
-            route: PyRoute { kind, ..PyRoute::new(source.py(), path, convert) },
+            route: PyRoute::new(source.py(), path, convert).with_kind(kind),
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },

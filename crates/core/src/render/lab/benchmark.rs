@@ -30,7 +30,7 @@ impl<'de> Deserialize<'de> for BenchRun {
     }
 }
 
-/// What Python measured for `bench`.
+/// What the lab measured for `bench`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BenchInput {
     pub source_framework: String,

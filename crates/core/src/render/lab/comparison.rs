@@ -8,7 +8,7 @@ use crate::render::{BEST_STYLE, STYLE, cells, escape, units, verdict_style};
 use crate::report::{TensorReport, Verdict, envelope};
 use crate::stats::Timing;
 
-/// What Python measured for `compare`.
+/// What the lab measured for `compare`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ComparisonInput {
     pub source: TensorReport,

@@ -1,4 +1,4 @@
-//! One path tried on one array: the raw run Python hands over ([`PathRun`]) and the row tables
+//! One path tried on one array: the raw run the lab's loop hands over ([`PathRun`]) and the row tables
 //! show and the JSON carries ([`PathRow`]).
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +14,7 @@ fn one() -> u64 {
     1
 }
 
-/// One path tried on one array, as Python measured it.
+/// One path tried on one array, as the lab's loop measured it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PathRun {
     pub path: String,
