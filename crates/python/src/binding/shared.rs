@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::errors::{PathNotApplicableError, interruptible};
-use super::types::{layout_from_capsule, layout_of_source};
+use super::describe::{layout_from_capsule, layout_of_source};
 use crate::dlpack::{DType, compact_strides, is_c_contiguous};
 use crate::shared::{self, Allocation, Device, Method, SharedError};
 
