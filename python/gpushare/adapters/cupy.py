@@ -13,6 +13,7 @@ from gpushare.exceptions import PathNotApplicableError
 
 class CupyAdapter(Adapter):
     name = "cupy"
+    calibrate_on = ("cuda",)
     module = "cupy"
     aliases = ("cp",)
     type_modules = ("cupy",)
@@ -67,6 +68,8 @@ class CupyAdapter(Adapter):
 
     def current_stream(self, obj: Any) -> int | None:
         return int(self.load().cuda.get_current_stream().ptr)
+
+    current_device_setter = "cupy.cuda.Device(n).use()"
 
     _ptds: ClassVar[list[bool]] = []
 
