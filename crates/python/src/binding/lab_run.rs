@@ -20,25 +20,6 @@ use crate::report::{TensorReport, Verdict};
 use crate::share::{Framework, Handoff, Options};
 use crate::stats::Timing;
 
-/// A row for a path that produced no measurement.
-fn empty_run(path: &str) -> PathRun {
-    PathRun {
-        path: path.to_string(),
-        verdict: "failed".into(),
-        applicable: true,
-        reason: None,
-        fix: None,
-        samples: Vec::new(),
-        loops: 1,
-        device_samples: None,
-        bytes_moved: 0,
-        target: None,
-        notes: Vec::new(),
-        auto: false,
-        comparable: true,
-    }
-}
-
 /// Why a path failed, in the words of the error the core made (`reason`, `fix`); a foreign
 /// exception as gpushare knows it, else as its type and message.
 fn reason_of(py: Python<'_>, e: &PyErr) -> (String, Option<String>) {
@@ -62,7 +43,7 @@ fn failed_run(py: Python<'_>, path: &str, e: PyErr) -> PyResult<PathRun> {
     if e.is_instance_of::<PyKeyboardInterrupt>(py) {
         return Err(e);
     }
-    let mut run = empty_run(path);
+    let mut run = PathRun::new(path);
     run.applicable = !e.is_instance_of::<PathNotApplicableError>(py);
     (run.reason, run.fix) = {
         let (reason, fix) = reason_of(py, &e);
@@ -154,7 +135,7 @@ impl<'py> Lab<'py> {
             Err(e) => return Ok((failed_run(py, path, PyErr::from(PyShareError::from(e)))?, None)),
         };
         let report = &outcome.report;
-        let mut run = empty_run(path);
+        let mut run = PathRun::new(path);
         run.verdict = report.verdict.as_str().to_string();
         run.reason = report.reason.clone();
         run.samples = report.timing.samples.clone();
