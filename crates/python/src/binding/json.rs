@@ -46,6 +46,12 @@ pub fn envelope_to_py<'py, T: Serialize + ?Sized>(py: Python<'py>, kind: &str, d
     Ok(envelope.into_any())
 }
 
+/// The `application/vnd.gpushare+json` payload as JSON text, for `to_json()`: the one place a
+/// result is written as text, for users who save or send it.
+pub fn envelope_json<T: Serialize + ?Sized>(kind: &str, data: &T) -> PyResult<String> {
+    crate::report::envelope_text(kind, data).map_err(|e| pyo3::exceptions::PyTypeError::new_err(e.to_string()))
+}
+
 struct Error(PyErr);
 
 impl fmt::Debug for Error {

@@ -7,10 +7,10 @@ use pyo3::exceptions::{PyImportError, PyKeyError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::json::{dict_with_schema, envelope_to_py, to_py};
+use super::json::{dict_with_schema, envelope_json, envelope_to_py, to_py};
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::plot;
-use crate::report::{MIME_TYPE, envelope_text};
+use crate::report::MIME_TYPE;
 
 /// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
 const INTEGER_COLUMNS: [(&str, &str); 5] =
@@ -70,10 +70,6 @@ fn bundle<'py>(py: Python<'py>, text: String, html: String, json: Bound<'py, PyA
     d.set_item("text/html", html)?;
     d.set_item(MIME_TYPE, json)?;
     Ok(d)
-}
-
-fn json_error(e: serde_json::Error) -> PyErr {
-    pyo3::exceptions::PyValueError::new_err(e.to_string())
 }
 
 /// Every transfer path for one array. ``rows`` (one Record per path: ``row.verdict``,
@@ -140,7 +136,7 @@ impl Comparison {
     }
     /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.comparison/1", "data": …}``.
     fn to_json(&self) -> PyResult<String> {
-        envelope_text("comparison", &self.report).map_err(json_error)
+        envelope_json("comparison", &self.report)
     }
     /// One row per path; the source (frameworks, dtype, shape, device, bytes) on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -215,7 +211,7 @@ impl Benchmark {
     }
     /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.benchmark/1", "data": …}``.
     fn to_json(&self) -> PyResult<String> {
-        envelope_text("benchmark", &self.report).map_err(json_error)
+        envelope_json("benchmark", &self.report)
     }
     /// One row per size × path, with the frameworks, dtype and device of the sweep on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -1,19 +1,14 @@
 //! `TensorInfo`: what one array is, as Python reads it (attributes, text, HTML, JSON, `to_dict`).
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::describe::{Fields, attach_cuda, layout_from_capsule, report_from_fields};
 use super::errors::{UnsafeInputError, with_fix};
-use super::json::{dict_with_schema, envelope_to_py, json_to_py};
+use super::json::{dict_with_schema, envelope_json, envelope_to_py, json_to_py};
 use crate::explain;
 use crate::render;
-use crate::report::{MIME_TYPE, TensorReport, envelope_text};
-
-fn json_error(e: serde_json::Error) -> PyErr {
-    PyTypeError::new_err(e.to_string())
-}
+use crate::report::{MIME_TYPE, TensorReport};
 
 /// What one array is: framework, dtype, shape, strides (elements), devices, address and extent.
 #[pyclass(module = "gpushare", frozen, name = "TensorInfo")]
@@ -100,7 +95,7 @@ impl TensorInfo {
         dict_with_schema(py, "tensor", &self.report)
     }
     fn to_json(&self) -> PyResult<String> {
-        envelope_text("tensor", &self.report).map_err(json_error)
+        envelope_json("tensor", &self.report)
     }
     fn __repr__(&self) -> String {
         render::tensor_text(&self.report)

@@ -5,16 +5,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::frames::shares_frame;
-use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
+use super::json::{dict_with_schema, envelope_json, envelope_to_py, json_to_py, to_py};
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
-use crate::report::{MIME_TYPE, ShareReport, Verdict, envelope_text};
+use crate::report::{MIME_TYPE, ShareReport, Verdict};
 use crate::stats::Timing;
-
-fn json_error(e: serde_json::Error) -> PyErr {
-    PyTypeError::new_err(e.to_string())
-}
 
 /// Repeated timings of one operation: raw samples in seconds and their summary.
 #[pyclass(module = "gpushare", frozen, name = "Timing")]
@@ -288,7 +284,7 @@ impl ShareResult {
         dict_with_schema(py, "share", &self.report)
     }
     fn to_json(&self) -> PyResult<String> {
-        envelope_text("share", &self.report).map_err(json_error)
+        envelope_json("share", &self.report)
     }
     /// One tidy row: identifying columns first, raw seconds and bytes, integer counts.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -341,7 +337,7 @@ pub fn render_shares(results: &Bound<'_, PyAny>, fmt: &str) -> PyResult<String> 
     match fmt {
         "text" => Ok(render::share_table_text(&reports)),
         "html" => Ok(render::share_table_html(&reports)),
-        "json" => envelope_text("shares", &reports).map_err(json_error),
+        "json" => envelope_json("shares", &reports),
         other => Err(PyTypeError::new_err(format!("unknown format {other:?}: use text, html or json"))),
     }
 }
