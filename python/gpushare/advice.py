@@ -25,9 +25,10 @@ from gpushare.adapters import ADAPTERS, adapter_for, framework
 CostModel = _native.CostModel
 Advice = _native.Advice
 
-#: Three sizes, the fewest a fit of two numbers can check itself against: one where the fixed cost
-#: dominates, one in between, one where the bytes do.
-DEFAULT_SIZES = ("64KiB", "1MiB", "16MiB")
+#: Four sizes (three is the fewest a fit of two numbers can check itself against): where the fixed
+#: cost dominates, two in between, and one large enough that a copy runs at the bandwidth it keeps
+#: past the caches. Sizes outside 4x of these are predicted as extrapolated.
+DEFAULT_SIZES = ("64KiB", "1MiB", "16MiB", "64MiB")
 
 
 def cache_file() -> Path:
@@ -141,7 +142,8 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
     verdicts_of: dict[str, set[str]] = {}
     for p in points:
         timing = p.get("timing")
-        if p.get("verdict") == "failed" or not timing or p.get("path") == "auto":
+        # `shared` starts from a SharedBuffer, not the pair's own arrays: no path for the pair's auto.
+        if p.get("verdict") == "failed" or not timing or p.get("path") in ("auto", "shared"):
             continue
         by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
         verdicts_of.setdefault(p["path"], set()).add(p["verdict"])

@@ -258,7 +258,9 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     };
     let bytes = facts.nbytes.unwrap_or(AUTO_REFERENCE_BYTES);
     let kind = rules.kind.name();
-    let Some((fastest, seconds)) = model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes) else {
+    // Only paths that apply to any array of the pair: not `shared`, which needs a SharedBuffer.
+    let general = |path: &str| find(rules.kind, path).is_some_and(|spec| spec.modelled);
+    let Some((fastest, seconds)) = model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, general) else {
         return rules;
     };
     match find(rules.kind, &fastest) {
