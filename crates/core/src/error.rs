@@ -42,9 +42,21 @@ pub enum Error {
     OutOfHostMemory(String),
     /// Refused before calling the framework: it would crash or misread the input. `subject` names
     /// who refused ("torch → jax", or a path).
-    UnsafeInput { subject: String, reason: String, fix: String, predicted: Option<PredictedOutcome> },
+    UnsafeInput {
+        subject: String,
+        reason: String,
+        fix: String,
+        framework_error: Option<String>,
+        predicted: Option<PredictedOutcome>,
+    },
     /// The path does not apply to this pair; `reason` where the message says more than why.
-    PathNotApplicable { message: String, reason: Option<String>, predicted: Option<PredictedOutcome> },
+    PathNotApplicable {
+        message: String,
+        reason: Option<String>,
+        fix: Option<String>,
+        framework_error: Option<String>,
+        predicted: Option<PredictedOutcome>,
+    },
     /// A handoff that failed, explained.
     Conversion {
         message: String,
@@ -112,6 +124,9 @@ impl Error {
             Some(reason) => explained_message(&subject, reason, fix.as_deref()),
             None => subject.clone(),
         };
+        if framework_error.is_some() && !matches!(kind, "conversion" | "unsafe_input" | "path_not_applicable") {
+            return Err(format!("a {kind} error carries no framework_error: only a conversion's kinds do"));
+        }
         Ok(match kind {
             "unknown_framework" => Error::UnknownFramework(message),
             "framework_not_installed" => Error::FrameworkNotInstalled(message),
@@ -131,10 +146,10 @@ impl Error {
                 origin: None,
             },
             "unsafe_input" => match (reason, fix) {
-                (Some(reason), Some(fix)) => Error::UnsafeInput { subject, reason, fix, predicted: None },
+                (Some(reason), Some(fix)) => Error::UnsafeInput { subject, reason, fix, framework_error, predicted: None },
                 _ => return Err("an unsafe_input error needs a reason and a fix".into()),
             },
-            "path_not_applicable" => Error::PathNotApplicable { message, reason, predicted: None },
+            "path_not_applicable" => Error::PathNotApplicable { message, reason, fix, framework_error, predicted: None },
             other => return Err(format!("unknown error kind {other:?}: use one of {}", KINDS.join(", "))),
         })
     }
@@ -176,9 +191,13 @@ impl From<SharedError> for Error {
             SharedError::BadDevice(_) | SharedError::BadDtype(_) | SharedError::BadShape(_) => Error::Usage(error.to_string()),
             SharedError::OutOfHostMemory(_) => Error::OutOfHostMemory(error.to_string()),
             // The message is the reason: a SharedBuffer's path refusals say only why.
-            SharedError::NotApplicable(reason) => {
-                Error::PathNotApplicable { message: reason.clone(), reason: Some(reason), predicted: None }
-            }
+            SharedError::NotApplicable(reason) => Error::PathNotApplicable {
+                message: reason.clone(),
+                reason: Some(reason),
+                fix: None,
+                framework_error: None,
+                predicted: None,
+            },
             // Its waits are waits for the GPU, cut short by Ctrl-C.
             SharedError::Interrupted => Error::Cuda(CudaError::Interrupted),
             SharedError::Cuda(e) => Error::Cuda(e),
@@ -246,6 +265,11 @@ mod tests {
         assert_eq!(e.to_string(), "ipc: r. Fix: f");
         let e = Error::from_kind("path_not_applicable", refusal("shm", Some("no NumPy here"), None)).unwrap();
         assert_eq!(e.to_string(), "shm: no NumPy here");
+        let mut with_words = refusal("shm", Some("no room"), Some("free some"));
+        with_words.framework_error = Some("OSError: [Errno 28] No space left on device".into());
+        let e = Error::from_kind("path_not_applicable", with_words.clone()).unwrap();
+        assert!(matches!(&e, Error::PathNotApplicable { fix: Some(_), framework_error: Some(_), .. }), "{e:?}");
+        assert!(Error::from_kind("not_an_array", with_words).is_err(), "only a conversion's kinds carry a framework's words");
         let e = Error::from_kind("not_an_array", refusal("expected a torch array", None, None)).unwrap();
         assert_eq!(e.to_string(), "expected a torch array");
         let e = Error::from_kind("no_cuda", refusal("no libcuda", None, None)).unwrap();

@@ -36,8 +36,8 @@ impl Error {
             Error::Raised { origin, predicted: None } if stage == Stage::Convert => {
                 Error::Raised { origin, predicted: predicted.cloned() }
             }
-            Error::PathNotApplicable { message, reason, predicted: None } => {
-                Error::PathNotApplicable { message, reason, predicted: predicted.cloned() }
+            Error::PathNotApplicable { message, reason, fix, framework_error, predicted: None } => {
+                Error::PathNotApplicable { message, reason, fix, framework_error, predicted: predicted.cloned() }
             }
             other => other,
         }

@@ -176,6 +176,7 @@ impl<F: Framework> Handoff<'_, F> {
                 subject: format!("{} → {}", report.framework, self.target.name()),
                 reason: r.reason,
                 fix: r.fix,
+                framework_error: None,
                 predicted,
             });
         }

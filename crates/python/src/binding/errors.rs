@@ -128,12 +128,12 @@ impl From<PyError> for PyErr {
                 Error::Other(m) => GpushareError::new_err(m),
                 Error::Usage(m) => return PyValueError::new_err(m),
                 Error::OutOfHostMemory(m) => return PyMemoryError::new_err(m),
-                Error::UnsafeInput { reason: r, fix: f, .. } => {
-                    (reason, fix) = (Some(r), Some(f));
+                Error::UnsafeInput { reason: r, fix: f, framework_error: text, .. } => {
+                    (reason, fix, framework_error) = (Some(r), Some(f), text);
                     UnsafeInputError::new_err(message.clone())
                 }
-                Error::PathNotApplicable { reason: r, .. } => {
-                    reason = r;
+                Error::PathNotApplicable { reason: r, fix: f, framework_error: text, .. } => {
+                    (reason, fix, framework_error) = (r, f, text);
                     PathNotApplicableError::new_err(message.clone())
                 }
                 Error::Conversion { reason: r, fix: f, framework_error: text, origin: o, .. } => {

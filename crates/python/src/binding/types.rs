@@ -347,6 +347,7 @@ impl TensorInfo {
                 subject: format!("{} → {}", self.report.framework, target),
                 reason: r.reason,
                 fix: r.fix,
+                framework_error: None,
                 predicted: None,
             })),
         }
