@@ -10,9 +10,11 @@
 //! ├── DLPackError                a DLPack capsule that cannot be read
 //! ├── CudaError                  the CUDA driver refused a call
 //! ├── WorkerError                a worker process died, was killed, timed out or was stopped
-//! └── ConversionError            a handoff that failed; `.reason`, `.fix`, `.framework_error`
+//! └── ConversionError            a handoff that failed
 //!     ├── UnsafeInputError       refused before calling the framework (it would crash or mis-read)
 //!     └── PathNotApplicableError the transfer path does not apply to this pair
+//!
+//! Every one carries `.reason`, `.fix`, `.framework_error` and `.predicted` (see the conversion).
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyMemoryError, PyValueError};
