@@ -13,6 +13,7 @@ from gpushare.exceptions import gpushare_error
 
 class CupyAdapter(Adapter):
     name = "cupy"
+    calibrate_on = ("cuda",)
     module = "cupy"
     aliases = ("cp",)
     type_modules = ("cupy",)
