@@ -1,5 +1,5 @@
 """One error type and one conversion (issue 22.5): every gpushare exception is made in Rust by the
-binding's one ``impl From<PyError> for PyErr``, Python code raises them through
+binding's one ``impl From<PyGpushareErr> for PyErr``, Python code raises them through
 ``gpushare_error``/``explained`` (never by calling a class), and every failure carries ``.reason``,
 ``.fix``, ``.framework_error`` and ``.predicted`` in one form."""
 
@@ -43,7 +43,7 @@ def _rust_sources() -> dict[Path, str]:
 def test_the_binding_has_exactly_one_conversion_into_a_python_exception():
     impls = [(p.name, m.group(0)) for p, text in _rust_sources().items()
              for m in re.finditer(r"impl\s*(<[^>]*>)?\s*From<[^{]*>\s*for\s+PyErr\b", text)]
-    assert impls == [("errors.rs", "impl From<PyError> for PyErr")], impls
+    assert impls == [("errors.rs", "impl From<PyGpushareErr> for PyErr")], impls
 
 
 def test_no_gpushare_exception_is_made_outside_the_one_conversion():

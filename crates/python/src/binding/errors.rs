@@ -1,7 +1,7 @@
 //! gpushare's one exception hierarchy, created here and re-exported by `gpushare.exceptions`, and
 //! the one conversion of the core's one error ([`gpushare_core::Error`]) into it: every gpushare
 //! exception the binding raises, and every one Python code raises (through [`gpushare_error`]),
-//! is made by `impl From<PyError> for PyErr` below.
+//! is made by the one conversion below, from [`PyGpushareErr`].
 //!
 //! GpushareError
 //! ├── UnknownFrameworkError      a framework name gpushare does not know (with a suggestion)
@@ -83,20 +83,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// The core's error on its way to Python. The orphan rule forbids `From<Error> for PyErr` in this
 /// crate (neither type is ours), so, as polars does with `PyPolarsErr`, the binding wraps it:
-/// `.map_err(PyError::from)?` turns any of the core's errors (`Error`, `CudaError`, `SharedError`,
+/// `.map_err(PyGpushareErr::from)?` turns any of the core's errors (`Error`, `CudaError`, `SharedError`,
 /// `DlpackError`) into gpushare's exception, as does [`to_pyerr`].
 #[derive(Debug)]
-pub struct PyError(pub Error);
+pub struct PyGpushareErr(pub Error);
 
-impl<E: Into<Error>> From<E> for PyError {
+impl<E: Into<Error>> From<E> for PyGpushareErr {
     fn from(error: E) -> Self {
-        PyError(error.into())
+        PyGpushareErr(error.into())
     }
 }
 
 /// Any of the core's errors as gpushare's exception: `.map_err(to_pyerr)`.
 pub fn to_pyerr(error: impl Into<Error>) -> PyErr {
-    PyErr::from(PyError(error.into()))
+    PyErr::from(PyGpushareErr(error.into()))
 }
 
 /// The one conversion of the core's errors into gpushare's exceptions (polars' `PyPolarsErr`
@@ -106,8 +106,8 @@ pub fn to_pyerr(error: impl Into<Error>) -> PyErr {
 /// `__cause__`. A `CudaError` also carries the CUDA `kind` ("unavailable", "driver", "no_context",
 /// "invalid_argument", "internal") and the driver's `code` (or None). Bad arguments are Python's
 /// `ValueError`, a host out of memory `MemoryError`, and Ctrl-C stays `KeyboardInterrupt`.
-impl From<PyError> for PyErr {
-    fn from(PyError(error): PyError) -> PyErr {
+impl From<PyGpushareErr> for PyErr {
+    fn from(PyGpushareErr(error): PyGpushareErr) -> PyErr {
         Python::attach(|py| {
             let predicted = error.predicted().cloned();
             let message = error.to_string();
