@@ -10,7 +10,7 @@ use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::errors::{GpushareError, PathNotApplicableError, PyShareError};
+use super::errors::{GpushareError, PathNotApplicableError, PyGpushareErr};
 use super::lab::{Benchmark, Comparison};
 use super::plan::{Described, PredictStep, PyFramework, PyHost, PyRoute, policy};
 use super::types::{ShareResult, TensorInfo};
@@ -132,7 +132,7 @@ impl<'py> Lab<'py> {
         })();
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(e) => return Ok((failed_run(py, path, PyErr::from(PyShareError::from(e)))?, None)),
+            Err(e) => return Ok((failed_run(py, path, PyErr::from(PyGpushareErr::from(e)))?, None)),
         };
         let report = &outcome.report;
         let mut run = PathRun::new(path);

@@ -4,7 +4,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use super::errors::PyShareError;
+use super::errors::PyGpushareErr;
 use super::plan::PyHost;
 use crate::share::Host;
 use crate::share::ShareError;
@@ -105,6 +105,6 @@ pub fn measure<'py>(
     };
     policy.validate().map_err(PyValueError::new_err)?;
     let mut sampler = CallSampler { call, arg, synchronize, clock: device_clock, value: None, host: PyHost { allocators: None } };
-    let m = timing::measure(&policy, &mut sampler).map_err(PyShareError::from)?;
+    let m = timing::measure(&policy, &mut sampler).map_err(PyGpushareErr::from)?;
     Ok((m.samples, m.device_samples, m.number, m.warmup, sampler.value.take()))
 }

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString};
 
-use super::errors::{PyShareError, share_error};
+use super::errors::{PyGpushareErr, share_error};
 use super::explain::{Predictor, prediction_from_py};
 use super::describe::{jax_report, torch_report, versioned_capsule_report};
 use super::types::{ShareResult, TensorInfo};
@@ -420,7 +420,7 @@ impl SharePlan {
             predictor: Some(&predictor),
             check_source: self.check_source,
         };
-        let outcome = handoff.run(&self.host, &obj, options).map_err(PyShareError::from)?;
+        let outcome = handoff.run(&self.host, &obj, options).map_err(PyGpushareErr::from)?;
         Ok(ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report))
     }
 }

@@ -4,11 +4,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::describe::{Fields, attach_cuda, layout_from_capsule, report_from_fields};
-use super::errors::{UnsafeInputError, with_fix};
+use super::errors::to_pyerr;
 use super::json::{dict_with_schema, envelope_json, envelope_to_py, json_to_py};
 use crate::explain;
 use crate::render;
 use crate::report::{MIME_TYPE, TensorReport};
+use gpushare_core::Error;
 
 /// What one array is: framework, dtype, shape, strides (elements), devices, address and extent.
 #[pyclass(module = "gpushare", frozen, name = "TensorInfo")]
@@ -120,15 +121,16 @@ impl TensorInfo {
 
     /// Raises UnsafeInputError when the target framework must not be handed this tensor.
     #[pyo3(signature = (target, path="dlpack"))]
-    fn refuse_for(&self, py: Python<'_>, target: &str, path: &str) -> PyResult<()> {
+    fn refuse_for(&self, target: &str, path: &str) -> PyResult<()> {
         match explain::refuse(&self.report, target, path) {
             None => Ok(()),
-            Some(r) => Err(with_fix::<UnsafeInputError>(
-                py,
-                format!("{} → {}: {}. Fix: {}", self.report.framework, target, r.reason, r.fix),
-                &r.reason,
-                &r.fix,
-            )),
+            Some(r) => Err(to_pyerr(Error::UnsafeInput {
+                subject: format!("{} → {}", self.report.framework, target),
+                reason: r.reason,
+                fix: r.fix,
+                framework_error: None,
+                predicted: None,
+            })),
         }
     }
 }
