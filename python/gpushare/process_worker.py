@@ -14,7 +14,7 @@ import traceback
 from typing import Any
 
 from gpushare import _native
-from gpushare.exceptions import GpushareError
+from gpushare.exceptions import gpushare_error
 from gpushare.process_identity import _address, _identity_of, cuda_identity
 
 
@@ -294,7 +294,7 @@ def _to_framework(arr: Any, to: str) -> Any:
 
     adapter = framework(to)
     if "shm" not in adapter.worker_receives:
-        raise GpushareError(f"the worker can hand host memory to {' or '.join(_receivers('shm'))}, not {to!r}")
+        raise gpushare_error("gpushare", f"the worker can hand host memory to {' or '.join(_receivers('shm'))}, not {to!r}")
     return adapter.from_numpy(arr, True, 0)  # a view of the mapping, not a copy
 
 
@@ -304,7 +304,7 @@ def _cuda_to_framework(holder: Any, to: str, ordinal: int) -> Any:
     adapter = framework(to)
     if "ipc" in adapter.worker_receives:
         return adapter.from_cai_on(holder, ordinal)
-    raise GpushareError(f"the worker can view CUDA IPC memory in {' or '.join(_receivers('ipc'))}, not {to!r}")
+    raise gpushare_error("gpushare", f"the worker can view CUDA IPC memory in {' or '.join(_receivers('ipc'))}, not {to!r}")
 
 
 def _make_group(backend: str, port: int, rank: int, world: int, device: int | None, timeout: float,
@@ -327,4 +327,4 @@ def _make_group(backend: str, port: int, rank: int, world: int, device: int | No
         options = dist.ProcessGroupNCCL.Options()
         options._timeout = td
         return dist.ProcessGroupNCCL(store, rank, world, options)
-    raise GpushareError(f"unknown backend {backend!r}")
+    raise gpushare_error("gpushare", f"unknown backend {backend!r}")

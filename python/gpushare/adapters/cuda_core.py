@@ -10,7 +10,7 @@ import sys
 from typing import Any, Callable
 
 from gpushare.adapters.base import HOST_DEVICE_TYPES, Adapter, explained, probe_export, versioned_capsule
-from gpushare.exceptions import ConversionError, PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 #: cuda.core keeps no current stream ("cuda.core has no global/current stream state"): an import of
 #: device memory asks the producer to order its work before the legacy default stream (DLPack's
@@ -78,7 +78,7 @@ class CudaCoreAdapter(Adapter):
 
     def check_copying_export(self, obj: Any) -> None:
         raise explained(
-            PathNotApplicableError, "cuda_core",
+            "path_not_applicable", "cuda_core",
             "StridedMemoryView.__dlpack__ refuses copy=True and dl_device (\"Sorry, not supported\")",
             "move it with the target framework (path='move'), or view it there first and copy",
         )
@@ -95,12 +95,13 @@ class CudaCoreAdapter(Adapter):
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         smv = self._smv()
         if array.dtype.name == "bfloat16":
-            raise explained(ConversionError, "cuda_core", "NumPy's bfloat16 (ml_dtypes) has no DLPack export",
+            raise explained("conversion", "cuda_core", "NumPy's bfloat16 (ml_dtypes) has no DLPack export",
                             "cast to float32 first")
         host = smv.from_dlpack(array, stream_ptr=_NO_STREAM)
         if on_host:
             return host
-        raise PathNotApplicableError(
+        raise gpushare_error(
+            "path_not_applicable",
             "cuda.core allocates device memory through a Device and a Stream: make the array with another "
             "framework on the GPU and view it (StridedMemoryView.from_dlpack)"
         )

@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable
 
 from gpushare.adapters.base import Adapter, explained, probe_export, versioned_capsule
-from gpushare.exceptions import ConversionError, PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 
 class MlxAdapter(Adapter):
@@ -62,7 +62,7 @@ class MlxAdapter(Adapter):
             try:
                 import ml_dtypes
             except ImportError:
-                raise explained(ConversionError, "mlx", "NumPy has no bfloat16 without ml_dtypes, and MLX's buffer "
+                raise explained("conversion", "mlx", "NumPy has no bfloat16 without ml_dtypes, and MLX's buffer "
                                 "protocol has no format for it", "pip install ml_dtypes, or cast to float32 first "
                                 "(x.astype(mx.float32))") from None
             return np.asarray(obj.view(self.load().uint16)).view(ml_dtypes.bfloat16)
@@ -75,15 +75,15 @@ class MlxAdapter(Adapter):
         mx = self.load()
         name = array.dtype.name
         if name == "complex128":
-            raise explained(ConversionError, "mlx", "MLX has no complex128", "cast to complex64 first")
+            raise explained("conversion", "mlx", "MLX has no complex128", "cast to complex64 first")
         dtype = getattr(mx, "bool_" if name == "bool" else name, None)
         if name == "bfloat16":
             return mx.array(array.view("uint16")).view(mx.bfloat16)
         if dtype is None:
-            raise explained(ConversionError, "mlx", f"MLX has no {name} arrays", "cast to float32 first")
+            raise explained("conversion", "mlx", f"MLX has no {name} arrays", "cast to float32 first")
         device = mx.cpu if on_host else mx.gpu
         if not on_host and not self.has_gpu():
-            raise PathNotApplicableError("this MLX build has no GPU backend: install mlx[cuda13]")
+            raise gpushare_error("path_not_applicable", "this MLX build has no GPU backend: install mlx[cuda13]")
         with mx.stream(device):
             # mx.array(float64 NumPy) narrows to float32 unless the dtype is given.
             out = mx.array(array, dtype=dtype)

@@ -8,13 +8,14 @@ from typing import Any, Callable
 
 from gpushare.adapters._cai import capsule_over_interface, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo
-from gpushare.exceptions import PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 
 class NumbaAdapter(Adapter):
     """Numba-CUDA device arrays: no ``__dlpack__``, only ``__cuda_array_interface__``."""
 
     name = "numba"
+    calibrate_on = ("cuda",)
     module = "numba"
     type_modules = ("numba", "numba_cuda")
     accepts_objects = False
@@ -52,7 +53,7 @@ class NumbaAdapter(Adapter):
         return info_from_cai(cai, self.name, self.device(obj))
 
     def from_dlpack(self, obj: Any) -> Any:
-        raise PathNotApplicableError("Numba has no from_dlpack; use path='cai'")
+        raise gpushare_error("path_not_applicable", "Numba has no from_dlpack; use path='cai'")
 
     def from_cai(self, obj: Any) -> Any:
         return self.load().cuda.as_cuda_array(obj)

@@ -15,7 +15,7 @@ from typing import Any
 from gpushare import _native
 from gpushare.adapters._cai import capsule_over_interface, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo, explained
-from gpushare.exceptions import FrameworkNotInstalledError, PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 _NO_CONTEXT_FIX = (
     "import pycuda.autoprimaryctx (the device's primary context, which PyTorch, JAX, CuPy and "
@@ -58,7 +58,7 @@ class PycudaAdapter(Adapter):
         return info_from_cai(obj.__cuda_array_interface__, self.name, self.device(obj))
 
     def from_dlpack(self, obj: Any) -> Any:
-        raise PathNotApplicableError("PyCUDA has no DLPack import (inducer/pycuda#226); use path='cai'")
+        raise gpushare_error("path_not_applicable", "PyCUDA has no DLPack import (inducer/pycuda#226); use path='cai'")
 
     def from_cai(self, obj: Any) -> Any:
         pycuda = self.load()
@@ -85,7 +85,7 @@ class PycudaAdapter(Adapter):
         except Exception:  # the driver is not initialised: no context either
             current = None
         if current is None:
-            raise explained(FrameworkNotInstalledError, "pycuda", "PyCUDA has no current CUDA context", _NO_CONTEXT_FIX)
+            raise explained("framework_not_installed", "pycuda", "PyCUDA has no current CUDA context", _NO_CONTEXT_FIX)
 
     def synchronize(self, obj: Any) -> None:
         self.load().driver.Context.synchronize()

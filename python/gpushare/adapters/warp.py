@@ -10,7 +10,6 @@ from typing import Any, Callable
 
 from gpushare import _native
 from gpushare.adapters.base import Adapter, explained, major_version
-from gpushare.exceptions import ConversionError, PathNotApplicableError
 
 
 class WarpAdapter(Adapter):
@@ -95,9 +94,9 @@ class WarpAdapter(Adapter):
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         wp = self.load()
         if array.ndim == 0:
-            raise explained(ConversionError, "warp", "Warp has no 0-d arrays", "share x.reshape(1), a view of one element")
+            raise explained("conversion", "warp", "Warp has no 0-d arrays", "share x.reshape(1), a view of one element")
         if array.dtype.kind == "c":
-            raise explained(ConversionError, "warp", "Warp has no complex dtypes", "split into real and imaginary parts")
+            raise explained("conversion", "warp", "Warp has no complex dtypes", "split into real and imaginary parts")
         if array.dtype.name == "bfloat16":
             return wp.array(array.view("uint16"), dtype=wp.uint16, device="cpu" if on_host else f"cuda:{ordinal}").view(wp.bfloat16)
         return wp.array(array, device="cpu" if on_host else f"cuda:{ordinal}")

@@ -15,6 +15,7 @@
 //!   prediction that differs from the judgement is shown as UNEXPECTED, never hidden.
 
 mod auto;
+mod gaps;
 mod judgement;
 mod known;
 mod moves;

@@ -14,7 +14,7 @@ pub mod timing;
 
 use std::time::Instant;
 
-pub use error::{Foreign, Result, ShareError, Stage};
+pub use error::{Error, Foreign, Result, ShareError, Stage};
 pub use timing::{Measured, Repeat, Sampler, TimingPolicy};
 
 use crate::explain::{self, PredictedOutcome};
@@ -152,7 +152,7 @@ impl<F: Framework> Handoff<'_, F> {
         self.route.path()
     }
 
-    fn explained<'s>(&'s self, stage: Stage, predicted: Option<&'s PredictedOutcome>) -> impl Fn(ShareError) -> ShareError + 's {
+    fn explained<'s>(&'s self, stage: Stage, predicted: Option<&'s PredictedOutcome>) -> impl Fn(Error) -> Error + 's {
         move |e| e.explain(stage, self.source.name(), self.target.name(), self.path(), predicted)
     }
 
@@ -162,21 +162,32 @@ impl<F: Framework> Handoff<'_, F> {
     }
 
     /// Describes, checks and predicts `array`, and refuses what would crash the target: what
-    /// the pipeline does before converting. The lab uses it once for all paths' rows.
+    /// the pipeline does before converting.
     pub fn prepare(&self, array: &F::Array) -> Result<(F::Info, Option<PredictedOutcome>)> {
+        let source = self.describe(array)?;
+        self.prepare_described(array, source)
+    }
+
+    /// The source's description, a failure explained as this handoff's.
+    pub fn describe(&self, array: &F::Array) -> Result<F::Info> {
+        self.source.describe(array).map_err(self.explained(Stage::Inspect, None))
+    }
+
+    /// [`Handoff::prepare`] of a source described already: the lab describes its array once and
+    /// checks, predicts and refuses it for each path.
+    pub fn prepare_described(&self, array: &F::Array, source: F::Info) -> Result<(F::Info, Option<PredictedOutcome>)> {
         let inspect = self.explained(Stage::Inspect, None);
-        let source = self.source.describe(array).map_err(&inspect)?;
         if self.check_source {
             self.source.check_source(array).map_err(&inspect)?;
         }
         let predicted = self.predict(source.as_ref()).map_err(&inspect)?;
         let report = source.as_ref();
         if let Some(r) = explain::refuse(report, self.target.name(), self.path()) {
-            return Err(ShareError::UnsafeInput {
-                source: report.framework.clone(),
-                target: self.target.name().to_string(),
+            return Err(Error::UnsafeInput {
+                subject: format!("{} → {}", report.framework, self.target.name()),
                 reason: r.reason,
                 fix: r.fix,
+                framework_error: None,
                 predicted,
             });
         }
@@ -185,7 +196,7 @@ impl<F: Framework> Handoff<'_, F> {
 
     /// Shares `array` (see the module's doc).
     pub fn run(&self, host: &dyn Host, array: &F::Array, options: &Options) -> Result<Outcome<F>> {
-        options.timing.validate().map_err(ShareError::Usage)?;
+        options.timing.validate().map_err(Error::Usage)?;
         let (source, predicted) = self.prepare(array)?;
         self.convert_prepared(host, array, source, predicted, options)
     }

@@ -1,16 +1,22 @@
 //! The pyo3 boundary: converts types and errors, nothing else.
 
+mod advice;
 mod capsules;
 mod ceilings;
 mod cuda;
+mod describe;
 mod errors;
 mod explain;
 mod frames;
 mod ipc;
 mod json;
+mod lab;
+mod lab_run;
+mod measure;
 mod paths;
 mod plan;
 mod shared;
+mod tensor_info;
 mod types;
 
 use pyo3::prelude::*;
@@ -29,17 +35,19 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     explain::register(m)?;
     plan::register(m)?;
+    lab::register(m)?;
     paths::register(m)?;
     cuda::register(m)?;
     shared::register(m)?;
     capsules::register(m)?;
     ipc::register(m)?;
     ceilings::register(m)?;
-    m.add_class::<types::TensorInfo>()?;
+    advice::register(m)?;
+    m.add_class::<tensor_info::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;
     m.add_function(wrap_pyfunction!(types::render_shares, m)?)?;
-    m.add_function(wrap_pyfunction!(types::tensor_info_from_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_info::tensor_info_from_fields, m)?)?;
     m.add_function(wrap_pyfunction!(types::shares_mimebundle, m)?)?;
     m.add_function(wrap_pyfunction!(types::explain_failure, m)?)?;
     m.add_function(wrap_pyfunction!(types::shares_dataframe, m)?)?;

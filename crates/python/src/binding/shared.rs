@@ -14,35 +14,14 @@ use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedT
 use dlpark::metadata::Dynamic;
 use dlpark::python::{CudaStreamRequest, DlpackExporter, ExportRequest, export_dlpack};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
-use pyo3::exceptions::{PyAttributeError, PyKeyboardInterrupt, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::errors::{PathNotApplicableError, interruptible};
-use super::types::{layout_from_capsule, layout_of_source};
+use super::describe::{layout_from_capsule, layout_of_source};
+use super::errors::{interruptible, to_pyerr};
 use crate::dlpack::{DType, compact_strides, is_c_contiguous};
-use crate::render::lab::{BenchInput, BenchmarkReport, ComparisonInput, ComparisonReport};
-use crate::render::plot;
-use crate::shared::{self, Allocation, Device, Method, SharedError};
-
-fn to_pyerr(error: SharedError) -> PyErr {
-    match error {
-        SharedError::BadDevice(_) | SharedError::BadDtype(_) | SharedError::BadShape(_) => {
-            PyValueError::new_err(error.to_string())
-        }
-        SharedError::OutOfHostMemory(_) => PyMemoryError::new_err(error.to_string()),
-        SharedError::NotApplicable(reason) => {
-            let err = PathNotApplicableError::new_err(reason.clone());
-            Python::attach(|py| {
-                // Setting an attribute on a fresh exception cannot fail short of memory exhaustion.
-                let _ = err.value(py).setattr("reason", reason);
-            });
-            err
-        }
-        SharedError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
-        SharedError::Cuda(e) => super::cuda::to_pyerr(e),
-    }
-}
+use crate::shared::{self, Allocation, Device, Method};
 
 /// A dtype given as a name (`"float32"`), a NumPy dtype or scalar type, or a torch dtype.
 fn dtype_arg(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
@@ -428,40 +407,6 @@ fn shared_pool_clear(py: Python<'_>) {
     py.detach(shared::clear_pool);
 }
 
-/// Renders measured lab runs: `kind` is "comparison" or "benchmark", `input_json` what Python
-/// measured, `fmt` one of "text", "html", "json" (the `gpushare.<kind>/1` envelope) or, for a
-/// benchmark, "svg".
-#[pyfunction]
-fn render_lab(py: Python<'_>, kind: &str, input_json: &str, fmt: &str) -> PyResult<String> {
-    let bad = |e: serde_json::Error| PyValueError::new_err(format!("invalid {kind} data: {e}"));
-    let kind = kind.to_owned();
-    let input_json = input_json.to_owned();
-    let fmt = fmt.to_owned();
-    let unknown = |fmt: &str| PyValueError::new_err(format!("unknown format {fmt:?}: use text, html, json or svg"));
-    py.detach(move || match kind.as_str() {
-        "comparison" => {
-            let report = ComparisonReport::from_input(serde_json::from_str::<ComparisonInput>(&input_json).map_err(bad)?);
-            match fmt.as_str() {
-                "text" => Ok(report.text()),
-                "html" => Ok(report.html()),
-                "json" => Ok(report.to_json().to_string()),
-                other => Err(unknown(other)),
-            }
-        }
-        "benchmark" => {
-            let report = BenchmarkReport::from_input(serde_json::from_str::<BenchInput>(&input_json).map_err(bad)?);
-            match fmt.as_str() {
-                "text" => Ok(report.text()),
-                "html" => Ok(report.html()),
-                "json" => Ok(report.to_json().to_string()),
-                "svg" => Ok(plot::benchmark_svg(&report)),
-                other => Err(unknown(other)),
-            }
-        }
-        other => Err(PyValueError::new_err(format!("unknown lab report {other:?}: comparison or benchmark"))),
-    })
-}
-
 /// The `gpushare.<kind>/1` envelope (JSON text) of a process result (`process-share`,
 /// `process-comparison`, `process-bench`), its data read through the Rust types the published
 /// schemas are generated from: a ValueError names the key that does not fit.
@@ -476,7 +421,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_buffers_alive, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
-    m.add_function(wrap_pyfunction!(render_lab, m)?)?;
     m.add_function(wrap_pyfunction!(process_report_json, m)?)?;
     Ok(())
 }
