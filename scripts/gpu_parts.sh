@@ -30,5 +30,5 @@ install_parts() {
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$target" \
     $(awk '{print "/tmp/" $2}' "$dir/SHA256") $(ls "$dir"/whl/*.whl 2>/dev/null) || return 1
   while read -r _ name; do rm -f "/tmp/$name"; done < "$dir/SHA256"
-  touch "$target/.installed-$tag"
+  mkdir -p "$target" && touch "$target/.installed-$tag"
 }
