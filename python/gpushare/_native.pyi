@@ -336,6 +336,7 @@ def compare_paths(
     warmup: int,
     min_sample_time: float,
     link_for: Callable[[int | None, str], dict[str, Any] | None] | None = None,
+    predict_for: Callable[[str, int, tuple[int, int]], tuple[CostPrediction | None, str]] | None = None,
 ) -> Comparison: ...
 def bench_paths(
     source: Any,
@@ -355,6 +356,7 @@ def bench_paths(
     warmup: int,
     min_sample_time: float,
     link_for: Callable[[int | None, str], dict[str, Any] | None] | None = None,
+    predict_for: Callable[[str, int, tuple[int, int]], tuple[CostPrediction | None, str]] | None = None,
 ) -> Benchmark: ...
 
 # -- the CUDA layer (crates/python/src/binding/cuda.rs); reports answer None / [] without CUDA ----------------------
