@@ -15,12 +15,14 @@
 //!   prediction that differs from the judgement is shown as UNEXPECTED, never hidden.
 
 mod auto;
+mod identity;
 mod judgement;
 mod known;
 mod moves;
 mod prediction;
 mod refusal;
 
+pub use identity::{judge_handoff, same_memory};
 pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path, judge_route};
 pub use known::explain_failure;
 pub use auto::{known_endpoints, resolve_auto_for, resolve_path};

@@ -3,6 +3,7 @@
 pub mod cells;
 pub mod lab;
 pub mod plot;
+pub mod process;
 pub mod units;
 
 use crate::report::{ShareReport, TensorReport, Verdict};

@@ -10,6 +10,7 @@ mod ipc;
 mod json;
 mod paths;
 mod plan;
+mod process;
 mod shared;
 mod types;
 
@@ -34,6 +35,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shared::register(m)?;
     capsules::register(m)?;
     ipc::register(m)?;
+    process::register(m)?;
     ceilings::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;

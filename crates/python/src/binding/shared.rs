@@ -462,14 +462,6 @@ fn render_lab(py: Python<'_>, kind: &str, input_json: &str, fmt: &str) -> PyResu
     })
 }
 
-/// The `gpushare.<kind>/1` envelope (JSON text) of a process result (`process-share`,
-/// `process-comparison`, `process-bench`), its data read through the Rust types the published
-/// schemas are generated from: a ValueError names the key that does not fit.
-#[pyfunction]
-fn process_report_json(kind: &str, data_json: &str) -> PyResult<String> {
-    crate::report::process::normalize(kind, data_json).map(|v| v.to_string()).map_err(PyValueError::new_err)
-}
-
 /// Adds SharedBuffer and the lab's functions to `gpushare._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySharedBuffer>()?;
@@ -477,6 +469,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
     m.add_function(wrap_pyfunction!(render_lab, m)?)?;
-    m.add_function(wrap_pyfunction!(process_report_json, m)?)?;
     Ok(())
 }

@@ -1,0 +1,525 @@
+//! Handoffs to another process (python/gpushare/processes.py keeps the worker transport): their
+//! timing by the core's one timing loop, their verdict by the core's identity judge, and their
+//! results as typed reports (`ProcessShareResult`, `ProcessComparison`, `ProcessBenchmark`) with
+//! text, HTML, JSON and `to_pandas`, built from Python objects by pyo3 (no JSON text).
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use serde::Serialize;
+
+use super::json::{json_to_py, py_to_json};
+use crate::report::process::{
+    MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, ProcessShareReport, ProcessTiming, Segment, TIDY_DTYPES,
+    from_value,
+};
+use crate::report::{MIME_TYPE, envelope, envelope_text};
+use crate::render::process as render;
+use crate::share::timing::{self, Sampler, TimingPolicy};
+
+fn value_error(e: impl ToString) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn identity(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MemoryIdentity>> {
+    match obj.filter(|o| !o.is_none()) {
+        None => Ok(None),
+        Some(o) => serde_json::from_value(py_to_json(o)?).map(Some).map_err(value_error),
+    }
+}
+
+/// Whether two memory identities (each asked in its own process) name the same physical memory,
+/// and why: the core's judge (crates/core/src/explain/identity.rs).
+#[pyfunction]
+#[pyo3(signature = (a, b))]
+fn same_memory(a: Option<Bound<'_, PyAny>>, b: Option<Bound<'_, PyAny>>) -> PyResult<(bool, String)> {
+    Ok(crate::explain::same_memory(identity(a.as_ref())?.as_ref(), identity(b.as_ref())?.as_ref()))
+}
+
+/// `(verdict, reason)` of a handoff by process path `path`: the core's identity judge; `segment`
+/// (`{"name", "offset"}`) is the segment a private source was copied into first.
+#[pyfunction]
+#[pyo3(signature = (path, source, target, segment=None))]
+fn judge_handoff(
+    path: &str,
+    source: Option<Bound<'_, PyAny>>,
+    target: Option<Bound<'_, PyAny>>,
+    segment: Option<Bound<'_, PyAny>>,
+) -> PyResult<(&'static str, Option<String>)> {
+    let segment: Option<Segment> = match segment.filter(|s| !s.is_none()) {
+        Some(s) => Some(serde_json::from_value(py_to_json(&s)?).map_err(value_error)?),
+        None => None,
+    };
+    let (verdict, reason) =
+        crate::explain::judge_handoff(path, identity(source.as_ref())?.as_ref(), identity(target.as_ref())?.as_ref(), segment.as_ref());
+    Ok((verdict.as_str(), reason))
+}
+
+/// One handoff per sample: the last handoff's result is released (untimed) before the next
+/// handoff (timed) takes its place.
+struct HandoffSampler<'py> {
+    handoff: Bound<'py, PyAny>,
+    release: Option<Bound<'py, PyAny>>,
+    last: Option<Bound<'py, PyAny>>,
+    error: Option<PyErr>,
+}
+
+impl Sampler for HandoffSampler<'_> {
+    fn sample(&mut self, n: u64, _device_clock: bool) -> crate::share::Result<(f64, Option<f64>)> {
+        let mut seconds = 0.0;
+        for _ in 0..n {
+            if let (Some(release), Some(last)) = (&self.release, self.last.take()) {
+                if let Err(e) = release.call1((last,)) {
+                    return Err(self.keep(e));
+                }
+            }
+            let t0 = std::time::Instant::now();
+            match self.handoff.call0() {
+                Ok(v) => self.last = Some(v),
+                Err(e) => return Err(self.keep(e)),
+            }
+            seconds += t0.elapsed().as_secs_f64();
+        }
+        Ok((seconds, None))
+    }
+}
+
+impl HandoffSampler<'_> {
+    /// The Python exception goes back to Python as itself (a WorkerError, Ctrl-C).
+    fn keep(&mut self, e: PyErr) -> crate::share::ShareError {
+        let text = e.to_string();
+        self.error = Some(e);
+        crate::share::ShareError::Usage(text)
+    }
+}
+
+fn timing_of(first_call: f64, mut samples: Vec<f64>) -> ProcessTiming {
+    if samples.is_empty() {
+        samples.push(first_call);
+    }
+    samples.sort_by(f64::total_cmp);
+    let t = crate::stats::Timing::from_samples(samples.clone(), 1);
+    ProcessTiming { first_call, median: Some(t.median), min: Some(t.min), repeats: samples.len() as u64, samples }
+}
+
+fn timing_dict<'py>(py: Python<'py>, t: &ProcessTiming) -> PyResult<Bound<'py, PyAny>> {
+    json_to_py(py, &serde_json::to_value(t).map_err(value_error)?)
+}
+
+/// Times the handoffs of a process path with the core's timing loop: `handoff()` once (the first
+/// call, with its one-off costs, plus `first_extra` seconds measured before it), then `repeat`
+/// samples of one handoff each, `release(last)` untimed before each. Returns the last handoff's
+/// result and the timing (first call, median, min, sorted samples, repeats).
+#[pyfunction]
+#[pyo3(signature = (handoff, release, repeat, first_extra=0.0))]
+fn measure_handoffs<'py>(
+    py: Python<'py>,
+    handoff: Bound<'py, PyAny>,
+    release: Bound<'py, PyAny>,
+    repeat: usize,
+    first_extra: f64,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let mut sampler = HandoffSampler { handoff, release: Some(release), last: None, error: None };
+    let run = |policy: TimingPolicy, sampler: &mut HandoffSampler<'py>| {
+        timing::measure(&policy, sampler).map_err(|e| sampler.error.take().unwrap_or_else(|| value_error(e)))
+    };
+    let first = run(TimingPolicy::once(), &mut sampler)?.samples[0];
+    let samples = if repeat > 0 {
+        let mut policy = TimingPolicy::fixed(repeat, 1, 0);
+        policy.pause_collector = false; // a handoff waits on a pipe: the collector is not what is timed
+        run(policy, &mut sampler)?.samples
+    } else {
+        Vec::new()
+    };
+    let last = sampler.last.take().unwrap_or_else(|| py.None().into_bound(py));
+    Ok((last, timing_dict(py, &timing_of(first + first_extra, samples))?))
+}
+
+/// `(result, seconds)` of one call of `call()`, by the core's clock: the one-off costs of a path
+/// (a process group, a segment's copy) that its first call reports.
+#[pyfunction]
+fn timed_call<'py>(call: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, f64)> {
+    let mut sampler = HandoffSampler { handoff: call, release: None, last: None, error: None };
+    let m = timing::measure(&TimingPolicy::once(), &mut sampler)
+        .map_err(|e| sampler.error.take().unwrap_or_else(|| value_error(e)))?;
+    Ok((sampler.last.take().expect("one call was made"), m.samples[0]))
+}
+
+/// The timing of handoffs timed elsewhere (NCCL's, on the sending worker): first call, median,
+/// min, sorted samples, repeats, by the core's statistics.
+#[pyfunction]
+fn handoff_timing<'py>(py: Python<'py>, first_call: f64, samples: Vec<f64>) -> PyResult<Bound<'py, PyAny>> {
+    timing_dict(py, &timing_of(first_call, samples))
+}
+
+fn data_dict<'py, T: Serialize>(py: Python<'py>, data: &T) -> PyResult<Bound<'py, PyAny>> {
+    json_to_py(py, &serde_json::to_value(data).map_err(value_error)?)
+}
+
+/// The JSON form's `data` as a dict, with the envelope's `schema` key kept.
+fn dict_with_schema<'py, T: Serialize>(py: Python<'py>, kind: &str, data: &T) -> PyResult<Bound<'py, PyAny>> {
+    let envelope = envelope(kind, serde_json::to_value(data).map_err(value_error)?);
+    let dict = data_dict(py, &envelope["data"])?;
+    dict.set_item("schema", envelope["schema"].as_str())?;
+    Ok(dict)
+}
+
+fn bundle<'py, T: Serialize>(py: Python<'py>, kind: &str, data: &T, text: String, html: String) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("text/plain", text)?;
+    d.set_item("text/html", html)?;
+    d.set_item(MIME_TYPE, json_to_py(py, &envelope(kind, serde_json::to_value(data).map_err(value_error)?))?)?;
+    Ok(d)
+}
+
+fn record<'py>(py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    py.import("gpushare.records")?.getattr("wrap")?.call1((value,))
+}
+
+fn frame<'py>(py: Python<'py>, rows: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    let pandas = py.import("pandas").map_err(|_| {
+        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'")
+    })?;
+    let frame = pandas.getattr("DataFrame")?.call1((PyList::new(py, rows)?,))?;
+    let columns: Vec<String> = frame.getattr("columns")?.extract()?;
+    let dtypes = PyDict::new(py);
+    for (column, dtype) in TIDY_DTYPES {
+        if columns.iter().any(|c| c == column) {
+            dtypes.set_item(column, dtype)?;
+        }
+    }
+    frame.call_method1("astype", (dtypes,))
+}
+
+/// One tidy row: the identifying columns, then the path's outcome.
+fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &ProcessShareReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in ids {
+        d.set_item(k, v)?;
+    }
+    for (k, v) in row.tidy_outcome() {
+        d.set_item(k, json_to_py(py, &v)?)?;
+    }
+    Ok(d)
+}
+
+fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Bound<'_, PyAny>) -> PyResult<T> {
+    from_value(kind, &py_to_json(data)?).map_err(PyValueError::new_err)
+}
+
+/// One handoff to another process. ``verdict`` is "shared" only when the worker's array lies in
+/// the same physical memory (same identity on both sides), else "copied"; ``source`` and
+/// ``target`` show each side's identity; ``local`` is the parent's array over the shared memory
+/// (the source itself, or for ``shm`` the segment's view); ``remote`` the worker's array. Every
+/// key of the JSON form reads as an attribute (``r.timing.median``).
+#[pyclass(module = "gpushare._native", name = "ProcessShareResult", weakref)]
+pub struct PyProcessShareResult {
+    report: ProcessShareReport,
+    #[pyo3(get, set)]
+    remote: Py<PyAny>,
+    #[pyo3(get, set)]
+    local: Py<PyAny>,
+    cleanup: Vec<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyProcessShareResult {
+    #[new]
+    #[pyo3(signature = (row, remote=None, local=None, cleanup=None))]
+    fn new(py: Python<'_>, row: &Bound<'_, PyAny>, remote: Option<Py<PyAny>>, local: Option<Py<PyAny>>, cleanup: Option<Vec<Py<PyAny>>>) -> PyResult<Self> {
+        Ok(Self {
+            report: read("process-share", row)?,
+            remote: remote.unwrap_or_else(|| py.None()),
+            local: local.unwrap_or_else(|| py.None()),
+            cleanup: cleanup.unwrap_or_default(),
+        })
+    }
+
+    /// The JSON form's data, as a dict (without its schema key).
+    #[getter]
+    fn row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        data_dict(py, &self.report)
+    }
+
+    #[getter]
+    fn shared(&self) -> bool {
+        self.report.verdict == crate::report::Verdict::Shared
+    }
+
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let row = self.row(py)?;
+        match row.get_item(name) {
+            Ok(v) => record(py, &v),
+            Err(_) => Err(pyo3::exceptions::PyAttributeError::new_err(name.to_string())),
+        }
+    }
+
+    /// Adds a note to the report (what the caller did around the handoff).
+    fn add_note(&mut self, note: String) {
+        self.report.notes.push(note);
+    }
+
+    /// Releases what the parent keeps for the handoff (a segment), not the worker's array.
+    fn _release_local(slf: &Bound<'_, Self>) {
+        // Taken out before calling back into Python: a callback may reach this result again.
+        let cleanup = std::mem::take(&mut slf.borrow_mut().cleanup);
+        for f in cleanup.into_iter().rev() {
+            let _ = f.bind(slf.py()).call0();
+        }
+    }
+
+    /// Releases the worker's array and what the parent keeps for it (a segment, a handle).
+    fn release(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let remote = slf.borrow().remote.clone_ref(py);
+        if !remote.is_none(py) {
+            if let Err(e) = remote.bind(py).call_method0("release") {
+                let worker_error = py.import("gpushare.exceptions")?.getattr("WorkerError")?;
+                if !e.is_instance(py, &worker_error) {
+                    return Err(e);
+                }
+            }
+        }
+        Self::_release_local(slf);
+        Ok(())
+    }
+
+    /// The JSON form's ``data``, with its ``schema`` (``gpushare.process-share/1``) kept as a key.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_with_schema(py, "process-share", &self.report)
+    }
+
+    /// The ``application/vnd.gpushare+json`` payload (schema ``process-share.schema.json``).
+    fn to_json(&self) -> PyResult<String> {
+        envelope_text("process-share", &self.report).map_err(value_error)
+    }
+
+    fn __repr__(&self) -> String {
+        render::rows_text(std::slice::from_ref(&self.report))
+    }
+
+    fn _repr_html_(&self) -> String {
+        render::rows_html(std::slice::from_ref(&self.report))
+    }
+
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        bundle(py, "process-share", &self.report, self.__repr__(), self._repr_html_())
+    }
+}
+
+/// One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
+/// the identity of the memory on each side. ``source`` identifies the array (source_framework,
+/// target_framework, dtype, shape, device); ``results`` the kept handoffs (``keep=True``).
+#[pyclass(module = "gpushare._native", name = "ProcessComparison")]
+pub struct PyProcessComparison {
+    report: ProcessComparisonReport,
+    #[pyo3(get, set)]
+    results: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyProcessComparison {
+    /// ``data``: the identifying keys and ``rows`` (dicts, or ProcessShareResult's rows).
+    #[new]
+    #[pyo3(signature = (data, results=None))]
+    fn new(py: Python<'_>, data: &Bound<'_, PyAny>, results: Option<Py<PyAny>>) -> PyResult<Self> {
+        Ok(Self {
+            report: read("process-comparison", data)?,
+            results: results.unwrap_or_else(|| PyDict::new(py).into_any().unbind()),
+        })
+    }
+
+    /// One record per path, read by attribute (``row.timing.median``; gpushare.records).
+    #[getter]
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        record(py, &data_dict(py, &self.report.rows)?)
+    }
+
+    /// Path → its row: ``c.paths["shm"].timing.median``.
+    #[getter]
+    fn paths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (row, rec) in self.report.rows.iter().zip(self.rows(py)?.try_iter()?) {
+            d.set_item(&row.path, rec?)?;
+        }
+        Ok(d)
+    }
+
+    fn __getitem__<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
+        match self.report.rows.iter().position(|r| r.path == path) {
+            Some(i) => self.rows(py)?.get_item(i),
+            None => Err(PyKeyError::new_err(path.to_string())),
+        }
+    }
+
+    /// What identifies the comparison: the array's framework, dtype, shape and device, and the
+    /// framework asked for.
+    #[getter]
+    fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let r = &self.report;
+        let d = PyDict::new(py);
+        d.set_item("source_framework", &r.source_framework)?;
+        d.set_item("target_framework", &r.target_framework)?;
+        d.set_item("dtype", &r.dtype)?;
+        d.set_item("shape", r.shape.clone())?;
+        d.set_item("device", &r.device)?;
+        Ok(d.into_any())
+    }
+
+    /// The JSON form's ``data``, with its ``schema`` (``gpushare.process-comparison/1``) kept as a key.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_with_schema(py, "process-comparison", &self.report)
+    }
+
+    /// The ``application/vnd.gpushare+json`` payload (schema ``process-comparison.schema.json``).
+    fn to_json(&self) -> PyResult<String> {
+        envelope_text("process-comparison", &self.report).map_err(value_error)
+    }
+
+    /// One row per path, the array's framework, dtype, shape, device and bytes on every row.
+    fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let r = &self.report;
+        let rows = r
+            .rows
+            .iter()
+            .map(|row| {
+                // Asked for none: the framework the worker's array is in, where the path ran.
+                let target = r.target_framework.clone().or_else(|| row.target.as_ref().and_then(|t| t.framework.clone()));
+                let ids = vec![
+                    ("source_framework", r.source_framework.clone().into_pyobject(py)?.into_any()),
+                    ("target_framework", target.into_pyobject(py)?.into_any()),
+                    ("dtype", r.dtype.clone().into_pyobject(py)?.into_any()),
+                    ("shape", PyTuple::new(py, &r.shape)?.into_any()),
+                    ("device", r.device.clone().into_pyobject(py)?.into_any()),
+                    ("nbytes", row.nbytes.into_pyobject(py)?.into_any()),
+                ];
+                tidy(py, ids, row)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        frame(py, rows)
+    }
+
+    fn __repr__(&self) -> String {
+        render::rows_text(&self.report.rows)
+    }
+
+    fn _repr_html_(&self) -> String {
+        render::rows_html(&self.report.rows)
+    }
+
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        bundle(py, "process-comparison", &self.report, self.__repr__(), self._repr_html_())
+    }
+}
+
+/// Sizes × process paths: ``points`` (one per size and path, with verdict and timing).
+#[pyclass(module = "gpushare._native", name = "ProcessBenchmark")]
+pub struct PyProcessBenchmark {
+    report: ProcessBenchReport,
+}
+
+#[pymethods]
+impl PyProcessBenchmark {
+    #[new]
+    fn new(data: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(Self { report: read("process-bench", data)? })
+    }
+
+    /// The sweep was stopped (Ctrl-C) before it ended: ``points`` holds what was measured.
+    #[getter]
+    fn interrupted(&self) -> bool {
+        self.report.interrupted
+    }
+
+    /// The JSON form's data, as a dict (without its schema key).
+    #[getter]
+    fn data<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        data_dict(py, &self.report)
+    }
+
+    /// One record per size × path, read by attribute (``p.size``, ``p.timing.median``).
+    #[getter]
+    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        record(py, &data_dict(py, &self.report.points)?)
+    }
+
+    /// The JSON form's ``data``, with its ``schema`` (``gpushare.process-bench/1``) kept as a key.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_with_schema(py, "process-bench", &self.report)
+    }
+
+    /// The ``application/vnd.gpushare+json`` payload (schema ``process-bench.schema.json``).
+    fn to_json(&self) -> PyResult<String> {
+        envelope_text("process-bench", &self.report).map_err(value_error)
+    }
+
+    /// One row per size × path, the sweep's frameworks, dtype and device on every row.
+    fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let r = &self.report;
+        let rows = r
+            .points
+            .iter()
+            .map(|p| {
+                let ids = vec![
+                    ("source_framework", r.source_framework.clone().into_pyobject(py)?.into_any()),
+                    ("target_framework", r.target_framework.clone().into_pyobject(py)?.into_any()),
+                    ("dtype", r.dtype.clone().into_pyobject(py)?.into_any()),
+                    ("device", r.device.clone().into_pyobject(py)?.into_any()),
+                    ("size", p.size.into_pyobject(py)?.into_any()),
+                    ("nbytes", p.handoff.nbytes.into_pyobject(py)?.into_any()),
+                ];
+                tidy(py, ids, &p.handoff)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        frame(py, rows)
+    }
+
+    fn __repr__(&self) -> String {
+        render::bench_text(&self.report)
+    }
+
+    fn _repr_html_(&self) -> String {
+        render::bench_html(&self.report)
+    }
+
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        bundle(py, "process-bench", &self.report, self.__repr__(), self._repr_html_())
+    }
+}
+
+/// The typed result of kind ``kind`` (``process-share``, ``process-comparison``,
+/// ``process-bench``) from its data as Python objects: a ValueError names the key or value that
+/// does not fit the Rust types the published schemas are generated from.
+#[pyfunction]
+fn process_report<'py>(py: Python<'py>, kind: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match kind {
+        "process-share" => Bound::new(py, PyProcessShareResult::new(py, data, None, None, None)?)?.into_any(),
+        "process-comparison" => Bound::new(py, PyProcessComparison::new(py, data, None)?)?.into_any(),
+        "process-bench" => Bound::new(py, PyProcessBenchmark::new(data)?)?.into_any(),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown process result kind {other:?}: use one of {}",
+                crate::report::process::PROCESS_KINDS.join(", ")
+            )));
+        }
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(process_report, m)?)?;
+    m.add_class::<PyProcessShareResult>()?;
+    m.add_class::<PyProcessComparison>()?;
+    m.add_class::<PyProcessBenchmark>()?;
+    m.add_function(wrap_pyfunction!(same_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(judge_handoff, m)?)?;
+    m.add_function(wrap_pyfunction!(measure_handoffs, m)?)?;
+    m.add_function(wrap_pyfunction!(timed_call, m)?)?;
+    m.add_function(wrap_pyfunction!(handoff_timing, m)?)?;
+    Ok(())
+}
