@@ -8,6 +8,7 @@ from typing import Any, Iterator, Sequence
 
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
+from gpushare.adapters.host import values_lost as _values_lost
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
 from gpushare.paths import auto_choice, checks_source, in_device_memory, route
@@ -160,35 +161,12 @@ def share(
 
 def values_lost(source: Any, value: Any) -> str | None:
     """When a copy changed the dtype (JAX without x64 narrows 64-bit types), whether the values
-    survived: None if every value is equal (floats: up to the target's rounding), else what was
-    lost, in words. Compared on the host; never fails the share."""
-    import numpy as np
-
+    survived: None if every value is equal, else what was lost, in words (adapters/host.py)."""
     try:
-        a = np.asarray(adapter_of(source).to_numpy(source))
-        b = np.asarray(adapter_of(value).to_numpy(value))
-        if a.shape != b.shape or a.size == 0:
-            return None
-        back = b.astype(a.dtype)  # exact: the target's dtype is the narrower one
-        if b.dtype.kind in "fc":
-            eps = float(np.finfo(b.dtype).eps)
-            with np.errstate(all="ignore"):
-                same = np.isclose(back, a, rtol=eps, atol=0.0, equal_nan=True) | (back == a)
-                # A non-zero value that became zero (underflow) is lost, whatever the tolerance.
-                same &= ~((a != 0) & (back == 0))
-        else:
-            same = back == a
-        changed = int(a.size - np.count_nonzero(same))
+        src, dst = adapter_of(source), adapter_of(value)
     except Exception:  # a comparison gpushare cannot make says nothing
         return None
-    if changed == 0:
-        return None
-    at = np.unravel_index(int(np.argmin(same.reshape(-1))), a.shape) if a.ndim else ()
-    example = f"{a[at].item()!r} became {b[at].item()!r}"
-    return (
-        f"{changed} of {a.size} values changed ({example}): the narrowing lost data. Fix: cast the source "
-        f"to a dtype the target keeps first, or let the target keep 64-bit types (JAX: jax_enable_x64)"
-    )
+    return _values_lost(src, source, dst, value)
 
 
 # Target name → whether the framework can address device memory (NumPy cannot).

@@ -117,7 +117,8 @@ def who_moves_current_device() -> str:
         if why and adapter.imported():
             movers.append(why)
     if not movers:
-        return "another framework or the user (torch.cuda.set_device, cupy.cuda.Device(n).use()) changed it"
+        setters = ", ".join(a.current_device_setter for a in ADAPTERS.values() if a.current_device_setter)
+        return f"another framework or the user ({setters}) changed it"
     return "; ".join(movers)
 
 
@@ -179,17 +180,16 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
     destination = dlpack_place(on_host, ordinal)
     if path in ("p2p", "pinned"):
         if not src.exports_dlpack:
-            raise PathNotApplicableError(f"{path} reads the source through DLPack and Numba device arrays have none")
+            raise PathNotApplicableError(f"{path} reads the source through DLPack and {src.name} arrays have none")
         if on_host:
             raise PathNotApplicableError(f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
         importer = _shared_buffer_importer(dst)
-        copy_source, copy_of = src.copy_source, _native.SharedBuffer._copy_of
+        copy_source, copy_of, detached = src.copy_source, _native.SharedBuffer._copy_of, src.detached
         stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
         method = path
 
         def copy(obj: Any) -> Any:
-            if getattr(obj, "requires_grad", False):
-                obj = obj.detach()
+            obj = detached(obj)
             return importer(copy_of(copy_source(obj), method, stream_of(obj), target))
 
         return path, guard(src, copy, path)
@@ -211,12 +211,11 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
         # A lazy view whose values live partly in a bit (PyTorch's negative and conjugate bits)
         # keeps the bit through the framework's move, and no handoff by memory carries it: the
         # one-process path's refusal (the adapter's check_view_bits), applied to what is handed over.
-        check_bits = src.check_view_bits
+        check_bits, detached = src.check_view_bits, src.detached
         if already_there:
             # Nothing to move (a framework's "move" to where the array lies can copy: NumPy's).
             def in_place(obj: Any) -> Any:
-                if getattr(obj, "requires_grad", False):
-                    obj = obj.detach()  # as the frameworks' moves do: the same memory
+                obj = detached(obj)  # as the frameworks' moves do: the same memory
                 check_bits(obj)
                 return handoff(obj)
 

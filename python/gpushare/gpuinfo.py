@@ -149,10 +149,12 @@ def describe_framework(name: str, ordinals: list[int], import_it: bool = False) 
     if conflict is not None:
         info.error = conflict
     quiet = module is None and adapter is not None and adapter.noisy_start
-    if conflict is None and module is None and import_it and installed:
+    if adapter is None and module is None and import_it and installed:
+        info.error = f"not imported: gpushare has no adapter for {name}, and imports frameworks only through one"
+    elif conflict is None and module is None and import_it and installed:
         try:
             with _native_stderr_quiet(quiet):
-                module = importlib.import_module(name)
+                module = adapter.import_module()
         except Exception as e:  # a broken install must not break the report
             info.error = f"import failed: {type(e).__name__}: {e}"
     if module is None:

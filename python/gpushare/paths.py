@@ -129,15 +129,6 @@ def _ordered(convert: Route, ordering: str) -> Route:
     return convert
 
 
-# TensorFlow's export waits for the work that produces the tensor before it returns (measured on
-# an H100: a 57 ms queue of TensorFlow kernels, exported at once, returned after 57 ms with
-# finished values), so the consumer has nothing to wait for.
-_AFTER_TF_EXPORT = (
-    "TensorFlow's export waits for the tensor's queued work before it returns, and takes no stream; "
-    "gpushare passed none, so the consumer reads finished values"
-)
-
-
 def _import_without_stream(src: Adapter, dst: Adapter) -> str:
     return (
         f"{dst.name} imports without a stream and runs on streams of its own: gpushare waited for "
@@ -187,7 +178,7 @@ def _dlpack(src: Adapter, dst: Adapter) -> Route:
     def convert(obj: Any) -> Any:
         return importer(export(obj))
 
-    return _ordered(convert, _AFTER_TF_EXPORT)
+    return _ordered(convert, src.export_without_stream())
 
 
 @register("capsule")
@@ -199,12 +190,13 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
     to_capsule, from_capsule = src.capsule_exporter(), dst.capsule_importer()
 
     if dst.import_takes_stream or not src.export_takes_stream:
-        # A capsule carries no stream. Into TensorFlow from TensorFlow-like exports, the export
-        # itself waited; other consumers of raw capsules are the legacy API users asked for.
+        # A capsule carries no stream. From an export that takes none, the export says how the work
+        # is ordered (TensorFlow's waits); other consumers of raw capsules are the legacy API users
+        # asked for.
         def convert(obj: Any) -> Any:
             return from_capsule(to_capsule(obj))
 
-        return convert if src.export_takes_stream else _ordered(convert, _AFTER_TF_EXPORT)
+        return convert if src.export_takes_stream else _ordered(convert, src.export_without_stream())
 
     # Into TensorFlow, which reads on streams of its own: without a wait it could read the
     # source's memory before the source's queued work wrote it.
@@ -229,7 +221,7 @@ def _cai(src: Adapter, dst: Adapter) -> Route:
         def convert_view(obj: Any) -> Any:
             return from_cai(view(obj))
 
-        return convert_view if src.export_takes_stream else _ordered(convert_view, _AFTER_TF_EXPORT)
+        return convert_view if src.export_takes_stream else _ordered(convert_view, src.export_without_stream())
 
     def convert(obj: Any) -> Any:
         # Host arrays have no CUDA array interface (torch raises on CPU tensors); without this check
@@ -259,9 +251,7 @@ def _device_of(src: Adapter, obj: Any) -> tuple[bool, int]:
 
 @register("host")
 def _host(src: Adapter, dst: Adapter) -> Route:
-    import numpy as np
-
-    to_numpy, from_numpy = src.to_numpy, dst.from_numpy
+    host_array, from_numpy = src.host_array, dst.from_numpy
     # A target that cannot address device memory (NumPy) keeps the host copy: the route goes back to
     # the source's device only for targets that live there (the GPU run of 2026-11-26: auto's host
     # route from cuda:0 into NumPy asked NumPy for device memory and failed).
@@ -269,11 +259,8 @@ def _host(src: Adapter, dst: Adapter) -> Route:
 
     def convert(obj: Any) -> Any:
         on_host, ordinal = _device_of(src, obj)
-        array = to_numpy(obj)
-        if on_host:
-            # On the host, .numpy()/np.asarray are views of the source: the naive route copies here.
-            array = np.array(array, copy=True)
-        return from_numpy(array, on_host or target_on_host, ordinal)
+        # On the host, .numpy()/np.asarray are views of the source: the naive route copies there.
+        return from_numpy(host_array(obj, on_host), on_host or target_on_host, ordinal)
 
     return convert
 
@@ -308,13 +295,12 @@ def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
     if not src.exports_dlpack:
         raise PathNotApplicableError(f"{method} reads the source through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
-    copy_source = src.copy_source
+    copy_source, detached = src.copy_source, src.detached
     stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
     copy_of = _native.SharedBuffer._copy_of
 
     def convert(obj: Any) -> Any:
-        if getattr(obj, "requires_grad", False):
-            obj = obj.detach()
+        obj = detached(obj)
         return importer(copy_of(copy_source(obj), method, stream_of(obj)))
 
     return convert
@@ -340,12 +326,11 @@ def _shared(src: Adapter, dst: Adapter) -> Route:
     if not src.exports_dlpack:
         raise PathNotApplicableError(f"shared finds the source's memory through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
-    inspect_capsule = src.inspect_capsule
+    inspect_capsule, detached = src.inspect_capsule, src.detached
     owner_of = _native.SharedBuffer._of
 
     def convert(obj: Any) -> Any:
-        if getattr(obj, "requires_grad", False):
-            obj = obj.detach()
+        obj = detached(obj)
         buf = owner_of(inspect_capsule(obj))
         if buf is None:
             raise PathNotApplicableError(

@@ -161,9 +161,14 @@ class Adapter:
         if conflict is not None:
             raise FrameworkNotInstalledError(conflict)
         try:
-            return importlib.import_module(self.module)
+            return self.import_module()
         except Exception as e:  # a broken install must not look like a missing one
             raise FrameworkNotInstalledError(f"{self.name} is installed but failed to import: {e}") from e
+
+    def import_module(self) -> Any:
+        """Imports the framework's module now, without ``load``'s checks: for a caller that checked
+        ``import_conflict`` itself and reports a failure in its own words (``gpuinfo``)."""
+        return importlib.import_module(self.module)
 
     def pip_name(self) -> str:
         return self.module
@@ -219,6 +224,12 @@ class Adapter:
         framework still refuses then (a copy may resolve a lazy view)."""
         self.check_source(obj)
 
+    def detached(self, obj: Any) -> Any:
+        """``obj``, or where the framework tracks it for gradients (PyTorch's ``requires_grad``,
+        Paddle's ``stop_gradient`` off), a view of the same memory without that hold: what gpushare's
+        own copies and shared buffers read, as the framework's own moves do."""
+        return obj
+
     def in_device_memory(self, obj: Any) -> bool:
         """Whether ``obj`` lies in memory the host cannot address (``auto`` asks it of every share
         into a framework that cannot address device memory, so it must be cheap): DLPack's
@@ -263,6 +274,11 @@ class Adapter:
         """The handle of the framework's current CUDA stream for the array's device, if it has one."""
         return None
 
+    def export_without_stream(self) -> str:
+        """What the stream report says of a handoff whose export took no stream
+        (``export_takes_stream`` False): why the consumer reads finished values."""
+        return f"{self.name}'s export takes no stream; gpushare passed none"
+
     def stream_free_export(self, obj: Any) -> Any:
         """What a consumer's ``from_dlpack`` gets when this framework's ``__dlpack__`` refuses
         streams (``export_takes_stream`` False): an object whose export takes none."""
@@ -283,6 +299,10 @@ class Adapter:
         """As a target: whether it asks producers for the per-thread default stream (stream=2)."""
         return False
 
+    # What lets this framework keep 64-bit types where its import narrows them (JAX's x64 flag), as
+    # the fix in the warning of a narrowing copy that lost values (adapters/host.py); None: it keeps them.
+    keep_64_bit_fix: ClassVar[str | None] = None
+
     def x64_reader(self) -> Callable[[], bool] | None:
         """As a target: a function that says whether 64-bit dtypes are kept (JAX's x64 flag);
         None where the framework keeps them always."""
@@ -299,6 +319,17 @@ class Adapter:
         import numpy as np
 
         return np.asarray(obj)
+
+    def host_array(self, obj: Any, on_host: bool) -> Any:
+        """The host route's NumPy array of ``obj``: ``to_numpy``, copied where the array lies on
+        the host (``on_host``), where ``.numpy()`` and ``np.asarray`` view the source's own memory:
+        the naive route copies there."""
+        array = self.to_numpy(obj)
+        if on_host:
+            import numpy as np
+
+            array = np.array(array, copy=True)
+        return array
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         """This framework's array from a NumPy array, on the host or CUDA device ``ordinal``."""
@@ -319,6 +350,9 @@ class Adapter:
     # does not care), and how this framework changes the current device behind the user's back.
     off_device_failure: ClassVar[str | None] = None
     moves_current_device: ClassVar[str | None] = None
+    # How its users make another device current (``torch.cuda.set_device``), named when the current
+    # device changed and no imported framework is known to have done it.
+    current_device_setter: ClassVar[str | None] = None
 
     def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
         """``(source ordinal, current ordinal, context manager making the source's device current)``

@@ -68,6 +68,8 @@ class CupyAdapter(Adapter):
     def current_stream(self, obj: Any) -> int | None:
         return int(self.load().cuda.get_current_stream().ptr)
 
+    current_device_setter = "cupy.cuda.Device(n).use()"
+
     _ptds: ClassVar[list[bool]] = []
 
     def per_thread_default_stream(self) -> bool:

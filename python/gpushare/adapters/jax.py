@@ -22,6 +22,7 @@ class JaxAdapter(Adapter):
     immutable = True
     accepts_capsules = False  # removed in JAX 0.7.2
     import_settles_later = True  # the narrowing kernel of 64-bit types without x64
+    keep_64_bit_fix = "let the target keep 64-bit types (JAX: jax_enable_x64)"
 
     def pip_name(self) -> str:
         # What to install: the distribution that provides the module, and the variant a GPU needs.

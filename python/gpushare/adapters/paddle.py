@@ -41,6 +41,9 @@ class PaddleAdapter(Adapter):
             obj = obj.detach()  # inspection only: the address is the same
         return versioned_capsule(obj)
 
+    def detached(self, obj: Any) -> Any:
+        return obj if obj.stop_gradient else obj.detach()
+
     def check_source(self, obj: Any) -> None:
         if not obj.stop_gradient:
             err = ConversionError(

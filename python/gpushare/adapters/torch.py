@@ -189,6 +189,11 @@ class TorchAdapter(Adapter):
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return self.load().from_dlpack(obj, device="cpu" if on_host else f"cuda:{ordinal}", copy=True)
 
+    current_device_setter = "torch.cuda.set_device"
+
+    def detached(self, obj: Any) -> Any:
+        return obj.detach() if obj.requires_grad else obj
+
     def in_device_memory(self, obj: Any) -> bool:
         return not obj.is_cpu  # 0.1 µs; torch's __dlpack_device__ costs 3.5 (torch 2.15)
 

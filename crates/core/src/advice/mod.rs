@@ -2,5 +2,10 @@
 //!
 //! [`ceilings`]: the resources a path's copy crosses (host memory, a GPU's memory, the host link
 //! each way, a GPU pair's link) and how fast each can go, measured with the CUDA driver.
+//! [`model`]: each path's `fixed + bytes / bandwidth`, fitted from a calibration sweep, that predicts
+//! every path before it runs and lets `auto` take the fastest correct one.
+//! [`advise`]: every applicable path's prediction for one array, and which to take.
 
+pub mod advise;
 pub mod ceilings;
+pub mod model;

@@ -1,5 +1,6 @@
 //! Text and HTML renderings of reports. Raw seconds and bytes stay in the data; units are chosen here.
 
+pub mod advice;
 pub mod cells;
 pub mod lab;
 pub mod plot;

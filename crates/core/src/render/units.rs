@@ -31,9 +31,19 @@ pub fn sig_figs(value: f64, sig: u32) -> String {
     if value == 0.0 {
         return "0".into();
     }
-    let magnitude = value.abs().log10().floor() as i32;
+    // The magnitude of the value as rounded: 9.9996 at three figures is 10.0, not 10.00.
+    let rounded: f64 = format!("{:.*e}", sig.saturating_sub(1) as usize, value).parse().unwrap_or(value);
+    let magnitude = rounded.abs().log10().floor() as i32;
     let decimals = (sig as i32 - 1 - magnitude).max(0) as usize;
     format!("{value:.decimals$}")
+}
+
+#[cfg(test)]
+#[test]
+fn a_value_that_rounds_up_a_decade_keeps_its_figures() {
+    assert_eq!(sig_figs(9.99999, 3), "10.0");
+    assert_eq!(sig_figs(0.099996, 3), "0.100");
+    assert_eq!(sig_figs(123.4, 3), "123");
 }
 
 /// A time in the given unit, three significant figures.

@@ -60,7 +60,7 @@ pub(super) fn dash() -> String {
 }
 
 /// Aligned plain-text table: `right` marks the columns of numbers.
-pub(super) fn text_table(header: &[String], body: &[Vec<String>], right: &[bool]) -> String {
+pub(crate) fn text_table(header: &[String], body: &[Vec<String>], right: &[bool]) -> String {
     let keep: Vec<bool> = (0..header.len())
         .map(|c| !header[c].is_empty() || body.iter().any(|row| !row[c].is_empty()))
         .collect();

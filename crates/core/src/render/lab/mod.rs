@@ -7,7 +7,7 @@
 //! sweep is in [`super::plot`].
 
 mod benchmark;
-mod columns;
+pub(crate) mod columns;
 mod comparison;
 mod rows;
 

@@ -1,0 +1,170 @@
+//! `advise`: every applicable path's predicted time for one array, and which to take, before any
+//! of them runs (issue 26.3). The rules (crates/core/src/explain) say what each path will do (share,
+//! copy or fail, and why); the cost model ([`super::model`]) says what it will cost; the
+//! recommendation is the one `auto` would take, for the reason the row states.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{Candidate, Prediction, fastest_correct};
+
+/// One path as `advise` sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AdviceRow {
+    pub path: String,
+    /// `share`, `move` or `process`.
+    pub kind: String,
+    /// What the rules predict: `shared`, `copied` or `failed`.
+    pub verdict: String,
+    /// Why it copies or fails, in the rules' words; `None` when it shares.
+    pub reason: Option<String>,
+    /// How the handoff is ordered against the producer's queued work, in words.
+    pub ordering: String,
+    /// The model's prediction; `None` where this path is not calibrated on this machine.
+    pub prediction: Option<Prediction>,
+}
+
+/// What `advise` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Advice {
+    pub source: String,
+    pub target: String,
+    pub nbytes: u64,
+    /// Where the array lies and where it goes: `cuda:0`, `cuda:0->cuda:1`, `cuda:0->process`.
+    pub place: String,
+    pub rows: Vec<AdviceRow>,
+    /// The path to take.
+    pub recommended: Option<String>,
+    /// Why, in words: the verdict it gives, what bounds it (fixed cost or bandwidth), which link.
+    pub why: String,
+    /// The producer had queued work (a host-side synchronise would wait for it), seconds.
+    pub queued: f64,
+    /// Why the model could not answer for some paths (not calibrated, stale), or `None`.
+    pub model_note: Option<String>,
+}
+
+impl Advice {
+    /// Chooses among `rows`: the fastest predicted of those that share when any shares (never a
+    /// path predicted to fail); without predictions, `rules_choice` (the rules' `auto`) stands.
+    pub fn decide(mut self, rules_choice: Option<&str>) -> Advice {
+        let candidates: Vec<Candidate<'_>> = self
+            .rows
+            .iter()
+            .filter(|r| r.verdict != "failed")
+            .map(|r| Candidate { path: &r.path, shares: r.verdict == "shared", seconds: r.prediction.as_ref().map(|p| p.seconds) })
+            .collect();
+        let by_model = fastest_correct(&candidates).map(str::to_string);
+        let (recommended, why) = match by_model {
+            Some(path) => {
+                let row = self.rows.iter().find(|r| r.path == path).expect("a candidate is a row");
+                let p = row.prediction.as_ref().expect("the model's choice has a prediction");
+                let verdict = if row.verdict == "shared" {
+                    "shares the source's memory".to_string()
+                } else {
+                    "nothing shares here; it copies".to_string()
+                };
+                let bound = match p.bandwidth {
+                    Some(bw) if p.bound == "bandwidth" => format!("bound by bandwidth ({:.3} GB/s fitted)", bw / 1e9),
+                    _ => format!("bound by its fixed cost ({})", crate::render::units::time(p.fixed)),
+                };
+                let waits = if p.waits_for_queue > 0.0 {
+                    format!("; it waits {} for the producer's queued work", crate::render::units::time(p.waits_for_queue))
+                } else {
+                    String::new()
+                };
+                (Some(path), format!("{verdict}, predicted fastest: {}, {bound}{waits}", crate::render::units::time(p.seconds)))
+            }
+            None => match rules_choice {
+                Some(path) => (
+                    Some(path.to_string()),
+                    "the rules' choice (no calibrated prediction for these paths: run gpushare.calibrate())".to_string(),
+                ),
+                None => (None, "no path applies".to_string()),
+            },
+        };
+        self.recommended = recommended;
+        self.why = why;
+        self
+    }
+
+    /// A copy the model predicts faster than the recommendation (which shares): the footnote a
+    /// table gives when a copy would win on time alone.
+    pub fn faster_copy(&self) -> Option<&AdviceRow> {
+        let chosen = self.rows.iter().find(|r| Some(&r.path) == self.recommended.as_ref())?;
+        let chosen_s = chosen.prediction.as_ref()?.seconds;
+        if chosen.verdict != "shared" {
+            return None;
+        }
+        self.rows
+            .iter()
+            .filter(|r| r.verdict == "copied")
+            .filter(|r| r.prediction.as_ref().is_some_and(|p| p.seconds < chosen_s))
+            .min_by(|a, b| {
+                let (x, y) = (a.prediction.as_ref().unwrap().seconds, b.prediction.as_ref().unwrap().seconds);
+                x.total_cmp(&y)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prediction(seconds: f64, bandwidth: Option<f64>) -> Prediction {
+        Prediction {
+            seconds,
+            fixed: seconds,
+            bandwidth,
+            bound: if bandwidth.is_some() { "bandwidth".into() } else { "fixed cost".into() },
+            tolerance: 0.3,
+            extrapolated: false,
+            waits_for_queue: 0.0,
+        }
+    }
+
+    fn row(path: &str, verdict: &str, seconds: Option<f64>) -> AdviceRow {
+        AdviceRow {
+            path: path.into(),
+            kind: "share".into(),
+            verdict: verdict.into(),
+            reason: None,
+            ordering: "x".into(),
+            prediction: seconds.map(|s| prediction(s, None)),
+        }
+    }
+
+    fn advice(rows: Vec<AdviceRow>) -> Advice {
+        Advice {
+            source: "torch".into(),
+            target: "jax".into(),
+            nbytes: 4096,
+            place: "cpu".into(),
+            rows,
+            recommended: None,
+            why: String::new(),
+            queued: 0.0,
+            model_note: None,
+        }
+    }
+
+    #[test]
+    fn the_fastest_sharing_path_is_recommended_and_a_faster_copy_is_named() {
+        let a = advice(vec![
+            row("dlpack", "shared", Some(20e-6)),
+            row("capsule", "shared", Some(15e-6)),
+            row("copy", "copied", Some(12e-6)),
+            row("cai", "failed", Some(1e-6)),
+        ])
+        .decide(Some("dlpack"));
+        assert_eq!(a.recommended.as_deref(), Some("capsule"));
+        assert!(a.why.contains("shares the source's memory") && a.why.contains("15"), "{}", a.why);
+        assert_eq!(a.faster_copy().map(|r| r.path.as_str()), Some("copy"));
+    }
+
+    #[test]
+    fn without_predictions_the_rules_choice_stands_and_says_so() {
+        let a = advice(vec![row("dlpack", "shared", None)]).decide(Some("dlpack"));
+        assert_eq!(a.recommended.as_deref(), Some("dlpack"));
+        assert!(a.why.contains("calibrate"), "{}", a.why);
+        assert_eq!(advice(vec![]).decide(None).recommended, None);
+    }
+}

@@ -1,0 +1,432 @@
+//! The cost model of this machine (issue 26): every path's time predicted before it runs.
+//!
+//! Each path, for one framework pair and one place (a device, the host, a pair of GPUs, another
+//! process), costs `fixed + bytes / bandwidth`: the Hockney form NCCL's tuner uses
+//! (src/graph/tuning.cc: a latency plus size over bus bandwidth). The two numbers are fitted from a
+//! calibration sweep of at least three sizes by least squares on the *relative* error, because the
+//! sizes span orders of magnitude and a 4 KiB handoff's 5 µs matters as much to its user as a
+//! 256 MiB copy's 700 µs does to theirs. A fit remembers how well it matched its own sweep: that is
+//! the error the model states for it, and what a measurement is later checked against.
+//!
+//! The model is cached per machine (devices, driver, framework versions: [`CostModel::stale_against`]
+//! says what changed) by the Python layer, as JSON in the user's cache directory.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The fewest distinct sizes a fit is made from: two points fit any line, a third checks it.
+pub const MIN_SIZES: usize = 3;
+
+/// At and above this many bytes the accuracy goal is the tighter one (issue 26.5).
+pub const LARGE_BYTES: u64 = 1 << 20;
+
+/// The model's accuracy goals, as relative errors: below and at/above [`LARGE_BYTES`].
+pub const GOAL_SMALL: f64 = 0.30;
+pub const GOAL_LARGE: f64 = 0.15;
+
+/// What one calibrated path is keyed by: the framework pair, the path and where it ran.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CostKey {
+    /// `share`, `move` or `process` (the path table's kind).
+    pub kind: String,
+    pub path: String,
+    pub source: String,
+    pub target: String,
+    /// Where: `cpu`, `cuda:0`, `cuda:0->cuda:1`, `cuda:0->process`.
+    pub place: String,
+}
+
+impl CostKey {
+    /// The key as a string, as the cache file stores it: `share torch->jax dlpack @cuda:0`.
+    pub fn label(&self) -> String {
+        format!("{} {}->{} {} @{}", self.kind, self.source, self.target, self.path, self.place)
+    }
+
+    pub fn parse(label: &str) -> Option<CostKey> {
+        let (head, place) = label.rsplit_once(" @")?;
+        let mut words = head.split(' ');
+        let (kind, pair, path) = (words.next()?, words.next()?, words.next()?);
+        if words.next().is_some() {
+            return None;
+        }
+        let (source, target) = pair.split_once("->")?;
+        Some(CostKey {
+            kind: kind.into(),
+            path: path.into(),
+            source: source.into(),
+            target: target.into(),
+            place: place.into(),
+        })
+    }
+}
+
+/// One measured point of a calibration sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub bytes: u64,
+    /// The median time of one handoff at that size, in seconds.
+    pub seconds: f64,
+}
+
+/// Which term of `fixed + bytes / bandwidth` dominates a prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The fixed cost (calls, descriptions, synchronisation): the size barely matters.
+    Fixed,
+    /// The bytes over the bandwidth: a copy.
+    Bandwidth,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Fixed => "fixed cost",
+            Bound::Bandwidth => "bandwidth",
+        }
+    }
+}
+
+/// `fixed + bytes / bandwidth` for one path, fitted from a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// Seconds every handoff costs whatever its size.
+    pub fixed: f64,
+    /// Seconds per byte (0 for a path that moves no bytes: a zero-copy handoff).
+    pub per_byte: f64,
+    /// The sizes it was fitted from, in bytes.
+    pub sizes: Vec<u64>,
+    /// The largest |predicted − measured| / measured over its own sweep: the error it states.
+    pub error: f64,
+}
+
+impl Fit {
+    /// The least-squares fit of `fixed + per_byte * bytes` to `points`, minimising the relative
+    /// residuals, with neither term negative (a negative fixed cost or bandwidth means the points
+    /// are noise around the other term alone: that term is refitted by itself). `None` with fewer
+    /// than [`MIN_SIZES`] distinct sizes or a non-positive or non-finite time.
+    pub fn from_observations(points: &[Observation]) -> Option<Fit> {
+        let mut sizes: Vec<u64> = points.iter().map(|p| p.bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        if sizes.len() < MIN_SIZES || points.iter().any(|p| !(p.seconds.is_finite() && p.seconds > 0.0)) {
+            return None;
+        }
+        // Weighted least squares with weights 1/t²: minimise Σ ((a + b·n − t) / t)².
+        let (mut sw, mut swn, mut swnn, mut swt, mut swnt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for p in points {
+            let (n, t) = (p.bytes as f64, p.seconds);
+            let w = 1.0 / (t * t);
+            sw += w;
+            swn += w * n;
+            swnn += w * n * n;
+            swt += w * t;
+            swnt += w * n * t;
+        }
+        let det = sw * swnn - swn * swn;
+        let (mut fixed, mut per_byte) = if det.abs() > f64::EPSILON * sw * swnn {
+            ((swt * swnn - swn * swnt) / det, (sw * swnt - swn * swt) / det)
+        } else {
+            (swt / sw, 0.0)
+        };
+        if per_byte < 0.0 {
+            (fixed, per_byte) = (swt / sw, 0.0);
+        } else if fixed < 0.0 {
+            (fixed, per_byte) = (0.0, swnt / swnn);
+        }
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0 };
+        fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
+        Some(fit)
+    }
+
+    /// Predicted seconds for `bytes`.
+    pub fn seconds(&self, bytes: u64) -> f64 {
+        self.fixed + self.per_byte * bytes as f64
+    }
+
+    /// Bytes per second of the per-byte term; `None` for a path that moves no bytes.
+    pub fn bandwidth(&self) -> Option<f64> {
+        (self.per_byte > 0.0).then(|| 1.0 / self.per_byte)
+    }
+
+    /// Which term dominates at `bytes`.
+    pub fn bound(&self, bytes: u64) -> Bound {
+        if self.per_byte * bytes as f64 > self.fixed { Bound::Bandwidth } else { Bound::Fixed }
+    }
+
+    fn relative_error(&self, p: &Observation) -> f64 {
+        (self.seconds(p.bytes) - p.seconds).abs() / p.seconds
+    }
+
+    /// How far a measurement may lie from this fit's prediction before a table flags it: the
+    /// error the fit showed on its own sweep, and never tighter than the model's accuracy goal
+    /// for that size (a fit that happened to match three points exactly still has noise to come).
+    pub fn tolerance(&self, bytes: u64) -> f64 {
+        let goal = if bytes >= LARGE_BYTES { GOAL_LARGE } else { GOAL_SMALL };
+        self.error.max(goal)
+    }
+
+    /// Whether `bytes` lies inside the sizes it was fitted from (a prediction far outside says so).
+    pub fn covers(&self, bytes: u64) -> bool {
+        match (self.sizes.first(), self.sizes.last()) {
+            (Some(&lo), Some(&hi)) => bytes >= lo / 4 && bytes <= hi.saturating_mul(4),
+            _ => false,
+        }
+    }
+}
+
+/// A predicted time, with what it rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Prediction {
+    /// Seconds.
+    pub seconds: f64,
+    /// The fixed part, seconds.
+    pub fixed: f64,
+    /// Bytes per second of the per-byte part (`None`: the path moves no bytes).
+    pub bandwidth: Option<f64>,
+    /// `fixed cost` or `bandwidth`.
+    pub bound: String,
+    /// The relative error the model states for it (see [`Fit::tolerance`]).
+    pub tolerance: f64,
+    /// Whether the size lies outside the sweep it was fitted from (by more than 4×).
+    pub extrapolated: bool,
+    /// Seconds added for the producer's queued work a host-side synchronise waits for.
+    #[serde(default)]
+    pub waits_for_queue: f64,
+}
+
+impl Prediction {
+    /// Whether `measured` seconds lie further from this prediction than the model's stated error.
+    pub fn misses(&self, measured: f64) -> bool {
+        measured.is_finite() && measured > 0.0 && (self.seconds - measured).abs() / measured > self.tolerance
+    }
+}
+
+/// How a handoff is ordered against the producer's queued work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ordering {
+    /// An event on the device (DLPack's stream argument): the host does not wait.
+    DeviceEvent,
+    /// gpushare synchronises the source's stream on the host first: the host waits for all of the
+    /// producer's queued work (`capsule` and `cai` carry no stream).
+    HostSynchronise,
+    /// The producer's own call waits or copies synchronously (a framework's move, a host copy).
+    ProducerWait,
+    /// Nothing to order: host memory.
+    None,
+}
+
+impl Ordering {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Ordering::DeviceEvent => "an event on the device: the host does not wait",
+            Ordering::HostSynchronise => "a host-side synchronise: the host waits for the producer's queued work",
+            Ordering::ProducerWait => "the producer's own call waits for its work",
+            Ordering::None => "nothing to order (host memory)",
+        }
+    }
+}
+
+/// The calibrated model of one machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostModel {
+    /// What the model was made for: devices, driver, framework versions (as the Python layer
+    /// describes them). A model whose key differs from the machine's is stale.
+    pub machine: serde_json::Value,
+    /// `CostKey::label()` → its fit.
+    pub fits: BTreeMap<String, Fit>,
+    /// The sweep's raw points, kept so a later fit (or a reader) needs no rerun.
+    #[serde(default)]
+    pub observations: BTreeMap<String, Vec<Observation>>,
+    /// When it was made, seconds since the epoch.
+    #[serde(default)]
+    pub created: f64,
+}
+
+impl CostModel {
+    pub fn new(machine: serde_json::Value, created: f64) -> CostModel {
+        CostModel { machine, created, ..Default::default() }
+    }
+
+    /// Fits `points` for `key` and keeps both; false when they cannot be fitted (fewer than three
+    /// sizes, a failed measurement).
+    pub fn add(&mut self, key: &CostKey, points: Vec<Observation>) -> bool {
+        let label = key.label();
+        let fit = Fit::from_observations(&points);
+        self.observations.insert(label.clone(), points);
+        match fit {
+            Some(fit) => {
+                self.fits.insert(label, fit);
+                true
+            }
+            None => {
+                self.fits.remove(&label);
+                false
+            }
+        }
+    }
+
+    pub fn fit(&self, key: &CostKey) -> Option<&Fit> {
+        self.fits.get(&key.label())
+    }
+
+    /// The predicted time of `key` for `bytes`; `queued` is the producer's queued work in seconds,
+    /// which a host-side synchronise waits for (0 for an idle producer: the calibration measured
+    /// an idle one, so its fixed cost already holds the synchronise itself).
+    pub fn predict(&self, key: &CostKey, bytes: u64, ordering: Ordering, queued: f64) -> Option<Prediction> {
+        let fit = self.fit(key)?;
+        let waits = if ordering == Ordering::HostSynchronise { queued.max(0.0) } else { 0.0 };
+        Some(Prediction {
+            seconds: fit.seconds(bytes) + waits,
+            fixed: fit.fixed,
+            bandwidth: fit.bandwidth(),
+            bound: fit.bound(bytes).name().into(),
+            tolerance: fit.tolerance(bytes),
+            extrapolated: !fit.covers(bytes),
+            waits_for_queue: waits,
+        })
+    }
+
+    /// What differs between the machine this model was made for and `current` (each top-level
+    /// field whose value changed, added or went away), in words; `None` when it is current.
+    pub fn stale_against(&self, current: &serde_json::Value) -> Option<String> {
+        if &self.machine == current {
+            return None;
+        }
+        let (Some(old), Some(new)) = (self.machine.as_object(), current.as_object()) else {
+            return Some("made for another machine".into());
+        };
+        let mut changed: Vec<&str> = old
+            .keys()
+            .chain(new.keys())
+            .filter(|k| old.get(*k) != new.get(*k))
+            .map(String::as_str)
+            .collect();
+        changed.sort_unstable();
+        changed.dedup();
+        Some(format!("made for another {}", changed.join(", ")))
+    }
+}
+
+/// One path `auto` may take, as the rules and the model see it before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate<'a> {
+    pub path: &'a str,
+    /// Whether the rules predict the target shares the source's memory.
+    pub shares: bool,
+    /// The model's prediction; `None` where the path is not calibrated.
+    pub seconds: Option<f64>,
+}
+
+/// The fastest correct candidate: only paths that share when any shares, the fastest predicted
+/// among them. `None` when no candidate has a prediction (then the rules' own choice stands).
+pub fn fastest_correct<'a>(candidates: &[Candidate<'a>]) -> Option<&'a str> {
+    let any_shares = candidates.iter().any(|c| c.shares);
+    candidates
+        .iter()
+        .filter(|c| c.shares == any_shares)
+        .filter_map(|c| c.seconds.filter(|s| s.is_finite()).map(|s| (c.path, s)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(path, _)| path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(fixed: f64, bw: f64, sizes: &[u64]) -> Vec<Observation> {
+        sizes.iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
+    }
+
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * KIB;
+
+    #[test]
+    fn an_exact_line_is_recovered() {
+        let fit = Fit::from_observations(&points(5e-6, 400e9, &[64 * KIB, MIB, 16 * MIB, 256 * MIB])).unwrap();
+        assert!((fit.fixed - 5e-6).abs() < 1e-9, "{fit:?}");
+        assert!((fit.bandwidth().unwrap() / 400e9 - 1.0).abs() < 1e-6, "{fit:?}");
+        assert!(fit.error < 1e-9);
+        assert_eq!(fit.bound(4 * KIB), Bound::Fixed);
+        assert_eq!(fit.bound(256 * MIB), Bound::Bandwidth);
+    }
+
+    #[test]
+    fn a_zero_copy_path_has_no_bandwidth_and_a_copy_no_negative_fixed_cost() {
+        // A handoff whose time does not grow with size (noise around 3 µs): the slope fitted to
+        // noise would be negative; the fit keeps the fixed cost alone.
+        let flat = [(4 * KIB, 3.1e-6), (MIB, 2.9e-6), (64 * MIB, 2.95e-6)]
+            .map(|(bytes, seconds)| Observation { bytes, seconds });
+        let fit = Fit::from_observations(&flat).unwrap();
+        assert_eq!(fit.per_byte, 0.0);
+        assert!(fit.bandwidth().is_none());
+        assert!((fit.fixed - 2.98e-6).abs() < 0.1e-6, "{fit:?}");
+        // A copy whose small sizes ran faster than its line through the large ones.
+        let copy = [(4 * KIB, 1e-7), (MIB, 50e-6), (64 * MIB, 3.2e-3)].map(|(bytes, seconds)| Observation { bytes, seconds });
+        let fit = Fit::from_observations(&copy).unwrap();
+        assert!(fit.fixed >= 0.0 && fit.per_byte > 0.0, "{fit:?}");
+    }
+
+    #[test]
+    fn fewer_than_three_sizes_or_a_failed_point_give_no_fit() {
+        assert!(Fit::from_observations(&points(1e-6, 1e9, &[KIB, MIB])).is_none());
+        assert!(Fit::from_observations(&points(1e-6, 1e9, &[KIB, KIB, MIB, MIB])).is_none());
+        let mut bad = points(1e-6, 1e9, &[KIB, MIB, 16 * MIB]);
+        bad[1].seconds = f64::NAN;
+        assert!(Fit::from_observations(&bad).is_none());
+    }
+
+    #[test]
+    fn the_stated_error_is_the_worst_residual_and_never_below_the_goal() {
+        let mut pts = points(10e-6, 10e9, &[64 * KIB, MIB, 16 * MIB]);
+        pts[1].seconds *= 1.2;
+        let fit = Fit::from_observations(&pts).unwrap();
+        assert!(fit.error > 0.05 && fit.error < 0.2, "{fit:?}");
+        assert_eq!(fit.tolerance(16 * MIB), fit.error.max(GOAL_LARGE));
+        assert_eq!(fit.tolerance(4 * KIB), fit.error.max(GOAL_SMALL));
+    }
+
+    #[test]
+    fn predictions_flag_a_miss_beyond_the_stated_error_and_a_busy_producer_costs_a_host_sync() {
+        let key = CostKey { kind: "share".into(), path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
+        let mut model = CostModel::new(serde_json::json!({"driver": 13000}), 0.0);
+        assert!(model.add(&key, points(2.5e-6, 1e15, &[4 * KIB, MIB, 64 * MIB])));
+        let idle = model.predict(&key, MIB, Ordering::HostSynchronise, 0.0).unwrap();
+        assert!((idle.seconds - 2.5e-6).abs() < 0.1e-6, "{idle:?}");
+        assert!(!idle.misses(2.6e-6));
+        assert!(idle.misses(10e-6));
+        let busy = model.predict(&key, MIB, Ordering::HostSynchronise, 1e-3).unwrap();
+        assert!((busy.seconds - idle.seconds - 1e-3).abs() < 1e-12);
+        // An event on the device does not make the host wait for the queue.
+        let evented = model.predict(&key, MIB, Ordering::DeviceEvent, 1e-3).unwrap();
+        assert_eq!(evented.seconds, idle.seconds);
+        assert!(!model.predict(&key, MIB, Ordering::None, 0.0).unwrap().extrapolated);
+        assert!(model.predict(&key, 16 << 30, Ordering::None, 0.0).unwrap().extrapolated);
+    }
+
+    #[test]
+    fn auto_takes_the_fastest_path_among_those_that_share() {
+        let c = |path, shares, seconds| Candidate { path, shares, seconds };
+        // torch→cupy at 1 MiB on an H200: capsule 2.34 µs, cai 9.4, dlpack 16.4.
+        let sharing = [c("dlpack", true, Some(16.4e-6)), c("capsule", true, Some(2.34e-6)), c("cai", true, Some(9.4e-6)), c("copy", false, Some(1e-6))];
+        assert_eq!(fastest_correct(&sharing), Some("capsule"));
+        // A copy is taken only when nothing shares.
+        let copying = [c("host", false, Some(900e-6)), c("pinned", false, Some(300e-6))];
+        assert_eq!(fastest_correct(&copying), Some("pinned"));
+        // Uncalibrated: no word from the model.
+        assert_eq!(fastest_correct(&[c("dlpack", true, None)]), None);
+    }
+
+    #[test]
+    fn keys_round_trip_and_a_changed_machine_says_what_changed() {
+        let key = CostKey { kind: "move".into(), path: "p2p".into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+        assert_eq!(CostKey::parse(&key.label()), Some(key));
+        assert_eq!(CostKey::parse("nonsense"), None);
+        let model = CostModel::new(serde_json::json!({"driver": 13000, "devices": ["H100"], "torch": "2.9"}), 0.0);
+        assert_eq!(model.stale_against(&serde_json::json!({"driver": 13000, "devices": ["H100"], "torch": "2.9"})), None);
+        let why = model.stale_against(&serde_json::json!({"driver": 13010, "devices": ["H100"], "torch": "2.9", "jax": "0.8"})).unwrap();
+        assert_eq!(why, "made for another driver, jax");
+    }
+}

@@ -1,0 +1,187 @@
+//! `advise`'s answer and the calibrated model, as text and HTML tables.
+
+use crate::advice::advise::{Advice, AdviceRow};
+use crate::advice::model::{CostKey, CostModel};
+use crate::render::lab::columns::text_table;
+use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
+
+fn predicted(r: &AdviceRow) -> String {
+    r.prediction.as_ref().map_or_else(|| "not calibrated".into(), |p| units::time(p.seconds))
+}
+
+fn error(r: &AdviceRow) -> String {
+    r.prediction.as_ref().map_or_else(String::new, |p| format!("±{:.0}%", p.tolerance * 100.0))
+}
+
+fn bound(r: &AdviceRow, nbytes: u64) -> String {
+    match &r.prediction {
+        None => String::new(),
+        Some(p) => match p.bandwidth {
+            Some(bw) if p.bound == "bandwidth" => format!("bandwidth {}", units::bandwidth(nbytes, nbytes as f64 / bw)),
+            _ => format!("fixed {}", units::time(p.fixed)),
+        },
+    }
+}
+
+fn caption(a: &Advice) -> String {
+    let queued = if a.queued > 0.0 { format!(", producer busy ({} queued)", units::time(a.queued)) } else { String::new() };
+    format!("advise: {} → {}, {} at {}{queued} (predicted, nothing converted)", a.source, a.target, units::bytes(a.nbytes), a.place)
+}
+
+fn footer(a: &Advice) -> String {
+    let mut lines = vec![match &a.recommended {
+        Some(path) => format!("take {path}: {}", a.why),
+        None => a.why.clone(),
+    }];
+    if let Some(copy) = a.faster_copy() {
+        lines.push(format!(
+            "{} is predicted faster ({}) but copies: a copy is taken only when no path shares",
+            copy.path,
+            predicted(copy)
+        ));
+    }
+    if let Some(note) = &a.model_note {
+        lines.push(note.clone());
+    }
+    lines.join("\n")
+}
+
+const HEADER: [&str; 5] = ["path", "verdict", "predicted", "error", "bound by"];
+
+fn cells_of(a: &Advice, r: &AdviceRow) -> [String; 5] {
+    let star = if a.recommended.as_deref() == Some(r.path.as_str()) { "★ " } else { "" };
+    [format!("{star}{}", r.path), r.verdict.clone(), predicted(r), error(r), bound(r, a.nbytes)]
+}
+
+pub fn advice_text(a: &Advice) -> String {
+    let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
+    let body: Vec<Vec<String>> = a.rows.iter().map(|r| cells_of(a, r).to_vec()).collect();
+    format!("{}\n{}\n{}", caption(a), text_table(&header, &body, &[false, false, true, true, false]), footer(a))
+}
+
+pub fn advice_html(a: &Advice) -> String {
+    let mut h = String::from(STYLE);
+    h.push_str(&format!(
+        "<table class=\"gpushare gpushare-advice\" style=\"{}\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
+        cells::TABLE_STYLE,
+        escape(&caption(a))
+    ));
+    for (i, name) in HEADER.iter().enumerate() {
+        h.push_str(&if (2..4).contains(&i) { cells::th_num(name) } else { cells::th_text(name) });
+    }
+    h.push_str("</tr></thead><tbody>");
+    for r in &a.rows {
+        let best = a.recommended.as_deref() == Some(r.path.as_str());
+        let class = if best { format!(" class=\"best\" style=\"{BEST_STYLE}\"") } else { String::new() };
+        h.push_str(&format!("<tr{class} data-path=\"{}\">", escape(&r.path)));
+        for (i, cell) in cells_of(a, r).iter().enumerate() {
+            let cell = escape(cell);
+            h.push_str(&if (2..4).contains(&i) { cells::td_num(&cell, "") } else { cells::td_text(&cell, "") });
+        }
+        h.push_str("</tr>");
+        h.push_str(&cells::detail_row(
+            HEADER.len(),
+            &[("why", r.reason.clone().unwrap_or_default()), ("ordered by", r.ordering.clone())],
+        ));
+    }
+    h.push_str("</tbody></table>");
+    for line in footer(a).lines() {
+        h.push_str(&format!("<div class=\"gpushare-note\">{}</div>", escape(line)));
+    }
+    h
+}
+
+const MODEL_HEADER: [&str; 6] = ["pair", "path", "where", "fixed", "bandwidth", "error"];
+
+fn model_rows(m: &CostModel) -> Vec<Vec<String>> {
+    m.fits
+        .iter()
+        .map(|(label, fit)| {
+            let key = CostKey::parse(label);
+            let (pair, path, place) = match &key {
+                Some(k) => (format!("{}→{}", k.source, k.target), format!("{} ({})", k.path, k.kind), k.place.clone()),
+                None => (label.clone(), String::new(), String::new()),
+            };
+            let bandwidth = fit.bandwidth().map_or_else(|| "none (zero-copy)".into(), |bw| format!("{} GB/s", units::sig_figs(bw / 1e9, 3)));
+            vec![pair, path, place, units::time(fit.fixed), bandwidth, format!("{:.0}%", fit.error * 100.0)]
+        })
+        .collect()
+}
+
+fn model_caption(m: &CostModel) -> String {
+    format!("cost model of this machine: {} paths fitted, time = fixed + bytes / bandwidth", m.fits.len())
+}
+
+pub fn model_text(m: &CostModel) -> String {
+    let header: Vec<String> = MODEL_HEADER.iter().map(|h| h.to_string()).collect();
+    format!("{}\n{}", model_caption(m), text_table(&header, &model_rows(m), &[false, false, false, true, true, true]))
+}
+
+pub fn model_html(m: &CostModel) -> String {
+    let mut h = String::from(STYLE);
+    h.push_str(&format!(
+        "<table class=\"gpushare gpushare-model\" style=\"{}\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
+        cells::TABLE_STYLE,
+        escape(&model_caption(m))
+    ));
+    for (i, name) in MODEL_HEADER.iter().enumerate() {
+        h.push_str(&if i >= 3 { cells::th_num(name) } else { cells::th_text(name) });
+    }
+    h.push_str("</tr></thead><tbody>");
+    for row in model_rows(m) {
+        h.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let cell = escape(cell);
+            h.push_str(&if i >= 3 { cells::td_num(&cell, "") } else { cells::td_text(&cell, "") });
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</tbody></table>");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advice::model::{Observation, Prediction};
+
+    #[test]
+    fn the_advice_table_stars_the_recommendation_and_names_a_faster_copy() {
+        let p = |s: f64| Prediction { seconds: s, fixed: s, bandwidth: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0 };
+        let row = |path: &str, verdict: &str, s: f64| AdviceRow {
+            path: path.into(),
+            kind: "share".into(),
+            verdict: verdict.into(),
+            reason: (verdict != "shared").then(|| "copied by design".into()),
+            ordering: "nothing to order (host memory)".into(),
+            prediction: Some(p(s)),
+        };
+        let a = Advice {
+            source: "torch".into(),
+            target: "jax".into(),
+            nbytes: 4096,
+            place: "cpu".into(),
+            rows: vec![row("dlpack", "shared", 20e-6), row("copy", "copied", 18e-6)],
+            recommended: None,
+            why: String::new(),
+            queued: 0.0,
+            model_note: None,
+        }
+        .decide(Some("dlpack"));
+        let text = advice_text(&a);
+        assert!(text.contains("★ dlpack") && text.contains("copy is predicted faster"), "{text}");
+        let html = advice_html(&a);
+        assert!(html.contains("class=\"best\"") && html.contains("data-path=\"copy\"") && html.contains("ordered by"), "{html}");
+    }
+
+    #[test]
+    fn the_model_table_shows_fixed_cost_bandwidth_and_error() {
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        let key = CostKey { kind: "share".into(), path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
+        let pts = [4096u64, 1 << 20, 16 << 20].map(|n| Observation { bytes: n, seconds: 5e-6 + n as f64 / 10e9 });
+        assert!(m.add(&key, pts.to_vec()));
+        let text = model_text(&m);
+        assert!(text.contains("torch→jax") && text.contains("10.0 GB/s") && text.contains("5.00 µs"), "{text}");
+        assert!(model_html(&m).contains("<td"));
+    }
+}
