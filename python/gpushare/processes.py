@@ -55,7 +55,8 @@ from gpushare.exceptions import GpushareError, WorkerError
 # Identity of memory and its judge (re-exported: part of this module's interface).
 from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity, same_memory  # noqa: F401
 from gpushare.process_segment import Segment
-from gpushare.process_worker import _context_report, _make_group, _serve, _synchronize
+from gpushare.adapters import process_host
+from gpushare.process_worker import _context_report, _serve, _synchronize
 
 # The results are the core's typed reports (crates/core/src/report/process.rs), rendered by
 # crates/core/src/render/process.rs; the verdict is the core's identity judge and the timing the
@@ -348,17 +349,14 @@ class Worker:
         key = f"{backend}:{device_parent}:{device_worker}"
         if key in self._groups:
             return key, self._groups[key], False
-        from datetime import timedelta
-
-        import torch.distributed as dist
-
         if backend == "nccl":  # NVLink multicast off in this process too (the worker has SAFE_ENV)
             for k, v in SAFE_ENV.items():
                 os.environ.setdefault(k, v)
-        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=self.timeout), wait_for_workers=False)
+        steps = _steps(backend)
+        store = steps.store(0, 2, True, self.timeout)
         rid = self._send("pg_init", key=key, backend=backend, port=store.port, rank=1, world=2,
                    device=device_worker, timeout=self.timeout)
-        group = _make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
+        group = steps.make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
         self._recv("pg_init", rid=rid)
         self._groups[key] = (group, store)
         return key, self._groups[key], True
@@ -440,6 +438,11 @@ def _library(path: str) -> Any:
     return next((a for a in ADAPTERS.values() if path in a.process_paths), None)
 
 
+def _steps(path: str) -> Any:
+    """The process steps (adapters: ``process_steps()``) of the framework whose library implements ``path``."""
+    return _library(path).process_steps()
+
+
 def _is_cuda(obj: Any) -> bool:
     return _address(obj)[1]
 
@@ -449,7 +452,8 @@ def _nbytes(obj: Any) -> int:
 
 
 def _dtype_name(obj: Any) -> str:
-    return str(obj.dtype).replace("torch.", "")
+    """The dtype's name without its module (``float32``, ``bfloat16``)."""
+    return str(obj.dtype).rsplit(".", 1)[-1]
 
 
 def _device_ordinal(obj: Any) -> int | None:
@@ -496,10 +500,9 @@ def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = Non
     if library is not None and fw != library.name:
         return f"{path} hands {library.name} tensors; this is a {fw} array"
     if library is not None:
-        try:
-            import torch.distributed as dist  # noqa: F401
-        except ImportError:
-            return "torch.distributed is not available in this torch build"
+        unavailable = library.process_steps().unavailable()
+        if unavailable:
+            return unavailable
     if path == "shm" and cuda:
         return "shm shares host memory; this array lives on the GPU (use ipc, torch_mp or nccl)"
     if path == "gloo" and cuda:
@@ -513,10 +516,9 @@ def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = Non
     if path in ("nccl", "nccl_socket"):
         if not cuda:
             return "NCCL sends device memory; this tensor is in host memory (use gloo)"
-        import torch.distributed as dist
-
-        if not dist.is_nccl_available():
-            return "this torch build has no NCCL"
+        unavailable = _steps(path).nccl_unavailable()
+        if unavailable:
+            return unavailable
         src = _device_ordinal(obj)
         dst = _worker_ordinal(worker, src)
         if src == dst:
@@ -611,8 +613,6 @@ def _row(path: str, obj: Any, verdict: str, reason: str | None, src_id: dict | N
 
 
 def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    import numpy as np
-
     host = process_rules.shm_host_view(obj)
     src_id = host_identity(host.__array_interface__["data"][0]) if host.nbytes else None
     notes: list[str] = []
@@ -629,9 +629,7 @@ def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
 
         def stage() -> tuple[Segment, Any]:
             seg = Segment(max(host.nbytes, 1), path)
-            view = np.ndarray(host.shape, dtype=host.dtype, buffer=seg.mm)
-            view[...] = host
-            return seg, view
+            return seg, process_host.copy_into(seg.mm, host)
 
         (segment, local), copy_seconds = _native.timed_call(stage)
         bytes_moved = host.nbytes
@@ -676,17 +674,17 @@ def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
 
 
 def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    import torch.multiprocessing as tmp  # registers torch's reductions with ForkingPickler
-
+    steps = _steps(path)
+    strategy = steps.sharing_strategy()  # and torch's reductions registered with ForkingPickler
     notes = []
-    cuda = obj.is_cuda
-    process_rules.check_shm_space(path, process_rules.torch_mp_needs(obj),
+    cuda = _is_cuda(obj)
+    process_rules.check_shm_space(path, steps.shared_memory_needed(obj),
                                   "torch.multiprocessing's move of the tensor's storage into shared memory")
-    before = obj.data_ptr()
+    before = _address(obj)[0]
     if not cuda:
-        notes.append(f"sharing strategy {tmp.get_sharing_strategy()!r}")
+        notes.append(f"sharing strategy {strategy!r}")
     info, timing = _native.measure_handoffs(lambda: worker._call("recv_object", obj=obj), _release(worker), repeat)
-    if not cuda and obj.data_ptr() != before:
+    if not cuda and _address(obj)[0] != before:
         notes.append("torch moved the tensor's storage into shared memory on the first handoff "
                      "(one copy; the tensor's data_ptr changed)")
     src_id = _identity_of(obj, _nbytes(obj))
@@ -695,7 +693,7 @@ def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, pee
         # it sees (size and offset) and by torch's own handle, which is the allocation's IPC handle.
         # The handle torch sent (cudaIpcGetMemHandle of the allocator's segment) is what the worker
         # opened; the driver's handle of the same allocation is kept beside it.
-        torch_handle = bytes(obj.untyped_storage()._share_cuda_()[1]).hex()
+        torch_handle = steps.ipc_handle(obj)
         if src_id.get("handle") not in (None, torch_handle):
             notes.append("torch's IPC handle bytes differ from the driver's for the same allocation; judged by torch's")
         src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
@@ -706,7 +704,7 @@ def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, pee
     verdict, reason = _native.judge_handoff(path, src_id, info.get("identity"))
     row = _row(path, obj, verdict, reason, src_id, info, timing, 0 if verdict == "shared" else _nbytes(obj), notes, worker)
     row["mechanism"] += (": CUDA IPC of the allocator block + offset" if cuda
-                         else f": {tmp.get_sharing_strategy()} strategy (shared-memory file)")
+                         else f": {strategy} strategy (shared-memory file)")
     return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
 
 
@@ -717,10 +715,8 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
     ordinal = _device_ordinal(obj)
     target_ordinal = _worker_ordinal(worker, ordinal)
     dtype = _np_dtype(obj)
-    import numpy as np
-
     # The view's strides and span, not its shape alone: the mapping covers what the view reaches.
-    layout = process_rules.ipc_layout(obj, np.dtype(dtype).itemsize)
+    layout = process_rules.ipc_layout(obj, process_host.itemsize(dtype))
     span = layout["span"]
 
     def once() -> dict:
@@ -742,12 +738,10 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
 
 
 def _np_dtype(obj: Any) -> str:
-    import numpy as np
-
     name = _dtype_name(obj)
     if name == "bfloat16":
         raise GpushareError("bfloat16 has no NumPy type string for __cuda_array_interface__; use torch_mp or nccl")
-    return np.dtype(name).str
+    return process_host.typestr(name)
 
 
 def _run_pg(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
@@ -756,17 +750,14 @@ def _run_pg(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any
     backend = "gloo" if path == "gloo" else "nccl"
     src_ord = _device_ordinal(obj)
     dst_ord = _worker_ordinal(worker, src_ord) if backend == "nccl" else None
+    steps = _steps(path)
     _synchronize(obj)
     (key, (group, _store), fresh), setup = _native.timed_call(
         lambda: worker._open_group(backend, src_ord if backend == "nccl" else None, dst_ord))
 
     def once() -> dict:
         rid = worker._send("pg_recv", key=key, shape=tuple(obj.shape), dtype=_dtype_name(obj), device=dst_ord, src=0)
-        group.send([obj.contiguous()], 1, 0).wait()
-        if obj.is_cuda:
-            import torch
-
-            torch.cuda.synchronize(obj.device)
+        steps.send(group, obj, 1)
         return worker._recv("pg_recv", rid=rid)
 
     info, timing = _native.measure_handoffs(once, _release(worker), repeat, first_extra=setup)
@@ -802,12 +793,8 @@ def _run_nccl(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: A
 
     ``nccl_socket``: both ranks run with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 (NCCL reads them once
     per process), so the receiver is a helper too and no worker-side array is kept."""
-    import torch  # noqa: F401
-    import torch.multiprocessing  # noqa: F401  (torch's reductions for the pipe)
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
+    steps = _steps(path)
+    steps.register_reductions()  # for the pipe: the tensor goes as a handle, not as its bytes
     src_ord = _device_ordinal(obj)
     dst_ord = _worker_ordinal(worker, src_ord)
     socket = path == "nccl_socket"
@@ -821,7 +808,7 @@ def _run_nccl(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: A
     setup = 0.0
 
     def open_group() -> None:
-        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=worker.timeout), wait_for_workers=False)
+        store = steps.store(0, 2, True, worker.timeout)
         s_rid = sender._send("pg_init", key=key, backend="nccl", port=store.port, rank=0, world=2, device=src_ord,
                      timeout=worker.timeout)
         r_rid = receiver._send("pg_init", key=key, backend="nccl", port=store.port, rank=1, world=2, device=dst_ord,
@@ -906,10 +893,11 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
     from gpushare.exceptions import PathNotApplicableError
 
     note = None
-    if path == "torch_mp" and _framework_of(obj) == _library(path).name and not obj.is_cuda and not obj.is_shared():
-        # torch moves a CPU tensor's storage into shared memory when it is first sent: the comparison
-        # hands it a clone, so the caller's tensor is left as it was.
-        obj, note = obj.clone(), "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
+    library = _library(path)
+    if library is not None and _framework_of(obj) == library.name:
+        # A path that would change the caller's array as it hands it over (torch.multiprocessing
+        # moves a CPU tensor's storage into shared memory) runs on what the library says leaves it be.
+        obj, note = library.process_steps().unmoved_source(obj, path)
     try:
         r = _share(worker, obj, path, to, repeat=repeat, peer=peer)
         if note:
