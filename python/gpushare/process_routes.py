@@ -119,7 +119,16 @@ def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
 
 
 def resolve_auto(obj: Any) -> str:
-    return "ipc" if _is_cuda(obj) else "shm"
+    """THE ``auto`` across processes: the core's (``gpushare.paths.process_auto``, from the path
+    table in crates/core/src/paths.rs), asked with where the array's memory lies."""
+    from gpushare import paths
+    from gpushare.exceptions import NotAnArrayError
+
+    try:
+        return paths.process_auto(obj)
+    except NotAnArrayError:  # no adapter knows the object: the core's rule, asked with its address's place
+        where = (2, 0) if _is_cuda(obj) else (1, 0)
+        return _native.resolve_auto((False, False, False, False), where, None, "", None, True)[0]
 
 
 #: The frameworks the worker can hold the result in, per path.
