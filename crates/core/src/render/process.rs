@@ -231,12 +231,12 @@ pub fn bench_text(report: &ProcessBenchReport) -> String {
         .collect();
     let mut seen: Vec<(&str, String)> = Vec::new();
     for p in report.points.iter().map(|p| &p.handoff) {
-        if let (Verdict::Failed, Some(reason)) = (p.verdict, &p.reason) {
-            if !reason.is_empty() {
-                match seen.iter_mut().find(|(k, _)| *k == p.path) {
-                    Some(entry) => entry.1 = reason.clone(),
-                    None => seen.push((&p.path, reason.clone())),
-                }
+        if let (Verdict::Failed, Some(reason)) = (p.verdict, &p.reason)
+            && !reason.is_empty()
+        {
+            match seen.iter_mut().find(|(k, _)| *k == p.path) {
+                Some(entry) => entry.1 = reason.clone(),
+                None => seen.push((&p.path, reason.clone())),
             }
         }
     }
@@ -285,5 +285,32 @@ mod tests {
         assert_eq!(time(None), "—");
         assert_eq!(bytes(65536), "64 KiB");
         assert_eq!(bytes(100), "100 B");
+    }
+
+    fn row(verdict: &str, timing: serde_json::Value) -> ProcessShareReport {
+        let host = |address: u64| serde_json::json!({"kind": "host", "file": "/dev/shm/psm_1", "unlinked": false,
+            "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address});
+        serde_json::from_value(serde_json::json!({"path": "gloo", "mechanism": "gloo send/recv", "verdict": verdict,
+            "reason": "gloo send/recv copies into the receiver's own buffer", "applicable": true, "nbytes": 4096,
+            "bytes_moved": 4096, "bytes_per_handoff": 4096, "timing": timing,
+            "source": {"pid": 7, "framework": "torch", "identity": host(4096), "context": null},
+            "target": {"pid": 8, "framework": "torch", "identity": null, "context": null}, "notes": ["a note"]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_row_says_its_verdict_timing_bandwidth_and_each_side() {
+        let r = row("copied", serde_json::json!({"first_call": 0.002, "median": 4e-5, "min": 3e-5,
+            "samples": [3e-5, 4e-5, 5e-5], "repeats": 3}));
+        let text = rows_text(std::slice::from_ref(&r));
+        assert!(text.starts_with("gloo         copied: gloo send/recv copies"), "{text}");
+        for part in ["time         40 µs (median of 3)", "GB/s         0.102", "first call   2 ms",
+                     "parent side  pid 7: /dev/shm/psm_1 + 0", "worker side  pid 8: n/a", "note         a note"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        let html = rows_html(&[r]);
+        assert!(html.contains("gpushare-processes") && html.contains("gpushare-detail") && html.contains("mechanism"));
+        let failed = row("failed", serde_json::Value::Null);
+        assert!(rows_text(&[failed]).contains("time         —"));
     }
 }

@@ -68,10 +68,10 @@ impl Sampler for HandoffSampler<'_> {
     fn sample(&mut self, n: u64, _device_clock: bool) -> crate::share::Result<(f64, Option<f64>)> {
         let mut seconds = 0.0;
         for _ in 0..n {
-            if let (Some(release), Some(last)) = (&self.release, self.last.take()) {
-                if let Err(e) = release.call1((last,)) {
-                    return Err(self.keep(e));
-                }
+            if let (Some(release), Some(last)) = (&self.release, self.last.take())
+                && let Err(e) = release.call1((last,))
+            {
+                return Err(self.keep(e));
             }
             let t0 = std::time::Instant::now();
             match self.handoff.call0() {
@@ -272,12 +272,12 @@ impl PyProcessShareResult {
     fn release(slf: &Bound<'_, Self>) -> PyResult<()> {
         let py = slf.py();
         let remote = slf.borrow().remote.clone_ref(py);
-        if !remote.is_none(py) {
-            if let Err(e) = remote.bind(py).call_method0("release") {
-                let worker_error = py.import("gpushare.exceptions")?.getattr("WorkerError")?;
-                if !e.is_instance(py, &worker_error) {
-                    return Err(e);
-                }
+        if !remote.is_none(py)
+            && let Err(e) = remote.bind(py).call_method0("release")
+        {
+            let worker_error = py.import("gpushare.exceptions")?.getattr("WorkerError")?;
+            if !e.is_instance(py, &worker_error) {
+                return Err(e);
             }
         }
         Self::_release_local(slf);
