@@ -85,3 +85,22 @@ def test_processes_keeps_the_transport_only():
     lines = (PACKAGE / "processes.py").read_text(encoding="utf-8").count("\n")
     assert lines < 700, lines
     assert processes.ProcessShareResult is _native.ProcessShareResult
+
+
+def test_whether_a_path_applies_is_the_cores_rule_asking_costly_facts_only_when_needed():
+    asked: list[str] = []
+
+    def probe(name: str, answer: str | None = None):
+        return lambda: asked.append(name) or answer
+
+    def refusal(path: str, framework: str, on_device: bool, library: str | None = None, ipc: str | None = None):
+        return _native.process_refusal(path, framework, None, ["numpy", "torch"], library, on_device, 0, 0,
+                                       probe("library"), probe("nccl"), probe("ipc", ipc))
+
+    assert "in host memory" in refusal("ipc", "numpy", False) and asked == []
+    assert refusal("gloo", "numpy", False, library="torch") == "gloo hands torch tensors; this is a numpy array"
+    assert asked == []
+    assert refusal("ipc", "torch", True, ipc="legacy IPC cannot export it") == "legacy IPC cannot export it"
+    assert asked == ["ipc"]
+    assert "both processes are on cuda:0" in refusal("nccl", "torch", True, library="torch")
+    assert refusal("shm", "numpy", False) is None

@@ -184,6 +184,19 @@ def measure_handoffs(
 ) -> tuple[Any, dict[str, Any]]: ...
 def timed_call(call: Callable[[], Any]) -> tuple[Any, float]: ...
 def handoff_timing(first_call: float, samples: Sequence[float]) -> dict[str, Any]: ...
+def process_refusal(
+    path: str,
+    framework: str,
+    to: str | None,
+    targets: Sequence[str],
+    library: str | None,
+    on_device: bool,
+    source_device: int | None,
+    worker_device: int | None,
+    library_unavailable: Callable[[], str | None],
+    nccl_unavailable: Callable[[], str | None],
+    ipc_refusal: Callable[[], str | None],
+) -> str | None: ...
 def process_report(
     kind: Literal["process-share", "process-comparison", "process-bench"], data: dict[str, Any]
 ) -> ProcessShareResult | ProcessComparison | ProcessBenchmark: ...

@@ -143,44 +143,19 @@ TARGETS = _targets()
 
 
 def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None, to: str | None = None) -> str | None:
-    """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or None."""
+    """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or
+    None: the core's rule (crates/core/src/explain/process.rs) over the facts gathered here."""
     cuda = _is_cuda(obj)
-    fw = _framework_of(obj)
-    if to is not None and to not in TARGETS[path]:
-        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {to}"
     library = _library(path)
-    if library is not None and fw != library.name:
-        return f"{path} hands {library.name} tensors; this is a {fw} array"
-    if library is not None:
-        unavailable = library.process_steps().unavailable()
-        if unavailable:
-            return unavailable
-    if path == "shm" and cuda:
-        return "shm shares host memory; this array lives on the GPU (use ipc, torch_mp or nccl)"
-    if path == "gloo" and cuda:
-        return "gloo send/recv is measured here for CPU tensors; on the GPU use nccl"
-    if path == "ipc":
-        if not cuda:
-            return "CUDA IPC shares device memory; this array is in host memory (use shm or torch_mp)"
-        refusal = _native.cuda_ipc_refusal(_address(obj)[0])
-        if refusal:
-            return refusal
-    if path in ("nccl", "nccl_socket"):
-        if not cuda:
-            return "NCCL sends device memory; this tensor is in host memory (use gloo)"
-        unavailable = _steps(path).nccl_unavailable()
-        if unavailable:
-            return unavailable
-        src = _device_ordinal(obj)
-        dst = _worker_ordinal(worker, src)
-        if src == dst:
-            return (f"NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected', NCCL ≥ 2.5, "
-                    f"NVIDIA/nccl#418): both processes are on cuda:{src}; give the worker another GPU, "
-                    f"Worker(device='cuda:1')")
-    if to is None and fw not in TARGETS[path]:
-        # The worker holds the source's framework unless told otherwise: one this path cannot give.
-        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {fw}: pass to={TARGETS[path][0]!r}"
-    return None
+    steps = library.process_steps() if library is not None else None
+    source_device = _device_ordinal(obj) if cuda else None
+    return _native.process_refusal(
+        path, _framework_of(obj), to, list(TARGETS[path]), library.name if library is not None else None, cuda,
+        source_device, _worker_ordinal(worker, source_device) if cuda else None,
+        lambda: steps.unavailable() if steps is not None else None,
+        lambda: steps.nccl_unavailable() if steps is not None else None,
+        lambda: _native.cuda_ipc_refusal(_address(obj)[0]),
+    )
 
 
 def _release(worker: Worker) -> Any:

@@ -55,6 +55,78 @@ fn judge_handoff(
     Ok((verdict.as_str(), reason))
 }
 
+/// The costly facts of a process path's refusal, asked of Python callables (each returning a
+/// reason or None) only when a rule reaches them.
+struct PyProbe<'py> {
+    library_unavailable: Bound<'py, PyAny>,
+    nccl_unavailable: Bound<'py, PyAny>,
+    ipc_refusal: Bound<'py, PyAny>,
+    error: Option<PyErr>,
+}
+
+impl PyProbe<'_> {
+    fn ask(&mut self, which: usize) -> Option<String> {
+        let call = [&self.library_unavailable, &self.nccl_unavailable, &self.ipc_refusal][which];
+        match call.call0().and_then(|v| v.extract::<Option<String>>()) {
+            Ok(reason) => reason,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+}
+
+impl crate::explain::ProcessProbe for PyProbe<'_> {
+    fn library_unavailable(&mut self) -> Option<String> {
+        self.ask(0)
+    }
+    fn nccl_unavailable(&mut self) -> Option<String> {
+        self.ask(1)
+    }
+    fn ipc_refusal(&mut self) -> Option<String> {
+        self.ask(2)
+    }
+}
+
+/// Why process path ``path`` does not apply (the core's rule, crates/core/src/explain/process.rs),
+/// or None. ``targets``: the frameworks the worker can hold for this path; ``library``: the
+/// framework whose library implements it; the three callables give the costly facts on demand.
+#[pyfunction]
+#[pyo3(signature = (path, framework, to, targets, library, on_device, source_device, worker_device,
+                    library_unavailable, nccl_unavailable, ipc_refusal))]
+#[allow(clippy::too_many_arguments)]
+fn process_refusal<'py>(
+    path: &str,
+    framework: &str,
+    to: Option<&str>,
+    targets: Vec<String>,
+    library: Option<&str>,
+    on_device: bool,
+    source_device: Option<i64>,
+    worker_device: Option<i64>,
+    library_unavailable: Bound<'py, PyAny>,
+    nccl_unavailable: Bound<'py, PyAny>,
+    ipc_refusal: Bound<'py, PyAny>,
+) -> PyResult<Option<String>> {
+    let facts = crate::explain::ProcessFacts {
+        path,
+        framework,
+        to,
+        targets: &targets,
+        library,
+        on_device,
+        source_device,
+        worker_device,
+    };
+    let mut probe = PyProbe { library_unavailable, nccl_unavailable, ipc_refusal, error: None };
+    let refusal = crate::explain::refuse_process(&facts, &mut probe);
+    match probe.error {
+        Some(e) => Err(e),
+        None => Ok(refusal),
+    }
+}
+
 /// One handoff per sample: the last handoff's result is released (untimed) before the next
 /// handoff (timed) takes its place.
 struct HandoffSampler<'py> {
@@ -513,6 +585,7 @@ fn process_report<'py>(py: Python<'py>, kind: &str, data: &Bound<'py, PyAny>) ->
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(process_report, m)?)?;
+    m.add_function(wrap_pyfunction!(process_refusal, m)?)?;
     m.add_class::<PyProcessShareResult>()?;
     m.add_class::<PyProcessComparison>()?;
     m.add_class::<PyProcessBenchmark>()?;
