@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from gpushare import _native, process_rules
+from gpushare import _native, paths, process_rules
 from gpushare.adapters import process_host
 from gpushare.exceptions import GpushareError
 from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity
@@ -23,17 +23,10 @@ if TYPE_CHECKING:
 
 ProcessShareResult = _native.ProcessShareResult
 
-#: Process paths, in table order.
-PROCESS_PATHS = ("ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo")
-
-MECHANISMS = {
-    "ipc": "CUDA IPC (Rust core): cuIpcGetMemHandle of the allocation + offset",
-    "torch_mp": "torch.multiprocessing reduce_tensor",
-    "shm": "POSIX shared memory: a /dev/shm file made by gpushare, its pages reserved with posix_fallocate",
-    "nccl": "NCCL send/recv (torch.distributed)",
-    "nccl_socket": "NCCL NET/Socket on loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): stand-in for two hosts",
-    "gloo": "gloo send/recv (torch.distributed, TCP loopback)",
-}
+#: Process paths, in table order, and how each hands the memory over: THE path table's
+#: (crates/core/src/paths.rs), as every path is declared there once.
+PROCESS_PATHS = paths.names_of("process")
+MECHANISMS = {name: text for name, text in paths.describe("process").items() if name in PROCESS_PATHS}
 
 #: What NCCL needs to go over sockets on one host.
 SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
@@ -121,7 +114,6 @@ def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
 def resolve_auto(obj: Any) -> str:
     """THE ``auto`` across processes: the core's (``gpushare.paths.process_auto``, from the path
     table in crates/core/src/paths.rs), asked with where the array's memory lies."""
-    from gpushare import paths
     from gpushare.exceptions import NotAnArrayError
 
     try:
@@ -135,8 +127,7 @@ def resolve_auto(obj: Any) -> str:
 def _targets() -> dict[str, tuple[str, ...]]:
     from gpushare.adapters import ADAPTERS
 
-    paths = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
-    return {p: tuple(sorted(a.name for a in ADAPTERS.values() if p in a.worker_receives)) for p in paths}
+    return {p: tuple(sorted(a.name for a in ADAPTERS.values() if p in a.worker_receives)) for p in PROCESS_PATHS}
 
 
 TARGETS = _targets()
