@@ -20,6 +20,7 @@ from gpushare.api import ShareResult, ShareTable, TensorInfo, inspect, share, sh
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.lab import Benchmark, Comparison, SharedBuffer, bench, compare
 from gpushare.machine_ceilings import Ceilings, ceilings
+from gpushare.advice import Advice, CostModel, advise, calibrate
 from gpushare.contexts import separate_context_report
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 from gpushare.processes import Worker
@@ -48,9 +49,11 @@ def unload_ipython_extension(ip: Any) -> None:
 
 
 __all__ = [
+    "Advice",
     "Benchmark",
     "Ceilings",
     "Comparison",
+    "CostModel",
     "GpushareError",
     "GpuInfo",
     "GpushareWarning",
@@ -59,7 +62,9 @@ __all__ = [
     "SharedBuffer",
     "TensorInfo",
     "Timing",
+    "advise",
     "bench",
+    "calibrate",
     "ceilings",
     "compare",
     "gpuinfo",

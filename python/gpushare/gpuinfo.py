@@ -222,6 +222,8 @@ class GpuInfo:
         #: Links, peer access both ways, primary contexts and framework holdings per device
         #: (gpushare.topology, issue 13); None when not asked for.
         self.topology: Any = None
+        #: What the cost model cache holds (gpushare.advice.summary), one line.
+        self.cost_model: str = "cost model: not read"
 
     @property
     def cuda_available(self) -> bool:
@@ -242,6 +244,7 @@ class GpuInfo:
             "frameworks": {name: info.to_dict() for name, info in self.frameworks.items()},
             "memory_settings": dict(self.memory_settings),
             "problems": list(self.problems),
+            "cost_model": self.cost_model,
         }
 
     # -- rendering -------------------------------------------------------------------------
@@ -335,6 +338,7 @@ class GpuInfo:
         if self.topology is not None and len(self.devices) > 1:
             lines += repr(self.topology).splitlines()
         lines += [f"driver call failed: {p}" for p in self.problems]
+        lines.append(self.cost_model)
         lines.append("")
         rows = [self._FRAMEWORK_HEADER] + self._framework_rows()
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -377,6 +381,7 @@ class GpuInfo:
         parts.append(f"<p>{e(self._context_line())}</p>")
         for problem in self.problems:
             parts.append(f"<p>driver call failed: {e(problem)}</p>")
+        parts.append(f"<p>{e(self.cost_model)}</p>")
         peers = self._peer_lines()
         if peers:
             parts.append("<pre>" + e("\n".join(peers)) + "</pre>")
@@ -408,6 +413,9 @@ def gpuinfo(import_frameworks: bool = False) -> GpuInfo:
     ordinals = [d["ordinal"] for d in devices or []]
     frameworks = {name: describe_framework(name, ordinals, import_frameworks) for name in FRAMEWORKS}
     info = GpuInfo(driver, devices or [], current, peers or [], frameworks, memory_settings(), problems)
+    from gpushare import advice
+
+    info.cost_model = advice.summary()
     if available:
         from gpushare.topology import topology
 

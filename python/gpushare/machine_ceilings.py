@@ -71,6 +71,11 @@ def _driver() -> tuple[dict, list[dict]]:
     return status, devices
 
 
+def cuda_devices() -> list[dict]:
+    """The CUDA devices the driver shows (none without a usable driver)."""
+    return _driver()[1]
+
+
 def machine_key() -> dict[str, Any]:
     """What the ceilings were measured for: a change of any of these measures them again."""
     status, devices = _driver()

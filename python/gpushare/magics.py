@@ -265,6 +265,9 @@ class GpuShare(Magics):
               help="Move to this device on the way (cpu or cuda:N); paths p2p, pinned, dlpack, move, auto.")
     @argument("-f", "--force", dest="force", action="store_true",
               help="Replace existing variables, the source array included, without a warning.")
+    @argument("--advise", action="store_true",
+              help="Line form: predict each applicable path's verdict and time (the cost model of "
+                   "gpushare.calibrate) and recommend one, converting nothing (gpushare.advise).")
     @argument("-q", dest="quiet", action="store_true",
               help="Quiet: no table, no 'bound:' line. Default: %%config GpuShare.quiet (False).")
     @argument("-o", dest="output", action="store_true", help="Return the result object.")
@@ -322,6 +325,8 @@ class GpuShare(Magics):
             opts.update(budget=self.time_budget, warmup=1)
         elif (repeat, number) != (1, 1):
             opts.update(warmup=1)
+        if args.advise:
+            return self._advise(args, source, targets, cell, opts)
         if opts["path"] == "all":
             return self._compare(args, source, targets, cell, opts)
         if cell is None:
@@ -412,6 +417,16 @@ class GpuShare(Magics):
         code = shell.compile(source, filename, "exec")
         exec(code, shell.user_global_ns, shell.user_ns)
         return source
+
+    def _advise(self, args: Any, source: str | None, targets: list[str], cell: str | None, opts: dict) -> Any:
+        if cell is not None or not args.name or len(targets) != 1:
+            raise UsageError("--advise: %share NAME [SRC]->DST --advise [--device DEVICE]")
+        from gpushare import advice
+
+        result = self._run(advice.advise, self._lookup(args.name), targets[0], device=opts.get("device"), source=source)
+        if not (args.quiet or self.quiet) and not args.output:
+            display(result)
+        return result if args.output else None
 
     def _compare(self, args: Any, source: str | None, targets: list[str], cell: str | None, opts: dict) -> Any:
         compare = getattr(api, "compare", None)

@@ -15,8 +15,9 @@ use crate::report::process::{ProcessBenchReport, ProcessComparisonReport, Proces
 use crate::report::{SCHEMA_VERSION, ShareReport, TensorReport};
 
 /// Every result kind that carries the envelope, in the order the docs list them.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 9] = [
     "tensor", "share", "shares", "comparison", "benchmark", "process-share", "process-comparison", "process-bench",
+    "advice",
 ];
 
 /// Where the published schemas live, relative to the repository root.
@@ -42,6 +43,7 @@ fn describe(kind: &str) -> Option<&'static str> {
         "process-share" => "One handoff of an array to a worker process (ProcessShareResult, Worker.share).",
         "process-comparison" => "Every process path tried on one array (gpushare.compare(x, to, across=…)).",
         "process-bench" => "A sweep over sizes × process paths (gpushare.bench(src, dst, across=\"processes\")).",
+        "advice" => "Every applicable path's predicted verdict and time for one array, and the one to take (gpushare.advise, %share --advise).",
         _ => return None,
     })
 }
@@ -61,6 +63,7 @@ pub fn schema_for(kind: &str) -> Option<Value> {
         "process-share" => generator.subschema_for::<ProcessShareReport>(),
         "process-comparison" => generator.subschema_for::<ProcessComparisonReport>(),
         "process-bench" => generator.subschema_for::<ProcessBenchReport>(),
+        "advice" => generator.subschema_for::<crate::advice::advise::Advice>(),
         _ => return None,
     };
     let definitions = generator.take_definitions(true);

@@ -124,6 +124,9 @@ class Adapter:
     # Whether the framework's native libraries write banners to the process's stderr (fd 2) when it
     # starts, which %gpuinfo --import and `gpushare doctor --import` keep out of the report.
     noisy_start: ClassVar[bool] = False
+    #: Where ``gpushare.calibrate()`` sweeps this framework by default (``"cpu"``, ``"cuda"``):
+    #: the frameworks engineers choose paths between there (issue 26.5's lists).
+    calibrate_on: ClassVar[tuple[str, ...]] = ()
 
     _installed: bool | None = None
 

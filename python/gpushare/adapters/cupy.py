@@ -13,6 +13,7 @@ from gpushare.exceptions import PathNotApplicableError
 
 class CupyAdapter(Adapter):
     name = "cupy"
+    calibrate_on = ("cuda",)
     module = "cupy"
     aliases = ("cp",)
     type_modules = ("cupy",)

@@ -15,6 +15,7 @@ from gpushare.exceptions import ConversionError, PathNotApplicableError
 
 class JaxAdapter(Adapter):
     name = "jax"
+    calibrate_on = ("cpu", "cuda")
     module = "jax"
     type_modules = ("jax", "jaxlib")
     tracks_allocator = True

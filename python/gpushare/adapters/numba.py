@@ -16,6 +16,7 @@ class NumbaAdapter(Adapter):
     """Numba-CUDA device arrays: no ``__dlpack__``, only ``__cuda_array_interface__``."""
 
     name = "numba"
+    calibrate_on = ("cuda",)
     module = "numba"
     type_modules = ("numba", "numba_cuda")
     accepts_objects = False

@@ -13,6 +13,7 @@ from gpushare.exceptions import ConversionError, PathNotApplicableError
 
 class NumpyAdapter(Adapter):
     name = "numpy"
+    calibrate_on = ("cpu",)
     module = "numpy"
     aliases = ("np",)
     type_modules = ("numpy",)

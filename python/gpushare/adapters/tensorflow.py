@@ -14,6 +14,7 @@ from gpushare.exceptions import PathNotApplicableError, UnsafeInputError
 
 class TensorFlowAdapter(Adapter):
     name = "tf"
+    calibrate_on = ("cpu", "cuda")
     module = "tensorflow"
     aliases = ("tensorflow",)
     crashes_beside = ("paddle",)  # PaddlePaddle 3.3 with TensorFlow 2.20

@@ -13,6 +13,7 @@ from gpushare.exceptions import ConversionError, GpushareError, UnsafeInputError
 
 class TorchAdapter(Adapter):
     name = "torch"
+    calibrate_on = ("cpu", "cuda")
     module = "torch"
     aliases = ("pytorch", "pt")
     type_modules = ("torch",)

@@ -73,7 +73,8 @@ impl Advice {
                 };
                 (Some(path), format!("{verdict}, predicted fastest: {}, {bound}{waits}", crate::render::units::time(p.seconds)))
             }
-            None => match rules_choice {
+            // The rules' choice stands only where it is not predicted to fail.
+            None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
                 Some(path) => (
                     Some(path.to_string()),
                     "the rules' choice (no calibrated prediction for these paths: run gpushare.calibrate())".to_string(),
@@ -166,5 +167,9 @@ mod tests {
         assert_eq!(a.recommended.as_deref(), Some("dlpack"));
         assert!(a.why.contains("calibrate"), "{}", a.why);
         assert_eq!(advice(vec![]).decide(None).recommended, None);
+        // A rules' choice predicted to fail is no recommendation.
+        let failed = advice(vec![row("shm", "failed", None)]).decide(Some("shm"));
+        assert_eq!(failed.recommended, None);
+        assert_eq!(failed.why, "no path applies");
     }
 }

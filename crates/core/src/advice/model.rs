@@ -130,7 +130,11 @@ impl Fit {
         } else {
             (swt / sw, 0.0)
         };
-        if per_byte < 0.0 {
+        // A per-byte term worth under 5 % of the time even at the largest size swept is noise the
+        // sweep cannot tell from none: a zero-copy handoff does not have a bandwidth of 100 TB/s.
+        let largest = *sizes.last().expect("three sizes at least") as f64;
+        let negligible = per_byte * largest < 0.05 * (fixed + per_byte * largest);
+        if per_byte < 0.0 || negligible {
             (fixed, per_byte) = (swt / sw, 0.0);
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
@@ -362,6 +366,9 @@ mod tests {
         let fit = Fit::from_observations(&flat).unwrap();
         assert_eq!(fit.per_byte, 0.0);
         assert!(fit.bandwidth().is_none());
+        // A slope that adds 1 % at the largest size is the same noise.
+        let slight = points(3e-6, 2e15, &[4 * KIB, MIB, 64 * MIB]);
+        assert_eq!(Fit::from_observations(&slight).unwrap().per_byte, 0.0);
         assert!((fit.fixed - 2.98e-6).abs() < 0.1e-6, "{fit:?}");
         // A copy whose small sizes ran faster than its line through the large ones.
         let copy = [(4 * KIB, 1e-7), (MIB, 50e-6), (64 * MIB, 3.2e-3)].map(|(bytes, seconds)| Observation { bytes, seconds });

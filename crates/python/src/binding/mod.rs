@@ -1,5 +1,6 @@
 //! The pyo3 boundary: converts types and errors, nothing else.
 
+mod advice;
 mod capsules;
 mod ceilings;
 mod cuda;
@@ -37,6 +38,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ipc::register(m)?;
     process::register(m)?;
     ceilings::register(m)?;
+    advice::register(m)?;
     m.add_class::<types::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

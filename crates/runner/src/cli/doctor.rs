@@ -35,16 +35,7 @@ pub(super) async fn doctor(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
-    let env = &config.env;
-    let (spec, extra_env) = match kernel_for_tools(env, args.kernel.as_deref()) {
-        Ok((spec, extra)) => (Some(spec), extra),
-        Err(_) if args.kernel.is_none() => (None, &MEMORY_ENV[..]),
-        Err(e) => return Err(e),
-    };
-    let python = match spec.as_ref().and_then(|s| s.python(env)) {
-        Some(python) => python,
-        None => env.python()?,
-    };
+    let (python, spec, extra_env) = tool_python(config, args.kernel.as_deref())?;
     let kernelspec = match &spec {
         Some(spec) if spec.name == DEFAULT_KERNEL_NAME => format!("{} ({})", spec.name, spec.dir.display()),
         Some(spec) => format!(
@@ -60,9 +51,46 @@ pub(super) async fn doctor(
     };
     writeln!(out, "python:     {}\nkernelspec: {kernelspec}", python.display())
         .context("writing the report to stdout")?;
-    let mut command = Process::new(&python);
+    python_code(&python, spec.as_ref(), extra_env, &report_code(args.import_frameworks), &[], config, cancel, out, err).await
+}
+
+/// The Python a tool command runs code in: the kernel's (`--kernel`, default gpushare's), else
+/// the Python running gpushare; its kernelspec, and the memory settings to add where unset.
+pub(super) fn tool_python(
+    config: &Config,
+    kernel: Option<&str>,
+) -> Result<(std::path::PathBuf, Option<crate::kernel::kernelspec::KernelSpec>, &'static [(&'static str, &'static str)])> {
+    let env = &config.env;
+    let (spec, extra_env) = match kernel_for_tools(env, kernel) {
+        Ok((spec, extra)) => (Some(spec), extra),
+        Err(_) if kernel.is_none() => (None, &MEMORY_ENV[..]),
+        Err(e) => return Err(e),
+    };
+    let python = match spec.as_ref().and_then(|s| s.python(env)) {
+        Some(python) => python,
+        None => env.python()?,
+    };
+    Ok((python, spec, extra_env))
+}
+
+/// Runs `code` in `python` (the kernel's, with its kernelspec's environment and the memory
+/// settings), `vars` added to its environment; its stdout and stderr are passed on, Ctrl-C stops it.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn python_code(
+    python: &std::path::Path,
+    spec: Option<&crate::kernel::kernelspec::KernelSpec>,
+    extra_env: &[(&str, &str)],
+    code: &str,
+    vars: &[(&str, String)],
+    config: &Config,
+    cancel: &mut Option<Cancel>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32> {
+    let env = &config.env;
+    let mut command = Process::new(python);
     command
-        .args(["-c", &report_code(args.import_frameworks)])
+        .args(["-c", code])
         .env_clear()
         .envs(env.vars())
         .stdin(Stdio::null())
@@ -72,9 +100,10 @@ pub(super) async fn doctor(
         // of letting Python print a KeyboardInterrupt traceback from inside an import.
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(spec) = &spec {
+    if let Some(spec) = spec {
         command.envs(&spec.env);
     }
+    command.envs(vars.iter().map(|(k, v)| (*k, v.as_str())));
     for (key, value) in extra_env {
         if env.get(key).is_none() {
             command.env(key, value);
@@ -92,7 +121,7 @@ pub(super) async fn doctor(
     // instead of being dropped when the process exits.
     out.write_all(&output.stdout)
         .and_then(|()| out.flush())
-        .context("writing the report to stdout")?;
+        .context("writing to stdout")?;
     err.write_all(&output.stderr)?;
     Ok(if output.status.success() {
         0

@@ -11,6 +11,7 @@
 mod bench;
 mod bench_args;
 mod bench_checks;
+mod calibrate;
 mod doctor;
 mod install;
 mod output;
@@ -107,6 +108,13 @@ enum Command {
     Bench(BenchArgs),
     /// Print the environment report (frameworks, CUDA driver and devices, memory settings)
     Doctor(DoctorArgs),
+    /// Fit this machine's cost model: each path's fixed cost and bandwidth per framework pair
+    ///
+    /// A short sweep of every path of every installed pair at three or more sizes (seconds on a
+    /// CPU), fitted as time = fixed + bytes / bandwidth and cached in the user's cache directory
+    /// with the devices, driver and versions it was made for. gpushare.advise and the tables'
+    /// predicted times read it.
+    Calibrate(CalibrateArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -240,6 +248,32 @@ struct DoctorArgs {
     import_frameworks: bool,
 }
 
+#[derive(Args, Debug)]
+struct CalibrateArgs {
+    /// Frameworks to pair, comma-separated [default: the installed frameworks whose adapters ask
+    /// to be calibrated on that kind of device]
+    #[arg(short, long, value_name = "LIST")]
+    frameworks: Vec<String>,
+    /// Sizes to sweep, comma-separated, at least three
+    #[arg(long, value_name = "LIST", default_value = "64KiB,1MiB,16MiB")]
+    sizes: String,
+    /// Device the arrays are made on [default: cuda:0 where CUDA is usable, else cpu]
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<String>,
+    /// Also fit the move paths to this device (e.g. cuda:1)
+    #[arg(long, value_name = "DEVICE")]
+    to_device: Option<String>,
+    /// Also fit the process paths (starts a worker process)
+    #[arg(long)]
+    processes: bool,
+    /// Timing samples per path and size
+    #[arg(short, long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// Run in this kernel's Python [default: gpushare, else the Python running gpushare]
+    #[arg(short, long, value_name = "NAME")]
+    kernel: Option<String>,
+}
+
 /// `-` as an output file: standard output.
 fn is_stdout(path: Option<&PathBuf>) -> bool {
     path.is_some_and(|p| p.as_os_str() == "-")
@@ -331,7 +365,7 @@ pub fn run_with(
         let mut cancel = (config.handle_ctrl_c
             && matches!(
                 cli.command,
-                Command::Run(_) | Command::Bench(_) | Command::Doctor(_)
+                Command::Run(_) | Command::Bench(_) | Command::Doctor(_) | Command::Calibrate(_)
             ))
         .then(ctrl_c_watch);
         match cli.command {
@@ -341,6 +375,7 @@ pub fn run_with(
             Command::Run(args) => run::run_notebooks(&args, config, &mut cancel, err).await,
             Command::Bench(args) => bench::bench(&args, config, &mut cancel, out, err).await,
             Command::Doctor(args) => doctor::doctor(&args, config, &mut cancel, out, err).await,
+            Command::Calibrate(args) => calibrate::calibrate(&args, config, &mut cancel, out, err).await,
         }
     });
     match result {

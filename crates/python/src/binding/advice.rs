@@ -1,0 +1,356 @@
+//! The cost model and `advise` (issue 26, `crate::advice`) as Python objects. `gpushare.advice`
+//! runs the calibration sweep and caches the model; everything that fits, predicts, decides and
+//! renders is the core's.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::Value;
+
+use super::json::json_to_py;
+use crate::advice::advise::{Advice, AdviceRow};
+use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
+use crate::render::advice as render;
+use crate::report::envelope;
+
+const MIME_TYPE: &str = "application/vnd.gpushare+json";
+
+/// A plain Python value (dict, list, tuple, str, int, float, bool, None) as JSON: the machine key
+/// the model is made for, which the Python layer gathers.
+fn py_to_json(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    Ok(if value.is_none() {
+        Value::Null
+    } else if let Ok(b) = value.cast::<PyBool>() {
+        Value::Bool(b.is_true())
+    } else if value.is_instance_of::<PyInt>() {
+        match value.extract::<i64>() {
+            Ok(i) => Value::from(i),
+            Err(_) => Value::String(value.str()?.to_string()),
+        }
+    } else if let Ok(f) = value.cast::<PyFloat>() {
+        serde_json::Number::from_f64(f.value()).map_or(Value::Null, Value::Number)
+    } else if let Ok(s) = value.cast::<PyString>() {
+        Value::String(s.to_string())
+    } else if let Ok(d) = value.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, v) in d.iter() {
+            map.insert(k.str()?.to_string(), py_to_json(&v)?);
+        }
+        Value::Object(map)
+    } else if let Ok(l) = value.cast::<PyList>() {
+        Value::Array(l.iter().map(|v| py_to_json(&v)).collect::<PyResult<_>>()?)
+    } else if let Ok(t) = value.cast::<PyTuple>() {
+        Value::Array(t.iter().map(|v| py_to_json(&v)).collect::<PyResult<_>>()?)
+    } else {
+        Value::String(value.str()?.to_string())
+    })
+}
+
+fn ordering(name: &str) -> PyResult<Ordering> {
+    Ok(match name {
+        "device_event" => Ordering::DeviceEvent,
+        "host_synchronise" => Ordering::HostSynchronise,
+        "producer_wait" => Ordering::ProducerWait,
+        "none" => Ordering::None,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown ordering {name:?}: device_event, host_synchronise, producer_wait or none"
+            )));
+        }
+    })
+}
+
+/// How the handoff by `path` of `kind` is ordered against the producer's queued work, from `place`
+/// (`cpu`, `cuda:N`, …): the words a table gives per row, and the `ordering` `predict` takes.
+#[pyfunction]
+fn path_ordering(kind: &str, path: &str, place: &str) -> (String, String) {
+    let on_device = place.starts_with("cuda");
+    let o = match (kind, path) {
+        _ if !on_device => Ordering::None,
+        ("share", "dlpack" | "copy" | "shared") => Ordering::DeviceEvent,
+        ("share", "capsule" | "cai") => Ordering::HostSynchronise,
+        ("move", "p2p" | "pinned" | "dlpack") => Ordering::DeviceEvent,
+        ("process", "ipc" | "torch_mp") => Ordering::HostSynchronise,
+        _ => Ordering::ProducerWait,
+    };
+    let name = serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    (name, o.describe().to_string())
+}
+
+/// A predicted time, with what it rests on.
+#[pyclass(module = "gpushare", name = "CostPrediction", frozen)]
+#[derive(Clone)]
+pub struct PyPrediction {
+    pub inner: Prediction,
+}
+
+#[pymethods]
+impl PyPrediction {
+    #[getter]
+    fn seconds(&self) -> f64 {
+        self.inner.seconds
+    }
+    #[getter]
+    fn fixed(&self) -> f64 {
+        self.inner.fixed
+    }
+    #[getter]
+    fn bandwidth(&self) -> Option<f64> {
+        self.inner.bandwidth
+    }
+    #[getter]
+    fn bound(&self) -> &str {
+        &self.inner.bound
+    }
+    #[getter]
+    fn tolerance(&self) -> f64 {
+        self.inner.tolerance
+    }
+    #[getter]
+    fn extrapolated(&self) -> bool {
+        self.inner.extrapolated
+    }
+    #[getter]
+    fn waits_for_queue(&self) -> f64 {
+        self.inner.waits_for_queue
+    }
+    /// Whether ``measured`` seconds lie further from this prediction than the model's stated error.
+    fn misses(&self, measured: f64) -> bool {
+        self.inner.misses(measured)
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &serde_json::to_value(&self.inner).unwrap_or_default())
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "{} predicted ({} ±{:.0}%{})",
+            crate::render::units::time(self.inner.seconds),
+            self.inner.bound,
+            self.inner.tolerance * 100.0,
+            if self.inner.extrapolated { ", outside the calibrated sizes" } else { "" }
+        )
+    }
+}
+
+/// The cost model of this machine: each calibrated path's ``fixed + bytes / bandwidth``.
+#[pyclass(module = "gpushare", name = "CostModel")]
+pub struct PyCostModel {
+    inner: CostModel,
+}
+
+fn key(kind: &str, path: &str, source: &str, target: &str, place: &str) -> CostKey {
+    CostKey { kind: kind.into(), path: path.into(), source: source.into(), target: target.into(), place: place.into() }
+}
+
+#[pymethods]
+impl PyCostModel {
+    /// An empty model for the machine ``machine`` describes (devices, driver, versions).
+    #[new]
+    #[pyo3(signature = (machine, created = 0.0))]
+    fn new(machine: &Bound<'_, PyAny>, created: f64) -> PyResult<Self> {
+        Ok(PyCostModel { inner: CostModel::new(py_to_json(machine)?, created) })
+    }
+
+    /// The model as its cache file holds it.
+    #[staticmethod]
+    fn from_json(text: &str) -> PyResult<Self> {
+        serde_json::from_str(text)
+            .map(|inner| PyCostModel { inner })
+            .map_err(|e| PyValueError::new_err(format!("not a gpushare cost model: {e}")))
+    }
+
+    /// The text of its cache file.
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.inner).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Fits ``points`` (``(bytes, seconds)``, at least three sizes) for one path; False when they
+    /// cannot be fitted.
+    #[pyo3(signature = (kind, path, source, target, place, points))]
+    fn add(&mut self, kind: &str, path: &str, source: &str, target: &str, place: &str, points: Vec<(u64, f64)>) -> bool {
+        let points = points.into_iter().map(|(bytes, seconds)| Observation { bytes, seconds }).collect();
+        self.inner.add(&key(kind, path, source, target, place), points)
+    }
+
+    /// The predicted time of one path for ``nbytes``, or None where it is not calibrated.
+    /// ``ordering`` (see ``path_ordering``) and ``queued`` (seconds of the producer's queued work)
+    /// add the wait of a host-side synchronise.
+    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn predict(
+        &self,
+        kind: &str,
+        path: &str,
+        source: &str,
+        target: &str,
+        place: &str,
+        nbytes: u64,
+        ordering: &str,
+        queued: f64,
+    ) -> PyResult<Option<PyPrediction>> {
+        let ordering = self::ordering(ordering)?;
+        Ok(self.inner.predict(&key(kind, path, source, target, place), nbytes, ordering, queued).map(|inner| PyPrediction { inner }))
+    }
+
+    /// What changed since the model was made (``None``: it is current for ``machine``).
+    fn stale_against(&self, machine: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        Ok(self.inner.stale_against(&py_to_json(machine)?))
+    }
+
+    /// The calibrated paths: ``(kind, path, source, target, place)`` each.
+    fn keys(&self) -> Vec<(String, String, String, String, String)> {
+        self.inner
+            .fits
+            .keys()
+            .filter_map(|label| CostKey::parse(label))
+            .map(|k| (k.kind, k.path, k.source, k.target, k.place))
+            .collect()
+    }
+
+    #[getter]
+    fn machine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &self.inner.machine)
+    }
+    #[getter]
+    fn created(&self) -> f64 {
+        self.inner.created
+    }
+    fn __len__(&self) -> usize {
+        self.inner.fits.len()
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &serde_json::to_value(&self.inner).unwrap_or_default())
+    }
+    fn __repr__(&self) -> String {
+        render::model_text(&self.inner)
+    }
+    fn _repr_html_(&self) -> String {
+        render::model_html(&self.inner)
+    }
+}
+
+/// What ``gpushare.advise`` answers: every applicable path's predicted verdict and time for one
+/// array, and which to take, before anything is converted.
+#[pyclass(module = "gpushare", name = "Advice", frozen)]
+pub struct PyAdvice {
+    inner: Advice,
+}
+
+fn row_from_dict(d: &Bound<'_, PyDict>) -> PyResult<AdviceRow> {
+    let get = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+        d.get_item(name)?.ok_or_else(|| PyValueError::new_err(format!("an advice row needs {name:?}")))
+    };
+    let prediction = match d.get_item("prediction")? {
+        Some(p) if !p.is_none() => Some(p.cast::<PyPrediction>()?.get().inner.clone()),
+        _ => None,
+    };
+    Ok(AdviceRow {
+        path: get("path")?.extract()?,
+        kind: get("kind")?.extract()?,
+        verdict: get("verdict")?.extract()?,
+        reason: get("reason")?.extract()?,
+        ordering: get("ordering")?.extract()?,
+        prediction,
+    })
+}
+
+#[pymethods]
+impl PyAdvice {
+    /// ``rows``: dicts with ``path``, ``kind``, ``verdict``, ``reason``, ``ordering`` and
+    /// ``prediction`` (a prediction of ``CostModel.predict`` or None). ``rules_choice`` is the
+    /// rules' ``auto``, which stands where nothing is calibrated.
+    #[new]
+    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        source: String,
+        target: String,
+        nbytes: u64,
+        place: String,
+        rows: Vec<Bound<'_, PyDict>>,
+        rules_choice: Option<&str>,
+        queued: f64,
+        model_note: Option<String>,
+    ) -> PyResult<Self> {
+        let rows = rows.iter().map(row_from_dict).collect::<PyResult<Vec<_>>>()?;
+        let advice = Advice { source, target, nbytes, place, rows, recommended: None, why: String::new(), queued, model_note };
+        Ok(PyAdvice { inner: advice.decide(rules_choice) })
+    }
+
+    /// The path to take (None when no path applies).
+    #[getter]
+    fn recommended(&self) -> Option<&str> {
+        self.inner.recommended.as_deref()
+    }
+    /// Why, in words.
+    #[getter]
+    fn why(&self) -> &str {
+        &self.inner.why
+    }
+    /// A copying path predicted faster than the recommendation, which shares (or None).
+    #[getter]
+    fn faster_copy(&self) -> Option<&str> {
+        self.inner.faster_copy().map(|r| r.path.as_str())
+    }
+    /// The predicted seconds of ``path`` (None where it is not calibrated or not a row).
+    fn predicted(&self, path: &str) -> Option<f64> {
+        self.inner.rows.iter().find(|r| r.path == path)?.prediction.as_ref().map(|p| p.seconds)
+    }
+    #[getter]
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &serde_json::to_value(&self.inner.rows).unwrap_or_default())
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let mut value = envelope("advice", serde_json::to_value(&self.inner).unwrap_or_default());
+        // to_dict() is the payload with the schema key added, as every result's is.
+        let data = value["data"].take();
+        let mut data = data.as_object().cloned().unwrap_or_default();
+        data.insert("schema".into(), value["schema"].take());
+        json_to_py(py, &Value::Object(data))
+    }
+    fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let pandas = py.import("pandas")?;
+        let rows = PyList::empty(py);
+        for r in &self.inner.rows {
+            let d = PyDict::new(py);
+            d.set_item("path", &r.path)?;
+            d.set_item("kind", &r.kind)?;
+            d.set_item("verdict", &r.verdict)?;
+            d.set_item("reason", &r.reason)?;
+            d.set_item("ordering", &r.ordering)?;
+            d.set_item("predicted_s", r.prediction.as_ref().map(|p| p.seconds))?;
+            d.set_item("tolerance", r.prediction.as_ref().map(|p| p.tolerance))?;
+            d.set_item("recommended", self.inner.recommended.as_deref() == Some(r.path.as_str()))?;
+            rows.append(d)?;
+        }
+        pandas.call_method1("DataFrame", (rows,))
+    }
+    fn __repr__(&self) -> String {
+        render::advice_text(&self.inner)
+    }
+    fn _repr_html_(&self) -> String {
+        render::advice_html(&self.inner)
+    }
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(
+        &self,
+        py: Python<'py>,
+        include: Option<Bound<'py, PyAny>>,
+        exclude: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        let d = PyDict::new(py);
+        d.set_item("text/plain", self.__repr__())?;
+        d.set_item("text/html", self._repr_html_())?;
+        d.set_item(MIME_TYPE, json_to_py(py, &envelope("advice", serde_json::to_value(&self.inner).unwrap_or_default()))?)?;
+        Ok(d)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyCostModel>()?;
+    m.add_class::<PyPrediction>()?;
+    m.add_class::<PyAdvice>()?;
+    m.add_function(wrap_pyfunction!(path_ordering, m)?)?;
+    Ok(())
+}

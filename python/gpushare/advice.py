@@ -1,0 +1,242 @@
+"""Path advice (issue 26): a cost model of this machine that predicts every path before it runs.
+
+``calibrate()`` measures each path of each framework pair at three or more sizes (a short sweep,
+seconds on a CPU) and fits ``time = fixed + bytes / bandwidth`` per path, pair and place: the form
+NCCL's tuner uses. The fit, the error it showed on its own sweep, and the machine it was made for
+(devices, driver, framework versions) are cached in ``$XDG_CACHE_HOME/gpushare/model.json``;
+``model()`` reads that cache and says when it is stale. ``advise(x, to, device=…, across=…)``
+answers without converting anything: each applicable path's predicted verdict (the rules of
+crates/core/src/explain) and time (the model), the recommendation and why. Fitting, predicting,
+deciding and rendering are the core's (crates/core/src/advice); this module runs the sweep and
+keeps the cache.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from gpushare import _native, machine_ceilings, paths, verdicts
+from gpushare.adapters import ADAPTERS, adapter_for, framework
+
+CostModel = _native.CostModel
+Advice = _native.Advice
+
+#: Three sizes, the fewest a fit of two numbers can check itself against: one where the fixed cost
+#: dominates, one in between, one where the bytes do.
+DEFAULT_SIZES = ("64KiB", "1MiB", "16MiB")
+
+
+def cache_file() -> Path:
+    """``$XDG_CACHE_HOME/gpushare/model.json`` (``~/.cache`` by default), beside the ceilings."""
+    return machine_ceilings.cache_path().with_name("model.json")
+
+
+def _installed_versions() -> dict[str, str]:
+    """Installed framework versions by distribution metadata: read without importing anything."""
+    versions = {}
+    for adapter in ADAPTERS.values():
+        for dist in adapter.distributions():
+            try:
+                versions[adapter.name] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def machine_key() -> dict[str, Any]:
+    """What a model is made for: the ceilings' key (host, CPU, devices, driver, gpushare) and the
+    framework versions. A model made for another is stale."""
+    return {**machine_ceilings.machine_key(), "frameworks": _installed_versions()}
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def model(*, allow_stale: bool = False) -> Any:
+    """The cached model of this machine, or None when there is none (or it is stale, unless
+    ``allow_stale``: then ``model().stale_against(machine_key())`` says what changed)."""
+    path = cache_file()
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    cached = _LOADED.get("model")
+    if cached is None or _LOADED.get("mtime") != mtime:
+        try:
+            cached = CostModel.from_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        _LOADED.update(model=cached, mtime=mtime)
+    if not allow_stale and cached.stale_against(machine_key()) is not None:
+        return None
+    return cached
+
+
+def stale_note() -> str | None:
+    """Why the cached model cannot be used here, in words; None when it can."""
+    m = model(allow_stale=True)
+    if m is None:
+        return "no cost model of this machine: run gpushare.calibrate() (or `gpushare calibrate`)"
+    why = m.stale_against(machine_key())
+    return None if why is None else f"the cost model is stale ({why}): run gpushare.calibrate() again"
+
+
+def summary() -> str:
+    """One line on what the cache holds, for ``%gpuinfo``."""
+    note = stale_note()
+    if note is not None:
+        return f"cost model: {note}"
+    m = model()
+    made = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created)) if m.created else "unknown time"
+    return f"cost model: {len(m)} paths fitted, made {made} ({cache_file()}); gpushare.advise(x, to) predicts"
+
+
+def _save(m: Any) -> None:
+    path = cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(m.to_json(), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: the model still serves this session
+    _LOADED.clear()
+    _LOADED.update(model=m, mtime=None)
+
+
+def _default_frameworks(device: str) -> list[str]:
+    """The installed frameworks whose adapters ask to be calibrated on this kind of device."""
+    where = "cuda" if device.startswith("cuda") else "cpu"
+    return [a.name for a in ADAPTERS.values() if where in a.calibrate_on and a.installed()]
+
+
+def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict]) -> int:
+    """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark) into ``m``."""
+    by_path: dict[str, list[tuple[int, float]]] = {}
+    for p in points:
+        timing = p.get("timing")
+        if p.get("verdict") == "failed" or not timing:
+            continue
+        by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
+    return sum(m.add(kind, path, source, target, place, pts) for path, pts in by_path.items())
+
+
+def calibrate(
+    frameworks: Sequence[str] | None = None,
+    *,
+    sizes: Sequence[int | str] = DEFAULT_SIZES,
+    device: str | None = None,
+    to_device: str | None = None,
+    processes: bool = False,
+    repeat: int = 5,
+    save: bool = True,
+) -> Any:
+    """Measures every path of every ordered pair of ``frameworks`` (default: those of issue 26's
+    list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
+    CUDA is usable, else ``cpu``), fits each path's ``fixed + bytes / bandwidth``, and caches the
+    model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
+    ``processes=True`` the process paths (a worker process each). Returns the ``CostModel``."""
+    from gpushare import lab
+
+    if len(set(sizes)) < 3:
+        raise ValueError(f"a fit needs at least three sizes, got {list(sizes)!r}")
+    if device is None:
+        device = "cuda:0" if machine_ceilings.cuda_devices() else "cpu"
+    names = [framework(n).name for n in frameworks] if frameworks else _default_frameworks(device)
+    previous = model(allow_stale=True)
+    m = CostModel(machine_key(), time.time())
+    if previous is not None and previous.stale_against(machine_key()) is None:
+        m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
+    for src in names:
+        for dst in names:
+            if src == dst and to_device is None:
+                continue
+            b = lab.bench(src, dst, sizes, device=device, repeat=repeat, progress=False)
+            _fit_points(m, "share", src, dst, b.to_dict()["device"], b.to_dict()["points"])
+        if to_device is not None:
+            b = lab.bench(src, src, sizes, device=device, to_device=to_device, repeat=repeat, progress=False)
+            d = b.to_dict()
+            _fit_points(m, "move", src, src, f"{d['device']}->{to_device}", d["points"])
+        if processes:
+            b = lab.bench(src, src, sizes, device=device, across="processes", repeat=repeat, progress=False)
+            d = b.to_dict()
+            _fit_points(m, "process", src, src, f"{d.get('device', device)}->process", d["points"])
+    if save:
+        _save(m)
+    return m
+
+
+def _place(src: Any, obj: Any) -> str:
+    on_device = paths.in_device_memory(obj, src)
+    info = src.inspect(obj)
+    return f"cuda:{info.dlpack_device[1]}" if on_device else "cpu"
+
+
+def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
+         nbytes: int, m: Any, queued: float) -> dict:
+    ordering, words = _native.path_ordering(kind, path, place)
+    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued)
+    return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
+            "prediction": prediction}
+
+
+def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, queued: float = 0.0,
+           source: str | None = None) -> Any:
+    """What each applicable path would do with ``obj`` and cost, before anything runs.
+
+    Within the array's device (the default), each share path's predicted verdict (the rules) and
+    time (the cost model, see :func:`calibrate`); with ``device="cuda:1"``, the move paths; with
+    ``across`` (a Worker or ``"process"``), the process paths. ``queued``: seconds of work queued
+    on the producer's stream, which a host-side synchronise (``capsule``, ``cai``) waits for.
+    Returns an :class:`Advice` (``recommended``, ``why``, ``rows``; text, HTML and JSON forms)."""
+    dst = framework(to)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    info = src.inspect(obj)
+    nbytes = int(info.nbytes)
+    place = _place(src, obj)
+    m = model()
+    note = stale_note()
+    rows: list[dict] = []
+    if across is not None:
+        from gpushare import processes
+
+        # An unstarted Worker says where a worker would run (the NCCL paths need another GPU).
+        worker = across if isinstance(across, processes.Worker) else processes.Worker()
+        kind, where = "process", f"{place}->process"
+        rules_choice = paths.process_auto(obj)
+        for path in paths.names_of("process"):
+            why = processes.applicability(obj, path, worker, to=to)
+            if why is not None:
+                rows.append(_row(kind, path, "failed", why, where, src.name, dst.name, nbytes, None, queued))
+                continue
+            copies = _native.copied_by_design("process", path)
+            rows.append(_row(kind, path, "copied" if copies else "shared", copies, where, src.name, dst.name,
+                             nbytes, m, queued))
+    elif device is not None:
+        from gpushare import devices
+
+        on_host, ordinal = devices.check_device(device)
+        target = devices.device_name(on_host, ordinal)
+        kind, where = "move", f"{place}->{target}"
+        destination = devices.dlpack_place(on_host, ordinal)
+        rules_choice = paths.auto_choice(src, dst, tuple(info.dlpack_device), destination)[0]
+        for path in paths.names_of("move"):
+            predictor = verdicts.move_predictor(src, dst, path, destination)
+            p = None if predictor is None else predictor(info)
+            if p is None:
+                continue
+            rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued))
+    else:
+        kind, where = "share", place
+        rules_choice = paths.resolve_auto(src, dst, tuple(info.dlpack_device))
+        for path in paths.names_of("share"):
+            p = verdicts.predict(src, dst, info, path)
+            if p is None:
+                continue
+            rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued))
+    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note)

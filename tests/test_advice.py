@@ -1,0 +1,130 @@
+"""Path advice on the CPU (issue 26.2-26.4): ``calibrate`` fits each path's ``fixed + bytes /
+bandwidth`` from a real sweep and caches it per machine, a model made for another machine is stale
+and says why, ``advise`` predicts every applicable path without converting anything and recommends
+the fastest path among those that share, and ``%share x ->DST --advise`` shows it.
+
+The fitting, deciding and rendering are the core's (crates/core/src/advice, cargo-tested there with
+exact lines); these tests check that the Python layer feeds them real measurements and the rules'
+real verdicts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gpushare
+from gpushare import _native, advice, paths
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+np = pytest.importorskip("numpy", reason="numpy not installed")
+
+SIZES = ("64KiB", "1MiB", "8MiB")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        advice._LOADED.clear()
+        yield
+        advice._LOADED.clear()
+
+
+@pytest.fixture(scope="module")
+def model(cache):
+    return gpushare.calibrate(["torch", "numpy"], sizes=SIZES, repeat=3, device="cpu")
+
+
+def test_calibration_fits_every_path_that_worked_and_caches_it(model):
+    keys = set(model.keys())
+    for src, dst in (("torch", "numpy"), ("numpy", "torch")):
+        for path in ("dlpack", "host", "copy"):
+            assert ("share", path, src, dst, "cpu") in keys, (src, dst, path)
+    assert advice.cache_file().exists()
+    cached = advice.model()
+    assert cached is not None and len(cached) == len(model)
+    assert set(cached.keys()) == keys
+    assert f"{len(model)} paths fitted" in advice.summary()
+    assert "cost model:" in gpushare.gpuinfo().cost_model
+
+
+def test_a_copy_has_a_bandwidth_and_its_prediction_grows_with_size(model):
+    small = model.predict("share", "host", "torch", "numpy", "cpu", 64 << 10)
+    large = model.predict("share", "host", "torch", "numpy", "cpu", 16 << 20)
+    assert small is not None and large is not None
+    assert large.seconds > small.seconds
+    assert large.bandwidth is not None and large.bandwidth > 0
+    assert large.extrapolated is False
+    assert model.predict("share", "host", "torch", "numpy", "cpu", 64 << 30).extrapolated is True
+    # Never calibrated: no prediction, not a guess.
+    assert model.predict("share", "dlpack", "torch", "tf", "cpu", 1 << 20) is None
+
+
+def test_a_model_for_another_machine_is_stale_and_says_what_changed(model, tmp_path, monkeypatch):
+    stale = gpushare.CostModel({**advice.machine_key(), "frameworks": {"torch": "0.0.1"}}, 0.0)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice._LOADED.clear()
+    advice.cache_file().parent.mkdir(parents=True)
+    advice.cache_file().write_text(stale.to_json())
+    assert advice.model() is None
+    assert advice.model(allow_stale=True) is not None
+    assert "stale (made for another frameworks)" in advice.stale_note()
+    advice._LOADED.clear()
+
+
+def test_advise_recommends_the_fastest_sharing_path_and_converts_nothing(model, monkeypatch):
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("advise must not build a route")
+
+    monkeypatch.setattr(paths, "route", no_conversion)
+    x = torch.ones(1 << 18)
+    a = gpushare.advise(x, "numpy")
+    rows = {r["path"]: r for r in a.rows}
+    assert rows["dlpack"]["verdict"] == "shared" and rows["host"]["verdict"] == "copied"
+    sharing = {p: a.predicted(p) for p, r in rows.items() if r["verdict"] == "shared" and a.predicted(p) is not None}
+    assert a.recommended == min(sharing, key=sharing.get)
+    assert "shares the source's memory" in a.why
+    # The row's prediction is the model's for this array's size.
+    expected = model.predict("share", "host", "torch", "numpy", "cpu", x.numel() * 4)
+    assert a.predicted("host") == pytest.approx(expected.seconds)
+    text = repr(a)
+    assert f"★ {a.recommended}" in text and "nothing converted" in text
+
+
+def test_advice_has_its_json_form_and_schema(model):
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed")
+    a = gpushare.advise(np.ones(1024, dtype=np.float32), "torch")
+    bundle = a._repr_mimebundle_()
+    payload = bundle["application/vnd.gpushare+json"]
+    assert payload["schema"] == "gpushare.advice/1"
+    jsonschema.validate(payload, _native.json_schema("advice"))
+    assert a.to_dict()["recommended"] == a.recommended
+    assert "<table" in bundle["text/html"] and "data-path" in bundle["text/html"]
+
+
+def test_without_a_model_the_rules_choice_stands_and_says_how_to_calibrate(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice._LOADED.clear()
+    x = torch.ones(16)
+    a = gpushare.advise(x, "numpy")
+    src, dst = gpushare.adapters.adapter_of(x), gpushare.adapters.framework("numpy")
+    assert a.recommended == paths.resolve_auto(src, dst)
+    assert "calibrate" in a.why
+    assert all(r["prediction"] is None for r in a.rows)
+    advice._LOADED.clear()
+
+
+def test_a_fit_needs_three_sizes(cache):
+    with pytest.raises(ValueError, match="at least three sizes"):
+        gpushare.calibrate(["torch", "numpy"], sizes=("4KiB", "1MiB"))
+
+
+def test_the_magic_advises_without_converting(ip, model):
+    ip.user_ns["adv_x"] = torch.ones(1024)
+    result = ip.run_line_magic("share", "adv_x ->numpy --advise -o")
+    assert isinstance(result, gpushare.Advice)
+    assert "adv_x_numpy" not in ip.user_ns
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="--advise"):
+        ip.run_cell_magic("share", "torch->numpy --advise", "y = torch.ones(2)")
