@@ -19,8 +19,8 @@ nothing in the other process. The verdict is judged on the *allocation identity*
   ``cuMemGetAddressRange`` gives) + the offset in it. The worker maps that allocation at an address
   of its own, in a context of its own.
 
-"shared" means both sides have the same identity; tests prove it with a write in one process read
-in the other. Paths (each a row of the same table):
+"shared" means both sides have the same identity (the core's judge: crates/core/src/explain/identity.rs);
+tests prove it with a write in one process read in the other. Paths (each a row of the same table):
 
 =============  ==============================================================================
 ``ipc``        CUDA IPC by the Rust core: allocation handle + offset, opened by the worker
