@@ -12,6 +12,7 @@ mod json;
 mod paths;
 mod plan;
 mod process;
+mod process_timing;
 mod shared;
 mod types;
 
