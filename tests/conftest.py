@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 
 import pytest
 
@@ -11,6 +12,9 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Let JAX share one GPU with the other frameworks instead of taking 75 % of it at first use.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# A cache of the session's own: a cost model (or ceilings) the developer calibrated in ~/.cache
+# would change what `auto` takes and make the tests depend on the machine's history.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpushare-test-cache-")
 
 
 def have(module: str) -> bool:

@@ -25,9 +25,9 @@ SIZES = ("64KiB", "1MiB", "8MiB")
 def cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
-        advice._LOADED.clear()
+        advice.forget()
         yield
-        advice._LOADED.clear()
+        advice.forget()
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +63,13 @@ def test_a_copy_has_a_bandwidth_and_its_prediction_grows_with_size(model):
 def test_a_model_for_another_machine_is_stale_and_says_what_changed(model, tmp_path, monkeypatch):
     stale = gpushare.CostModel({**advice.machine_key(), "frameworks": {"torch": "0.0.1"}}, 0.0)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    advice._LOADED.clear()
+    advice.forget()
     advice.cache_file().parent.mkdir(parents=True)
     advice.cache_file().write_text(stale.to_json())
     assert advice.model() is None
     assert advice.model(allow_stale=True) is not None
     assert "stale (made for another frameworks)" in advice.stale_note()
-    advice._LOADED.clear()
+    advice.forget()
 
 
 def test_advise_recommends_the_fastest_sharing_path_and_converts_nothing(model, monkeypatch):
@@ -104,14 +104,44 @@ def test_advice_has_its_json_form_and_schema(model):
 
 def test_without_a_model_the_rules_choice_stands_and_says_how_to_calibrate(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    advice._LOADED.clear()
+    advice.forget()
     x = torch.ones(16)
     a = gpushare.advise(x, "numpy")
     src, dst = gpushare.adapters.adapter_of(x), gpushare.adapters.framework("numpy")
     assert a.recommended == paths.resolve_auto(src, dst)
     assert "calibrate" in a.why
     assert all(r["prediction"] is None for r in a.rows)
-    advice._LOADED.clear()
+    advice.forget()
+
+
+def test_auto_takes_the_path_the_model_predicts_fastest_and_every_entry_point_agrees(tmp_path, monkeypatch):
+    """numpy→torch on a CPU: the rules take dlpack; a model in which the capsule path (which
+    shares too) is faster makes share, compare and the prediction all take capsule, and say why;
+    a copy the model predicts faster still is never taken while a path shares."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    x = np.ones(1 << 16, dtype=np.float32)
+    assert gpushare.share(x, "torch").path == "dlpack"
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (64 << 10, 1 << 20, 16 << 20)
+    m.add("share", "dlpack", "numpy", "torch", "cpu", [(n, 20e-6) for n in sizes], True)
+    m.add("share", "capsule", "numpy", "torch", "cpu", [(n, 5e-6) for n in sizes], True)
+    m.add("share", "copy", "numpy", "torch", "cpu", [(n, 1e-6) for n in sizes], False)
+    advice._save(m)
+    try:
+        r = gpushare.share(x, "torch")
+        assert r.path == "capsule" and r.verdict == "shared"
+        assert any("cost model" in note for note in r.notes), r.notes
+        assert r.prediction is not None and r.prediction["verdict"] == "shared" and not r.unexpected
+        table = gpushare.compare(x, "torch", repeat=2)
+        autos = [row.path for row in table.rows if row.auto]
+        assert autos == ["capsule"], autos
+        assert gpushare.advise(x, "torch").recommended == "capsule"
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()
+    # Without the model, the rules' own choice again.
+    assert gpushare.share(x, "torch").path == "dlpack"
 
 
 def test_a_fit_needs_three_sizes(cache):

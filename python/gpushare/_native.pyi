@@ -291,6 +291,7 @@ class Predictor:
         source_current_device: Callable[[], int | None] | None = None,
         endpoints: tuple[bool, bool, bool, bool] | None = None,
         destination: tuple[int, int] | None = None,
+        model: CostModel | None = None,
     ) -> None: ...
     def __call__(self, source: TensorInfo) -> Prediction: ...
 
@@ -303,6 +304,9 @@ def resolve_auto(
     target: str = "",
     peer_access: bool | None = None,
     across: bool = False,
+    model: CostModel | None = None,
+    source_name: str = "",
+    nbytes: int | None = None,
 ) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
 def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
@@ -402,7 +406,10 @@ class CostModel:
     @staticmethod
     def from_json(text: str) -> CostModel: ...
     def to_json(self) -> str: ...
-    def add(self, kind: str, path: str, source: str, target: str, place: str, points: list[tuple[int, float]]) -> bool: ...
+    def add(
+        self, kind: str, path: str, source: str, target: str, place: str, points: list[tuple[int, float]],
+        shares: bool | None = None,
+    ) -> bool: ...
     def predict(
         self, kind: str, path: str, source: str, target: str, place: str, nbytes: int,
         ordering: str = "none", queued: float = 0.0,

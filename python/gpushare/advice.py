@@ -25,9 +25,10 @@ from gpushare.adapters import ADAPTERS, adapter_for, framework
 CostModel = _native.CostModel
 Advice = _native.Advice
 
-#: Three sizes, the fewest a fit of two numbers can check itself against: one where the fixed cost
-#: dominates, one in between, one where the bytes do.
-DEFAULT_SIZES = ("64KiB", "1MiB", "16MiB")
+#: Four sizes (three is the fewest a fit of two numbers can check itself against): where the fixed
+#: cost dominates, two in between, and one large enough that a copy runs at the bandwidth it keeps
+#: past the caches. Sizes outside 4x of these are predicted as extrapolated.
+DEFAULT_SIZES = ("64KiB", "1MiB", "16MiB", "64MiB")
 
 
 def cache_file() -> Path:
@@ -55,6 +56,25 @@ def machine_key() -> dict[str, Any]:
 
 
 _LOADED: dict[str, Any] = {}
+
+
+def auto_model() -> Any:
+    """The model ``auto`` consults: the cached one, read once per process (a stat per handoff
+    would cost every share), replaced by :func:`calibrate`. None without a current model."""
+    if "auto" not in _LOADED:
+        _LOADED["auto"] = model()
+    return _LOADED["auto"]
+
+
+def forget() -> None:
+    """Drops the model this process holds and every route, plan and predictor chosen with it, so
+    the next handoff reads the cache again (after :func:`calibrate`, or a test's own cache)."""
+    from gpushare import api
+
+    _LOADED.clear()
+    paths._ROUTES.clear()
+    api._PLANS.clear()
+    verdicts._PREDICTORS.clear()
 
 
 def model(*, allow_stale: bool = False) -> Any:
@@ -105,8 +125,8 @@ def _save(m: Any) -> None:
         tmp.replace(path)
     except OSError:
         pass  # a read-only home: the model still serves this session
-    _LOADED.clear()
-    _LOADED.update(model=m, mtime=None)
+    forget()
+    _LOADED.update(model=m, mtime=None, auto=m)
 
 
 def _default_frameworks(device: str) -> list[str]:
@@ -116,14 +136,21 @@ def _default_frameworks(device: str) -> list[str]:
 
 
 def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict]) -> int:
-    """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark) into ``m``."""
+    """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark) into ``m``,
+    with whether it shared at every size (``auto`` replaces a path only by one that did the same)."""
     by_path: dict[str, list[tuple[int, float]]] = {}
+    verdicts_of: dict[str, set[str]] = {}
     for p in points:
         timing = p.get("timing")
-        if p.get("verdict") == "failed" or not timing:
+        # `shared` starts from a SharedBuffer, not the pair's own arrays: no path for the pair's auto.
+        if p.get("verdict") == "failed" or not timing or p.get("path") in ("auto", "shared"):
             continue
         by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
-    return sum(m.add(kind, path, source, target, place, pts) for path, pts in by_path.items())
+        verdicts_of.setdefault(p["path"], set()).add(p["verdict"])
+    return sum(
+        m.add(kind, path, source, target, place, pts, verdicts_of[path] == {"shared"})
+        for path, pts in by_path.items()
+    )
 
 
 def calibrate(

@@ -78,7 +78,12 @@ def auto_choice(
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
     where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
     plain handoff (the host route into a framework that cannot address device memory; a move)."""
-    return _native.resolve_auto(endpoints(src, dst), tuple(source_device), destination, dst.name)
+    from gpushare import advice  # the cost model, where this machine was calibrated
+
+    return _native.resolve_auto(
+        endpoints(src, dst), tuple(source_device), destination, dst.name,
+        model=advice.auto_model(), source_name=src.name,
+    )
 
 
 def process_auto(obj: Any) -> str:

@@ -37,6 +37,11 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
     the ones that can (JAX's x64 flag, PyTorch's current device) it reads when a rule needs them."""
     if path not in MODELLED_PATHS:
         return None
+    from gpushare import advice
+
+    # `auto` is predicted as the path it takes, which the cost model may choose (advice.forget()
+    # drops these predictors when the model changes).
+    model = advice.auto_model() if path == "auto" else None
     # The versions are part of the key: one read before the framework was imported is unknown ("").
     key = (src.name, dst.name, path, dst.version() or "", src.version() or "")
     made = _PREDICTORS.get(key)
@@ -51,6 +56,7 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             src.current_device_reader(),
             # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
             endpoints=paths.endpoints(src, dst),
+            model=model,
         )
     return made
 

@@ -195,7 +195,7 @@ impl Default for Endpoints {
 }
 
 /// The facts `auto` decides from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AutoFacts<'a> {
     pub endpoints: Endpoints,
     /// Where the source lies.
@@ -209,7 +209,18 @@ pub struct AutoFacts<'a> {
     pub target_name: &'a str,
     /// The array goes to another process (`across=`): a process path.
     pub across_processes: bool,
+    /// The calibrated cost model of this machine, when there is one: among the paths whose sweep
+    /// gave the rules' choice's verdict, `auto` takes the one it predicts fastest.
+    pub model: Option<&'a crate::advice::model::CostModel>,
+    /// Source framework's name (the model's key).
+    pub source_name: &'a str,
+    /// Bytes of the array, where known (the model's prediction for moves and copies depends on it).
+    pub nbytes: Option<u64>,
 }
+
+/// The size `auto` predicts at when the array's is not known: zero-copy paths cost the same at any
+/// size, and a copy's choice is made where both terms count.
+pub const AUTO_REFERENCE_BYTES: u64 = 1 << 20;
 
 /// What `auto` takes, and why where the choice is not the plain one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,6 +241,59 @@ pub struct AutoChoice {
 /// a target that imports capsules only (TensorFlow); `__cuda_array_interface__` where one side has no
 /// DLPack object import or export (Numba); DLPack otherwise.
 pub fn resolve_auto(facts: &AutoFacts<'_>) -> AutoChoice {
+    let rules = rules_auto(facts);
+    match facts.model {
+        Some(model) => by_model(facts, model, rules),
+        None => rules,
+    }
+}
+
+/// The model's word on the rules' choice: the fastest calibrated path with the same verdict, when
+/// it is another path. Process paths stay the rules' (the worker maps the source's own memory).
+fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rules: AutoChoice) -> AutoChoice {
+    let place = match (rules.kind, facts.destination) {
+        (Share, _) => facts.source.name(),
+        (Move, Some(to)) if to != facts.source => format!("{}->{}", facts.source.name(), to.name()),
+        _ => return rules,
+    };
+    let bytes = facts.nbytes.unwrap_or(AUTO_REFERENCE_BYTES);
+    let kind = rules.kind.name();
+    // Only paths that apply to any array of the pair: not `shared`, which needs a SharedBuffer.
+    let general = |path: &str| find(rules.kind, path).is_some_and(|spec| spec.modelled);
+    let Some((fastest, seconds)) = model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, general) else {
+        return rules;
+    };
+    match find(rules.kind, &fastest) {
+        Some(spec) if spec.name != rules.path => {
+            let key = crate::advice::model::CostKey {
+                kind: kind.into(),
+                path: rules.path.into(),
+                source: facts.source_name.into(),
+                target: facts.target_name.into(),
+                place: place.clone(),
+            };
+            let theirs = model.fit(&key).map(|f| crate::render::units::time(f.seconds(bytes))).unwrap_or_default();
+            let why = format!(
+                "the cost model of this machine predicts {} fastest ({} against {} for {}, at {}); the rules alone take {}",
+                spec.name,
+                crate::render::units::time(seconds),
+                theirs,
+                rules.path,
+                crate::render::units::bytes(bytes),
+                rules.path
+            );
+            let why = match rules.why {
+                Some(first) => format!("{first}; {why}"),
+                None => why,
+            };
+            AutoChoice { path: spec.name, kind: rules.kind, why: Some(why) }
+        }
+        _ => rules,
+    }
+}
+
+/// `auto` by the rules alone: what every machine gets before it is calibrated.
+fn rules_auto(facts: &AutoFacts<'_>) -> AutoChoice {
     let e = &facts.endpoints;
     if facts.across_processes {
         // The worker maps the source's own memory: CUDA IPC for device memory, a shared segment
@@ -283,7 +347,17 @@ mod tests {
     use super::*;
 
     fn facts(endpoints: Endpoints, source: Place) -> AutoFacts<'static> {
-        AutoFacts { endpoints, source, destination: None, peer_access: None, target_name: "x", across_processes: false }
+        AutoFacts {
+            endpoints,
+            source,
+            destination: None,
+            peer_access: None,
+            target_name: "x",
+            across_processes: false,
+            model: None,
+            source_name: "s",
+            nbytes: None,
+        }
     }
 
     #[test]
@@ -359,5 +433,41 @@ mod tests {
         assert!(copied_by_design(Move, "dlpack").unwrap().starts_with("copied by design"));
         assert!(copied_by_design(Share, "host").unwrap().starts_with("copied by design"));
         assert_eq!(copied_by_design(Move, "move"), None);
+    }
+
+    #[test]
+    fn with_a_model_auto_takes_the_fastest_calibrated_path_of_the_same_verdict() {
+        use crate::advice::model::{CostKey, CostModel, Observation};
+        let key = |kind: &str, path: &str, place: &str| CostKey {
+            kind: kind.into(),
+            path: path.into(),
+            source: "torch".into(),
+            target: "torch".into(),
+            place: place.into(),
+        };
+        let line = |fixed: f64, bw: f64| -> Vec<Observation> {
+            [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
+        };
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        // The H200 pair at 256 MiB: the framework's own move 697 µs, gpushare's p2p 717 µs.
+        m.add(&key("move", "p2p", "cuda:0->cuda:1"), line(20e-6, 385e9), Some(false));
+        m.add(&key("move", "move", "cuda:0->cuda:1"), line(15e-6, 394e9), Some(false));
+        let facts = AutoFacts {
+            destination: Some(Place::Device(1)),
+            peer_access: Some(true),
+            target_name: "torch",
+            source_name: "torch",
+            model: Some(&m),
+            nbytes: Some(256 << 20),
+            ..facts(Endpoints::default(), Place::Device(0))
+        };
+        let choice = resolve_auto(&facts);
+        assert_eq!(choice.path, "move");
+        assert!(choice.why.unwrap().contains("cost model"));
+        // Without the model, the rules: a peer copy between GPUs that reach each other.
+        assert_eq!(resolve_auto(&AutoFacts { model: None, ..facts }).path, "p2p");
+        // A model that knows nothing of this pair changes nothing.
+        let other = AutoFacts { source_name: "jax", target_name: "jax", ..facts };
+        assert_eq!(resolve_auto(&other).path, "p2p");
     }
 }

@@ -99,6 +99,9 @@ pub struct Fit {
     pub sizes: Vec<u64>,
     /// The largest |predicted − measured| / measured over its own sweep: the error it states.
     pub error: f64,
+    /// Whether the path shared the source's memory at every size of the sweep (`None`: not said).
+    #[serde(default)]
+    pub shares: Option<bool>,
 }
 
 impl Fit {
@@ -139,7 +142,17 @@ impl Fit {
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
         }
-        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0 };
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None };
+        fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
+        Some(fit)
+    }
+
+    /// A fit with no per-byte term (a zero-copy handoff): the relative-error-weighted mean.
+    pub fn constant(points: &[Observation]) -> Option<Fit> {
+        let mut fit = Fit::from_observations(points)?;
+        let (sw, swt) = points.iter().fold((0.0, 0.0), |(sw, swt), p| (sw + 1.0 / (p.seconds * p.seconds), swt + 1.0 / p.seconds));
+        fit.fixed = swt / sw;
+        fit.per_byte = 0.0;
         fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
         Some(fit)
     }
@@ -255,10 +268,13 @@ impl CostModel {
     }
 
     /// Fits `points` for `key` and keeps both; false when they cannot be fitted (fewer than three
-    /// sizes, a failed measurement).
-    pub fn add(&mut self, key: &CostKey, points: Vec<Observation>) -> bool {
+    /// sizes, a failed measurement). `shares`: whether the path shared memory in that sweep.
+    pub fn add(&mut self, key: &CostKey, points: Vec<Observation>, shares: Option<bool>) -> bool {
         let label = key.label();
-        let fit = Fit::from_observations(&points);
+        // A handoff that shared at every size moved no bytes: its time does not grow with size, and
+        // a slope fitted to three noisy points would predict 200 µs at 64 MiB for a 50 µs handoff.
+        let fit = if shares == Some(true) { Fit::constant(&points) } else { Fit::from_observations(&points) };
+        let fit = fit.map(|f| Fit { shares, ..f });
         self.observations.insert(label.clone(), points);
         match fit {
             Some(fit) => {
@@ -291,6 +307,34 @@ impl CostModel {
             extrapolated: !fit.covers(bytes),
             waits_for_queue: waits,
         })
+    }
+
+    /// The path of `kind` from `source` to `target` at `place` that the model predicts fastest for
+    /// `bytes`, among those whose sweep gave the same verdict as `like` (a path that shares is
+    /// only ever replaced by another that shares), with its predicted seconds. `None` when `like`
+    /// itself is not calibrated here.
+    /// `allowed` filters the candidates (`auto` takes only paths that apply to any array).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fastest_like(
+        &self,
+        kind: &str,
+        source: &str,
+        target: &str,
+        place: &str,
+        like: &str,
+        bytes: u64,
+        allowed: impl Fn(&str) -> bool,
+    ) -> Option<(String, f64)> {
+        let key = |path: &str| CostKey { kind: kind.into(), path: path.into(), source: source.into(), target: target.into(), place: place.into() };
+        let verdict = self.fit(&key(like))?.shares;
+        verdict?;
+        self.fits
+            .iter()
+            .filter_map(|(label, fit)| Some((CostKey::parse(label)?, fit)))
+            .filter(|(k, fit)| k.kind == kind && k.source == source && k.target == target && k.place == place && fit.shares == verdict)
+            .filter(|(k, _)| allowed(&k.path))
+            .map(|(k, fit)| (k.path, fit.seconds(bytes)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 
     /// What differs between the machine this model was made for and `current` (each top-level
@@ -377,6 +421,19 @@ mod tests {
     }
 
     #[test]
+    fn a_path_that_shared_at_every_size_has_no_per_byte_cost() {
+        let key = CostKey { kind: "share".into(), path: "dlpack".into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        // numpy→jax on a busy CPU: 33, 28 and 45 µs at 64 KiB, 1 MiB and 16 MiB.
+        let noisy = [(64 * KIB, 33e-6), (MIB, 28e-6), (16 * MIB, 45e-6)].map(|(bytes, seconds)| Observation { bytes, seconds });
+        m.add(&key, noisy.to_vec(), Some(true));
+        let fit = m.fit(&key).unwrap();
+        assert_eq!(fit.per_byte, 0.0);
+        assert!(fit.fixed > 28e-6 && fit.fixed < 45e-6, "{fit:?}");
+        assert_eq!(fit.seconds(64 * MIB), fit.seconds(KIB));
+    }
+
+    #[test]
     fn fewer_than_three_sizes_or_a_failed_point_give_no_fit() {
         assert!(Fit::from_observations(&points(1e-6, 1e9, &[KIB, MIB])).is_none());
         assert!(Fit::from_observations(&points(1e-6, 1e9, &[KIB, KIB, MIB, MIB])).is_none());
@@ -399,7 +456,7 @@ mod tests {
     fn predictions_flag_a_miss_beyond_the_stated_error_and_a_busy_producer_costs_a_host_sync() {
         let key = CostKey { kind: "share".into(), path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
         let mut model = CostModel::new(serde_json::json!({"driver": 13000}), 0.0);
-        assert!(model.add(&key, points(2.5e-6, 1e15, &[4 * KIB, MIB, 64 * MIB])));
+        assert!(model.add(&key, points(2.5e-6, 1e15, &[4 * KIB, MIB, 64 * MIB]), Some(true)));
         let idle = model.predict(&key, MIB, Ordering::HostSynchronise, 0.0).unwrap();
         assert!((idle.seconds - 2.5e-6).abs() < 0.1e-6, "{idle:?}");
         assert!(!idle.misses(2.6e-6));
@@ -424,6 +481,24 @@ mod tests {
         assert_eq!(fastest_correct(&copying), Some("pinned"));
         // Uncalibrated: no word from the model.
         assert_eq!(fastest_correct(&[c("dlpack", true, None)]), None);
+    }
+
+    #[test]
+    fn the_fastest_calibrated_path_like_the_rules_choice_is_found() {
+        let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        m.add(&key("dlpack"), points(16e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
+        m.add(&key("capsule"), points(2.3e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
+        m.add(&key("copy"), points(1e-6, 3e12, &[KIB, MIB, 64 * MIB]), Some(false));
+        let any = |_: &str| true;
+        let (path, s) = m.fastest_like("share", "torch", "cupy", "cuda:0", "dlpack", MIB, any).unwrap();
+        assert_eq!(path, "capsule");
+        assert!((s - 2.3e-6).abs() < 1e-9);
+        // The copy is faster at 1 KiB but does not share: never a replacement for a path that does.
+        assert_eq!(m.fastest_like("share", "torch", "cupy", "cuda:0", "copy", KIB, any).unwrap().0, "copy");
+        assert_eq!(m.fastest_like("share", "torch", "cupy", "cuda:1", "dlpack", MIB, any), None);
+        // A path the caller rules out is never the answer.
+        assert_eq!(m.fastest_like("share", "torch", "cupy", "cuda:0", "dlpack", MIB, |p| p != "capsule").unwrap().0, "dlpack");
     }
 
     #[test]

@@ -27,18 +27,32 @@ pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a s
     if target.path != "auto" {
         return &target.path;
     }
-    resolve_auto_for(source, &target.framework, target.endpoints)
+    resolve_auto_with(source, &target.framework, target.endpoints, target.auto_model.as_deref())
 }
 
-/// `auto` for handing `source` to framework `target` within its device.
+/// `auto` for handing `source` to framework `target` within its device, by the rules alone.
 pub fn resolve_auto_for(source: &TensorReport, target: &str, endpoints: Option<Endpoints>) -> &'static str {
+    resolve_auto_with(source, target, endpoints, None)
+}
+
+/// `auto` within the source's device, with the cost model where there is one.
+pub fn resolve_auto_with(
+    source: &TensorReport,
+    target: &str,
+    endpoints: Option<Endpoints>,
+    model: Option<&crate::advice::model::CostModel>,
+) -> &'static str {
     let facts = AutoFacts {
         endpoints: endpoints.unwrap_or_else(|| known_endpoints(&source.framework, target)),
         source: Place::of_dlpack(source.dlpack_device),
         destination: None,
         peer_access: None,
-        target_name: "",
+        target_name: target,
         across_processes: false,
+        model,
+        source_name: &source.framework,
+        // As the route is chosen: once per pair, at the reference size.
+        nbytes: None,
     };
     resolve_auto(&facts).path
 }

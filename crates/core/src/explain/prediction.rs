@@ -25,7 +25,7 @@ pub struct Settings {
 }
 
 /// What gpushare knows about the target of a handoff.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TargetFacts {
     /// gpushare's framework name: `torch`, `jax`, `tf`, `numpy`, `cupy`, `numba`.
     pub framework: String,
@@ -39,6 +39,9 @@ pub struct TargetFacts {
     pub endpoints: Option<Endpoints>,
     /// Where a move (`device=`) takes the array; `None`: a handoff where it lies.
     pub destination: Option<Place>,
+    /// The cost model `auto` consults (the same one the route was chosen with), so `auto` is
+    /// predicted as the path it takes.
+    pub auto_model: Option<std::sync::Arc<crate::advice::model::CostModel>>,
 }
 
 impl TargetFacts {

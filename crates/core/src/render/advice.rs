@@ -179,7 +179,7 @@ mod tests {
         let mut m = CostModel::new(serde_json::json!({}), 0.0);
         let key = CostKey { kind: "share".into(), path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
         let pts = [4096u64, 1 << 20, 16 << 20].map(|n| Observation { bytes: n, seconds: 5e-6 + n as f64 / 10e9 });
-        assert!(m.add(&key, pts.to_vec()));
+        assert!(m.add(&key, pts.to_vec(), Some(false)));
         let text = model_text(&m);
         assert!(text.contains("torch→jax") && text.contains("10.0 GB/s") && text.contains("5.00 µs"), "{text}");
         assert!(model_html(&m).contains("<td"));

@@ -135,7 +135,7 @@ impl PyPrediction {
 /// The cost model of this machine: each calibrated path's ``fixed + bytes / bandwidth``.
 #[pyclass(module = "gpushare", name = "CostModel")]
 pub struct PyCostModel {
-    inner: CostModel,
+    pub(crate) inner: CostModel,
 }
 
 fn key(kind: &str, path: &str, source: &str, target: &str, place: &str) -> CostKey {
@@ -166,10 +166,12 @@ impl PyCostModel {
 
     /// Fits ``points`` (``(bytes, seconds)``, at least three sizes) for one path; False when they
     /// cannot be fitted.
-    #[pyo3(signature = (kind, path, source, target, place, points))]
-    fn add(&mut self, kind: &str, path: &str, source: &str, target: &str, place: &str, points: Vec<(u64, f64)>) -> bool {
+    /// ``shares``: whether the path shared the source's memory at every size of the sweep.
+    #[pyo3(signature = (kind, path, source, target, place, points, shares = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn add(&mut self, kind: &str, path: &str, source: &str, target: &str, place: &str, points: Vec<(u64, f64)>, shares: Option<bool>) -> bool {
         let points = points.into_iter().map(|(bytes, seconds)| Observation { bytes, seconds }).collect();
-        self.inner.add(&key(kind, path, source, target, place), points)
+        self.inner.add(&key(kind, path, source, target, place), points, shares)
     }
 
     /// The predicted time of one path for ``nbytes``, or None where it is not calibrated.

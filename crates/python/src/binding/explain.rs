@@ -202,7 +202,8 @@ impl Predictor {
     /// ``endpoints``: the adapters' facts ``auto`` decides from (``gpushare._native.resolve_auto``);
     /// None: the rules' own word on the two frameworks.
     /// ``destination``: a move's (``device=``) as DLPack's ``(device_type, id)``; None: a handoff.
-    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None, endpoints=None, destination=None))]
+    /// ``model``: the ``CostModel`` ``auto`` consults, so ``auto`` is predicted as the path it takes.
+    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None, endpoints=None, destination=None, model=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
@@ -214,6 +215,7 @@ impl Predictor {
         source_current_device: Option<Py<PyAny>>,
         endpoints: Option<(bool, bool, bool, bool)>,
         destination: Option<(u32, i32)>,
+        model: Option<PyRef<'_, super::advice::PyCostModel>>,
     ) -> Predictor {
         let facts = TargetFacts {
             framework: target.to_string(),
@@ -222,6 +224,7 @@ impl Predictor {
             settings: Settings { cupy_ptds, source_version: source_version.to_string(), ..Default::default() },
             endpoints: endpoints.map(super::paths::endpoints_of),
             destination: destination.map(crate::paths::Place::of_dlpack),
+            auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
         };
         Predictor { facts, jax_x64, source_current_device }
     }

@@ -36,8 +36,11 @@ fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// (``device=``; None: where it lies), each as DLPack's ``(device_type, device_id)``. Between two
 /// GPUs the driver is asked whether they reach each other, unless ``peer_access`` says.
 /// ``across``: to another process (``across=``): a process path.
+/// ``model`` (a ``CostModel``, with ``source`` the source framework's name and ``nbytes`` where
+/// known): among the calibrated paths with the rules' choice's verdict, the one it predicts fastest.
 #[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false))]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None))]
+#[allow(clippy::too_many_arguments)]
 fn resolve_auto(
     py: Python<'_>,
     endpoints: (bool, bool, bool, bool),
@@ -46,6 +49,9 @@ fn resolve_auto(
     target: &str,
     peer_access: Option<bool>,
     across: bool,
+    model: Option<PyRef<'_, super::advice::PyCostModel>>,
+    source_name: &str,
+    nbytes: Option<u64>,
 ) -> PyResult<(&'static str, &'static str, Option<String>)> {
     let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
     let peer_access = match (peer_access, source, destination) {
@@ -62,6 +68,9 @@ fn resolve_auto(
         peer_access,
         target_name: target,
         across_processes: across,
+        model: model.as_ref().map(|m| &m.inner),
+        source_name,
+        nbytes,
     };
     let choice = paths::resolve_auto(&facts);
     Ok((choice.path, choice.kind.name(), choice.why))

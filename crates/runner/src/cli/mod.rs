@@ -255,7 +255,7 @@ struct CalibrateArgs {
     #[arg(short, long, value_name = "LIST")]
     frameworks: Vec<String>,
     /// Sizes to sweep, comma-separated, at least three
-    #[arg(long, value_name = "LIST", default_value = "64KiB,1MiB,16MiB")]
+    #[arg(long, value_name = "LIST", default_value = "64KiB,1MiB,16MiB,64MiB")]
     sizes: String,
     /// Device the arrays are made on [default: cuda:0 where CUDA is usable, else cpu]
     #[arg(long, value_name = "DEVICE")]
