@@ -85,15 +85,22 @@ def evaluate(model, device: str, names: list[str], repeat: int) -> tuple[list[di
 
 
 def busy_producer(model, repeat: int) -> list[dict]:
-    """torch → cupy/jax/numba on a GPU with ~2 ms of matmuls queued on the producer's stream."""
+    """torch → cupy/jax/numba on a GPU with a few milliseconds of matmuls queued on the producer's
+    stream: a host-side synchronise waits for them, an event on the device should not."""
     import torch
 
     out = []
-    a = torch.randn(2048, 2048, device="cuda")
+    a = torch.randn(4096, 4096, device="cuda")
+
+    def queue_work() -> None:
+        for _ in range(4):
+            a @ a
+
+    queue_work()  # cuBLAS starts, the kernels load: not part of what is queued later
+    torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(4):
-        a @ a
+    queue_work()
     end.record()
     torch.cuda.synchronize()
     queued = start.elapsed_time(end) / 1e3
@@ -102,10 +109,10 @@ def busy_producer(model, repeat: int) -> list[dict]:
         for path in ("dlpack", "capsule", "cai"):
             samples = []
             try:
+                gpushare.share(x, dst, path=path)  # warm: the route, the plan, the target's import
                 for _ in range(repeat):
                     torch.cuda.synchronize()
-                    for _ in range(4):
-                        a @ a
+                    queue_work()
                     t0 = time.perf_counter()
                     gpushare.share(x, dst, path=path)
                     samples.append(time.perf_counter() - t0)

@@ -22,27 +22,14 @@ TensorInfo = _native.TensorInfo
 _PLANS: dict[tuple[Any, ...], Any] = {}
 
 
-def _conversion_error(
-    src: Adapter, dst: Adapter, path: str, exc: BaseException, predicted: Any = None
-) -> BaseException:
-    """The exception gpushare raises for ``exc``, raised while handing an array of ``src`` to ``dst``
-    by ``path``: made by the core's one conversion (``crates/python/src/binding/errors.rs``), as every share's is."""
-    return _native.conversion_error(src.name, dst.name, path, exc, predicted)
-
-
 def inspect(obj: Any) -> TensorInfo:
     """What an array is: framework, dtype, shape, strides (elements), device in the framework's words
     and DLPack's, data address, bytes spanned, contiguity, alignment, read-only flag, CUDA attributes.
 
     Inspection reads a DLPack capsule without consuming it: the array is left as it was.
     """
-    adapter = adapter_of(obj)
-    try:
-        return adapter.inspect(obj)
-    except GpushareError:
-        raise
-    except Exception as e:
-        raise _conversion_error(adapter, adapter, "inspect", e) from e
+    # A framework's failure is explained in Rust, as every share's is (its exception as __cause__).
+    return _native.inspect_explained(adapter_of(obj), obj)
 
 
 def share(

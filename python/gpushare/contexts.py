@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from gpushare import _native
-from gpushare.exceptions import CudaError, FrameworkNotInstalledError
+from gpushare.exceptions import FrameworkNotInstalledError, gpushare_error
 
 
 class _CudaArrayView:
@@ -108,7 +108,7 @@ def separate_context_report(
         frameworks = [a.name for a in ADAPTERS.values() if a.imports_cai]
     status = _native.cuda_driver_status()
     if not status["available"]:
-        raise CudaError(f"no CUDA: {status.get('reason')}")
+        raise gpushare_error("no_cuda", str(status.get("reason")))
     alloc = _native.PrivateContextAllocation(nbytes, ordinal)
     attrs = _native.cuda_pointer_attributes(alloc.ptr) or {}
     report = SeparateContextReport(

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from gpushare import _native
 from gpushare.adapters import ADAPTERS, Adapter
-from gpushare.exceptions import PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 from gpushare.paths import describe, names_of
 
 Route = Callable[[Any], Any]
@@ -87,16 +87,14 @@ def cuda_problem(ordinal: int) -> str | None:
 
 def check_device(device: str) -> tuple[bool, int]:
     """Parses ``device`` and raises a gpushare error when it cannot be used here."""
-    from gpushare.exceptions import CudaError
-
     try:
         on_host, ordinal = parse_device(device)
     except ValueError as e:
-        raise PathNotApplicableError(str(e)) from None
+        raise gpushare_error("path_not_applicable", str(e)) from None
     if not on_host:
         problem = cuda_problem(ordinal)
         if problem is not None:
-            raise CudaError(f"device={device!r} needs a CUDA device: {problem}")
+            raise gpushare_error("cuda", f"device={device!r} needs a CUDA device: {problem}")
     return on_host, ordinal
 
 
@@ -180,9 +178,9 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
     destination = dlpack_place(on_host, ordinal)
     if path in ("p2p", "pinned"):
         if not src.exports_dlpack:
-            raise PathNotApplicableError(f"{path} reads the source through DLPack and {src.name} arrays have none")
+            raise gpushare_error("path_not_applicable", f"{path} reads the source through DLPack and {src.name} arrays have none")
         if on_host:
-            raise PathNotApplicableError(f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
+            raise gpushare_error("path_not_applicable", f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
         importer = _shared_buffer_importer(dst)
         copy_source, copy_of, detached = src.copy_source, _native.SharedBuffer._copy_of, src.detached
         stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
@@ -228,7 +226,8 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
             return handoff(obj)
 
         return path, own_move
-    raise PathNotApplicableError(
+    raise gpushare_error(
+        "path_not_applicable",
         f"path {path!r} does not move between devices; with device= use one of {', '.join(MOVE_PATHS)} or auto"
     )
 

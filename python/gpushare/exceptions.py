@@ -7,9 +7,15 @@ GpushareError
 ├── DLPackError                 a DLPack capsule that cannot be read
 ├── CudaError                   the CUDA driver refused a call
 ├── WorkerError                 a worker process died, was killed, timed out or was stopped
-└── ConversionError             a handoff that failed: ``.reason``, ``.fix``, ``.framework_error``
+└── ConversionError             a handoff that failed
     ├── UnsafeInputError        refused before calling the framework (it would crash or mis-read)
     └── PathNotApplicableError  the transfer path does not apply to this pair
+
+Every one carries ``.reason`` (why; the message itself where there is nothing more to say), ``.fix``
+(or None), ``.framework_error`` (the framework's own words, or None) and ``.predicted`` (gpushare's
+prediction for the handoff, or None). Rust makes them all, by one conversion
+(crates/python/src/binding/errors.rs); Python code raises them with ``gpushare_error(kind, message,
+reason=, fix=, framework_error=)`` or ``explained(kind, subject, reason, fix)``, never by calling a class.
 """
 
 from __future__ import annotations
@@ -25,7 +31,16 @@ from gpushare._native import (
     UnknownFrameworkError,
     UnsafeInputError,
     WorkerError,
+    gpushare_error,
 )
+
+
+def explained(kind: str, subject: str, reason: str, fix: str, framework_error: str | None = None) -> GpushareError:
+    """The gpushare error of ``kind`` for a refusal that says why and how to fix it, in the one form
+    every explained failure reads in, ``"{subject}: {reason}. Fix: {fix}"``, with ``.reason``, ``.fix``
+    and ``.framework_error`` (the framework's own words, if it said any). Made in Rust by
+    ``gpushare_error``, which makes the core's own errors too."""
+    return gpushare_error(kind, subject, reason=reason, fix=fix, framework_error=framework_error)
 
 
 class GpushareWarning(UserWarning):
@@ -58,4 +73,6 @@ __all__ = [
     "UnknownFrameworkError",
     "UnsafeInputError",
     "WorkerError",
+    "explained",
+    "gpushare_error",
 ]

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from gpushare import _native
 from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
-from gpushare.exceptions import PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 Route = Callable[[Any], Any]
 
@@ -161,7 +161,7 @@ def _build_route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int
     builder = _BUILDERS.get(name)
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))
-        raise PathNotApplicableError(f"unknown transfer path {path!r}; known paths: {known}")
+        raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
     # Whatever device another framework made current, the handoff runs with the source's (issue 13).
     from gpushare.devices import guard
 
@@ -174,7 +174,7 @@ def _dlpack(src: Adapter, dst: Adapter) -> Route:
     if not dst.accepts_objects:
         return dst.from_dlpack  # raises the adapter's own explanation when called
     if not src.exports_dlpack:
-        raise PathNotApplicableError(f"{src.name} arrays have no __dlpack__; use path='cai'")
+        raise gpushare_error("path_not_applicable", f"{src.name} arrays have no __dlpack__; use path='cai'")
     importer = dst.dlpack_importer()
     if src.export_takes_stream:
         return importer
@@ -189,7 +189,8 @@ def _dlpack(src: Adapter, dst: Adapter) -> Route:
 @register("capsule")
 def _capsule(src: Adapter, dst: Adapter) -> Route:
     if not dst.accepts_capsules:
-        raise PathNotApplicableError(
+        raise gpushare_error(
+            "path_not_applicable",
             f"{dst.name} does not import raw DLPack capsules; use path='dlpack'"
         )
     to_capsule, from_capsule = src.capsule_exporter(), dst.capsule_importer()
@@ -217,7 +218,7 @@ def _capsule(src: Adapter, dst: Adapter) -> Route:
 @register("cai")
 def _cai(src: Adapter, dst: Adapter) -> Route:
     if not (src.exports_cai or src.cai_view):
-        raise PathNotApplicableError(f"{src.name} arrays do not expose __cuda_array_interface__")
+        raise gpushare_error("path_not_applicable", f"{src.name} arrays do not expose __cuda_array_interface__")
     from_cai = dst.from_cai
     if not src.exports_cai:
         # TensorFlow has no interface: gpushare describes the tensor by one (its export waited).
@@ -234,7 +235,8 @@ def _cai(src: Adapter, dst: Adapter) -> Route:
         try:
             obj.__cuda_array_interface__
         except (AttributeError, RuntimeError, TypeError) as e:
-            raise PathNotApplicableError(
+            raise gpushare_error(
+                "path_not_applicable",
                 f"cai needs an array in CUDA memory; this {src.name} array has no __cuda_array_interface__ ({e})"
             ) from None
         return from_cai(obj)
@@ -298,7 +300,7 @@ def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
     from gpushare import _native
 
     if not src.exports_dlpack:
-        raise PathNotApplicableError(f"{method} reads the source through DLPack and {src.name} arrays have none")
+        raise gpushare_error("path_not_applicable", f"{method} reads the source through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     copy_source, detached = src.copy_source, src.detached
     stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
@@ -315,7 +317,7 @@ def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
 def _pinned(src: Adapter, dst: Adapter) -> Route:
     reason = _cuda_reason()
     if reason is not None:
-        raise PathNotApplicableError(f"pinned needs CUDA: {reason}")
+        raise gpushare_error("path_not_applicable", f"pinned needs CUDA: {reason}")
     return _into_shared_buffer(src, dst, "pinned")
 
 
@@ -329,7 +331,7 @@ def _shared(src: Adapter, dst: Adapter) -> Route:
     from gpushare import _native
 
     if not src.exports_dlpack:
-        raise PathNotApplicableError(f"shared finds the source's memory through DLPack and {src.name} arrays have none")
+        raise gpushare_error("path_not_applicable", f"shared finds the source's memory through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     inspect_capsule, detached = src.inspect_capsule, src.detached
     owner_of = _native.SharedBuffer._of
@@ -338,7 +340,8 @@ def _shared(src: Adapter, dst: Adapter) -> Route:
         obj = detached(obj)
         buf = owner_of(inspect_capsule(obj))
         if buf is None:
-            raise PathNotApplicableError(
+            raise gpushare_error(
+                "path_not_applicable",
                 "shared hands over a gpushare.SharedBuffer and this array's memory is not one: "
                 "make it with gpushare.SharedBuffer(shape, dtype, device).to(framework)"
             )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpushare import _native, paths, process_rules
 from gpushare.adapters import process_host
-from gpushare.exceptions import GpushareError
+from gpushare.exceptions import gpushare_error
 from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity
 from gpushare.process_segment import Segment
 from gpushare.process_worker import _context_report, _synchronize
@@ -299,7 +299,7 @@ def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: An
 def _np_dtype(obj: Any) -> str:
     name = _dtype_name(obj)
     if name == "bfloat16":
-        raise GpushareError("bfloat16 has no NumPy type string for __cuda_array_interface__; use torch_mp or nccl")
+        raise gpushare_error("gpushare", "bfloat16 has no NumPy type string for __cuda_array_interface__; use torch_mp or nccl")
     return process_host.typestr(name)
 
 

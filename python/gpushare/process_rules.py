@@ -16,8 +16,8 @@ import math
 import os
 from typing import Any
 
-from gpushare.adapters import explained as _explained  # "<path>: <reason>. Fix: <fix>", with .reason and .fix
-from gpushare.exceptions import ConversionError, GpushareError, PathNotApplicableError
+from gpushare.exceptions import GpushareError
+from gpushare.exceptions import explained as _explained  # "<path>: <reason>. Fix: <fix>", with .reason and .fix
 
 #: Where POSIX shared-memory segments (and torch.multiprocessing's CPU storages) live on Linux.
 SHM_DIR = "/dev/shm"
@@ -85,13 +85,13 @@ def _unviewable(obj: Any, error: Exception) -> Exception:
     framework_error = f"{type(error).__name__}: {error}"
     adapter = _adapter(obj)
     if adapter is None:
-        return _explained(ConversionError, "shm", f"NumPy cannot view a {type(obj).__name__}",
+        return _explained("conversion", "shm", f"NumPy cannot view a {type(obj).__name__}",
                           "hand over a NumPy array or a tensor of a known framework", framework_error)
     info = adapter.inspect(obj)  # raises the core's explanation for what DLPack cannot describe
     fix = "cast it to a dtype NumPy has first (e.g. float32)"
     if "torch_mp" in adapter.process_paths:
         fix += ", or use path='torch_mp', which carries the framework's own dtype"
-    return _explained(ConversionError, "shm",
+    return _explained("conversion", "shm",
                       f"the worker views the segment through NumPy, which has no {info.dtype} dtype", fix,
                       framework_error)
 
@@ -110,7 +110,7 @@ def shm_layout(view: Any, to: str) -> dict:
         except GpushareError:
             raise
         except Exception as e:  # what the core's description has no words for (a byte order)
-            raise _explained(ConversionError, "shm", f"{to} cannot view an array of dtype {view.dtype.str} in the worker",
+            raise _explained("conversion", "shm", f"{to} cannot view an array of dtype {view.dtype.str} in the worker",
                              f"make a native copy first (x.astype(x.dtype.newbyteorder('='))), or hand it "
                              f"to={host.name!r}, which carries its dtype as it is", f"{type(e).__name__}: {e}") from e
         info.refuse_for(to, "dlpack")  # and its layout ones (negative strides into torch)
@@ -127,14 +127,12 @@ def ipc_layout(obj: Any, itemsize: int) -> dict:
     (None where the view is C-contiguous, as before) and the bytes the view spans from its first
     element, which the mapping must cover. From the core's description of the array, so a
     transposed, column or stepped view is viewed as it is, not as its shape alone."""
-    from gpushare.exceptions import UnsafeInputError
-
     info = _adapter(obj).inspect(obj)
     shape, strides = [int(d) for d in info.shape], [int(s) for s in info.strides]
     if 0 in shape:
         return {"shape": tuple(shape), "strides": None, "span": 0}
     if any(s < 0 for s, d in zip(strides, shape) if d > 1):
-        raise _explained(UnsafeInputError, "ipc",
+        raise _explained("unsafe_input", "ipc",
                          f"negative strides {strides}: the worker maps the allocation from the view's first element on",
                          "make a contiguous copy first (x.contiguous(), cupy.ascontiguousarray(x))")
     span = sum((d - 1) * s for d, s in zip(shape, strides)) * itemsize + itemsize
@@ -159,7 +157,7 @@ def _size(n: int) -> str:
 def _no_room(path: str, nbytes: int, what: str, free: int | None, framework_error: str | None = None) -> Exception:
     have = "has too little room" if free is None else f"has {_size(free)} free"
     return _explained(
-        PathNotApplicableError, path,
+        "path_not_applicable", path,
         f"{what} needs {_size(nbytes)} of shared memory and {SHM_DIR} {have} "
         f"(a process touching memory past the end of {SHM_DIR} dies of SIGBUS)",
         f"give {SHM_DIR} more room (docker run --shm-size=1g, or mount -o remount,size=2G {SHM_DIR}), "

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpushare import _native
 from gpushare.adapters import process_host
-from gpushare.exceptions import GpushareError
+from gpushare.exceptions import gpushare_error
 from gpushare.process_identity import _address, _identity_of, cuda_identity
 
 
@@ -300,7 +300,7 @@ def _to_framework(arr: Any, to: str) -> Any:
 
     adapter = framework(to)
     if "shm" not in adapter.worker_receives:
-        raise GpushareError(f"the worker can hand host memory to {' or '.join(_receivers('shm'))}, not {to!r}")
+        raise gpushare_error("gpushare", f"the worker can hand host memory to {' or '.join(_receivers('shm'))}, not {to!r}")
     return adapter.from_numpy(arr, True, 0)  # a view of the mapping, not a copy
 
 
@@ -310,4 +310,4 @@ def _cuda_to_framework(holder: Any, to: str, ordinal: int) -> Any:
     adapter = framework(to)
     if "ipc" in adapter.worker_receives:
         return adapter.from_cai_on(holder, ordinal)
-    raise GpushareError(f"the worker can view CUDA IPC memory in {' or '.join(_receivers('ipc'))}, not {to!r}")
+    raise gpushare_error("gpushare", f"the worker can view CUDA IPC memory in {' or '.join(_receivers('ipc'))}, not {to!r}")

@@ -51,7 +51,7 @@ import weakref
 from typing import Any, Sequence
 
 from gpushare import _native, process_rules
-from gpushare.exceptions import WorkerError
+from gpushare.exceptions import WorkerError, gpushare_error
 # Identity of memory and its judge (re-exported: part of this module's interface).
 from gpushare.process_identity import cuda_identity, host_identity, same_memory  # noqa: F401
 # Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
@@ -226,16 +226,16 @@ class Worker:
         pid = self.pid
         self.stop(timeout=1.0)
         self._closed_reason = f"worker pid {pid} {how}"
-        return WorkerError(f"the gpushare worker (pid {pid}) {how}; start a new Worker")
+        return gpushare_error("worker", f"the gpushare worker (pid {pid}) {how}; start a new Worker")
 
     # -- requests --
 
     def _send(self, op: str, **kwargs: Any) -> int:
         """Sends a request; its id, which _recv(op) in the same thread waits for (oldest first)."""
         if self._closed_reason is not None and self._proc is not None:
-            raise WorkerError(f"this worker cannot be used: {self._closed_reason}")
+            raise gpushare_error("worker", f"this worker cannot be used: {self._closed_reason}")
         if self._proc is None:
-            raise WorkerError("this worker is not started: use `with Worker() as w:` or w.start()")
+            raise gpushare_error("worker", "this worker is not started: use `with Worker() as w:` or w.start()")
         if not self._proc.is_alive():
             raise self._died()
         with self._lock:
@@ -254,7 +254,7 @@ class Worker:
             if rid in self._replies:
                 return self._replies.pop(rid)
             if self._conn is None:
-                raise WorkerError(f"this worker cannot be used: {self._closed_reason or 'stopped'}")
+                raise gpushare_error("worker", f"this worker cannot be used: {self._closed_reason or 'stopped'}")
             # Short polls: Ctrl-C lands between them, and a dead worker is noticed at once.
             while self._conn.poll(0.05):
                 try:
@@ -272,7 +272,7 @@ class Worker:
             pending = self._pending.get((threading.get_ident(), op))
             if rid is None:
                 if not pending:
-                    raise WorkerError(f"no {op!r} request of this thread is waiting for a reply")
+                    raise gpushare_error("worker", f"no {op!r} request of this thread is waiting for a reply")
                 rid = pending.popleft()
             elif pending and rid in pending:
                 pending.remove(rid)
@@ -288,7 +288,8 @@ class Worker:
                     self._closed_reason = f"request {op!r} timed out"
                     pid = self.pid
                     self.stop(timeout=1.0)
-                    raise WorkerError(
+                    raise gpushare_error(
+                        "worker",
                         f"the gpushare worker (pid {pid}) did not answer {op!r} within "
                         f"{self.timeout if timeout is None else timeout:g} s; it was stopped"
                     )
@@ -301,7 +302,7 @@ class Worker:
         if reply[0] == "ok":
             return reply[1]
         _, kind, message, tb = reply
-        err = WorkerError(f"in the worker, {op} failed: {kind}: {message}")
+        err = gpushare_error("worker", f"in the worker, {op} failed: {kind}: {message}")
         err.worker_traceback = tb
         raise err
 
@@ -399,11 +400,7 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
         to = framework(to).name  # aliases (np, pt) and typos, with a suggestion
     why = applicability(obj, path, worker, peer, to)
     if why is not None:
-        from gpushare.exceptions import PathNotApplicableError
-
-        err = PathNotApplicableError(f"{path}: {why}")
-        err.reason = why
-        raise err
+        raise gpushare_error("path_not_applicable", path, reason=why)
     process_rules.check_source(obj)  # the one-process share's refusals of lazy views
     to = to or _framework_of(obj)
     # The worker imports the frameworks before anything is timed: the first-call cost is the

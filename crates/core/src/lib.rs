@@ -4,13 +4,14 @@
 //! Everything here is plain Rust with cargo tests: no pyo3, no tokio, no zeromq. The Python binding
 //! (crates/python) and the runner (crates/runner, the Jupyter client and the CLI) build on it.
 
-// `share::ShareError` carries the explanation users read (reason, fix, prediction, the framework's
+// `Error` carries the explanation users read (reason, fix, prediction, the framework's
 // words) and a failed share is the cold path: boxing it to shrink every `Result` buys nothing.
 #![allow(clippy::result_large_err)]
 
 pub mod advice;
 pub mod cuda;
 pub mod dlpack;
+pub mod error;
 pub mod explain;
 pub mod paths;
 pub mod render;
@@ -19,3 +20,5 @@ pub mod schema;
 pub mod share;
 pub mod shared;
 pub mod stats;
+
+pub use error::{Error, Result};

@@ -31,7 +31,7 @@ from gpushare.adapters.numpy import NumpyAdapter, _numpy_dtype_refusal, numpy_un
 from gpushare.adapters.paddle import PaddleAdapter
 from gpushare.adapters.tensorflow import TensorFlowAdapter, _StreamFreeExport
 from gpushare.adapters.torch import TorchAdapter
-from gpushare.exceptions import NotAnArrayError, UnknownFrameworkError
+from gpushare.exceptions import NotAnArrayError, gpushare_error
 
 
 def by_module(module: str) -> Adapter | None:
@@ -65,7 +65,8 @@ def framework(name: str) -> Adapter:
     if adapter is None:
         close = difflib.get_close_matches(str(name).lower(), list(_NAMES), n=1, cutoff=0.4)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise UnknownFrameworkError(
+        raise gpushare_error(
+            "unknown_framework",
             f"unknown framework {name!r}{hint} Known: {', '.join(ADAPTERS)}"
         )
     return adapter
@@ -85,7 +86,8 @@ def adapter_of(obj: Any) -> Adapter:
             if candidate.owns_type(cls) and candidate.is_array(obj):
                 _BY_TYPE[tp] = candidate
                 return candidate
-    raise NotAnArrayError(
+    raise gpushare_error(
+        "not_an_array",
         f"a {tp.__module__}.{tp.__qualname__} is not an array of a known framework "
         f"({', '.join(ADAPTERS)})"
     )
@@ -98,11 +100,12 @@ def adapter_for(obj: Any, expected: Adapter | None) -> Adapter:
     except NotAnArrayError:
         if expected is None:
             raise
-        raise NotAnArrayError(
+        raise gpushare_error(
+            "not_an_array",
             f"expected a {expected.name} array, got {type(obj).__module__}.{type(obj).__qualname__}"
         ) from None
     if expected is not None and adapter is not expected:
-        raise NotAnArrayError(f"expected a {expected.name} array, got a {adapter.name} array")
+        raise gpushare_error("not_an_array", f"expected a {expected.name} array, got a {adapter.name} array")
     return adapter
 
 

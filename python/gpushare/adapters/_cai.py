@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpushare import _native
-from gpushare.exceptions import NotAnArrayError, PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 TensorInfo = _native.TensorInfo
 
@@ -52,13 +52,14 @@ class _CudaArrayView:
     @classmethod
     def of(cls, info: TensorInfo, owner: Any, framework: str) -> _CudaArrayView:
         if info.dlpack_device[0] != 2:
-            raise PathNotApplicableError(
+            raise gpushare_error(
+                "path_not_applicable",
                 f"__cuda_array_interface__ describes CUDA memory only (cuda_array_interface); this {framework} "
                 f"tensor is on {info.device} in {'host' if info.dlpack_device[0] in (1, 3) else 'other'} memory"
             )
         typestr = _DTYPE_TYPESTR.get(info.dtype)
         if typestr is None:
-            raise PathNotApplicableError(f"__cuda_array_interface__ has no typestr for {info.dtype}")
+            raise gpushare_error("path_not_applicable", f"__cuda_array_interface__ has no typestr for {info.dtype}")
         itemsize = int(typestr[2:])
         return cls(
             {
@@ -81,7 +82,7 @@ def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
     typestr = cai["typestr"]
     code = _TYPESTR_CODES.get(typestr[1])
     if code is None:
-        raise NotAnArrayError(f"unsupported __cuda_array_interface__ typestr {typestr!r}")
+        raise gpushare_error("not_an_array", f"unsupported __cuda_array_interface__ typestr {typestr!r}")
     itemsize = int(typestr[2:])
     shape = tuple(cai["shape"])
     strides = cai.get("strides")

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Callable, ClassVar
 
 from gpushare import _native
-from gpushare.exceptions import FrameworkNotInstalledError, PathNotApplicableError
+from gpushare.exceptions import explained, gpushare_error
 
 TensorInfo = _native.TensorInfo
 
@@ -39,16 +39,6 @@ def versioned_capsule(obj: Any, legacy_export: Callable[[Any], Any] | None = Non
                 raise
             _LEGACY_EXPORTERS.add(tp)
     return obj.__dlpack__() if legacy_export is None else legacy_export(obj)
-
-
-def explained(cls: type, framework: str, reason: str, fix: str, framework_error: str | None = None) -> Exception:
-    """One of gpushare's errors with ``.reason`` and ``.fix``, raised by an adapter for an input
-    its framework cannot take; ``framework_error`` keeps the framework's own words, if it said any."""
-    err = cls(f"{framework}: {reason}. Fix: {fix}")
-    err.reason, err.fix = reason, fix
-    if framework_error is not None:
-        err.framework_error = framework_error
-    return err
 
 
 def exports_versioned(obj: Any) -> bool:
@@ -157,16 +147,17 @@ class Adapter:
         if mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", False):
             return mod
         if not self.installed():
-            raise FrameworkNotInstalledError(
+            raise gpushare_error(
+                "framework_not_installed",
                 f"{self.name} is not installed in this Python ({sys.executable}); pip install {self.pip_name()}"
             )
         conflict = self.import_conflict()
         if conflict is not None:
-            raise FrameworkNotInstalledError(conflict)
+            raise gpushare_error("framework_not_installed", conflict)
         try:
             return self.import_module()
         except Exception as e:  # a broken install must not look like a missing one
-            raise FrameworkNotInstalledError(f"{self.name} is installed but failed to import: {e}") from e
+            raise gpushare_error("framework_not_installed", f"{self.name} is installed but failed to import: {e}") from e
 
     def import_module(self) -> Any:
         """Imports the framework's module now, without ``load``'s checks: for a caller that checked
@@ -243,17 +234,17 @@ class Adapter:
 
     # -- conversion ------------------------------------------------------------------------
     def from_dlpack(self, obj: Any) -> Any:
-        raise PathNotApplicableError(f"{self.name} has no from_dlpack for objects")
+        raise gpushare_error("path_not_applicable", f"{self.name} has no from_dlpack for objects")
 
     def from_capsule(self, capsule: Any) -> Any:
-        raise PathNotApplicableError(f"{self.name} does not import raw DLPack capsules")
+        raise gpushare_error("path_not_applicable", f"{self.name} does not import raw DLPack capsules")
 
     def to_capsule(self, obj: Any) -> Any:
         """A legacy ``"dltensor"`` capsule: the one kind every capsule consumer (TensorFlow) takes."""
         return obj.__dlpack__()
 
     def from_cai(self, obj: Any) -> Any:
-        raise PathNotApplicableError(f"{self.name} does not import __cuda_array_interface__")
+        raise gpushare_error("path_not_applicable", f"{self.name} does not import __cuda_array_interface__")
 
     def data_pointer(self, obj: Any) -> int:
         """The device address of an array that came through ``from_cai``."""
@@ -336,7 +327,7 @@ class Adapter:
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         """This framework's array from a NumPy array, on the host or CUDA device ``ordinal``."""
-        raise PathNotApplicableError(f"{self.name} cannot make an array from NumPy here")
+        raise gpushare_error("path_not_applicable", f"{self.name} cannot make an array from NumPy here")
 
     def ones(self, n: int, dtype: str, on_host: bool, ordinal: int) -> Any:
         """A 1-d array of ``n`` ones of ``dtype`` (the lab's source arrays)."""
@@ -364,11 +355,11 @@ class Adapter:
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         """``from_dlpack(obj, device=…, copy=True)``: the producer copies to the device (``dl_device``)."""
-        raise PathNotApplicableError(f"{self.name}'s from_dlpack takes no device here")
+        raise gpushare_error("path_not_applicable", f"{self.name}'s from_dlpack takes no device here")
 
     def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         """This framework's own move of ``obj`` to the host or CUDA device ``ordinal``."""
-        raise PathNotApplicableError(f"{self.name} has no move between devices")
+        raise gpushare_error("path_not_applicable", f"{self.name} has no move between devices")
 
     # -- the environment report (gpushare.gpuinfo) ----------------------------------------
     #: Distribution names the framework is installed under (the first found gives the version);

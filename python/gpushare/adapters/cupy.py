@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable, ClassVar
 
 from gpushare.adapters.base import Adapter, major_version, versioned_capsule
-from gpushare.exceptions import PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 
 class CupyAdapter(Adapter):
@@ -115,7 +115,7 @@ class CupyAdapter(Adapter):
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         if on_host:
-            raise PathNotApplicableError("CuPy arrays live on a GPU: use the target framework for device='cpu'")
+            raise gpushare_error("path_not_applicable", "CuPy arrays live on a GPU: use the target framework for device='cpu'")
         cp = self.load()
         with cp.cuda.Device(ordinal):
             return cp.from_dlpack(obj, device=(2, ordinal), copy=True)

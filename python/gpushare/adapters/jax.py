@@ -10,7 +10,7 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.adapters._cai import _dtype_code_bits
 from gpushare.adapters.base import Adapter, TensorInfo, explained, probe_export
-from gpushare.exceptions import ConversionError, PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 
 class JaxAdapter(Adapter):
@@ -51,7 +51,7 @@ class JaxAdapter(Adapter):
         # process); JAX's own calls raise on them, and so does gpushare, before touching it.
         if obj.is_deleted():
             raise explained(
-                ConversionError, "jax",
+                "conversion", "jax",
                 f"the array was deleted (x.delete() freed its buffer; shape {obj.shape}, dtype {obj.dtype}), "
                 "so there is no memory to share",
                 "share a live array: recreate it, or keep a reference instead of deleting it",
@@ -91,7 +91,8 @@ class JaxAdapter(Adapter):
         return jax.dlpack.from_dlpack
 
     def from_capsule(self, capsule: Any) -> Any:
-        raise PathNotApplicableError(
+        raise gpushare_error(
+            "path_not_applicable",
             "JAX no longer imports raw capsules (removed in 0.7.2); use path='dlpack'"
         )
 

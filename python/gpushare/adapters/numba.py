@@ -9,7 +9,7 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.adapters._cai import _TYPESTR_CODES, _native_compact_strides, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo
-from gpushare.exceptions import PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 
 class NumbaAdapter(Adapter):
@@ -54,7 +54,7 @@ class NumbaAdapter(Adapter):
         return info_from_cai(cai, self.name, self.device(obj))
 
     def from_dlpack(self, obj: Any) -> Any:
-        raise PathNotApplicableError("Numba has no from_dlpack; use path='cai'")
+        raise gpushare_error("path_not_applicable", "Numba has no from_dlpack; use path='cai'")
 
     def from_cai(self, obj: Any) -> Any:
         return self.load().cuda.as_cuda_array(obj)
@@ -67,14 +67,14 @@ class NumbaAdapter(Adapter):
         code = _TYPESTR_CODES.get(typestr[1])
         itemsize = int(typestr[2:])
         if code is None:
-            raise PathNotApplicableError(f"Numba's typestr {typestr!r} has no DLPack code")
+            raise gpushare_error("path_not_applicable", f"Numba's typestr {typestr!r} has no DLPack code")
         strides = getattr(obj, "strides", None) or cai.get("strides")
         shape = tuple(cai["shape"])
         if strides is None:
             strides_el = _native_compact_strides(shape)
         else:
             if any(s % itemsize for s in strides):
-                raise PathNotApplicableError("the array's strides are not whole elements, which DLPack cannot describe")
+                raise gpushare_error("path_not_applicable", "the array's strides are not whole elements, which DLPack cannot describe")
             strides_el = [s // itemsize for s in strides]
         ptr = int(cai["data"][0] or 0)
         # The capsule is gpushare's word, and its consumer (TensorFlow) places the tensor on the GPU it

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from gpushare.adapters._cai import _EXTENDED_FLOATS
 from gpushare.adapters.base import Adapter, TensorInfo, explained, exports_versioned, probe_export, versioned_capsule
-from gpushare.exceptions import ConversionError, PathNotApplicableError
+from gpushare.exceptions import gpushare_error
 
 
 class NumpyAdapter(Adapter):
@@ -59,7 +59,7 @@ class NumpyAdapter(Adapter):
         return self.load().from_dlpack
 
     def from_cai(self, obj: Any) -> Any:
-        raise PathNotApplicableError("NumPy cannot address GPU memory through __cuda_array_interface__")
+        raise gpushare_error("path_not_applicable", "NumPy cannot address GPU memory through __cuda_array_interface__")
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         if not on_host:
@@ -68,12 +68,12 @@ class NumpyAdapter(Adapter):
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         if not on_host:
-            raise PathNotApplicableError("NumPy arrays live on the host: NumPy cannot take an array onto a GPU")
+            raise gpushare_error("path_not_applicable", "NumPy arrays live on the host: NumPy cannot take an array onto a GPU")
         return self.load().from_dlpack(obj, device="cpu", copy=True)
 
     def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         if not on_host:
-            raise PathNotApplicableError("NumPy arrays live on the host: move them with the target framework")
+            raise gpushare_error("path_not_applicable", "NumPy arrays live on the host: move them with the target framework")
         return self.load().array(obj, copy=True)
 
     def describe_runtime(self, info: Any, module: Any) -> None:
@@ -127,7 +127,7 @@ def _numpy_dtype_refusal(dtype: Any, framework_error: str) -> Exception:
     else:
         reason = f"dtype {name} has no DLPack code; DLPack carries only booleans, integers, floats and complex numbers"
         fix = "cast to a numeric dtype first"
-    return explained(ConversionError, "numpy", reason, fix, framework_error)
+    return explained("conversion", "numpy", reason, fix, framework_error)
 
 
 def numpy_unit(dtype: Any) -> str:

@@ -7,7 +7,6 @@ import sys
 from typing import Any, Callable, ClassVar
 
 from gpushare.adapters.base import Adapter, explained, major_version, versioned_capsule
-from gpushare.exceptions import ConversionError
 
 
 class PaddleAdapter(Adapter):
@@ -46,13 +45,7 @@ class PaddleAdapter(Adapter):
 
     def check_source(self, obj: Any) -> None:
         if not obj.stop_gradient:
-            err = ConversionError(
-                "paddle tensor requires gradients (stop_gradient=False): DLPack cannot export it. "
-                "Fix: share x.detach(), which views the same memory"
-            )
-            err.reason = "tensor requires gradients (stop_gradient=False)"
-            err.fix = "x.detach()"
-            raise err
+            raise explained("conversion", "paddle's DLPack export", "tensor requires gradients (stop_gradient=False)", "x.detach()")
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
@@ -84,7 +77,7 @@ class PaddleAdapter(Adapter):
             try:
                 import ml_dtypes
             except ImportError:
-                raise explained(ConversionError, "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
+                raise explained("conversion", "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
                                 "Paddle gives a bfloat16 tensor's raw bits as uint16", "pip install ml_dtypes, "
                                 "or cast to float32 first (x.astype('float32'))") from None
             out = out.view(ml_dtypes.bfloat16)
@@ -99,7 +92,7 @@ class PaddleAdapter(Adapter):
         name = array.dtype.name
         if name in self._NO_TENSOR_DTYPES:
             raise explained(
-                ConversionError, "paddle",
+                "conversion", "paddle",
                 f"paddle has no {name} tensors (paddle.to_tensor reads uint16 as bfloat16 bits and refuses uint32/uint64)",
                 "cast to a signed integer type first, e.g. x.astype(numpy.int64)",
             )

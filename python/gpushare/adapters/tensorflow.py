@@ -9,7 +9,7 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.adapters._cai import _CudaArrayView
 from gpushare.adapters.base import Adapter, TensorInfo, explained
-from gpushare.exceptions import PathNotApplicableError, UnsafeInputError
+from gpushare.exceptions import gpushare_error
 
 
 class TensorFlowAdapter(Adapter):
@@ -79,7 +79,7 @@ class TensorFlowAdapter(Adapter):
         if known is not None:
             reason, fix = known
             raise explained(
-                UnsafeInputError, "tf",
+                "unsafe_input", "tf",
                 f"{reason}; TensorFlow's DLPack export would abort the process on it (Check failed: "
                 f"DataTypeCanUseMemcpy), so gpushare does not call it",
                 fix,
@@ -100,7 +100,8 @@ class TensorFlowAdapter(Adapter):
         return (TensorFlowAdapter._to_dlpack or self._dlpack_functions()[0])(obj)
 
     def from_dlpack(self, obj: Any) -> Any:
-        raise PathNotApplicableError(
+        raise gpushare_error(
+            "path_not_applicable",
             "TensorFlow's from_dlpack takes legacy capsules only; use path='capsule' (auto does)"
         )
 

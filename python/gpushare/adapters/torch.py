@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from gpushare import _native
 from gpushare.adapters.base import Adapter, TensorInfo, explained, probe_export, versioned_capsule
-from gpushare.exceptions import ConversionError, GpushareError, UnsafeInputError
+from gpushare.exceptions import GpushareError
 
 
 class TorchAdapter(Adapter):
@@ -71,17 +71,11 @@ class TorchAdapter(Adapter):
             fix = "materialise it first (torch.empty_like(x, device='cpu'), or load its data)"
         else:
             return None
-        return explained(ConversionError, "torch", reason, fix, framework_error)
+        return explained("conversion", "torch", reason, fix, framework_error)
 
     def check_source(self, obj: Any) -> None:
         if obj.requires_grad:
-            err = ConversionError(
-                "torch tensor requires grad: DLPack cannot export it (\"Can't export tensors that require "
-                "gradient\"). Fix: share x.detach(), which views the same memory"
-            )
-            err.reason = "tensor requires grad"
-            err.fix = "x.detach()"
-            raise err
+            raise explained("conversion", "torch's DLPack export", "tensor requires grad", "x.detach()")
         self.check_view_bits(obj)
 
     def check_view_bits(self, obj: Any) -> None:
@@ -90,14 +84,14 @@ class TorchAdapter(Adapter):
         # reads every value with the wrong sign.
         if obj.is_conj():
             raise explained(
-                ConversionError, "torch",
+                "conversion", "torch",
                 "the tensor's conjugate bit is set (x.conj() is a lazy view): DLPack cannot carry the bit, "
                 "and PyTorch refuses to export such a tensor",
                 "share x.resolve_conj(), a conjugated copy",
             )
         if obj.is_neg():
             raise explained(
-                UnsafeInputError, "torch",
+                "unsafe_input", "torch",
                 "the tensor's negative bit is set (a lazy negation such as torch._neg_view(x) or x.conj().imag): "
                 "DLPack cannot carry the bit, so the target would read every value with the wrong sign",
                 "share x.resolve_neg(), a negated copy",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from gpushare.exceptions import GpushareError
+from gpushare.exceptions import gpushare_error
 
 
 def _torch() -> Any:
@@ -97,7 +97,7 @@ class TorchProcessSteps:
             options = dist.ProcessGroupNCCL.Options()
             options._timeout = td
             return dist.ProcessGroupNCCL(store, rank, world, options)
-        raise GpushareError(f"unknown backend {backend!r}")
+        raise gpushare_error("gpushare", f"unknown backend {backend!r}")
 
     def send(self, group: Any, obj: Any, peer: int, tag: int = 0) -> None:
         """Sends ``obj`` to ``peer`` and waits until its device has done so."""

@@ -15,6 +15,7 @@
 //!   prediction that differs from the judgement is shown as UNEXPECTED, never hidden.
 
 mod auto;
+mod gaps;
 mod identity;
 mod judgement;
 mod known;

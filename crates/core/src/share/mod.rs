@@ -14,7 +14,7 @@ pub mod timing;
 
 use std::time::Instant;
 
-pub use error::{Foreign, Result, ShareError, Stage};
+pub use error::{Error, Foreign, Result, ShareError, Stage};
 pub use timing::{Measured, Repeat, Sampler, TimingPolicy};
 
 use crate::explain::{self, PredictedOutcome};
@@ -152,7 +152,7 @@ impl<F: Framework> Handoff<'_, F> {
         self.route.path()
     }
 
-    fn explained<'s>(&'s self, stage: Stage, predicted: Option<&'s PredictedOutcome>) -> impl Fn(ShareError) -> ShareError + 's {
+    fn explained<'s>(&'s self, stage: Stage, predicted: Option<&'s PredictedOutcome>) -> impl Fn(Error) -> Error + 's {
         move |e| e.explain(stage, self.source.name(), self.target.name(), self.path(), predicted)
     }
 
@@ -172,11 +172,11 @@ impl<F: Framework> Handoff<'_, F> {
         let predicted = self.predict(source.as_ref()).map_err(&inspect)?;
         let report = source.as_ref();
         if let Some(r) = explain::refuse(report, self.target.name(), self.path()) {
-            return Err(ShareError::UnsafeInput {
-                source: report.framework.clone(),
-                target: self.target.name().to_string(),
+            return Err(Error::UnsafeInput {
+                subject: format!("{} → {}", report.framework, self.target.name()),
                 reason: r.reason,
                 fix: r.fix,
+                framework_error: None,
                 predicted,
             });
         }
@@ -185,7 +185,7 @@ impl<F: Framework> Handoff<'_, F> {
 
     /// Shares `array` (see the module's doc).
     pub fn run(&self, host: &dyn Host, array: &F::Array, options: &Options) -> Result<Outcome<F>> {
-        options.timing.validate().map_err(ShareError::Usage)?;
+        options.timing.validate().map_err(Error::Usage)?;
         let (source, predicted) = self.prepare(array)?;
         self.convert_prepared(host, array, source, predicted, options)
     }

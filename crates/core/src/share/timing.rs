@@ -131,7 +131,7 @@ pub fn settle_context(dlpack_device: (u32, i32)) -> Result<()> {
     if dlpack_device.0 != crate::dlpack::DEVICE_CUDA || !crate::cuda::driver_status().is_available() {
         return Ok(());
     }
-    crate::cuda::synchronize_context(dlpack_device.1).map_err(|e| super::ShareError::Cuda(e.to_string()))
+    crate::cuda::synchronize_context(dlpack_device.1).map_err(super::Error::from)
 }
 
 /// What takes one sample: `n` calls, synchronised at both ends, timed on the host and (when a

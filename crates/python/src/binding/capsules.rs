@@ -7,7 +7,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods};
 
-use super::errors::DLPackError;
+use super::errors::to_pyerr;
+use gpushare_core::Error;
 use crate::dlpack::legacy::{self, Described};
 use dlpark::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 
@@ -53,14 +54,14 @@ fn into_capsule(py: Python<'_>, managed: *mut DLManagedTensor) -> PyResult<Bound
 pub fn legacy_capsule<'py>(py: Python<'py>, capsule: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let cap = capsule
         .cast::<PyCapsule>()
-        .map_err(|_| DLPackError::new_err("expected a DLPack capsule"))?;
+        .map_err(|_| to_pyerr(Error::DLPack("expected a DLPack capsule".into())))?;
     if cap.is_valid_checked(Some(LEGACY)) {
         return Ok(capsule.clone());
     }
     if !cap.is_valid_checked(Some(VERSIONED)) {
         // Reuses the reader's words for consumed and foreign capsules.
         super::types::layout_from_capsule(capsule)?;
-        return Err(DLPackError::new_err("not a DLPack capsule"));
+        return Err(to_pyerr(Error::DLPack("not a DLPack capsule".into())));
     }
     let versioned = cap.pointer_checked(Some(VERSIONED))?.as_ptr().cast::<DLManagedTensorVersioned>();
     // SAFETY: renaming a live capsule we hold; from now on its destructor leaves the tensor alone.
@@ -98,7 +99,7 @@ pub fn capsule_over<'py>(
         }
     });
     let managed = legacy::borrowed(described, release)
-        .ok_or_else(|| DLPackError::new_err("shape and strides differ in length"))?;
+        .ok_or_else(|| to_pyerr(Error::DLPack("shape and strides differ in length".into())))?;
     into_capsule(py, managed)
 }
 

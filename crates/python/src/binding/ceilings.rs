@@ -4,7 +4,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use super::cuda::to_pyerr;
+use super::errors::to_pyerr;
 use crate::advice::ceilings::{measure, parse_key, resources};
 use crate::paths::{PathKind, Place};
 

@@ -1,4 +1,7 @@
-//! gpushare's one exception hierarchy, created here and re-exported by `gpushare.exceptions`.
+//! gpushare's one exception hierarchy, created here and re-exported by `gpushare.exceptions`, and
+//! the one conversion of the core's one error ([`gpushare_core::Error`]) into it: every gpushare
+//! exception the binding raises, and every one Python code raises (through [`gpushare_error`]),
+//! is made by the one conversion below, from [`PyGpushareErr`].
 //!
 //! GpushareError
 //! ├── UnknownFrameworkError      a framework name gpushare does not know (with a suggestion)
@@ -7,13 +10,19 @@
 //! ├── DLPackError                a DLPack capsule that cannot be read
 //! ├── CudaError                  the CUDA driver refused a call
 //! ├── WorkerError                a worker process died, was killed, timed out or was stopped
-//! └── ConversionError            a handoff that failed; `.reason`, `.fix`, `.framework_error`
+//! └── ConversionError            a handoff that failed
 //!     ├── UnsafeInputError       refused before calling the framework (it would crash or mis-read)
 //!     └── PathNotApplicableError the transfer path does not apply to this pair
+//!
+//! Every one carries `.reason`, `.fix`, `.framework_error` and `.predicted` (see the conversion).
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::cuda::CudaError as CoreCudaError;
+use crate::share::{Foreign, Stage};
+use gpushare_core::Error;
 
 create_exception!(gpushare.exceptions, GpushareError, PyException, "Base class of every gpushare error.");
 create_exception!(gpushare.exceptions, UnknownFrameworkError, GpushareError, "A framework name gpushare does not know.");
@@ -26,21 +35,10 @@ create_exception!(gpushare.exceptions, ConversionError, GpushareError, "A conver
 create_exception!(gpushare.exceptions, UnsafeInputError, ConversionError, "Refused before calling the framework.");
 create_exception!(gpushare.exceptions, PathNotApplicableError, ConversionError, "The path does not apply to this pair.");
 
-/// An exception instance with `reason` and `fix` attributes, so notebooks and tests can read them.
-pub fn with_fix<E: pyo3::PyTypeInfo>(py: Python<'_>, message: String, reason: &str, fix: &str) -> PyErr {
-    let err = PyErr::new::<E, _>(message);
-    let value = err.value(py);
-    // Setting attributes on a fresh exception instance cannot fail short of memory exhaustion;
-    // if it did, the message still carries the reason and the fix.
-    let _ = value.setattr("reason", reason);
-    let _ = value.setattr("fix", fix);
-    err
-}
-
 /// Runs `f` without the GIL, giving it a `keep_waiting` callback that re-attaches to run Python's
 /// signal handlers (the core calls it every 50 ms or so while it waits). If a handler raised
 /// (Ctrl-C → KeyboardInterrupt), that exception is what the caller gets; otherwise `f`'s error,
-/// converted by `to_pyerr`.
+/// converted by `to_pyerr` (usually [`to_pyerr`], the one conversion).
 pub fn interruptible<T, E, F>(py: Python<'_>, to_pyerr: fn(E) -> PyErr, f: F) -> PyResult<T>
 where
     T: Send,
@@ -78,83 +76,132 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConversionError", py.get_type::<ConversionError>())?;
     m.add("UnsafeInputError", py.get_type::<UnsafeInputError>())?;
     m.add("PathNotApplicableError", py.get_type::<PathNotApplicableError>())?;
-    m.add_function(wrap_pyfunction!(conversion_error, m)?)?;
+    m.add_function(wrap_pyfunction!(gpushare_error, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect_explained, m)?)?;
     Ok(())
 }
 
-/// The core's error on its way to Python. The orphan rule forbids `From<ShareError> for PyErr` in
-/// this crate (neither type is ours), so, as polars does with `PyPolarsErr`, the binding wraps it:
-/// `.map_err(PyShareError::from)?` or a function returning `Result<T, PyShareError>`.
+/// The core's error on its way to Python. The orphan rule forbids `From<Error> for PyErr` in this
+/// crate (neither type is ours), so, as polars does with `PyPolarsErr`, the binding wraps it:
+/// `.map_err(PyGpushareErr::from)?` turns any of the core's errors (`Error`, `CudaError`, `SharedError`,
+/// `DlpackError`) into gpushare's exception, as does [`to_pyerr`].
 #[derive(Debug)]
-pub struct PyShareError(pub crate::share::ShareError);
+pub struct PyGpushareErr(pub Error);
 
-impl From<crate::share::ShareError> for PyShareError {
-    fn from(error: crate::share::ShareError) -> Self {
-        PyShareError(error)
+impl<E: Into<Error>> From<E> for PyGpushareErr {
+    fn from(error: E) -> Self {
+        PyGpushareErr(error.into())
     }
 }
 
+/// Any of the core's errors as gpushare's exception: `.map_err(to_pyerr)`.
+pub fn to_pyerr(error: impl Into<Error>) -> PyErr {
+    PyErr::from(PyGpushareErr(error.into()))
+}
+
 /// The one conversion of the core's errors into gpushare's exceptions (polars' `PyPolarsErr`
-/// model): each carries `reason`, `fix`, `framework_error` and `predicted` where it has them, and
-/// a framework's own exception as `__cause__`.
-impl From<PyShareError> for PyErr {
-    fn from(PyShareError(error): PyShareError) -> PyErr {
-        use crate::share::ShareError as E;
+/// model). Every gpushare exception carries, in one form, `reason` (why; the message itself where
+/// there is nothing more to say), `fix` (or None), `framework_error` (the framework's own words, or
+/// None) and `predicted` (the prediction, or None), and a framework's own exception as
+/// `__cause__`. A `CudaError` also carries the CUDA `kind` ("unavailable", "driver", "no_context",
+/// "invalid_argument", "internal") and the driver's `code` (or None). Bad arguments are Python's
+/// `ValueError`, a host out of memory `MemoryError`, and Ctrl-C stays `KeyboardInterrupt`.
+impl From<PyGpushareErr> for PyErr {
+    fn from(PyGpushareErr(error): PyGpushareErr) -> PyErr {
         Python::attach(|py| {
             let predicted = error.predicted().cloned();
-            let (err, reason, fix, framework_error, origin) = match error {
-                E::UnknownFramework(m) => (UnknownFrameworkError::new_err(m), None, None, None, None),
-                E::FrameworkNotInstalled(m) => (FrameworkNotInstalledError::new_err(m), None, None, None, None),
-                E::NotAnArray(m) => (NotAnArrayError::new_err(m), None, None, None, None),
-                E::DLPack(m) => (DLPackError::new_err(m), None, None, None, None),
-                E::Cuda(m) => (CudaError::new_err(m), None, None, None, None),
-                E::Usage(m) => (pyo3::exceptions::PyValueError::new_err(m), None, None, None, None),
-                ref e @ E::UnsafeInput { ref reason, ref fix, .. } => {
-                    (UnsafeInputError::new_err(e.to_string()), Some(reason.clone()), Some(fix.clone()), None, None)
+            let message = error.to_string();
+            let mut reason = None;
+            let mut fix = None;
+            let mut framework_error = None;
+            let mut origin = None;
+            let mut cuda = None;
+            let err = match error {
+                Error::UnknownFramework(m) => UnknownFrameworkError::new_err(m),
+                Error::FrameworkNotInstalled(m) => FrameworkNotInstalledError::new_err(m),
+                Error::NotAnArray(m) => NotAnArrayError::new_err(m),
+                Error::DLPack(m) => DLPackError::new_err(m),
+                Error::Cuda(CoreCudaError::Interrupted) => return PyKeyboardInterrupt::new_err(message),
+                Error::Cuda(e) => {
+                    cuda = Some((cuda_kind(&e), e.driver_code()));
+                    CudaError::new_err(message.clone())
                 }
-                E::PathNotApplicable { message, .. } => (PathNotApplicableError::new_err(message), None, None, None, None),
-                E::Conversion { message, reason, fix, framework_error, origin, .. } => {
-                    (ConversionError::new_err(message), Some(reason), fix, Some(framework_error), origin)
+                Error::Worker(m) => WorkerError::new_err(m),
+                Error::Other(m) => GpushareError::new_err(m),
+                Error::Usage(m) => return PyValueError::new_err(m),
+                Error::OutOfHostMemory(m) => return PyMemoryError::new_err(m),
+                Error::UnsafeInput { reason: r, fix: f, framework_error: text, .. } => {
+                    (reason, fix, framework_error) = (Some(r), Some(f), text);
+                    UnsafeInputError::new_err(message.clone())
                 }
-                E::Framework { text, origin } => (ConversionError::new_err(text.clone()), Some(text.clone()), None, Some(text), origin),
+                Error::PathNotApplicable { reason: r, fix: f, framework_error: text, .. } => {
+                    (reason, fix, framework_error) = (r, f, text);
+                    PathNotApplicableError::new_err(message.clone())
+                }
+                Error::Conversion { reason: r, fix: f, framework_error: text, origin: o, .. } => {
+                    (reason, fix, framework_error, origin) = (Some(r), f, text, o);
+                    ConversionError::new_err(message.clone())
+                }
+                Error::Framework { text, origin: o } => {
+                    (reason, framework_error, origin) = (Some(text.clone()), Some(text), o);
+                    ConversionError::new_err(message.clone())
+                }
                 // Raised by gpushare's own code (an adapter): the same exception, with the prediction.
-                E::Raised { origin, .. } => (foreign(py, origin), None, None, None, None),
-                E::Interrupted(origin) => return foreign(py, origin),
+                Error::Raised { origin, .. } => return with_prediction(py, foreign(origin), predicted),
+                Error::Interrupted(origin) => return foreign(origin),
             };
             let value = err.value(py);
-            // Setting attributes on an exception instance cannot fail short of memory exhaustion;
-            // the message carries the reason and the fix either way.
-            if let Some(reason) = reason {
-                let _ = value.setattr("reason", reason);
-                let _ = value.setattr("fix", fix);
-            }
-            if let Some(text) = framework_error {
-                let _ = value.setattr("framework_error", text);
-            }
-            if value.is_instance_of::<GpushareError>() {
-                let predicted = predicted.map(|p| Py::new(py, super::explain::Prediction::from_outcome(p))).transpose();
-                match predicted {
-                    Ok(Some(p)) => {
-                        let _ = value.setattr("predicted", p);
-                    }
-                    // An adapter's own error that no prediction reached keeps what it had.
-                    Ok(None) if value.hasattr("predicted").unwrap_or(false) => {}
-                    Ok(None) => {
-                        let _ = value.setattr("predicted", py.None());
-                    }
-                    Err(e) => return e,
-                }
+            // Setting attributes on a fresh exception instance cannot fail short of memory
+            // exhaustion; the message carries the reason and the fix either way.
+            let _ = value.setattr("reason", reason.unwrap_or(message));
+            let _ = value.setattr("fix", fix);
+            let _ = value.setattr("framework_error", framework_error);
+            if let Some((kind, code)) = cuda {
+                let _ = value.setattr("kind", kind);
+                let _ = value.setattr("code", code);
             }
             if let Some(origin) = origin {
-                err.set_cause(py, Some(foreign(py, origin)));
+                err.set_cause(py, Some(foreign(origin)));
             }
-            err
+            with_prediction(py, err, predicted)
         })
     }
 }
 
+/// The CUDA layer's word for what went wrong, as `CudaError.kind`.
+fn cuda_kind(error: &CoreCudaError) -> &'static str {
+    match error {
+        CoreCudaError::Unavailable(_) => "unavailable",
+        CoreCudaError::Driver { .. } => "driver",
+        CoreCudaError::NoContext(_) => "no_context",
+        CoreCudaError::InvalidArgument(_) => "invalid_argument",
+        CoreCudaError::Interrupted => "interrupted",
+        CoreCudaError::Internal(_) => "internal",
+    }
+}
+
+/// `err` with `predicted` set where it is one of gpushare's exceptions: the prediction when there
+/// is one, else None, except that an adapter's own error that no prediction reached keeps what it had.
+fn with_prediction(py: Python<'_>, err: PyErr, predicted: Option<crate::explain::PredictedOutcome>) -> PyErr {
+    let value = err.value(py);
+    if !value.is_instance_of::<GpushareError>() {
+        return err;
+    }
+    match predicted.map(|p| Py::new(py, super::explain::Prediction::from_outcome(p))).transpose() {
+        Ok(Some(p)) => {
+            let _ = value.setattr("predicted", p);
+        }
+        Ok(None) if value.hasattr("predicted").unwrap_or(false) => {}
+        Ok(None) => {
+            let _ = value.setattr("predicted", py.None());
+        }
+        Err(e) => return e,
+    }
+    err
+}
+
 /// A Python exception carried through the core, back as itself.
-fn foreign(_py: Python<'_>, origin: crate::share::Foreign) -> PyErr {
+fn foreign(origin: Foreign) -> PyErr {
     match origin.downcast::<PyErr>() {
         Ok(err) => *err,
         Err(other) => ConversionError::new_err(other.to_string()),
@@ -164,36 +211,46 @@ fn foreign(_py: Python<'_>, origin: crate::share::Foreign) -> PyErr {
 /// A Python exception raised inside a pipeline step, classified for the core: gpushare's own
 /// errors pass through (gaining the prediction), Ctrl-C and other non-`Exception`s pass through
 /// untouched, and a framework's exception is explained.
-pub fn share_error(py: Python<'_>, err: PyErr) -> crate::share::ShareError {
-    use crate::share::ShareError as E;
+pub fn share_error(py: Python<'_>, err: PyErr) -> Error {
     if err.is_instance_of::<GpushareError>(py) {
-        E::Raised { origin: Box::new(err), predicted: None }
-    } else if !err.is_instance_of::<pyo3::exceptions::PyException>(py) {
-        E::Interrupted(Box::new(err))
+        Error::Raised { origin: Box::new(err), predicted: None }
+    } else if !err.is_instance_of::<PyException>(py) {
+        Error::Interrupted(Box::new(err))
     } else {
         let value = err.value(py);
         let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
         let text = value.str().map(|s| s.to_string()).unwrap_or_default();
-        E::Framework { text: format!("{kind}: {text}"), origin: Some(Box::new(err)) }
+        Error::Framework { text: format!("{kind}: {text}"), origin: Some(Box::new(err)) }
     }
 }
 
-/// The exception gpushare raises for ``exc``, raised while handing an array of framework
-/// ``source`` to ``target`` by ``path`` (``"inspect"``: while describing it): the same conversion
-/// every share's failures go through.
+/// The gpushare exception of kind `kind` ("conversion", "unsafe_input", "path_not_applicable",
+/// "not_an_array", "unknown_framework", "framework_not_installed", "dlpack", "cuda", "no_cuda",
+/// "worker", "gpushare"), for Python code to raise: made by the one conversion, so it reads as the
+/// core's own. With `reason`, `message` names who refused and the text is the one form
+/// "{message}: {reason}. Fix: {fix}"; without, `message` is the whole text.
 #[pyfunction]
-#[pyo3(signature = (source, target, path, exc, predicted=None))]
-pub fn conversion_error<'py>(
+#[pyo3(signature = (kind, message, *, reason=None, fix=None, framework_error=None))]
+pub fn gpushare_error<'py>(
     py: Python<'py>,
-    source: &str,
-    target: &str,
-    path: &str,
-    exc: Bound<'py, PyAny>,
-    predicted: Option<Bound<'py, PyAny>>,
+    kind: &str,
+    message: String,
+    reason: Option<String>,
+    fix: Option<String>,
+    framework_error: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let predicted = predicted.filter(|p| !p.is_none()).map(|p| super::explain::prediction_from_py(&p)).transpose()?;
-    let predicted = predicted.map(|p| p.to_outcome());
-    let stage = if path == "inspect" { crate::share::Stage::Inspect } else { crate::share::Stage::Convert };
-    let err = share_error(py, PyErr::from_value(exc)).explain(stage, source, target, path, predicted.as_ref());
-    Ok(PyErr::from(PyShareError(err)).into_value(py).into_bound(py).into_any())
+    let refusal = gpushare_core::error::Refusal { subject: message, reason, fix, framework_error };
+    let error = Error::from_kind(kind, refusal).map_err(PyValueError::new_err)?;
+    Ok(to_pyerr(error).into_value(py).into_bound(py).into_any())
+}
+
+/// `adapter.inspect(obj)`, its failure explained as every share's is (a framework's exception
+/// becomes a ConversionError naming the inspection, with its reason and fix; gpushare's own and
+/// Ctrl-C pass through).
+#[pyfunction]
+pub fn inspect_explained<'py>(py: Python<'py>, adapter: &Bound<'py, PyAny>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    adapter.call_method1("inspect", (obj,)).map_err(|err| {
+        let name = adapter.getattr("name").and_then(|n| n.extract::<String>()).unwrap_or_default();
+        to_pyerr(share_error(py, err).explain(Stage::Inspect, &name, &name, "inspect", None))
+    })
 }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use super::cuda::to_pyerr;
+use super::errors::to_pyerr;
 use crate::cuda::{self, CudaError};
 
 /// Exports the CUDA allocation `[ptr, ptr + nbytes)` lies in: a dict with `handle` (64 bytes),

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::errors::{PyShareError, share_error};
+use super::errors::{PyGpushareErr, share_error};
 use super::explain::{Predictor, prediction_from_py};
 use super::types::{Fields, ShareResult, TensorInfo, exchange_api_report, report_from_fields, versioned_capsule_report};
 use crate::explain::PredictedOutcome;
@@ -563,7 +563,7 @@ impl SharePlan {
             predictor: Some(&predictor),
             check_source: self.check_source,
         };
-        let outcome = handoff.run(&self.host, &obj, options).map_err(PyShareError::from)?;
+        let outcome = handoff.run(&self.host, &obj, options).map_err(PyGpushareErr::from)?;
         Ok(ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report))
     }
 }
@@ -775,6 +775,6 @@ pub fn measure<'py>(
     };
     policy.validate().map_err(PyValueError::new_err)?;
     let mut sampler = CallSampler { call, arg, synchronize, clock: device_clock, value: None, host: PyHost { allocators: None } };
-    let m = timing::measure(&policy, &mut sampler).map_err(PyShareError::from)?;
+    let m = timing::measure(&policy, &mut sampler).map_err(PyGpushareErr::from)?;
     Ok((m.samples, m.device_samples, m.number, m.warmup, sampler.value.take()))
 }

@@ -14,35 +14,16 @@ use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedT
 use dlpark::metadata::Dynamic;
 use dlpark::python::{CudaStreamRequest, DlpackExporter, ExportRequest, export_dlpack};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
-use pyo3::exceptions::{PyAttributeError, PyKeyboardInterrupt, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use super::errors::{PathNotApplicableError, interruptible};
+use super::errors::{interruptible, to_pyerr};
 use super::types::{layout_from_capsule, layout_of_source};
 use crate::dlpack::{DType, compact_strides, is_c_contiguous};
 use crate::render::lab::{BenchInput, BenchmarkReport, ComparisonInput, ComparisonReport};
 use crate::render::plot;
-use crate::shared::{self, Allocation, Device, Method, SharedError};
-
-fn to_pyerr(error: SharedError) -> PyErr {
-    match error {
-        SharedError::BadDevice(_) | SharedError::BadDtype(_) | SharedError::BadShape(_) => {
-            PyValueError::new_err(error.to_string())
-        }
-        SharedError::OutOfHostMemory(_) => PyMemoryError::new_err(error.to_string()),
-        SharedError::NotApplicable(reason) => {
-            let err = PathNotApplicableError::new_err(reason.clone());
-            Python::attach(|py| {
-                // Setting an attribute on a fresh exception cannot fail short of memory exhaustion.
-                let _ = err.value(py).setattr("reason", reason);
-            });
-            err
-        }
-        SharedError::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
-        SharedError::Cuda(e) => super::cuda::to_pyerr(e),
-    }
-}
+use crate::shared::{self, Allocation, Device, Method};
 
 /// A dtype given as a name (`"float32"`), a NumPy dtype or scalar type, or a torch dtype.
 fn dtype_arg(obj: &Bound<'_, PyAny>) -> PyResult<DType> {

@@ -4,10 +4,11 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
 
-use super::errors::{DLPackError, UnsafeInputError, with_fix};
+use super::errors::to_pyerr;
 use super::frames::shares_frame;
 use super::json::json_to_py;
 use crate::dlpack::{Layout, read_legacy, read_versioned};
+use gpushare_core::Error;
 use crate::explain;
 use crate::render;
 use crate::report::{MIME_TYPE, ShareReport, TensorReport, Verdict, envelope_text};
@@ -18,7 +19,7 @@ use crate::stats::Timing;
 pub fn layout_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Layout> {
     let cap = capsule
         .cast::<PyCapsule>()
-        .map_err(|_| DLPackError::new_err(format!("expected a DLPack capsule, got {}", type_name(capsule))))?;
+        .map_err(|_| to_pyerr(Error::DLPack(format!("expected a DLPack capsule, got {}", type_name(capsule)))))?;
     let result = if cap.is_valid_checked(Some(c"dltensor_versioned")) {
         let ptr = cap.pointer_checked(Some(c"dltensor_versioned"))?;
         // SAFETY: a capsule named "dltensor_versioned" holds a DLManagedTensorVersioned by the
@@ -32,12 +33,12 @@ pub fn layout_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Layout> {
         let name = cap.name().ok().flatten().map(|n| unsafe { n.as_cstr() }.to_string_lossy().into_owned());
         return Err(match name.as_deref() {
             Some(n) if n.starts_with("used_") => {
-                DLPackError::new_err("this DLPack capsule has already been consumed (each capsule can be imported once)")
+                to_pyerr(Error::DLPack("this DLPack capsule has already been consumed (each capsule can be imported once)".into()))
             }
-            other => DLPackError::new_err(format!("not a DLPack capsule (capsule name {other:?})")),
+            other => to_pyerr(Error::DLPack(format!("not a DLPack capsule (capsule name {other:?})"))),
         });
     };
-    result.map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))
+    result.map_err(to_pyerr)
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -103,29 +104,29 @@ pub fn exchange_api_report(
 
 /// The layout of `obj` by its type's DLPack C exchange API (see [`exchange_api_report`]).
 pub fn exchange_api_layout(py: Python<'_>, obj: &Bound<'_, PyAny>, api: &Bound<'_, PyAny>) -> PyResult<Layout> {
-    let cap = api.cast::<PyCapsule>().map_err(|_| DLPackError::new_err("expected a dlpack_exchange_api capsule"))?;
+    let cap = api.cast::<PyCapsule>().map_err(|_| to_pyerr(Error::DLPack("expected a dlpack_exchange_api capsule".into())))?;
     let table = cap.pointer_checked(Some(c"dlpack_exchange_api"))?;
     // SAFETY: a capsule named "dlpack_exchange_api" holds a DLPackExchangeAPI that lives for the
     // whole process (DLPack 1.3); we only read its header and one function pointer.
     let table = unsafe { &*table.as_ptr().cast::<dlpark::ffi::DLPackExchangeAPI>() };
     let version = (table.header.version.major, table.header.version.minor);
     if version.0 != 1 {
-        return Err(DLPackError::new_err(format!("unsupported DLPack exchange API version {version:?}")));
+        return Err(to_pyerr(Error::DLPack(format!("unsupported DLPack exchange API version {version:?}"))));
     }
     let fill = table
         .dltensor_from_py_object_no_sync
-        .ok_or_else(|| DLPackError::new_err("the exchange API has no dltensor_from_py_object_no_sync"))?;
+        .ok_or_else(|| to_pyerr(Error::DLPack("the exchange API has no dltensor_from_py_object_no_sync".into())))?;
     // SAFETY: DLTensor is plain old data; all-zero is a valid (empty) value the producer overwrites.
     let mut tensor: dlpark::ffi::DLTensor = unsafe { std::mem::zeroed() };
     // SAFETY: `obj` is of the type the table came from (the caller looked it up on type(obj)),
     // we hold the GIL, and `tensor` outlives the call.
     let rc = unsafe { fill(obj.as_ptr().cast(), &mut tensor) };
     if rc != 0 {
-        return Err(PyErr::take(py).unwrap_or_else(|| DLPackError::new_err("the producer could not describe the tensor")));
+        return Err(PyErr::take(py).unwrap_or_else(|| to_pyerr(Error::DLPack("the producer could not describe the tensor".into()))));
     }
     // SAFETY: on success the producer filled shape/strides valid until we return to Python.
     unsafe { crate::dlpack::read_tensor(&tensor, 0, Some(version)) }
-        .map_err(|e| DLPackError::new_err(format!("invalid DLPack tensor: {e}")))
+        .map_err(to_pyerr)
 }
 
 /// The layout of a DLPack capsule, or of an array whose type has the DLPack C exchange API (one C
@@ -136,10 +137,10 @@ pub fn layout_of_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<L
     }
     match source.get_type().getattr(pyo3::intern!(py, "__dlpack_c_exchange_api__")) {
         Ok(api) => exchange_api_layout(py, source, &api),
-        Err(_) => Err(DLPackError::new_err(format!(
+        Err(_) => Err(to_pyerr(Error::DLPack(format!(
             "expected a DLPack capsule or an array whose type has the DLPack C exchange API, got {}",
             type_name(source)
-        ))),
+        )))),
     }
 }
 
@@ -170,7 +171,7 @@ pub fn versioned_capsule_report(py: Python<'_>, obj: &Bound<'_, PyAny>, framewor
     let layout = layout_from_capsule(&capsule)?;
     // Host and CUDA device memory only: the adapter names other kinds (managed memory) itself.
     if !matches!(layout.device_type, crate::dlpack::DEVICE_CPU | crate::dlpack::DEVICE_CUDA) {
-        return Err(DLPackError::new_err("described by the adapter"));
+        return Err(to_pyerr(Error::DLPack("described by the adapter".into())));
     }
     Ok(report_in_dlpack_words(&layout, framework))
 }
@@ -198,7 +199,7 @@ pub fn report_from_fields(f: Fields<'_>) -> PyResult<TensorReport> {
     let explicit_strides = f.strides.is_some();
     let strides = f.strides.unwrap_or_else(|| crate::dlpack::compact_strides(&f.shape));
     if strides.len() != f.shape.len() {
-        return Err(DLPackError::new_err("strides and shape differ in length"));
+        return Err(to_pyerr(Error::DLPack("strides and shape differ in length".into())));
     }
     let layout = crate::dlpack::layout_from_parts(crate::dlpack::LayoutParts {
         dtype: crate::dlpack::DType { code: f.code, bits: f.bits, lanes: 1 },
@@ -212,7 +213,7 @@ pub fn report_from_fields(f: Fields<'_>) -> PyResult<TensorReport> {
         flags: if f.readonly { 1 } else { 0 },
         version: None,
     })
-    .map_err(|e| DLPackError::new_err(format!("invalid array description: {e}")))?;
+    .map_err(|e| to_pyerr(Error::DLPack(format!("invalid array description: {e}"))))?;
     let mut report = TensorReport::from_layout(&layout, f.framework, f.device, f.immutable);
     report.cuda = f.cuda.map(std::sync::Arc::new);
     attach_cuda(&mut report);
@@ -339,15 +340,16 @@ impl TensorInfo {
 
     /// Raises UnsafeInputError when the target framework must not be handed this tensor.
     #[pyo3(signature = (target, path="dlpack"))]
-    fn refuse_for(&self, py: Python<'_>, target: &str, path: &str) -> PyResult<()> {
+    fn refuse_for(&self, target: &str, path: &str) -> PyResult<()> {
         match explain::refuse(&self.report, target, path) {
             None => Ok(()),
-            Some(r) => Err(with_fix::<UnsafeInputError>(
-                py,
-                format!("{} → {}: {}. Fix: {}", self.report.framework, target, r.reason, r.fix),
-                &r.reason,
-                &r.fix,
-            )),
+            Some(r) => Err(to_pyerr(Error::UnsafeInput {
+                subject: format!("{} → {}", self.report.framework, target),
+                reason: r.reason,
+                fix: r.fix,
+                framework_error: None,
+                predicted: None,
+            })),
         }
     }
 }

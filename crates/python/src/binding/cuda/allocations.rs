@@ -6,7 +6,8 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 
-use super::{lock, to_pyerr};
+use crate::binding::errors::to_pyerr;
+use super::lock;
 use crate::cuda::{self, CudaError};
 
 /// Device memory owned by gpushare: `nbytes` bytes from `cuMemAlloc` in device `ordinal`'s primary
@@ -35,7 +36,7 @@ impl PyDeviceAllocation {
                 if zero {
                     buffer.zero()?;
                 }
-                Ok(buffer)
+                Ok::<_, CudaError>(buffer)
             })
             .map_err(to_pyerr)?;
         Ok(PyDeviceAllocation {

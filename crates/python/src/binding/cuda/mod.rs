@@ -7,8 +7,8 @@
 //! `gpushare.exceptions.CudaError` (with `.kind` and `.code`) instead. Calls that can block release the
 //! GIL; waits for the GPU honour Ctrl-C.
 //!
-//! This module holds what every part shares (the error conversion, stream arguments, serialised
-//! reports); [`reports`], [`transfers`] and [`allocations`] hold the functions and classes.
+//! This module holds what every part shares (stream arguments, serialised reports; errors go
+//! through the binding's one conversion, `errors::to_pyerr`); [`reports`], [`transfers`] and [`allocations`] hold the functions and classes.
 
 mod allocations;
 mod reports;
@@ -16,41 +16,17 @@ mod transfers;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use serde::Serialize;
 
-use super::errors::CudaError as PyCudaError;
+use super::errors::to_pyerr;
 use super::json::json_to_py;
 use crate::cuda::{self, CudaError};
-
-/// `CudaError` → `gpushare.exceptions.CudaError`, with `kind` ("unavailable", "driver",
-/// "no_context", "invalid_argument", "internal") and `code` (the driver's `CUresult`, or None)
-/// attributes. An interrupted wait becomes `KeyboardInterrupt`, as Ctrl-C anywhere else does.
-pub fn to_pyerr(error: CudaError) -> PyErr {
-    let kind = match &error {
-        CudaError::Unavailable(_) => "unavailable",
-        CudaError::Driver { .. } => "driver",
-        CudaError::NoContext(_) => "no_context",
-        CudaError::InvalidArgument(_) => "invalid_argument",
-        CudaError::Interrupted => return PyKeyboardInterrupt::new_err(error.to_string()),
-        CudaError::Internal(_) => "internal",
-    };
-    let err = PyCudaError::new_err(error.to_string());
-    Python::attach(|py| {
-        let value = err.value(py);
-        // Setting attributes on a fresh exception cannot fail short of memory exhaustion; the
-        // message carries everything anyway.
-        let _ = value.setattr("kind", kind);
-        let _ = value.setattr("code", error.driver_code());
-    });
-    err
-}
 
 /// Serialised data → Python objects (dicts, lists, ints, floats, str, bool, None), with the field
 /// names of the JSON report.
 fn to_py<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
-    let json = serde_json::to_value(value).map_err(|e| PyCudaError::new_err(format!("cannot convert: {e}")))?;
+    let json = serde_json::to_value(value).map_err(|e| to_pyerr(CudaError::Internal(format!("cannot convert: {e}"))))?;
     json_to_py(py, &json)
 }
 
@@ -80,9 +56,9 @@ fn stream_handle(stream: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
             return Ok(handle);
         }
     }
-    Err(PyCudaError::new_err(
-        "stream must be an int handle, a torch.cuda.Stream (.cuda_stream) or a cupy Stream (.ptr)",
-    ))
+    Err(to_pyerr(CudaError::InvalidArgument(
+        "stream must be an int handle, a torch.cuda.Stream (.cuda_stream) or a cupy Stream (.ptr)".into(),
+    )))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -5,7 +5,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{or_none, to_py, to_pyerr};
+use crate::binding::errors::to_pyerr;
+use super::{or_none, to_py};
 use crate::cuda::{self, ContextPolicy, CudaError};
 
 /// The CUDA driver's state: `available`, `state`, `version` (13000), `version_string` ("13.0"),

@@ -9,7 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::binding::errors::interruptible;
-use super::{lock, ordinal_of, stream_handle, to_py, to_pyerr};
+use crate::binding::errors::to_pyerr;
+use super::{lock, ordinal_of, stream_handle, to_py};
 use crate::cuda::{self, Stream};
 
 /// Waits for all work queued on `stream` (int handle or framework stream; 0 = legacy default
