@@ -6,8 +6,11 @@ Measures on cuda:0 → cuda:1: torch's own copy (``b.copy_(a)``), gpushare ``p2p
 peer copy into its own memory; the core call and the whole ``share``) at 256 MiB and 1 GiB,
 gpushare ``pinned`` staging, and the host link itself (raw page-locked H2D and D2H by torch).
 States the NVLink per-direction limit it compares against (``nvidia-smi topo -m`` links × the
-per-link rate) and checks the targets: p2p ≥ 1.0× torch's copy and ≥ 0.85 of the NVLink limit;
-pinned ≥ 0.8 of the host-link bandwidth (the slower of H2D and D2H, since staging crosses both).
+per-link rate) and checks the targets of issue 26.6: the p2p copy at parity with torch's (within 2 %:
+both drive the same copy engine, whose own ceiling is 0.85-0.87 of NVLink's nominal rate, so "faster
+than torch" is not a goal), ``share(device=…)`` around that copy losing at most 3 % of its bandwidth,
+and pinned staging at ≥ 0.85 of the host-link bandwidth (the slower of H2D and D2H, since staging
+crosses both) at 256 MiB and above.
 Each figure: median of ``--repeat`` timed copies after 3 warm-ups, each synchronised.
 """
 
@@ -101,13 +104,15 @@ def main() -> int:
         host_link = min(row["h2d_raw_GBps"], row["d2h_raw_GBps"])
         row["targets"] = {
             "p2p_vs_torch": row["p2p_core_GBps"] / row["torch_copy_GBps"],
+            "share_vs_p2p": row["p2p_share_GBps"] / row["p2p_core_GBps"],
             "p2p_vs_nvlink": None if not limit else row["p2p_core_GBps"] * 1e9 / limit,
             "pinned_vs_host_link": row["pinned_core_GBps"] / host_link,
         }
         row["met"] = {
-            "p2p >= 1.0x torch": row["targets"]["p2p_vs_torch"] >= 1.0,
+            "p2p at parity with torch (>= 0.98x)": row["targets"]["p2p_vs_torch"] >= 0.98,
             "p2p >= 0.85 NVLink": None if not limit else row["targets"]["p2p_vs_nvlink"] >= 0.85,
-            "pinned >= 0.8 host link": row["targets"]["pinned_vs_host_link"] >= 0.8,
+            "share(device=) loses <= 3 % of p2p": row["targets"]["share_vs_p2p"] >= 0.97,
+            "pinned >= 0.85 host link": row["targets"]["pinned_vs_host_link"] >= 0.85,
         }
         out["sizes"][name] = row
         del a, b, host, r

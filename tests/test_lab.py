@@ -359,7 +359,7 @@ def test_bench_pandas_and_json(benchmark):
 
 def test_bench_stops_cleanly_on_ctrl_c(monkeypatch):
     calls = {"n": 0}
-    real = lab._try_path
+    real = lab._path_route
 
     def interrupting(*args, **kwargs):
         calls["n"] += 1
@@ -367,7 +367,7 @@ def test_bench_stops_cleanly_on_ctrl_c(monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lab, "_try_path", interrupting)
+    monkeypatch.setattr(lab, "_path_route", interrupting)
     with pytest.warns(GpushareWarning, match="interrupted: 2 of 4 points"):
         b = gpushare.bench("torch", "numpy", sizes=[1024, 2048], paths="dlpack,copy", repeat=2, progress=False)
     assert b.interrupted and len(b.points) == 2
@@ -574,3 +574,13 @@ def test_share_path_all_through_the_shell(lab_shell, run):
     assert isinstance(c, lab.Comparison)
     assert [r["path"] for r in c.rows] == list(PATH_NAMES)
     assert "x_jax" not in lab_shell.user_ns, "a comparison binds nothing"
+
+
+def test_compare_describes_the_source_once():
+    """The lab is the pipeline run once per path: the source is described once and that one
+    description is handed to each path's handoff, not made again per path (issue 22 item 2)."""
+    c = gpushare.compare(torch.arange(64, dtype=torch.float32), "numpy", paths="dlpack,host,copy", repeat=2)
+    assert set(c.results) == {"dlpack", "host", "copy"}
+    sources = [r.source for r in c.results.values()]
+    assert all(s is sources[0] for s in sources), "one description for every path"
+    assert c.to_dict()["source"]["data_ptr"] == sources[0].data_ptr

@@ -182,7 +182,7 @@ def test_an_interrupted_sharebench_warns_at_the_users_line(ip, run, monkeypatch)
     from gpushare.exceptions import GpushareWarning
 
     calls = {"n": 0}
-    real = lab._try_path
+    real = lab._path_route
 
     def interrupting(*args, **kwargs):
         calls["n"] += 1
@@ -190,7 +190,7 @@ def test_an_interrupted_sharebench_warns_at_the_users_line(ip, run, monkeypatch)
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lab, "_try_path", interrupting)
+    monkeypatch.setattr(lab, "_path_route", interrupting)
     code = "%sharebench torch->numpy --device cpu --sizes 1KiB --paths dlpack,copy -r 1 -q\n"
     with pytest.warns(GpushareWarning, match="interrupted: 1 of 2 points") as caught, pytest.raises(KeyboardInterrupt):
         run(code)

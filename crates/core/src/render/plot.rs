@@ -314,16 +314,11 @@ mod tests {
             for (path, verdict, t, bytes) in
                 [("dlpack", "shared", 3e-6, 0), ("host", "copied", 20e-6 * scale, size), ("copy", "copied", 5e-6 * scale, size)]
             {
-                let run: PathRun = serde_json::from_value(serde_json::json!({
-                    "path": path, "verdict": verdict, "samples": [t, t * 1.01, t * 0.99], "bytes_moved": bytes
-                }))
-                .unwrap();
+                let run =
+                    PathRun { verdict: verdict.into(), samples: vec![t, t * 1.01, t * 0.99], bytes_moved: bytes, ..PathRun::new(path) };
                 points.push(BenchRun { size, run });
             }
-            let na: PathRun = serde_json::from_value(serde_json::json!({
-                "path": "pinned", "verdict": "failed", "applicable": false, "reason": "pinned needs CUDA"
-            }))
-            .unwrap();
+            let na = PathRun { applicable: false, reason: Some("pinned needs CUDA".into()), ..PathRun::new("pinned") };
             points.push(BenchRun { size, run: na });
         }
         BenchmarkReport::from_input(BenchInput {

@@ -162,10 +162,21 @@ impl<F: Framework> Handoff<'_, F> {
     }
 
     /// Describes, checks and predicts `array`, and refuses what would crash the target: what
-    /// the pipeline does before converting. The lab uses it once for all paths' rows.
+    /// the pipeline does before converting.
     pub fn prepare(&self, array: &F::Array) -> Result<(F::Info, Option<PredictedOutcome>)> {
+        let source = self.describe(array)?;
+        self.prepare_described(array, source)
+    }
+
+    /// The source's description, a failure explained as this handoff's.
+    pub fn describe(&self, array: &F::Array) -> Result<F::Info> {
+        self.source.describe(array).map_err(self.explained(Stage::Inspect, None))
+    }
+
+    /// [`Handoff::prepare`] of a source described already: the lab describes its array once and
+    /// checks, predicts and refuses it for each path.
+    pub fn prepare_described(&self, array: &F::Array, source: F::Info) -> Result<(F::Info, Option<PredictedOutcome>)> {
         let inspect = self.explained(Stage::Inspect, None);
-        let source = self.source.describe(array).map_err(&inspect)?;
         if self.check_source {
             self.source.check_source(array).map_err(&inspect)?;
         }

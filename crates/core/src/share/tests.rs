@@ -347,3 +347,26 @@ fn an_observed_handoff_is_the_first_warm_up() {
     let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &options).unwrap();
     assert_eq!((route.calls.get(), out.report.timing.warmup), (1 + 2 * 3, 1), "host memory: the warm-up runs");
 }
+
+#[test]
+fn a_source_described_once_runs_every_route_without_describing_it_again() {
+    // The lab: one description of the array, then each path checked, predicted, refused and converted.
+    let (src, dst) = (fake("numpy"), fake("torch"));
+    let array = buf(0x1000, 8);
+    let (dlpack, host) = (via("dlpack", false), via("host", true));
+    let described = handoff(&src, &dst, &dlpack, None).describe(&array).unwrap();
+    let mut verdicts = Vec::new();
+    for route in [&dlpack, &host] {
+        let h = handoff(&src, &dst, route, None);
+        let again = Info(described.0.clone());
+        let (source, predicted) = h.prepare_described(&array, again).unwrap();
+        verdicts.push(h.convert_prepared(&NoHost, &array, source, predicted, &Options::default()).unwrap().report.verdict);
+    }
+    assert_eq!(verdicts, [Verdict::Shared, Verdict::Copied]);
+    assert_eq!(*src.log.borrow(), ["describe", "check", "check"], "described once, checked per path");
+    // A reversed view is still refused per path, from the one description.
+    let reversed = Buf { ptr: 0x1000 + 28, strides: vec![-1], ..buf(0, 8) };
+    let described = handoff(&src, &dst, &dlpack, None).describe(&reversed).unwrap();
+    let err = handoff(&src, &dst, &dlpack, None).prepare_described(&reversed, described).err().unwrap();
+    assert!(matches!(err, ShareError::UnsafeInput { .. }), "{err}");
+}

@@ -60,7 +60,7 @@ pub fn legacy_capsule<'py>(py: Python<'py>, capsule: &Bound<'py, PyAny>) -> PyRe
     }
     if !cap.is_valid_checked(Some(VERSIONED)) {
         // Reuses the reader's words for consumed and foreign capsules.
-        super::types::layout_from_capsule(capsule)?;
+        super::describe::layout_from_capsule(capsule)?;
         return Err(to_pyerr(Error::DLPack("not a DLPack capsule".into())));
     }
     let versioned = cap.pointer_checked(Some(VERSIONED))?.as_ptr().cast::<DLManagedTensorVersioned>();

@@ -1,4 +1,5 @@
-//! `SharePlan`: one share, run in Rust, and the describing routes that do not need `__dlpack__`.
+//! `SharePlan`: one share, run in Rust; `PyFramework` and `PyRoute`, the core's `Framework` and
+//! `Route` over the Python adapters (the lab's loop, binding/lab_run.rs, uses them too).
 //!
 //! `gpushare.share` works out once per (array type, target, path) who the adapters are, how to
 //! convert and how to predict; the plan then runs every later share of that kind. Keeping the steps
@@ -9,185 +10,22 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString};
 
 use super::errors::{PyGpushareErr, share_error};
 use super::explain::{Predictor, prediction_from_py};
-use super::types::{Fields, ShareResult, TensorInfo, exchange_api_report, report_from_fields, versioned_capsule_report};
+use super::describe::{jax_report, torch_report, versioned_capsule_report};
+use super::types::{ShareResult, TensorInfo};
 use crate::explain::PredictedOutcome;
 use crate::report::{StreamRequest, TensorReport};
 use crate::share::timing::{self, Repeat, TimingPolicy};
 use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
 
 use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
-
-/// PyTorch's route: the DLPack C exchange API of the tensor's type, one C call with no capsule.
-/// `None` where it does not apply (no exchange API in this PyTorch, or a tensor that requires grad,
-/// which only a detached capsule describes: the adapter's route).
-fn torch_report(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
-    let api = match obj.get_type().getattr(intern!(py, "__dlpack_c_exchange_api__")) {
-        Ok(api) => api,
-        Err(e) if e.is_instance_of::<PyAttributeError>(py) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    if obj.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
-        return Ok(None);
-    }
-    exchange_api_report(py, obj, &api, "torch").map(Some)
-}
-
-// What JAX's attribute route has already worked out, keyed by Python objects that compare by value.
-static JAX_DEVICES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-static JAX_LAYOUTS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-static JAX_DTYPES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-
-fn cache<'py>(py: Python<'py>, cell: &'static PyOnceLock<Py<PyDict>>) -> &'py Bound<'py, PyDict> {
-    cell.get_or_init(py, || PyDict::new(py).unbind()).bind(py)
-}
-
-/// `cache[key]`, or `adapter.method(arg)` stored there.
-fn cached<'py>(
-    cell: &'static PyOnceLock<Py<PyDict>>,
-    key: &Bound<'py, PyAny>,
-    adapter: &Bound<'py, PyAny>,
-    method: &Bound<'py, PyString>,
-    arg: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let dict = cache(key.py(), cell);
-    if let Some(value) = dict.get_item(key)? {
-        return Ok(value);
-    }
-    let value = adapter.call_method1(method, (arg,))?;
-    dict.set_item(key, &value)?;
-    Ok(value)
-}
-
-/// JAX's route: JAX exports only legacy capsules and `__dlpack__` costs ~3 µs, but the same facts
-/// are attributes of the array: the buffer address, shape, dtype and the layout's major-to-minor
-/// order. What needs JAX's own knowledge (which platforms, which layouts and dtypes this route
-/// describes) the adapter answers once per device, layout and dtype. `None` for anything unusual
-/// (sharded arrays, tiled or sub-byte layouts, other platforms, extended dtypes): the DLPack route.
-/// Checked against the DLPack route in tests/test_share.py.
-fn jax_report(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
-    match jax_attributes(py, obj, adapter) {
-        Err(e)
-            if e.is_instance_of::<PyAttributeError>(py)
-                || e.is_instance_of::<PyRuntimeError>(py)
-                || e.is_instance_of::<PyValueError>(py) =>
-        {
-            Ok(None)
-        }
-        other => other,
-    }
-}
-
-fn jax_attributes(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorReport>> {
-    // A deleted array (`x.delete()`) still answers `sharding`, but reading its `_pjrt_layout`
-    // segfaults: such arrays go to the adapter, which raises the way JAX's own calls do.
-    match obj.call_method0(intern!(py, "is_deleted")) {
-        Ok(deleted) if deleted.is_truthy()? => return Ok(None),
-        Ok(_) => {}
-        // Not a jax.Array method here (a stand-in with the same attributes): nothing was freed.
-        Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
-        Err(e) => return Err(e),
-    }
-    let device = obj.getattr(intern!(py, "sharding"))?.getattr(intern!(py, "_device"))?;
-    let words = cached(&JAX_DEVICES, &device, adapter, intern!(py, "_describe_device"), &device)?;
-    if words.is_none() {
-        return Ok(None);
-    }
-    let words = words.cast::<PyTuple>()?;
-    let (device_code, device_id): (u32, i32) = (words.get_item(1)?.extract()?, words.get_item(2)?.extract()?);
-    // The PjRt layout behind `obj.format.layout` (which costs ~1.2 µs) is hashable and compares by
-    // value ("{1,0}"); an array without one (or with None, which would stand for every layout) asks
-    // the adapter every time.
-    let order = match obj.getattr(intern!(py, "_pjrt_layout")) {
-        Ok(layout) if !layout.is_none() => cached(&JAX_LAYOUTS, &layout, adapter, intern!(py, "_layout_order"), obj)?,
-        Ok(_) => adapter.call_method1(intern!(py, "_layout_order"), (obj,))?,
-        Err(e) if e.is_instance_of::<PyAttributeError>(py) => adapter.call_method1(intern!(py, "_layout_order"), (obj,))?,
-        Err(e) => return Err(e),
-    };
-    if order.is_none() {
-        return Ok(None);
-    }
-    let dtype = obj.getattr(intern!(py, "dtype"))?;
-    let code_bits = cached(&JAX_DTYPES, &dtype, adapter, intern!(py, "_dtype_code_bits"), &dtype)?;
-    let code_bits = code_bits.cast::<PyTuple>()?;
-    if code_bits.is_empty() {
-        return Ok(None);
-    }
-    let (code, bits): (u8, u8) = (code_bits.get_item(0)?.extract()?, code_bits.get_item(1)?.extract()?);
-    let shape: Vec<i64> = obj.getattr(intern!(py, "shape"))?.extract()?;
-    let major_to_minor: Vec<usize> = order.extract()?;
-    // () is row-major, for which the core computes compact strides itself; anything else is a
-    // permuted layout (a view of a transposed torch tensor, say).
-    let strides = if major_to_minor.is_empty() {
-        None
-    } else {
-        if major_to_minor.len() != shape.len() || major_to_minor.iter().any(|&d| d >= shape.len()) {
-            return Ok(None);
-        }
-        let mut strides = vec![0i64; shape.len()];
-        let mut step = 1i64;
-        for &dim in major_to_minor.iter().rev() {
-            strides[dim] = step;
-            step = step.saturating_mul(shape[dim].max(1));
-        }
-        Some(strides)
-    };
-    settle_jax(py, obj)?;
-    let ptr: u64 = obj.call_method0(intern!(py, "unsafe_buffer_pointer"))?.extract()?;
-    let device_words = words.get_item(0)?;
-    let device_words = device_words.cast::<PyString>()?.to_cow()?;
-    report_from_fields(Fields {
-        framework: "jax",
-        device: &device_words,
-        ptr,
-        shape,
-        strides,
-        code,
-        bits,
-        device_type: device_code,
-        device_id,
-        readonly: false,
-        immutable: true,
-        cuda: None,
-    })
-    .map(Some)
-}
-
-/// Waits, with the GIL released, for a JAX array still being computed (JAX's narrowing of a
-/// 64-bit import), before anything that reads its buffer. `unsafe_buffer_pointer()` (and
-/// `__dlpack__`) wait for the buffer holding the GIL, while the computation's end can need the GIL:
-/// it releases the PyTorch tensor it read, whose DLPack deleter takes the GIL. That deadlocked
-/// `%share i ->jax` on an int64 tensor on CPU, about one run in three. An array that is ready (a
-/// view of the source) costs one `is_ready()`. The adapter's DLPack route waits the same way.
-fn settle_jax(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    match obj.call_method0(intern!(py, "is_ready")) {
-        Ok(ready) if !ready.is_truthy()? => obj.call_method0(intern!(py, "block_until_ready")).map(drop),
-        Ok(_) => Ok(()),
-        // Not a jax.Array method here (a stand-in with the same attributes): nothing to wait for.
-        Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Describes a PyTorch tensor through the DLPack C exchange API; None where that route does not apply.
-#[pyfunction]
-pub fn inspect_torch(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<TensorInfo>> {
-    Ok(torch_report(py, obj)?.map(|report| TensorInfo { report }))
-}
-
-/// Describes a JAX array from its attributes; None where that route does not apply. ``adapter``
-/// answers ``_describe_device(device)``, ``_layout_order(array)`` and ``_dtype_code_bits(dtype)``.
-#[pyfunction]
-pub fn inspect_jax(py: Python<'_>, obj: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>) -> PyResult<Option<TensorInfo>> {
-    Ok(jax_report(py, obj, adapter)?.map(|report| TensorInfo { report }))
-}
 
 /// How one side's arrays are described: PyTorch's and JAX's routes in Rust, a versioned capsule
 /// read in Rust where the adapter says that is all its `inspect` does, else the adapter.
@@ -202,7 +40,13 @@ enum Describe {
 }
 
 /// A description the pipeline hands back in the result: the adapter's `TensorInfo` itself.
-pub struct Described(Py<TensorInfo>);
+pub struct Described(pub Py<TensorInfo>);
+
+impl Described {
+    pub fn into_inner(self) -> Py<TensorInfo> {
+        self.0
+    }
+}
 
 impl AsRef<TensorReport> for Described {
     fn as_ref(&self) -> &TensorReport {
@@ -252,7 +96,7 @@ impl PyFramework {
     }
 
     /// The description of `obj`: PyTorch's or JAX's route in Rust where it applies, else the adapter's.
-    fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
+    pub fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
         let fast = match self.describe {
             // A tensor the exchange API fails on (sparse, meta, nested) goes to the adapter, which
             // says why in a sentence instead of PyTorch's message and C++ backtrace.
@@ -362,6 +206,11 @@ impl PyRoute {
             kind: crate::paths::PathKind::Share,
             convert,
         }
+    }
+
+    /// The route as a path of `kind` in the path table (a move's `dlpack` copies by design).
+    pub fn with_kind(self, kind: crate::paths::PathKind) -> PyRoute {
+        PyRoute { kind, ..self }
     }
 }
 
@@ -473,9 +322,9 @@ impl StreamRecorder {
 }
 
 /// The interpreter around the pipeline: Ctrl-C, the garbage collector, the allocators' figures.
-struct PyHost {
+pub struct PyHost {
     /// `gpushare.ledger.allocator_memory(ordinal)`, or None.
-    allocators: Option<Py<PyAny>>,
+    pub allocators: Option<Py<PyAny>>,
 }
 
 static GC: PyOnceLock<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
@@ -517,13 +366,21 @@ impl Host for PyHost {
 }
 
 /// The prediction step: the Rust rules (`Predictor`), or any callable (tests stand in wrong rules).
-enum PredictStep {
+pub enum PredictStep {
     Native(Py<Predictor>),
     Callable(Py<PyAny>),
 }
 
 impl PredictStep {
-    fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Option<PredictedOutcome>> {
+    /// The step for `predictor`: the Rust rules, any other callable, or None (no prediction).
+    pub fn of(predictor: Option<Bound<'_, PyAny>>) -> Option<PredictStep> {
+        predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
+            Ok(native) => PredictStep::Native(native.clone().unbind()),
+            Err(_) => PredictStep::Callable(p.unbind()),
+        })
+    }
+
+    pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Option<PredictedOutcome>> {
         match self {
             PredictStep::Native(p) => Ok(Some(p.get().predict(py, source)?.to_outcome())),
             PredictStep::Callable(f) => {
@@ -623,14 +480,11 @@ impl SharePlan {
         kind: &str,
     ) -> PyResult<SharePlan> {
         let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
-        let predict = predictor.filter(|p| !p.is_none()).map(|p| match p.cast::<Predictor>() {
-            Ok(native) => PredictStep::Native(native.clone().unbind()),
-            Err(_) => PredictStep::Callable(p.clone().unbind()),
-        });
+        let predict = PredictStep::of(predictor.cloned());
         Ok(SharePlan {
             source: PyFramework::new(source)?,
             target: PyFramework::new(target)?,
-            route: PyRoute { kind, ..PyRoute::new(source.py(), path, convert) },
+            route: PyRoute::new(source.py(), path, convert).with_kind(kind),
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },
@@ -674,107 +528,8 @@ impl SharePlan {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
-    m.add_function(wrap_pyfunction!(measure, m)?)?;
-    m.add_function(wrap_pyfunction!(inspect_torch, m)?)?;
-    m.add_function(wrap_pyfunction!(inspect_jax, m)?)?;
+    m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;
+    m.add_function(wrap_pyfunction!(super::describe::inspect_torch, m)?)?;
+    m.add_function(wrap_pyfunction!(super::describe::inspect_jax, m)?)?;
     Ok(())
-}
-
-/// `gpushare.timing.measure`'s samples: `fn(arg)` calls, `synchronize(value)` at the sample
-/// edges, and an optional device clock with `start()`, `stop()` and `seconds()`.
-struct CallSampler<'py> {
-    call: Bound<'py, PyAny>,
-    arg: Bound<'py, PyAny>,
-    synchronize: Option<Bound<'py, PyAny>>,
-    clock: Option<Bound<'py, PyAny>>,
-    value: Option<Bound<'py, PyAny>>,
-    host: PyHost,
-}
-
-impl crate::share::Sampler for CallSampler<'_> {
-    fn sample(&mut self, n: u64, device_clock: bool) -> crate::share::Result<(f64, Option<f64>)> {
-        let py = self.call.py();
-        let fail = |e: PyErr| ShareError::Raised { origin: Box::new(e), predicted: None };
-        let none = py.None().into_bound(py);
-        if let Some(sync) = &self.synchronize {
-            sync.call1((self.value.as_ref().unwrap_or(&none),)).map_err(fail)?;
-        }
-        self.value = None;
-        let clock = self.clock.as_ref().filter(|_| device_clock);
-        if let Some(c) = clock {
-            c.call_method0(intern!(py, "start")).map_err(fail)?;
-        }
-        let t0 = std::time::Instant::now();
-        for i in 0..n {
-            let value = self.call.call1((&self.arg,)).map_err(fail)?;
-            if i + 1 == n {
-                self.value = Some(value);
-            }
-        }
-        if let Some(c) = clock {
-            c.call_method0(intern!(py, "stop")).map_err(fail)?;
-        }
-        if let Some(sync) = &self.synchronize {
-            sync.call1((self.value.as_ref().unwrap_or(&none),)).map_err(fail)?;
-        }
-        let host = t0.elapsed().as_secs_f64();
-        let device = match clock {
-            Some(c) => Some(c.call_method0(intern!(py, "seconds")).and_then(|s| s.extract::<f64>()).map_err(fail)?),
-            None => None,
-        };
-        py.check_signals().map_err(fail)?;
-        Ok((host, device))
-    }
-
-    fn warm(&mut self) -> crate::share::Result<()> {
-        let fail = |e: PyErr| ShareError::Raised { origin: Box::new(e), predicted: None };
-        // The last result goes before the next call, here as in the samples.
-        self.value = None;
-        let value = self.call.call1((&self.arg,)).map_err(fail)?;
-        if let Some(sync) = &self.synchronize {
-            sync.call1((&value,)).map_err(fail)?;
-        }
-        self.value = Some(value);
-        Ok(())
-    }
-
-    fn pause_collector(&mut self) -> bool {
-        self.host.pause_collector()
-    }
-
-    fn resume_collector(&mut self) {
-        self.host.resume_collector()
-    }
-}
-
-/// The timing loop of the core over any callable: ``(samples, device_samples, number, warmup,
-/// last value)``, seconds per call. ``gpushare.timing.measure`` is this.
-#[pyfunction]
-#[pyo3(signature = (call, arg, synchronize=None, repeat=7, number=None, warmup=1, min_sample_time=0.01,
-                    max_overhead=timing::MAX_OVERHEAD, disable_gc=true, device_clock=None))]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-pub fn measure<'py>(
-    call: Bound<'py, PyAny>,
-    arg: Bound<'py, PyAny>,
-    synchronize: Option<Bound<'py, PyAny>>,
-    repeat: usize,
-    number: Option<u64>,
-    warmup: usize,
-    min_sample_time: f64,
-    max_overhead: f64,
-    disable_gc: bool,
-    device_clock: Option<Bound<'py, PyAny>>,
-) -> PyResult<(Vec<f64>, Option<Vec<f64>>, u64, usize, Option<Bound<'py, PyAny>>)> {
-    let policy = TimingPolicy {
-        warmup,
-        number,
-        repeat: Repeat::Exactly(repeat),
-        min_sample_time,
-        max_overhead,
-        pause_collector: disable_gc,
-    };
-    policy.validate().map_err(PyValueError::new_err)?;
-    let mut sampler = CallSampler { call, arg, synchronize, clock: device_clock, value: None, host: PyHost { allocators: None } };
-    let m = timing::measure(&policy, &mut sampler).map_err(PyGpushareErr::from)?;
-    Ok((m.samples, m.device_samples, m.number, m.warmup, sampler.value.take()))
 }

@@ -8,12 +8,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde::Serialize;
 
-use super::json::{json_to_py, py_to_json};
+use super::from_python::py_to_json;
+use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
 use crate::report::process::{
     MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, ProcessShareReport, Segment, TIDY_DTYPES,
     from_value,
 };
-use crate::report::{MIME_TYPE, envelope, envelope_text};
+use crate::report::{MIME_TYPE, envelope_text};
 use crate::render::process as render;
 
 fn value_error(e: impl ToString) -> PyErr {
@@ -127,22 +128,14 @@ fn process_refusal<'py>(
 }
 
 fn data_dict<'py, T: Serialize>(py: Python<'py>, data: &T) -> PyResult<Bound<'py, PyAny>> {
-    json_to_py(py, &serde_json::to_value(data).map_err(value_error)?)
-}
-
-/// The JSON form's `data` as a dict, with the envelope's `schema` key kept.
-fn dict_with_schema<'py, T: Serialize>(py: Python<'py>, kind: &str, data: &T) -> PyResult<Bound<'py, PyAny>> {
-    let envelope = envelope(kind, serde_json::to_value(data).map_err(value_error)?);
-    let dict = data_dict(py, &envelope["data"])?;
-    dict.set_item("schema", envelope["schema"].as_str())?;
-    Ok(dict)
+    to_py(py, data)
 }
 
 fn bundle<'py, T: Serialize>(py: Python<'py>, kind: &str, data: &T, text: String, html: String) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("text/plain", text)?;
     d.set_item("text/html", html)?;
-    d.set_item(MIME_TYPE, json_to_py(py, &envelope(kind, serde_json::to_value(data).map_err(value_error)?))?)?;
+    d.set_item(MIME_TYPE, envelope_to_py(py, kind, data)?)?;
     Ok(d)
 }
 

@@ -18,11 +18,9 @@ use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use super::describe::{layout_from_capsule, layout_of_source};
 use super::errors::{interruptible, to_pyerr};
-use super::types::{layout_from_capsule, layout_of_source};
 use crate::dlpack::{DType, compact_strides, is_c_contiguous};
-use crate::render::lab::{BenchInput, BenchmarkReport, ComparisonInput, ComparisonReport};
-use crate::render::plot;
 use crate::shared::{self, Allocation, Device, Method};
 
 /// A dtype given as a name (`"float32"`), a NumPy dtype or scalar type, or a torch dtype.
@@ -409,46 +407,11 @@ fn shared_pool_clear(py: Python<'_>) {
     py.detach(shared::clear_pool);
 }
 
-/// Renders measured lab runs: `kind` is "comparison" or "benchmark", `input_json` what Python
-/// measured, `fmt` one of "text", "html", "json" (the `gpushare.<kind>/1` envelope) or, for a
-/// benchmark, "svg".
-#[pyfunction]
-fn render_lab(py: Python<'_>, kind: &str, input_json: &str, fmt: &str) -> PyResult<String> {
-    let bad = |e: serde_json::Error| PyValueError::new_err(format!("invalid {kind} data: {e}"));
-    let kind = kind.to_owned();
-    let input_json = input_json.to_owned();
-    let fmt = fmt.to_owned();
-    let unknown = |fmt: &str| PyValueError::new_err(format!("unknown format {fmt:?}: use text, html, json or svg"));
-    py.detach(move || match kind.as_str() {
-        "comparison" => {
-            let report = ComparisonReport::from_input(serde_json::from_str::<ComparisonInput>(&input_json).map_err(bad)?);
-            match fmt.as_str() {
-                "text" => Ok(report.text()),
-                "html" => Ok(report.html()),
-                "json" => Ok(report.to_json().to_string()),
-                other => Err(unknown(other)),
-            }
-        }
-        "benchmark" => {
-            let report = BenchmarkReport::from_input(serde_json::from_str::<BenchInput>(&input_json).map_err(bad)?);
-            match fmt.as_str() {
-                "text" => Ok(report.text()),
-                "html" => Ok(report.html()),
-                "json" => Ok(report.to_json().to_string()),
-                "svg" => Ok(plot::benchmark_svg(&report)),
-                other => Err(unknown(other)),
-            }
-        }
-        other => Err(PyValueError::new_err(format!("unknown lab report {other:?}: comparison or benchmark"))),
-    })
-}
-
 /// Adds SharedBuffer and the lab's functions to `gpushare._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySharedBuffer>()?;
     m.add_function(wrap_pyfunction!(shared_buffers_alive, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
-    m.add_function(wrap_pyfunction!(render_lab, m)?)?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Benchmark: a sweep over sizes × paths (`gpushare.bench`, `%sharebench`).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::columns::{dash, gbps, size_label, text_table};
 use super::rows::{PathRow, PathRun, mark_fastest};
@@ -16,22 +16,8 @@ pub struct BenchRun {
     pub run: PathRun,
 }
 
-// Written out rather than `#[serde(flatten)]`: flatten buffers the fields through serde's private
-// `Content`, where serde_json's `arbitrary_precision` (which the notebook runner needs to keep
-// numbers as written) turns every number into a map, and no f64 field reads back.
-impl<'de> Deserialize<'de> for BenchRun {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<BenchRun, D::Error> {
-        use serde::de::Error;
-        let mut fields = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
-        let size = fields.remove("size").ok_or_else(|| D::Error::missing_field("size"))?;
-        let size = u64::deserialize(size).map_err(D::Error::custom)?;
-        let run = PathRun::deserialize(serde_json::Value::Object(fields)).map_err(D::Error::custom)?;
-        Ok(BenchRun { size, run })
-    }
-}
-
-/// What Python measured for `bench`.
-#[derive(Debug, Clone, Deserialize)]
+/// What the lab measured for `bench`.
+#[derive(Debug, Clone)]
 pub struct BenchInput {
     pub source_framework: String,
     pub target_framework: String,
@@ -40,11 +26,8 @@ pub struct BenchInput {
     pub sizes: Vec<u64>,
     pub paths: Vec<String>,
     pub points: Vec<BenchRun>,
-    #[serde(default)]
     pub interrupted: bool,
-    #[serde(default)]
     pub repeat: u64,
-    #[serde(default)]
     pub warmup: u64,
 }
 

@@ -1,6 +1,6 @@
 //! Comparison: every path for one array (`gpushare.compare`, `%share x ->jax --path all`).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::columns::{byte_unit_for, bytes_in, dash, gbps, text_table, time_unit};
 use super::rows::{PathRow, PathRun, mark_fastest};
@@ -8,15 +8,13 @@ use crate::render::{BEST_STYLE, STYLE, cells, escape, units, verdict_style};
 use crate::report::{TensorReport, Verdict, envelope};
 use crate::stats::Timing;
 
-/// What Python measured for `compare`.
-#[derive(Debug, Clone, Deserialize)]
+/// What the lab measured for `compare`.
+#[derive(Debug, Clone)]
 pub struct ComparisonInput {
     pub source: TensorReport,
     pub target_framework: String,
     pub runs: Vec<PathRun>,
-    #[serde(default)]
     pub repeat: u64,
-    #[serde(default)]
     pub warmup: u64,
 }
 

@@ -1,7 +1,8 @@
 //! The transfer-path laboratory: a comparison of every path for one array (`gpushare.compare`,
 //! `%share x ->jax --path all`) and a sweep over sizes × paths (`gpushare.bench`, `%sharebench`).
 //!
-//! Python measures and hands over raw runs ([`PathRun`]: samples in seconds, bytes, verdicts); this
+//! The lab's loop (the binding's crates/python/src/binding/lab_run.rs, the share pipeline run once
+//! per path and size) hands over raw runs ([`PathRun`]: samples in seconds, bytes, verdicts); this
 //! module computes the statistics, picks the fastest path, chooses one unit per column and renders
 //! text, HTML and the JSON payload (`gpushare.comparison/1`, `gpushare.benchmark/1`). The plot of a
 //! sweep is in [`super::plot`].

@@ -1,54 +1,57 @@
-//! One path tried on one array: the raw run Python hands over ([`PathRun`]) and the row tables
+//! One path tried on one array: the raw run the lab's loop hands over ([`PathRun`]) and the row tables
 //! show and the JSON carries ([`PathRow`]).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::report::{TensorReport, Verdict};
 use crate::stats::Timing;
 
-fn yes() -> bool {
-    true
-}
-
-fn one() -> u64 {
-    1
-}
-
-/// One path tried on one array, as Python measured it.
-#[derive(Debug, Clone, Deserialize)]
+/// One path tried on one array, as the lab's loop measured it.
+#[derive(Debug, Clone)]
 pub struct PathRun {
     pub path: String,
     /// `"shared"`, `"copied"` or `"failed"`.
     pub verdict: String,
     /// `false` when the path does not apply to the pair (then `verdict` is `"failed"`).
-    #[serde(default = "yes")]
     pub applicable: bool,
-    #[serde(default)]
     pub reason: Option<String>,
-    #[serde(default)]
     pub fix: Option<String>,
     /// Seconds per loop, one per repeat.
-    #[serde(default)]
     pub samples: Vec<f64>,
-    #[serde(default = "one")]
     pub loops: u64,
     /// Device seconds per loop by CUDA events on the source's stream, one per repeat.
-    #[serde(default)]
     pub device_samples: Option<Vec<f64>>,
     /// Payload bytes the path copied (0 when it shared).
-    #[serde(default)]
     pub bytes_moved: u64,
-    #[serde(default)]
     pub target: Option<TensorReport>,
-    #[serde(default)]
     pub notes: Vec<String>,
     /// This is the path `auto` picks for the pair.
-    #[serde(default)]
     pub auto: bool,
     /// False when the row was measured from another source than the others (the `shared` path
     /// of a sweep starts from a SharedBuffer): shown, but never ranked against them.
-    #[serde(default = "yes")]
     pub comparable: bool,
+}
+
+impl PathRun {
+    /// A run of `path` that measured nothing yet: failed, applicable, one loop, no samples,
+    /// comparable with the other rows.
+    pub fn new(path: &str) -> PathRun {
+        PathRun {
+            path: path.to_string(),
+            verdict: "failed".into(),
+            applicable: true,
+            reason: None,
+            fix: None,
+            samples: Vec::new(),
+            loops: 1,
+            device_samples: None,
+            bytes_moved: 0,
+            target: None,
+            notes: Vec::new(),
+            auto: false,
+            comparable: true,
+        }
+    }
 }
 
 /// A measured path as tables show it and the JSON carries it.

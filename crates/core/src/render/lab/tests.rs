@@ -13,10 +13,7 @@ fn tensor() -> TensorReport {
 }
 
 fn run(path: &str, verdict: &str, samples: &[f64], bytes: u64) -> PathRun {
-    serde_json::from_value(serde_json::json!({
-        "path": path, "verdict": verdict, "samples": samples, "loops": 10, "bytes_moved": bytes
-    }))
-    .unwrap()
+    PathRun { verdict: verdict.into(), samples: samples.to_vec(), loops: 10, bytes_moved: bytes, ..PathRun::new(path) }
 }
 
 pub(crate) fn comparison() -> ComparisonReport {
@@ -215,18 +212,24 @@ fn a_row_from_another_source_is_shown_but_not_ranked() {
 }
 
 #[test]
-fn a_sweep_reads_back_from_the_json_python_writes() {
-    // Floats in the flattened point (samples, device samples) must survive serde_json's
-    // arbitrary_precision, which the runner turns on crate-wide.
-    let text = r#"{"source_framework": "torch", "target_framework": "cupy", "dtype": "float32",
-        "device": "cuda:0", "sizes": [4096], "paths": ["dlpack"], "interrupted": false, "repeat": 3,
-        "warmup": 1, "points": [{"size": 4096, "path": "dlpack", "verdict": "shared",
-        "samples": [1.5e-06, 2.25e-06, 3e-06], "loops": 10, "device_samples": [1e-06, 1e-06, 1e-06],
-        "bytes_moved": 0, "auto": true, "comparable": true}]}"#;
-    let input: BenchInput = serde_json::from_str(text).unwrap();
-    assert_eq!(input.points[0].size, 4096);
-    assert_eq!(input.points[0].run.samples, vec![1.5e-6, 2.25e-6, 3e-6]);
-    let report = BenchmarkReport::from_input(input);
+fn a_one_point_sweep_keeps_its_samples_and_counts_in_the_singular() {
+    let mut point = run("dlpack", "shared", &[1.5e-6, 2.25e-6, 3e-6], 0);
+    point.device_samples = Some(vec![1e-6, 1e-6, 1e-6]);
+    point.auto = true;
+    let report = BenchmarkReport::from_input(BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "cupy".into(),
+        dtype: "float32".into(),
+        device: "cuda:0".into(),
+        sizes: vec![4096],
+        paths: vec!["dlpack".into()],
+        points: vec![BenchRun { size: 4096, run: point }],
+        interrupted: false,
+        repeat: 3,
+        warmup: 1,
+    });
+    assert_eq!(report.points[0].size, 4096);
+    assert_eq!(report.points[0].row.timing.as_ref().unwrap().samples, vec![1.5e-6, 2.25e-6, 3e-6]);
     assert!(report.points[0].row.device_timing.is_some());
     // One size and one path are counted in the singular ("1 sizes" was issue 25's).
     assert!(report.caption().ends_with("· 1 size × 1 path"), "{}", report.caption());

@@ -1,0 +1,254 @@
+//! The lab's results: `Comparison` (every path for one array, `gpushare.compare`, `%share x ->jax
+//! --path all`) and `Benchmark` (sizes × paths, `gpushare.bench`, `%sharebench`), typed Rust
+//! reports (crates/core/src/render/lab/) with text, HTML, JSON, `to_dict` and `to_pandas`. Rows
+//! and points read by attribute as `gpushare.records.Record`s, as they did when Python held them.
+
+use pyo3::exceptions::{PyImportError, PyKeyError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::json::{dict_with_schema, envelope_json, envelope_to_py, to_py};
+use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
+use crate::render::plot;
+use crate::report::MIME_TYPE;
+
+/// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
+const INTEGER_COLUMNS: [(&str, &str); 5] =
+    [("size", "int64"), ("nbytes", "int64"), ("bytes_moved", "int64"), ("repeats", "Int64"), ("loops", "Int64")];
+/// Measurements are floats, NaN where a failed row has none (gpushare.records: one convention).
+const FLOAT_COLUMNS: [&str; 5] = ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps"];
+
+/// `items` (dicts) as `gpushare.records.Record`s.
+fn records<'py>(py: Python<'py>, items: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    py.import("gpushare.records")?.getattr("records")?.call1((items,))
+}
+
+/// A row's measured columns, after the identifying ones `row` already holds.
+fn flat<'py>(row: &Bound<'py, PyDict>, r: &PathRow) -> PyResult<()> {
+    let t = r.timing.as_ref();
+    row.set_item("path", &r.path)?;
+    row.set_item("verdict", r.verdict.as_str())?;
+    row.set_item("applicable", r.applicable)?;
+    row.set_item("auto", r.auto)?;
+    row.set_item("fastest", r.fastest)?;
+    row.set_item("bytes_moved", r.bytes_moved)?;
+    row.set_item("median_s", t.map(|t| t.median))?;
+    row.set_item("min_s", t.map(|t| t.min))?;
+    row.set_item("iqr_s", t.map(|t| t.iqr))?;
+    row.set_item("repeats", t.map(|t| t.samples.len()).filter(|n| *n > 0))?;
+    row.set_item("loops", t.map(|t| t.loops))?;
+    row.set_item("device_median_s", r.device_timing.as_ref().map(|d| d.median))?;
+    row.set_item("bandwidth_Bps", r.bandwidth)?;
+    row.set_item("reason", &r.reason)?;
+    row.set_item("warning", &r.warning)?;
+    Ok(())
+}
+
+/// A tidy frame: one row per measured path, the identifying columns first, integer counts, and
+/// the missing-value convention of `gpushare.records.normalise_frame`.
+fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
+    let pandas = py
+        .import("pandas")
+        .map_err(|_| PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'"))?;
+    let frame = pandas.getattr("DataFrame")?.call1((rows,))?;
+    let columns = frame.getattr("columns")?;
+    let cast = PyDict::new(py);
+    for (column, dtype) in INTEGER_COLUMNS {
+        if columns.contains(column)? {
+            cast.set_item(column, dtype)?;
+        }
+    }
+    let frame = frame.call_method1("astype", (cast,))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("floats", FLOAT_COLUMNS.to_vec())?;
+    py.import("gpushare.records")?.getattr("normalise_frame")?.call((frame,), Some(&kwargs))
+}
+
+fn bundle<'py>(py: Python<'py>, text: String, html: String, json: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("text/plain", text)?;
+    d.set_item("text/html", html)?;
+    d.set_item(MIME_TYPE, json)?;
+    Ok(d)
+}
+
+/// Every transfer path for one array. ``rows`` (one Record per path: ``row.verdict``,
+/// ``row.timing.median``), ``paths`` (path → row: ``c.paths["host"].timing.median``), ``results``
+/// (path → ShareResult of the paths that worked, with ``.value``), ``values``, ``fastest``,
+/// ``to_dict()``, ``to_json()``, ``to_pandas()``.
+#[pyclass(module = "gpushare", frozen, name = "Comparison")]
+pub struct Comparison {
+    pub report: ComparisonReport,
+    results: Py<PyDict>,
+}
+
+impl Comparison {
+    pub fn new(report: ComparisonReport, results: Py<PyDict>) -> Comparison {
+        Comparison { report, results }
+    }
+}
+
+#[pymethods]
+impl Comparison {
+    /// One Record per path, in the order measured.
+    #[getter]
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        records(py, to_py(py, &self.report.rows)?)
+    }
+    /// Path → its row, in the order measured.
+    #[getter]
+    fn paths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let by_path = PyDict::new(py);
+        for row in self.rows(py)?.try_iter()? {
+            let row = row?;
+            by_path.set_item(row.getattr("path")?, row)?;
+        }
+        Ok(by_path)
+    }
+    /// Path → ShareResult, for the paths that worked.
+    #[getter]
+    fn results(&self, py: Python<'_>) -> Py<PyDict> {
+        self.results.clone_ref(py)
+    }
+    /// Path → the converted array, for the paths that worked.
+    #[getter]
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let values = PyDict::new(py);
+        for (path, result) in self.results.bind(py).iter() {
+            values.set_item(path, result.getattr("value")?)?;
+        }
+        Ok(values)
+    }
+    /// The fastest path that worked, faster than the others beyond the measured spread, or None.
+    #[getter]
+    fn fastest(&self) -> Option<&str> {
+        self.report.fastest.as_deref()
+    }
+    fn __getitem__<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
+        match self.report.rows.iter().find(|r| r.path == path) {
+            Some(row) => Ok(records(py, PyList::new(py, [to_py(py, row)?])?.into_any())?.get_item(0)?),
+            None => Err(PyKeyError::new_err(path.to_string())),
+        }
+    }
+    /// The JSON form's ``data``, with its ``schema`` (``gpushare.comparison/1``).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_with_schema(py, "comparison", &self.report)
+    }
+    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.comparison/1", "data": …}``.
+    fn to_json(&self) -> PyResult<String> {
+        envelope_json("comparison", &self.report)
+    }
+    /// One row per path; the source (frameworks, dtype, shape, device, bytes) on every row.
+    fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = &self.report.source;
+        let rows = PyList::empty(py);
+        for r in &self.report.rows {
+            let row = PyDict::new(py);
+            row.set_item("source_framework", &s.framework)?;
+            row.set_item("target_framework", &self.report.target_framework)?;
+            row.set_item("dtype", &s.dtype)?;
+            row.set_item("shape", PyTuple::new(py, &s.shape)?)?;
+            row.set_item("device", &s.device)?;
+            row.set_item("nbytes", s.nbytes)?;
+            flat(&row, r)?;
+            rows.append(row)?;
+        }
+        frame(py, rows)
+    }
+    fn __repr__(&self) -> String {
+        self.report.text()
+    }
+    fn _repr_html_(&self) -> String {
+        self.report.html()
+    }
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(
+        &self,
+        py: Python<'py>,
+        include: Option<Bound<'py, PyAny>>,
+        exclude: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        bundle(py, self.report.text(), self.report.html(), envelope_to_py(py, "comparison", &self.report)?)
+    }
+}
+
+/// A sweep over sizes × paths. ``points`` (one Record per size × path: ``p.size``, ``p.path``,
+/// ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib), ``to_dict()``,
+/// ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot.
+#[pyclass(module = "gpushare", frozen, name = "Benchmark")]
+pub struct Benchmark {
+    pub report: BenchmarkReport,
+}
+
+#[pymethods]
+impl Benchmark {
+    #[getter]
+    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        records(py, to_py(py, &self.report.points)?)
+    }
+    /// Ctrl-C stopped the sweep: the points are those measured before.
+    #[getter]
+    fn interrupted(&self) -> bool {
+        self.report.interrupted
+    }
+    /// The plot: time and bandwidth against size, one line per path.
+    #[getter]
+    fn svg(&self) -> String {
+        plot::benchmark_svg(&self.report)
+    }
+    /// Time per handoff against size, one line per path that worked, drawn with matplotlib
+    /// (imported only here) on ``ax`` or a new figure's axes, for restyling; returns the axes.
+    /// The notebook's built-in plot is :attr:`svg`.
+    #[pyo3(signature = (ax=None))]
+    fn plot<'py>(slf: &Bound<'py, Self>, ax: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("gpushare.bench_plot")?.getattr("plot_benchmark")?.call1((slf, ax))
+    }
+    /// The JSON form's ``data``, with its ``schema`` (``gpushare.benchmark/1``).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_with_schema(py, "benchmark", &self.report)
+    }
+    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.benchmark/1", "data": …}``.
+    fn to_json(&self) -> PyResult<String> {
+        envelope_json("benchmark", &self.report)
+    }
+    /// One row per size × path, with the frameworks, dtype and device of the sweep on every row.
+    fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let b = &self.report;
+        let rows = PyList::empty(py);
+        for p in &b.points {
+            let row = PyDict::new(py);
+            row.set_item("source_framework", &b.source_framework)?;
+            row.set_item("target_framework", &b.target_framework)?;
+            row.set_item("dtype", &b.dtype)?;
+            row.set_item("device", &b.device)?;
+            row.set_item("size", p.size)?;
+            flat(&row, &p.row)?;
+            rows.append(row)?;
+        }
+        frame(py, rows)
+    }
+    fn __repr__(&self) -> String {
+        self.report.text()
+    }
+    fn _repr_html_(&self) -> String {
+        self.report.html()
+    }
+    #[pyo3(signature = (include=None, exclude=None))]
+    fn _repr_mimebundle_<'py>(
+        &self,
+        py: Python<'py>,
+        include: Option<Bound<'py, PyAny>>,
+        exclude: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (include, exclude);
+        bundle(py, self.report.text(), self.report.html(), envelope_to_py(py, "benchmark", &self.report)?)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Comparison>()?;
+    m.add_class::<Benchmark>()?;
+    super::lab_run::register(m)
+}

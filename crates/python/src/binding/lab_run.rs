@@ -1,0 +1,337 @@
+//! The lab's loops: `compare` and `bench` are the one pipeline (crates/core/src/share/) run once per
+//! path and size, here in Rust. The source is described once per array and handed to each path's
+//! handoff ([`Handoff::prepare_described`], then [`Handoff::convert_prepared`]); Python supplies
+//! only the callables that know the adapters: a path's route and prediction (`route_for`), the
+//! `auto` of the array's device, the link a move crosses, and, for a sweep, the source arrays.
+//! A path that does not apply or fails is a row with its reason, never an exception; Ctrl-C
+//! stops a sweep with the points measured so far.
+
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::errors::{GpushareError, PathNotApplicableError, PyGpushareErr};
+use super::lab::{Benchmark, Comparison};
+use super::plan::{Described, PredictStep, PyFramework, PyHost, PyRoute, policy};
+use super::types::{ShareResult, TensorInfo};
+use crate::explain::PredictedOutcome;
+use crate::render::lab::{BenchInput, BenchRun, BenchmarkReport, ComparisonInput, ComparisonReport, PathRun, size_label};
+use crate::report::{TensorReport, Verdict};
+use crate::share::{Framework, Handoff, Options};
+use crate::stats::Timing;
+
+/// Why a path failed, in the words of the error the core made (`reason`, `fix`); a foreign
+/// exception as gpushare knows it, else as its type and message.
+fn reason_of(py: Python<'_>, e: &PyErr) -> (String, Option<String>) {
+    let value = e.value(py);
+    let attribute = |name: &str| value.getattr(name).ok().filter(|v| !v.is_none());
+    if e.is_instance_of::<GpushareError>(py) {
+        let reason = attribute("reason").filter(|r| r.is_truthy().unwrap_or(false)).unwrap_or_else(|| value.clone().into_any());
+        let fix = attribute("fix").and_then(|f| f.str().ok()).map(|f| f.to_string());
+        return (reason.str().map(|r| r.to_string()).unwrap_or_default(), fix);
+    }
+    let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
+    let text = format!("{type_name}: {}", value.str().map(|s| s.to_string()).unwrap_or_default());
+    match crate::explain::explain_failure(&text) {
+        Some((reason, fix)) => (reason.to_string(), Some(fix.to_string())),
+        None => (text, None),
+    }
+}
+
+/// The row of a path that failed with `e`; `Err` for Ctrl-C, which stops the lab instead.
+fn failed_run(py: Python<'_>, path: &str, e: PyErr) -> PyResult<PathRun> {
+    if e.is_instance_of::<PyKeyboardInterrupt>(py) {
+        return Err(e);
+    }
+    let mut run = PathRun::new(path);
+    run.applicable = !e.is_instance_of::<PathNotApplicableError>(py);
+    (run.reason, run.fix) = {
+        let (reason, fix) = reason_of(py, &e);
+        (Some(reason), fix)
+    };
+    Ok(run)
+}
+
+/// What every path of one lab call shares: the two frameworks, the callables Python supplies and
+/// the timing policy.
+struct Lab<'py> {
+    source: PyFramework,
+    target: PyFramework,
+    /// `route_for(path, is_auto, already_there)` → `(convert, predictor, check_source, kind)`.
+    route_for: Bound<'py, PyAny>,
+    /// `link_for(source_ordinal, path)` → the link a move crosses (`gpushare.topology.link_for`), or None.
+    link_for: Option<Bound<'py, PyAny>>,
+    options: Options,
+    host: PyHost,
+}
+
+impl<'py> Lab<'py> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        source: &Bound<'py, PyAny>,
+        target: &Bound<'py, PyAny>,
+        route_for: Bound<'py, PyAny>,
+        link_for: Option<Bound<'py, PyAny>>,
+        repeat: usize,
+        number: Option<u64>,
+        warmup: usize,
+        min_sample_time: f64,
+    ) -> PyResult<Lab<'py>> {
+        // At least one warm-up: it also finds the paths that do not apply before timing them.
+        let timing = policy(Some(repeat), number, warmup.max(1), None, Some(min_sample_time), true)?;
+        Ok(Lab {
+            source: PyFramework::new(source)?,
+            target: PyFramework::new(target)?,
+            route_for,
+            link_for: link_for.filter(|l| !l.is_none()),
+            options: Options { timing, ..Options::default() },
+            host: PyHost { allocators: None },
+        })
+    }
+
+    fn warmup(&self) -> u64 {
+        self.options.timing.warmup as u64
+    }
+
+    /// Measures one path: the share pipeline with the lab's timing policy, from `described`
+    /// (`None`: the path's handoff describes the array itself and explains why it cannot).
+    /// `Err` only for Ctrl-C.
+    fn try_path(
+        &self,
+        obj: &Py<PyAny>,
+        described: Option<&Py<TensorInfo>>,
+        path: &str,
+        is_auto: bool,
+        already_there: bool,
+    ) -> PyResult<(PathRun, Option<ShareResult>)> {
+        let py = self.route_for.py();
+        let planned = self.route_for.call1((path, is_auto, already_there)).and_then(|plan| {
+            let (convert, predictor, check_source, kind): (Py<PyAny>, Option<Bound<'py, PyAny>>, bool, String) = plan.extract()?;
+            let kind = crate::paths::PathKind::parse(&kind)
+                .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
+            Ok((PyRoute::new(py, path.to_string(), convert).with_kind(kind), PredictStep::of(predictor), check_source))
+        });
+        let (route, predict, check_source) = match planned {
+            Ok(planned) => planned,
+            Err(e) => return Ok((failed_run(py, path, e)?, None)),
+        };
+        let predictor = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
+            match &predict {
+                None => Ok(None),
+                Some(step) => Python::attach(|py| step.predict(py, source).map_err(|e| super::errors::share_error(py, e))),
+            }
+        };
+        let handoff = Handoff { source: &self.source, target: &self.target, route: &route, predictor: Some(&predictor), check_source };
+        let outcome = (|| {
+            let source = match described {
+                Some(info) => Described(info.clone_ref(py)),
+                None => handoff.describe(obj)?,
+            };
+            let (source, predicted) = handoff.prepare_described(obj, source)?;
+            handoff.convert_prepared(&self.host, obj, source, predicted, &self.options)
+        })();
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => return Ok((failed_run(py, path, PyErr::from(PyGpushareErr::from(e)))?, None)),
+        };
+        let report = &outcome.report;
+        let mut run = PathRun::new(path);
+        run.verdict = report.verdict.as_str().to_string();
+        run.reason = report.reason.clone();
+        run.samples = report.timing.samples.clone();
+        run.loops = report.timing.loops;
+        run.device_samples = report.timing.device_samples.clone();
+        run.bytes_moved = if report.verdict == Verdict::Shared { 0 } else { report.source.nbytes };
+        run.target = Some(report.target.clone());
+        run.notes = report.notes.clone();
+        if let Some(link_for) = &self.link_for {
+            note_link(&mut run, &report.source, link_for)?;
+        }
+        let result = ShareResult::from_outcome(outcome.value, outcome.source.into_inner(), outcome.target.into_inner(), outcome.report);
+        Ok((run, Some(result)))
+    }
+}
+
+/// Adds to a move's row which link it crossed and its bandwidth against that link's limit.
+fn note_link(run: &mut PathRun, source: &TensorReport, link_for: &Bound<'_, PyAny>) -> PyResult<()> {
+    if run.samples.is_empty() || run.bytes_moved == 0 {
+        return Ok(());
+    }
+    let (kind, ordinal) = source.dlpack_device;
+    // Host memory (pageable or page-locked) lies on no device.
+    let ordinal = if matches!(kind, 1 | 3) { None } else { Some(ordinal) };
+    let link = link_for.call1((ordinal, &run.path))?;
+    if link.is_none() {
+        return Ok(());
+    }
+    // The samples are seconds per call already: the row's own median (THE median, of
+    // crates/core/src/stats.rs, which the table's bandwidth divides by), not divided by the loops again.
+    let per = Timing::from_samples(run.samples.clone(), run.loops.max(1)).median;
+    let rate = if per > 0.0 { run.bytes_moved as f64 / per } else { 0.0 };
+    let get = |key: &str| link.call_method1("get", (key,));
+    let mut text = format!("link: {}", get("name")?.str()?);
+    let limit: Option<f64> = get("limit_Bps")?.extract()?;
+    if let Some(limit) = limit.filter(|l| *l != 0.0) {
+        text.push_str(&format!(
+            "; {:.1} GB/s is {:.0}% of its {:.0} GB/s per direction ({})",
+            rate / 1e9,
+            rate / limit * 100.0,
+            limit / 1e9,
+            get("limit_source")?.str()?
+        ));
+    }
+    run.notes.push(text);
+    Ok(())
+}
+
+/// Frees the device buffers the `copy` and `pinned` paths kept while the lab ran.
+fn empty_cache(py: Python<'_>) {
+    py.detach(crate::shared::clear_pool);
+}
+
+/// `compare`: every path in `paths` ("auto" among them stands for the path `auto` takes) for
+/// `obj`, handed from adapter `source` to adapter `target`. The array is described once;
+/// `auto_for(dlpack_device)` answers `(auto's path, already_there)` for it.
+#[pyfunction]
+#[pyo3(signature = (obj, source, target, paths, auto_for, route_for, *, repeat, number, warmup, min_sample_time, link_for=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn compare_paths<'py>(
+    py: Python<'py>,
+    obj: Py<PyAny>,
+    source: &Bound<'py, PyAny>,
+    target: &Bound<'py, PyAny>,
+    paths: Vec<String>,
+    auto_for: &Bound<'py, PyAny>,
+    route_for: Bound<'py, PyAny>,
+    repeat: usize,
+    number: Option<u64>,
+    warmup: usize,
+    min_sample_time: f64,
+    link_for: Option<Bound<'py, PyAny>>,
+) -> PyResult<Comparison> {
+    let lab = Lab::new(source, target, route_for, link_for, repeat, number, warmup, min_sample_time)?;
+    let info = match lab.source.describe_py(py, obj.bind(py)) {
+        Ok(info) => info,
+        // What `gpushare.inspect` says of an array it cannot describe, as compare always said.
+        Err(_) => py.import("gpushare.api")?.getattr("inspect")?.call1((&obj,))?.cast_into::<TensorInfo>()?.unbind(),
+    };
+    let (auto, already_there): (String, bool) = auto_for.call1((info.get().report.dlpack_device,))?.extract()?;
+    let results = PyDict::new(py);
+    let mut runs = Vec::with_capacity(paths.len());
+    let measured = (|| -> PyResult<()> {
+        for name in &paths {
+            let path = if name == "auto" { auto.as_str() } else { name.as_str() };
+            let (mut run, result) = lab.try_path(&obj, Some(&info), path, path == auto, already_there)?;
+            run.auto = path == auto;
+            runs.push(run);
+            if let Some(result) = result {
+                results.set_item(path, Py::new(py, result)?)?;
+            }
+        }
+        Ok(())
+    })();
+    empty_cache(py);
+    measured?;
+    let report = ComparisonReport::from_input(ComparisonInput {
+        source: info.get().report.clone(),
+        target_framework: lab.target.name().to_string(),
+        runs,
+        repeat: repeat as u64,
+        warmup: lab.warmup(),
+    });
+    Ok(Comparison::new(report, results.unbind()))
+}
+
+/// A sweep's source array and its description (`None`: each path's handoff describes it and says
+/// why it cannot).
+type SourceArray = (Py<PyAny>, Option<Py<TensorInfo>>);
+
+/// `bench`: for each size, the arrays `make_source(size, shared)` makes (`shared`: the `shared`
+/// path's, a SharedBuffer viewed by the source framework), each described once, handed through
+/// every path. `progress` is a bar with `set_postfix_str` and `update`. Ctrl-C stops the sweep:
+/// the result holds the points measured so far and says it was interrupted.
+#[pyfunction]
+#[pyo3(signature = (source, target, sizes, paths, auto, already_there, make_source, route_for, progress, *,
+                    dtype, device, repeat, number, warmup, min_sample_time, link_for=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn bench_paths<'py>(
+    py: Python<'py>,
+    source: &Bound<'py, PyAny>,
+    target: &Bound<'py, PyAny>,
+    sizes: Vec<u64>,
+    paths: Vec<String>,
+    auto: String,
+    already_there: bool,
+    make_source: &Bound<'py, PyAny>,
+    route_for: Bound<'py, PyAny>,
+    progress: &Bound<'py, PyAny>,
+    dtype: String,
+    device: String,
+    repeat: usize,
+    number: Option<u64>,
+    warmup: usize,
+    min_sample_time: f64,
+    link_for: Option<Bound<'py, PyAny>>,
+) -> PyResult<Benchmark> {
+    let lab = Lab::new(source, target, route_for, link_for, repeat, number, warmup, min_sample_time)?;
+    let mut points = Vec::with_capacity(sizes.len() * paths.len());
+    let swept = (|| -> PyResult<()> {
+        for &size in &sizes {
+            // The plain array and the SharedBuffer's view, made and described once per size.
+            let mut arrays: [Option<PyResult<SourceArray>>; 2] = [None, None];
+            for name in &paths {
+                let path = if name == "auto" { auto.as_str() } else { name.as_str() };
+                progress.call_method1("set_postfix_str", (format!("{} {path}", size_label(size)),))?;
+                let shared = path == "shared";
+                let slot = &mut arrays[usize::from(shared)];
+                if slot.is_none() {
+                    *slot = Some(match make_source.call1((size, shared)) {
+                        Ok(obj) => Ok((obj.clone().unbind(), lab.source.describe_py(py, &obj).ok())),
+                        Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => return Err(e),
+                        Err(e) => Err(e),
+                    });
+                }
+                let mut run = match slot.as_ref().expect("made above") {
+                    Ok((obj, info)) => lab.try_path(obj, info.as_ref(), path, path == auto, already_there)?.0,
+                    Err(e) => {
+                        let mut run = failed_run(py, path, e.clone_ref(py))?;
+                        run.reason = run.reason.map(|r| format!("could not make the source array: {r}"));
+                        run
+                    }
+                };
+                run.auto = path == auto;
+                // The shared path starts from a SharedBuffer, not from the array the others start
+                // from: shown, never ranked against them.
+                run.comparable = !shared;
+                points.push(BenchRun { size, run });
+                progress.call_method1("update", (1,))?;
+            }
+        }
+        Ok(())
+    })();
+    empty_cache(py);
+    let interrupted = match swept {
+        Ok(()) => false,
+        Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => true,
+        Err(e) => return Err(e),
+    };
+    let report = BenchmarkReport::from_input(BenchInput {
+        source_framework: lab.source.name().to_string(),
+        target_framework: lab.target.name().to_string(),
+        dtype,
+        device,
+        sizes,
+        paths: paths.iter().map(|p| if p == "auto" { auto.clone() } else { p.clone() }).collect(),
+        points,
+        interrupted,
+        repeat: repeat as u64,
+        warmup: lab.warmup(),
+    });
+    Ok(Benchmark { report })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(compare_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_paths, m)?)?;
+    Ok(())
+}
