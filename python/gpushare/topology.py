@@ -9,6 +9,7 @@ The link kind comes from ``nvidia-smi topo -m`` (NVML's words: ``NV18`` is 18 bo
 from __future__ import annotations
 
 import html
+import copy
 import json
 import re
 import shutil
@@ -178,7 +179,7 @@ class Topology:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
         return {"text/plain": repr(self), "text/html": self._repr_html_(),
-                "application/vnd.gpushare+json": json.loads(self.to_json())}
+                "application/vnd.gpushare+json": {"schema": "gpushare.topology/1", "data": copy.deepcopy(self.data)}}
 
 
 def topology() -> Topology:
