@@ -8,8 +8,8 @@ The link kind comes from ``nvidia-smi topo -m`` (NVML's words: ``NV18`` is 18 bo
 
 from __future__ import annotations
 
-import html
 import copy
+import html
 import json
 import re
 import shutil
