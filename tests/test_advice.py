@@ -144,6 +144,31 @@ def test_auto_takes_the_path_the_model_predicts_fastest_and_every_entry_point_ag
     assert gpushare.share(x, "torch").path == "dlpack"
 
 
+def test_tables_show_the_prediction_beside_the_measurement_and_flag_a_miss(model):
+    """With a model, every compare row carries its prediction (in the JSON too) and how it was
+    ordered; a row measured far off its prediction is flagged in the table."""
+    x = torch.ones(1 << 18)
+    c = gpushare.compare(x, "numpy", repeat=3)
+    rows = c.to_dict()["rows"]
+    host = next(r for r in rows if r["path"] == "host")
+    assert host["predicted"] is not None and host["predicted"]["seconds"] > 0
+    assert host["ordering"] == "nothing to order (host memory)"
+    assert "predicted (" in repr(c)
+    # A model that predicts 1 ns for the host route: the measurement misses it, and the row says so.
+    fake = gpushare.CostModel(advice.machine_key(), 0.0)
+    fake.add("share", "host", "torch", "numpy", "cpu", [(n, 1e-9) for n in (64 << 10, 1 << 20, 16 << 20)], False)
+    advice._save(fake)
+    try:
+        c = gpushare.compare(x, "numpy", paths="host", repeat=3)
+        row = c.to_dict()["rows"][0]
+        assert row["misses_prediction"] is True
+        assert "beyond the model's stated" in repr(c)
+        b = gpushare.bench("torch", "numpy", ["64KiB", "1MiB", "4MiB"], paths="host", repeat=3, progress=False)
+        assert "predicted before it ran" in repr(b) and "⚠" in repr(b)
+    finally:
+        advice._save(model)
+
+
 def test_a_fit_needs_three_sizes(cache):
     with pytest.raises(ValueError, match="at least three sizes"):
         gpushare.calibrate(["torch", "numpy"], sizes=("4KiB", "1MiB"))

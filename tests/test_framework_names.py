@@ -32,10 +32,11 @@ two buffers it allocates itself, to measure this machine's host-memory copy ceil
 advice; no user's array and no handoff is involved, only its calibration sweep runs it, and it
 imports NumPy inside that function. A second entry there needs the same kind of reason.
 
-``processes.py`` and ``process_*.py`` are excluded while they fail, in :data:`PENDING_ISSUE_22_1`:
-another change (issue 22 item 1) makes processes routes of the one pipeline and moves their
-framework calls (torch's worker steps) into adapter hooks. The set must only shrink:
-:func:`test_the_pending_modules_still_need_their_exclusion` fails once one of them passes.
+``processes.py`` and ``process_*.py`` were excluded, in :data:`PENDING_ISSUE_22_1`, until issue 22
+item 1 moved their framework calls (torch's worker steps) into adapter hooks
+(``Adapter.process_steps()``, ``adapters/torch_process.py``, ``adapters/process_host.py``); they are
+checked like every module now. The set must only shrink:
+:func:`test_the_pending_modules_still_need_their_exclusion` fails once a module in it passes.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from gpushare.adapters import ADAPTERS, Adapter
 
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "gpushare"
 
-#: Issue 22 item 1 moves these modules' framework calls into adapter hooks; until then they are
-#: not checked. Remove a module from here as soon as it passes (a test below insists).
-PENDING_ISSUE_22_1 = {"processes.py", "process_worker.py", "process_rules.py"}
+#: Modules not checked yet because their framework calls still wait to move into adapter hooks
+#: (issue 22 item 1 emptied it). Remove a module from here as soon as it passes (a test below insists).
+PENDING_ISSUE_22_1: set[str] = set()
 
 #: Modules that use NumPy as gpushare's own tool, never for a user's array (see the docstring).
 NUMPY_AS_A_TOOL = {"machine_ceilings.py": "times np.copyto between its own buffers: the host-memory ceiling"}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from gpushare import _native, machine_ceilings, paths, verdicts
-from gpushare.adapters import ADAPTERS, adapter_for, framework
+from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framework
 
 CostModel = _native.CostModel
 Advice = _native.Advice
@@ -196,6 +196,24 @@ def calibrate(
     if save:
         _save(m)
     return m
+
+
+def lab_predictor(source: str, target: str, device: str | None) -> Any:
+    """For the lab's tables: ``predict(path, nbytes, dlpack_device) -> (prediction, ordering)``,
+    each row's time as the model predicted it before the row ran, and how the handoff is ordered.
+    None without a current model of this machine. ``device``: a move's destination."""
+    m = model()
+    if m is None:
+        return None
+    kind = "share" if device is None else "move"
+
+    def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str]:
+        where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
+        place = where if device is None else f"{where}->{device}"
+        ordering, words = _native.path_ordering(kind, path, where)
+        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0), words
+
+    return predict
 
 
 def _place(src: Any, obj: Any) -> str:

@@ -169,7 +169,17 @@ def compare(
         obj, src, dst, names, lambda source_device: _auto_for(src, dst, source_device, device),
         lambda path, is_auto, here: _path_route(src, dst, path, is_auto, device, here),
         repeat=repeat, number=number, warmup=warmup, min_sample_time=min_sample_time, link_for=_link_for(device),
+        predict_for=_predict_for(src, dst, device),
     )
+
+
+def _predict_for(src: Adapter, dst: Adapter, device: str | None) -> Any:
+    """What each row was predicted to cost before it ran, from the cost model of this machine
+    (``gpushare.advice``); None where the machine is not calibrated (the tables then show no
+    predictions)."""
+    from gpushare import advice
+
+    return advice.lab_predictor(src.name, dst.name, device)
 
 
 def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None) -> tuple[str, bool]:
@@ -292,6 +302,7 @@ def bench(
             lambda path, is_auto, already_there: _path_route(s, d, path, is_auto, to_device, already_there), bar,
             dtype=dtype, device=device, repeat=repeat, number=number, warmup=warmup,
             min_sample_time=min_sample_time, link_for=_link_for(to_device),
+            predict_for=_predict_for(s, d, to_device),
         )
     finally:
         bar.close()

@@ -23,6 +23,7 @@ measures again.
 from __future__ import annotations
 
 import html
+import copy
 import json
 import os
 import platform
@@ -193,7 +194,8 @@ class Ceilings:
         return min(limits), [key for key, _ in crossed]  # type: ignore[type-var]
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self._data))
+        # A copy the caller may change without changing the cache this object holds.
+        return copy.deepcopy(self._data)
 
     def _rows(self) -> list[tuple[str, str, str]]:
         rows = []

@@ -1,5 +1,5 @@
-"""Identity of memory, asked in the process that holds it, and the judge of whether two processes'
-identities name the same physical memory (the verdict of a handoff across processes).
+"""Identity of memory, asked in the process that holds it. Whether two processes' identities name
+the same physical memory (the verdict of a handoff across processes) is the core's judge.
 
 Host memory is named by the file behind the mapping (``/proc/self/maps``), device memory by the
 CUDA IPC handle of its allocation; see :mod:`gpushare.processes`.
@@ -95,27 +95,6 @@ def _address(value: Any) -> tuple[int | None, bool]:
 
 
 def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
-    """Whether two identities (each from its own process) name the same physical memory, and why."""
-    if not a or not b:
-        return False, "the identity of one side is unknown"
-    if a["kind"] != b["kind"]:
-        return False, f"one side is {a['kind']} memory, the other {b['kind']} memory"
-    if a["kind"] == "host":
-        if not a.get("inode") or not b.get("inode"):
-            return False, "the worker's array lies in anonymous private memory of its own (no shared file behind it)"
-        if (a["dev"], a["inode"]) != (b["dev"], b["inode"]):
-            return False, "the two sides' mappings are backed by different files"
-        if a["offset"] != b["offset"]:
-            return False, "same file, different offsets"
-        if a["mapping"] != "shared" or b["mapping"] != "shared":
-            return False, "a private (copy-on-write) mapping of the file: writes are not seen by the other side"
-        return True, "same file and offset, mapped shared by both processes"
-    # cuda: the worker's identity names the handle it opened
-    if a.get("handle") is None:
-        return False, a.get("ipc_refusal") or "the source allocation has no IPC handle"
-    if b.get("opened_handle") != a["handle"]:
-        return False, "the worker's array lies in an allocation of its own"
-    if b.get("offset") != a.get("offset"):
-        return False, "the worker mapped the allocation, but its array is not at the source's offset"
-    # The handle names the allocation and the offset the array in it; the sizes are shown beside.
-    return True, "the worker mapped the source's allocation (same IPC handle, same offset)"
+    """Whether two identities (each from its own process) name the same physical memory, and why:
+    the core's judge (crates/core/src/explain/identity.rs)."""
+    return _native.same_memory(a, b)

@@ -66,10 +66,10 @@ def nbytes_of(obj: Any) -> int:
 def shm_host_view(obj: Any) -> Any:
     """The NumPy view of ``obj``'s host memory that the ``shm`` path hands over (no copy where the
     framework has one), or the one pipeline's refusal where NumPy cannot view it."""
-    import numpy as np
+    from gpushare.adapters import process_host
 
     try:
-        host = obj.detach().numpy() if hasattr(obj, "detach") else np.asarray(obj)
+        host = process_host.host_view(_adapter(obj), obj)
     except Exception as e:
         raise _unviewable(obj, e) from e
     if host.dtype.hasobject:
@@ -179,14 +179,6 @@ def no_space_error(path: str, nbytes: int, error: OSError) -> Exception:
     return _no_room(path, nbytes, "the segment", free_bytes(SHM_DIR), f"{type(error).__name__}: {error}")
 
 
-def torch_mp_needs(obj: Any) -> int:
-    """Bytes of shared memory torch.multiprocessing will create to send a CPU tensor: its whole
-    storage, unless it is already shared."""
-    if getattr(obj, "is_cuda", False) or obj.is_shared():
-        return 0
-    return int(obj.untyped_storage().nbytes())
-
-
 def check_timeout(name: str, value: Any) -> float:
     """A timeout is a finite number of seconds above zero: NaN compares false with every deadline,
     so a request would never time out, and zero or less times out every request."""
@@ -206,4 +198,4 @@ def readonly_warning(source_readonly: bool, worker_writable: bool) -> str | None
 
 
 __all__ = ["check_source", "nbytes_of", "shm_host_view", "shm_layout", "ipc_layout", "free_bytes", "check_shm_space",
-           "torch_mp_needs", "check_timeout", "readonly_warning", "no_space_error"]
+           "check_timeout", "readonly_warning", "no_space_error"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 import traceback
 from typing import Any
 
 from gpushare import _native
+from gpushare.adapters import process_host
 from gpushare.exceptions import gpushare_error
 from gpushare.process_identity import _address, _identity_of, cuda_identity
 
@@ -67,6 +67,7 @@ class _WorkerState:
         self.slots: dict[int, dict] = {}
         self.next_slot = 1
         self.groups: dict[str, Any] = {}
+        self.group_steps: dict[str, Any] = {}  # each group's library steps (its backend's adapter)
 
     def _keep(self, value: Any, keep: list, identity: dict | None, extra: dict | None = None) -> dict:
         slot = self.next_slot
@@ -89,27 +90,18 @@ class _WorkerState:
     # -- requests --
 
     def op_preload(self, modules: list) -> None:
-        import importlib
-
-        for name in modules:
-            importlib.import_module(name)
+        process_host.preload(modules)
 
     def op_ping(self) -> dict:
         return {"pid": os.getpid(), "python": sys.version.split()[0], "executable": sys.executable}
 
     def op_context(self, device: int) -> dict | None:
-        """This process's context on ``device`` (created by torch if needed)."""
-        import torch
-
-        torch.cuda.set_device(device)
-        torch.cuda.init()
-        torch.empty(1, device=f"cuda:{device}")
+        """This process's context on ``device`` (created by the process library's framework if needed)."""
+        _worker_steps().make_context(device)
         return _native.cuda_current_context()
 
     def op_recv_shm(self, name: str, offset: int, layout: dict, to: str) -> dict:
         import mmap
-
-        import numpy as np
 
         # The segment is opened by name, not through SharedMemory: that would register it with the
         # resource tracker the worker shares with its parent, which then unlinks it twice.
@@ -120,7 +112,7 @@ class _WorkerState:
         finally:
             os.close(fd)
         # The source's own view: its strides (a transpose, a column, a step) and its dtype itself.
-        arr = np.ndarray(layout["shape"], dtype=layout["dtype"], buffer=mm, offset=offset, strides=layout["strides"])
+        arr = process_host.segment_view(mm, layout, offset)
         value = _to_framework(arr, to)
         if layout["readonly"] and hasattr(value, "flags"):
             value.flags.writeable = False  # NumPy keeps the source's read-only flag; torch has none
@@ -129,7 +121,9 @@ class _WorkerState:
 
     def op_recv_object(self, obj: Any) -> dict:
         # torch.multiprocessing's reductions rebuilt ``obj`` while the message was unpickled.
-        nbytes = obj.untyped_storage().nbytes() if hasattr(obj, "untyped_storage") else 0
+        adapter = _adapter_of(obj)
+        steps = adapter.process_steps() if adapter is not None else None
+        nbytes = steps.storage_nbytes(obj) if steps is not None else 0
         ident = _identity_of(obj, nbytes, export=False)
         if ident and ident["kind"] == "cuda":
             # torch opened the sender's handle; the identity names the allocation it mapped.
@@ -152,48 +146,45 @@ class _WorkerState:
 
     def op_pg_init(self, key: str, backend: str, port: int, rank: int, world: int, device: int | None,
                    timeout: float) -> dict:
-        t0 = time.perf_counter()
-        self.groups[key] = _make_group(backend, port, rank, world, device, timeout, is_master=False)
-        return {"seconds": time.perf_counter() - t0}
+        steps = self.group_steps[key] = _library(backend).process_steps()
+        self.groups[key], seconds = _native.timed_call(
+            lambda: steps.make_group(backend, port, rank, world, device, timeout, False))
+        return {"seconds": seconds}
 
     def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0) -> dict:
-        import torch
-
-        t = torch.empty(shape, dtype=getattr(torch, dtype), device="cpu" if device is None else f"cuda:{device}")
+        steps = self.group_steps[key]
+        t = steps.empty(shape, dtype, device)
         group = self.groups[key]
-        t0 = time.perf_counter()
-        group.recv([t], src, 0).wait()
-        if t.is_cuda:
-            torch.cuda.synchronize(t.device)
-        seconds = time.perf_counter() - t0
+
+        def receive() -> None:
+            steps.recv(group, t, src)
+            steps.synchronize_device(device)
+
+        _, seconds = _native.timed_call(receive)
         return self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
 
     def op_pg_pingpong(self, key: str, role: str, slot: int | None, shape: tuple, dtype: str, device: int | None,
                        peer: int, repeat: int) -> dict:
         """``repeat`` handoffs, each acknowledged: the sender sends its slot's tensor and waits for a
         one-element reply; the receiver receives into a buffer of its own, then replies."""
-        import torch
+        steps = self.group_steps[key]
+        group = self.groups[key]
+        t = self.slots[slot]["value"] if role == "send" else steps.empty(shape, dtype, device)
+        ack = steps.ack(device)
 
-        dev = torch.device("cpu" if device is None else f"cuda:{device}")
-
-        def sync() -> None:
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-
-        group, times = self.groups[key], []
-        t = self.slots[slot]["value"] if role == "send" else torch.empty(shape, dtype=getattr(torch, dtype), device=dev)
-        ack = torch.zeros(1, device=dev)
-        for _ in range(repeat):
-            t0 = time.perf_counter()
+        def handoff() -> None:
             if role == "send":
                 group.send([t], peer, 0).wait()
-                group.recv([ack], peer, 1).wait()
+                steps.recv(group, ack, peer, 1)
             else:
-                group.recv([t], peer, 0).wait()
-                sync()
+                steps.recv(group, t, peer, 0)
+                steps.synchronize_device(device)
                 group.send([ack], peer, 1).wait()
-            sync()
-            times.append(time.perf_counter() - t0)
+            steps.synchronize_device(device)
+
+        # Timed by the core's loop: each sample one acknowledged handoff, nothing to release between.
+        _, timing = _native.measure_handoffs(handoff, lambda _: None, repeat - 1)
+        times = [timing["first_call"], *timing["samples"]] if repeat > 1 else [timing["first_call"]]
         if role == "send":
             return {"seconds": times}
         info = self._keep(t, [], _identity_of(t, t.nbytes, export=False))
@@ -202,6 +193,7 @@ class _WorkerState:
 
     def op_pg_close(self, key: str) -> None:
         group = self.groups.pop(key, None)
+        self.group_steps.pop(key, None)
         if group is not None and hasattr(group, "shutdown"):
             try:
                 group.shutdown()
@@ -210,13 +202,7 @@ class _WorkerState:
 
     def op_read(self, slot: int) -> Any:
         value = self.slots[slot]["value"]
-        import numpy as np
-
-        if hasattr(value, "detach"):
-            return value.detach().cpu().numpy().copy()
-        if hasattr(value, "get"):  # cupy
-            return value.get()
-        return np.array(value, copy=True)
+        return process_host.read_back(_adapter_of(value), value)
 
     def op_write(self, slot: int, index: Any, value: Any) -> None:
         arr = self.slots[slot]["value"]
@@ -251,16 +237,38 @@ class _WorkerState:
         return sorted(self.slots)
 
     def op_memory(self, device: int) -> dict:
-        import torch
+        return _worker_steps().memory(device)
 
-        return {"allocated": torch.cuda.memory_allocated(device), "reserved": torch.cuda.memory_reserved(device)}
+
+def _adapter_of(value: Any) -> Any:
+    from gpushare.adapters import adapter_of
+
+    try:
+        return adapter_of(value)
+    except Exception:  # not an array of a known framework
+        return None
+
+
+def _library(path: str) -> Any:
+    """The adapter of the framework whose own library implements process path ``path``."""
+    from gpushare.adapters import ADAPTERS
+
+    return next(a for a in ADAPTERS.values() if path in a.process_paths)
+
+
+def _worker_steps() -> Any:
+    """The process steps of the framework the worker's own device work goes through (its context,
+    its allocator's figures): the first that implements process paths."""
+    from gpushare.adapters import ADAPTERS
+
+    return next(a.process_steps() for a in ADAPTERS.values() if a.process_steps() is not None)
 
 
 def _synchronize(value: Any) -> None:
-    if getattr(value, "is_cuda", False):
-        import torch
-
-        torch.cuda.synchronize(value.device)
+    """Waits for the device work queued on ``value`` (its adapter's synchronize)."""
+    adapter = _adapter_of(value)
+    if adapter is not None:
+        adapter.synchronize(value)
 
 
 def _context_report(value: Any) -> dict | None:
@@ -277,11 +285,9 @@ class _CudaView:
     Frameworks keep this object alive as long as their view, and it keeps the mapping."""
 
     def __init__(self, mapping: Any, shape: tuple, dtype: str, strides: tuple | None = None):
-        import numpy as np
-
         self.mapping = mapping
         self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "typestr": np.dtype(dtype).str, "data": (mapping.ptr, False),
+            "shape": tuple(shape), "typestr": process_host.typestr(dtype), "data": (mapping.ptr, False),
             "version": 3, "strides": None if strides is None else tuple(strides), "stream": None,
         }
 
@@ -305,26 +311,3 @@ def _cuda_to_framework(holder: Any, to: str, ordinal: int) -> Any:
     if "ipc" in adapter.worker_receives:
         return adapter.from_cai_on(holder, ordinal)
     raise gpushare_error("gpushare", f"the worker can view CUDA IPC memory in {' or '.join(_receivers('ipc'))}, not {to!r}")
-
-
-def _make_group(backend: str, port: int, rank: int, world: int, device: int | None, timeout: float,
-                is_master: bool, store: Any = None) -> Any:
-    """A process group of its own (not torch.distributed's default one, which the user may own):
-    a TCPStore on loopback and a gloo or NCCL backend object."""
-    from datetime import timedelta
-
-    import torch
-    import torch.distributed as dist
-
-    td = timedelta(seconds=timeout)
-    if store is None:
-        store = dist.TCPStore("127.0.0.1", port, world, is_master, timeout=td, wait_for_workers=False)
-    if backend == "gloo":
-        return dist.ProcessGroupGloo(store, rank, world, td)
-    if backend == "nccl":
-        if not is_master:  # the worker works on its device; the parent's current device is the user's
-            torch.cuda.set_device(device)
-        options = dist.ProcessGroupNCCL.Options()
-        options._timeout = td
-        return dist.ProcessGroupNCCL(store, rank, world, options)
-    raise gpushare_error("gpushare", f"unknown backend {backend!r}")

@@ -19,8 +19,8 @@ nothing in the other process. The verdict is judged on the *allocation identity*
   ``cuMemGetAddressRange`` gives) + the offset in it. The worker maps that allocation at an address
   of its own, in a context of its own.
 
-"shared" means both sides have the same identity; tests prove it with a write in one process read
-in the other. Paths (each a row of the same table):
+"shared" means both sides have the same identity (the core's judge: crates/core/src/explain/identity.rs);
+tests prove it with a write in one process read in the other. Paths (each a row of the same table):
 
 =============  ==============================================================================
 ``ipc``        CUDA IPC by the Rust core: allocation handle + offset, opened by the worker
@@ -42,34 +42,32 @@ its parent goes away, and shared-memory segments are unlinked when the handoff i
 from __future__ import annotations
 
 import collections
-import json
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
 import weakref
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from gpushare import _native, process_rules
 from gpushare.exceptions import WorkerError, gpushare_error
 # Identity of memory and its judge (re-exported: part of this module's interface).
-from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity, same_memory  # noqa: F401
-from gpushare.process_segment import Segment
-from gpushare.process_worker import _context_report, _make_group, _serve, _synchronize
-from gpushare.records import wrap as _record
+from gpushare.process_identity import cuda_identity, host_identity, same_memory  # noqa: F401
+# Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
+from gpushare.process_routes import (  # noqa: F401
+    MECHANISMS, PROCESS_PATHS, RUNNERS, SOCKET_ENV, TARGETS, RemoteArray, _framework_of, _library, _steps,
+    applicability, resolve_auto,
+)
+from gpushare.process_worker import _serve
 
-#: Process paths, in table order.
-PROCESS_PATHS = ("ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo")
-
-MECHANISMS = {
-    "ipc": "CUDA IPC (Rust core): cuIpcGetMemHandle of the allocation + offset",
-    "torch_mp": "torch.multiprocessing reduce_tensor",
-    "shm": "POSIX shared memory: a /dev/shm file made by gpushare, its pages reserved with posix_fallocate",
-    "nccl": "NCCL send/recv (torch.distributed)",
-    "nccl_socket": "NCCL NET/Socket on loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): stand-in for two hosts",
-    "gloo": "gloo send/recv (torch.distributed, TCP loopback)",
-}
+# The results are the core's typed reports (crates/core/src/report/process.rs), rendered by
+# crates/core/src/render/process.rs; the verdict is the core's identity judge and the timing the
+# core's timing loop (crates/python/src/binding/process.rs). This module keeps the transport:
+# the worker process, its requests and replies, and the handoff of an array to it.
+ProcessShareResult = _native.ProcessShareResult
+ProcessComparison = _native.ProcessComparison
+ProcessBenchmark = _native.ProcessBenchmark
 
 #: Environment a worker always gets: NVLink multicast off (NCCL NVLS, torch symmetric memory,
 #: NVSHMEM), which the shared GPU machines do not allow.
@@ -78,9 +76,6 @@ SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 #: The worker's frameworks keep their warnings to themselves (ProcessGroupNCCL's notes on unbatched
 #: send/recv reach the user's notebook through the worker's inherited stderr); errors still print.
 QUIET_ENV = {"TORCH_CPP_LOG_LEVEL": "ERROR"}
-
-#: What NCCL needs to go over sockets on one host.
-SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
 
 DEFAULT_TIMEOUT = 60.0
 START_TIMEOUT = 120.0
@@ -340,24 +335,21 @@ class Worker:
         return self._call("slots")
 
     def _open_group(self, backend: str, device_parent: int | None, device_worker: int | None) -> Any:
+        """``(key, (group, store), fresh)``: the group with the worker, opened unless it already was."""
         key = f"{backend}:{device_parent}:{device_worker}"
         if key in self._groups:
-            return key, self._groups[key], 0.0
-        from datetime import timedelta
-
-        import torch.distributed as dist
-
+            return key, self._groups[key], False
         if backend == "nccl":  # NVLink multicast off in this process too (the worker has SAFE_ENV)
             for k, v in SAFE_ENV.items():
                 os.environ.setdefault(k, v)
-        t0 = time.perf_counter()
-        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=self.timeout), wait_for_workers=False)
+        steps = _steps(backend)
+        store = steps.store(0, 2, True, self.timeout)
         rid = self._send("pg_init", key=key, backend=backend, port=store.port, rank=1, world=2,
                    device=device_worker, timeout=self.timeout)
-        group = _make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
+        group = steps.make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
         self._recv("pg_init", rid=rid)
         self._groups[key] = (group, store)
-        return key, self._groups[key], time.perf_counter() - t0
+        return key, self._groups[key], True
 
     def _close_group(self, key: str) -> None:
         group, _store = self._groups.pop(key)
@@ -391,197 +383,7 @@ atexit.register(_stop_all)
 
 
 # ---------------------------------------------------------------------------------------------
-# Handoffs.
-
-
-class RemoteArray:
-    """The array a worker holds after a handoff: read it, write into it, ask what it is."""
-
-    def __init__(self, worker: Worker, slot: int):
-        self.worker, self.slot = worker, slot
-
-    def read(self) -> Any:
-        """A NumPy copy of the worker's array (sent back through the pipe)."""
-        return self.worker._call("read", slot=self.slot)
-
-    def write(self, index: Any, value: Any) -> None:
-        """``array[index] = value`` in the worker (synchronised before it returns)."""
-        self.worker._call("write", slot=self.slot, index=index, value=value)
-
-    def info(self) -> dict:
-        """``gpushare.inspect`` of the array, run in the worker."""
-        return self.worker._call("info", slot=self.slot)
-
-    def release(self) -> None:
-        if self.worker.alive:
-            self.worker._call("release", slot=self.slot)
-
-    def __repr__(self) -> str:
-        return f"RemoteArray(worker pid {self.worker.pid}, slot {self.slot})"
-
-
-class ProcessShareResult:
-    """One handoff to another process. ``verdict`` is "shared" only when the worker's array lies in
-    the same physical memory (same identity on both sides), else "copied"; ``source_identity`` and
-    ``target_identity`` show it; ``local`` is the parent's array over the shared memory (the source
-    itself, or for ``shm`` the segment's view); ``remote`` the worker's array."""
-
-    def __init__(self, row: dict, remote: RemoteArray | None, local: Any, cleanup: list | None = None):
-        self.row = row
-        self.remote = remote
-        self.local = local
-        self._cleanup = cleanup or []
-
-    def __getattr__(self, name: str) -> Any:
-        row = self.__dict__.get("row", {})
-        if name in row:
-            return _record(row[name])  # r.timing.median, as a ShareResult reads (gpushare.records)
-        raise AttributeError(name)
-
-    @property
-    def shared(self) -> bool:
-        return self.row["verdict"] == "shared"
-
-    def _release_local(self) -> None:
-        while self._cleanup:
-            fn = self._cleanup.pop()
-            try:
-                fn()
-            except Exception:
-                pass
-
-    def release(self) -> None:
-        """Releases the worker's array and what the parent keeps for it (a segment, a handle)."""
-        if self.remote is not None:
-            try:
-                self.remote.release()
-            except WorkerError:
-                pass
-        self._release_local()
-
-    def to_dict(self) -> dict:
-        """The JSON form's ``data``, with its ``schema`` (``gpushare.process-share/1``) kept as a key."""
-        return _as_dict(self.to_json())
-
-    def to_json(self) -> str:
-        """The ``application/vnd.gpushare+json`` payload, built through the Rust types its
-        published schema (``gpushare/schemas/process-share.schema.json``) is generated from."""
-        return _report_json("process-share", self.row)
-
-    def __repr__(self) -> str:
-        return _render_text([self.row])
-
-    def _repr_html_(self) -> str:
-        return _render_html([self.row])
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return {"text/plain": repr(self), "text/html": self._repr_html_(),
-                "application/vnd.gpushare+json": json.loads(self.to_json())}
-
-
-def _framework_of(obj: Any) -> str:
-    from gpushare.adapters import adapter_of
-
-    try:
-        return adapter_of(obj).name
-    except Exception:  # not an array of a known framework: its module's name
-        return type(obj).__module__.split(".")[0]
-
-
-def _library(path: str) -> Any:
-    """The adapter of the framework whose own library implements ``path`` (torch_mp, nccl, gloo), or None."""
-    from gpushare.adapters import ADAPTERS
-
-    return next((a for a in ADAPTERS.values() if path in a.process_paths), None)
-
-
-def _is_cuda(obj: Any) -> bool:
-    return _address(obj)[1]
-
-
-def _nbytes(obj: Any) -> int:
-    return process_rules.nbytes_of(obj)
-
-
-def _dtype_name(obj: Any) -> str:
-    return str(obj.dtype).replace("torch.", "")
-
-
-def _device_ordinal(obj: Any) -> int | None:
-    if hasattr(obj, "device") and getattr(obj.device, "type", None) == "cuda":
-        return obj.device.index or 0
-    ptr, is_cuda = _address(obj)
-    if is_cuda:
-        attrs = _native.cuda_pointer_attributes(ptr) or {}
-        return attrs.get("device_ordinal", 0)
-    return None
-
-
-def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
-    if worker.device is None:
-        return source_ordinal
-    d = worker.device.lower()
-    if d == "cpu":
-        return None
-    return int(d.split(":")[1]) if ":" in d else 0
-
-
-def resolve_auto(obj: Any) -> str:
-    return "ipc" if _is_cuda(obj) else "shm"
-
-
-#: The frameworks the worker can hold the result in, per path.
-def _targets() -> dict[str, tuple[str, ...]]:
-    from gpushare.adapters import ADAPTERS
-
-    paths = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
-    return {p: tuple(sorted(a.name for a in ADAPTERS.values() if p in a.worker_receives)) for p in paths}
-
-
-TARGETS = _targets()
-
-
-def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None, to: str | None = None) -> str | None:
-    """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or None."""
-    cuda = _is_cuda(obj)
-    fw = _framework_of(obj)
-    if to is not None and to not in TARGETS[path]:
-        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {to}"
-    library = _library(path)
-    if library is not None and fw != library.name:
-        return f"{path} hands {library.name} tensors; this is a {fw} array"
-    if library is not None:
-        try:
-            import torch.distributed as dist  # noqa: F401
-        except ImportError:
-            return "torch.distributed is not available in this torch build"
-    if path == "shm" and cuda:
-        return "shm shares host memory; this array lives on the GPU (use ipc, torch_mp or nccl)"
-    if path == "gloo" and cuda:
-        return "gloo send/recv is measured here for CPU tensors; on the GPU use nccl"
-    if path == "ipc":
-        if not cuda:
-            return "CUDA IPC shares device memory; this array is in host memory (use shm or torch_mp)"
-        refusal = _native.cuda_ipc_refusal(_address(obj)[0])
-        if refusal:
-            return refusal
-    if path in ("nccl", "nccl_socket"):
-        if not cuda:
-            return "NCCL sends device memory; this tensor is in host memory (use gloo)"
-        import torch.distributed as dist
-
-        if not dist.is_nccl_available():
-            return "this torch build has no NCCL"
-        src = _device_ordinal(obj)
-        dst = _worker_ordinal(worker, src)
-        if src == dst:
-            return (f"NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected', NCCL ≥ 2.5, "
-                    f"NVIDIA/nccl#418): both processes are on cuda:{src}; give the worker another GPU, "
-                    f"Worker(device='cuda:1')")
-    if to is None and fw not in TARGETS[path]:
-        # The worker holds the source's framework unless told otherwise: one this path cannot give.
-        return f"{path} gives the worker {' or '.join(TARGETS[path])} arrays, not {fw}: pass to={TARGETS[path][0]!r}"
-    return None
+# Handoffs: each path's route is in gpushare.process_routes.
 
 
 def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ProcessShareResult:
@@ -613,8 +415,7 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
     if missing:
         worker._call("preload", modules=missing, timeout=worker.start_timeout)
         worker._preloaded.update(missing)
-    runner = {"shm": _run_shm, "torch_mp": _run_torch_mp, "ipc": _run_ipc, "gloo": _run_pg,
-              "nccl": _run_nccl, "nccl_socket": _run_nccl}[path]
+    runner = RUNNERS[path]
     # One handoff at a time per worker: two threads' gloo sends to one group would be received
     # into each other's buffers (send/recv match by peer and tag, not by request).
     with worker._handoff_lock:
@@ -632,391 +433,11 @@ def share_across(obj: Any, to: str | None, across: Any, *, path: str = "auto", r
         if owned:
             worker.stop()
     if owned:
-        result.row["notes"].append(
+        result.add_note(
             "the worker was started for this call and stopped after it (its array is gone); keep one with "
             "`with gpushare.Worker() as w: gpushare.share(x, to, across=w)`")
         result.remote = None
     return result
-
-
-def _row(path: str, obj: Any, verdict: str, reason: str | None, src_id: dict | None, dst: dict | None,
-         first: float, samples: list[float], bytes_moved: int, notes: list[str], worker: Worker) -> dict:
-    samples = sorted(samples)
-    median = samples[len(samples) // 2] if samples else None
-    return {
-        "path": path, "mechanism": MECHANISMS[path], "verdict": verdict, "reason": reason,
-        "applicable": True, "nbytes": _nbytes(obj), "bytes_moved": bytes_moved,
-        # What each timed handoff after the first moves (shm copies once, in the first call).
-        "bytes_per_handoff": bytes_moved if path in ("gloo", "nccl", "nccl_socket") else 0,
-        "timing": {"first_call": first, "median": median, "min": samples[0] if samples else None,
-                   "samples": samples, "repeats": len(samples)},
-        "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": src_id,
-                   "context": _context_report(obj)},
-        "target": {"pid": worker.pid, "framework": dst.get("framework") if dst else None,
-                   "identity": dst.get("identity") if dst else None, "context": dst.get("context") if dst else None},
-        "notes": notes,
-    }
-
-
-def _judge(src_id: dict | None, dst: dict) -> tuple[str, str | None]:
-    ok, why = same_memory(src_id, dst.get("identity"))
-    return ("shared", None) if ok else ("copied", why)
-
-
-def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    import numpy as np
-
-    host = process_rules.shm_host_view(obj)
-    src_id = host_identity(host.__array_interface__["data"][0]) if host.nbytes else None
-    notes: list[str] = []
-    segment = None
-    if (src_id and (src_id.get("file") or "").startswith("/dev/shm/") and src_id["mapping"] == "shared"
-            and not src_id["unlinked"] and os.path.exists(src_id["file"])):
-        # Already in a segment (e.g. the ``local`` view of an earlier shm handoff): hand it as it is,
-        # with its layout and read-only flag.
-        layout = process_rules.shm_layout(host, to)
-        name, offset, local = src_id["file"][len("/dev/shm/"):], src_id["offset"], host
-        copy_seconds, bytes_moved = 0.0, 0
-    else:
-        process_rules.check_shm_space(path, host.nbytes, "the copy of the array into a segment")
-        t0 = time.perf_counter()
-        segment = Segment(max(host.nbytes, 1), path)
-        local = np.ndarray(host.shape, dtype=host.dtype, buffer=segment.mm)
-        local[...] = host
-        copy_seconds, bytes_moved = time.perf_counter() - t0, host.nbytes
-        name, offset = segment.name, 0
-        try:
-            layout = process_rules.shm_layout(local, to)
-        except Exception:
-            segment.unlink()
-            raise
-        worker._segments.append(segment)
-        notes.append(f"the source was in private memory: copied once into segment {name} "
-                     f"({copy_seconds * 1e3:.3g} ms); `result.local` is the parent's view of the segment")
-    local_id = host_identity(local.__array_interface__["data"][0]) if local.nbytes else None
-
-    def once() -> tuple[dict, float]:
-        t = time.perf_counter()
-        info = worker._call("recv_shm", name=name, offset=offset, layout=layout, to=to)
-        return info, time.perf_counter() - t
-
-    info, first = once()
-    samples = []
-    for _ in range(repeat):
-        worker._call("release", slot=info["slot"])
-        info, seconds = once()
-        samples.append(seconds)
-    verdict, reason = _judge(local_id, info)
-    if verdict == "shared" and bytes_moved:
-        verdict, reason = "copied", f"copied into a shared segment first; the worker maps that segment ({name} + {offset})"
-    warning = process_rules.readonly_warning(layout["readonly"], info.get("writable", True))
-    if warning is not None:
-        notes.append(warning)
-        import warnings
-
-        from gpushare.exceptions import GpushareWarning
-        from gpushare.warn_site import user_stacklevel
-
-        warnings.warn(f"{_framework_of(obj)} → {to} in worker pid {worker.pid} (shm): {warning}",
-                      GpushareWarning, stacklevel=user_stacklevel())
-    row = _row(path, obj, verdict, reason, local_id, info, first + copy_seconds, samples or [first], bytes_moved, notes, worker)
-    row["segment"] = {"name": name, "offset": offset}
-    if local_id is not None:
-        row["source"]["identity"] = local_id
-    cleanup = []
-    if segment is not None:
-        def free(seg: Any = segment) -> None:
-            if seg in worker._segments:
-                worker._segments.remove(seg)
-            seg.close()
-            seg.unlink()
-        cleanup.append(free)
-    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), local, cleanup)
-
-
-def _run_torch_mp(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    import torch.multiprocessing as tmp  # registers torch's reductions with ForkingPickler
-
-    notes = []
-    cuda = obj.is_cuda
-    process_rules.check_shm_space(path, process_rules.torch_mp_needs(obj),
-                                  "torch.multiprocessing's move of the tensor's storage into shared memory")
-    before = obj.data_ptr()
-    if not cuda:
-        notes.append(f"sharing strategy {tmp.get_sharing_strategy()!r}")
-    t = time.perf_counter()
-    info = worker._call("recv_object", obj=obj)
-    first = time.perf_counter() - t
-    if not cuda and obj.data_ptr() != before:
-        notes.append("torch moved the tensor's storage into shared memory on the first handoff "
-                     "(one copy; the tensor's data_ptr changed)")
-    src_id = _identity_of(obj, _nbytes(obj))
-    samples = []
-    for _ in range(repeat):
-        worker._call("release", slot=info["slot"])
-        t = time.perf_counter()
-        info = worker._call("recv_object", obj=obj)
-        samples.append(time.perf_counter() - t)
-    if cuda and src_id is not None:
-        # torch exported the caching allocator's block; the worker's mapping is judged by the block
-        # it sees (size and offset) and by torch's own handle, which is the allocation's IPC handle.
-        # The handle torch sent (cudaIpcGetMemHandle of the allocator's segment) is what the worker
-        # opened; the driver's handle of the same allocation is kept beside it.
-        torch_handle = bytes(obj.untyped_storage()._share_cuda_()[1]).hex()
-        if src_id.get("handle") not in (None, torch_handle):
-            notes.append("torch's IPC handle bytes differ from the driver's for the same allocation; judged by torch's")
-        src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
-        dst_id = info.get("identity")
-        if dst_id is not None:  # else judged "copied": the worker's side is unknown
-            dst_id["opened_handle"] = torch_handle
-        notes.append("torch's IPC handle names the caching allocator's block; the worker maps the whole block")
-    verdict, reason = _judge(src_id, info)
-    row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first],
-               0 if verdict == "shared" else _nbytes(obj), notes, worker)
-    row["mechanism"] += (": CUDA IPC of the allocator block + offset" if cuda
-                         else f": {tmp.get_sharing_strategy()} strategy (shared-memory file)")
-    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
-
-
-def _run_ipc(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    _synchronize(obj)
-    nbytes = _nbytes(obj)
-    ptr, _ = _address(obj)
-    ordinal = _device_ordinal(obj)
-    target_ordinal = _worker_ordinal(worker, ordinal)
-    dtype = _np_dtype(obj)
-    import numpy as np
-
-    # The view's strides and span, not its shape alone: the mapping covers what the view reaches.
-    layout = process_rules.ipc_layout(obj, np.dtype(dtype).itemsize)
-    span = layout["span"]
-
-    def once() -> tuple[dict, dict, float]:
-        t = time.perf_counter()
-        export = _native.cuda_ipc_export(ptr, span)
-        # Opened on the device the memory lives on (the worker holds its own context there), so the
-        # framework's view is on that device and nothing is copied.
-        info = worker._call("ipc_open", handle=export["handle"], ordinal=export["ordinal"], offset=export["offset"],
-                            nbytes=span, shape=layout["shape"], dtype=dtype, to=to, strides=layout["strides"])
-        return export, info, time.perf_counter() - t
-
-    export, info, first = once()
-    samples = []
-    for _ in range(repeat):
-        worker._call("release", slot=info["slot"])
-        export, info, seconds = once()
-        samples.append(seconds)
-    src_id = cuda_identity(ptr, span)
-    verdict, reason = _judge(src_id, info)
-    notes = []
-    if target_ordinal != ordinal:
-        notes.append(f"the worker works on cuda:{target_ordinal}; it maps the allocation on cuda:{ordinal}, where it "
-                     f"lives, in its own context there")
-    row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first], 0 if verdict == "shared" else nbytes,
-               notes, worker)
-    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
-
-
-def _np_dtype(obj: Any) -> str:
-    import numpy as np
-
-    name = _dtype_name(obj)
-    if name == "bfloat16":
-        raise gpushare_error("gpushare", "bfloat16 has no NumPy type string for __cuda_array_interface__; use torch_mp or nccl")
-    return np.dtype(name).str
-
-
-def _run_pg(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    """gloo send/recv with the parent as rank 0 (gloo raises on a timeout; it does not abort the
-    process as NCCL's watchdog does, so the parent can be a rank here)."""
-    backend = "gloo" if path == "gloo" else "nccl"
-    src_ord = _device_ordinal(obj)
-    dst_ord = _worker_ordinal(worker, src_ord) if backend == "nccl" else None
-    _synchronize(obj)
-    t = time.perf_counter()
-    key, (group, _store), setup = worker._open_group(backend, src_ord if backend == "nccl" else None, dst_ord)
-
-    def once() -> tuple[dict, float]:
-        t0 = time.perf_counter()
-        rid = worker._send("pg_recv", key=key, shape=tuple(obj.shape), dtype=_dtype_name(obj), device=dst_ord, src=0)
-        group.send([obj.contiguous()], 1, 0).wait()
-        if obj.is_cuda:
-            import torch
-
-            torch.cuda.synchronize(obj.device)
-        info = worker._recv("pg_recv", rid=rid)
-        return info, time.perf_counter() - t0
-
-    info, _ = once()
-    first = time.perf_counter() - t
-    samples = []
-    for _ in range(repeat):
-        worker._call("release", slot=info["slot"])
-        info, seconds = once()
-        samples.append(seconds)
-    src_id = _identity_of(obj, _nbytes(obj), export=False)
-    verdict, reason = _judge(src_id, info)
-    if verdict == "copied":
-        reason = f"{backend} send/recv copies into the receiver's own buffer"
-    notes = [f"first call includes the process group and communicator set-up ({setup * 1e3:.3g} ms for the group)"]
-    row = _row(path, obj, verdict, reason, src_id, info, first, samples or [first], _nbytes(obj), notes, worker)
-    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
-
-
-def _helper(worker: Worker, ordinal: int, env: dict) -> Worker:
-    """A helper worker on ``ordinal`` with ``env``, kept by ``worker`` (stopped with it) so that a
-    sweep starts it once."""
-    key = (ordinal, tuple(sorted(env.items())))
-    helper = worker._helpers.get(key)
-    if helper is None or not helper.alive:
-        helper = Worker(f"cuda:{ordinal}", env=env, timeout=worker.timeout, start_timeout=worker.start_timeout).start()
-        library = _library("nccl")
-        helper._call("preload", modules=[library.module, *library.process_modules], timeout=worker.start_timeout)
-        worker._helpers[key] = helper
-    return helper
-
-
-def _run_nccl(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
-    """NCCL send/recv between two worker processes: a sender helper on the source's GPU, which gets
-    the tensor from the parent by torch.multiprocessing (zero-copy), and the receiver.
-
-    The parent is never a rank: a rank whose peer dies blocks inside NCCL until the watchdog aborts
-    the whole process, which would be the user's kernel. The parent only waits on pipes, with
-    timeouts. Each handoff is acknowledged by the receiver (a one-element send back), as in the raw
-    torch.distributed baseline of benchmarks/bench_processes.py.
-
-    ``nccl_socket``: both ranks run with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 (NCCL reads them once
-    per process), so the receiver is a helper too and no worker-side array is kept."""
-    import torch  # noqa: F401
-    import torch.multiprocessing  # noqa: F401  (torch's reductions for the pipe)
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    src_ord = _device_ordinal(obj)
-    dst_ord = _worker_ordinal(worker, src_ord)
-    socket = path == "nccl_socket"
-    env = {**SOCKET_ENV} if socket else {}
-    sender = _helper(worker, src_ord, env)
-    receiver = _helper(worker, dst_ord, env) if socket else worker
-    _synchronize(obj)
-    t = time.perf_counter()
-    sent = sender._call("recv_object", obj=obj)  # torch.multiprocessing: the sender maps the tensor
-    handoff_to_sender = time.perf_counter() - t
-    key = f"{path}:{src_ord}:{dst_ord}:{sender.pid}"
-    setup = 0.0
-    if key not in receiver._peer_groups:
-        t0 = time.perf_counter()
-        store = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=worker.timeout), wait_for_workers=False)
-        s_rid = sender._send("pg_init", key=key, backend="nccl", port=store.port, rank=0, world=2, device=src_ord,
-                     timeout=worker.timeout)
-        r_rid = receiver._send("pg_init", key=key, backend="nccl", port=store.port, rank=1, world=2, device=dst_ord,
-                       timeout=worker.timeout)
-        sender._recv("pg_init", rid=s_rid)
-        receiver._recv("pg_init", rid=r_rid)
-        receiver._peer_groups[key] = store  # the store lives as long as the group
-        setup = time.perf_counter() - t0
-    shape, dtype = tuple(obj.shape), _dtype_name(obj)
-    try:
-        r_rid = receiver._send("pg_pingpong", key=key, role="recv", slot=None, shape=shape, dtype=dtype, device=dst_ord,
-                       peer=0, repeat=repeat + 1)
-        s_rid = sender._send("pg_pingpong", key=key, role="send", slot=sent["slot"], shape=shape, dtype=dtype,
-                     device=src_ord, peer=1, repeat=repeat + 1)
-        s_info = sender._recv("pg_pingpong", rid=s_rid)
-        info = receiver._recv("pg_pingpong", rid=r_rid)
-    finally:
-        if sender.alive:
-            sender._call("release", slot=sent["slot"])
-    times = s_info["seconds"]  # on the sender: send, and the receiver's acknowledgement back
-    first = setup + times[0]
-    notes = [
-        f"between a sender worker on cuda:{src_ord} (given the tensor by torch.multiprocessing, zero-copy, "
-        f"{handoff_to_sender * 1e3:.3g} ms) and the receiver on cuda:{dst_ord}; each handoff acknowledged",
-    ]
-    if setup:
-        notes.append(f"first call includes the group and NCCL communicator set-up ({setup * 1e3:.3g} ms for the group)")
-    if socket:
-        notes.insert(0, "stand-in for two hosts: NCCL NET/Socket over loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "
-                        "NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) in both ranks")
-    src_id = _identity_of(obj, _nbytes(obj), export=False)
-    row = _row(path, obj, "copied", "NCCL send/recv copies into the receiver's own buffer", src_id, info, first,
-               times[1:], _nbytes(obj), notes, receiver)
-    if socket:
-        receiver._call("release", slot=info["slot"])
-        return ProcessShareResult(row, None, obj)
-    return ProcessShareResult(row, RemoteArray(worker, info["slot"]), obj)
-
-
-# ---------------------------------------------------------------------------------------------
-# Tables.
-
-
-def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all", *, across: Any = "process",
-            repeat: int = 5, peer: Worker | None = None, keep: bool = False) -> "ProcessComparison":
-    """Every process path for ``obj``, side by side (``gpushare.compare(x, to, across=…)``).
-    ``across`` is a :class:`Worker` or ``"process"`` (a worker is started and stopped for the call)."""
-    names = parse_process_paths(paths)
-    worker, owned = _worker_for(across, obj)
-    rows, results = [], {}
-    try:
-        for name in names:
-            path = resolve_auto(obj) if name == "auto" else name
-            rows.append(_try(worker, obj, path, to, repeat, peer, results, keep))
-            if not keep and path in results:
-                # Released before the next path: CUDA maps one allocation once per context, so an
-                # open ipc mapping would make torch_mp's open of the same block fail.
-                results.pop(path).release()
-    finally:
-        if not keep:
-            for r in results.values():
-                r.release()
-        if owned:
-            worker.stop()
-    return ProcessComparison(rows, results if keep else {}, _source_of(obj, to))
-
-
-def _source_of(obj: Any, to: str | None) -> dict:
-    """What identifies a process comparison: the array's framework, dtype, shape and device, and
-    the framework asked for (None: each path's worker keeps its own)."""
-    from gpushare.adapters import framework
-
-    ordinal = _device_ordinal(obj) if _is_cuda(obj) else None
-    return {"source_framework": _framework_of(obj), "target_framework": framework(to).name if to else None,
-            "dtype": _dtype_name(obj), "shape": [int(d) for d in getattr(obj, "shape", ())],
-            "device": "cpu" if ordinal is None else f"cuda:{ordinal}"}
-
-
-def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any, results: dict, keep: bool) -> dict:
-    from gpushare.exceptions import PathNotApplicableError
-
-    note = None
-    if path == "torch_mp" and _framework_of(obj) == _library(path).name and not obj.is_cuda and not obj.is_shared():
-        # torch moves a CPU tensor's storage into shared memory when it is first sent: the comparison
-        # hands it a clone, so the caller's tensor is left as it was.
-        obj, note = obj.clone(), "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
-    try:
-        r = _share(worker, obj, path, to, repeat=repeat, peer=peer)
-        if note:
-            r.row["notes"].append(note)
-    except PathNotApplicableError as e:
-        return _failed(path, obj, getattr(e, "reason", str(e)), applicable=False)
-    except WorkerError as e:
-        if not worker.alive:
-            raise
-        return _failed(path, obj, str(e))
-    except KeyboardInterrupt:
-        raise
-    except Exception as e:
-        return _failed(path, obj, f"{type(e).__name__}: {e}")
-    results[path] = r
-    return r.row
-
-
-def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> dict:
-    return {"path": path, "mechanism": MECHANISMS[path], "verdict": "failed", "reason": reason,
-            "applicable": applicable, "nbytes": _nbytes(obj), "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
-            "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": None, "context": None},
-            "target": None, "notes": []}
 
 
 def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
@@ -1027,324 +448,8 @@ def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
     raise ValueError(f"across is a gpushare.Worker or 'process', got {across!r}")
 
 
-def parse_process_paths(paths: str | Sequence[str]) -> list[str]:
-    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
-    names = [p for p in names if p]
-    if names in (["all"], []):
-        return list(PROCESS_PATHS)
-    for name in names:
-        if name not in (*PROCESS_PATHS, "auto"):
-            raise ValueError(f"unknown process path {name!r}; known: {', '.join(PROCESS_PATHS)}, auto, all")
-    return list(dict.fromkeys(names))
-
-
-def _fmt_time(s: float | None) -> str:
-    if s is None:
-        return "—"
-    for unit, f in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
-        if s >= f:
-            return f"{s / f:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if not n:
-        return "0 B"
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            return f"{n / f:.3g} {unit}"
-    return f"{n} B"
-
-
-def _fmt_identity(ident: dict | None) -> str:
-    if not ident:
-        return "n/a"
-    if ident["kind"] == "host":
-        if not ident.get("inode"):
-            return "anonymous private memory"
-        return f"{ident['file']} + {ident['offset']}" + (" (unlinked)" if ident.get("unlinked") else "")
-    handle = ident.get("opened_handle") or ident.get("handle")
-    h = f"handle {handle[:16]}…" if handle else "no IPC handle"
-    return f"{h} + {ident.get('offset')} (allocation {ident.get('size')} B at {ident.get('base', 0):#x}, ctx {ident.get('context', 0):#x})"
-
-
-def _fmt_gbps(row: dict) -> str:
-    t = (row.get("timing") or {}).get("median")
-    if not t or not row.get("bytes_per_handoff"):  # nothing moved per handoff: a bandwidth would mean nothing
-        return "—"
-    return f"{row['bytes_per_handoff'] / t / 1e9:.3g}"
-
-
-_COLUMNS = ("path", "mechanism", "verdict", "bytes moved", "time", "GB/s", "first call", "parent side", "worker side")
-
-
-def _cells(row: dict) -> list[str]:
-    timing = row.get("timing") or {}
-    reps = timing.get("repeats")
-    time_cell = _fmt_time(timing.get("median"))
-    if reps == 1:
-        time_cell += " (1 sample)"
-    elif reps:
-        time_cell += f" (median of {reps})"
-    target = row.get("target") or {}
-    return [
-        row["path"], row["mechanism"], row["verdict"] + (f": {row['reason']}" if row.get("reason") else ""),
-        _fmt_bytes(row.get("bytes_moved")), time_cell if timing else "—", _fmt_gbps(row),
-        _fmt_time(timing.get("first_call")) if timing else "—",
-        f"pid {row['source']['pid']}: {_fmt_identity(row['source'].get('identity'))}",
-        f"pid {target.get('pid')}: {_fmt_identity(target.get('identity'))}" if target else "—",
-    ]
-
-
-def _render_text(rows: list[dict]) -> str:
-    out = []
-    for row in rows:
-        cells = _cells(row)
-        out.append(f"{cells[0]:<12} {cells[2]}")
-        for name, cell in zip(_COLUMNS[1:], cells[1:]):
-            if name != "verdict":
-                out.append(f"    {name:<12} {cell}")
-        for note in row.get("notes", []):
-            out.append(f"    note         {note}")
-    return "\n".join(out)
-
-
-def _render_html(rows: list[dict]) -> str:
-    # The short columns in the row; what is long (mechanism, reason, each side's memory) on a
-    # detail line under it, so the table fits a notebook (issue 25; see html_cells).
-    from gpushare import html_cells
-
-    main = ("path", "verdict", "bytes moved", "time", "GB/s", "first call")
-    table_rows, details = [], []
-    for row in rows:
-        cells = dict(zip(_COLUMNS, _cells(row)))
-        cells["verdict"] = row["verdict"]
-        table_rows.append([cells[c] for c in main])
-        details.append([("mechanism", cells["mechanism"]), ("why", row.get("reason") or ""),
-                        ("parent side", cells["parent side"]), ("worker side", cells["worker side"]),
-                        *(("note", n) for n in row.get("notes", []))])
-    return html_cells.table(main, table_rows, numeric=main[2:], details=details, classes="gpushare gpushare-processes")
-
-
-def _report_json(kind: str, data: dict) -> str:
-    """The ``gpushare.<kind>/1`` envelope of a process result: the dict goes through the Rust
-    types (crates/core/src/report/process.rs), which refuse a key or value the published schema does not
-    describe, so the two cannot drift apart."""
-    return _native.process_report_json(kind, json.dumps(data, default=str))
-
-
-def _as_dict(envelope_json: str) -> dict:
-    envelope = json.loads(envelope_json)
-    return {"schema": envelope["schema"], **envelope["data"]}
-
-
-# Counts are integers in to_pandas() frames; "Int64" (nullable) where a failed path has none.
-_INTEGER_COLUMNS = {"size": "int64", "nbytes": "int64", "bytes_moved": "int64", "bytes_per_handoff": "int64",
-                    "repeats": "Int64", "source_pid": "int64", "target_pid": "Int64",
-                    # Seconds and rates: floats, NaN where a failed path has none (never an object column).
-                    "first_call_s": "float64", "median_s": "float64", "min_s": "float64", "bandwidth_Bps": "float64"}
-
-
-def _tidy(row: dict, ids: dict) -> dict:
-    """One path of a process table as one flat row: the identifying columns (``ids``) first, then
-    the outcome, raw seconds and bytes; identities and notes stay in ``to_dict()``."""
-    timing = row.get("timing") or {}
-    target = row.get("target") or {}
-    median, per_handoff = timing.get("median"), row["bytes_per_handoff"]
-    return {
-        **ids, "path": row["path"], "verdict": row["verdict"], "applicable": row["applicable"],
-        "bytes_moved": row["bytes_moved"], "bytes_per_handoff": per_handoff,
-        "first_call_s": timing.get("first_call"), "median_s": median, "min_s": timing.get("min"),
-        "repeats": timing.get("repeats"),
-        # Nothing moved per handoff (a shared mapping): a bandwidth would mean nothing.
-        "bandwidth_Bps": per_handoff / median if per_handoff and median else None,
-        "source_pid": row["source"]["pid"], "target_pid": target.get("pid"),
-        "source_memory": (row["source"].get("identity") or {}).get("kind"),
-        "target_memory": (target.get("identity") or {}).get("kind"),
-        "mechanism": row["mechanism"], "reason": row.get("reason"),
-    }
-
-
-def _frame(rows: list[dict]) -> Any:
-    import pandas as pd
-
-    frame = pd.DataFrame(rows)
-    return frame.astype({c: t for c, t in _INTEGER_COLUMNS.items() if c in frame.columns})
-
-
-class ProcessComparison:
-    """One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
-    the identity of the memory on each side. ``source`` identifies the array (source_framework,
-    target_framework, dtype, shape, device)."""
-
-    def __init__(self, rows: list[dict], results: dict[str, ProcessShareResult], source: dict):
-        self._rows = rows
-        self.results = results
-        self.source = source
-
-    @property
-    def rows(self) -> list[Any]:
-        """One record per path, read by attribute (``row.timing.median``; gpushare.records)."""
-        return [_record(row) for row in self._rows]
-
-    @property
-    def paths(self) -> dict[str, Any]:
-        """Path → its row: ``c.paths["shm"].timing.median``."""
-        return {row.path: row for row in self.rows}
-
-    def __getitem__(self, path: str) -> Any:
-        for row in self.rows:
-            if row.path == path:
-                return row
-        raise KeyError(path)
-
-    def to_dict(self) -> dict:
-        """The JSON form's ``data``, with its ``schema`` (``gpushare.process-comparison/1``) kept as a key."""
-        return _as_dict(self.to_json())
-
-    def to_json(self) -> str:
-        """The ``application/vnd.gpushare+json`` payload (schema ``process-comparison.schema.json``)."""
-        return _report_json("process-comparison", {**self.source, "rows": self._rows})
-
-    def to_pandas(self) -> Any:
-        """One row per path, the array's framework, dtype, shape, device and bytes on every row."""
-        s = self.source
-        rows = []
-        for row in self._rows:
-            # Asked for none: the framework the worker's array is in, where the path ran.
-            target = s["target_framework"] or (row.get("target") or {}).get("framework")
-            ids = {"source_framework": s["source_framework"], "target_framework": target, "dtype": s["dtype"],
-                   "shape": tuple(s["shape"]), "device": s["device"], "nbytes": row["nbytes"]}
-            rows.append(_tidy(row, ids))
-        return _frame(rows)
-
-    def __repr__(self) -> str:
-        return _render_text(self._rows)
-
-    def _repr_html_(self) -> str:
-        return _render_html(self._rows)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return {"text/plain": repr(self), "text/html": self._repr_html_(),
-                "application/vnd.gpushare+json": json.loads(self.to_json())}
-
-
-class ProcessBenchmark:
-    """Sizes × process paths: ``points`` (one per size and path, with verdict and timing)."""
-
-    def __init__(self, data: dict):
-        self.data = data
-        self.interrupted = data.get("interrupted", False)
-
-    @property
-    def points(self) -> list[Any]:
-        """One record per size × path, read by attribute (``p.size``, ``p.timing.median``)."""
-        return [_record(p) for p in self.data["points"]]
-
-    def to_dict(self) -> dict:
-        """The JSON form's ``data``, with its ``schema`` (``gpushare.process-bench/1``) kept as a key."""
-        return _as_dict(self.to_json())
-
-    def to_json(self) -> str:
-        """The ``application/vnd.gpushare+json`` payload (schema ``process-bench.schema.json``)."""
-        return _report_json("process-bench", self.data)
-
-    def to_pandas(self) -> Any:
-        """One row per size × path, the sweep's frameworks, dtype and device on every row."""
-        ids = {k: self.data[k] for k in ("source_framework", "target_framework", "dtype", "device")}
-        return _frame([_tidy(p, {**ids, "size": p["size"], "nbytes": p["nbytes"]}) for p in self.data["points"]])
-
-    def _table(self) -> tuple[list[str], list[list[str]]]:
-        paths = list(dict.fromkeys(p["path"] for p in self.points))
-        head = ["size"] + paths
-        rows = []
-        for size in self.data["sizes"]:
-            cells = [_fmt_bytes(size)]
-            for path in paths:
-                p = next((q for q in self.points if q["size"] == size and q["path"] == path), None)
-                if p is None or p["verdict"] == "failed":
-                    cells.append("failed" if p and p.get("applicable", True) else "n/a")
-                else:
-                    t = p["timing"]
-                    cells.append(f"{_fmt_time(t['median'])} {p['verdict']} (first {_fmt_time(t['first_call'])})")
-            rows.append(cells)
-        return head, rows
-
-    def __repr__(self) -> str:
-        head, rows = self._table()
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [head, *rows]]
-        reasons = {p["path"]: p["reason"] for p in self.points if p["verdict"] == "failed" and p.get("reason")}
-        lines += [f"{k}: {v}" for k, v in reasons.items()]
-        notes = {p["path"]: p["mechanism"] for p in self.points}
-        lines += [f"{k} = {v}" for k, v in notes.items()]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        head, rows = self._table()
-        from gpushare import html_cells  # inline alignment and widths (issue 25)
-
-        return html_cells.table(head, rows, numeric=head[1:], classes="gpushare gpushare-processes")
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return {"text/plain": repr(self), "text/html": self._repr_html_(),
-                "application/vnd.gpushare+json": json.loads(self.to_json())}
-
-
-def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64MiB"), dtype: str = "float32",
-          device: str | None = None, paths: str | Sequence[str] = "all", *, repeat: int = 5,
-          across: Any = "process", peer: Worker | None = None, progress: bool = False) -> ProcessBenchmark:
-    """Sizes × process paths (``gpushare.bench(src, dst, across="processes")``,
-    ``%sharebench torch->torch --across processes``). For each size ``src`` makes a 1-d array of
-    ones on ``device``; every path hands it to a worker that views it in ``dst``."""
-    from gpushare import lab
-    from gpushare.adapters import framework
-
-    s, d = framework(src), framework(dst)
-    names = parse_process_paths(paths)
-    size_list = list(dict.fromkeys(lab.parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)))
-    if not size_list:
-        raise ValueError("no sizes to sweep")
-    s.load()
-    device = device or lab._default_device(s)
-    itemsize = lab.SharedBuffer((0,), dtype).itemsize
-    worker, owned = _worker_for(across)
-    points, interrupted = [], False
-    try:
-        for size in size_list:
-            n = max(size // itemsize, 1)
-            try:
-                obj = lab.make_array(s, n, dtype, device)
-            except Exception as e:
-                for name in names:
-                    p = _failed(name if name != "auto" else "ipc", _Dummy(size), f"could not make the source array: {e}")
-                    p["size"] = size
-                    points.append(p)
-                continue
-            for name in names:
-                path = resolve_auto(obj) if name == "auto" else name
-                results: dict = {}
-                row = _try(worker, obj, path, d.name, repeat, peer, results, False)
-                for r in results.values():
-                    r.release()
-                row = dict(row)
-                row["size"] = size
-                points.append(row)
-            del obj
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if owned:
-            worker.stop()
-    return ProcessBenchmark({"source_framework": s.name, "target_framework": d.name, "dtype": dtype,
-                             "device": device, "sizes": size_list, "points": points, "interrupted": interrupted,
-                             "repeat": repeat})
-
-
-class _Dummy:
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-
+# The tables: every path for one array, and sizes × paths (gpushare.process_tables).
+from gpushare.process_tables import bench, compare, parse_process_paths  # noqa: E402,F401
 
 __all__ = [
     "MECHANISMS", "PROCESS_PATHS", "ProcessBenchmark", "ProcessComparison", "ProcessShareResult", "RemoteArray",

@@ -8,6 +8,7 @@ The link kind comes from ``nvidia-smi topo -m`` (NVML's words: ``NV18`` is 18 bo
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import re
@@ -178,7 +179,7 @@ class Topology:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
         return {"text/plain": repr(self), "text/html": self._repr_html_(),
-                "application/vnd.gpushare+json": json.loads(self.to_json())}
+                "application/vnd.gpushare+json": {"schema": "gpushare.topology/1", "data": copy.deepcopy(self.data)}}
 
 
 def topology() -> Topology:

@@ -26,6 +26,10 @@ pub struct Timing {
     /// Untimed runs made before the samples.
     #[serde(default)]
     pub warmup: u64,
+    /// Host seconds spent in handoffs that are not samples (the warm-up runs and the runs that
+    /// chose the calls per sample): with `samples × loops`, all the handoffs a measurement made.
+    #[serde(default)]
+    pub untimed: f64,
 }
 
 impl Timing {
@@ -44,7 +48,7 @@ impl Timing {
                 quantile(&sorted, 0.75) - quantile(&sorted, 0.25),
             )
         };
-        Timing { samples, loops, median, min, max, mean, iqr, device_median: None, device_samples: None, warmup: 0 }
+        Timing { samples, loops, median, min, max, mean, iqr, device_median: None, device_samples: None, warmup: 0, untimed: 0.0 }
     }
 
     pub fn repeats(&self) -> usize {

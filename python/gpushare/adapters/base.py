@@ -385,6 +385,20 @@ class Adapter:
         asking JAX or TensorFlow before they touched the GPU would make them claim most of it."""
         return None
 
+    # -- Across processes (issue 22 item 1): what gpushare.processes asks of the framework --------
+    def process_steps(self) -> Any:
+        """The framework's own steps of the process paths it implements (``process_paths``: its
+        multiprocessing sharing, its distributed send/recv) and of the worker's tensors for them;
+        None for a framework that implements none."""
+        return None
+
+    def host_view(self, obj: Any) -> Any:
+        """A NumPy view of an array in host memory, without a copy where NumPy can view it (the
+        ``shm`` path copies it into a segment from there)."""
+        import numpy as np
+
+        return np.asarray(obj)
+
 
 def probe_export(array: Any) -> str:
     """What ``array.__dlpack__`` hands a consumer that accepts DLPack 1.x: "versioned" or "legacy"

@@ -232,3 +232,11 @@ class TorchAdapter(Adapter):
             "peak_allocated": int(allocated.get("peak", 0)),
         }
 
+    # -- Across processes (issue 22 item 1): torch.multiprocessing and torch.distributed ----------
+    def process_steps(self) -> Any:
+        from gpushare.adapters.torch_process import STEPS
+
+        return STEPS
+
+    def host_view(self, obj: Any) -> Any:
+        return obj.detach().numpy()

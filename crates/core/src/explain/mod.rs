@@ -16,13 +16,17 @@
 
 mod auto;
 mod gaps;
+mod identity;
 mod judgement;
 mod known;
 mod moves;
 mod prediction;
+mod process;
 mod refusal;
 mod targets;
 
+pub use identity::{judge_handoff, same_memory};
+pub use process::{ProcessFacts, ProcessProbe, refuse_process};
 pub use judgement::{Judgement, copied_by_design, copy_reason, judge, judge_path, judge_route};
 pub use known::explain_failure;
 pub use auto::{known_endpoints, resolve_auto_for, resolve_path};

@@ -4,6 +4,7 @@ pub mod advice;
 pub mod cells;
 pub mod lab;
 pub mod plot;
+pub mod process;
 pub mod units;
 
 use crate::report::{ShareReport, TensorReport, Verdict};

@@ -2,15 +2,17 @@
 //! (`gpushare.process-share/1`), every process path for one array (`gpushare.process-comparison/1`)
 //! and a sweep over sizes × process paths (`gpushare.process-bench/1`).
 //!
-//! The Python side measures (it owns the worker processes) and builds a plain dict; its JSON form
-//! goes through these types ([`normalize`]), which refuse a dict that does not fit them, so the
-//! published schemas (generated from these types) cannot drift from what gpushare writes.
+//! The Python side owns the worker processes and hands each row over as Python objects, which the
+//! binding reads into these types ([`from_value`]); a key or value that does not fit is refused,
+//! so the published schemas (generated from these types) cannot drift from what gpushare writes.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Verdict, envelope};
+use super::Verdict;
+#[cfg(test)]
+use super::envelope;
 
 /// One handoff of an array to a worker process, by one process path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -201,7 +203,7 @@ pub struct ProcessBenchReport {
 
 /// One size × path of a process sweep: the handoff, and the size it was made at.
 // Flattened, so a point is a process-share with `size` added; `deny_unknown_fields` does not
-// work through `flatten`, so [`normalize`] compares the round trip with its input instead (the
+// work through `flatten`, so [`from_value`] compares the round trip with its input instead (the
 // schema still says no other key: `schemars(deny_unknown_fields)` only touches the schema).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -212,30 +214,74 @@ pub struct ProcessBenchPoint {
     pub size: u64,
 }
 
+impl ProcessShareReport {
+    /// Bytes per second of the handoffs after the first, where each moves bytes (a shared mapping
+    /// moves none: a bandwidth would mean nothing).
+    pub fn bandwidth(&self) -> Option<f64> {
+        let median = self.timing.as_ref()?.median?;
+        (self.bytes_per_handoff > 0 && median > 0.0).then(|| self.bytes_per_handoff as f64 / median)
+    }
+
+    /// The outcome of this path as the flat columns of a `to_pandas()` row, after the columns
+    /// that identify the array: raw seconds and bytes; identities and notes stay in `to_dict()`.
+    pub fn tidy_outcome(&self) -> Vec<(&'static str, Value)> {
+        let timing = self.timing.as_ref();
+        let identity_kind = |i: Option<&MemoryIdentity>| match i {
+            Some(MemoryIdentity::Host(_)) => Value::from("host"),
+            Some(MemoryIdentity::Cuda(_)) => Value::from("cuda"),
+            None => Value::Null,
+        };
+        let target = self.target.as_ref();
+        vec![
+            ("path", self.path.clone().into()),
+            ("verdict", self.verdict.as_str().into()),
+            ("applicable", self.applicable.into()),
+            ("bytes_moved", self.bytes_moved.into()),
+            ("bytes_per_handoff", self.bytes_per_handoff.into()),
+            ("first_call_s", timing.map(|t| t.first_call).into()),
+            ("median_s", timing.and_then(|t| t.median).into()),
+            ("min_s", timing.and_then(|t| t.min).into()),
+            ("repeats", timing.map(|t| t.repeats).into()),
+            ("bandwidth_Bps", self.bandwidth().into()),
+            ("source_pid", self.source.pid.into()),
+            ("target_pid", target.and_then(|t| t.pid).into()),
+            ("source_memory", identity_kind(self.source.identity.as_ref())),
+            ("target_memory", identity_kind(target.and_then(|t| t.identity.as_ref()))),
+            ("mechanism", self.mechanism.clone().into()),
+            ("reason", self.reason.clone().into()),
+        ]
+    }
+}
+
+/// The dtypes of a process frame's columns: counts are integers ("Int64", nullable, where a
+/// failed path has none), seconds and rates floats (NaN where a failed path has none).
+pub const TIDY_DTYPES: [(&str, &str); 11] = [
+    ("size", "int64"),
+    ("nbytes", "int64"),
+    ("bytes_moved", "int64"),
+    ("bytes_per_handoff", "int64"),
+    ("repeats", "Int64"),
+    ("source_pid", "int64"),
+    ("target_pid", "Int64"),
+    ("first_call_s", "float64"),
+    ("median_s", "float64"),
+    ("min_s", "float64"),
+    ("bandwidth_Bps", "float64"),
+];
+
 /// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).
 pub const PROCESS_KINDS: [&str; 3] = ["process-share", "process-comparison", "process-bench"];
 
-/// The envelope `{"schema": "gpushare.<kind>/1", "data": …}` of a process result, the data read
-/// through its Rust type: an error says which key or value does not fit, so the Python side
-/// cannot write what the published schema does not describe.
-pub fn normalize(kind: &str, data: &str) -> Result<Value, String> {
-    let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid {kind} JSON: {e}"))?;
-    let typed = match kind {
-        "process-share" => round_trip::<ProcessShareReport>(&input),
-        "process-comparison" => round_trip::<ProcessComparisonReport>(&input),
-        "process-bench" => round_trip::<ProcessBenchReport>(&input),
-        other => return Err(format!("unknown process result kind {other:?}: use one of {}", PROCESS_KINDS.join(", "))),
-    }
-    .map_err(|e| format!("{kind} data does not fit its schema: {e}"))?;
-    if let Some(at) = difference(&input, &typed, "data") {
+/// A process result of kind `kind` read from the value the binding built from Python objects
+/// (dicts, lists, numbers; no JSON text): refused, with where, when a key or value does not fit
+/// its type or would not come back out of it as it went in.
+pub fn from_value<T: Serialize + for<'de> Deserialize<'de>>(kind: &str, input: &Value) -> Result<T, String> {
+    let typed: T = serde_json::from_value(input.clone()).map_err(|e| format!("{kind} data does not fit its schema: {e}"))?;
+    let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    if let Some(at) = difference(input, &back, "data") {
         return Err(format!("{kind} data does not fit its schema: {at} is not in the Rust type (or changed on the way through it)"));
     }
-    Ok(envelope(kind, typed))
-}
-
-fn round_trip<T: Serialize + for<'de> Deserialize<'de>>(input: &Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(input.clone()).map_err(|e| e.to_string())?;
-    serde_json::to_value(&typed).map_err(|e| e.to_string())
+    Ok(typed)
 }
 
 /// The first place where `b` (the round trip) lost or changed something of `a` (the input).
@@ -271,6 +317,18 @@ fn difference(a: &Value, b: &Value, at: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The envelope of a process result of `kind` read from JSON text through its type.
+    fn normalize(kind: &str, data: &str) -> Result<Value, String> {
+        let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid {kind} JSON: {e}"))?;
+        let typed = match kind {
+            "process-share" => serde_json::to_value(from_value::<ProcessShareReport>(kind, &input)?),
+            "process-comparison" => serde_json::to_value(from_value::<ProcessComparisonReport>(kind, &input)?),
+            "process-bench" => serde_json::to_value(from_value::<ProcessBenchReport>(kind, &input)?),
+            other => return Err(format!("unknown process result kind {other:?}: use one of {}", PROCESS_KINDS.join(", "))),
+        };
+        Ok(envelope(kind, typed.map_err(|e| e.to_string())?))
+    }
 
     fn failed_row() -> Value {
         json!({"path": "ipc", "mechanism": "CUDA IPC", "verdict": "failed", "reason": "no CUDA",

@@ -265,6 +265,7 @@ impl<F: Framework> Handoff<'_, F> {
         let judgement = explain::judge_route(source, target, self.route.kind(), self.path());
         let mut timing = Timing::from_samples(measured.samples, measured.number);
         timing.warmup = measured.warmup as u64;
+        timing.untimed = measured.untimed;
         if let Some(device) = measured.device_samples {
             timing = timing.with_device_samples(device);
         }

@@ -157,6 +157,10 @@ pub struct Measured {
     pub device_samples: Option<Vec<f64>>,
     pub number: u64,
     pub warmup: usize,
+    /// Host seconds spent in handoffs that are not samples: the warm-up runs and the runs that
+    /// chose the calls per sample. With the samples, every handoff the measurement made: what a
+    /// caller's own work is measured against.
+    pub untimed: f64,
 }
 
 /// Times a sampler under a policy (see the module's doc).
@@ -166,19 +170,25 @@ pub fn measure(policy: &TimingPolicy, sampler: &mut dyn Sampler) -> Result<Measu
     for _ in 0..policy.warmup {
         sampler.warm()?;
     }
+    let warming = started.elapsed().as_secs_f64();
     let paused = policy.pause_collector && sampler.pause_collector();
     let result = measure_samples(policy, sampler, started);
     if paused {
         sampler.resume_collector();
     }
-    result
+    result.map(|mut m| {
+        m.untimed += warming;
+        m
+    })
 }
 
 fn measure_samples(policy: &TimingPolicy, sampler: &mut dyn Sampler, started: Instant) -> Result<Measured> {
+    let ranging = Instant::now();
     let number = match policy.number {
         Some(n) => n.max(1),
         None => autorange(sampler, policy.min_sample_time, policy.max_overhead)?,
     };
+    let untimed = ranging.elapsed().as_secs_f64();
     let timed_from = Instant::now();
     // Grown as it goes: reserving `repeat` up front would abort the process on `-r 10**12`.
     let mut samples = Vec::new();
@@ -203,7 +213,7 @@ fn measure_samples(policy: &TimingPolicy, sampler: &mut dyn Sampler, started: In
         }
     }
     let device_samples = (!device.is_empty() && device.len() == samples.len()).then_some(device);
-    Ok(Measured { samples, device_samples, number, warmup: policy.warmup })
+    Ok(Measured { samples, device_samples, number, warmup: policy.warmup, untimed })
 }
 
 /// Calls per sample: torch.utils.benchmark's rule (`Timer._estimate_block_size`) with a floor.
@@ -282,6 +292,21 @@ mod tests {
         assert_eq!(s.calls, vec![(1, false), (1, false), (3, true), (3, true), (3, true), (3, true)]);
         assert_eq!(m.device_samples.unwrap().len(), 4);
         assert!(!s.paused, "the collector is resumed");
+    }
+
+    #[test]
+    fn the_untimed_handoffs_are_counted_apart_from_the_samples() {
+        // Two warm-up runs of 2 ms each: at least 4 ms untimed, none of it in the samples.
+        let mut s = Fake { per_call: 2e-3, fixed: 0.0, calls: Vec::new(), paused: false };
+        let m = measure(&TimingPolicy::fixed(1, 1, 2), &mut s).unwrap();
+        assert!(m.untimed >= 4e-3, "{m:?}");
+        assert!(m.untimed < 4e-3 + 0.05, "{m:?}");
+        // No warm-up and a fixed count: nothing untimed but the loop's own bookkeeping.
+        let m = measure(&TimingPolicy::fixed(1, 1, 0), &mut s).unwrap();
+        assert!(m.untimed < 1e-3, "{m:?}");
+        // Auto-ranging spends handoffs choosing the count: those are untimed too.
+        let m = measure(&TimingPolicy::within(0.02), &mut fake(1e-4)).unwrap();
+        assert!(m.untimed > 0.0, "{m:?}");
     }
 
     #[test]

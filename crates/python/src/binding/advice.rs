@@ -7,11 +7,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
-use super::json::json_to_py;
+use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
 use crate::advice::advise::{Advice, AdviceRow};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
 use crate::render::advice as render;
-use crate::report::envelope;
 
 const MIME_TYPE: &str = "application/vnd.gpushare+json";
 
@@ -119,7 +118,7 @@ impl PyPrediction {
         self.inner.misses(measured)
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &serde_json::to_value(&self.inner).unwrap_or_default())
+        to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         format!(
@@ -221,7 +220,7 @@ impl PyCostModel {
         self.inner.fits.len()
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &serde_json::to_value(&self.inner).unwrap_or_default())
+        to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         render::model_text(&self.inner)
@@ -300,15 +299,11 @@ impl PyAdvice {
     }
     #[getter]
     fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &serde_json::to_value(&self.inner.rows).unwrap_or_default())
+        to_py(py, &self.inner.rows)
     }
+    /// The payload with the schema key added, as every result's ``to_dict()`` is.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let mut value = envelope("advice", serde_json::to_value(&self.inner).unwrap_or_default());
-        // to_dict() is the payload with the schema key added, as every result's is.
-        let data = value["data"].take();
-        let mut data = data.as_object().cloned().unwrap_or_default();
-        data.insert("schema".into(), value["schema"].take());
-        json_to_py(py, &Value::Object(data))
+        dict_with_schema(py, "advice", &self.inner)
     }
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let pandas = py.import("pandas")?;
@@ -344,7 +339,7 @@ impl PyAdvice {
         let d = PyDict::new(py);
         d.set_item("text/plain", self.__repr__())?;
         d.set_item("text/html", self._repr_html_())?;
-        d.set_item(MIME_TYPE, json_to_py(py, &envelope("advice", serde_json::to_value(&self.inner).unwrap_or_default()))?)?;
+        d.set_item(MIME_TYPE, envelope_to_py(py, "advice", &self.inner)?)?;
         Ok(d)
     }
 }

@@ -61,6 +61,9 @@ struct Lab<'py> {
     route_for: Bound<'py, PyAny>,
     /// `link_for(source_ordinal, path)` → the link a move crosses (`gpushare.topology.link_for`), or None.
     link_for: Option<Bound<'py, PyAny>>,
+    /// `predict_for(path, nbytes, dlpack_device)` → `(CostPrediction or None, ordering in words)`:
+    /// what the cost model said before the path ran (`gpushare.advice.lab_predictor`).
+    predict_for: Option<Bound<'py, PyAny>>,
     options: Options,
     host: PyHost,
 }
@@ -72,6 +75,7 @@ impl<'py> Lab<'py> {
         target: &Bound<'py, PyAny>,
         route_for: Bound<'py, PyAny>,
         link_for: Option<Bound<'py, PyAny>>,
+        predict_for: Option<Bound<'py, PyAny>>,
         repeat: usize,
         number: Option<u64>,
         warmup: usize,
@@ -84,6 +88,7 @@ impl<'py> Lab<'py> {
             target: PyFramework::new(target)?,
             route_for,
             link_for: link_for.filter(|l| !l.is_none()),
+            predict_for: predict_for.filter(|p| !p.is_none()),
             options: Options { timing, ..Options::default() },
             host: PyHost { allocators: None },
         })
@@ -147,6 +152,12 @@ impl<'py> Lab<'py> {
         if let Some(link_for) = &self.link_for {
             note_link(&mut run, &report.source, link_for)?;
         }
+        if let Some(predict_for) = &self.predict_for {
+            let (predicted, ordering): (Option<Py<super::advice::PyPrediction>>, Option<String>) =
+                predict_for.call1((path, report.source.nbytes, report.source.dlpack_device))?.extract()?;
+            run.predicted = predicted.map(|p| p.get().inner.clone());
+            run.ordering = ordering;
+        }
         let result = ShareResult::from_outcome(outcome.value, outcome.source.into_inner(), outcome.target.into_inner(), outcome.report);
         Ok((run, Some(result)))
     }
@@ -193,7 +204,7 @@ fn empty_cache(py: Python<'_>) {
 /// `obj`, handed from adapter `source` to adapter `target`. The array is described once;
 /// `auto_for(dlpack_device)` answers `(auto's path, already_there)` for it.
 #[pyfunction]
-#[pyo3(signature = (obj, source, target, paths, auto_for, route_for, *, repeat, number, warmup, min_sample_time, link_for=None))]
+#[pyo3(signature = (obj, source, target, paths, auto_for, route_for, *, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compare_paths<'py>(
     py: Python<'py>,
@@ -208,8 +219,9 @@ pub fn compare_paths<'py>(
     warmup: usize,
     min_sample_time: f64,
     link_for: Option<Bound<'py, PyAny>>,
+    predict_for: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Comparison> {
-    let lab = Lab::new(source, target, route_for, link_for, repeat, number, warmup, min_sample_time)?;
+    let lab = Lab::new(source, target, route_for, link_for, predict_for, repeat, number, warmup, min_sample_time)?;
     let info = match lab.source.describe_py(py, obj.bind(py)) {
         Ok(info) => info,
         // What `gpushare.inspect` says of an array it cannot describe, as compare always said.
@@ -252,7 +264,7 @@ type SourceArray = (Py<PyAny>, Option<Py<TensorInfo>>);
 /// the result holds the points measured so far and says it was interrupted.
 #[pyfunction]
 #[pyo3(signature = (source, target, sizes, paths, auto, already_there, make_source, route_for, progress, *,
-                    dtype, device, repeat, number, warmup, min_sample_time, link_for=None))]
+                    dtype, device, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn bench_paths<'py>(
     py: Python<'py>,
@@ -272,8 +284,9 @@ pub fn bench_paths<'py>(
     warmup: usize,
     min_sample_time: f64,
     link_for: Option<Bound<'py, PyAny>>,
+    predict_for: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Benchmark> {
-    let lab = Lab::new(source, target, route_for, link_for, repeat, number, warmup, min_sample_time)?;
+    let lab = Lab::new(source, target, route_for, link_for, predict_for, repeat, number, warmup, min_sample_time)?;
     let mut points = Vec::with_capacity(sizes.len() * paths.len());
     let swept = (|| -> PyResult<()> {
         for &size in &sizes {

@@ -407,20 +407,11 @@ fn shared_pool_clear(py: Python<'_>) {
     py.detach(shared::clear_pool);
 }
 
-/// The `gpushare.<kind>/1` envelope (JSON text) of a process result (`process-share`,
-/// `process-comparison`, `process-bench`), its data read through the Rust types the published
-/// schemas are generated from: a ValueError names the key that does not fit.
-#[pyfunction]
-fn process_report_json(kind: &str, data_json: &str) -> PyResult<String> {
-    crate::report::process::normalize(kind, data_json).map(|v| v.to_string()).map_err(PyValueError::new_err)
-}
-
 /// Adds SharedBuffer and the lab's functions to `gpushare._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySharedBuffer>()?;
     m.add_function(wrap_pyfunction!(shared_buffers_alive, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
-    m.add_function(wrap_pyfunction!(process_report_json, m)?)?;
     Ok(())
 }

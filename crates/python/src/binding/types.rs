@@ -73,6 +73,12 @@ impl PyTiming {
     fn warmup(&self) -> u64 {
         self.timing.warmup
     }
+    /// Host seconds in handoffs that are not samples (warm-up runs, the runs that chose the
+    /// loop count): with ``samples × loops``, every handoff the measurement made.
+    #[getter]
+    fn untimed(&self) -> f64 {
+        self.timing.untimed
+    }
     /// True for one call timed once: there is no median or minimum to speak of.
     #[getter]
     fn single(&self) -> bool {

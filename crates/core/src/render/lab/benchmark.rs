@@ -199,6 +199,12 @@ impl BenchmarkReport {
         let sizes = self.measured_sizes();
         let paths: Vec<&str> = match quantity {
             Quantity::Time => self.paths.iter().map(String::as_str).collect(),
+            Quantity::Predicted => self
+                .paths
+                .iter()
+                .map(String::as_str)
+                .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && pt.row.predicted.is_some()))
+                .collect(),
             Quantity::Bandwidth => self
                 .paths
                 .iter()
@@ -232,6 +238,19 @@ impl BenchmarkReport {
                             .collect(),
                     );
                 }
+                Quantity::Predicted => {
+                    let predicted: Vec<f64> = rows.iter().flatten().filter_map(|r| r.predicted.as_ref().map(|p| p.seconds)).collect();
+                    let tu = units::time_unit_for(&predicted);
+                    header.push(format!("{path} ({})", tu.suffix));
+                    columns.push(
+                        rows.iter()
+                            .map(|r| match r.and_then(|r| r.predicted.as_ref().map(|p| (p, r.misses_prediction))) {
+                                Some((p, miss)) => format!("{}{}", units::time_in(p.seconds, tu), if miss { " ⚠" } else { "" }),
+                                None => dash(),
+                            })
+                            .collect(),
+                    );
+                }
                 Quantity::Bandwidth => {
                     header.push(format!("{path} (GB/s)"));
                     columns.push(rows.iter().map(|r| r.and_then(|r| r.bandwidth).map_or_else(dash, gbps)).collect());
@@ -259,7 +278,11 @@ impl BenchmarkReport {
 
     pub fn text(&self) -> String {
         let mut out = self.caption();
-        for (title, quantity) in [(self.time_title(), Quantity::Time), ("bandwidth", Quantity::Bandwidth)] {
+        for (title, quantity) in [
+            (self.time_title(), Quantity::Time),
+            (PREDICTED_TITLE, Quantity::Predicted),
+            ("bandwidth", Quantity::Bandwidth),
+        ] {
             let (header, cells, flags) = self.pivot(quantity);
             if header.len() < 2 || cells.is_empty() {
                 continue;
@@ -293,7 +316,7 @@ impl BenchmarkReport {
             return String::new();
         }
         let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\" style=\"{}\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
-            match quantity { Quantity::Time => "time", Quantity::Bandwidth => "bandwidth" }, cells::TABLE_STYLE, escape(title));
+            match quantity { Quantity::Time => "time", Quantity::Predicted => "predicted", Quantity::Bandwidth => "bandwidth" }, cells::TABLE_STYLE, escape(title));
         for (c, name) in header.iter().enumerate() {
             h.push_str(&if c > 0 { cells::th_num(name) } else { cells::th_text(name) });
         }
@@ -345,6 +368,7 @@ impl BenchmarkReport {
         let mut h = String::from(STYLE);
         h.push_str("<div class=\"gpushare-benchmark\">");
         h.push_str(&self.html_pivot(&format!("{} — {}", self.caption(), self.time_title()), Quantity::Time));
+        h.push_str(&self.html_pivot(PREDICTED_TITLE, Quantity::Predicted));
         h.push_str(&self.html_pivot("bandwidth", Quantity::Bandwidth));
         let alt = format!("{}: time and bandwidth against size", self.caption());
         h.push_str(&crate::render::svg_img(&crate::render::plot::benchmark_svg(self), &alt, None));
@@ -361,8 +385,13 @@ impl BenchmarkReport {
     }
 }
 
+/// The title of the predictions' table (shown only where the machine is calibrated).
+const PREDICTED_TITLE: &str = "predicted before it ran (cost model; ⚠ measured beyond its stated error)";
+
 #[derive(Debug, Clone, Copy)]
 enum Quantity {
     Time,
+    /// The cost model's prediction, made before the point ran (where the machine is calibrated).
+    Predicted,
     Bandwidth,
 }

@@ -167,6 +167,18 @@ impl ComparisonReport {
                 self.rows.iter().map(|r| r.bandwidth.map_or_else(dash, gbps)).collect(),
             ),
         ];
+        if self.rows.iter().any(|r| r.predicted.is_some()) {
+            // Beside the measured median: what the cost model said before the path ran.
+            let predicted = self
+                .rows
+                .iter()
+                .map(|r| match &r.predicted {
+                    Some(p) => format!("{}{}", units::time_in(p.seconds, tu), if r.misses_prediction { " ⚠" } else { "" }),
+                    None => dash(),
+                })
+                .collect();
+            cols.insert(4, (format!("predicted ({})", tu.suffix), true, predicted));
+        }
         if self.rows.iter().any(|r| r.device_timing.is_some()) {
             cols.push((
                 format!("device ({})", tu.suffix),

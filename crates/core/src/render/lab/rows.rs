@@ -30,6 +30,10 @@ pub struct PathRun {
     /// False when the row was measured from another source than the others (the `shared` path
     /// of a sweep starts from a SharedBuffer): shown, but never ranked against them.
     pub comparable: bool,
+    /// What the cost model predicted before the path ran (where this machine is calibrated).
+    pub predicted: Option<crate::advice::model::Prediction>,
+    /// How the handoff was ordered against the producer's queued work, in words.
+    pub ordering: Option<String>,
 }
 
 impl PathRun {
@@ -50,6 +54,8 @@ impl PathRun {
             notes: Vec::new(),
             auto: false,
             comparable: true,
+            predicted: None,
+            ordering: None,
         }
     }
 }
@@ -80,6 +86,12 @@ pub struct PathRow {
     pub warning: Option<String>,
     pub notes: Vec<String>,
     pub target: Option<TensorReport>,
+    /// What the cost model predicted before the path ran; `None` where the machine is not calibrated.
+    pub predicted: Option<crate::advice::model::Prediction>,
+    /// Whether the measured median lies further from the prediction than the model's stated error.
+    pub misses_prediction: bool,
+    /// How the handoff was ordered against the producer's queued work, in words.
+    pub ordering: Option<String>,
 }
 
 fn verdict_of(name: &str) -> Verdict {
@@ -109,6 +121,10 @@ impl PathRow {
             .filter(|t| run.bytes_moved > 0 && t.median > 0.0)
             .map(|t| run.bytes_moved as f64 / t.median);
         let warning = timing.as_ref().and_then(Timing::noise_warning);
+        let misses_prediction = match (&run.predicted, &timing) {
+            (Some(p), Some(t)) => p.misses(t.median),
+            _ => false,
+        };
         PathRow {
             path: run.path,
             verdict,
@@ -126,6 +142,9 @@ impl PathRow {
             warning,
             notes: run.notes,
             target: run.target,
+            predicted: run.predicted,
+            misses_prediction,
+            ordering: run.ordering,
         }
     }
 
@@ -166,6 +185,18 @@ impl PathRow {
         parts.extend(self.notes.iter().cloned());
         if let Some(w) = &self.warning {
             parts.push(format!("⚠ {w}"));
+        }
+        if let (true, Some(p), Some(t)) = (self.misses_prediction, &self.predicted, &self.timing) {
+            parts.push(format!(
+                "⚠ measured {} against {} predicted: {:.0} % off, beyond the model's stated ±{:.0} %",
+                crate::render::units::time(t.median),
+                crate::render::units::time(p.seconds),
+                (t.median - p.seconds).abs() / t.median * 100.0,
+                p.tolerance * 100.0
+            ));
+        }
+        if let Some(o) = &self.ordering {
+            parts.push(format!("ordered by {o}"));
         }
         parts.join("; ")
     }

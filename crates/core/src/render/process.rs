@@ -1,0 +1,316 @@
+//! Text and HTML of the handoffs to another process: one handoff or a comparison (one block, or
+//! one table row, per path) and a sweep over sizes × paths.
+
+use super::cells::{breakable, detail_row, td_num, td_text, th_num, th_text, TABLE_STYLE};
+use super::escape;
+use crate::report::process::{MemoryIdentity, ProcessBenchReport, ProcessShareReport};
+use crate::report::Verdict;
+
+/// The columns of a process row, in text order.
+const COLUMNS: [&str; 9] =
+    ["path", "mechanism", "verdict", "bytes moved", "time", "GB/s", "first call", "parent side", "worker side"];
+
+/// The short columns of the HTML row; the long ones go on the detail line under it, so the table
+/// fits a notebook.
+const HTML_COLUMNS: [&str; 6] = ["path", "verdict", "bytes moved", "time", "GB/s", "first call"];
+
+const NONE: &str = "—";
+
+/// `value` with three significant figures, as `%.3g` writes it (`12.3`, `0.0456`, `1.23e+04`).
+pub fn g3(value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".into();
+    }
+    if value == 0.0 {
+        return "0".into();
+    }
+    let scientific = format!("{value:.2e}"); // the exponent after rounding to three figures
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if !(-4..3).contains(&exponent) {
+        let mantissa = trim_zeros(mantissa);
+        return format!("{mantissa}e{}{:02}", if exponent < 0 { '-' } else { '+' }, exponent.abs());
+    }
+    let decimals = (2 - exponent).max(0) as usize;
+    trim_zeros(&format!("{value:.decimals$}")).to_string()
+}
+
+fn trim_zeros(text: &str) -> &str {
+    if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { text }
+}
+
+/// A time with its own unit (`12.3 µs`), `—` when there is none.
+pub fn time(seconds: Option<f64>) -> String {
+    let Some(s) = seconds else { return NONE.into() };
+    for (unit, f) in [("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)] {
+        if s >= f {
+            return format!("{} {unit}", g3(s / f));
+        }
+    }
+    format!("{} ns", g3(s / 1e-9))
+}
+
+/// Bytes in binary units (`64 KiB`), exact below 1 KiB.
+pub fn bytes(n: u64) -> String {
+    for (unit, f) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= f {
+            return format!("{} {unit}", g3(n as f64 / f as f64));
+        }
+    }
+    format!("{n} B")
+}
+
+fn opt<T: std::fmt::Display>(value: Option<T>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_else(|| "None".into())
+}
+
+/// The memory one side's array lies in, in words.
+pub fn identity(identity: Option<&MemoryIdentity>) -> String {
+    match identity {
+        None => "n/a".into(),
+        Some(MemoryIdentity::Host(h)) => {
+            if h.inode == 0 {
+                return "anonymous private memory".into();
+            }
+            let unlinked = if h.unlinked { " (unlinked)" } else { "" };
+            format!("{} + {}{unlinked}", h.file.as_deref().unwrap_or("None"), opt(h.offset))
+        }
+        Some(MemoryIdentity::Cuda(c)) => {
+            let handle = c.opened_handle.as_ref().or(c.handle.as_ref());
+            let h = match handle {
+                Some(h) => format!("handle {}…", h.chars().take(16).collect::<String>()),
+                None => "no IPC handle".into(),
+            };
+            format!(
+                "{h} + {} (allocation {} B at {:#x}, ctx {:#x})",
+                opt(c.offset),
+                opt(c.size),
+                c.base.unwrap_or(0),
+                c.context.unwrap_or(0)
+            )
+        }
+    }
+}
+
+fn gbps(row: &ProcessShareReport) -> String {
+    row.bandwidth().map(|b| g3(b / 1e9)).unwrap_or_else(|| NONE.into())
+}
+
+/// The nine cells of a row, in [`COLUMNS`] order.
+fn cells(row: &ProcessShareReport) -> [String; 9] {
+    let timing = row.timing.as_ref();
+    let time_cell = match timing {
+        None => NONE.into(),
+        Some(t) => {
+            let samples = match t.repeats {
+                0 => String::new(),
+                1 => " (1 sample)".into(),
+                n => format!(" (median of {n})"),
+            };
+            format!("{}{samples}", time(t.median))
+        }
+    };
+    let verdict = match &row.reason {
+        Some(r) if !r.is_empty() => format!("{}: {r}", row.verdict.as_str()),
+        _ => row.verdict.as_str().into(),
+    };
+    [
+        row.path.clone(),
+        row.mechanism.clone(),
+        verdict,
+        if row.bytes_moved == 0 { "0 B".into() } else { bytes(row.bytes_moved) },
+        time_cell,
+        gbps(row),
+        timing.map(|t| time(Some(t.first_call))).unwrap_or_else(|| NONE.into()),
+        format!("pid {}: {}", row.source.pid, identity(row.source.identity.as_ref())),
+        match &row.target {
+            Some(t) => format!("pid {}: {}", opt(t.pid), identity(t.identity.as_ref())),
+            None => NONE.into(),
+        },
+    ]
+}
+
+/// One block per path: the path and its verdict, then each column and note on a line of its own.
+pub fn rows_text(rows: &[ProcessShareReport]) -> String {
+    let mut out = Vec::new();
+    for row in rows {
+        let cells = cells(row);
+        out.push(format!("{:<12} {}", cells[0], cells[2]));
+        for (name, cell) in COLUMNS.iter().zip(&cells).skip(1) {
+            if *name != "verdict" {
+                out.push(format!("    {name:<12} {cell}"));
+            }
+        }
+        for note in &row.notes {
+            out.push(format!("    note         {note}"));
+        }
+    }
+    out.join("\n")
+}
+
+/// A table, one row per path: the short columns in the row, the mechanism, the reason, each
+/// side's memory and the notes on a detail line under it.
+pub fn rows_html(rows: &[ProcessShareReport]) -> String {
+    let numeric = |c: &str| HTML_COLUMNS[2..].contains(&c);
+    let head: String = HTML_COLUMNS.iter().map(|c| if numeric(c) { th_num(c) } else { th_text(c) }).collect();
+    let mut body = String::new();
+    for row in rows {
+        let cells = cells(row);
+        let cell = |name: &str| -> String {
+            if name == "verdict" {
+                return row.verdict.as_str().into();
+            }
+            cells[COLUMNS.iter().position(|c| *c == name).unwrap_or(0)].clone()
+        };
+        body.push_str("<tr>");
+        for name in HTML_COLUMNS {
+            body.push_str(&if numeric(name) { td_num(&escape(&cell(name)), "") } else { td_text(&breakable(&cell(name)), "") });
+        }
+        body.push_str("</tr>");
+        let mut details: Vec<(&str, String)> = vec![
+            ("mechanism", cells[1].clone()),
+            ("why", row.reason.clone().unwrap_or_default()),
+            ("parent side", cells[7].clone()),
+            ("worker side", cells[8].clone()),
+        ];
+        details.extend(row.notes.iter().map(|n| ("note", n.clone())));
+        body.push_str(&detail_row(HTML_COLUMNS.len(), &details));
+    }
+    table(&head, &body)
+}
+
+fn table(head: &str, body: &str) -> String {
+    format!(
+        "<table class=\"gpushare gpushare-processes\" style=\"{TABLE_STYLE}\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+}
+
+/// The sweep as a grid: a row per size, a column per path, each cell the median, the verdict and
+/// the first call's cost.
+fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut paths: Vec<&str> = Vec::new();
+    for p in &report.points {
+        if !paths.contains(&p.handoff.path.as_str()) {
+            paths.push(&p.handoff.path);
+        }
+    }
+    let head = std::iter::once("size".to_string()).chain(paths.iter().map(|p| p.to_string())).collect();
+    let rows = report
+        .sizes
+        .iter()
+        .map(|&size| {
+            let mut cells = vec![bytes(size)];
+            for path in &paths {
+                let point = report.points.iter().find(|q| q.size == size && q.handoff.path == *path).map(|q| &q.handoff);
+                cells.push(match point {
+                    Some(p) if p.verdict != Verdict::Failed => match &p.timing {
+                        Some(t) => format!("{} {} (first {})", time(t.median), p.verdict.as_str(), time(Some(t.first_call))),
+                        None => p.verdict.as_str().into(),
+                    },
+                    Some(p) if p.applicable => "failed".into(),
+                    _ => "n/a".into(),
+                });
+            }
+            cells
+        })
+        .collect();
+    (head, rows)
+}
+
+/// The sweep as aligned text, then why each failed path failed and what each path is.
+pub fn bench_text(report: &ProcessBenchReport) -> String {
+    let (head, rows) = bench_grid(report);
+    let all: Vec<&Vec<String>> = std::iter::once(&head).chain(&rows).collect();
+    let widths: Vec<usize> =
+        (0..head.len()).map(|i| all.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut lines: Vec<String> = all
+        .iter()
+        .map(|r| {
+            r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ")
+        })
+        .collect();
+    let mut seen: Vec<(&str, String)> = Vec::new();
+    for p in report.points.iter().map(|p| &p.handoff) {
+        if let (Verdict::Failed, Some(reason)) = (p.verdict, &p.reason)
+            && !reason.is_empty()
+        {
+            match seen.iter_mut().find(|(k, _)| *k == p.path) {
+                Some(entry) => entry.1 = reason.clone(),
+                None => seen.push((&p.path, reason.clone())),
+            }
+        }
+    }
+    lines.extend(seen.iter().map(|(k, v)| format!("{k}: {v}")));
+    let mut mechanisms: Vec<(&str, &str)> = Vec::new();
+    for p in report.points.iter().map(|p| &p.handoff) {
+        match mechanisms.iter_mut().find(|(k, _)| *k == p.path) {
+            Some(entry) => entry.1 = &p.mechanism,
+            None => mechanisms.push((&p.path, &p.mechanism)),
+        }
+    }
+    lines.extend(mechanisms.iter().map(|(k, v)| format!("{k} = {v}")));
+    lines.join("\n")
+}
+
+/// The sweep as a table, the paths' columns numeric.
+pub fn bench_html(report: &ProcessBenchReport) -> String {
+    let (head, rows) = bench_grid(report);
+    let header: String =
+        head.iter().enumerate().map(|(i, h)| if i == 0 { th_text(h) } else { th_num(h) }).collect();
+    let mut body = String::new();
+    for row in rows {
+        body.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            body.push_str(&if i == 0 { td_text(&breakable(c), "") } else { td_num(&escape(c), "") });
+        }
+        body.push_str("</tr>");
+    }
+    table(&header, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_significant_figures_as_python_writes_them() {
+        assert_eq!(g3(12.345), "12.3");
+        assert_eq!(g3(0.0456), "0.0456");
+        assert_eq!(g3(1.5), "1.5");
+        assert_eq!(g3(64.0), "64");
+        assert_eq!(g3(999.6), "1e+03");
+        assert_eq!(g3(12345.0), "1.23e+04");
+        assert_eq!(g3(0.00001234), "1.23e-05");
+        assert_eq!(time(Some(2.5e-5)), "25 µs");
+        assert_eq!(time(None), "—");
+        assert_eq!(bytes(65536), "64 KiB");
+        assert_eq!(bytes(100), "100 B");
+    }
+
+    fn row(verdict: &str, timing: serde_json::Value) -> ProcessShareReport {
+        let host = |address: u64| serde_json::json!({"kind": "host", "file": "/dev/shm/psm_1", "unlinked": false,
+            "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address});
+        serde_json::from_value(serde_json::json!({"path": "gloo", "mechanism": "gloo send/recv", "verdict": verdict,
+            "reason": "gloo send/recv copies into the receiver's own buffer", "applicable": true, "nbytes": 4096,
+            "bytes_moved": 4096, "bytes_per_handoff": 4096, "timing": timing,
+            "source": {"pid": 7, "framework": "torch", "identity": host(4096), "context": null},
+            "target": {"pid": 8, "framework": "torch", "identity": null, "context": null}, "notes": ["a note"]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_row_says_its_verdict_timing_bandwidth_and_each_side() {
+        let r = row("copied", serde_json::json!({"first_call": 0.002, "median": 4e-5, "min": 3e-5,
+            "samples": [3e-5, 4e-5, 5e-5], "repeats": 3}));
+        let text = rows_text(std::slice::from_ref(&r));
+        assert!(text.starts_with("gloo         copied: gloo send/recv copies"), "{text}");
+        for part in ["time         40 µs (median of 3)", "GB/s         0.102", "first call   2 ms",
+                     "parent side  pid 7: /dev/shm/psm_1 + 0", "worker side  pid 8: n/a", "note         a note"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        let html = rows_html(&[r]);
+        assert!(html.contains("gpushare-processes") && html.contains("gpushare-detail") && html.contains("mechanism"));
+        let failed = row("failed", serde_json::Value::Null);
+        assert!(rows_text(&[failed]).contains("time         —"));
+    }
+}

@@ -1,0 +1,147 @@
+"""PyTorch's own steps of the process paths (``TorchAdapter.process_steps()``): torch.multiprocessing
+for ``torch_mp``, torch.distributed for ``gloo``, ``nccl`` and ``nccl_socket``, and the tensors the
+worker makes for them. gpushare.processes (the parent) and gpushare.process_worker (the worker) keep
+the transport and call these; nothing outside the adapters imports torch.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from gpushare.exceptions import gpushare_error
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist
+
+
+class TorchProcessSteps:
+    """What the process paths ask of PyTorch, in the parent and in the worker."""
+
+    # -- applicability --
+
+    def unavailable(self) -> str | None:
+        """Why torch.distributed cannot run here, or None."""
+        try:
+            _dist()
+        except ImportError:
+            return "torch.distributed is not available in this torch build"
+        return None
+
+    def nccl_unavailable(self) -> str | None:
+        return None if _dist().is_nccl_available() else "this torch build has no NCCL"
+
+    # -- torch.multiprocessing (torch_mp) --
+
+    def sharing_strategy(self) -> str:
+        import torch.multiprocessing as tmp  # registers torch's reductions with ForkingPickler
+
+        return tmp.get_sharing_strategy()
+
+    def register_reductions(self) -> None:
+        """torch's reductions for the pipe (a tensor pickles as a handle, not as its bytes)."""
+        import torch.multiprocessing  # noqa: F401
+
+    def shared_memory_needed(self, obj: Any) -> int:
+        """Bytes of shared memory torch.multiprocessing will create to send a CPU tensor: its whole
+        storage, unless it is already shared."""
+        if obj.is_cuda or obj.is_shared():
+            return 0
+        return int(obj.untyped_storage().nbytes())
+
+    def storage_nbytes(self, obj: Any) -> int:
+        return int(obj.untyped_storage().nbytes()) if hasattr(obj, "untyped_storage") else 0
+
+    def ipc_handle(self, obj: Any) -> str:
+        """The CUDA IPC handle torch sends for ``obj`` (cudaIpcGetMemHandle of the caching
+        allocator's segment), hex."""
+        return bytes(obj.untyped_storage()._share_cuda_()[1]).hex()
+
+    def unmoved_source(self, obj: Any, path: str) -> tuple[Any, str | None]:
+        """What a comparison hands over by ``path``, and a note if it is not ``obj``: torch moves a
+        CPU tensor's storage into shared memory when it is first sent (torch_mp), so that path
+        gets a clone and the caller's tensor is left as it was."""
+        if path != "torch_mp" or obj.is_cuda or obj.is_shared():
+            return obj, None
+        return obj.clone(), "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
+
+    # -- torch.distributed (gloo, nccl, nccl_socket) --
+
+    def store(self, port: int, world: int, is_master: bool, timeout: float) -> Any:
+        """A TCPStore on loopback (``port`` 0: a free one)."""
+        return _dist().TCPStore("127.0.0.1", port, world, is_master, timeout=timedelta(seconds=timeout),
+                                wait_for_workers=False)
+
+    def make_group(self, backend: str, port: int, rank: int, world: int, device: int | None, timeout: float,
+                   is_master: bool, store: Any = None) -> Any:
+        """A process group of its own (not torch.distributed's default one, which the user may own):
+        a TCPStore on loopback and a gloo or NCCL backend object."""
+        dist = _dist()
+        td = timedelta(seconds=timeout)
+        if store is None:
+            store = self.store(port, world, is_master, timeout)
+        if backend == "gloo":
+            return dist.ProcessGroupGloo(store, rank, world, td)
+        if backend == "nccl":
+            if not is_master:  # the worker works on its device; the parent's current device is the user's
+                _torch().cuda.set_device(device)
+            options = dist.ProcessGroupNCCL.Options()
+            options._timeout = td
+            return dist.ProcessGroupNCCL(store, rank, world, options)
+        raise gpushare_error("gpushare", f"unknown backend {backend!r}")
+
+    def send(self, group: Any, obj: Any, peer: int, tag: int = 0) -> None:
+        """Sends ``obj`` to ``peer`` and waits until its device has done so."""
+        group.send([obj.contiguous()], peer, tag).wait()
+        self.synchronize(obj)
+
+    def recv(self, group: Any, buffer: Any, peer: int, tag: int = 0) -> None:
+        group.recv([buffer], peer, tag).wait()
+
+    # -- the worker's tensors and device --
+
+    def empty(self, shape: tuple, dtype: str, device: int | None) -> Any:
+        torch = _torch()
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=self._device(device))
+
+    def ack(self, device: int | None) -> Any:
+        """The one-element tensor a receiver sends back to acknowledge a handoff."""
+        return _torch().zeros(1, device=self._device(device))
+
+    def synchronize(self, obj: Any) -> None:
+        if getattr(obj, "is_cuda", False):
+            _torch().cuda.synchronize(obj.device)
+
+    def synchronize_device(self, device: int | None) -> None:
+        if device is not None:
+            _torch().cuda.synchronize(f"cuda:{device}")
+
+    def make_context(self, device: int) -> None:
+        """This process's context on ``device`` (created by torch if needed)."""
+        torch = _torch()
+        torch.cuda.set_device(device)
+        torch.cuda.init()
+        torch.empty(1, device=f"cuda:{device}")
+
+    def memory(self, device: int) -> dict:
+        cuda = _torch().cuda
+        return {"allocated": cuda.memory_allocated(device), "reserved": cuda.memory_reserved(device)}
+
+    @staticmethod
+    def _device(device: int | None) -> str:
+        return "cpu" if device is None else f"cuda:{device}"
+
+    def dtype_name(self, obj: Any) -> str:
+        return str(obj.dtype).replace("torch.", "")
+
+
+STEPS = TorchProcessSteps()

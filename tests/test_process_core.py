@@ -1,0 +1,106 @@
+"""Handoffs to another process run through the core (issue 22 item 1): the verdict is the core's
+identity judge, each path is timed by the core's one timing loop, and the results are the core's
+typed reports (pyclasses), built from Python objects with no JSON text on the way."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpushare
+from gpushare import _native, processes
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc/self/maps (not Linux)")
+
+PACKAGE = Path(gpushare.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with gpushare.Worker(device="cpu", timeout=60) as w:
+        yield w
+
+
+def test_results_are_the_cores_typed_reports(worker):
+    r = worker.share(np.arange(6, dtype=np.float32), path="shm", repeat=4)
+    try:
+        assert type(r) is _native.ProcessShareResult
+        payload = json.loads(r.to_json())
+        assert r.to_dict() == {"schema": payload["schema"], **payload["data"]}
+        assert r._repr_mimebundle_()["application/vnd.gpushare+json"] == payload
+        # A private source is copied into a segment first: the core's judge says so, naming it.
+        assert r.verdict == "copied" and r.segment["name"] in r.reason
+        assert "median of 4" in repr(r) and "gpushare-processes" in r._repr_html_()
+        assert (r.remote.read() == np.arange(6)).all()
+    finally:
+        r.release()
+    c = gpushare.compare(torch.ones(8), "torch", across=worker, paths="shm,gloo", repeat=2)
+    assert type(c) is _native.ProcessComparison
+    assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
+
+
+def test_the_timing_is_the_cores_loop_and_median(worker):
+    r = worker.share(torch.arange(16, dtype=torch.float32), path="torch_mp", repeat=5)
+    try:
+        t = r.timing
+        assert t.repeats == 5 and list(t.samples) == sorted(t.samples)
+        assert t.median == pytest.approx(statistics.median(t.samples)) and t.min == min(t.samples)
+        assert t.first_call > 0
+    finally:
+        r.release()
+    # The loop releases the last handoff before each timed one, never inside the timing.
+    calls: list[str] = []
+    last, timing = _native.measure_handoffs(lambda: calls.append("handoff") or len(calls),
+                                            lambda v: calls.append(f"release {v}"), 3)
+    assert calls == ["handoff", "release 1", "handoff", "release 3", "handoff", "release 5", "handoff"]
+    assert last == 7 and timing["repeats"] == 3 and len(timing["samples"]) == 3
+
+
+def test_the_verdict_is_the_cores_identity_judge():
+    seg = {"kind": "host", "file": "/dev/shm/s", "unlinked": False, "mapping": "shared", "dev": "00:1b",
+           "inode": 7, "offset": 0, "address": 4096}
+    assert _native.same_memory(seg, {**seg, "address": 8192}) == (True, "same file and offset, mapped shared by both processes")
+    assert _native.judge_handoff("shm", seg, {**seg, "offset": 64}) == ("copied", "same file, different offsets")
+    verdict, reason = _native.judge_handoff("shm", seg, seg, {"name": "s", "offset": 0})
+    assert verdict == "copied" and "(s + 0)" in reason
+    with pytest.raises(ValueError, match="colour"):
+        _native.same_memory({**seg, "colour": "blue"}, seg)
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("process*.py")))
+def test_the_process_modules_read_no_clock_and_write_no_json(module):
+    source = (PACKAGE / module).read_text(encoding="utf-8")
+    assert "perf_counter" not in source and "json.dumps" not in source and "json.loads" not in source
+    assert not hasattr(_native, "process_report_json")
+
+
+def test_processes_keeps_the_transport_only():
+    lines = (PACKAGE / "processes.py").read_text(encoding="utf-8").count("\n")
+    assert lines < 700, lines
+    assert processes.ProcessShareResult is _native.ProcessShareResult
+
+
+def test_whether_a_path_applies_is_the_cores_rule_asking_costly_facts_only_when_needed():
+    asked: list[str] = []
+
+    def probe(name: str, answer: str | None = None):
+        return lambda: asked.append(name) or answer
+
+    def refusal(path: str, framework: str, on_device: bool, library: str | None = None, ipc: str | None = None):
+        return _native.process_refusal(path, framework, None, ["numpy", "torch"], library, on_device, 0, 0,
+                                       probe("library"), probe("nccl"), probe("ipc", ipc))
+
+    assert "in host memory" in refusal("ipc", "numpy", False) and asked == []
+    assert refusal("gloo", "numpy", False, library="torch") == "gloo hands torch tensors; this is a numpy array"
+    assert asked == []
+    assert refusal("ipc", "torch", True, ipc="legacy IPC cannot export it") == "legacy IPC cannot export it"
+    assert asked == ["ipc"]
+    assert "both processes are on cuda:0" in refusal("nccl", "torch", True, library="torch")
+    assert refusal("shm", "numpy", False) is None
