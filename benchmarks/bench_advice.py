@@ -73,8 +73,11 @@ def evaluate(model, device: str, names: list[str], repeat: int) -> tuple[list[di
             if not worked or not auto:
                 continue
             best_verdict = "shared" if any(p["verdict"] == "shared" for p in worked) else "copied"
-            # `shared` hands over a SharedBuffer, not the user's array: not a path auto could take.
-            correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared"]
+            # `shared` hands over a SharedBuffer, not the user's array: not a path auto could take;
+            # nor a path whose consumer may read before the producer's queued work lands.
+            takes_objects = gpushare.adapters.framework(dst).accepts_objects
+            ordered = lambda p: gpushare._native.path_ordering("share", p["path"], place, takes_objects)[2]  # noqa: E731
+            correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
             fastest = min(correct, key=lambda p: p["timing"]["median"])
             chosen = auto[0]
             ratio = chosen["timing"]["median"] / fastest["timing"]["median"]
@@ -119,7 +122,8 @@ def busy_producer(model, repeat: int) -> list[dict]:
             except gpushare.GpushareError:
                 continue
             torch.cuda.synchronize()
-            ordering = gpushare._native.path_ordering("share", path, "cuda:0")[0]
+            ordering = gpushare._native.path_ordering("share", path, "cuda:0",
+                                                      gpushare.adapters.framework(dst).accepts_objects)[0]
             p = model.predict("share", path, "torch", dst, "cuda:0", x.numel() * 4, ordering, queued)
             measured = statistics.median(samples)
             out.append(dict(pair=f"torch->{dst}", path=path, queued_s=queued, measured_s=measured,

@@ -210,7 +210,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
         place = where if device is None else f"{where}->{device}"
-        ordering, words = _native.path_ordering(kind, path, where)
+        ordering, words, _ = _native.path_ordering(kind, path, where, framework(target).accepts_objects)
         return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0), words
 
     return predict
@@ -224,10 +224,10 @@ def _place(src: Any, obj: Any) -> str:
 
 def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
          nbytes: int, m: Any, queued: float) -> dict:
-    ordering, words = _native.path_ordering(kind, path, place)
+    ordering, words, ordered = _native.path_ordering(kind, path, place, framework(dst).accepts_objects)
     prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued)
     return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
-            "prediction": prediction}
+            "ordered": ordered, "prediction": prediction}
 
 
 def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, queued: float = 0.0,

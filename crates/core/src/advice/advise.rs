@@ -19,8 +19,16 @@ pub struct AdviceRow {
     pub reason: Option<String>,
     /// How the handoff is ordered against the producer's queued work, in words.
     pub ordering: String,
+    /// Whether that ordering guarantees the consumer reads finished values; a path that does not
+    /// is never recommended.
+    #[serde(default = "ordered_by_default")]
+    pub ordered: bool,
     /// The model's prediction; `None` where this path is not calibrated on this machine.
     pub prediction: Option<Prediction>,
+}
+
+fn ordered_by_default() -> bool {
+    true
 }
 
 /// What `advise` answers.
@@ -49,7 +57,7 @@ impl Advice {
         let candidates: Vec<Candidate<'_>> = self
             .rows
             .iter()
-            .filter(|r| r.verdict != "failed")
+            .filter(|r| r.verdict != "failed" && r.ordered)
             .map(|r| Candidate { path: &r.path, shares: r.verdict == "shared", seconds: r.prediction.as_ref().map(|p| p.seconds) })
             .collect();
         let by_model = fastest_correct(&candidates).map(str::to_string);
@@ -129,6 +137,7 @@ mod tests {
             verdict: verdict.into(),
             reason: None,
             ordering: "x".into(),
+            ordered: true,
             prediction: seconds.map(|s| prediction(s, None)),
         }
     }

@@ -233,15 +233,23 @@ pub enum Ordering {
     ProducerWait,
     /// Nothing to order: host memory.
     None,
+    /// Nothing orders it: a legacy capsule into a consumer that reads on its own stream may be
+    /// read before the producer's queued work lands. Never recommended on a GPU.
+    Unordered,
+    /// The producer's stream travels with the array (`__cuda_array_interface__`'s `stream`): the
+    /// consumer orders its reads after it.
+    ConsumerOrders,
 }
 
 impl Ordering {
     pub fn describe(self) -> &'static str {
         match self {
-            Ordering::DeviceEvent => "an event on the device: the host does not wait",
+            Ordering::DeviceEvent => "the consumer's stream passed to __dlpack__: the producer orders on the device (a consumer may still wait on the host: JAX does)",
             Ordering::HostSynchronise => "a host-side synchronise: the host waits for the producer's queued work",
             Ordering::ProducerWait => "the producer's own call waits for its work",
             Ordering::None => "nothing to order (host memory)",
+            Ordering::Unordered => "nothing: a legacy capsule carries no stream, so the consumer may read before the producer's queued work lands",
+            Ordering::ConsumerOrders => "the producer's stream in __cuda_array_interface__: the consumer orders its reads after it",
         }
     }
 }

@@ -154,6 +154,7 @@ mod tests {
             verdict: verdict.into(),
             reason: (verdict != "shared").then(|| "copied by design".into()),
             ordering: "nothing to order (host memory)".into(),
+            ordered: true,
             prediction: Some(p(s)),
         };
         let a = Advice {

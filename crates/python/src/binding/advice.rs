@@ -51,6 +51,8 @@ fn ordering(name: &str) -> PyResult<Ordering> {
         "host_synchronise" => Ordering::HostSynchronise,
         "producer_wait" => Ordering::ProducerWait,
         "none" => Ordering::None,
+        "unordered" => Ordering::Unordered,
+        "consumer_orders" => Ordering::ConsumerOrders,
         _ => {
             return Err(PyValueError::new_err(format!(
                 "unknown ordering {name:?}: device_event, host_synchronise, producer_wait or none"
@@ -60,20 +62,26 @@ fn ordering(name: &str) -> PyResult<Ordering> {
 }
 
 /// How the handoff by `path` of `kind` is ordered against the producer's queued work, from `place`
-/// (`cpu`, `cuda:N`, …): the words a table gives per row, and the `ordering` `predict` takes.
+/// (`cpu`, `cuda:N`, …) into a target that takes DLPack objects or not (`target_takes_objects`:
+/// TensorFlow takes capsules alone, and gpushare waits before it): ``(name, words, ordered)``,
+/// the `ordering` `predict` takes, the words a table gives per row, and whether the consumer is
+/// guaranteed to read finished values (`crate::paths::orders_finished_values`).
 #[pyfunction]
-fn path_ordering(kind: &str, path: &str, place: &str) -> (String, String) {
+#[pyo3(signature = (kind, path, place, target_takes_objects = true))]
+fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool) -> (String, String, bool) {
     let on_device = place.starts_with("cuda");
     let o = match (kind, path) {
         _ if !on_device => Ordering::None,
         ("share", "dlpack" | "copy" | "shared") => Ordering::DeviceEvent,
-        ("share", "capsule" | "cai") => Ordering::HostSynchronise,
+        ("share", "capsule") if !target_takes_objects => Ordering::HostSynchronise,
+        ("share", "capsule") => Ordering::Unordered,
+        ("share", "cai") => Ordering::ConsumerOrders,
         ("move", "p2p" | "pinned" | "dlpack") => Ordering::DeviceEvent,
         ("process", "ipc" | "torch_mp") => Ordering::HostSynchronise,
         _ => Ordering::ProducerWait,
     };
     let name = serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    (name, o.describe().to_string())
+    (name, o.describe().to_string(), o != Ordering::Unordered)
 }
 
 /// A predicted time, with what it rests on.
@@ -251,6 +259,7 @@ fn row_from_dict(d: &Bound<'_, PyDict>) -> PyResult<AdviceRow> {
         verdict: get("verdict")?.extract()?,
         reason: get("reason")?.extract()?,
         ordering: get("ordering")?.extract()?,
+        ordered: d.get_item("ordered")?.map_or(Ok(true), |o| o.extract())?,
         prediction,
     })
 }
