@@ -261,9 +261,12 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // Only paths that apply to any array of the pair (not `shared`, which needs a SharedBuffer) and
     // that order the consumer after the producer's queued work.
     let on_device = matches!(facts.source, Place::Device(_));
+    // A legacy capsule never replaces another path: it cannot carry the read-only flag (a read-only
+    // NumPy array fails by capsule where DLPack shares it), so it is taken only where the rules take it.
     let general = |path: &str| {
         find(rules.kind, path).is_some_and(|spec| spec.modelled)
             && orders_finished_values(rules.kind, path, &facts.endpoints, on_device)
+            && (path != "capsule" || rules.path == "capsule")
     };
     let Some((fastest, seconds)) = model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, general) else {
         return rules;

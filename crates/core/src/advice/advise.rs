@@ -58,6 +58,8 @@ impl Advice {
             .rows
             .iter()
             .filter(|r| r.verdict != "failed" && r.ordered)
+            // As the one auto: a legacy capsule (no read-only flag) only where the rules take it.
+            .filter(|r| r.path != "capsule" || rules_choice == Some("capsule"))
             .map(|r| Candidate { path: &r.path, shares: r.verdict == "shared", seconds: r.prediction.as_ref().map(|p| p.seconds) })
             .collect();
         let by_model = fastest_correct(&candidates).map(str::to_string);
@@ -164,10 +166,13 @@ mod tests {
             row("copy", "copied", Some(12e-6)),
             row("cai", "failed", Some(1e-6)),
         ])
-        .decide(Some("dlpack"));
+        .decide(Some("capsule"));
         assert_eq!(a.recommended.as_deref(), Some("capsule"));
         assert!(a.why.contains("shares the source's memory") && a.why.contains("15"), "{}", a.why);
         assert_eq!(a.faster_copy().map(|r| r.path.as_str()), Some("copy"));
+        // Where the rules take dlpack, a faster legacy capsule does not replace it.
+        let a = advice(vec![row("dlpack", "shared", Some(20e-6)), row("capsule", "shared", Some(15e-6))]).decide(Some("dlpack"));
+        assert_eq!(a.recommended.as_deref(), Some("dlpack"));
     }
 
     #[test]
