@@ -14,7 +14,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # A cache of the session's own: a cost model (or ceilings) the developer calibrated in ~/.cache
 # would change what `auto` takes and make the tests depend on the machine's history.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpushare-test-cache-")
+_CACHE = tempfile.TemporaryDirectory(prefix="gpushare-test-cache-")  # removed when the session ends
+os.environ["XDG_CACHE_HOME"] = _CACHE.name
 
 
 def have(module: str) -> bool:
