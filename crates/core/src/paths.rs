@@ -181,6 +181,9 @@ pub struct Endpoints {
     pub target_accepts_capsules: bool,
     /// The target can hold arrays in device memory (NumPy's live on the host only).
     pub target_addresses_device: bool,
+    /// The target's DLPack import waits on the host for the producer's stream (JAX's does: 11.1 ms
+    /// with 10.8 ms queued, on 2× H200): with a busy producer it costs all of the queued work.
+    pub target_import_waits: bool,
 }
 
 impl Default for Endpoints {
@@ -190,6 +193,7 @@ impl Default for Endpoints {
             target_accepts_objects: true,
             target_accepts_capsules: true,
             target_addresses_device: true,
+            target_import_waits: false,
         }
     }
 }
@@ -216,6 +220,10 @@ pub struct AutoFacts<'a> {
     pub source_name: &'a str,
     /// Bytes of the array, where known (the model's prediction for moves and copies depends on it).
     pub nbytes: Option<u64>,
+    /// The producer's stream has work queued (the driver said so: `cuStreamQuery`): a path whose
+    /// host waits for it ([`crate::advice::producer::host_waits`]) costs at least all of that work,
+    /// so among the calibrated paths of the same verdict `auto` takes one ordered on the device.
+    pub producer_busy: bool,
 }
 
 /// The size `auto` predicts at when the array's is not known: zero-copy paths cost the same at any
@@ -268,7 +276,13 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
             && orders_finished_values(rules.kind, path, &facts.endpoints, on_device)
             && (path != "capsule" || rules.path == "capsule")
     };
-    let Some((fastest, seconds)) = model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, general) else {
+    // A busy producer: a path whose host waits for its queued work costs at least all of it (an
+    // amount the driver cannot tell), so one ordered on the device is taken where one is calibrated.
+    let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
+    let calm = |path: &str| general(path) && !waits(path);
+    let busy_pick = if facts.producer_busy { model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, calm) } else { None };
+    let avoided_waiting = busy_pick.is_some() && waits(rules.path);
+    let Some((fastest, seconds)) = busy_pick.or_else(|| model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, general)) else {
         return rules;
     };
     match find(rules.kind, &fastest) {
@@ -281,15 +295,29 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
                 place: place.clone(),
             };
             let theirs = model.fit(&key).map(|f| crate::render::units::time(f.seconds(bytes))).unwrap_or_default();
-            let why = format!(
-                "the cost model of this machine predicts {} fastest ({} against {} for {}, at {}); the rules alone take {}",
-                spec.name,
-                crate::render::units::time(seconds),
-                theirs,
-                rules.path,
-                crate::render::units::bytes(bytes),
-                rules.path
-            );
+            let why = if avoided_waiting {
+                format!(
+                    "the producer is busy (its stream has queued work): {} waits on the host for all of it, {} is ordered on the \
+                     device ({} predicted, at {}, idle {} {}); the rules alone take {}",
+                    rules.path,
+                    spec.name,
+                    crate::render::units::time(seconds),
+                    crate::render::units::bytes(bytes),
+                    rules.path,
+                    theirs,
+                    rules.path
+                )
+            } else {
+                format!(
+                    "the cost model of this machine predicts {} fastest ({} against {} for {}, at {}); the rules alone take {}",
+                    spec.name,
+                    crate::render::units::time(seconds),
+                    theirs,
+                    rules.path,
+                    crate::render::units::bytes(bytes),
+                    rules.path
+                )
+            };
             let why = match rules.why {
                 Some(first) => format!("{first}; {why}"),
                 None => why,
@@ -297,6 +325,16 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
             AutoChoice { path: spec.name, kind: rules.kind, why: Some(why) }
         }
         _ => rules,
+    }
+}
+
+/// What decides whether a handoff's host waits for the producer's queued work, from the facts.
+fn wait_facts(facts: &AutoFacts<'_>) -> crate::advice::producer::WaitFacts {
+    crate::advice::producer::WaitFacts {
+        on_device: matches!(facts.source, Place::Device(_)),
+        target_takes_objects: facts.endpoints.target_accepts_objects,
+        target_import_waits: facts.endpoints.target_import_waits,
+        to_host: facts.destination == Some(Place::Host),
     }
 }
 
@@ -375,6 +413,7 @@ mod tests {
             model: None,
             source_name: "s",
             nbytes: None,
+            producer_busy: false,
         }
     }
 
@@ -505,5 +544,58 @@ mod tests {
         assert!(orders_finished_values(Share, "capsule", &Endpoints::default(), false));
         let tf = Endpoints { target_accepts_objects: false, ..Endpoints::default() };
         assert!(orders_finished_values(Share, "capsule", &tf, true));
+    }
+
+    #[test]
+    fn a_busy_producer_moves_auto_to_a_calibrated_path_ordered_on_the_device() {
+        use crate::advice::model::{CostKey, CostModel, Observation};
+        let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+        let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
+        let key_tf = |path: &str| CostKey { target: "tf".into(), ..key(path) };
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        // torch→jax on an idle H200: dlpack is the faster; JAX's DLPack import waits on the host.
+        m.add(&key("dlpack"), flat(20e-6), Some(true));
+        m.add(&key("cai"), flat(40e-6), Some(true));
+        m.add(&key("copy"), flat(10e-6), Some(false));
+        m.add(&key_tf("capsule"), flat(8e-6), Some(true));
+        m.add(&key_tf("copy"), flat(9e-6), Some(false));
+        let jax = Endpoints { target_import_waits: true, ..Endpoints::default() };
+        let idle = AutoFacts { target_name: "jax", source_name: "torch", model: Some(&m), ..facts(jax, Place::Device(0)) };
+        assert_eq!(resolve_auto(&idle).path, "dlpack");
+        let busy = AutoFacts { producer_busy: true, ..idle };
+        let choice = resolve_auto(&busy);
+        assert_eq!(choice.path, "cai");
+        let why = choice.why.unwrap();
+        assert!(why.contains("busy") && why.contains("dlpack waits on the host"), "{why}");
+        // Without the model the rules stand; from host memory nothing waits.
+        assert_eq!(resolve_auto(&AutoFacts { model: None, ..busy }).path, "dlpack");
+        assert_eq!(resolve_auto(&AutoFacts { source: Place::Host, ..busy }).path, "dlpack");
+        // Into TensorFlow every sharing path waits: the capsule stays (the copy never replaces a share).
+        let tf = Endpoints { target_accepts_objects: false, ..Endpoints::default() };
+        let into_tf = AutoFacts { target_name: "tf", endpoints: tf, ..busy };
+        assert_eq!(resolve_auto(&into_tf).path, "capsule");
+    }
+
+    #[test]
+    fn a_busy_producer_takes_the_frameworks_own_move_over_a_peer_copy_that_waits() {
+        use crate::advice::model::{CostKey, CostModel, Observation};
+        let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+        let line = |fixed: f64, bw: f64| -> Vec<Observation> {
+            [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
+        };
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        m.add(&key("p2p"), line(15e-6, 394e9), Some(false));
+        m.add(&key("move"), line(20e-6, 385e9), Some(false));
+        let idle = AutoFacts {
+            destination: Some(Place::Device(1)),
+            peer_access: Some(true),
+            target_name: "torch",
+            source_name: "torch",
+            model: Some(&m),
+            nbytes: Some(256 << 20),
+            ..facts(Endpoints::default(), Place::Device(0))
+        };
+        assert_eq!(resolve_auto(&idle).path, "p2p");
+        assert_eq!(resolve_auto(&AutoFacts { producer_busy: true, ..idle }).path, "move");
     }
 }

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::model::{Candidate, Prediction, fastest_correct};
+use super::producer::Producer;
 
 /// One path as `advise` sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -23,6 +24,11 @@ pub struct AdviceRow {
     /// is never recommended.
     #[serde(default = "ordered_by_default")]
     pub ordered: bool,
+    /// Whether the host waits for all of the producer's queued work before this handoff returns
+    /// ([`super::producer::host_waits`]): with a busy producer, such a path costs at least its
+    /// fixed cost plus that work, and is recommended only where every other correct path waits too.
+    #[serde(default)]
+    pub waits: bool,
     /// The model's prediction; `None` where this path is not calibrated on this machine.
     pub prediction: Option<Prediction>,
 }
@@ -44,8 +50,13 @@ pub struct Advice {
     pub recommended: Option<String>,
     /// Why, in words: the verdict it gives, what bounds it (fixed cost or bandwidth), which link.
     pub why: String,
-    /// The producer had queued work (a host-side synchronise would wait for it), seconds.
+    /// The producer had queued work (a host-side synchronise would wait for it), seconds; 0 where
+    /// none was queued or the amount is not known (see `producer`).
     pub queued: f64,
+    /// The producer's state the predictions assumed: idle, busy (its stream had queued work) or
+    /// unknown (predicted as idle).
+    #[serde(default)]
+    pub producer: Producer,
     /// Why the model could not answer for some paths (not calibrated, stale), or `None`.
     pub model_note: Option<String>,
 }
@@ -54,12 +65,32 @@ impl Advice {
     /// Chooses among `rows`: the fastest predicted of those that share when any shares (never a
     /// path predicted to fail); without predictions, `rules_choice` (the rules' `auto`) stands.
     pub fn decide(mut self, rules_choice: Option<&str>) -> Advice {
-        let candidates: Vec<Candidate<'_>> = self
+        let mut pool: Vec<&AdviceRow> = self
             .rows
             .iter()
             .filter(|r| r.verdict != "failed" && r.ordered)
             // As the one auto: a legacy capsule (no read-only flag) only where the rules take it.
             .filter(|r| r.path != "capsule" || rules_choice == Some("capsule"))
+            .collect();
+        // A busy producer: a path that waits on the host costs at least all of its queued work,
+        // whose amount the driver cannot tell; a calibrated path of the same verdict that does not
+        // wait is preferred, as the one auto does (crate::paths::resolve_auto).
+        let avoided: Vec<String> = if self.producer == Producer::Busy {
+            let any_shares = pool.iter().any(|r| r.verdict == "shared");
+            let same = |r: &AdviceRow| (r.verdict == "shared") == any_shares;
+            let calm = pool.iter().any(|r| same(r) && !r.waits && r.prediction.is_some());
+            let waiting: Vec<String> = pool.iter().filter(|r| same(r) && r.waits).map(|r| r.path.clone()).collect();
+            if calm {
+                pool.retain(|r| !(r.waits && same(r)));
+                waiting
+            } else {
+                Vec::new()
+            }
+        } else {
+            Vec::new()
+        };
+        let candidates: Vec<Candidate<'_>> = pool
+            .iter()
             .map(|r| Candidate { path: &r.path, shares: r.verdict == "shared", seconds: r.prediction.as_ref().map(|p| p.seconds) })
             .collect();
         let by_model = fastest_correct(&candidates).map(str::to_string);
@@ -78,10 +109,20 @@ impl Advice {
                 };
                 let waits = if p.waits_for_queue > 0.0 {
                     format!("; it waits {} for the producer's queued work", crate::render::units::time(p.waits_for_queue))
+                } else if row.waits && self.producer == Producer::Busy {
+                    "; it waits on the host for the producer's queued work (amount unknown), as every other path does".to_string()
                 } else {
                     String::new()
                 };
-                (Some(path), format!("{verdict}, predicted fastest: {}, {bound}{waits}", crate::render::units::time(p.seconds)))
+                let busy = if avoided.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; the producer is busy, and {} would wait on the host for its queued work: {path} is ordered on the device",
+                        avoided.join(", ")
+                    )
+                };
+                (Some(path), format!("{verdict}, predicted fastest: {}, {bound}{waits}{busy}", crate::render::units::time(p.seconds)))
             }
             // The rules' choice stands only where it is not predicted to fail.
             None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
@@ -140,6 +181,7 @@ mod tests {
             reason: None,
             ordering: "x".into(),
             ordered: true,
+            waits: false,
             prediction: seconds.map(|s| prediction(s, None)),
         }
     }
@@ -154,6 +196,7 @@ mod tests {
             recommended: None,
             why: String::new(),
             queued: 0.0,
+            producer: Producer::Idle,
             model_note: None,
         }
     }
@@ -185,5 +228,31 @@ mod tests {
         let failed = advice(vec![row("shm", "failed", None)]).decide(Some("shm"));
         assert_eq!(failed.recommended, None);
         assert_eq!(failed.why, "no path applies");
+    }
+
+    #[test]
+    fn a_busy_producer_moves_the_pick_to_a_path_ordered_on_the_device() {
+        // torch→jax on a GPU: JAX's DLPack import waits on the host, cai does not.
+        let rows = || {
+            let mut dlpack = row("dlpack", "shared", Some(20e-6));
+            dlpack.waits = true;
+            vec![dlpack, row("cai", "shared", Some(40e-6))]
+        };
+        let idle = advice(rows()).decide(Some("dlpack"));
+        assert_eq!(idle.recommended.as_deref(), Some("dlpack"));
+        let busy = Advice { producer: Producer::Busy, ..advice(rows()) }.decide(Some("dlpack"));
+        assert_eq!(busy.recommended.as_deref(), Some("cai"));
+        assert!(busy.why.contains("busy") && busy.why.contains("dlpack would wait"), "{}", busy.why);
+        // Where every correct path waits (a capsule into TensorFlow), the fastest of them stands, and says so.
+        let mut capsule = row("capsule", "shared", Some(8e-6));
+        capsule.waits = true;
+        let only = Advice { producer: Producer::Busy, ..advice(vec![capsule, row("copy", "copied", Some(9e-6))]) }.decide(Some("capsule"));
+        assert_eq!(only.recommended.as_deref(), Some("capsule"));
+        assert!(only.why.contains("amount unknown"), "{}", only.why);
+        // A path that does not wait but is not calibrated is no reason to leave a calibrated one.
+        let mut waits = row("dlpack", "shared", Some(20e-6));
+        waits.waits = true;
+        let uncalibrated = Advice { producer: Producer::Busy, ..advice(vec![waits, row("cai", "shared", None)]) }.decide(Some("dlpack"));
+        assert_eq!(uncalibrated.recommended.as_deref(), Some("dlpack"));
     }
 }

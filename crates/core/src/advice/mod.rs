@@ -5,7 +5,9 @@
 //! [`model`]: each path's `fixed + bytes / bandwidth`, fitted from a calibration sweep, that predicts
 //! every path before it runs and lets `auto` take the fastest correct one.
 //! [`advise`]: every applicable path's prediction for one array, and which to take.
+//! [`producer`]: whether the producer is busy, and which paths make the host wait for its queue.
 
 pub mod advise;
 pub mod ceilings;
 pub mod model;
+pub mod producer;

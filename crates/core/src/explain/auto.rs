@@ -19,6 +19,8 @@ pub fn known_endpoints(source: &str, target: &str) -> Endpoints {
         target_accepts_capsules: !matches!(target, "numba" | "jax" | "numpy" | "pycuda" | "cuda_core"),
         // NumPy arrays live in host memory only.
         target_addresses_device: target != "numpy",
+        // JAX's DLPack import waits on the host for the producer's stream (measured on 2× H200).
+        target_import_waits: target == "jax",
     }
 }
 
@@ -54,6 +56,8 @@ pub fn resolve_auto_with(
         source_name: &source.framework,
         // As the route is chosen: once per pair, at the reference size.
         nbytes: None,
+        // The rules' prediction is of the handoff itself, not of the producer's state.
+        producer_busy: false,
     };
     resolve_auto(&facts).path
 }

@@ -2,11 +2,23 @@
 
 use crate::advice::advise::{Advice, AdviceRow};
 use crate::advice::model::{CostKey, CostModel};
+use crate::advice::producer::Producer;
 use crate::render::lab::columns::text_table;
 use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
 
 fn predicted(r: &AdviceRow) -> String {
     r.prediction.as_ref().map_or_else(|| "not calibrated".into(), |p| units::time(p.seconds))
+}
+
+/// A row's predicted time as the table shows it: a path that waits on the host for a busy
+/// producer's queued work of unknown amount costs at least its prediction plus that work.
+fn predicted_in(a: &Advice, r: &AdviceRow) -> String {
+    match &r.prediction {
+        Some(p) if r.waits && a.producer == Producer::Busy && p.waits_for_queue <= 0.0 => {
+            format!("≥ {} + queue", units::time(p.seconds))
+        }
+        _ => predicted(r),
+    }
 }
 
 fn error(r: &AdviceRow) -> String {
@@ -24,8 +36,14 @@ fn bound(r: &AdviceRow, nbytes: u64) -> String {
 }
 
 fn caption(a: &Advice) -> String {
-    let queued = if a.queued > 0.0 { format!(", producer busy ({} queued)", units::time(a.queued)) } else { String::new() };
-    format!("advise: {} → {}, {} at {}{queued} (predicted, nothing converted)", a.source, a.target, units::bytes(a.nbytes), a.place)
+    let state = match a.producer {
+        Producer::Busy if a.queued > 0.0 => format!(", producer busy ({} queued)", units::time(a.queued)),
+        Producer::Busy => ", producer busy (amount queued unknown)".to_string(),
+        Producer::Unknown => ", producer state unknown (predicted as idle)".to_string(),
+        Producer::Idle if a.place.starts_with("cuda") => ", producer idle".to_string(),
+        Producer::Idle => String::new(),
+    };
+    format!("advise: {} → {}, {} at {}{state} (predicted, nothing converted)", a.source, a.target, units::bytes(a.nbytes), a.place)
 }
 
 fn footer(a: &Advice) -> String {
@@ -40,6 +58,9 @@ fn footer(a: &Advice) -> String {
             predicted(copy)
         ));
     }
+    if a.place.starts_with("cuda") {
+        lines.push(format!("assumed: {}", a.producer.describe(a.queued)));
+    }
     if let Some(note) = &a.model_note {
         lines.push(note.clone());
     }
@@ -50,7 +71,7 @@ const HEADER: [&str; 5] = ["path", "verdict", "predicted", "error", "bound by"];
 
 fn cells_of(a: &Advice, r: &AdviceRow) -> [String; 5] {
     let star = if a.recommended.as_deref() == Some(r.path.as_str()) { "★ " } else { "" };
-    [format!("{star}{}", r.path), r.verdict.clone(), predicted(r), error(r), bound(r, a.nbytes)]
+    [format!("{star}{}", r.path), r.verdict.clone(), predicted_in(a, r), error(r), bound(r, a.nbytes)]
 }
 
 pub fn advice_text(a: &Advice) -> String {
@@ -81,7 +102,11 @@ pub fn advice_html(a: &Advice) -> String {
         h.push_str("</tr>");
         h.push_str(&cells::detail_row(
             HEADER.len(),
-            &[("why", r.reason.clone().unwrap_or_default()), ("ordered by", r.ordering.clone())],
+            &[
+                ("why", r.reason.clone().unwrap_or_default()),
+                ("ordered by", r.ordering.clone()),
+                ("host waits for the producer's queue", if r.waits { "yes".into() } else { "no".into() }),
+            ],
         ));
     }
     h.push_str("</tbody></table>");
@@ -155,6 +180,7 @@ mod tests {
             reason: (verdict != "shared").then(|| "copied by design".into()),
             ordering: "nothing to order (host memory)".into(),
             ordered: true,
+            waits: false,
             prediction: Some(p(s)),
         };
         let a = Advice {
@@ -166,6 +192,7 @@ mod tests {
             recommended: None,
             why: String::new(),
             queued: 0.0,
+            producer: Producer::Idle,
             model_note: None,
         }
         .decide(Some("dlpack"));
@@ -184,5 +211,40 @@ mod tests {
         let text = model_text(&m);
         assert!(text.contains("torch→jax") && text.contains("10.0 GB/s") && text.contains("5.00 µs"), "{text}");
         assert!(model_html(&m).contains("<td"));
+    }
+
+    #[test]
+    fn a_busy_producer_is_stated_and_a_waiting_path_costs_at_least_its_queue() {
+        let p = Prediction { seconds: 8e-6, fixed: 8e-6, bandwidth: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0 };
+        let row = |path: &str, waits: bool| AdviceRow {
+            path: path.into(),
+            kind: "share".into(),
+            verdict: "shared".into(),
+            reason: None,
+            ordering: "x".into(),
+            ordered: true,
+            waits,
+            prediction: Some(Prediction { seconds: if waits { 8e-6 } else { 30e-6 }, ..p.clone() }),
+        };
+        let a = Advice {
+            source: "torch".into(),
+            target: "jax".into(),
+            nbytes: 4096,
+            place: "cuda:0".into(),
+            rows: vec![row("dlpack", true), row("cai", false)],
+            recommended: None,
+            why: String::new(),
+            queued: 0.0,
+            producer: Producer::Busy,
+            model_note: None,
+        }
+        .decide(Some("dlpack"));
+        let text = advice_text(&a);
+        assert!(text.contains("producer busy (amount queued unknown)"), "{text}");
+        assert!(text.contains("≥ 8.00 µs + queue") && text.contains("★ cai"), "{text}");
+        assert!(text.contains("assumed: producer busy"), "{text}");
+        let idle = Advice { producer: Producer::Idle, ..a }.decide(Some("dlpack"));
+        let text = advice_text(&idle);
+        assert!(text.contains("producer idle") && text.contains("★ dlpack") && !text.contains("+ queue"), "{text}");
     }
 }
