@@ -74,6 +74,7 @@ def forget() -> None:
     _LOADED.clear()
     paths._ROUTES.clear()
     api._PLANS.clear()
+    api._AUTO_FOLLOWS_PRODUCER.clear()
     verdicts._PREDICTORS.clear()
 
 
@@ -216,6 +217,25 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     return predict
 
 
+def producer_state(src: Any, obj: Any) -> str:
+    """``"busy"`` when the producer's current stream for ``obj`` has work queued that has not
+    finished (the driver's ``cuStreamQuery``, which does not wait), ``"idle"`` when it has none
+    (or ``obj`` is in host memory: nothing to wait for), ``"unknown"`` where nobody can say (a
+    framework without a current stream, such as JAX; no CUDA driver)."""
+    if not paths.in_device_memory(obj, src):
+        return "idle"
+    try:
+        handle = src.current_stream(obj)
+        if handle is None:
+            return "unknown"
+        # The default streams (0, 1, 2) are the current context's: the device says which.
+        ordinal = int(src.inspect(obj).dlpack_device[1]) if int(handle) <= 2 else 0
+    except Exception:  # a framework that cannot say: nothing is assumed
+        return "unknown"
+    busy = _native.cuda_stream_busy(int(handle), ordinal)
+    return "unknown" if busy is None else ("busy" if busy else "idle")
+
+
 def _place(src: Any, obj: Any) -> str:
     on_device = paths.in_device_memory(obj, src)
     info = src.inspect(obj)
@@ -224,26 +244,38 @@ def _place(src: Any, obj: Any) -> str:
 
 def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
          nbytes: int, m: Any, queued: float) -> dict:
-    ordering, words, ordered = _native.path_ordering(kind, path, place, framework(dst).accepts_objects)
+    target = framework(dst)
+    ordering, words, ordered = _native.path_ordering(kind, path, place, target.accepts_objects)
+    waits = _native.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
+    # A path whose host waits for the producer's queue is predicted with the queued work added.
+    ordering = "host_synchronise" if waits else ordering
     prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued)
     return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
-            "ordered": ordered, "prediction": prediction}
+            "ordered": ordered, "waits": waits, "prediction": prediction}
 
 
-def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, queued: float = 0.0,
+def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, queued: float | None = None,
            source: str | None = None) -> Any:
     """What each applicable path would do with ``obj`` and cost, before anything runs.
 
     Within the array's device (the default), each share path's predicted verdict (the rules) and
     time (the cost model, see :func:`calibrate`); with ``device="cuda:1"``, the move paths; with
     ``across`` (a Worker or ``"process"``), the process paths. ``queued``: seconds of work queued
-    on the producer's stream, which a host-side synchronise (``capsule``, ``cai``) waits for.
+    on the producer's stream, which a path whose host waits for it (``path_waits``: a capsule into
+    TensorFlow, host and pinned copies, peer moves, process handles, JAX's DLPack import) adds to
+    its time; 0 for an idle producer; None (the default): the driver is asked whether the
+    producer's stream is busy (the amount is then unknown, and a path ordered on the device is
+    preferred). ``Advice.producer`` and the table say which state was assumed.
     Returns an :class:`Advice` (``recommended``, ``why``, ``rows``; text, HTML and JSON forms)."""
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     info = src.inspect(obj)
     nbytes = int(info.nbytes)
     place = _place(src, obj)
+    if queued is None:
+        state, queued = producer_state(src, obj), 0.0
+    else:
+        state = "busy" if queued > 0 else "idle"
     m = model()
     note = stale_note()
     rows: list[dict] = []
@@ -284,4 +316,4 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             if p is None:
                 continue
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued))
-    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note)
+    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state)

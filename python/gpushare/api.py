@@ -109,14 +109,17 @@ def share(
     # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs). `auto` into a
     # framework that cannot address device memory also depends on where the array lies.
     where = _auto_depends_on_place(obj, to, source) if path == "auto" and device is None else already_there
-    plan_key = (type(obj), to, path, source, device, where)
+    # With a calibrated model `auto` may also depend on whether the producer's stream has work queued
+    # (asked of the driver only for pairs where the answer changes the path).
+    busy = _producer_busy_if_it_matters(obj, to, source) if path == "auto" and device is None else None
+    plan_key = (type(obj), to, path, source, device, where, busy)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
         if device is None:
-            plan = _plan(obj, to, path, source)
+            plan = _plan(obj, to, path, source, bool(busy))
         else:
             plan = _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
@@ -178,16 +181,43 @@ def _auto_depends_on_place(obj: Any, to: Any, source: str | None) -> bool | None
     return in_device_memory(obj, src)
 
 
-def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
+# (type of the array, target, source, in device memory) -> whether `auto` takes another path for
+# it when the producer is busy (gpushare.paths.auto_depends_on_producer); cleared with the model.
+_AUTO_FOLLOWS_PRODUCER: dict[tuple[Any, ...], bool] = {}
+
+
+def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None) -> bool | None:
+    """For ``auto``: None where the pair's path does not depend on the producer's state (no
+    calibrated model, host memory, or the same path either way), else whether the producer's
+    stream has work queued (``cuStreamQuery``: a microsecond, only for such pairs)."""
+    from gpushare import advice, paths
+
+    if advice.auto_model() is None:
+        return None
+    try:
+        src = adapter_for(obj, framework(source) if source is not None else None)
+        key = (type(obj), to, source, in_device_memory(obj, src))
+        matters = _AUTO_FOLLOWS_PRODUCER.get(key)
+        if matters is None:
+            matters = _AUTO_FOLLOWS_PRODUCER[key] = key[3] and paths.auto_depends_on_producer(
+                src, framework(to), _source_device(src, obj)
+            )
+    except (GpushareError, TypeError):  # an unknown or unhashable name: _plan says what is wrong
+        return None
+    return advice.producer_state(src, obj) == "busy" if matters else None
+
+
+def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False) -> Any:
     """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
-    target imported, the route built. A path that does not apply raises here, with its prediction."""
+    target imported, the route built. A path that does not apply raises here, with its prediction.
+    ``producer_busy``: ``auto`` for a producer whose stream has work queued."""
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     try:
         # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
-        path_name, convert = route(src, dst, path, source_device)
+        path_name, convert = route(src, dst, path, source_device, producer_busy)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)
@@ -198,8 +228,10 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
         raise
     # The predictor resolves `auto` by the same one function, from the same facts, for the array it
     # is given: it then says why auto took the route it took.
+    # A busy producer's `auto` is the path it resolved to (the predictor resolves `auto` for an idle one).
+    by_auto = path == "auto" and not producer_busy
     return _native.SharePlan(
-        src, dst, path_name, convert, verdicts.predictor(src, dst, "auto" if path == "auto" else path_name),
+        src, dst, path_name, convert, verdicts.predictor(src, dst, "auto" if by_auto else path_name),
         _pair_allocators(src, dst), check_source=checks_source(path_name),
     )
 

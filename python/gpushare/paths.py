@@ -72,18 +72,32 @@ def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
 
 def auto_choice(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
-    destination: tuple[int, int] | None = None,
+    destination: tuple[int, int] | None = None, producer_busy: bool = False,
 ) -> tuple[str, str, str | None]:
     """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
     where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
-    plain handoff (the host route into a framework that cannot address device memory; a move)."""
+    plain handoff (the host route into a framework that cannot address device memory; a move).
+    ``producer_busy``: the producer's stream has queued work (``gpushare.advice.producer_state``):
+    where the machine is calibrated, a path ordered on the device replaces one that waits on the host."""
     from gpushare import advice  # the cost model, where this machine was calibrated
 
     return _native.resolve_auto(
         endpoints(src, dst), tuple(source_device), destination, dst.name,
         model=advice.auto_model(), source_name=src.name,
+        producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
     )
+
+
+def auto_depends_on_producer(
+    src: Adapter, dst: Adapter, source_device: tuple[int, int], destination: tuple[int, int] | None = None,
+) -> bool:
+    """Whether ``auto`` takes another path for this pair when the producer is busy: only then is
+    the producer's stream asked, per handoff (``share``'s plans are kept per state)."""
+    if int(source_device[0]) in _HOST_DEVICE_TYPES:
+        return False
+    idle = auto_choice(src, dst, source_device, destination)[0]
+    return auto_choice(src, dst, source_device, destination, producer_busy=True)[0] != idle
 
 
 def process_auto(obj: Any) -> str:
@@ -141,23 +155,27 @@ def _import_without_stream(src: Adapter, dst: Adapter) -> str:
     )
 
 
-_ROUTES: dict[tuple[str, str, str], tuple[str, Route]] = {}
+_ROUTES: dict[tuple[Any, ...], tuple[str, Route]] = {}
 
 
-def route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0)) -> tuple[str, Route]:
+def route(
+    src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0), producer_busy: bool = False,
+) -> tuple[str, Route]:
     """The resolved path name and its conversion function for arrays of ``src`` on
     ``source_device`` (cached: builders depend only on the pair, and ``auto`` on where the array
-    lies only as far as host or device memory)."""
+    lies only as far as host or device memory, and on whether the producer is busy)."""
     on_device = int(source_device[0]) not in _HOST_DEVICE_TYPES
-    key = (src.name, dst.name, path, on_device if path == "auto" else None)
+    key = (src.name, dst.name, path, on_device if path == "auto" else None, producer_busy and path == "auto")
     cached = _ROUTES.get(key)
     if cached is None:
-        cached = _ROUTES[key] = _build_route(src, dst, path, source_device)
+        cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy)
     return cached
 
 
-def _build_route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int]) -> tuple[str, Route]:
-    name, why = (auto_choice(src, dst, source_device)[::2]) if path == "auto" else (path, None)
+def _build_route(
+    src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int], producer_busy: bool = False,
+) -> tuple[str, Route]:
+    name, why = (auto_choice(src, dst, source_device, producer_busy=producer_busy)[::2]) if path == "auto" else (path, None)
     builder = _BUILDERS.get(name)
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))

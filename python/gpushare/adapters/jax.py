@@ -23,6 +23,7 @@ class JaxAdapter(Adapter):
     immutable = True
     accepts_capsules = False  # removed in JAX 0.7.2
     import_settles_later = True  # the narrowing kernel of 64-bit types without x64
+    dlpack_import_waits = True  # measured: its DLPack import waits on the host for the producer's queue
     keep_64_bit_fix = "let the target keep 64-bit types (JAX: jax_enable_x64)"
 
     def pip_name(self) -> str:

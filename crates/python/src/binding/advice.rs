@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
 use crate::advice::advise::{Advice, AdviceRow};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
+use crate::advice::producer::{self, Producer, WaitFacts};
 use crate::render::advice as render;
 
 const MIME_TYPE: &str = "application/vnd.gpushare+json";
@@ -69,19 +70,34 @@ fn ordering(name: &str) -> PyResult<Ordering> {
 #[pyfunction]
 #[pyo3(signature = (kind, path, place, target_takes_objects = true))]
 fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool) -> (String, String, bool) {
-    let on_device = place.starts_with("cuda");
-    let o = match (kind, path) {
-        _ if !on_device => Ordering::None,
-        ("share", "dlpack" | "copy" | "shared") => Ordering::DeviceEvent,
-        ("share", "capsule") if !target_takes_objects => Ordering::HostSynchronise,
-        ("share", "capsule") => Ordering::Unordered,
-        ("share", "cai") => Ordering::ConsumerOrders,
-        ("move", "p2p" | "pinned" | "dlpack") => Ordering::DeviceEvent,
-        ("process", "ipc" | "torch_mp") => Ordering::HostSynchronise,
-        _ => Ordering::ProducerWait,
-    };
+    let o = producer::ordering_of(kind, path, place.starts_with("cuda"), target_takes_objects);
     let name = serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     (name, o.describe().to_string(), o != Ordering::Unordered)
+}
+
+/// Whether the host waits for all of the producer's queued work before the handoff by `path` of
+/// `kind` from `place` (`cuda:0`, `cuda:0->cuda:1`, `cuda:0->cpu`, `cuda:0->process`) returns
+/// (`crate::advice::producer::host_waits`): such a path costs at least that work when the producer
+/// is busy. ``import_waits``: the target's DLPack import waits on the host (the adapter says).
+#[pyfunction]
+#[pyo3(signature = (kind, path, place, target_takes_objects = true, import_waits = false))]
+fn path_waits(kind: &str, path: &str, place: &str, target_takes_objects: bool, import_waits: bool) -> bool {
+    let facts = WaitFacts {
+        on_device: place.starts_with("cuda"),
+        target_takes_objects,
+        target_import_waits: import_waits,
+        to_host: place.ends_with("->cpu"),
+    };
+    producer::host_waits(kind, path, &facts)
+}
+
+/// Whether the CUDA stream ``stream`` (a raw handle; 0, 1, 2: the default streams of device
+/// ``ordinal``) has work queued that has not finished (``cuStreamQuery``): True busy, False idle,
+/// None where the driver cannot say (no CUDA). Asks, never waits: about a microsecond.
+#[pyfunction]
+#[pyo3(signature = (stream, ordinal = 0))]
+fn cuda_stream_busy(stream: u64, ordinal: i32) -> Option<bool> {
+    crate::cuda::Stream::external(stream, ordinal).is_done().ok().map(|done| !done)
 }
 
 /// A predicted time, with what it rests on.
@@ -260,6 +276,7 @@ fn row_from_dict(d: &Bound<'_, PyDict>) -> PyResult<AdviceRow> {
         reason: get("reason")?.extract()?,
         ordering: get("ordering")?.extract()?,
         ordered: d.get_item("ordered")?.map_or(Ok(true), |o| o.extract())?,
+        waits: d.get_item("waits")?.map_or(Ok(false), |o| o.extract())?,
         prediction,
     })
 }
@@ -267,10 +284,11 @@ fn row_from_dict(d: &Bound<'_, PyDict>) -> PyResult<AdviceRow> {
 #[pymethods]
 impl PyAdvice {
     /// ``rows``: dicts with ``path``, ``kind``, ``verdict``, ``reason``, ``ordering`` and
-    /// ``prediction`` (a prediction of ``CostModel.predict`` or None). ``rules_choice`` is the
-    /// rules' ``auto``, which stands where nothing is calibrated.
+    /// ``prediction`` (a prediction of ``CostModel.predict`` or None), and ``waits`` (the host waits
+    /// for the producer's queued work). ``rules_choice`` is the rules' ``auto``, which stands where
+    /// nothing is calibrated. ``producer``: the state assumed, ``idle``, ``busy`` or ``unknown``.
     #[new]
-    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None))]
+    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: String,
@@ -281,9 +299,13 @@ impl PyAdvice {
         rules_choice: Option<&str>,
         queued: f64,
         model_note: Option<String>,
+        producer: &str,
     ) -> PyResult<Self> {
         let rows = rows.iter().map(row_from_dict).collect::<PyResult<Vec<_>>>()?;
-        let advice = Advice { source, target, nbytes, place, rows, recommended: None, why: String::new(), queued, model_note };
+        let producer = Producer::parse(producer)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown producer state {producer:?}: idle, busy or unknown")))?;
+        let advice =
+            Advice { source, target, nbytes, place, rows, recommended: None, why: String::new(), queued, producer, model_note };
         Ok(PyAdvice { inner: advice.decide(rules_choice) })
     }
 
@@ -296,6 +318,16 @@ impl PyAdvice {
     #[getter]
     fn why(&self) -> &str {
         &self.inner.why
+    }
+    /// The producer's state the predictions assumed: ``idle``, ``busy`` or ``unknown``.
+    #[getter]
+    fn producer(&self) -> &'static str {
+        self.inner.producer.name()
+    }
+    /// The same, in words.
+    #[getter]
+    fn assumed(&self) -> String {
+        self.inner.producer.describe(self.inner.queued)
     }
     /// A copying path predicted faster than the recommendation, which shares (or None).
     #[getter]
@@ -324,6 +356,8 @@ impl PyAdvice {
             d.set_item("verdict", &r.verdict)?;
             d.set_item("reason", &r.reason)?;
             d.set_item("ordering", &r.ordering)?;
+            d.set_item("waits", r.waits)?;
+            d.set_item("producer", self.inner.producer.name())?;
             d.set_item("predicted_s", r.prediction.as_ref().map(|p| p.seconds))?;
             d.set_item("tolerance", r.prediction.as_ref().map(|p| p.tolerance))?;
             d.set_item("recommended", self.inner.recommended.as_deref() == Some(r.path.as_str()))?;
@@ -358,5 +392,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPrediction>()?;
     m.add_class::<PyAdvice>()?;
     m.add_function(wrap_pyfunction!(path_ordering, m)?)?;
+    m.add_function(wrap_pyfunction!(path_waits, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_stream_busy, m)?)?;
     Ok(())
 }

@@ -38,8 +38,11 @@ fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// ``across``: to another process (``across=``): a process path.
 /// ``model`` (a ``CostModel``, with ``source`` the source framework's name and ``nbytes`` where
 /// known): among the calibrated paths with the rules' choice's verdict, the one it predicts fastest.
+/// ``producer_busy``: the producer's stream has queued work (``gpushare.advice.producer_state``), and
+/// ``import_waits``: the target's DLPack import waits on the host for it (the adapter's
+/// ``dlpack_import_waits``): with the model, a path ordered on the device is preferred.
 #[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None))]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false))]
 #[allow(clippy::too_many_arguments)]
 fn resolve_auto(
     py: Python<'_>,
@@ -52,6 +55,8 @@ fn resolve_auto(
     model: Option<PyRef<'_, super::advice::PyCostModel>>,
     source_name: &str,
     nbytes: Option<u64>,
+    producer_busy: bool,
+    import_waits: bool,
 ) -> PyResult<(&'static str, &'static str, Option<String>)> {
     let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
     let peer_access = match (peer_access, source, destination) {
@@ -62,7 +67,7 @@ fn resolve_auto(
         _ => None,
     };
     let facts = AutoFacts {
-        endpoints: endpoints_of(endpoints),
+        endpoints: Endpoints { target_import_waits: import_waits, ..endpoints_of(endpoints) },
         source,
         destination,
         peer_access,
@@ -71,6 +76,7 @@ fn resolve_auto(
         model: model.as_ref().map(|m| &m.inner),
         source_name,
         nbytes,
+        producer_busy,
     };
     let choice = paths::resolve_auto(&facts);
     Ok((choice.path, choice.kind.name(), choice.why))
@@ -82,6 +88,8 @@ pub fn endpoints_of((exports, objects, capsules, device): (bool, bool, bool, boo
         target_accepts_objects: objects,
         target_accepts_capsules: capsules,
         target_addresses_device: device,
+        // Not among the four facts the explain binding passes: resolve_auto takes it on its own.
+        target_import_waits: false,
     }
 }
 
