@@ -1,0 +1,113 @@
+"""A busy producer on a real GPU (issue 26.4; ``pytest -m gpu``, skipped with "no CUDA" elsewhere):
+with matmuls queued on torch's stream the driver says the producer is busy, ``advise`` says so and
+recommends a path ordered on the device, and the one ``auto`` (``share``) takes such a path, does
+not wait for the queue, and the consumer still reads the values the queued work wrote."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import gpushare
+from _gpu import need, require_cuda
+from gpushare import _native, advice, paths
+from gpushare.adapters import framework
+
+pytestmark = pytest.mark.gpu
+
+torch = require_cuda()
+
+N = 1 << 18  # 1 MiB of float32
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """torch→jax calibrated on cuda:0, in a cache of this module's own."""
+    need("jax")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        advice.forget()
+        yield gpushare.calibrate(["torch", "jax"], sizes=("64KiB", "1MiB", "4MiB"), device="cuda:0", repeat=3)
+        advice.forget()
+
+
+@pytest.fixture(scope="module")
+def queue():
+    """Queues a few milliseconds of matmuls on torch's current stream (warmed: cuBLAS loaded, the
+    kernels chosen) and returns how long they take."""
+    a = torch.randn(4096, 4096, device="cuda:0")
+    (a @ a).sum().item()
+    torch.cuda.synchronize()
+
+    def queue_work() -> None:
+        for _ in range(8):
+            a @ a
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    queue_work()
+    end.record()
+    torch.cuda.synchronize()
+    queue_work.seconds = start.elapsed_time(end) / 1e3
+    assert queue_work.seconds > 2e-3, f"the queue must be long enough to tell a wait ({queue_work.seconds * 1e3:.2f} ms)"
+    return queue_work
+
+
+def test_the_driver_tells_a_busy_producer_from_an_idle_one(queue):
+    x = torch.ones(N, device="cuda:0")
+    src = framework("torch")
+    torch.cuda.synchronize()
+    assert advice.producer_state(src, x) == "idle"
+    queue()
+    assert advice.producer_state(src, x) == "busy"
+    torch.cuda.synchronize()
+    assert advice.producer_state(src, x) == "idle"
+
+
+def test_advise_says_the_producer_is_busy_and_recommends_a_path_ordered_on_the_device(model, queue):
+    x = torch.ones(N, device="cuda:0")
+    torch.cuda.synchronize()
+    idle = gpushare.advise(x, "jax")
+    assert idle.producer == "idle" and "producer idle" in repr(idle)
+    queue()
+    busy = gpushare.advise(x, "jax")
+    torch.cuda.synchronize()
+    assert busy.producer == "busy", repr(busy)
+    assert "producer busy" in repr(busy) and "assumed: producer busy" in repr(busy)
+    waits = {r["path"]: r["waits"] for r in busy.rows}
+    # JAX's DLPack import waits on the host (measured): predicted as at least its queue.
+    assert waits.get("dlpack") is True, busy.rows
+    # Where a sharing path ordered on the device is calibrated, it is the recommendation.
+    if any(not r["waits"] and r["verdict"] == "shared" and r["prediction"] is not None and r["ordered"] for r in busy.rows):
+        assert not waits[busy.recommended], repr(busy)
+        assert "+ queue" in repr(busy), repr(busy)
+
+
+def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished_values(model, queue):
+    jnp = need("jax").numpy
+    x = torch.ones(N, device="cuda:0")
+    torch.cuda.synchronize()
+    idle = gpushare.share(x, "jax")
+    src, jax = framework("torch"), framework("jax")
+    if not paths.auto_depends_on_producer(src, jax, (2, 0)):
+        pytest.skip(f"auto takes {idle.path} for torch->jax busy or idle on this machine (the model's pick)")
+    # Warm the busy plan: the route, the target's import.
+    queue()
+    gpushare.share(x, "jax")
+    torch.cuda.synchronize()
+    for value in (3.0, 5.0):
+        queue()
+        x.fill_(value)  # queued after the matmuls: the consumer must read it, not the old values
+        t0 = time.perf_counter()
+        r = gpushare.share(x, "jax")
+        took = time.perf_counter() - t0
+        total = float(jnp.sum(r.value))
+        torch.cuda.synchronize()
+        assert r.path != idle.path, (r.path, idle.path)
+        assert not _native.path_waits("share", r.path, "cuda:0", jax.accepts_objects, jax.dlpack_import_waits)
+        assert any("producer is busy" in n for n in r.notes), r.notes
+        assert took < queue.seconds / 2, f"{r.path} took {took * 1e3:.2f} ms with {queue.seconds * 1e3:.2f} ms queued"
+        assert total == value * N, f"{r.path} read {total}, not {value * N}: the handoff was not ordered"
+    # Idle again: the calibrated pick.
+    assert gpushare.share(x, "jax").path == idle.path
