@@ -55,19 +55,57 @@ for p in d["points"]:
           f"{abs(pred.seconds - measured) / measured * 100:5.0f}%  {pred.bound}{' (MISS)' if pred.misses(measured) else ''}")
 b
 """),
-    md("## A busy producer\\n`capsule` and `cai` carry no stream, so gpushare synchronises the producer on the host first: the host waits for all of its queued work. `dlpack` orders with an event on the device instead. Tell `advise` how much work is queued and the pick changes."),
+    md("## The model's lines over the measured points\nEach path's fitted `fixed + bytes / bandwidth` drawn over the sizes, and the points the sweep above measured at sizes the model never saw: a zero-copy path is a flat line (its fixed cost), a copy bends up where its bandwidth takes over."),
     code("""
-print(gpushare.advise(x, target, queued=0.0).recommended, "with an idle producer")
-print(gpushare.advise(x, target, queued=2e-3).recommended, "with 2 ms queued on the producer's stream")
-gpushare.advise(x, target, queued=2e-3)
+import matplotlib.pyplot as plt
+import numpy as np
+from gpushare.paths import PATH_TABLE
+colours = {p["name"]: p["colour"] for p in PATH_TABLE if p["kind"] == "share"}
+grid = np.logspace(np.log10(16 << 10), np.log10(64 << 20), 60)
+fig, ax = plt.subplots(figsize=(7.5, 4.5))
+for path in dict.fromkeys(p["path"] for p in d["points"]):
+    measured = [(p["size"], p["timing"]["median"]) for p in d["points"]
+                if p["path"] == path and p["verdict"] != "failed" and p.get("timing")]
+    line = [model.predict("share", path, "torch", target, d["device"], int(n)) for n in grid]
+    if not measured or path == "shared" or any(f is None for f in line):
+        continue
+    colour = colours.get(path, "#7f7f7f")
+    ax.plot(grid, [f.seconds * 1e6 for f in line], color=colour, label=f"{path}: model")
+    ax.scatter([n for n, _ in measured], [t * 1e6 for _, t in measured], color=colour, edgecolors="black", zorder=3,
+               label=f"{path}: measured")
+ax.set(xscale="log", yscale="log", xlabel="bytes", ylabel="µs per handoff",
+       title=f"torch → {target} on {d['device']}: model (lines) against measured (points)")
+ax.legend(fontsize=7, ncol=2)
+plt.show()
 """),
-    md("## A move between GPUs and a handoff to another process\\nWith two GPUs, `advise(x, to, device='cuda:1')` ranks the moves; `across='process'` the process paths (their times appear once `calibrate(..., processes=True)` measured them)."),
+    md("## A busy producer\nA path whose host waits for the producer's queued work (a capsule into TensorFlow, the host and pinned copies, JAX's DLPack import) costs at least all of that work; one ordered on the device (`dlpack` into most consumers, `cai`, `copy`) does not. `advise` and `auto` ask the driver whether the producer's stream is busy (`cuStreamQuery`, which does not wait), say which state they assumed, and prefer a path ordered on the device while it is busy. `queued=` tells `advise` how much is queued where you know."),
+    code("""
+consumer = "jax" if "jax" in frameworks else target
+print("idle:", gpushare.advise(x, consumer).recommended, "| share takes", gpushare.share(x, consumer).path)
+if device != "cpu":
+    a = torch.randn(4096, 4096, device=device)
+    (a @ a).sum().item()  # warm: cuBLAS loaded, the kernels chosen
+    for _ in range(8):
+        a @ a             # milliseconds of work queued on torch's stream
+    busy = gpushare.advise(x, consumer)
+    taken = gpushare.share(x, consumer)
+    torch.cuda.synchronize()
+    print("busy:", busy.recommended, "| share takes", taken.path, "|", busy.assumed)
+    display(busy)
+else:
+    print("no GPU here: nothing is queued on a CPU; with 2 ms queued, as advise would predict it:")
+    display(gpushare.advise(x, consumer, queued=2e-3))
+"""),
+    md("## A move between GPUs and a handoff to another process\nWith two GPUs, `calibrate(..., to_device='cuda:1')` fits the moves and `advise(x, to, device='cuda:1')` ranks them; `calibrate(..., processes=True)` fits the process paths and `advise(x, to, across='process')` ranks those. `shares=False` sweeps only the moves or processes, keeping the share pairs fitted above."),
     code("""
 if torch.cuda.device_count() >= 2:
-    gpushare.calibrate(["torch"], device="cuda:0", to_device="cuda:1", repeat=5)
+    gpushare.calibrate(["torch"], device="cuda:0", to_device="cuda:1", repeat=5, shares=False)
     display(gpushare.advise(x, "torch", device="cuda:1"))
 else:
-    print("one GPU here: no move to advise on")
+    print("fewer than 2 GPUs here: no move to advise on")
+"""),
+    code("""
+gpushare.calibrate(["torch"], sizes=("64KiB", "1MiB", "16MiB"), device=device, processes=True, repeat=3, shares=False)
 gpushare.advise(x, "torch", across="process")
 """),
 ]

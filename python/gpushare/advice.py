@@ -163,12 +163,14 @@ def calibrate(
     processes: bool = False,
     repeat: int = 5,
     save: bool = True,
+    shares: bool = True,
 ) -> Any:
     """Measures every path of every ordered pair of ``frameworks`` (default: those of issue 26's
     list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
     CUDA is usable, else ``cpu``), fits each path's ``fixed + bytes / bandwidth``, and caches the
     model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
-    ``processes=True`` the process paths (a worker process each). Returns the ``CostModel``."""
+    ``processes=True`` the process paths (a worker process each); ``shares=False`` sweeps only
+    those (the share pairs calibrated before are kept). Returns the ``CostModel``."""
     from gpushare import lab
 
     if len(set(sizes)) < 3:
@@ -181,7 +183,7 @@ def calibrate(
     if previous is not None and previous.stale_against(machine_key()) is None:
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
     for src in names:
-        for dst in names:
+        for dst in names if shares else ():
             if src == dst and to_device is None:
                 continue
             b = lab.bench(src, dst, sizes, device=device, repeat=repeat, progress=False)
