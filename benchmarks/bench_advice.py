@@ -1,19 +1,30 @@
 """How true the cost model is (issue 26.5): predicted against measured, and how good `auto`'s pick is.
 
-One run: calibrate this machine's model (three sizes, into a cache of this run's own), then sweep
+One run: calibrate this machine's model (four sizes, into a cache of this run's own), then sweep
 pairs × paths at *other* sizes with the real lab and compare every measured row with the model's
 prediction made before it ran, and every (pair, size)'s `auto` row with the fastest path of the best
-verdict measured in the same sweep. Reports:
+verdict measured in the same sweep. Three kinds of handoff, each calibrated and evaluated:
 
-- the median |predicted − measured| / measured for sizes ≥ 1 MiB (goal ≤ 15 %) and below (≤ 30 %);
-- how often `auto` is within 1.1× of the fastest correct path measured (goal ≥ 95 % of cells), and
-  the worst ratio (never above 1.5×);
-- on a GPU with ``--busy``, the same handoffs with ~2 ms of work queued on the producer's stream:
-  a host-side synchronise (`capsule`, `cai`) waits for it, an event on the device (`dlpack`) does
-  not, and the model's prediction with the queued work is checked against both.
+- **shares** within the device: every ordered pair of the frameworks below;
+- **moves** to a second GPU (``device=``, on a machine with two; otherwise "fewer than 2 GPUs"):
+  each framework's own arrays, by ``p2p``, ``pinned``, ``dlpack`` and ``move``;
+- **processes** (``across=``): the frameworks a worker can receive, by ``ipc``, ``torch_mp``,
+  ``shm``, ``nccl``, ``nccl_socket`` and ``gloo`` where each applies (on a CPU: ``torch_mp``,
+  ``shm``, ``gloo``; ``nccl`` needs the worker on a second GPU).
 
-Run: ``.venv/bin/python benchmarks/bench_advice.py [--device cuda] [--busy] [--json F]``.
-CPU pairs: torch, jax, tf, numpy; GPU: torch, jax, cupy, numba, tf (where installed).
+Reports, per kind and together: the median |predicted − measured| / measured for sizes ≥ 1 MiB
+(goal ≤ 15 %) and below (≤ 30 %); how often `auto` is within 1.1× of the fastest correct path
+measured (goal ≥ 95 % of cells) and the worst ratio (never above 1.5×).
+
+On a GPU ``--busy`` measures the same share handoffs with milliseconds of matmuls queued on the
+producer's stream: every path and `auto` (which asks the driver whether the producer is busy and
+then prefers a path ordered on the device), each against the model's prediction with the queued
+work added where the host waits for it, and `auto`'s pick against the fastest correct path
+measured busy.
+
+Run: ``.venv/bin/python benchmarks/bench_advice.py [--device cuda] [--busy] [--no-moves]
+[--no-processes] [--json F]``. CPU pairs: torch, jax, tf, numpy; GPU: torch, jax, cupy, numba, tf
+(where installed).
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ if "--device" not in sys.argv or "cpu" in sys.argv:
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpushare-bench-advice-")
 
 import gpushare  # noqa: E402
-from gpushare import advice  # noqa: E402
+from gpushare import advice, devices, paths  # noqa: E402
 
 CALIBRATION_SIZES = ("64KiB", "1MiB", "16MiB", "64MiB")
 #: Sizes the model was not fitted at, inside and just outside its sweep.
@@ -47,52 +58,101 @@ def frameworks(device: str) -> list[str]:
     return advice._default_frameworks(device)
 
 
-def evaluate(model, device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
-    """Every measured row against its prediction; every (pair, size)'s auto against the best."""
+def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dict], takes_objects: bool,
+           auto_path: str | None = None) -> tuple[list[dict], list[dict]]:
+    """One sweep's rows against the model's predictions, and each size's `auto` against the fastest
+    correct path measured. ``auto_path``: the path `auto` takes where the sweep marks none (processes)."""
+    src, dst = pair
     rows, autos = [], []
-    for src, dst in itertools.permutations(names, 2):
-        b = gpushare.bench(src, dst, EVALUATION_SIZES, device=device, repeat=repeat, progress=False)
-        d = b.to_dict()
-        place = d["device"]
-        by_size: dict[int, list[dict]] = {}
-        for p in d["points"]:
-            by_size.setdefault(int(p["size"]), []).append(p)
-            timing = p.get("timing")
-            if p["verdict"] == "failed" or not timing:
-                continue
-            predicted = model.predict("share", p["path"], src, dst, place, int(p["size"]))
-            if predicted is None:
-                continue
-            measured = float(timing["median"])
-            rows.append(dict(pair=f"{src}->{dst}", path=p["path"], size=int(p["size"]), measured_s=measured,
-                             predicted_s=predicted.seconds, error=abs(predicted.seconds - measured) / measured,
-                             tolerance=predicted.tolerance, extrapolated=predicted.extrapolated))
-        for size, points in by_size.items():
-            worked = [p for p in points if p["verdict"] != "failed" and p.get("timing")]
-            auto = [p for p in worked if p.get("auto")]
-            if not worked or not auto:
-                continue
-            best_verdict = "shared" if any(p["verdict"] == "shared" for p in worked) else "copied"
-            # `shared` hands over a SharedBuffer, not the user's array: not a path auto could take;
-            # nor a path whose consumer may read before the producer's queued work lands.
-            takes_objects = gpushare.adapters.framework(dst).accepts_objects
-            ordered = lambda p: gpushare._native.path_ordering("share", p["path"], place, takes_objects)[2]  # noqa: E731
-            correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
-            fastest = min(correct, key=lambda p: p["timing"]["median"])
-            chosen = auto[0]
-            ratio = chosen["timing"]["median"] / fastest["timing"]["median"]
-            autos.append(dict(pair=f"{src}->{dst}", size=size, auto=chosen["path"], auto_s=chosen["timing"]["median"],
-                              auto_verdict=chosen["verdict"], fastest=fastest["path"],
-                              fastest_s=fastest["timing"]["median"], ratio=ratio))
+    by_size: dict[int, list[dict]] = {}
+    for p in points:
+        by_size.setdefault(int(p["size"]), []).append(p)
+        timing = p.get("timing")
+        if p["verdict"] == "failed" or not timing or p["path"] in ("auto", "shared"):
+            continue
+        predicted = model.predict(kind, p["path"], src, dst, place, int(p["size"]))
+        if predicted is None:
+            continue
+        measured = float(timing["median"])
+        rows.append(dict(kind=kind, pair=f"{src}->{dst}", place=place, path=p["path"], size=int(p["size"]),
+                         measured_s=measured, predicted_s=predicted.seconds,
+                         error=abs(predicted.seconds - measured) / measured, tolerance=predicted.tolerance,
+                         extrapolated=predicted.extrapolated))
+    for size, pts in by_size.items():
+        worked = [p for p in pts if p["verdict"] != "failed" and p.get("timing")]
+        auto = [p for p in worked if p.get("auto")] or [p for p in worked if p["path"] == auto_path]
+        if not worked or not auto:
+            continue
+        best_verdict = "shared" if any(p["verdict"] == "shared" for p in worked) else "copied"
+        # `shared` hands over a SharedBuffer, not the user's array: not a path auto could take;
+        # nor a path whose consumer may read before the producer's queued work lands.
+        ordered = lambda p: gpushare._native.path_ordering(kind, p["path"], place, takes_objects)[2]  # noqa: E731
+        correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
+        if not correct:
+            continue
+        fastest = min(correct, key=lambda p: p["timing"]["median"])
+        chosen = auto[0]
+        ratio = chosen["timing"]["median"] / fastest["timing"]["median"]
+        autos.append(dict(kind=kind, pair=f"{src}->{dst}", size=size, auto=chosen["path"], auto_s=chosen["timing"]["median"],
+                          auto_verdict=chosen["verdict"], fastest=fastest["path"], fastest_s=fastest["timing"]["median"],
+                          fastest_verdict=best_verdict, ratio=ratio, auto_correct=chosen["verdict"] == best_verdict))
     return rows, autos
 
 
-def busy_producer(model, repeat: int) -> list[dict]:
-    """torch → cupy/jax/numba on a GPU with a few milliseconds of matmuls queued on the producer's
-    stream: a host-side synchronise waits for them, an event on the device should not."""
-    import torch
+def evaluate(model, device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
+    """Shares: every ordered pair's measured rows against their predictions; every (pair, size)'s auto."""
+    rows, autos = [], []
+    for src, dst in itertools.permutations(names, 2):
+        d = gpushare.bench(src, dst, EVALUATION_SIZES, device=device, repeat=repeat, progress=False).to_dict()
+        takes_objects = gpushare.adapters.framework(dst).accepts_objects
+        r, a = _score(model, "share", (src, dst), d["device"], d["points"], takes_objects)
+        rows += r
+        autos += a
+    return rows, autos
 
-    out = []
+
+def move_frameworks(names: list[str]) -> list[str]:
+    """The frameworks whose own arrays move between GPUs (Numba's and TensorFlow's are left out:
+    their moves are the framework's own copy through the host, calibrated by nobody)."""
+    return [n for n in names if n in ("torch", "jax", "cupy")]
+
+
+def evaluate_moves(model, device: str, to_device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
+    """Moves to ``to_device``: each framework's own arrays by every move path, and auto's pick."""
+    rows, autos = [], []
+    for src in names:
+        d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, to_device=to_device, repeat=repeat,
+                           progress=False).to_dict()
+        r, a = _score(model, "move", (src, src), f"{d['device']}->{to_device}", d["points"], True)
+        rows += r
+        autos += a
+    return rows, autos
+
+
+def process_frameworks(names: list[str]) -> list[str]:
+    """The frameworks a worker process can receive (their adapters' ``worker_receives``)."""
+    return [n for n in names if gpushare.adapters.framework(n).worker_receives]
+
+
+def evaluate_processes(model, device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
+    """Processes: each framework's arrays handed to a worker by every process path, and auto's
+    pick (``ipc`` from device memory, ``shm`` from the host: THE auto, paths.process_auto)."""
+    rows, autos = [], []
+    for src in names:
+        d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across="processes", repeat=repeat,
+                           progress=False).to_dict()
+        place = f"{d.get('device', device)}->process"
+        adapter = gpushare.adapters.framework(src)
+        on_host, ordinal = devices.parse_device(device)
+        auto_path = paths.process_auto(adapter.ones(16, "float32", on_host, ordinal))
+        r, a = _score(model, "process", (src, src), place, d["points"], True, auto_path)
+        rows += r
+        autos += a
+    return rows, autos
+
+
+def _queue(torch):
+    """Milliseconds of warmed matmuls to queue on torch's current stream, and how long they take."""
     a = torch.randn(4096, 4096, device="cuda")
 
     def queue_work() -> None:
@@ -106,29 +166,106 @@ def busy_producer(model, repeat: int) -> list[dict]:
     queue_work()
     end.record()
     torch.cuda.synchronize()
-    queued = start.elapsed_time(end) / 1e3
+    return queue_work, start.elapsed_time(end) / 1e3
+
+
+BUSY_PATHS = ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
+
+
+def busy_producer(model, repeat: int) -> tuple[list[dict], list[dict]]:
+    """torch → cupy/jax/numba/tf on a GPU with milliseconds of matmuls queued on the producer's
+    stream before each handoff: every path and `auto` measured busy, against the model's
+    prediction with the queued work added where the host waits for it; and `auto`'s pick (it asks
+    the driver) against the fastest correct path measured busy."""
+    import torch
+
+    queue_work, queued = _queue(torch)
     x = torch.ones(1 << 18, device="cuda")
-    for dst in [n for n in ("cupy", "jax", "numba") if gpushare.adapters.framework(n).installed()]:
-        for path in ("dlpack", "capsule", "cai"):
-            samples = []
+    nbytes = x.numel() * 4
+    rows, autos = [], []
+    for dst in [n for n in ("cupy", "jax", "numba", "tf") if gpushare.adapters.framework(n).installed()]:
+        target = gpushare.adapters.framework(dst)
+        measured = []
+        for path in BUSY_PATHS:
+            samples, taken, verdict = [], path, None
             try:
-                gpushare.share(x, dst, path=path)  # warm: the route, the plan, the target's import
+                gpushare.share(x, dst, path=path)  # warm the idle plan: the route, the target's import
+                queue_work()
+                gpushare.share(x, dst, path=path)  # and the busy one (auto may take another path)
+                torch.cuda.synchronize()
                 for _ in range(repeat):
                     torch.cuda.synchronize()
                     queue_work()
                     t0 = time.perf_counter()
-                    gpushare.share(x, dst, path=path)
+                    r = gpushare.share(x, dst, path=path)
                     samples.append(time.perf_counter() - t0)
+                    taken, verdict = r.path, r.verdict
             except gpushare.GpushareError:
+                torch.cuda.synchronize()
                 continue
             torch.cuda.synchronize()
-            ordering = gpushare._native.path_ordering("share", path, "cuda:0",
-                                                      gpushare.adapters.framework(dst).accepts_objects)[0]
-            p = model.predict("share", path, "torch", dst, "cuda:0", x.numel() * 4, ordering, queued)
-            measured = statistics.median(samples)
-            out.append(dict(pair=f"torch->{dst}", path=path, queued_s=queued, measured_s=measured,
-                            predicted_s=None if p is None else p.seconds, ordering=ordering))
-    return out
+            ordering, _, ordered = gpushare._native.path_ordering("share", taken, "cuda:0", target.accepts_objects)
+            waits = gpushare._native.path_waits("share", taken, "cuda:0", target.accepts_objects, target.dlpack_import_waits)
+            p = model.predict("share", taken, "torch", dst, "cuda:0", nbytes, "host_synchronise" if waits else ordering, queued)
+            measured.append(dict(pair=f"torch->{dst}", path=path, took=taken, verdict=verdict, queued_s=queued,
+                                 measured_s=statistics.median(samples), predicted_s=None if p is None else p.seconds,
+                                 ordering=ordering, ordered=ordered, waits=waits))
+        rows += measured
+        auto = [m for m in measured if m["path"] == "auto"]
+        worked = [m for m in measured if m["path"] != "auto"]
+        if not auto or not worked:
+            continue
+        best = "shared" if any(m["verdict"] == "shared" for m in worked) else "copied"
+        correct = [m for m in worked if m["verdict"] == best and m["ordered"]]
+        if not correct:
+            continue
+        fastest = min(correct, key=lambda m: m["measured_s"])
+        torch.cuda.synchronize()
+        queue_work()
+        advised = gpushare.advise(x, dst)
+        torch.cuda.synchronize()
+        autos.append(dict(kind="busy", pair=f"torch->{dst}", size=nbytes, auto=auto[0]["took"], auto_s=auto[0]["measured_s"],
+                          auto_verdict=auto[0]["verdict"], fastest=fastest["path"], fastest_s=fastest["measured_s"],
+                          fastest_verdict=best, ratio=auto[0]["measured_s"] / fastest["measured_s"],
+                          advise_producer=advised.producer, advise_pick=advised.recommended))
+    return rows, autos
+
+
+def summarise(rows: list[dict], autos: list[dict]) -> dict:
+    large = [r["error"] for r in rows if r["size"] >= LARGE]
+    small = [r["error"] for r in rows if r["size"] < LARGE]
+    # A pick with a worse verdict than the best measured (a copy where a path shares) is not
+    # correct, however fast: it counts against auto, never for it.
+    within = sum(a.get("auto_correct", True) and a["ratio"] <= 1.1 for a in autos)
+    wrong = [a for a in autos if not a.get("auto_correct", True)]
+    return {
+        "median_error_large": statistics.median(large) if large else None,
+        "median_error_small": statistics.median(small) if small else None,
+        "rows": len(rows),
+        "auto_within_1_1": f"{within}/{len(autos)}",
+        "auto_wrong_verdict": len(wrong),
+        "auto_worst": max(autos, key=lambda a: a["ratio"]) if autos else None,
+    }
+
+
+def report(title: str, summary: dict) -> None:
+    print(f"\n{title}: {summary['rows']} rows")
+    if summary["median_error_large"] is not None:
+        print(f"  median |predicted - measured| / measured, >= 1 MiB: {summary['median_error_large']*100:.1f} % (goal <= 15 %)")
+    if summary["median_error_small"] is not None:
+        print(f"  median |predicted - measured| / measured, <  1 MiB: {summary['median_error_small']*100:.1f} % (goal <= 30 %)")
+    print(f"  auto within 1.1x of the fastest correct path measured: {summary['auto_within_1_1']} cells (goal >= 95 %)")
+    if summary["auto_wrong_verdict"]:
+        print(f"  auto took a worse verdict than the best measured in {summary['auto_wrong_verdict']} cells (counted as misses)")
+    worst = summary["auto_worst"]
+    if worst:
+        print(f"  worst: {worst['pair']} at {worst['size']} B, auto {worst['auto']} {worst['auto_s']*1e6:.1f} µs against "
+              f"{worst['fastest']} {worst['fastest_s']*1e6:.1f} µs ({worst['ratio']:.2f}x; goal never above 1.5x)")
+
+
+def gpu_count() -> int:
+    status = gpushare._native.cuda_driver_status()
+    return int(status.get("device_count") or 0) if status.get("available") else 0
 
 
 def main() -> int:
@@ -136,47 +273,66 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu or cuda:0")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--busy", action="store_true", help="also measure with work queued on the producer (GPU)")
+    parser.add_argument("--no-moves", action="store_true", help="skip the moves to a second GPU")
+    parser.add_argument("--no-processes", action="store_true", help="skip the process paths")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     device = "cuda:0" if args.device == "cuda" else args.device
     names = frameworks(device)
+    to_device = "cuda:1" if device.startswith("cuda") and gpu_count() >= 2 and not args.no_moves else None
+    movers = move_frameworks(names) if to_device else []
+    workers = [] if args.no_processes else process_frameworks(names)
     t0 = time.time()
-    model = gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat)
+    gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat)
+    if movers:
+        gpushare.calibrate(movers, sizes=CALIBRATION_SIZES, device=device, to_device=to_device, repeat=args.repeat, shares=False)
+    if workers:
+        gpushare.calibrate(workers, sizes=CALIBRATION_SIZES, device=device, processes=True, repeat=args.repeat, shares=False)
+    model = advice.model()
     calibration_s = time.time() - t0
-    rows, autos = evaluate(model, device, names, args.repeat)
-    large = [r["error"] for r in rows if r["size"] >= LARGE]
-    small = [r["error"] for r in rows if r["size"] < LARGE]
-    within = sum(a["ratio"] <= 1.1 for a in autos)
-    worst = max(autos, key=lambda a: a["ratio"]) if autos else None
-    print(f"device {device}; frameworks {', '.join(names)}; calibration {calibration_s:.1f} s, {len(model)} paths fitted")
-    print(f"{'pair':<14} {'path':<8} {'size':>9} {'measured':>10} {'predicted':>10} {'error':>7}")
-    for r in rows:
-        print(f"{r['pair']:<14} {r['path']:<8} {r['size']:>9} {r['measured_s']*1e6:9.1f}µ {r['predicted_s']*1e6:9.1f}µ "
-              f"{r['error']*100:6.0f}%{' (outside the sweep)' if r['extrapolated'] else ''}")
-    summary = {
-        "median_error_large": statistics.median(large) if large else None,
-        "median_error_small": statistics.median(small) if small else None,
-        "auto_within_1_1": f"{within}/{len(autos)}",
-        "auto_worst": worst,
-    }
-    print()
-    if large:
-        print(f"median |predicted - measured| / measured, >= 1 MiB: {summary['median_error_large']*100:.1f} % (goal <= 15 %)")
-    if small:
-        print(f"median |predicted - measured| / measured, <  1 MiB: {summary['median_error_small']*100:.1f} % (goal <= 30 %)")
-    print(f"auto within 1.1x of the fastest correct path measured: {within} of {len(autos)} cells (goal >= 95 %)")
-    if worst:
-        print(f"worst: {worst['pair']} at {worst['size']} B, auto {worst['auto']} {worst['auto_s']*1e6:.1f} µs against "
-              f"{worst['fastest']} {worst['fastest_s']*1e6:.1f} µs ({worst['ratio']:.2f}x; goal never above 1.5x)")
-    busy = busy_producer(model, args.repeat) if args.busy and device.startswith("cuda") else []
+    print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
+          f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted")
+    kinds: dict[str, tuple[list[dict], list[dict]]] = {"shares": evaluate(model, device, names, args.repeat)}
+    if movers:
+        kinds["moves"] = evaluate_moves(model, device, to_device, movers, args.repeat)
+    elif device.startswith("cuda") and not args.no_moves:
+        print("moves: skipped, fewer than 2 GPUs")
+    if workers:
+        kinds["processes"] = evaluate_processes(model, device, workers, args.repeat)
+    print(f"{'kind':<8} {'pair':<14} {'path':<11} {'size':>9} {'measured':>10} {'predicted':>10} {'error':>7}")
+    for kind, (rows, _) in kinds.items():
+        for r in rows:
+            print(f"{kind:<8} {r['pair']:<14} {r['path']:<11} {r['size']:>9} {r['measured_s']*1e6:9.1f}µ "
+                  f"{r['predicted_s']*1e6:9.1f}µ {r['error']*100:6.0f}%{' (outside the sweep)' if r['extrapolated'] else ''}")
+    summaries = {kind: summarise(rows, autos) for kind, (rows, autos) in kinds.items()}
+    every = summarise([r for rows, _ in kinds.values() for r in rows], [a for _, autos in kinds.values() for a in autos])
+    for kind, summary in summaries.items():
+        report(kind, summary)
+    report("all kinds", every)
+    for kind, (_, autos) in kinds.items():
+        if kind != "shares":
+            for a in autos:
+                print(f"  {kind} {a['pair']} at {a['size']} B: auto {a['auto']} ({a['auto_verdict']}) {a['auto_s']*1e6:.1f} µs, "
+                      f"fastest correct {a['fastest']} ({a['fastest_verdict']}) {a['fastest_s']*1e6:.1f} µs, {a['ratio']:.2f}x")
+    busy, busy_autos = busy_producer(model, args.repeat) if args.busy and device.startswith("cuda") else ([], [])
     for b in busy:
         pred = "n/a" if b["predicted_s"] is None else f"{b['predicted_s']*1e6:.0f} µs"
-        print(f"busy producer ({b['queued_s']*1e3:.2f} ms queued): {b['pair']} {b['path']} ({b['ordering']}): "
+        print(f"busy producer ({b['queued_s']*1e3:.2f} ms queued): {b['pair']} {b['path']}"
+              f"{' -> ' + b['took'] if b['path'] == 'auto' else ''} ({b['ordering']}{', host waits' if b['waits'] else ''}): "
               f"measured {b['measured_s']*1e6:.0f} µs, predicted {pred}")
+    for a in busy_autos:
+        print(f"busy producer: {a['pair']}: auto took {a['auto']} {a['auto_s']*1e6:.0f} µs, fastest correct measured busy "
+              f"{a['fastest']} {a['fastest_s']*1e6:.0f} µs ({a['ratio']:.2f}x); advise ({a['advise_producer']}) recommends {a['advise_pick']}")
+    if busy_autos:
+        summaries["busy"] = summarise([], busy_autos)
+        report("busy producer, auto's pick", summaries["busy"])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"device": device, "frameworks": names, "rows": rows, "autos": autos, "busy": busy,
-                       "summary": summary, "model": model.to_dict()}, f, indent=1, default=str)
+            json.dump({"device": device, "frameworks": names, "moves_to": to_device, "move_frameworks": movers,
+                       "process_frameworks": workers,
+                       "rows": [r for rows, _ in kinds.values() for r in rows],
+                       "autos": [a for _, autos in kinds.values() for a in autos], "busy": busy, "busy_autos": busy_autos,
+                       "summary": every, "summaries": summaries, "model": model.to_dict()}, f, indent=1, default=str)
     return 0
 
 
