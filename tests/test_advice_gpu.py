@@ -111,3 +111,31 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
         assert total == value * N, f"{r.path} read {total}, not {value * N}: the handoff was not ordered"
     # Idle again: the calibrated pick.
     assert gpushare.share(x, "jax").path == idle.path
+
+
+def test_a_busy_producer_moves_by_a_path_that_does_not_wait_and_the_values_arrive(model, queue):
+    """Two GPUs: the peer copy waits on the host for the producer's queue (the core synchronises
+    the source's stream after its copy); the framework's own move is queued after it on the device."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("fewer than 2 GPUs")
+    gpushare.calibrate(["torch"], sizes=("1MiB", "16MiB", "64MiB"), device="cuda:0", to_device="cuda:1", repeat=3,
+                       shares=False)
+    x = torch.ones(N, device="cuda:0")
+    torch.cuda.synchronize()
+    queue()
+    busy = gpushare.advise(x, "torch", device="cuda:1")
+    torch.cuda.synchronize()
+    assert busy.producer == "busy", repr(busy)
+    waits = {r["path"]: r["waits"] for r in busy.rows}
+    assert waits.get("p2p") is True and waits.get("pinned") is True, busy.rows
+    calm = [r["path"] for r in busy.rows if not r["waits"] and r["prediction"] is not None and r["verdict"] != "failed"]
+    if not calm:
+        pytest.skip(f"no move that does not wait was calibrated here: {busy.rows}")
+    assert busy.recommended in calm, repr(busy)
+    queue()
+    x.fill_(7.0)
+    r = gpushare.share(x, "torch", device="cuda:1")
+    total = float(r.value.sum())
+    torch.cuda.synchronize()
+    assert not waits.get(r.path, False), r.path
+    assert total == 7.0 * N, f"{r.path} moved {total}, not {7.0 * N}"

@@ -272,7 +272,17 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     if here and path != "auto" and path not in devices.MOVE_PATHS:
         return path, None, True
     if path == "auto":
-        path = auto_choice(src, framework(to), source_device, destination)[0]
+        dst = framework(to)
+        path = auto_choice(src, dst, source_device, destination)[0]
+        # With a calibrated model, a busy producer may change the move (a peer copy waits on the host
+        # for the producer's queue; the framework's own move is queued after it on the device): the
+        # driver is asked only where the two answers differ.
+        from gpushare import advice
+
+        if not here and advice.auto_model() is not None:
+            busy_path = auto_choice(src, dst, source_device, destination, producer_busy=True)[0]
+            if busy_path != path and advice.producer_state(src, obj) == "busy":
+                path = busy_path
     return path, devices.device_name(on_host, ordinal), here
 
 
