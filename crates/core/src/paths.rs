@@ -295,27 +295,18 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
                 place: place.clone(),
             };
             let theirs = model.fit(&key).map(|f| crate::render::units::time(f.seconds(bytes))).unwrap_or_default();
+            let (ours, size, theirs_name) = (crate::render::units::time(seconds), crate::render::units::bytes(bytes), rules.path);
             let why = if avoided_waiting {
                 format!(
-                    "the producer is busy (its stream has queued work): {} waits on the host for all of it, {} is ordered on the \
-                     device ({} predicted, at {}, idle {} {}); the rules alone take {}",
-                    rules.path,
-                    spec.name,
-                    crate::render::units::time(seconds),
-                    crate::render::units::bytes(bytes),
-                    rules.path,
-                    theirs,
-                    rules.path
+                    "the producer is busy (its stream has queued work): {theirs_name} waits on the host for all of it, {} is \
+                     ordered on the device ({ours} predicted, at {size}, idle {theirs_name} {theirs}); the rules alone take {theirs_name}",
+                    spec.name
                 )
             } else {
                 format!(
-                    "the cost model of this machine predicts {} fastest ({} against {} for {}, at {}); the rules alone take {}",
-                    spec.name,
-                    crate::render::units::time(seconds),
-                    theirs,
-                    rules.path,
-                    crate::render::units::bytes(bytes),
-                    rules.path
+                    "the cost model of this machine predicts {} fastest ({ours} against {theirs} for {theirs_name}, at {size}); \
+                     the rules alone take {theirs_name}",
+                    spec.name
                 )
             };
             let why = match rules.why {
