@@ -110,3 +110,30 @@ def test_outcomes_make_the_summary():
     faulted = context_access.CrossContextAccess(0, {"kernel_read": fault, "kernel_write": {"outcome": "not tried", "detail": "x"},
                                                     "copy_read": {"outcome": "not tried", "detail": "x"}}, OWN, PRIMARY, 4096)
     assert faulted.kernels_share is False and "did NOT share" in faulted.summary and "ILLEGAL_ADDRESS" in faulted.summary
+
+
+@pytest.mark.parametrize("imported_last", ["pycuda.autoinit", "pycuda.autoprimaryctx"])
+def test_gpuinfo_names_pycudas_context_by_the_driver_not_by_the_module_imported(monkeypatch, imported_last):
+    """Both modules may be imported, in either order; which context is PyCUDA's is the driver's word:
+    its current context's handle against the device's primary context."""
+    import types
+
+    from gpushare.adapters import ADAPTERS
+    from gpushare.adapters import pycuda as pycuda_adapter
+
+    current = types.SimpleNamespace(handle=OWN if imported_last == "pycuda.autoinit" else PRIMARY)
+    driver = types.ModuleType("pycuda.driver")
+    driver.Context = type("Context", (), {"get_current": staticmethod(lambda: current)})
+    driver.Device = type("Device", (), {"count": staticmethod(lambda: 1)})
+    for name in ("pycuda.autoinit", "pycuda.autoprimaryctx"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    monkeypatch.setattr(pycuda_adapter._native, "cuda_current_context", lambda: ctx(current.handle, current.handle == PRIMARY))
+    monkeypatch.setattr(pycuda_adapter._native, "cuda_primary_context", lambda ordinal=0: {"active": True, "handle": PRIMARY})
+    info = types.SimpleNamespace(notes=[])
+    ADAPTERS["pycuda"].describe_runtime(info, None)
+    (note,) = [n for n in info.notes if n.startswith("context")]
+    if imported_last == "pycuda.autoinit":
+        assert note == f"context {OWN:#x}: PyCUDA's own (pycuda.autoinit or make_context), not the primary one"
+    else:
+        assert note == f"context {PRIMARY:#x}: the device's primary context"
