@@ -114,7 +114,7 @@ fn kernel_copy(dst: u64, src: u64, bytes: usize, stream: &Stream) -> Result<()> 
 /// Tries it on device `ordinal` with `bytes` bytes (a positive multiple of 4). See the module's
 /// warning: a fault poisons this process's primary context.
 pub fn cross_context_access(ordinal: i32, bytes: usize) -> Result<CrossContextAccess> {
-    if bytes == 0 || bytes % 4 != 0 {
+    if bytes == 0 || !bytes.is_multiple_of(4) {
         return Err(CudaError::InvalidArgument(format!("the probe needs a positive multiple of 4 bytes, not {bytes}")));
     }
     guarded(|| {
