@@ -51,8 +51,8 @@ if not RUN:
 `gpushare.ContextMeter` reads the device's free memory through a small context of gpushare's own,
 pushed only for each reading, so measuring activates nothing and changes nobody's current context.
 Each `measure` block is one row: the memory the step took and what the driver shows about this
-thread's current context and the device's primary context before and after. Nothing in this process
-has touched the GPU yet.
+thread's current context and the device's primary context before and after. No framework in this
+process has touched the GPU yet (the first row's "before" shows what the driver had).
 """),
     code("""
 if RUN:
@@ -90,10 +90,14 @@ if RUN:
         torch.cuda.synchronize()
     if HAVE_TF:
         import tensorflow as tf
-        with meter.measure("TensorFlow's first GPU op"):
-            TF_GPU = bool(tf.config.list_physical_devices("GPU"))
-            if TF_GPU:
-                tf.zeros([1]).numpy()
+        try:
+            with meter.measure("TensorFlow's first GPU op"):
+                TF_GPU = bool(tf.config.list_physical_devices("GPU"))
+                if TF_GPU:
+                    tf.zeros([1]).numpy()
+        except Exception as e:  # shown, and the TensorFlow parts below skipped
+            TF_GPU = False
+            print("TensorFlow could not start on the GPU:", type(e).__name__, e)
         print("TensorFlow", tf.__version__, "GPU:", "yes" if TF_GPU else "no (a CPU build, or its CUDA libraries are missing)")
     meter.fresh_context()
     display(meter)
@@ -134,8 +138,9 @@ else:
     md("""
 ## 4. Do the bytes really cross contexts?
 
-The pointers are the same number on both sides (one address space per process), so the verdict says
-`shared` either way. Whether a kernel of the primary context, where PyTorch and TensorFlow run, can
+gpushare's verdict compares pointers, and one process has one address space for all its contexts:
+the verdict says whether the target holds the source's address, not whether a kernel of the target's
+context can use it. Whether a kernel of the primary context, where PyTorch and TensorFlow run, can
 read and write memory that autoinit's context allocated is the driver's business.
 `gpushare.cross_context_access()` tries it in a child process (a kernel that faults would leave this
 process's primary context unusable): gpushare's own kernel, in the primary context, reads and writes

@@ -93,7 +93,7 @@ def test_arrays_of_both_contexts_are_shared_by_pointer_identity(story, side):
     context = story["own_handle"] if side == "own" else story["primary"]["handle"]
     for target in targets:
         r = story["shares"][f"{side}->{target}"]
-        assert r["verdict"] == "shared", (target, r["reason"])
+        assert r["verdict"] == "shared", (target, r["reason"])  # "raised": the share itself failed
         assert r["target"]["data_ptr"] == r["source"]["data_ptr"]
         for end in ("source", "target"):
             cuda = r[end]["cuda"]
