@@ -161,3 +161,35 @@ pub fn cross_context_access(ordinal: i32, bytes: usize) -> Result<CrossContextAc
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_name_the_first_wrong_byte_or_the_drivers_error() {
+        let expected = pattern(64, 7);
+        assert_eq!(AccessOutcome::judged(Ok(expected.clone()), &expected).outcome, "exact");
+        let mut wrong = expected.clone();
+        wrong[13] ^= 0xff;
+        let judged = AccessOutcome::judged(Ok(wrong), &expected);
+        assert_eq!((judged.outcome, judged.detail.as_str()), ("wrong bytes", "byte 13 differs (of 64)"));
+        let fault = CudaError::Driver {
+            call: "cuStreamSynchronize",
+            code: 700,
+            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            description: "an illegal memory access was encountered".into(),
+        };
+        let judged = AccessOutcome::judged(Err(fault), &expected);
+        assert_eq!(judged.outcome, "failed");
+        assert!(judged.detail.contains("CUDA_ERROR_ILLEGAL_ADDRESS (700)"), "{}", judged.detail);
+        assert!(!judged.is_exact() && AccessOutcome::not_tried("x").outcome == "not tried");
+    }
+
+    #[test]
+    fn the_probe_wants_whole_four_byte_units_before_it_asks_the_driver() {
+        for bytes in [0, 3, 1025] {
+            assert!(matches!(cross_context_access(0, bytes), Err(CudaError::InvalidArgument(_))), "{bytes}");
+        }
+    }
+}
