@@ -86,6 +86,20 @@ def test_the_process_auto_is_the_one_auto():
     assert paths.process_auto(np.ones(4)) == processes.resolve_auto(np.ones(4))
 
 
+def test_the_process_auto_takes_the_path_that_shares_host_memory_and_advise_says_shm_copies():
+    """A torch tensor in host memory: torch.multiprocessing moves its storage into shared memory once
+    and the worker maps the tensor itself (shared), where shm copies it into a segment of its own;
+    advise predicts shm's copy, as the handoff measures it."""
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    assert paths.process_auto(torch.ones(4)) == "torch_mp"
+    assert paths.process_auto(np.ones(4)) == "shm"  # NumPy has no transport of its own
+    from gpushare import advice
+
+    rows = {r["path"]: r for r in advice.advise(np.ones(1024), "numpy", across="process").to_dict()["rows"]}
+    assert rows["shm"]["verdict"] == "copied", rows["shm"]
+
+
 # -- the walk: every pair × layout of the CPU conformance matrix --------------------------------------
 
 

@@ -294,6 +294,8 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
                 rows.append(_row(kind, path, "failed", why, where, src.name, dst.name, nbytes, None, queued))
                 continue
             copies = _native.copied_by_design("process", path)
+            if path == "shm" and copies is None and processes.shm_copies(obj):
+                copies = "copied into a shared memory segment gpushare makes, which the worker maps"
             rows.append(_row(kind, path, "copied" if copies else "shared", copies, where, src.name, dst.name,
                              nbytes, m, queued))
     elif device is not None:

@@ -107,7 +107,8 @@ def process_auto(obj: Any) -> str:
 
     src = adapter_of(obj)
     where = (2, 0) if in_device_memory(obj, src) else (1, 0)
-    return _native.resolve_auto(endpoints(src, src), where, None, src.name, None, True)[0]
+    return _native.resolve_auto(endpoints(src, src), where, None, src.name, None, True,
+                                source_shares_host=src.shares_host_memory_across_processes)[0]
 
 
 def resolve_auto(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> str:

@@ -171,13 +171,25 @@ def _row(path: str, obj: Any, verdict: str, reason: str | None, src_id: dict | N
     }
 
 
+def in_live_segment(src_id: dict | None) -> bool:
+    """Whether host memory of this identity already lies in a live /dev/shm segment, which ``shm``
+    hands over as it is (the worker maps the source); any other array is copied into a new one."""
+    return bool(src_id and (src_id.get("file") or "").startswith("/dev/shm/") and src_id["mapping"] == "shared"
+                and not src_id["unlinked"] and os.path.exists(src_id["file"]))
+
+
+def shm_copies(obj: Any) -> bool:
+    """Whether ``shm`` copies ``obj`` into a segment (what ``advise`` predicts): unless it is in one."""
+    host = process_rules.shm_host_view(obj)
+    return not (host.nbytes and in_live_segment(host_identity(host.__array_interface__["data"][0])))
+
+
 def _run_shm(worker: Worker, obj: Any, path: str, to: str, repeat: int, peer: Any) -> ProcessShareResult:
     host = process_rules.shm_host_view(obj)
     src_id = host_identity(host.__array_interface__["data"][0]) if host.nbytes else None
     notes: list[str] = []
     segment = None
-    if (src_id and (src_id.get("file") or "").startswith("/dev/shm/") and src_id["mapping"] == "shared"
-            and not src_id["unlinked"] and os.path.exists(src_id["file"])):
+    if in_live_segment(src_id):
         # Already in a segment (e.g. the ``local`` view of an earlier shm handoff): hand it as it is,
         # with its layout and read-only flag.
         layout = process_rules.shm_layout(host, to)

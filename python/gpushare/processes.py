@@ -57,7 +57,7 @@ from gpushare.process_identity import cuda_identity, host_identity, same_memory 
 # Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
 from gpushare.process_routes import (  # noqa: F401
     MECHANISMS, PROCESS_PATHS, RUNNERS, SOCKET_ENV, TARGETS, RemoteArray, _framework_of, _library, _steps,
-    applicability, resolve_auto,
+    applicability, resolve_auto, shm_copies,
 )
 from gpushare.process_worker import _serve
 

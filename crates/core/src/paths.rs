@@ -213,6 +213,10 @@ pub struct AutoFacts<'a> {
     pub target_name: &'a str,
     /// The array goes to another process (`across=`): a process path.
     pub across_processes: bool,
+    /// The source framework's own transport hands host memory to another process by moving it
+    /// into shared memory once, values kept, so the worker maps the source itself (PyTorch's
+    /// torch.multiprocessing; the adapter's `shares_host_memory_across_processes`).
+    pub source_shares_host_across: bool,
     /// The calibrated cost model of this machine, when there is one: among the paths whose sweep
     /// gave the rules' choice's verdict, `auto` takes the one it predicts fastest.
     pub model: Option<&'a crate::advice::model::CostModel>,
@@ -347,7 +351,10 @@ fn rules_auto(facts: &AutoFacts<'_>) -> AutoChoice {
         // for host memory (the copying paths, NCCL and gloo, are for comparison).
         let (path, why) = match facts.source {
             Place::Device(_) => ("ipc", "device memory: the worker maps the allocation by CUDA IPC"),
-            Place::Host => ("shm", "host memory: the worker maps a shared memory segment"),
+            Place::Host if facts.source_shares_host_across => {
+                ("torch_mp", "host memory the source framework moves into shared memory once (values kept): the worker maps the source itself")
+            }
+            Place::Host => ("shm", "host memory: the worker maps a segment gpushare copies the array into"),
         };
         return AutoChoice { path, kind: Process, why: Some(why.into()) };
     }
@@ -390,203 +397,5 @@ pub fn import_path(e: &Endpoints) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn facts(endpoints: Endpoints, source: Place) -> AutoFacts<'static> {
-        AutoFacts {
-            endpoints,
-            source,
-            destination: None,
-            peer_access: None,
-            target_name: "x",
-            across_processes: false,
-            model: None,
-            source_name: "s",
-            nbytes: None,
-            producer_busy: false,
-        }
-    }
-
-    #[test]
-    fn every_name_is_declared_once_per_kind() {
-        for p in PATHS {
-            assert_eq!(PATHS.iter().filter(|q| q.kind == p.kind && q.name == p.name).count(), 1, "{}", p.name);
-            assert!(p.colour.starts_with('#') && p.colour.len() == 7);
-        }
-        assert_eq!(names(Share).collect::<Vec<_>>(), ["dlpack", "capsule", "cai", "host", "pinned", "copy", "shared"]);
-        assert_eq!(names(Move).collect::<Vec<_>>(), ["p2p", "pinned", "dlpack", "move"]);
-        assert_eq!(names(Process).collect::<Vec<_>>(), ["ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo"]);
-    }
-
-    #[test]
-    fn a_name_two_kinds_share_has_one_colour() {
-        for p in PATHS {
-            assert_eq!(colour(p.name), PATHS.iter().find(|q| q.name == p.name).unwrap().colour);
-        }
-        assert_eq!(colour("auto"), AUTO.colour);
-    }
-
-    #[test]
-    fn auto_within_a_device_follows_what_the_endpoints_take() {
-        let plain = Endpoints::default();
-        assert_eq!(resolve_auto(&facts(plain, Place::Host)).path, "dlpack");
-        let tf = Endpoints { target_accepts_objects: false, ..plain };
-        assert_eq!(resolve_auto(&facts(tf, Place::Device(0))).path, "capsule");
-        let numba_target = Endpoints { target_accepts_objects: false, target_accepts_capsules: false, ..plain };
-        assert_eq!(resolve_auto(&facts(numba_target, Place::Device(0))).path, "cai");
-        let numba_source = Endpoints { source_exports_dlpack: false, ..plain };
-        assert_eq!(resolve_auto(&facts(numba_source, Place::Device(0))).path, "cai");
-        // Into TensorFlow from Numba: gpushare makes the capsule.
-        assert_eq!(resolve_auto(&facts(Endpoints { source_exports_dlpack: false, ..tf }, Place::Device(0))).path, "capsule");
-    }
-
-    #[test]
-    fn auto_takes_the_host_route_from_device_memory_into_a_host_only_target() {
-        let numpy = Endpoints { target_addresses_device: false, ..Endpoints::default() };
-        let on_gpu = AutoFacts { target_name: "numpy", ..facts(numpy, Place::Device(1)) };
-        let choice = resolve_auto(&on_gpu);
-        assert_eq!(choice.path, "host");
-        assert!(choice.why.unwrap().contains("numpy cannot address device memory"));
-        // On the host NumPy shares as ever.
-        assert_eq!(resolve_auto(&facts(numpy, Place::Host)).path, "dlpack");
-    }
-
-    #[test]
-    fn auto_between_devices() {
-        let move_to = |source, destination, peer_access| {
-            resolve_auto(&AutoFacts { destination: Some(destination), peer_access, ..facts(Endpoints::default(), source) })
-        };
-        assert_eq!(move_to(Place::Device(0), Place::Device(1), Some(true)).path, "p2p");
-        assert_eq!(move_to(Place::Device(0), Place::Device(1), Some(false)).path, "move");
-        assert_eq!(move_to(Place::Device(0), Place::Device(1), None).path, "move");
-        // p2p refuses the host either way: a move to or from it is the framework's own.
-        assert_eq!(move_to(Place::Device(0), Place::Host, Some(true)).path, "move");
-        assert_eq!(move_to(Place::Host, Place::Device(0), Some(true)).path, "move");
-        let here = move_to(Place::Host, Place::Host, None);
-        assert_eq!((here.path, here.kind), ("move", Move));
-        assert!(here.why.unwrap().contains("already on cpu"));
-    }
-
-    #[test]
-    fn auto_across_processes_maps_the_source_memory() {
-        let across = |source| resolve_auto(&AutoFacts { across_processes: true, ..facts(Endpoints::default(), source) });
-        assert_eq!((across(Place::Device(0)).path, across(Place::Device(0)).kind), ("ipc", Process));
-        assert_eq!(across(Place::Host).path, "shm");
-    }
-
-    #[test]
-    fn copies_by_design_differ_by_kind() {
-        assert_eq!(copied_by_design(Share, "dlpack"), None);
-        assert!(copied_by_design(Move, "dlpack").unwrap().starts_with("copied by design"));
-        assert!(copied_by_design(Share, "host").unwrap().starts_with("copied by design"));
-        assert_eq!(copied_by_design(Move, "move"), None);
-    }
-
-    #[test]
-    fn with_a_model_auto_takes_the_fastest_calibrated_path_of_the_same_verdict() {
-        use crate::advice::model::{CostKey, CostModel, Observation};
-        let key = |kind: &str, path: &str, place: &str| CostKey {
-            kind: kind.into(),
-            path: path.into(),
-            source: "torch".into(),
-            target: "torch".into(),
-            place: place.into(),
-        };
-        let line = |fixed: f64, bw: f64| -> Vec<Observation> {
-            [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
-        };
-        let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        // The H200 pair at 256 MiB: the framework's own move 697 µs, gpushare's p2p 717 µs.
-        m.add(&key("move", "p2p", "cuda:0->cuda:1"), line(20e-6, 385e9), Some(false));
-        m.add(&key("move", "move", "cuda:0->cuda:1"), line(15e-6, 394e9), Some(false));
-        let facts = AutoFacts {
-            destination: Some(Place::Device(1)),
-            peer_access: Some(true),
-            target_name: "torch",
-            source_name: "torch",
-            model: Some(&m),
-            nbytes: Some(256 << 20),
-            ..facts(Endpoints::default(), Place::Device(0))
-        };
-        let choice = resolve_auto(&facts);
-        assert_eq!(choice.path, "move");
-        assert!(choice.why.unwrap().contains("cost model"));
-        // Without the model, the rules: a peer copy between GPUs that reach each other.
-        assert_eq!(resolve_auto(&AutoFacts { model: None, ..facts }).path, "p2p");
-        // A model that knows nothing of this pair changes nothing.
-        let other = AutoFacts { source_name: "jax", target_name: "jax", ..facts };
-        assert_eq!(resolve_auto(&other).path, "p2p");
-    }
-
-    #[test]
-    fn auto_never_takes_a_capsule_the_consumer_reads_unordered() {
-        use crate::advice::model::{CostKey, CostModel, Observation};
-        let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
-        let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
-        let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        m.add(&key("dlpack"), flat(16e-6), Some(true));
-        m.add(&key("capsule"), flat(2.3e-6), Some(true));
-        m.add(&key("cai"), flat(9.4e-6), Some(true));
-        let facts = AutoFacts { target_name: "cupy", source_name: "torch", model: Some(&m), ..facts(Endpoints::default(), Place::Device(0)) };
-        // The capsule is fastest but carries no stream into CuPy: the fastest ordered path is cai.
-        assert_eq!(resolve_auto(&facts).path, "cai");
-        assert!(!orders_finished_values(Share, "capsule", &Endpoints::default(), true));
-        assert!(orders_finished_values(Share, "capsule", &Endpoints::default(), false));
-        let tf = Endpoints { target_accepts_objects: false, ..Endpoints::default() };
-        assert!(orders_finished_values(Share, "capsule", &tf, true));
-    }
-
-    #[test]
-    fn a_busy_producer_moves_auto_to_a_calibrated_path_ordered_on_the_device() {
-        use crate::advice::model::{CostKey, CostModel, Observation};
-        let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
-        let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
-        let key_tf = |path: &str| CostKey { target: "tf".into(), ..key(path) };
-        let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        // torch→jax on an idle H200: dlpack is the faster; JAX's DLPack import waits on the host.
-        m.add(&key("dlpack"), flat(20e-6), Some(true));
-        m.add(&key("cai"), flat(40e-6), Some(true));
-        m.add(&key("copy"), flat(10e-6), Some(false));
-        m.add(&key_tf("capsule"), flat(8e-6), Some(true));
-        m.add(&key_tf("copy"), flat(9e-6), Some(false));
-        let jax = Endpoints { target_import_waits: true, ..Endpoints::default() };
-        let idle = AutoFacts { target_name: "jax", source_name: "torch", model: Some(&m), ..facts(jax, Place::Device(0)) };
-        assert_eq!(resolve_auto(&idle).path, "dlpack");
-        let busy = AutoFacts { producer_busy: true, ..idle };
-        let choice = resolve_auto(&busy);
-        assert_eq!(choice.path, "cai");
-        let why = choice.why.unwrap();
-        assert!(why.contains("busy") && why.contains("dlpack waits on the host"), "{why}");
-        // Without the model the rules stand; from host memory nothing waits.
-        assert_eq!(resolve_auto(&AutoFacts { model: None, ..busy }).path, "dlpack");
-        assert_eq!(resolve_auto(&AutoFacts { source: Place::Host, ..busy }).path, "dlpack");
-        // Into TensorFlow every sharing path waits: the capsule stays (the copy never replaces a share).
-        let tf = Endpoints { target_accepts_objects: false, ..Endpoints::default() };
-        let into_tf = AutoFacts { target_name: "tf", endpoints: tf, ..busy };
-        assert_eq!(resolve_auto(&into_tf).path, "capsule");
-    }
-
-    #[test]
-    fn a_busy_producer_takes_the_frameworks_own_move_over_a_peer_copy_that_waits() {
-        use crate::advice::model::{CostKey, CostModel, Observation};
-        let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
-        let line = |fixed: f64, bw: f64| -> Vec<Observation> {
-            [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
-        };
-        let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        m.add(&key("p2p"), line(15e-6, 394e9), Some(false));
-        m.add(&key("move"), line(20e-6, 385e9), Some(false));
-        let idle = AutoFacts {
-            destination: Some(Place::Device(1)),
-            peer_access: Some(true),
-            target_name: "torch",
-            source_name: "torch",
-            model: Some(&m),
-            nbytes: Some(256 << 20),
-            ..facts(Endpoints::default(), Place::Device(0))
-        };
-        assert_eq!(resolve_auto(&idle).path, "p2p");
-        assert_eq!(resolve_auto(&AutoFacts { producer_busy: true, ..idle }).path, "move");
-    }
-}
+#[path = "paths_tests.rs"]
+mod tests;

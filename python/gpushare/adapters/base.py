@@ -80,6 +80,10 @@ class Adapter:
     # handoff costs all of the queued work, and `auto` prefers a path ordered on the device
     # (crates/core/src/advice/producer.rs).
     dlpack_import_waits: ClassVar[bool] = False
+    #: Its own transport hands a host array to another process by moving it into shared memory
+    #: once, values kept, so the worker maps the source itself (torch.multiprocessing): the process
+    #: ``auto`` then takes that path, which shares, over ``shm``, which copies.
+    shares_host_memory_across_processes: ClassVar[bool] = False
     # Whether its inspect() is no more than its versioned DLPack capsule read with the device in
     # DLPack's words ("cpu", "cuda:0") for a mutable array, wherever such a capsule can be made:
     # the Rust core then reads that capsule itself, without calling inspect() (a microsecond or two

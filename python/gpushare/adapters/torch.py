@@ -23,6 +23,7 @@ class TorchAdapter(Adapter):
     worker_receives = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
     process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo")
     process_modules = ("torch.multiprocessing", "torch.distributed")
+    shares_host_memory_across_processes = True  # torch_mp: storage moved into shared memory once
 
     def is_array(self, obj: Any) -> bool:
         torch = sys.modules.get("torch")

@@ -52,6 +52,7 @@ pub fn resolve_auto_with(
         peer_access: None,
         target_name: target,
         across_processes: false,
+        source_shares_host_across: false,
         model,
         source_name: &source.framework,
         // As the route is chosen: once per pair, at the reference size.

@@ -42,7 +42,7 @@ fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// ``import_waits``: the target's DLPack import waits on the host for it (the adapter's
 /// ``dlpack_import_waits``): with the model, a path ordered on the device is preferred.
 #[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false))]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false, source_shares_host=false))]
 #[allow(clippy::too_many_arguments)]
 fn resolve_auto(
     py: Python<'_>,
@@ -57,6 +57,7 @@ fn resolve_auto(
     nbytes: Option<u64>,
     producer_busy: bool,
     import_waits: bool,
+    source_shares_host: bool,
 ) -> PyResult<(&'static str, &'static str, Option<String>)> {
     let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
     let peer_access = match (peer_access, source, destination) {
@@ -73,6 +74,7 @@ fn resolve_auto(
         peer_access,
         target_name: target,
         across_processes: across,
+        source_shares_host_across: source_shares_host,
         model: model.as_ref().map(|m| &m.inner),
         source_name,
         nbytes,
