@@ -72,7 +72,7 @@ rows = {
     **{f"route {k} (guarded)": (lambda r=r, x=x: r(x)) for (k, r), x in zip(routes.items(), (t, c, t, jt))},
     **{f"route {k} inner": (lambda r=r, x=x: getattr(r, "convert", r)(x)) for (k, r), x in zip(routes.items(), (t, c, t, jt))},
     "torch.cuda.current_device()": torch.cuda.current_device,
-    "inspect_torch": lambda: _native.inspect_torch(t),
+    "describe_declared torch": lambda: _native.describe_declared(t, T),
     "jax adapter inspect": lambda: J.inspect(jt),
     "cupy adapter inspect": lambda: C.inspect(c),
     "cupy __dlpack__": lambda: c.__dlpack__(max_version=(1, 0)),

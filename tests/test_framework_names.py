@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -397,3 +398,129 @@ def test_the_cli_knows_the_adapters_names_and_aliases():
         for name, aliases in re.findall(r'\("([^"]+)",\s*&\[([^\]]*)\]\)', text)
     }
     assert cli == {a.name: tuple(a.aliases) for a in ADAPTERS.values()}
+
+# -- the binding (Rust) ------------------------------------------------------------------------------
+#
+# The binding (crates/python/src/) runs every share and calls back into the adapters: it must not
+# choose a route or a check by a framework's name (issue 22 item 4: how an array is described is
+# declared by the adapter, ``Adapter.describe_by`` and ``Adapter.source_flags``, and implemented once
+# in binding/declared.rs). Two checks of its string literals: no framework's name, and none of the
+# attribute or method names the adapters declare (those reach the binding from the declaration,
+# never typed into it).
+
+BINDING = PACKAGE.parents[1] / "crates" / "python" / "src"
+
+
+def rust_string_literals(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of each string literal in Rust ``source``, comments (doc comments included)
+    and character literals skipped. Escapes are kept as written; raw strings are read too."""
+    found, i, line, n = [], 0, 1, len(source)
+    while i < n:
+        c = source[i]
+        if source.startswith("//", i):
+            end = source.find("\n", i)
+            i = n if end < 0 else end
+        elif source.startswith("/*", i):
+            end = source.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            line += source.count("\n", i, end)
+            i = end
+        elif c == "r" and re.match(r'r#*"', source[i:]) and (i == 0 or not (source[i - 1].isalnum() or source[i - 1] == "_")):
+            hashes = re.match(r'r(#*)"', source[i:]).group(1)
+            start = i + 2 + len(hashes)
+            end = source.find('"' + hashes, start)
+            end = n if end < 0 else end
+            found.append((line, source[start:end]))
+            line += source.count("\n", i, end)
+            i = end + 1 + len(hashes)
+        elif c == '"':
+            j = i + 1
+            while j < n and source[j] != '"':
+                j += 2 if source[j] == "\\" else 1
+            found.append((line, source[i + 1:j]))
+            line += source.count("\n", i, j)
+            i = j + 1
+        elif c == "'":
+            # A character literal ('"', '\'', 'x'), else a lifetime ('a, 'py, 'static).
+            if source.startswith("\\", i + 1):
+                i = source.find("'", i + 3) + 1
+            elif i + 2 < n and source[i + 2] == "'":
+                i += 3
+            else:
+                i += 1
+        else:
+            if c == "\n":
+                line += 1
+            i += 1
+    return found
+
+
+def declared_names() -> set[str]:
+    """The attribute and method names adapters declare for the binding to read (their
+    ``describe_by`` recipe, ``source_flags``), the recipe's generic defaults (``dtype``, ``shape``) aside."""
+    from dataclasses import fields, is_dataclass
+
+    names = set()
+    for a in ADAPTERS.values():
+        recipe = a.describe_by
+        if is_dataclass(recipe):
+            for f in fields(recipe):
+                value = getattr(recipe, f.name)
+                if isinstance(value, str) and value != f.default:
+                    names |= set(value.split("."))
+        names |= {flag.removesuffix("()") for flag in a.source_flags}
+    return names
+
+
+def rust_framework_choices(source: str) -> list[tuple[int, str]]:
+    words, declared = framework_words(), declared_names()
+    return [
+        (line, text) for line, text in rust_string_literals(source)
+        if text.lower() in words or text in declared
+    ]
+
+
+def binding_sources() -> list[Path]:
+    return sorted(BINDING.rglob("*.rs"))
+
+
+def test_the_binding_chooses_nothing_by_a_framework_name():
+    assert binding_sources(), f"no Rust sources under {BINDING}"
+    found = {
+        str(p.relative_to(BINDING)): hits
+        for p in binding_sources()
+        if (hits := rust_framework_choices(p.read_text(encoding="utf-8")))
+    }
+    assert not found, (
+        f"the binding names frameworks, or attributes an adapter declares, in its code {found}: declare the "
+        "behaviour on the adapter (Adapter.describe_by, Adapter.source_flags, or a new declaration in "
+        "adapters/base.py) and implement it generically in crates/python/src/binding/declared.rs"
+    )
+
+
+def test_the_rust_walk_catches_a_route_chosen_by_name():
+    """Not vacuous: what the binding did before issue 22.4 (a describer chosen by the adapter's name,
+    torch's flags read by name) is caught; comments, doc comments, character literals and generic
+    words are not."""
+    assert declared_names() >= {"requires_grad", "is_conj", "is_neg", "unsafe_buffer_pointer", "_pjrt_layout"}
+    bad = (
+        'let describe = match name.as_str() {\n'
+        '    "torch" => Describe::Torch,\n'
+        '    "jax" => Describe::Jax,\n'
+        '    _ => Describe::Adapter,\n'
+        '};\n'
+        'let clean = !obj.getattr(intern!(py, "requires_grad"))?.is_truthy()?;\n'
+        'let p = obj.call_method0(intern!(py, r"unsafe_buffer_pointer"))?;\n'
+    )
+    assert rust_framework_choices(bad) == [
+        (2, "torch"), (3, "jax"), (6, "requires_grad"), (7, "unsafe_buffer_pointer"),
+    ]
+    fine = (
+        '/// PyTorch\'s route: "torch" tensors.\n'
+        '// the "jax" route, once\n'
+        "fn f<'py>(q: char) -> bool { q == '\"' || q == '\\'' }\n"
+        'let d = if cpu { "cpu" } else { "cuda:0" }; let url = "https://x/torch";\n'
+        '/* "numpy" */ let s = intern!(py, "shape");\n'
+    )
+    assert rust_framework_choices(fine) == []
+    assert [t for _, t in rust_string_literals(fine)] == ["cpu", "cuda:0", "https://x/torch", "shape"]

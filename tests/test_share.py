@@ -267,7 +267,7 @@ def test_jax_attribute_inspection_equals_the_dlpack_reading(make):
     for _ in range(2):
         x = make()
         # The attribute route declines only extended dtypes (bfloat16): those read the DLPack capsule.
-        assert (_native.inspect_jax(x, jax_adapter) is None) == (x.dtype == jnp.bfloat16)
+        assert (_native.describe_declared(x, jax_adapter) is None) == (x.dtype == jnp.bfloat16)
         fast = jax_adapter.inspect(x).to_dict()
         slow = Adapter.inspect(jax_adapter, x).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
@@ -282,9 +282,9 @@ def test_torch_exchange_api_inspection_equals_the_capsule_reading():
     from gpushare import _native
 
     torch_adapter = framework("torch")
-    assert _native.inspect_torch(torch.ones(2, requires_grad=True)) is None  # only a detached capsule describes it
-    for x in (torch.ones(3, 4), torch.ones(4, 6)[1:3, ::2], torch.tensor(1.5), torch.zeros(0, 2)):
-        assert _native.inspect_torch(x) is not None
+    grad = torch.ones(2, requires_grad=True)
+    for x in (torch.ones(3, 4), torch.ones(4, 6)[1:3, ::2], torch.tensor(1.5), torch.zeros(0, 2), grad):
+        assert _native.describe_declared(x, torch_adapter) is not None
         fast = torch_adapter.inspect(x).to_dict()
         slow = Adapter.inspect(torch_adapter, x).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
@@ -292,7 +292,7 @@ def test_torch_exchange_api_inspection_equals_the_capsule_reading():
 
 
 def test_the_core_reads_a_capsule_itself_where_the_adapter_says_that_is_all_inspect_does():
-    """``describes_by_capsule`` (CuPy's adapter): the plan reads ``__dlpack__(max_version=(1, 0))``
+    """``describe_by = "capsule"`` (CuPy's adapter): the plan reads ``__dlpack__(max_version=(1, 0))``
     in Rust, and what it says equals the adapter's own inspect(); anything it cannot read goes to
     the adapter. Checked here with NumPy arrays under such an adapter (CuPy needs a GPU)."""
     from gpushare import _native
@@ -304,7 +304,7 @@ def test_the_core_reads_a_capsule_itself_where_the_adapter_says_that_is_all_insp
     calls = []
 
     class ByCapsule(type(numpy_adapter)):
-        describes_by_capsule = True
+        describe_by = "capsule"
 
         def inspect(self, obj):
             calls.append(obj)
@@ -438,8 +438,8 @@ def test_jax_arrays_without_a_layout_key_are_each_asked_their_layout():
         )
 
     adapter = framework("jax")
-    row_major = _native.inspect_jax(fake((0, 1)), adapter)
-    transposed = _native.inspect_jax(fake((1, 0)), adapter)
+    row_major = _native.describe_declared(fake((0, 1)), adapter)
+    transposed = _native.describe_declared(fake((1, 0)), adapter)
     assert row_major.strides == [3, 1]
     assert transposed.strides == [1, 2]
 

@@ -84,13 +84,12 @@ class Adapter:
     #: once, values kept, so the worker maps the source itself (torch.multiprocessing): the process
     #: ``auto`` then takes that path, which shares, over ``shm``, which copies.
     shares_host_memory_across_processes: ClassVar[bool] = False
-    # Whether its inspect() is no more than its versioned DLPack capsule read with the device in
-    # DLPack's words ("cpu", "cuda:0") for a mutable array, wherever such a capsule can be made:
-    # the Rust core then reads that capsule itself, without calling inspect() (a microsecond or two
-    # of Python per share), and calls inspect() only where it cannot (no max_version, an export
-    # that fails, memory other than host or CUDA device). Leave False for any adapter whose
-    # inspect() or device() says more than the capsule for an array that exports one.
-    describes_by_capsule: ClassVar[bool] = False
+    # How the Rust core describes its arrays without calling inspect() (adapters/description.py):
+    # "exchange_api", "capsule", an Attributes recipe, or "inspect" (inspect() alone).
+    describe_by: ClassVar[Any] = "inspect"
+    # The flags check_source() looks at, all false on an array it passes: attributes, or methods
+    # named with "()". The core reads them and calls check_source() only when one is set.
+    source_flags: ClassVar[tuple[str, ...]] = ()
 
     # Whether its arrays have __dlpack__ (Numba's have none) and can expose
     # __cuda_array_interface__ (NumPy's and TensorFlow's never do), and whether it imports that

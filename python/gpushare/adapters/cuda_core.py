@@ -34,7 +34,7 @@ class CudaCoreAdapter(Adapter):
     accepts_capsules = False  # StridedMemoryView.from_dlpack wants an object with __dlpack_device__
     exports_cai = False  # it reads __cuda_array_interface__ but does not expose one
     imports_cai = True
-    describes_by_capsule = True  # inspect(): the versioned capsule, device in DLPack's words
+    describe_by = "exchange_api"  # StridedMemoryView's; inspect() reads the versioned capsule alike
 
     def pip_name(self) -> str:
         return 'cuda-core ("cuda-core[cu13]" or "[cu12]" brings the CUDA bindings for its GPU side)'

@@ -22,7 +22,7 @@ class CupyAdapter(Adapter):
     worker_receives = ("ipc",)
     imports_cai = True
     host_arrays = False
-    describes_by_capsule = True  # inspect(): the versioned capsule, device "cuda:N"
+    describe_by = "capsule"  # inspect(): the versioned capsule, device "cuda:N"
 
     def pip_name(self) -> str:
         # What to install: the distribution that provides the module, and the variant a GPU needs.

@@ -10,6 +10,7 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.adapters._cai import _dtype_code_bits
 from gpushare.adapters.base import Adapter, TensorInfo, explained, probe_export
+from gpushare.adapters.description import Attributes
 from gpushare.exceptions import gpushare_error
 
 
@@ -38,14 +39,20 @@ class JaxAdapter(Adapter):
         devices = obj.devices()
         return repr(next(iter(devices))) if len(devices) == 1 else repr(obj.sharding)
 
-    # JAX exports only legacy capsules, and __dlpack__ costs ~3 µs; the same facts are attributes
-    # of the array, which the Rust core reads (`_native.inspect_jax`, src/python/plan.rs). It asks
-    # the three methods below once per device, layout and dtype; anything they decline (sharded
-    # arrays, tiled or sub-byte layouts, other platforms, extended dtypes) goes through DLPack.
+    # JAX's __dlpack__ costs ~3 µs; the same facts are attributes of the array, which the Rust core
+    # reads by this recipe. It asks the three methods below once per device, layout and dtype;
+    # anything they decline (sharded arrays, tiled or sub-byte layouts, other platforms, extended
+    # dtypes) goes through DLPack. The PjRt layout behind `format.layout` (~1.2 µs) keys the
+    # layout's answer: it is hashable and compares by value ("{1,0}").
+    describe_by = Attributes(
+        device="sharding._device", device_words="_describe_device",
+        layout="_pjrt_layout", layout_order="_layout_order", dtype_code_bits="_dtype_code_bits",
+        pointer="unsafe_buffer_pointer", freed="is_deleted", ready="is_ready", wait="block_until_ready",
+    )
     _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
 
     def inspect(self, obj: Any) -> TensorInfo:
-        info = _native.inspect_jax(obj, self)
+        info = _native.describe_declared(obj, self)
         if info is not None:
             return info
         # The attribute route declines deleted arrays (reading a deleted array's layout crashes the
@@ -58,7 +65,7 @@ class JaxAdapter(Adapter):
                 "share a live array: recreate it, or keep a reference instead of deleting it",
             )
         # JAX's __dlpack__ waits for a pending result holding the GIL, which the computation's end
-        # can need (the core's settle_jax, src/python/plan.rs, says how it deadlocked): wait here,
+        # can need (the core's attribute recipe, binding/declared.rs, says how it deadlocked): wait here,
         # where JAX releases it.
         if not obj.is_ready():
             obj.block_until_ready()

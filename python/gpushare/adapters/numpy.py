@@ -25,7 +25,7 @@ class NumpyAdapter(Adapter):
     # inspect() below is the versioned capsule read with the device "cpu" wherever NumPy makes one
     # (2.1 and later); what it does beyond that (legacy capsules, read-only flags of old NumPy,
     # dtypes DLPack lacks) is where the capsule cannot be read, which the core hands back to it.
-    describes_by_capsule = True
+    describe_by = "capsule"
 
     def is_array(self, obj: Any) -> bool:
         np = sys.modules.get("numpy")

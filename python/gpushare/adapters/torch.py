@@ -24,6 +24,8 @@ class TorchAdapter(Adapter):
     process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo")
     process_modules = ("torch.multiprocessing", "torch.distributed")
     shares_host_memory_across_processes = True  # torch_mp: storage moved into shared memory once
+    describe_by = "exchange_api"  # from 2.10: one C call fills a DLTensor, ~20x cheaper than __dlpack__
+    source_flags = ("requires_grad", "is_conj()", "is_neg()")  # what check_source() reads
 
     def is_array(self, obj: Any) -> bool:
         torch = sys.modules.get("torch")
@@ -43,10 +45,10 @@ class TorchAdapter(Adapter):
         return versioned_capsule(obj)
 
     def inspect(self, obj: Any) -> TensorInfo:
-        # PyTorch ships the DLPack 1.3 C exchange API: one C call fills a DLTensor, ~20x cheaper than
-        # __dlpack__. It refuses tensors that require grad; those go through a detached capsule.
+        # The exchange API (describe_by) where this PyTorch has it, else a capsule; a tensor it cannot
+        # export (sparse, meta, nested) is refused in a sentence instead of PyTorch's backtrace.
         try:
-            info = _native.inspect_torch(obj)
+            info = _native.describe_declared(obj, self)
             return info if info is not None else super().inspect(obj)
         except GpushareError:
             raise

@@ -4,6 +4,7 @@ mod advice;
 mod capsules;
 mod ceilings;
 mod cuda;
+mod declared;
 mod describe;
 mod errors;
 mod explain;

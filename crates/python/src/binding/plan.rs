@@ -18,7 +18,7 @@ use pyo3::types::{PyDict, PyString};
 
 use super::errors::{PyGpushareErr, share_error};
 use super::explain::{Predictor, prediction_from_py};
-use super::describe::{jax_report, torch_report, versioned_capsule_report};
+use super::declared::Declared;
 use super::types::{ShareResult, TensorInfo};
 use crate::explain::PredictedOutcome;
 use crate::report::{StreamRequest, TensorReport};
@@ -26,18 +26,6 @@ use crate::share::timing::{self, Repeat, TimingPolicy};
 use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
 
 use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
-
-/// How one side's arrays are described: PyTorch's and JAX's routes in Rust, a versioned capsule
-/// read in Rust where the adapter says that is all its `inspect` does, else the adapter.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Describe {
-    Torch,
-    Jax,
-    /// `describes_by_capsule` (CuPy's): `obj.__dlpack__(max_version=(1, 0))`, device in DLPack's words.
-    Capsule,
-    /// `adapter.inspect(obj)`.
-    Adapter,
-}
 
 /// A description the pipeline hands back in the result: the adapter's `TensorInfo` itself.
 pub struct Described(pub Py<TensorInfo>);
@@ -59,8 +47,9 @@ impl AsRef<TensorReport> for Described {
 pub struct PyFramework {
     adapter: Py<PyAny>,
     name: String,
-    describe: Describe,
-    /// Whether the adapter overrides `check_source` (only PyTorch's does): skipped otherwise.
+    /// How the adapter says its arrays are described, and which flags its `check_source` reads.
+    declared: Py<Declared>,
+    /// Whether the adapter overrides `check_source`: skipped otherwise.
     checks_source: bool,
     /// Whether the adapter overrides `current_stream`.
     has_streams: bool,
@@ -77,12 +66,7 @@ impl PyFramework {
             Ok(!adapter.get_type().getattr(method)?.is(&base.getattr(method)?))
         };
         Ok(PyFramework {
-            describe: match name.as_str() {
-                "torch" => Describe::Torch,
-                "jax" => Describe::Jax,
-                _ if adapter.getattr(intern!(py, "describes_by_capsule"))?.is_truthy()? => Describe::Capsule,
-                _ => Describe::Adapter,
-            },
+            declared: Declared::of(adapter)?,
             checks_source: overrides(intern!(py, "check_source"))?,
             has_streams: overrides(intern!(py, "current_stream"))?,
             settles_later: adapter.getattr(intern!(py, "import_settles_later"))?.is_truthy()?,
@@ -95,19 +79,10 @@ impl PyFramework {
         self.adapter.bind(py).call_method1(method, (array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e))
     }
 
-    /// The description of `obj`: PyTorch's or JAX's route in Rust where it applies, else the adapter's.
+    /// The description of `obj`: the route its adapter declares where it applies, else the
+    /// adapter's `inspect`, which says why in a sentence where the array cannot be described.
     pub fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
-        let fast = match self.describe {
-            // A tensor the exchange API fails on (sparse, meta, nested) goes to the adapter, which
-            // says why in a sentence instead of PyTorch's message and C++ backtrace.
-            Describe::Torch => torch_report(py, obj).unwrap_or(None),
-            Describe::Jax => jax_report(py, obj, self.adapter.bind(py))?,
-            // Anything the capsule cannot say (an old producer without max_version, an export that
-            // fails) goes to the adapter, which explains it.
-            Describe::Capsule => versioned_capsule_report(py, obj, &self.name).ok(),
-            Describe::Adapter => None,
-        };
-        match fast {
+        match self.declared.get().describe(py, obj, self.adapter.bind(py))? {
             Some(report) => Py::new(py, TensorInfo { report }),
             None => {
                 let info = self.adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
@@ -134,18 +109,11 @@ impl Framework for PyFramework {
             return Ok(());
         }
         Python::attach(|py| {
-            // What PyTorch's check_source checks, asked here without a call into Python: a tensor
-            // that does not require grad and has neither the conjugate nor the negative bit set
-            // needs no second look.
-            if self.describe == Describe::Torch {
-                let obj = array.bind(py);
-                let set = |flag: &Bound<'_, PyAny>| flag.is_truthy().unwrap_or(true);
-                let clean = !obj.getattr(intern!(py, "requires_grad")).map(|v| set(&v)).unwrap_or(true)
-                    && !obj.call_method0(intern!(py, "is_conj")).map(|v| set(&v)).unwrap_or(true)
-                    && !obj.call_method0(intern!(py, "is_neg")).map(|v| set(&v)).unwrap_or(true);
-                if clean {
-                    return Ok(());
-                }
+            // The flags the adapter says its check_source looks at, read here without a call into
+            // Python: an array with none of them set needs no second look.
+            let declared = self.declared.get();
+            if declared.has_source_flags() && declared.source_flags_clear(py, array.bind(py)) {
+                return Ok(());
             }
             self.call(py, intern!(py, "check_source"), array).map(drop)
         })
@@ -534,7 +502,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
     m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;
-    m.add_function(wrap_pyfunction!(super::describe::inspect_torch, m)?)?;
-    m.add_function(wrap_pyfunction!(super::describe::inspect_jax, m)?)?;
+    m.add_function(wrap_pyfunction!(super::declared::describe_declared, m)?)?;
     Ok(())
 }

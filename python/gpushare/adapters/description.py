@@ -1,0 +1,58 @@
+"""How an adapter declares the way its arrays are described (``Adapter.describe_by``), for the Rust
+core to do it without calling the adapter's ``inspect()`` (a microsecond or two of Python, on every
+share, for the source and the target alike).
+
+The declared routes, each implemented once in the core (crates/python/src/binding/declared.rs):
+
+* :data:`EXCHANGE_API`: the DLPack C exchange API of the array's type
+  (``type(x).__dlpack_c_exchange_api__``, DLPack 1.3): one C call, no capsule.
+* :data:`CAPSULE`: ``x.__dlpack__(max_version=(1, 0))``, the versioned capsule, read in Rust.
+* an :class:`Attributes` recipe: the array's own attributes, read by name, for a framework whose
+  DLPack export costs more than its attributes do.
+* :data:`INSPECT`: the adapter's ``inspect()`` alone.
+
+A DLPack route (exchange API, capsule) names the device in DLPack's words (``"cpu"``, ``"cuda:0"``),
+describes host and CUDA device memory only and reports the array read-only where the producer says
+so or the adapter is ``immutable``. Wherever a route cannot describe an array (no such API in this
+release, an export that fails, other memory, anything a recipe's answers decline) the core calls
+``inspect()``, which says what is wrong with it. Declare a route only where it says what
+``inspect()`` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXCHANGE_API = "exchange_api"
+CAPSULE = "capsule"
+INSPECT = "inspect"
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """An array described from its attributes. Attribute and method names are the array's; the
+    ``*_words``, ``layout_order`` and ``dtype_code_bits`` names are methods of the adapter, asked
+    once per device, layout and dtype (the core caches their answers by value)."""
+
+    #: Dotted attribute path from the array to its device object.
+    device: str
+    #: Adapter method: device → ``(words, DLPack device type, id)``, or None for a device the recipe
+    #: does not describe.
+    device_words: str
+    #: Attribute whose value (hashable, compared by value) keys ``layout_order``'s answer; an array
+    #: whose value is None or missing asks every time.
+    layout: str
+    #: Adapter method: array → its layout's major-to-minor order, ``()`` for row-major, None to decline.
+    layout_order: str
+    #: Adapter method: dtype → DLPack ``(code, bits)``, or ``()`` to decline.
+    dtype_code_bits: str
+    #: Method of the array: the address of its data.
+    pointer: str
+    dtype: str = "dtype"
+    shape: str = "shape"
+    #: Method of the array: true once its memory was freed (the adapter then explains).
+    freed: str | None = None
+    #: Methods of the array: whether it is computed yet, and the wait for it (which must release
+    #: the GIL), done before its address is read.
+    ready: str | None = None
+    wait: str | None = None
