@@ -70,7 +70,11 @@ class PycudaAdapter(Adapter):
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
         ptr = int(cai["data"][0] or 0)
-        return pycuda.gpuarray.GPUArray(shape, dtype, gpudata=ptr if ptr else None, strides=strides, base=obj)
+        if not ptr:
+            # A zero-size source has no memory (address 0): GPUArray asserts that an array without
+            # gpudata has no base, and a zero-size one allocates nothing.
+            return pycuda.gpuarray.GPUArray(shape, dtype, strides=strides)
+        return pycuda.gpuarray.GPUArray(shape, dtype, gpudata=ptr, strides=strides, base=obj)
 
     def data_pointer(self, obj: Any) -> int:
         return int(obj.__cuda_array_interface__["data"][0] or 0)
