@@ -269,3 +269,17 @@ fn without_a_driver_everything_is_unavailable() {
     // Asking twice gives the same cached answer.
     assert!(std::ptr::eq(driver_status(), status));
 }
+
+#[test]
+fn a_poll_pause_stays_a_small_share_of_the_wait() {
+    use super::stream::{POLL_OVERSHOOT, next_pause};
+    use std::time::Duration;
+    let ms = Duration::from_millis;
+    // Early in a wait the pauses are short whatever they were: a 6 ms copy is noticed within
+    // about 3 % of its duration, not up to 1 ms late.
+    assert!(next_pause(ms(1), ms(3)) <= ms(3) / POLL_OVERSHOOT);
+    assert_eq!(next_pause(Duration::from_micros(10), ms(2)), Duration::from_micros(20));
+    // Long waits still sleep (at most 1 ms a pause), never spin.
+    assert_eq!(next_pause(ms(1), Duration::from_secs(1)), ms(1));
+    assert_eq!(next_pause(Duration::from_micros(1), Duration::ZERO), Duration::from_micros(10));
+}

@@ -7,12 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
-use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
+use super::json::{dict_with_schema, json_to_py, to_py};
 use crate::advice::advise::{Advice, AdviceRow};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
 use crate::render::advice as render;
 
-const MIME_TYPE: &str = "application/vnd.gpushare+json";
 
 /// A plain Python value (dict, list, tuple, str, int, float, bool, None) as JSON: the machine key
 /// the model is made for, which the Python layer gathers.
@@ -345,11 +344,7 @@ impl PyAdvice {
         exclude: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        let d = PyDict::new(py);
-        d.set_item("text/plain", self.__repr__())?;
-        d.set_item("text/html", self._repr_html_())?;
-        d.set_item(MIME_TYPE, envelope_to_py(py, "advice", &self.inner)?)?;
-        Ok(d)
+        super::json::mime_bundle(py, "advice", &self.inner, self.__repr__(), self._repr_html_())
     }
 }
 

@@ -46,6 +46,22 @@ pub fn envelope_to_py<'py, T: Serialize + ?Sized>(py: Python<'py>, kind: &str, d
     Ok(envelope.into_any())
 }
 
+/// What every result hands Jupyter: its text, its HTML and its JSON envelope, so a notebook
+/// front end picks the richest form it can show and a reader of the saved file gets the data.
+pub fn mime_bundle<'py, T: Serialize + ?Sized>(
+    py: Python<'py>,
+    kind: &str,
+    data: &T,
+    text: String,
+    html: String,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("text/plain", text)?;
+    d.set_item("text/html", html)?;
+    d.set_item(crate::report::MIME_TYPE, envelope_to_py(py, kind, data)?)?;
+    Ok(d)
+}
+
 /// The `application/vnd.gpushare+json` payload as JSON text, for `to_json()`: the one place a
 /// result is written as text, for users who save or send it.
 pub fn envelope_json<T: Serialize + ?Sized>(kind: &str, data: &T) -> PyResult<String> {
@@ -112,6 +128,15 @@ impl<'py> ToPy<'py> {
     }
 }
 
+/// The serializer's integer methods, which differ only in their type.
+macro_rules! integers {
+    ($($method:ident: $ty:ty),*) => {
+        $(fn $method(self, v: $ty) -> Result<Self::Ok> {
+            self.any(v)
+        })*
+    };
+}
+
 impl<'py> ser::Serializer for ToPy<'py> {
     type Ok = Bound<'py, PyAny>;
     type Error = Error;
@@ -126,36 +151,9 @@ impl<'py> ser::Serializer for ToPy<'py> {
     fn serialize_bool(self, v: bool) -> Result<Self::Ok> {
         Ok(PyBool::new(self.py, v).to_owned().into_any())
     }
-    fn serialize_i8(self, v: i8) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<Self::Ok> {
-        self.any(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<Self::Ok> {
-        self.any(v)
-    }
+    // Every integer becomes a Python int of the same value.
+    integers!(serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64, serialize_i128: i128);
+    integers!(serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64, serialize_u128: u128);
     fn serialize_f32(self, v: f32) -> Result<Self::Ok> {
         self.serialize_f64(f64::from(v))
     }

@@ -7,10 +7,9 @@ use pyo3::exceptions::{PyImportError, PyKeyError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::json::{dict_with_schema, envelope_json, envelope_to_py, to_py};
+use super::json::{dict_with_schema, envelope_json, to_py};
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::plot;
-use crate::report::MIME_TYPE;
 
 /// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
 const INTEGER_COLUMNS: [(&str, &str); 5] =
@@ -62,14 +61,6 @@ fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, 
     let kwargs = PyDict::new(py);
     kwargs.set_item("floats", FLOAT_COLUMNS.to_vec())?;
     py.import("gpushare.records")?.getattr("normalise_frame")?.call((frame,), Some(&kwargs))
-}
-
-fn bundle<'py>(py: Python<'py>, text: String, html: String, json: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("text/plain", text)?;
-    d.set_item("text/html", html)?;
-    d.set_item(MIME_TYPE, json)?;
-    Ok(d)
 }
 
 /// Every transfer path for one array. ``rows`` (one Record per path: ``row.verdict``,
@@ -169,7 +160,7 @@ impl Comparison {
         exclude: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        bundle(py, self.report.text(), self.report.html(), envelope_to_py(py, "comparison", &self.report)?)
+        super::json::mime_bundle(py, "comparison", &self.report, self.report.text(), self.report.html())
     }
 }
 
@@ -243,7 +234,7 @@ impl Benchmark {
         exclude: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        bundle(py, self.report.text(), self.report.html(), envelope_to_py(py, "benchmark", &self.report)?)
+        super::json::mime_bundle(py, "benchmark", &self.report, self.report.text(), self.report.html())
     }
 }
 

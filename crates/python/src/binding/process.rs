@@ -9,12 +9,12 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use serde::Serialize;
 
 use super::from_python::py_to_json;
-use super::json::{dict_with_schema, envelope_to_py, json_to_py, to_py};
+use super::json::{dict_with_schema, json_to_py, to_py};
 use crate::report::process::{
     MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, ProcessShareReport, Segment, TIDY_DTYPES,
     from_value,
 };
-use crate::report::{MIME_TYPE, envelope_text};
+use crate::report::envelope_text;
 use crate::render::process as render;
 
 fn value_error(e: impl ToString) -> PyErr {
@@ -129,14 +129,6 @@ fn process_refusal<'py>(
 
 fn data_dict<'py, T: Serialize>(py: Python<'py>, data: &T) -> PyResult<Bound<'py, PyAny>> {
     to_py(py, data)
-}
-
-fn bundle<'py, T: Serialize>(py: Python<'py>, kind: &str, data: &T, text: String, html: String) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("text/plain", text)?;
-    d.set_item("text/html", html)?;
-    d.set_item(MIME_TYPE, envelope_to_py(py, kind, data)?)?;
-    Ok(d)
 }
 
 fn record<'py>(py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -272,7 +264,7 @@ impl PyProcessShareResult {
     #[pyo3(signature = (include=None, exclude=None))]
     fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        bundle(py, "process-share", &self.report, self.__repr__(), self._repr_html_())
+        super::json::mime_bundle(py, "process-share", &self.report, self.__repr__(), self._repr_html_())
     }
 }
 
@@ -379,7 +371,7 @@ impl PyProcessComparison {
     #[pyo3(signature = (include=None, exclude=None))]
     fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        bundle(py, "process-comparison", &self.report, self.__repr__(), self._repr_html_())
+        super::json::mime_bundle(py, "process-comparison", &self.report, self.__repr__(), self._repr_html_())
     }
 }
 
@@ -456,7 +448,7 @@ impl PyProcessBenchmark {
     #[pyo3(signature = (include=None, exclude=None))]
     fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        bundle(py, "process-bench", &self.report, self.__repr__(), self._repr_html_())
+        super::json::mime_bundle(py, "process-bench", &self.report, self.__repr__(), self._repr_html_())
     }
 }
 

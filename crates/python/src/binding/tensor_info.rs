@@ -5,10 +5,10 @@ use pyo3::types::PyDict;
 
 use super::describe::{Fields, attach_cuda, layout_from_capsule, report_from_fields};
 use super::errors::to_pyerr;
-use super::json::{dict_with_schema, envelope_json, envelope_to_py, json_to_py};
+use super::json::{dict_with_schema, envelope_json, json_to_py};
 use crate::explain;
 use crate::render;
-use crate::report::{MIME_TYPE, TensorReport};
+use crate::report::TensorReport;
 use gpushare_core::Error;
 
 /// What one array is: framework, dtype, shape, strides (elements), devices, address and extent.
@@ -112,11 +112,7 @@ impl TensorInfo {
         exclude: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        let d = PyDict::new(py);
-        d.set_item("text/plain", self.__repr__())?;
-        d.set_item("text/html", self._repr_html_())?;
-        d.set_item(MIME_TYPE, envelope_to_py(py, "tensor", &self.report)?)?;
-        Ok(d)
+        super::json::mime_bundle(py, "tensor", &self.report, self.__repr__(), self._repr_html_())
     }
 
     /// Raises UnsafeInputError when the target framework must not be handed this tensor.

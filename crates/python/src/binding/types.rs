@@ -5,11 +5,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::frames::shares_frame;
-use super::json::{dict_with_schema, envelope_json, envelope_to_py, json_to_py, to_py};
+use super::json::{dict_with_schema, envelope_json, json_to_py, to_py};
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
-use crate::report::{MIME_TYPE, ShareReport, Verdict};
+use crate::report::{ShareReport, Verdict};
 use crate::stats::Timing;
 
 /// Repeated timings of one operation: raw samples in seconds and their summary.
@@ -310,11 +310,7 @@ impl ShareResult {
         exclude: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (include, exclude);
-        let d = PyDict::new(py);
-        d.set_item("text/plain", self.__repr__())?;
-        d.set_item("text/html", self._repr_html_())?;
-        d.set_item(MIME_TYPE, envelope_to_py(py, "share", &self.report)?)?;
-        Ok(d)
+        super::json::mime_bundle(py, "share", &self.report, self.__repr__(), self._repr_html_())
     }
 }
 
@@ -329,11 +325,7 @@ fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
 }
 
 fn mimebundle<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("text/plain", render::share_table_text(reports))?;
-    d.set_item("text/html", render::share_table_html(reports))?;
-    d.set_item(MIME_TYPE, envelope_to_py(py, "shares", reports)?)?;
-    Ok(d)
+    super::json::mime_bundle(py, "shares", reports, render::share_table_text(reports), render::share_table_html(reports))
 }
 
 /// Renders a sequence of ShareResult as one table: `fmt` is "text" or "html".
