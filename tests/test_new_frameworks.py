@@ -146,6 +146,8 @@ def test_gpuinfo_reports_the_new_frameworks():
     """Version, DLPack support and devices, through each adapter's describe_runtime hook."""
     info = gpushare.gpuinfo(import_frameworks=True)
     expected = {"mlx.core": "legacy", "warp": "legacy", "cuda.core": "versioned"}
+    status = _native.cuda_driver_status()
+    driver_devices = [f"cuda:{i}" for i in range(status.get("device_count") or 0)] if status["available"] else []
     checked = 0
     for module, export in expected.items():
         adapter = next(a for a in ADAPTERS.values() if a.module == module)
@@ -154,9 +156,15 @@ def test_gpuinfo_reports_the_new_frameworks():
         f = info.frameworks[module]
         assert f.imported and f.version and f.error is None, (module, f.error)
         assert f.dlpack_export == export and f.from_dlpack, (module, f.dlpack_export)
-        # No GPU here: an empty list. Warp's devices are known only once its runtime started (listing
-        # them would start it, banner and all), until then "n/a".
-        assert f.gpu_devices == [] or (module == "warp" and not f.gpu_devices), (module, f.gpu_devices)
+        # The GPUs it lists are the driver's (none without one; on 2x H200 cuda.core listed both and
+        # MLX, which uses one device, cuda:0). Warp's devices are known only once its runtime
+        # started (listing them would start it, banner and all), until then "n/a".
+        if not (module == "warp" and not f.gpu_devices):
+            assert set(f.gpu_devices) <= set(driver_devices), (module, f.gpu_devices, driver_devices)
+            if module == "cuda.core":
+                assert f.gpu_devices == driver_devices, (f.gpu_devices, driver_devices)
+            if not driver_devices:
+                assert f.gpu_devices == [], (module, f.gpu_devices)
         assert module in repr(info)
         checked += 1
     if not checked:
@@ -175,6 +183,7 @@ class StandInGPUArray:
     def __init__(self, shape, dtype, allocator=None, base=None, gpudata=None, strides=None, order="C"):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         if gpudata is None:
+            assert base is None  # as PyCUDA 2026.1's GPUArray.__init__ asserts
             self._owner = np.zeros(self.shape, self.dtype)
             gpudata, strides = self._owner.ctypes.data, self._owner.strides
         self.gpudata, self.base = gpudata, base
@@ -230,3 +239,129 @@ def test_pycuda_without_a_context_says_which_module_makes_one(stand_in_pycuda, m
     with pytest.raises(gpushare.GpushareError) as e:
         stand_in_pycuda.from_cai(StandInGPUArray((2,), np.float32))
     assert "pycuda.autoprimaryctx" in str(e.value)
+
+
+# -- What the CUDA matrix on 2x H200 showed (docs/gpu-runs/2026-11-26-h200x2-advice) -------------
+
+
+def _cuda_info(framework: str, dtype_code: int = 2, bits: int = 32, shape=(4, 6), strides=(6, 1), ptr=0x7F0000000000):
+    return _native.tensor_info_from_fields(framework, "cuda:0", ptr, list(shape), list(strides), dtype_code, bits, 2, 0, False)
+
+
+def test_mlx_refuses_cuda_memory_in_the_words_the_prediction_expects():
+    """MLX 0.32's mx.from_dlpack refuses a CUDA tensor before it reads a byte, on any backend: a
+    capsule that says kDLCUDA over host memory gets the CPU build's answer, which the rule predicts."""
+    mx = need("mlx.core")
+    host = np.arange(24, dtype=np.float32)
+    capsule = _native.capsule_over(host, host.ctypes.data, [4, 6], [6, 1], 2, 32, 2, 0)
+    with pytest.raises(ValueError) as raised:
+        mx.from_dlpack(capsule)
+    predicted = _native.Predictor("mlx", mx.__version__, "dlpack", "")(_cuda_info("torch"))
+    assert predicted.verdict == "failed" and predicted.expected_error in str(raised.value), (predicted, raised.value)
+    assert "path='host'" in predicted.fix
+
+
+def test_the_rule_facts_hook_reads_a_changing_fact_at_each_prediction_and_only_where_a_rule_needs_it():
+    context = {"current": False}
+    calls = []
+
+    def has_context():
+        calls.append("context")
+        return context["current"]
+
+    into_pycuda = _native.Predictor("pycuda", "2026.1", "auto", "", target_facts={"has_current_context": has_context})
+    source = _cuda_info("torch")
+    p = into_pycuda(source)
+    assert p.verdict == "failed" and "pycuda.autoprimaryctx" in p.fix, p
+    context["current"] = True  # import pycuda.autoprimaryctx, later in the same kernel
+    assert into_pycuda(source).verdict == "shared"
+    assert calls == ["context", "context"]
+    # JAX's x64 flag is asked only of a 64-bit dtype, the only ones it narrows.
+    x64_reads = []
+    into_jax = _native.Predictor("jax", "0.11.2", "auto", "",
+                                 target_facts={"keeps_64_bit": lambda: x64_reads.append(1) or True})
+    assert into_jax(_cuda_info("torch")).verdict == "shared" and x64_reads == []
+    assert into_jax(_cuda_info("torch", 2, 64)).verdict == "shared" and x64_reads == [1]
+    with pytest.raises(ValueError, match="unknown rule fact"):
+        _native.Predictor("jax", "", "auto", "", target_facts={"jax_x64": True})
+    with pytest.raises(ValueError, match="read once"):
+        _native.Predictor("torch", "", "auto", "", target_facts={"per_thread_default_stream": lambda: True})
+
+
+def test_each_adapter_declares_its_rule_facts_through_the_one_hook():
+    facts = {name: a.rule_facts() for name, a in ADAPTERS.items()}
+    assert callable(facts["jax"]["keeps_64_bit"]) and callable(facts["torch"]["current_device"])
+    assert callable(facts["pycuda"]["has_current_context"])
+    assert facts["cupy"]["per_thread_default_stream"] in (True, False)
+    assert facts["numpy"] == {} and facts["mlx"] == {}
+    # Every name is one the core knows: a Predictor takes each adapter's facts on both sides.
+    for name, declared in facts.items():
+        _native.Predictor(name, "", "auto", "", target_facts=declared, source_facts=declared)
+
+
+def test_pycuda_facts_follow_its_context_stack(stand_in_pycuda, monkeypatch):
+    from gpushare import verdicts
+
+    source = _cuda_info("torch")
+    torch_adapter = ADAPTERS["torch"]
+    assert stand_in_pycuda.has_current_context()
+    assert verdicts.predict(torch_adapter, stand_in_pycuda, source, "auto").verdict == "shared"
+    monkeypatch.setattr(sys.modules["pycuda.driver"].Context, "get_current", staticmethod(lambda: None))
+    p = verdicts.predict(torch_adapter, stand_in_pycuda, source, "auto")
+    assert p.verdict == "failed" and p.reason == "PyCUDA has no current CUDA context", p
+
+
+def test_pycuda_views_a_zero_size_source_without_memory(stand_in_pycuda):
+    """A zero-size source has address 0: PyCUDA's GPUArray asserts that an array without gpudata
+    has no base, so the view is made without one."""
+    empty = StandInGPUArray((0, 6), np.float32)
+    empty.gpudata = 0
+    view = stand_in_pycuda.from_cai(empty)
+    assert view.shape == (0, 6) and view.base is None
+
+
+def test_cuda_core_device_readback_copies_the_span_once_whatever_the_strides():
+    """cuda-core 1.2.0 has no StridedMemoryView.copy_to: the adapter copies the bytes the view spans
+    (here host memory, moved the way the driver would) and views them with the strides."""
+    import ctypes
+
+    from gpushare.adapters.cuda_core import strided_copy_to_host
+
+    base = np.arange(24, dtype=np.int16).reshape(4, 6)
+    views = [base, base.T, base[1:3, 2:], base[:, ::-1], base[::-1, ::-2],
+             np.lib.stride_tricks.as_strided(base[0], (4, 6), (0, 2)), base[:0], base[1:2, 1:2].reshape(())]
+    for v in views:
+        copies = []
+
+        def copy(ptr, host):
+            copies.append(host.nbytes)
+            ctypes.memmove(host.ctypes.data, ptr, host.nbytes)
+
+        got = strided_copy_to_host(v.ctypes.data, v.shape, tuple(s // 2 for s in v.strides), v.dtype, copy)
+        assert got.shape == v.shape and np.array_equal(got, v), (v.strides, got)
+        assert len(copies) == (0 if v.size == 0 else 1)
+
+
+def test_the_matrix_runs_a_target_in_each_of_its_states(monkeypatch):
+    """PyCUDA's builders run it as a target without a context and with the primary one: run_pair
+    runs every cell in each state its builders name, and says which on the cell."""
+    import contextlib
+
+    from tools.conformance import examples, running
+
+    entered = []
+
+    @contextlib.contextmanager
+    def state(label):
+        entered.append(label)
+        yield
+
+    monkeypatch.setattr(examples, "target_states",
+                        lambda adapter: [("one", lambda: state("one")), ("two", lambda: state("two"))])
+    need("torch")
+    cells = running.run_pair("numpy", "torch", "cpu", ["float32"], ["contiguous"])
+    assert [c.state for c in cells] == ["one", "two"] and entered == ["one", "two"]
+    assert all(c.problem is None for c in cells), [c.describe() for c in cells]
+    pycuda_builders = examples.builders_of(ADAPTERS["pycuda"])
+    assert [label for label, _ in pycuda_builders.target_states(ADAPTERS["pycuda"])] == [
+        "no PyCUDA context", "PyCUDA in the primary context"]

@@ -33,8 +33,10 @@ _PREDICTORS: dict[tuple[str, str, str, str, str], Any] = {}
 def predictor(src: Any, dst: Any, path: str) -> Any:
     """The ``_native.Predictor`` for handing arrays of adapter ``src`` to adapter ``dst`` by
     ``path``, or None for a path gpushare does not model. Made once per pair, path and versions: the
-    facts it holds (versions, CuPy's stream setting) do not change once the frameworks are imported;
-    the ones that can (JAX's x64 flag, PyTorch's current device) it reads when a rule needs them."""
+    facts it holds (versions, the adapters' constant rule facts such as CuPy's stream setting) do not
+    change once the frameworks are imported; the ones that can (JAX's x64 flag, PyTorch's current
+    device, PyCUDA's current context) it reads through the adapters' ``rule_facts`` functions, when a
+    rule needs them."""
     if path not in MODELLED_PATHS:
         return None
     from gpushare import advice
@@ -51,9 +53,9 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             key[3],
             path,
             key[4],
-            dst.per_thread_default_stream(),
-            dst.x64_reader(),
-            src.current_device_reader(),
+            # The adapters' facts hook: constants read now, functions where a rule needs them.
+            target_facts=dst.rule_facts(),
+            source_facts=src.rule_facts(),
             # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
             endpoints=paths.endpoints(src, dst),
             model=model,
@@ -77,8 +79,8 @@ def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) 
     made = _MOVE_PREDICTORS.get(key)
     if made is None:
         made = _MOVE_PREDICTORS[key] = _native.Predictor(
-            dst.name, key[4], path, key[5], dst.per_thread_default_stream(), dst.x64_reader(),
-            src.current_device_reader(), endpoints=paths.endpoints(src, dst), destination=tuple(destination),
+            dst.name, key[4], path, key[5], target_facts=dst.rule_facts(), source_facts=src.rule_facts(),
+            endpoints=paths.endpoints(src, dst), destination=tuple(destination),
         )
     return made
 

@@ -11,9 +11,10 @@ The NumPy values and views every strided library makes alike live here, once."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 #: The layouts a framework's ``example`` knows, each a view of a (4, 6) array.
 EXAMPLE_LAYOUTS = (
@@ -143,6 +144,16 @@ def example(adapter: Any, dtype: str, layout: str, on_host: bool, ordinal: int =
     if builders is None:
         raise NotConstructible(f"{adapter.name} builds no examples")
     return builders.example(adapter, dtype, layout, on_host, ordinal)
+
+
+def target_states(adapter: Any) -> list[tuple[str | None, Callable[[], ContextManager[Any]]]]:
+    """The states ``adapter``'s framework is run in as a target, each ``(label, make)`` where
+    ``make()`` is a context manager that puts the framework in that state: its builders'
+    ``target_states`` where a fact the rules read can be either way in one process (PyCUDA's
+    current context), else one state, as it is (label None)."""
+    builders = builders_of(adapter)
+    own = getattr(builders, "target_states", None)
+    return own(adapter) if own is not None else [(None, contextlib.nullcontext)]
 
 
 def readback(adapter: Any, obj: Any) -> Any:

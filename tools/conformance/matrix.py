@@ -61,9 +61,12 @@ class Cell:
     problem: str | None = None
     seconds: float = 0.0
     path: str = "auto"
+    #: The state the target framework was in, where its builders run it in several
+    #: (``target_states``: PyCUDA without a context of its own, and with the primary one); None: one.
+    state: str | None = None
 
     def describe(self) -> str:
-        via = "" if self.path == "auto" else f" via {self.path}"
+        via = ("" if self.path == "auto" else f" via {self.path}") + ("" if self.state is None else f" ({self.state})")
         head = f"{self.src}→{self.dst}{via} {self.dtype:<10} {self.layout:<15}"
         return (
             f"{head} outcome={self.outcome} predicted={self.predicted}: {self.problem}"

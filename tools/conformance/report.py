@@ -112,19 +112,23 @@ def render_markdown(cells: Sequence[Cell], env: Environment, seconds: float) -> 
     if bad:
         lines += ["## Cells where the prediction was wrong", ""]
         lines += ["```"] + [c.describe() for c in bad] + ["```", ""]
-    by_pair: "OrderedDict[tuple[str, str, str], list[Cell]]" = OrderedDict()
+    # A target run in several states (PyCUDA without and with a context) has a grid per state.
+    by_pair: "OrderedDict[tuple[str, str, str, str | None], list[Cell]]" = OrderedDict()
     for c in cells:
-        by_pair.setdefault((c.src, c.dst, c.path), []).append(c)
+        by_pair.setdefault((c.src, c.dst, c.path, c.state), []).append(c)
+
+    def heading(s: str, d: str, p: str, state: str | None) -> str:
+        return f"{s} → {d}" + ("" if p == "auto" else f" (path {p})") + ("" if state is None else f", {state}")
+
     lines += ["## Summary", "", "| pair | shared | copied | failed | skipped | wrong |", "|---|---|---|---|---|---|"]
-    for (s, d, p), group in by_pair.items():
+    for key, group in by_pair.items():
         k = Counter(c.outcome for c in group)
         wrong = sum(c.problem is not None for c in group)
-        via = "" if p == "auto" else f" (path {p})"
-        lines.append(f"| {s} → {d}{via} | {k['shared']} | {k['copied']} | {k['failed']} | "
+        lines.append(f"| {heading(*key)} | {k['shared']} | {k['copied']} | {k['failed']} | "
                      f"{k['skipped'] + k['unexportable']} | {wrong} |")
     lines.append("")
-    for (s, d, p), group in by_pair.items():
-        lines += [f"## {s} → {d}" + ("" if p == "auto" else f" (path {p})"), ""]
+    for key, group in by_pair.items():
+        lines += [f"## {heading(*key)}", ""]
         grid = {(c.dtype, c.layout): c for c in group}
         layouts = [lay for lay in LAYOUTS if any((dt, lay) in grid for dt in DTYPES)]
         lines.append("| dtype | " + " | ".join(lay.replace("_", " ") for lay in layouts) + " |")

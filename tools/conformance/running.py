@@ -199,7 +199,17 @@ def run_pair(src: str, dst: str, device: str = "cpu", dtypes: Iterable[str] = DT
         isolated = any(framework(fw).import_conflict() for fw in (src, dst))
     if isolated:
         return _run_pair_in_child(src, dst, device, dtypes, layouts, path)
-    return [run_cell(src, dst, dt, lay, device, path) for dt in dtypes for lay in layouts]
+    cells: list[Cell] = []
+    # A target whose rules read a fact that can be either way here (PyCUDA's current context) runs
+    # every cell in each state, so the failure and the share are both checked.
+    for state, make in examples.target_states(framework(dst)):
+        with make():
+            for dt in dtypes:
+                for lay in layouts:
+                    cell = run_cell(src, dst, dt, lay, device, path)
+                    cell.state = state
+                    cells.append(cell)
+    return cells
 
 
 def _run_pair_in_child(src: str, dst: str, device: str, dtypes: Sequence[str], layouts: Sequence[str],

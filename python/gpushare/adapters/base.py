@@ -296,24 +296,26 @@ class Adapter:
         framework exposes the interface."""
         return obj
 
-    # -- facts the prediction rules read (verdicts.py hands them to the Rust Predictor) ------
-    def per_thread_default_stream(self) -> bool:
-        """As a target: whether it asks producers for the per-thread default stream (stream=2)."""
-        return False
-
+    # -- facts the prediction rules read (issue 22.4's one typed facts hook) ----------------
     # What lets this framework keep 64-bit types where its import narrows them (JAX's x64 flag), as
     # the fix in the warning of a narrowing copy that lost values (adapters/host.py); None: it keeps them.
     keep_64_bit_fix: ClassVar[str | None] = None
 
-    def x64_reader(self) -> Callable[[], bool] | None:
-        """As a target: a function that says whether 64-bit dtypes are kept (JAX's x64 flag);
-        None where the framework keeps them always."""
-        return None
+    def rule_facts(self) -> dict[str, Any]:
+        """What this framework's state tells the prediction rules, by the names of the core's
+        ``FrameworkFacts`` (crates/core/src/explain/prediction.rs), which verdicts.py hands to the
+        Rust ``Predictor`` as one typed struct:
 
-    def current_device_reader(self) -> Callable[[], int | None] | None:
-        """As a source: a function giving the CUDA device it exports from, where it exports only
-        from its current device (PyTorch); None where any device's arrays export."""
-        return None
+        - ``keeps_64_bit``: as a target, whether its import keeps 64-bit dtypes (JAX's x64 flag);
+        - ``per_thread_default_stream``: as a target, whether it asks producers for stream 2 (CuPy);
+        - ``current_device``: as a source, the CUDA device it exports from, where it exports only
+          from its current one (PyTorch);
+        - ``has_current_context``: whether it has the CUDA context its calls need (PyCUDA).
+
+        Each is a value, for a fact that cannot change once the framework is imported (read once per
+        predictor), or a function of no arguments, for one that can (called at a prediction, and
+        only where a rule of that handoff reads it). An adapter names only what it knows."""
+        return {}
 
     # -- the host route and the lab's arrays ----------------------------------------------
     def to_numpy(self, obj: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from gpushare import _native
 from gpushare.adapters.base import HOST_DEVICE_TYPES, Adapter, explained, probe_export, versioned_capsule
 from gpushare.exceptions import gpushare_error
 
@@ -22,6 +23,29 @@ _NO_STREAM = -1
 def _smv_type() -> Any:
     module = sys.modules.get("cuda.core._memoryview")
     return getattr(module, "StridedMemoryView", None)
+
+
+def strided_copy_to_host(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None, dtype: Any,
+                         copy_bytes: Callable[[int, Any], None]) -> Any:
+    """A compact NumPy copy of the strided array at device address ``ptr`` (``strides`` in elements,
+    as StridedMemoryView gives them; None: C order, any sign or zero): ``copy_bytes(address, host)``
+    fills the uint8 array ``host`` with the bytes from ``address`` on, once, for the whole span
+    from the lowest element to the highest, which NumPy then views with the strides."""
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    if strides is None:
+        strides = tuple(int(s) // dtype.itemsize for s in np.empty(shape, dtype).strides) if shape else ()
+    if any(d == 0 for d in shape):
+        return np.empty(shape, dtype)
+    low = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0)
+    high = sum((d - 1) * s for d, s in zip(shape, strides) if s > 0)
+    host = np.empty((high - low + 1) * dtype.itemsize, np.uint8)
+    copy_bytes(ptr + low * dtype.itemsize, host)
+    first = host[-low * dtype.itemsize:].view(dtype) if low else host.view(dtype)
+    view = np.lib.stride_tricks.as_strided(first, shape, tuple(s * dtype.itemsize for s in strides), writeable=False)
+    return np.array(view, copy=True)
 
 
 class CudaCoreAdapter(Adapter):
@@ -88,9 +112,22 @@ class CudaCoreAdapter(Adapter):
 
         if obj.device_id < 0:
             return np.from_dlpack(obj)
-        host = np.empty(obj.shape, dtype=obj.dtype)
-        obj.copy_to(self._smv().from_dlpack(host, stream_ptr=_NO_STREAM), blocking=True)
-        return host
+        # StridedMemoryView.copy_to raises "Sorry, not supported: copy_to" in cuda-core 1.2.0 (seen
+        # on 2x H200): the bytes the view spans are copied with the Buffer API, which every
+        # cuda.core has, and NumPy views them with the view's strides.
+        return strided_copy_to_host(obj.ptr, obj.shape, obj.strides, obj.dtype, lambda ptr, host: self._copy_to_host(obj, ptr, host))
+
+    def _copy_to_host(self, obj: Any, ptr: int, host: Any) -> None:
+        """Copies ``host.nbytes`` bytes from device address ``ptr`` (inside ``obj``'s memory) into
+        the NumPy array ``host``, ordered after the legacy default stream, and waits."""
+        core = self.load()
+        device = core.Device(obj.device_id)
+        if _native.cuda_current_context() is None:
+            device.set_current()  # the primary context, which the frameworks cuda.core views share
+        stream = device.default_stream
+        source = core.Buffer.from_handle(ptr, host.nbytes)  # neither owns the memory
+        source.copy_to(core.Buffer.from_handle(host.ctypes.data, host.nbytes), stream=stream)
+        stream.sync()
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         smv = self._smv()

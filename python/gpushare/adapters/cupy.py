@@ -73,12 +73,12 @@ class CupyAdapter(Adapter):
 
     _ptds: ClassVar[list[bool]] = []
 
-    def per_thread_default_stream(self) -> bool:
+    def rule_facts(self) -> dict[str, Any]:
         # CuPy reads CUPY_CUDA_PER_THREAD_DEFAULT_STREAM once, at import; so do we (os.environ
         # costs ~1 µs). torch refuses stream=2 from CuPy only.
         if not self._ptds:
             self._ptds.append(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip() not in ("", "0"))
-        return self._ptds[0]
+        return {"per_thread_default_stream": self._ptds[0]}
 
     def to_numpy(self, obj: Any) -> Any:
         return obj.get()

@@ -121,8 +121,9 @@ class JaxAdapter(Adapter):
                 return False
         return os.environ.get("JAX_ENABLE_X64", "").strip().lower() in ("1", "true", "yes", "on")
 
-    def x64_reader(self) -> Callable[[], bool] | None:
-        return self.x64_enabled  # rule 1: a 64-bit dtype narrows into JAX unless x64 is on
+    def rule_facts(self) -> dict[str, Any]:
+        # Rule 1: a 64-bit dtype narrows into JAX unless x64 is on, which can change at any time.
+        return {"keeps_64_bit": self.x64_enabled}
 
     def synchronize(self, obj: Any) -> None:
         obj.block_until_ready()

@@ -70,7 +70,11 @@ class PycudaAdapter(Adapter):
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
         ptr = int(cai["data"][0] or 0)
-        return pycuda.gpuarray.GPUArray(shape, dtype, gpudata=ptr if ptr else None, strides=strides, base=obj)
+        if not ptr:
+            # A zero-size source has no memory (address 0): GPUArray asserts that an array without
+            # gpudata has no base, and a zero-size one allocates nothing.
+            return pycuda.gpuarray.GPUArray(shape, dtype, strides=strides)
+        return pycuda.gpuarray.GPUArray(shape, dtype, gpudata=ptr, strides=strides, base=obj)
 
     def data_pointer(self, obj: Any) -> int:
         return int(obj.__cuda_array_interface__["data"][0] or 0)
@@ -79,12 +83,25 @@ class PycudaAdapter(Adapter):
         """A legacy capsule made by gpushare (PyCUDA has no DLPack export), for TensorFlow."""
         return capsule_over_interface(obj, None, lambda: self.device(obj), "PyCUDA")
 
-    def _require_context(self, pycuda: Any) -> None:
+    @staticmethod
+    def has_current_context() -> bool:
+        """Whether PyCUDA has a context of its own current on this thread (``Context.get_current()``
+        reads PyCUDA's context stack, not the driver's: the primary context PyTorch made current does
+        not count). Never imports PyCUDA: without ``pycuda.driver`` loaded there is none."""
+        driver = sys.modules.get("pycuda.driver")
+        if driver is None:
+            return False
         try:
-            current = pycuda.driver.Context.get_current()
+            return driver.Context.get_current() is not None
         except Exception:  # the driver is not initialised: no context either
-            current = None
-        if current is None:
+            return False
+
+    def rule_facts(self) -> dict[str, Any]:
+        # `import pycuda.autoprimaryctx` can come at any time: read at each prediction into PyCUDA.
+        return {"has_current_context": self.has_current_context}
+
+    def _require_context(self, pycuda: Any) -> None:
+        if not self.has_current_context():
             raise explained("framework_not_installed", "pycuda", "PyCUDA has no current CUDA context", _NO_CONTEXT_FIX)
 
     def synchronize(self, obj: Any) -> None:

@@ -144,8 +144,8 @@ class TorchAdapter(Adapter):
             return int(raw(obj.device.index))
         return int(torch.cuda.current_stream(obj.device).cuda_stream)
 
-    def current_device_reader(self) -> Callable[[], int | None] | None:
-        return self._current_device
+    def rule_facts(self) -> dict[str, Any]:
+        return {"current_device": self._current_device}
 
     @staticmethod
     def _current_device() -> int | None:

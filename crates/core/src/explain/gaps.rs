@@ -297,7 +297,7 @@ pub(super) fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, 
     // TF's __dlpack__ refuses any stream, which torch and CuPy pass for CUDA tensors: gpushare hands
     // them TensorFlow's capsule without one (its export waits for the tensor's work first).
     // Rule 5: CuPy under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM passes stream=2, which torch refuses.
-    if src == "torch" && dst == "cupy" && path == "dlpack" && target.settings.cupy_ptds {
+    if src == "torch" && dst == "cupy" && path == "dlpack" && target.settings.target.per_thread_default_stream {
         return Some(fail(
             "CuPy runs on the per-thread default stream (stream=2), which PyTorch's __dlpack__ refuses",
             Some("per-thread default stream is not supported"),

@@ -58,7 +58,7 @@ fn rule1_jax_x64_narrows_64_bit_types() {
         assert_eq!(p.verdict(), Verdict::Copied);
         assert!(p.reason().unwrap().contains(narrow) && p.reason().unwrap().contains("jax_enable_x64"));
         let mut x64 = to("jax");
-        x64.settings.jax_x64 = true;
+        x64.settings.target.keeps_64_bit = Some(true);
         assert_eq!(predict(&t, &x64).verdict(), Verdict::Shared, "{dtype} with x64 on");
     }
     assert_eq!(predict(&src("torch", "int32", 0x10000, vec![8], vec![1]), &to("jax")).verdict(), Verdict::Shared);
@@ -221,7 +221,7 @@ fn rule5_producer_refuses_a_consumer_kwarg() {
     // CuPy under PTDS passes stream=2, which torch refuses.
     let torch_gpu = on_cuda(f32("torch", 0x10000), 0);
     let mut ptds = to("cupy");
-    ptds.settings.cupy_ptds = true;
+    ptds.settings.target.per_thread_default_stream = true;
     assert_eq!(predict(&torch_gpu, &ptds).expected_error(), Some("per-thread default stream is not supported"));
     assert_eq!(predict(&torch_gpu, &to("cupy")).verdict(), Verdict::Shared);
     // TF on the CPU takes stream=None, so torch ← TF works there.
@@ -260,7 +260,7 @@ fn rule7_another_current_device_is_handled_not_a_failure() {
     let t = on_cuda(f32("torch", 0x10000), 1);
     for current in [0, 1] {
         let mut facts = to("jax");
-        facts.settings.source_current_device = Some(current);
+        facts.settings.source.current_device = Some(current);
         assert_eq!(predict(&t, &facts).verdict(), Verdict::Shared, "current cuda:{current}");
     }
 }
@@ -402,7 +402,7 @@ fn gpu_jax_narrowing_fails_on_memory_xla_kernels_cannot_take() {
     // With x64 on nothing narrows: the import shares, with the warning that XLA cannot compute on it.
     let t = on_cuda(src("torch", "int64", 0x7f00_0000_0208, vec![23], vec![1]), 0);
     let mut x64 = to("jax");
-    x64.settings.jax_x64 = true;
+    x64.settings.target.keeps_64_bit = Some(true);
     let p = predict(&t, &x64);
     assert_eq!(p.verdict(), Verdict::Shared);
     assert!(p.reason().unwrap().contains("Address of buffer 0 must be a multiple of 10"));

@@ -8,17 +8,56 @@ use super::gaps::{device_gap, dtype_gap, itemsize_of, layout_gap, numpy_size_ove
 use crate::paths::{Endpoints, Place, import_path};
 use crate::report::{Prediction, TensorReport, Verdict};
 
+/// What one framework's adapter says of its framework's state, which the rules read: issue 22.4's one
+/// typed facts hook (`Adapter.rule_facts` in python/gpushare/adapters/base.py names these fields). A
+/// fact an adapter does not name keeps its default: the framework has no such setting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrameworkFacts {
+    /// As a target: whether its import keeps 64-bit dtypes where it would narrow them (JAX's
+    /// `jax_enable_x64`; `None`: it has no such switch, or it is off).
+    pub keeps_64_bit: Option<bool>,
+    /// As a target: whether it asks producers for the per-thread default stream (`stream=2`: CuPy
+    /// under `CUPY_CUDA_PER_THREAD_DEFAULT_STREAM`), which PyTorch refuses.
+    pub per_thread_default_stream: bool,
+    /// As a source: the CUDA device it exports from, where it exports only from its current one
+    /// (PyTorch); `None`: unknown or any device.
+    pub current_device: Option<i32>,
+    /// Whether the framework has a CUDA context current on this thread, where its calls need one of
+    /// its own (PyCUDA keeps a context stack of its own: the driver's current context is not
+    /// enough); `None`: it needs none, or the adapter does not say.
+    pub has_current_context: Option<bool>,
+}
+
+/// A fact of [`FrameworkFacts`] that can change at run time: the binding asks the adapter for it
+/// (a call into Python) only where [`rule_reads`] says a rule of this handoff reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveFact {
+    Keeps64Bit,
+    CurrentDevice,
+    HasCurrentContext,
+}
+
+/// Whether a rule reads `fact` when predicting a handoff of `source` (the target's facts for
+/// `Keeps64Bit` and `HasCurrentContext`, the source's for `CurrentDevice`): only 64-bit dtypes
+/// narrow, only a CUDA source has a current device that matters, and a context is needed by every
+/// import that makes an array of the framework.
+pub fn rule_reads(fact: LiveFact, source: &TensorReport) -> bool {
+    match fact {
+        LiveFact::Keeps64Bit => matches!(source.dtype.as_str(), "int64" | "uint64" | "float64" | "complex128"),
+        LiveFact::CurrentDevice => source.dlpack_device.0 == 2,
+        LiveFact::HasCurrentContext => true,
+    }
+}
+
 /// Settings of the frameworks that change the outcome of a handoff.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
-    /// `jax.config.jax_enable_x64`: off (the default), JAX narrows 64-bit dtypes on import.
-    pub jax_x64: bool,
-    /// `CUPY_CUDA_PER_THREAD_DEFAULT_STREAM`: CuPy then passes `stream=2`, which PyTorch refuses.
-    pub cupy_ptds: bool,
+    /// What the target's adapter says of its framework ([`FrameworkFacts`]).
+    pub target: FrameworkFacts,
+    /// What the source's adapter says of its framework.
+    pub source: FrameworkFacts,
     /// The source framework's version ("" when unknown): NumPy before 2.1 exports legacy capsules only.
     pub source_version: String,
-    /// The source framework's current CUDA device, when known (PyTorch exports only from it).
-    pub source_current_device: Option<i32>,
     /// Whether the CUDA driver is usable, when known (the `pinned` path needs it).
     pub cuda_available: Option<bool>,
 }
@@ -325,7 +364,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
             "complex128" => Some("complex64"),
             _ => None,
         }
-        .filter(|_| !target.settings.jax_x64);
+        .filter(|_| target.settings.target.keeps_64_bit != Some(true));
         let on_xla_gpu = matches!(source.dlpack_device.0, 2 | 10);
         let gpu_misaligned = on_xla_gpu && !source.data_ptr.is_multiple_of(XLA_GPU_PARAMETER_ALIGNMENT);
         if let Some(to) = narrowed {

@@ -29,6 +29,9 @@ pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
     if matches!(path, "host" | "copy" | "pinned") {
         return None;
     }
+    if let Some(r) = super::targets::refusal(src, path) {
+        return Some(r);
+    }
     let (shape, strides) = (&src.shape, &src.strides);
     match target {
         "torch" if has_negative_stride(shape, strides) => Some(Refusal {

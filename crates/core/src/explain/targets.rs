@@ -30,6 +30,52 @@ pub(super) fn writes_read_only(target: &str) -> bool {
     target == "warp"
 }
 
+/// PyCUDA's calls need a context on PyCUDA's own context stack (`Context.get_current()`; the one
+/// PyTorch or CuPy made current in the driver does not count): without one gpushare's view of the
+/// memory (a `GPUArray`) cannot be made, and the adapter says which import makes one. Whether there
+/// is one can change at run time (`import pycuda.autoprimaryctx`): the adapter's facts say.
+fn pycuda_without_context(target: &TargetFacts) -> Option<PredictedOutcome> {
+    if target.framework != "pycuda" || target.settings.target.has_current_context != Some(false) {
+        return None;
+    }
+    Some(fail(
+        "PyCUDA has no current CUDA context",
+        None, // gpushare's adapter says so before PyCUDA is called
+        "import pycuda.autoprimaryctx (the device's primary context, which PyTorch, JAX, CuPy and TensorFlow share) or pycuda.autoinit (a context of PyCUDA's own) first",
+    ))
+}
+
+/// Whether this MLX imports CUDA memory over DLPack. None does yet: `mx.from_dlpack` raises
+/// "[convert] CUDA import is not supported." for kDLCUDA and kDLCUDAManaged on every backend (seen
+/// on 2x H200 with mlx 0.32.4 and mlx-cuda-13; the same words in 0.32.2's convert.cpp), and 0.32.4
+/// is the newest release (2026-11-26). An unknown version is taken to be one of these; a later
+/// release is assumed to import it, to be measured when it comes.
+fn mlx_imports_cuda(version: &str) -> bool {
+    super::prediction::parse_version(version).is_some_and(|v| v >= (0, 33, 0))
+}
+
+/// MLX's import of CUDA memory: refused (see [`mlx_imports_cuda`]); pinned host memory
+/// (kDLCUDAHost) is an "Unsupported device" to it. The host route works: gpushare copies the values
+/// through NumPy and MLX makes its own array of them.
+fn mlx_cuda_import(source: &TensorReport, target: &TargetFacts) -> Option<PredictedOutcome> {
+    let (kind, words) = match source.dlpack_device.0 {
+        2 | 13 => ("CUDA", "CUDA import is not supported"),
+        3 => ("pinned host (kDLCUDAHost)", "Unsupported device"),
+        _ => return None,
+    };
+    if kind == "CUDA" && mlx_imports_cuda(&target.version) {
+        return None;
+    }
+    Some(fail(
+        format!(
+            "MLX {} has no DLPack import of {kind} memory: mx.from_dlpack refuses it whichever backend MLX was built with",
+            if target.version.is_empty() { "0.32" } else { target.version.as_str() }
+        ),
+        Some(words),
+        "use path='host': gpushare copies the values through NumPy into an MLX array (mx.array(x.cpu().numpy()) by hand)",
+    ))
+}
+
 /// Will the host route's constructor (the adapter's `from_numpy`) refuse the values? MLX has no
 /// complex128, Warp no complex dtypes and no 0-d arrays: their adapters say so rather than change
 /// the values.
@@ -48,6 +94,7 @@ pub(super) fn host_failure(source: &TensorReport, target: &TargetFacts) -> Optio
         "warp" if source.shape.is_empty() => {
             Some(fail("Warp has no 0-d arrays", None, "share x.reshape(1), a view of one element"))
         }
+        "pycuda" => pycuda_without_context(target),
         _ => None,
     }
 }
@@ -60,6 +107,9 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
     // PyCUDA speaks __cuda_array_interface__ only, both ways (inducer/pycuda#226).
     if path != "cai" && (target.framework == "pycuda" || source.framework == "pycuda") {
         return Some(fail("PyCUDA has no DLPack, only __cuda_array_interface__", None, "use path='cai'"));
+    }
+    if let Some(f) = pycuda_without_context(target) {
+        return Some(f);
     }
     // MLX has no __cuda_array_interface__ either way; cuda.core's StridedMemoryView reads one but
     // exposes none.
@@ -84,6 +134,11 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
             if unusual {
                 return Some(fail(format!("MLX cannot import dtype {} over DLPack", source.dtype), None, CAST_FIX));
             }
+            // mx.from_dlpack reads the dtype, then the device: CUDA memory it refuses (before it
+            // looks at the strides), whichever backend MLX was built with.
+            if let Some(f) = mlx_cuda_import(source, target) {
+                return Some(f);
+            }
             if has_negative_stride(&source.shape, &source.strides) {
                 return Some(fail(
                     format!("mx.from_dlpack refuses negative strides {:?}", source.strides),
@@ -95,9 +150,12 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
         }
         "warp" => {
             if base.starts_with("complex") {
+                // wp.from_dlpack says so itself; an array made over __cuda_array_interface__ first
+                // maps the typestr to a Warp type (warp.types.dtype_from_numpy), which has none.
+                let words = if path == "cai" { "to a Warp type" } else { "does not support complex types" };
                 return Some(fail(
                     format!("Warp has no complex dtypes ({})", source.dtype),
-                    Some("does not support complex types"),
+                    Some(words),
                     "share the real and imaginary parts as two float arrays (x.real, x.imag), or a float view of twice the length",
                 ));
             }
@@ -164,6 +222,20 @@ pub(super) fn import_copy(source: &TensorReport, target: &TargetFacts, path: &st
     if source.dlpack_device.0 == 1 {
         return Some(PredictedOutcome::Copied {
             reason: "MLX's CPU import copies every array (mx.from_dlpack: \"Cannot import a CPU array without a copy\")".into(),
+        });
+    }
+    None
+}
+
+/// Refusals of these frameworks' inputs ([`super::refuse`]): Warp's `__cuda_array_interface__`
+/// describes a bfloat16 array with typestr `"<u2"` (warp.types.type_typestr: the interface has no
+/// bfloat16), so a consumer of the interface (Numba, PyCUDA) makes a uint16 array of the bits and
+/// reads values that are not the source's (seen on 2x H200: warp → numba "shared", values differ).
+pub(super) fn refusal(src: &TensorReport, path: &str) -> Option<super::Refusal> {
+    if src.framework == "warp" && path == "cai" && base_and_lanes(&src.dtype).0 == "bfloat16" {
+        return Some(super::Refusal {
+            reason: "Warp's __cuda_array_interface__ labels bfloat16 as uint16 (typestr '<u2'): the target would read the bits as integers".into(),
+            fix: "cast to float32 first (a Warp kernel, or wp.array(x.numpy().astype('float32'))), or share by DLPack into a framework with bfloat16 (torch, JAX, CuPy)".into(),
         });
     }
     None

@@ -118,3 +118,107 @@ fn explicit_paths_that_the_new_targets_do_not_take_fail_as_predicted() {
     assert_eq!(predict(&src("torch", "float32", vec![], vec![]), &path("host", "warp")).verdict(), Verdict::Failed);
     assert_eq!(predict(&f32("torch"), &path("host", "warp")).verdict(), Verdict::Copied);
 }
+
+// -- What the CUDA matrix saw on 2x H200 (mlx 0.32.4 with mlx-cuda-13, warp 1.19.0, PyCUDA 2026.1) --
+
+fn on_cuda(mut report: TensorReport) -> TensorReport {
+    report.dlpack_device = (2, 0);
+    report.device = "cuda:0".into();
+    report.dlpack_device_name = "cuda:0".into();
+    report
+}
+
+#[test]
+fn mlx_refuses_cuda_memory_before_its_strides_and_its_narrowing() {
+    let at = |version: &str| TargetFacts::new("mlx", version, "auto");
+    for dtype in ["float32", "float64", "bool"] {
+        for version in ["0.32.4", "0.32.2", ""] {
+            let p = predict(&on_cuda(src("torch", dtype, vec![4, 6], vec![6, 1])), &at(version));
+            assert_eq!(p.verdict(), Verdict::Failed, "{dtype} {version}: {p:?}");
+            assert_eq!(p.expected_error(), Some("CUDA import is not supported"), "{p:?}");
+            assert!(p.fix().unwrap().contains("path='host'"), "{p:?}");
+        }
+    }
+    // The device comes before the strides (CuPy's reversed view said "CUDA import" on the H200).
+    let reversed = on_cuda(src("cupy", "int8", vec![4, 6], vec![6, -1]));
+    assert_eq!(predict(&reversed, &at("0.32.4")).expected_error(), Some("CUDA import is not supported"));
+    // Managed memory is refused in the same words; a zero-size view cuda.core describes as host
+    // memory is not CUDA memory to MLX (it shared on the H200).
+    let mut managed = f32("torch");
+    managed.dlpack_device = (13, 0);
+    assert_eq!(predict(&managed, &at("0.32.4")).expected_error(), Some("CUDA import is not supported"));
+    assert_eq!(predict(&src("cuda_core", "float32", vec![0, 6], vec![6, 1]), &at("0.32.4")).verdict(), Verdict::Shared);
+    // The fix works: the host route copies into MLX's own array.
+    let host = TargetFacts::new("mlx", "0.32.4", "host");
+    assert_eq!(predict(&on_cuda(f32("torch")), &host).verdict(), Verdict::Copied);
+    // A release after the newest measured one is assumed to import CUDA memory.
+    assert_eq!(predict(&on_cuda(f32("torch")), &at("0.33.0")).verdict(), Verdict::Shared);
+    // MLX as a source is unchanged: its CUDA build exports host memory (kDLCPU), which torch views.
+    assert_eq!(predict(&f32("mlx"), &to("torch")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn complex_into_warp_by_the_interface_says_it_has_no_warp_type() {
+    for source in ["numba", "pycuda"] {
+        let p = predict(&on_cuda(src(source, "complex64", vec![4, 6], vec![6, 1])), &to("warp"));
+        assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
+        assert_eq!(p.expected_error(), Some("to a Warp type"), "{source}: {p:?}");
+    }
+    // By DLPack wp.from_dlpack says it in its own words.
+    let p = predict(&on_cuda(src("torch", "complex64", vec![4, 6], vec![6, 1])), &to("warp"));
+    assert_eq!(p.expected_error(), Some("does not support complex types"), "{p:?}");
+}
+
+#[test]
+fn warp_bfloat16_is_refused_to_interface_consumers_which_would_read_uint16() {
+    let bf16 = on_cuda(src("warp", "bfloat16", vec![4, 6], vec![6, 1]));
+    for target in ["numba", "pycuda"] {
+        let r = refuse(&bf16, target, "auto").expect(target);
+        assert!(r.reason.contains("'<u2'"), "{r:?}");
+        let p = predict(&bf16, &to(target));
+        assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
+        assert!(p.reason().unwrap().contains("gpushare refuses it"), "{p:?}");
+    }
+    // Zero-size too: the interface mislabels it all the same (the H200 shared one, predicted failed).
+    assert!(refuse(&on_cuda(src("warp", "bfloat16", vec![0, 6], vec![6, 1])), "numba", "auto").is_some());
+    // By DLPack bfloat16 is bfloat16; float32 by the interface is float32.
+    assert!(refuse(&bf16, "torch", "auto").is_none());
+    assert!(refuse(&on_cuda(f32("warp")), "numba", "auto").is_none());
+}
+
+#[test]
+fn pycuda_without_a_current_context_fails_and_with_one_shares() {
+    let gpu = on_cuda(f32("torch"));
+    let mut none = to("pycuda");
+    none.settings.target.has_current_context = Some(false);
+    let p = predict(&gpu, &none);
+    assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
+    assert!(p.reason().unwrap().contains("no current CUDA context"), "{p:?}");
+    assert!(p.fix().unwrap().contains("pycuda.autoprimaryctx"), "{p:?}");
+    // The host route and gpushare's copies make a GPUArray too: they need the context as well.
+    for path in ["host", "copy"] {
+        let mut staged = TargetFacts::new("pycuda", "", path);
+        staged.settings.target.has_current_context = Some(false);
+        assert_eq!(predict(&gpu, &staged).verdict(), Verdict::Failed, "{path}");
+    }
+    let mut current = to("pycuda");
+    current.settings.target.has_current_context = Some(true);
+    assert_eq!(predict(&gpu, &current).verdict(), Verdict::Shared);
+    // A reversed or broadcast view shares too: GPUArray takes any strides.
+    let reversed = on_cuda(src("cupy", "int8", vec![4, 6], vec![6, -1]));
+    assert_eq!(predict(&reversed, &current).verdict(), Verdict::Shared);
+    // Another framework's context is no answer: the rule reads PyCUDA's own fact only.
+    let mut other = to("torch");
+    other.settings.target.has_current_context = Some(false);
+    assert_eq!(predict(&gpu, &other).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn only_the_facts_a_rule_reads_are_read() {
+    use crate::explain::{LiveFact, rule_reads};
+    assert!(rule_reads(LiveFact::Keeps64Bit, &src("numpy", "int64", vec![4, 6], vec![6, 1])));
+    assert!(!rule_reads(LiveFact::Keeps64Bit, &f32("numpy")));
+    assert!(!rule_reads(LiveFact::CurrentDevice, &f32("torch")));
+    assert!(rule_reads(LiveFact::CurrentDevice, &on_cuda(f32("torch"))));
+}
+

@@ -6,10 +6,10 @@ use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::CompareOp;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use super::types::TensorInfo;
-use crate::explain::{self, PredictedOutcome, Settings, TargetFacts};
+use crate::explain::{self, FrameworkFacts, LiveFact, PredictedOutcome, Settings, TargetFacts};
 use crate::report::{TensorReport, Verdict};
 
 /// What a handoff is predicted to do: ``(verdict, reason, fix, expected_error)``.
@@ -153,34 +153,82 @@ impl Prediction {
     }
 }
 
+/// The facts of one framework that can change at run time, as its adapter's functions that read
+/// them (`Adapter.rule_facts`): asked at a prediction only where a rule of that handoff reads them
+/// ([`explain::rule_reads`]).
+#[derive(Default)]
+struct LiveReaders {
+    keeps_64_bit: Option<Py<PyAny>>,
+    current_device: Option<Py<PyAny>>,
+    has_current_context: Option<Py<PyAny>>,
+}
+
+/// The names `Adapter.rule_facts` may use: the fields of the core's `FrameworkFacts`.
+const FACT_NAMES: &str = "keeps_64_bit, per_thread_default_stream, current_device, has_current_context";
+
+/// An adapter's `rule_facts()` (name → value, or a function of no arguments for a fact that can
+/// change), as the core's typed `FrameworkFacts` and the readers of the facts that can change.
+fn facts_from_py(declared: Option<&Bound<'_, PyDict>>) -> PyResult<(FrameworkFacts, LiveReaders)> {
+    let (mut facts, mut live) = (FrameworkFacts::default(), LiveReaders::default());
+    let Some(declared) = declared else { return Ok((facts, live)) };
+    for (name, value) in declared.iter() {
+        let name: String = name.extract()?;
+        let reader = value.is_callable().then(|| value.clone().unbind());
+        match (name.as_str(), reader) {
+            ("keeps_64_bit", Some(read)) => live.keeps_64_bit = Some(read),
+            ("keeps_64_bit", None) => facts.keeps_64_bit = value.extract()?,
+            ("per_thread_default_stream", None) => facts.per_thread_default_stream = value.extract()?,
+            ("current_device", Some(read)) => live.current_device = Some(read),
+            ("current_device", None) => facts.current_device = value.extract()?,
+            ("has_current_context", Some(read)) => live.has_current_context = Some(read),
+            ("has_current_context", None) => facts.has_current_context = value.extract()?,
+            ("per_thread_default_stream", Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "rule fact 'per_thread_default_stream' is read once, when the framework is imported: give a bool, not a function",
+                ));
+            }
+            (other, _) => {
+                return Err(PyValueError::new_err(format!("unknown rule fact {other:?}: the facts are {FACT_NAMES}")));
+            }
+        }
+    }
+    Ok((facts, live))
+}
+
 /// Predicts handoffs of one (source framework, target framework, path): the facts that do not
-/// change within a process (names, versions, the CuPy stream setting) are given once; the ones that
-/// can (JAX's x64 flag, PyTorch's current device) are read through callables, only where a rule
-/// reads them.
+/// change within a process (names, versions, the adapters' constant facts) are given once; the
+/// ones that can (JAX's x64 flag, PyTorch's current device, PyCUDA's current context) are read
+/// through the adapters' functions, only where a rule reads them.
 #[pyclass(module = "gpushare", frozen, name = "Predictor")]
 pub struct Predictor {
     facts: TargetFacts,
-    jax_x64: Option<Py<PyAny>>,
-    source_current_device: Option<Py<PyAny>>,
+    target_live: LiveReaders,
+    source_live: LiveReaders,
 }
 
 impl Predictor {
     pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Prediction> {
         // Borrowed in the common case: this runs on every share.
         let mut facts = Cow::Borrowed(&self.facts);
-        if let Some(read) = &self.jax_x64
+        if let Some(read) = &self.target_live.keeps_64_bit
+            && explain::rule_reads(LiveFact::Keeps64Bit, source)
             && read.bind(py).call0()?.is_truthy()?
         {
-            facts.to_mut().settings.jax_x64 = true;
+            facts.to_mut().settings.target.keeps_64_bit = Some(true);
         }
-        // Only a CUDA source has a current device that matters (PyTorch exports only from it).
-        if let Some(read) = &self.source_current_device
-            && source.dlpack_device.0 == 2
+        if let Some(read) = &self.target_live.has_current_context
+            && explain::rule_reads(LiveFact::HasCurrentContext, source)
+            && !read.bind(py).call0()?.is_truthy()?
+        {
+            facts.to_mut().settings.target.has_current_context = Some(false);
+        }
+        if let Some(read) = &self.source_live.current_device
+            && explain::rule_reads(LiveFact::CurrentDevice, source)
         {
             // The framework's current device follows the context current on this thread, which the
             // driver answers without a call into Python; the framework is asked only when no
             // context is current (its own default then).
-            facts.to_mut().settings.source_current_device = match crate::cuda::current_device() {
+            facts.to_mut().settings.source.current_device = match crate::cuda::current_device() {
                 Some(ordinal) => Some(ordinal),
                 None => read.bind(py).call0()?.extract()?,
             };
@@ -196,37 +244,44 @@ impl Predictor {
 #[pymethods]
 impl Predictor {
     /// ``version`` and ``source_version`` are the frameworks' ``__version__`` ("" when unknown: the
-    /// newest behaviour is assumed). ``jax_x64`` returns ``jax.config.jax_enable_x64``;
-    /// ``source_current_device`` the source framework's current CUDA device (or None).
-    #[new]
+    /// newest behaviour is assumed). ``target_facts`` and ``source_facts``: what the two adapters'
+    /// ``rule_facts()`` declare (``keeps_64_bit``, ``per_thread_default_stream``, ``current_device``,
+    /// ``has_current_context``: each a value, or a function of no arguments for a fact that can change).
     /// ``endpoints``: the adapters' facts ``auto`` decides from (``gpushare._native.resolve_auto``);
     /// None: the rules' own word on the two frameworks.
     /// ``destination``: a move's (``device=``) as DLPack's ``(device_type, id)``; None: a handoff.
     /// ``model``: the ``CostModel`` ``auto`` consults, so ``auto`` is predicted as the path it takes.
-    #[pyo3(signature = (target, version, path, source_version="", cupy_ptds=false, jax_x64=None, source_current_device=None, endpoints=None, destination=None, model=None))]
+    #[new]
+    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, endpoints=None, destination=None, model=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
         version: &str,
         path: &str,
         source_version: &str,
-        cupy_ptds: bool,
-        jax_x64: Option<Py<PyAny>>,
-        source_current_device: Option<Py<PyAny>>,
+        target_facts: Option<&Bound<'_, PyDict>>,
+        source_facts: Option<&Bound<'_, PyDict>>,
         endpoints: Option<(bool, bool, bool, bool)>,
         destination: Option<(u32, i32)>,
         model: Option<PyRef<'_, super::advice::PyCostModel>>,
-    ) -> Predictor {
+    ) -> PyResult<Predictor> {
+        let (target_known, target_live) = facts_from_py(target_facts)?;
+        let (source_known, source_live) = facts_from_py(source_facts)?;
         let facts = TargetFacts {
             framework: target.to_string(),
             version: version.to_string(),
             path: path.to_string(),
-            settings: Settings { cupy_ptds, source_version: source_version.to_string(), ..Default::default() },
+            settings: Settings {
+                target: target_known,
+                source: source_known,
+                source_version: source_version.to_string(),
+                ..Default::default()
+            },
             endpoints: endpoints.map(super::paths::endpoints_of),
             destination: destination.map(crate::paths::Place::of_dlpack),
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
         };
-        Predictor { facts, jax_x64, source_current_device }
+        Ok(Predictor { facts, target_live, source_live })
     }
 
     /// The prediction for handing the array ``source`` describes to the target.
