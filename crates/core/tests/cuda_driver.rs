@@ -332,3 +332,26 @@ fn memory_meter_reads_without_touching_the_thread_and_a_context_costs_memory() {
     assert!(step.taken() > 0, "creating a context took no device memory: {step:?}");
     assert_eq!(current_ctx(), before);
 }
+
+#[test]
+fn peer_access_outlives_the_call_that_enabled_it() {
+    let _serial = serial();
+    if !cuda_here("peer_access_outlives_the_call_that_enabled_it") {
+        return;
+    }
+    let count = cuda::devices().map(|d| d.len()).unwrap_or(0);
+    if count < 2 || !cuda::peer_link(0, 1).map(|l| l.can_access).unwrap_or(false) {
+        println!("peer_access_outlives_the_call_that_enabled_it: fewer than 2 GPUs with peer access");
+        return;
+    }
+    let before = cuda::primary_context_state(1).expect("state of cuda:1");
+    let ctx = current_ctx();
+    cuda::enable_peer_access(0, 1).expect("enable peer access 0 -> 1");
+    // Enabled between the two primary contexts: were cuda:1's released with the call (nobody
+    // else held it), the access would go with it and peer copies would cross through the host.
+    let after = cuda::primary_context_state(1).expect("state of cuda:1");
+    println!("cuda:1's primary context before {before:?}, after {after:?}");
+    assert!(after.active, "cuda:1's primary context must stay active with the peer access enabled into it");
+    assert!(cuda::primary_context_state(0).expect("state of cuda:0").active);
+    assert_eq!(current_ctx(), ctx, "the thread's current context is left as it was");
+}

@@ -239,6 +239,9 @@ pub fn peer_link(from: i32, to: i32) -> Result<PeerLink> {
 /// `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`: a framework (torch's `.to`, CuPy) enabled it first.
 const PEER_ACCESS_ALREADY_ENABLED: u32 = 704;
 
+/// The primary contexts peer access was enabled between ([`enable_peer_access`]), held so that it lasts.
+static PEER_CONTEXTS: std::sync::Mutex<Vec<RetainedPrimary>> = std::sync::Mutex::new(Vec::new());
+
 /// Lets device `from`'s primary context access device `to`'s memory (`cuCtxEnablePeerAccess`),
 /// after checking `cuDeviceCanAccessPeer`. Returns whether this call enabled it (`false`: it was
 /// already on, e.g. enabled by PyTorch). Without it a copy between the two is staged by the driver
@@ -253,14 +256,20 @@ pub fn enable_peer_access(from: i32, to: i32) -> Result<bool> {
         }
         let target = RetainedPrimary::retain(to)?;
         let source = RetainedPrimary::retain(from)?;
-        let _scope = source.enter()?;
+        let scope = source.enter()?;
         // SAFETY: `from`'s primary context is current and `target` holds `to`'s primary context.
-        match check("cuCtxEnablePeerAccess", unsafe { sys::cuCtxEnablePeerAccess(target.ctx(), 0) }) {
-            Ok(()) => Ok(true),
-            Err(e) if e.driver_code() == Some(PEER_ACCESS_ALREADY_ENABLED) => Ok(false),
-            Err(e) => Err(e),
-        }
-        // The primary contexts stay active while frameworks (and gpushare's allocations) hold them;
-        // peer access lives as long as they do.
+        let enabled = match check("cuCtxEnablePeerAccess", unsafe { sys::cuCtxEnablePeerAccess(target.ctx(), 0) }) {
+            Ok(()) => true,
+            Err(e) if e.driver_code() == Some(PEER_ACCESS_ALREADY_ENABLED) => false,
+            Err(e) => return Err(e),
+        };
+        drop(scope);
+        // Peer access lives as long as both primary contexts do. If nobody else held one (a GPU no
+        // framework had touched yet), releasing our references here would destroy it with the
+        // access just enabled, and the next context on that device would copy through the host at
+        // a tenth of the link's speed (37 against 377 GB/s on 2x H200). So the references are kept
+        // for the life of the process, once per device pair.
+        PEER_CONTEXTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend([source, target]);
+        Ok(enabled)
     })
 }

@@ -168,7 +168,6 @@ pub(super) fn query(call: &'static str, rc: sys::CUresult) -> Result<bool> {
 pub(super) fn poll_until(mut done: impl FnMut() -> Result<bool>, keep_waiting: &mut dyn FnMut() -> bool) -> Result<()> {
     const SPIN: Duration = Duration::from_millis(2);
     const ASK_EVERY: Duration = Duration::from_millis(50);
-    const LONGEST_PAUSE: Duration = Duration::from_millis(1);
     let started = Instant::now();
     let mut last_asked = started;
     let mut pause = Duration::from_micros(10);
@@ -192,13 +191,16 @@ pub(super) fn poll_until(mut done: impl FnMut() -> Result<bool>, keep_waiting: &
     }
 }
 
+/// The longest pause between two polls, however long the wait.
+const LONGEST_POLL_PAUSE: Duration = Duration::from_millis(1);
+
 /// The largest share of the time already waited that one more pause may add ([`poll_until`]).
 pub(super) const POLL_OVERSHOOT: u32 = 32;
 
 /// The pause after `pause`, having waited `waited`: doubled, at most 1 ms and at most
 /// `waited / POLL_OVERSHOOT`, at least 10 µs.
 pub(super) fn next_pause(pause: Duration, waited: Duration) -> Duration {
-    (pause * 2).min(Duration::from_millis(1)).min(waited / POLL_OVERSHOOT).max(Duration::from_micros(10))
+    (pause * 2).min(LONGEST_POLL_PAUSE).min(waited / POLL_OVERSHOOT).max(Duration::from_micros(10))
 }
 
 /// Blocks until all work queued on `stream` has finished.
