@@ -78,6 +78,8 @@ def evaluate(model, device: str, names: list[str], repeat: int) -> tuple[list[di
             takes_objects = gpushare.adapters.framework(dst).accepts_objects
             ordered = lambda p: gpushare._native.path_ordering("share", p["path"], place, takes_objects)[2]  # noqa: E731
             correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
+            if not correct:  # only `shared` shared (a CPU run: numpy->jax dlpack copied at 4 MiB): no cell to judge
+                continue
             fastest = min(correct, key=lambda p: p["timing"]["median"])
             chosen = auto[0]
             ratio = chosen["timing"]["median"] / fastest["timing"]["median"]
@@ -141,7 +143,8 @@ def main() -> int:
     device = "cuda:0" if args.device == "cuda" else args.device
     names = frameworks(device)
     t0 = time.time()
-    model = gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat)
+    calibration: list[dict] = []  # every calibration sweep with its samples: replay_advice.py refits from it
+    model = gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat, record=calibration)
     calibration_s = time.time() - t0
     rows, autos = evaluate(model, device, names, args.repeat)
     large = [r["error"] for r in rows if r["size"] >= LARGE]
@@ -176,7 +179,8 @@ def main() -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"device": device, "frameworks": names, "rows": rows, "autos": autos, "busy": busy,
-                       "summary": summary, "model": model.to_dict()}, f, indent=1, default=str)
+                       "summary": summary, "model": model.to_dict(), "calibration": calibration,
+                       "calibration_s": calibration_s}, f, indent=1, default=str)
     return 0
 
 
