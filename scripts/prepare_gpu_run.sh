@@ -121,6 +121,9 @@ if [ $WITH_FW = 1 ]; then
   [ -f "$cache/pycuda-2026.1.tar.gz" ] || "$PY" -m pip download -q --no-deps --no-build-isolation -d "$cache" pycuda==2026.1
   carry_in_parts fw "$cache"/warp_lang-1.19.0-*.whl "$cache"/mlx_cuda_13-0.32.4-*.whl "$cache"/mlx-0.32.4-cp312-*.whl
   mkdir -p "$LAST/whl" && cp "$cache"/whl/*.whl "$LAST/whl/" && cp "$cache/pycuda-2026.1.tar.gz" "$LAST/"
+  # PYCUDA_WHEEL=path: the wheel an earlier run built there from this sdist (scripts/gpu_build_pycuda.sh
+  # leaves it in $OUT); installed with the others, so that run skips the build.
+  if [ -n "${PYCUDA_WHEEL:-}" ]; then cp "$PYCUDA_WHEEL" "$LAST/whl/"; fi
   du -sh .fw[0-9]*
   echo "the last frameworks run: 'WITH_FRAMEWORKS=$LAST bash scripts/gpu_run.sh ...' (docs/pycuda-on-gpu.md)"
 fi

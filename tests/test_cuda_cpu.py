@@ -80,7 +80,8 @@ def test_without_cuda_reports_answer_none_and_primitives_raise():
         for make in (lambda: n.DeviceAllocation(16), lambda: n.PrivateContextAllocation(16),
                      lambda: n.PinnedStager(), lambda: n.EventTimer(), lambda: n.copy_dtod(8192, 4096, 16),
                      lambda: n.stage_through_pinned(4096, 8192, 16), lambda: n.cuda_synchronize(),
-                     lambda: n.cuda_synchronize_context(0)):
+                     lambda: n.cuda_synchronize_context(0), lambda: n.MemoryMeter(0),
+                     lambda: n.cuda_cross_context_access(0)):
             try:
                 make()
                 raised.append(None)

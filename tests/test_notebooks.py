@@ -194,6 +194,27 @@ def test_gpu_notebooks_run_anywhere(nb_session, stem):
         assert "skipped" in text or "no CUDA" in text
 
 
+@pytest.mark.skipif(not have("tensorflow"), reason="tensorflow not installed")
+def test_the_context_story_sets_the_claim_against_what_tensorflow_offers(nb_session):
+    """Notebook 09 (issue 23.5) tells its story on a GPU with PyCUDA; its look at TensorFlow's public
+    API runs wherever TensorFlow is installed: no name in it is a CUDA context handle (the document's
+    claim was that TensorFlow's handle can be handed to PyCUDA), only tf.distribute's replica and
+    input contexts and tf.test.is_built_with_cuda."""
+    if not have("torch"):
+        pytest.skip("the GPU notebooks need torch")
+    nb = _executed(nb_session, "09_pycuda_tensorflow_contexts_gpu").nb
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "public names; those mentioning a context or CUDA:" in text, text
+    listed = [line.strip() for line in text.splitlines() if line.startswith("    tf.")]
+    assert "tf.test.is_built_with_cuda" in listed and "tf.distribute.ReplicaContext" in listed, listed
+    assert all(n.startswith("tf.distribute.") or n == "tf.test.is_built_with_cuda" for n in listed), listed
+    from gpushare import _native
+
+    if not (_native.cuda_driver_status()["available"] and have("pycuda")):
+        # Every part that needs PyCUDA on a GPU says it was skipped, and why.
+        assert text.count("skipped: no CUDA or no PyCUDA") == 7, text
+
+
 # -- The same notebooks under nbclient ---------------------------------------------------------
 
 

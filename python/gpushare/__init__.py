@@ -21,7 +21,9 @@ from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.lab import Benchmark, Comparison, SharedBuffer, bench, compare
 from gpushare.machine_ceilings import Ceilings, ceilings
 from gpushare.advice import Advice, CostModel, advise, calibrate
-from gpushare.contexts import separate_context_report
+from gpushare.context_access import CrossContextAccess, cross_context_access
+from gpushare.context_costs import ContextMeter
+from gpushare.contexts import separate_context_report, working_contexts
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 from gpushare.processes import Worker
 
@@ -53,7 +55,9 @@ __all__ = [
     "Benchmark",
     "Ceilings",
     "Comparison",
+    "ContextMeter",
     "CostModel",
+    "CrossContextAccess",
     "GpushareError",
     "GpuInfo",
     "GpushareWarning",
@@ -67,6 +71,7 @@ __all__ = [
     "calibrate",
     "ceilings",
     "compare",
+    "cross_context_access",
     "gpuinfo",
     "inspect",
     "load_ipython_extension",
@@ -74,5 +79,6 @@ __all__ = [
     "share",
     "share_chain",
     "unload_ipython_extension",
+    "working_contexts",
     "Worker",
 ]

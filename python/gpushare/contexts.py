@@ -150,3 +150,99 @@ def separate_context_report(
     # Keep the allocation alive until every framework's view is gone.
     report._allocation = alloc  # type: ignore[attr-defined]
     return report
+
+
+@dataclass
+class WorkingContext:
+    """The context a framework works in on one device, as the driver reports it."""
+
+    framework: str
+    #: The context owning memory the framework just allocated (0: a pool/VMM allocation, which has
+    #: no owning context), None where it could not allocate.
+    context: int | None = None
+    is_primary: bool | None = None
+    #: This thread's current context right after the allocation.
+    current: dict | None = None
+    detail: str = ""
+
+    @property
+    def context_text(self) -> str:
+        """The context of its memory as a table shows it: ``0x… primary``, ``0x… NOT primary``,
+        ``none (pool/VMM)`` or ``n/a``."""
+        if self.context is None:
+            return "n/a"
+        if self.context == 0:
+            return "none (pool/VMM)"
+        return f"{self.context:#x} " + ("primary" if self.is_primary else "NOT primary")
+
+    def _cells(self) -> list[str]:
+        ctx = self.context_text
+        cur = "none" if not self.current else (
+            f"{int(self.current['handle']):#x} " + ("primary" if self.current.get("is_primary") else "NOT primary"))
+        return [self.framework, ctx, cur, self.detail]
+
+
+_WORKING_HEAD = ["framework", "context of its own allocation", "this thread's context after", "detail"]
+
+
+@dataclass
+class WorkingContexts:
+    device: int
+    primary: dict | None
+    rows: list[WorkingContext] = field(default_factory=list)
+
+    def of(self, framework: str) -> WorkingContext:
+        return next(r for r in self.rows if r.framework == framework)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "primary": self.primary, "rows": [vars(r) for r in self.rows]}
+
+    def _head(self) -> str:
+        p = self.primary or {}
+        state = f"{int(p['handle']):#x}" if p.get("active") else "inactive"
+        return f"cuda:{self.device}'s primary context: {state}"
+
+    def __repr__(self) -> str:
+        rows = [_WORKING_HEAD, *(r._cells() for r in self.rows)]
+        widths = [max(len(r[c]) for r in rows) for c in range(len(_WORKING_HEAD))]
+        body = "\n".join("  ".join(cell.ljust(widths[c]) for c, cell in enumerate(r)).rstrip() for r in rows)
+        return f"{self._head()}\n{body}"
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in _WORKING_HEAD)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r._cells()) + "</tr>" for r in self.rows)
+        return (f"<p>{html.escape(self._head())}</p><table class=\"gpushare\"><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table>")
+
+
+def working_contexts(frameworks: Sequence[str], device: int = 0) -> WorkingContexts:
+    """Each framework allocates a small array of its own on CUDA device ``device``; the driver says
+    which context owns it (and whether it is the primary one) and which context is current on this
+    thread afterwards. Allocating may start the framework's GPU runtime, as its first array would."""
+    from gpushare.adapters import framework
+
+    status = _native.cuda_driver_status()
+    if not status["available"]:
+        raise gpushare_error("no_cuda", str(status.get("reason")))
+    report = WorkingContexts(device, None)
+    for fw in frameworks:
+        adapter = framework(fw)
+        try:
+            adapter.load()
+        except FrameworkNotInstalledError:
+            report.rows.append(WorkingContext(fw, detail="not installed"))
+            continue
+        try:
+            value = adapter.ones(256, "float32", False, device)
+            adapter.synchronize(value)
+            attributes = _native.cuda_pointer_attributes(adapter.data_pointer(value)) or {}
+        except Exception as e:  # the framework's own refusal is the finding
+            report.rows.append(WorkingContext(fw, detail=f"{type(e).__name__}: {e}"[:300]))
+            continue
+        report.rows.append(WorkingContext(
+            fw, attributes.get("context"), attributes.get("context_is_primary"), _native.cuda_current_context(),
+            f"{attributes.get('memory_type')} memory at {int(attributes.get('range_start') or 0):#x}",
+        ))
+        del value
+    report.primary = _native.cuda_primary_context(device)
+    return report

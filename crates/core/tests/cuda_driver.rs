@@ -305,3 +305,30 @@ fn memory_accounting_follows_allocations() {
     drop((big, keep));
     cuda::synchronize_context(0).expect("synchronize");
 }
+
+#[test]
+fn memory_meter_reads_without_touching_the_thread_and_a_context_costs_memory() {
+    let _serial = serial();
+    if !cuda_here("memory_meter_reads_without_touching_the_thread_and_a_context_costs_memory") {
+        return;
+    }
+    let before = current_ctx();
+    let meter = cuda::MemoryMeter::new(0).expect("meter");
+    assert_eq!(current_ctx(), before, "the meter's context must be popped");
+    let primary = cuda::primary_context_state(0).expect("primary state");
+    assert_ne!(primary.handle, Some(meter.context()), "the meter's context is its own, not the primary one");
+    let reading = meter.read().expect("read");
+    assert!(reading.free > 0 && reading.free <= reading.total, "{reading:?}");
+    assert_eq!(current_ctx(), before);
+    // A 64 MiB allocation in the primary context shows in the meter's device-wide figure.
+    let free = meter.read().expect("read").free;
+    let big = DeviceBuffer::new(0, 64 * MIB).expect("alloc");
+    let after = meter.read().expect("read").free;
+    println!("64 MiB allocation: free {free} -> {after}");
+    assert!(free - after >= 64 * MIB as u64, "free {free} -> {after}");
+    drop(big);
+    let step = meter.fresh_context_cost().expect("fresh context");
+    println!("a fresh context: {step:?} = {} MiB", step.taken() / MIB as i64);
+    assert!(step.taken() > 0, "creating a context took no device memory: {step:?}");
+    assert_eq!(current_ctx(), before);
+}

@@ -122,6 +122,9 @@ class PycudaAdapter(Adapter):
             info.notes.append("no current context: " + _NO_CONTEXT_FIX)
             return
         info.gpu_devices = [f"cuda:{i}" for i in range(driver.Device.count())]
-        primary = "pycuda.autoprimaryctx" in sys.modules
-        info.notes.append("context: the device's primary context" if primary else
-                          "context: PyCUDA's own (pycuda.autoinit or make_context), not the primary one")
+        # The driver's word, not which module was imported: both may be, in either order.
+        handle = int(getattr(context, "handle", 0) or 0)
+        ordinal = int((_native.cuda_current_context() or {}).get("device") or 0)
+        primary = (_native.cuda_primary_context(ordinal) or {}).get("handle") == handle
+        info.notes.append(f"context {handle:#x}: " + ("the device's primary context" if primary else
+                          "PyCUDA's own (pycuda.autoinit or make_context), not the primary one"))

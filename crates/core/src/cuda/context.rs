@@ -14,7 +14,7 @@ use cudarc::driver::sys;
 use serde::Serialize;
 
 use super::error::{CudaError, Result, check, guarded, quietly};
-use super::status::driver_status;
+use super::status::{driver_status, has_symbol};
 
 pub(crate) fn ctx_from_handle(handle: u64) -> sys::CUcontext {
     handle as usize as sys::CUcontext
@@ -37,6 +37,30 @@ pub(crate) fn device_handle(ordinal: i32) -> Result<sys::CUdevice> {
     // SAFETY: writes one CUdevice.
     check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut dev, ordinal) })?;
     Ok(dev)
+}
+
+/// Creates a context of its own on `device` (`cuCtxCreate`, default flags, as PyCUDA's
+/// `make_context` does): it is pushed, current on this thread, until the caller pops it; the caller
+/// destroys it.
+pub(crate) fn create_own_context(device: sys::CUdevice) -> Result<sys::CUcontext> {
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // cuCtxCreate_v2 is the CUDA 12 entry point; drivers keep it for older binaries. Should one lack
+    // it, _v4 with no create-params is the same call.
+    if has_symbol("cuCtxCreate_v2") {
+        // SAFETY: writes one CUcontext; flags 0 = default scheduling.
+        check("cuCtxCreate_v2", unsafe { sys::cuCtxCreate_v2(&mut ctx, 0, device) })?;
+    } else {
+        // SAFETY: as above; the params pointer may be null.
+        check("cuCtxCreate_v4", unsafe { sys::cuCtxCreate_v4(&mut ctx, std::ptr::null_mut(), 0, device) })?;
+    }
+    Ok(ctx)
+}
+
+/// Pops the context on top of this thread's stack (the one [`create_own_context`] pushed).
+pub(crate) fn pop_current() -> Result<()> {
+    let mut popped: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: writes one CUcontext.
+    check("cuCtxPopCurrent_v2", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) })
 }
 
 /// One reference on a device's primary context, released on drop.

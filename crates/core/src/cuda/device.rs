@@ -170,7 +170,7 @@ pub fn mem_info(ordinal: i32, policy: ContextPolicy) -> Result<MemInfo> {
     guarded(|| mem_info_inner(ordinal, policy))
 }
 
-fn query_mem_info() -> Result<MemInfo> {
+pub(crate) fn query_mem_info() -> Result<MemInfo> {
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: a context is current (callers make sure); writes two size_t.
     check("cuMemGetInfo_v2", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;

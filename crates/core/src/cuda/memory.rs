@@ -3,9 +3,8 @@
 
 use cudarc::driver::sys;
 
-use super::context::{ContextScope, RetainedPrimary, ctx_from_handle, device_handle, handle_of_ctx};
+use super::context::{ContextScope, RetainedPrimary, create_own_context, ctx_from_handle, device_handle, handle_of_ctx, pop_current};
 use super::error::{CudaError, Result, check, guarded, quietly};
-use super::status::has_symbol;
 
 /// Device memory from `cuMemAlloc` in device `ordinal`'s primary context (the context every
 /// framework uses, so any of them can work on it), freed on drop in that context.
@@ -199,24 +198,13 @@ impl PrivateContextAllocation {
         }
         guarded(|| {
             let device = device_handle(ordinal)?;
-            let mut ctx: sys::CUcontext = std::ptr::null_mut();
-            // cuCtxCreate_v2 is the CUDA 12 entry point; drivers keep it for older binaries. Should
-            // one lack it, _v4 with no create-params is the same call.
-            if has_symbol("cuCtxCreate_v2") {
-                // SAFETY: writes one CUcontext; flags 0 = default scheduling.
-                check("cuCtxCreate_v2", unsafe { sys::cuCtxCreate_v2(&mut ctx, 0, device) })?;
-            } else {
-                // SAFETY: as above; the params pointer may be null.
-                check("cuCtxCreate_v4", unsafe { sys::cuCtxCreate_v4(&mut ctx, std::ptr::null_mut(), 0, device) })?;
-            }
+            let ctx = create_own_context(device)?;
             // cuCtxCreate made the new context current (pushed it); allocate in it, then pop it so
             // the thread's current context is what it was.
             let mut ptr: sys::CUdeviceptr = 0;
             // SAFETY: the new context is current; writes one CUdeviceptr.
             let allocated = check("cuMemAlloc_v2", unsafe { sys::cuMemAlloc_v2(&mut ptr, len) });
-            let mut popped: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: pops the context cuCtxCreate pushed.
-            let popped_ok = check("cuCtxPopCurrent_v2", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+            let popped_ok = pop_current();
             let made = PrivateContextAllocation { ctx: handle_of_ctx(ctx), ptr, len, ordinal };
             match (allocated, popped_ok) {
                 (Ok(()), Ok(())) => Ok(made),

@@ -17,7 +17,9 @@
 //! needs a current context pushes the right one and pops it afterwards, leaving the thread's current
 //! context as it found it. Report functions never create a context (they say "n/a" instead);
 //! allocations, streams and events retain the primary context (activating it if nobody had).
-//! [`PrivateContextAllocation`] is the one place a separate context is created, on purpose.
+//! [`PrivateContextAllocation`], [`MemoryMeter`] and [`cross_context_access`] create separate
+//! contexts, on purpose: to show what memory of another context looks like, to read free memory
+//! without activating the primary context, and to try a kernel on another context's memory.
 //!
 //! **When to call.** Probing calls `cuInit`, after which a forked child process cannot use CUDA;
 //! call these functions when a CUDA answer is wanted, not at import time.
@@ -26,7 +28,9 @@
 //! code from a newer driver is reported as `Unknown(n)` rather than being undefined behaviour.
 
 mod context;
+mod context_cost;
 mod copy;
+mod cross_context;
 mod device;
 mod error;
 mod event;
@@ -58,6 +62,8 @@ pub use status::{
     DISABLE_ENV, DriverStatus, VisibleDevices, driver_status, driver_status_if_probed, format_driver_version, parse_visible_devices,
     require_driver, visible_devices, visible_devices_env,
 };
+pub use context_cost::{MemoryMeter, MemoryStep};
+pub use cross_context::{AccessOutcome, CrossContextAccess, cross_context_access};
 pub use copy::{copy_dtod, copy_dtod_checked, copy_dtoh_async, copy_htod_async};
 pub use event::EventTimer;
 pub use staging::{PinnedStager, StagePlan, StageReport, plan_staging, stage_through_pinned};

@@ -8,9 +8,10 @@
 //! GIL; waits for the GPU honour Ctrl-C.
 //!
 //! This module holds what every part shares (stream arguments, serialised reports; errors go
-//! through the binding's one conversion, `errors::to_pyerr`); [`reports`], [`transfers`] and [`allocations`] hold the functions and classes.
+//! through the binding's one conversion, `errors::to_pyerr`); [`reports`], [`transfers`], [`allocations`] and [`contexts`] hold the functions and classes.
 
 mod allocations;
+mod contexts;
 mod reports;
 mod transfers;
 
@@ -82,5 +83,6 @@ fn ordinal_of(ptr: u64) -> cuda::Result<i32> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     reports::register(m)?;
     transfers::register(m)?;
+    contexts::register(m)?;
     allocations::register(m)
 }
