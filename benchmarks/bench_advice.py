@@ -283,11 +283,14 @@ def main() -> int:
     movers = move_frameworks(names) if to_device else []
     workers = [] if args.no_processes else process_frameworks(names)
     t0 = time.time()
-    gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat)
+    calibration: list[dict] = []  # every calibration sweep with its samples: replay_advice.py refits from it
+    gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat, record=calibration)
     if movers:
-        gpushare.calibrate(movers, sizes=CALIBRATION_SIZES, device=device, to_device=to_device, repeat=args.repeat, shares=False)
+        gpushare.calibrate(movers, sizes=CALIBRATION_SIZES, device=device, to_device=to_device, repeat=args.repeat, shares=False,
+                           record=calibration)
     if workers:
-        gpushare.calibrate(workers, sizes=CALIBRATION_SIZES, device=device, processes=True, repeat=args.repeat, shares=False)
+        gpushare.calibrate(workers, sizes=CALIBRATION_SIZES, device=device, processes=True, repeat=args.repeat, shares=False,
+                           record=calibration)
     model = advice.model()
     calibration_s = time.time() - t0
     print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
@@ -332,7 +335,8 @@ def main() -> int:
                        "process_frameworks": workers,
                        "rows": [r for rows, _ in kinds.values() for r in rows],
                        "autos": [a for _, autos in kinds.values() for a in autos], "busy": busy, "busy_autos": busy_autos,
-                       "summary": every, "summaries": summaries, "model": model.to_dict()}, f, indent=1, default=str)
+                       "summary": every, "summaries": summaries, "model": model.to_dict(),
+                       "calibration": calibration, "calibration_s": calibration_s}, f, indent=1, default=str)
     return 0
 
 

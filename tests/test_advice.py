@@ -174,6 +174,25 @@ def test_a_fit_needs_three_sizes(cache):
         gpushare.calibrate(["torch", "numpy"], sizes=("4KiB", "1MiB"))
 
 
+def test_calibration_goes_one_size_at_a_time_across_the_pairs_and_can_be_recorded(cache):
+    # A path's level moved by up to 2.5x between two moments half a minute apart on the 2x H200
+    # (benchmarks/replay_advice.py): each pair is measured at several moments, one per size.
+    record: list[dict] = []
+    m = gpushare.calibrate(["torch", "numpy"], sizes=("4KiB", "64KiB", "1MiB"), repeat=1, device="cpu",
+                           save=False, record=record)
+    order = [(s["kind"], s["source"], s["target"], sorted({p["size"] for p in s["points"]})) for s in record]
+    assert order == [("share", src, dst, [size]) for size in (4096, 65536, 1 << 20)
+                     for src, dst in (("torch", "numpy"), ("numpy", "torch"))]
+    assert [s["started"] for s in record] == sorted(s["started"] for s in record)
+    timed = [p for s in record for p in s["points"] if p["verdict"] != "failed"]
+    assert timed and all(p["timing"]["samples"] for p in timed)
+    # A path that copies is fitted range by range through its points; one that shares is not.
+    fits = m.to_dict()["fits"]
+    assert [k["bytes"] for k in fits["share torch->numpy host @cpu"]["knots"]] == [4096, 65536, 1 << 20]
+    assert fits["share torch->numpy dlpack @cpu"]["shares"] is True
+    assert not fits["share torch->numpy dlpack @cpu"].get("knots")
+
+
 def test_the_magic_advises_without_converting(ip, model):
     ip.user_ns["adv_x"] = torch.ones(1024)
     result = ip.run_line_magic("share", "adv_x ->numpy --advise -o")

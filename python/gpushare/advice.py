@@ -164,16 +164,27 @@ def calibrate(
     repeat: int = 5,
     save: bool = True,
     shares: bool = True,
+    record: list | None = None,
 ) -> Any:
     """Measures every path of every ordered pair of ``frameworks`` (default: those of issue 26's
     list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
     CUDA is usable, else ``cpu``), fits each path's ``fixed + bytes / bandwidth``, and caches the
     model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
     ``processes=True`` the process paths (a worker process each); ``shares=False`` sweeps only
-    those (the share pairs calibrated before are kept). Returns the ``CostModel``."""
+    those (the share pairs calibrated before are kept). ``record``: a list that receives
+    every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
+    ``points`` with their timing samples), so a run can be refitted later without the machine
+    (benchmarks/replay_advice.py). Returns the ``CostModel``.
+
+    The sweep goes one size at a time across every pair rather than one pair at a time: on the
+    2x H200 run of 2026-11-26 a path's time held within 1.4 % during one pair's sweep, yet lay more
+    than 20 % (up to 2.5x) from where it lay half a minute later for half of the paths that share,
+    in both directions. A pair measured at four moments of the calibration is fitted to the level
+    the machine keeps, and the error its fit states includes how far those moments differ."""
     from gpushare import lab
 
-    if len(set(sizes)) < 3:
+    size_list = list(dict.fromkeys(lab.parse_size(s) for s in sizes))
+    if len(size_list) < 3:
         raise ValueError(f"a fit needs at least three sizes, got {list(sizes)!r}")
     if device is None:
         device = "cuda:0" if machine_ceilings.cuda_devices() else "cpu"
@@ -182,20 +193,33 @@ def calibrate(
     m = CostModel(machine_key(), time.time())
     if previous is not None and previous.stale_against(machine_key()) is None:
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
-    for src in names:
-        for dst in names if shares else ():
-            if src == dst and to_device is None:
-                continue
-            b = lab.bench(src, dst, sizes, device=device, repeat=repeat, progress=False)
-            _fit_points(m, "share", src, dst, b.to_dict()["device"], b.to_dict()["points"])
-        if to_device is not None:
-            b = lab.bench(src, src, sizes, device=device, to_device=to_device, repeat=repeat, progress=False)
-            d = b.to_dict()
-            _fit_points(m, "move", src, src, f"{d['device']}->{to_device}", d["points"])
-        if processes:
-            b = lab.bench(src, src, sizes, device=device, across="processes", repeat=repeat, progress=False)
-            d = b.to_dict()
-            _fit_points(m, "process", src, src, f"{d.get('device', device)}->process", d["points"])
+    sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
+
+    def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], **where: Any) -> None:
+        started = time.time()
+        d = lab.bench(src, dst, sweep_sizes, device=device, repeat=repeat, progress=False, **where).to_dict()
+        place = d.get("device", device)
+        if kind == "move":
+            place = f"{place}->{where['to_device']}"
+        elif kind == "process":
+            place = f"{place}->process"
+        sweeps.setdefault((kind, src, dst, place), []).extend(d["points"])
+        if record is not None:
+            record.append({"kind": kind, "source": src, "target": dst, "place": place, "started": started,
+                           "points": d["points"]})
+
+    for size in size_list:
+        for src in names:
+            for dst in names:
+                if shares and (src != dst or to_device is not None):
+                    measure("share", src, dst, [size])
+            if to_device is not None:
+                measure("move", src, src, [size], to_device=to_device)
+    if processes:  # a worker per sweep: one sweep of every size each
+        for src in names:
+            measure("process", src, src, size_list, across="processes")
+    for (kind, src, dst, place), points in sweeps.items():
+        _fit_points(m, kind, src, dst, place, points)
     if save:
         _save(m)
     return m

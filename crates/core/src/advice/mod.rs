@@ -4,6 +4,7 @@
 //! each way, a GPU pair's link) and how fast each can go, measured with the CUDA driver.
 //! [`model`]: each path's `fixed + bytes / bandwidth`, fitted from a calibration sweep, that predicts
 //! every path before it runs and lets `auto` take the fastest correct one.
+//! [`segments`]: a copying path's line per range of sizes, where its cost per byte changes with size.
 //! [`advise`]: every applicable path's prediction for one array, and which to take.
 //! [`producer`]: whether the producer is busy, and which paths make the host wait for its queue.
 
@@ -11,3 +12,4 @@ pub mod advise;
 pub mod ceilings;
 pub mod model;
 pub mod producer;
+pub mod segments;

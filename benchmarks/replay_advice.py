@@ -1,0 +1,195 @@
+"""Replays a recorded bench_advice run: refits its calibration with this build's core and says
+where the prediction error comes from (issue 26.5).
+
+A ``bench_advice.py --json F`` file holds the model the run fitted (each path's calibration
+points, ``model.observations``) and every row it measured afterwards at other sizes. This script
+
+1. checks the recorded predictions against the recorded measurements (the run's own figures);
+2. refits every path from the same calibration points with the installed ``gpushare._native``
+   (the fit of this build: ``CostModel.add``) and predicts the same rows again, so a change to the
+   fit is judged on the GPU data without a GPU;
+3. breaks the error down by path, size and kind of path, and measures what no fit can remove:
+   for a path that shares (its time does not depend on size), how far the calibration's level lies
+   from the evaluation's, against how far the evaluation's own points lie from each other.
+
+Run: ``PYTHONPATH=python .venv/bin/python benchmarks/replay_advice.py [F ...]`` (default: the
+recorded 2× H200 and 1× H200 runs of 2026-11-26).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = (
+    ROOT / "docs/gpu-runs/2026-11-26-h200x2-advice/bench_advice.json",
+    ROOT / "docs/gpu-runs/2026-11-26-h200-advice/bench_advice.json",
+)
+LARGE = 1 << 20
+GOAL_LARGE, GOAL_SMALL = 0.15, 0.30
+
+
+def label(kind: str, pair: str, path: str, place: str) -> str:
+    src, dst = pair.split("->")
+    return f"{kind} {src}->{dst} {path} @{place}"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def pct(x: float) -> str:
+    return "   -" if x != x else f"{x * 100:4.0f}"
+
+
+def refit(run: dict) -> object:
+    """The run's calibration points fitted again by this build's core."""
+    from gpushare import _native
+
+    recorded = run["model"]
+    model = _native.CostModel(recorded.get("machine") or {}, recorded.get("created", 0.0))
+    for key, points in recorded["observations"].items():
+        head, place = key.rsplit(" @", 1)
+        kind, pair, path = head.split(" ")
+        src, dst = pair.split("->")
+        shares = recorded["fits"].get(key, {}).get("shares")
+        model.add(kind, path, src, dst, place, [(int(p["bytes"]), float(p["seconds"])) for p in points], shares)
+    return model
+
+
+def errors_of(rows: list[dict], predicted: dict[int, tuple[float, float]]) -> dict[str, dict[str, list[float]]]:
+    """|predicted − measured| / measured per row, grouped by size class, path and size; and per
+    kind of path whether the row lay beyond the tolerance its fit stated (``missed``)."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for i, r in enumerate(rows):
+        if i not in predicted:
+            continue
+        seconds, tolerance = predicted[i]
+        e = abs(seconds - r["measured_s"]) / r["measured_s"]
+        kind = "copying" if r["path"] in ("copy", "host", "pinned") else "sharing"
+        out["missed"][kind].append(float(e > tolerance))
+        out["tolerance"][kind].append(tolerance)
+        big = r["size"] >= LARGE
+        out["class"]["large" if big else "small"].append(e)
+        out["path"][f"{r['path']} {'>=' if big else '<'}1MiB"].append(e)
+        out["size"][str(r["size"])].append(e)
+    return out
+
+
+def flat_path_drift(run: dict, place: str) -> dict[str, float]:
+    """For paths that shared at every calibration size: the calibration's level against the
+    evaluation's (same path, same pair, other sizes, later), and the evaluation's own spread."""
+    fits, obs = run["model"]["fits"], run["model"]["observations"]
+    by_path: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in run["rows"]:
+        by_path[(r["pair"], r["path"])].append(r["measured_s"])
+    ratios, within, first_cold = [], [], []
+    for (pair, path), measured in by_path.items():
+        key = label("share", pair, path, place)
+        if not fits.get(key, {}).get("shares"):
+            continue
+        calibration = [p["seconds"] for p in obs[key]]
+        level = median(measured)
+        ratios.append(median(calibration) / level)
+        within += [abs(m - level) / m for m in measured]
+        first_cold.append(calibration[0] > 1.2 * median(calibration[1:]))
+    logs = [abs(math.log(r)) for r in ratios]
+    return {
+        "paths": len(ratios),
+        "within_evaluation": median(within),
+        "calibration_vs_evaluation": median(logs),
+        "apart_over_20pct": sum(x > math.log(1.2) for x in logs) / max(len(logs), 1),
+        "first_size_cold": sum(first_cold) / max(len(first_cold), 1),
+        "ratios": sorted(ratios),
+    }
+
+
+def copying_paths(run: dict) -> list[tuple[str, float, list[float]]]:
+    """Each copying path's stated error (the one line's error on its own sweep, or for a fit made
+    of segments the error on sizes left out), and its cost per byte between each two calibration
+    sizes (GB/s): where the rate changes with size, one line cannot hold."""
+    out = []
+    for key, fit in run["model"]["fits"].items():
+        if fit.get("shares") or key not in run["model"]["observations"]:
+            continue
+        pts = sorted((p["bytes"], p["seconds"]) for p in run["model"]["observations"][key])
+        rates = [((n1 - n0) / (t1 - t0) / 1e9 if t1 > t0 else float("inf")) for (n0, t0), (n1, t1) in zip(pts, pts[1:])]
+        out.append((key, fit["error"], rates))
+    return out
+
+
+def report(path: Path, show_paths: bool) -> dict:
+    run = json.loads(path.read_text(encoding="utf-8"))
+    place = run.get("device", "cuda:0")
+    rows = run["rows"]
+    print(f"== {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(rows)} rows, "
+          f"{len(run['model']['fits'])} paths fitted on {place}")
+    recorded = errors_of(rows, {i: (r["predicted_s"], r["tolerance"]) for i, r in enumerate(rows)})
+    model = refit(run)
+    replayed = {}
+    for i, r in enumerate(rows):
+        src, dst = r["pair"].split("->")
+        p = model.predict("share", r["path"], src, dst, place, int(r["size"]))
+        if p is not None:
+            replayed[i] = (p.seconds, p.tolerance)
+    refitted = errors_of(rows, replayed)
+    result = {}
+    for name, errs in (("recorded model", recorded), ("refitted by this build", refitted)):
+        large, small = median(errs["class"]["large"]), median(errs["class"]["small"])
+        result[name] = {"large": large, "small": small}
+        print(f"  {name:24} median error >= 1 MiB {large * 100:5.1f} % (goal {GOAL_LARGE * 100:.0f}), "
+              f"< 1 MiB {small * 100:5.1f} % (goal {GOAL_SMALL * 100:.0f})")
+        print(" " * 28 + "rows beyond their stated tolerance: " + ", ".join(
+            f"{k} paths {sum(v) / len(v) * 100:.0f} % (median tolerance {median(errs['tolerance'][k]) * 100:.0f} %)"
+            for k, v in sorted(errs["missed"].items())))
+    print("  by path, median % (recorded -> refitted):")
+    for key in sorted(recorded["path"]):
+        print(f"    {key:18} n={len(recorded['path'][key]):3}  {pct(median(recorded['path'][key]))} -> "
+              f"{pct(median(refitted['path'].get(key, [])))}")
+    print("  by size, median % (recorded -> refitted): " + ", ".join(
+        f"{int(s) >> 10} KiB {pct(median(recorded['size'][s])).strip()}->{pct(median(refitted['size'].get(s, []))).strip()}"
+        for s in sorted(recorded["size"], key=int)))
+    drift = flat_path_drift(run, place)
+    print(f"  paths that share ({drift['paths']}): the evaluation's points lie a median "
+          f"{drift['within_evaluation'] * 100:.1f} % from their own level, but the calibration's level lies a median "
+          f"{drift['calibration_vs_evaluation'] * 100:.0f} % (log) from the evaluation's, more than 20 % apart for "
+          f"{drift['apart_over_20pct'] * 100:.0f} % of them; the first calibration size >1.2x the rest for "
+          f"{drift['first_size_cold'] * 100:.0f} %")
+    print("    calibration/evaluation level per path: " + " ".join(f"{r:.2f}" for r in drift["ratios"]))
+    copies = copying_paths(run)
+    if copies:
+        worst = sorted(copies, key=lambda c: -c[1])
+        print(f"  paths that copy ({len(copies)}): the error the run's fit stated, median "
+              f"{median([c[1] for c in copies]) * 100:.0f} %, worst {worst[0][1] * 100:.0f} % ({worst[0][0]})")
+        if show_paths:
+            for key, err, rates in worst:
+                print(f"    {key:40} own error {err * 100:4.0f} %  GB/s between sizes: "
+                      + " ".join("flat" if r == float("inf") else f"{r:.3g}" for r in rates))
+    if "calibration" in run:
+        spreads = [p["timing"]["iqr"] / p["timing"]["median"] for sweep in run["calibration"]
+                   for p in sweep["points"] if p.get("timing") and p["timing"].get("median")]
+        print(f"  calibration samples recorded: {len(spreads)} points, IQR/median median {median(spreads) * 100:.1f} %")
+    result["drift"] = {k: v for k, v in drift.items() if k != "ratios"}
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path, default=list(RECORDED), help="bench_advice --json files")
+    parser.add_argument("--paths", action="store_true", help="list every copying path's rates between sizes")
+    parser.add_argument("--json", help="write the medians here")
+    args = parser.parse_args()
+    results = {str(p): report(p.resolve(), args.paths) for p in args.runs}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
