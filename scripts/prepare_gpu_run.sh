@@ -28,7 +28,7 @@ for arg in "$@"; do
   esac
 done
 
-# carry_in_parts TAG FILE...: cuts FILEs into 58 MiB parts (with the working tree, ~3 MB, each run
+# carry_in_parts TAG FILE...: cuts FILEs into PART_MB-MiB parts (52 by default: with the working tree, ~7 MB, each run
 # stays under the 64 MiB a run may carry), one part per git-ignored folder .TAG01, .TAG02, …; the
 # last folder also gets SHA256 (one line per FILE) and PARTS (how many parts in all), which
 # scripts/gpu_parts.sh reads there. Sets LAST to the last folder's name.
@@ -38,7 +38,7 @@ carry_in_parts() {
   grep -qx "/.$tag*/" .git/info/exclude 2>/dev/null || echo "/.$tag*/" >> .git/info/exclude
   rm -rf ".$tag"[0-9]*
   tmp=$(mktemp -d)
-  for f in "$@"; do split -b 58M -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
+  for f in "$@"; do split -b "${PART_MB:-52}M" -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
   for part in "$tmp"/*.part.*; do
     n=$((n + 1))
     mkdir -p "$(printf '.%s%02d' "$tag" "$n")" && mv "$part" "$(printf '.%s%02d' "$tag" "$n")/"

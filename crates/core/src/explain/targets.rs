@@ -104,8 +104,10 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
     if !matches!(path, "dlpack" | "capsule" | "cai") {
         return None;
     }
-    // PyCUDA speaks __cuda_array_interface__ only, both ways (inducer/pycuda#226).
-    if path != "cai" && (target.framework == "pycuda" || source.framework == "pycuda") {
+    // PyCUDA speaks __cuda_array_interface__ only, both ways (inducer/pycuda#226). As from Numba, a
+    // capsule *out of* PyCUDA is gpushare's own, made from the interface (measured into TensorFlow
+    // on an H100: shared); only a consumer asking the array for __dlpack__ finds none.
+    if (path != "cai" && target.framework == "pycuda") || (path == "dlpack" && source.framework == "pycuda") {
         return Some(fail("PyCUDA has no DLPack, only __cuda_array_interface__", None, "use path='cai'"));
     }
     if let Some(f) = pycuda_without_context(target) {
