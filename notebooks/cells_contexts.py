@@ -189,7 +189,10 @@ def public_api(module, prefix, seen):
         if name.startswith("_") or name == "compat":
             continue
         yield f"{prefix}.{name}"
-        value = getattr(module, name, None)
+        try:
+            value = getattr(module, name)
+        except Exception:  # a lazy submodule whose package is missing (tf.keras without Keras)
+            continue
         if isinstance(value, types.ModuleType) and value.__name__.startswith("tensorflow._api.") and value.__name__ not in seen:
             seen.add(value.__name__)
             yield from public_api(value, f"{prefix}.{name}", seen)
