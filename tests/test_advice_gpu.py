@@ -48,7 +48,7 @@ def queue():
         for _ in range(count):
             a @ a
         end.record(stream)
-        torch.cuda.synchronize()
+        end.synchronize()  # on a's device: the current device may be another (torch.cuda.synchronize() waits for that one)
         return start.elapsed_time(end) / 1e3
 
     # As many matmuls as make about 10 ms on this GPU (an H200 does a 4096² one in well under 1 ms).
