@@ -33,13 +33,21 @@ def model(tmp_path_factory):
         advice.forget()
 
 
+def settle() -> None:
+    """Waits for every GPU: torch.cuda.synchronize() waits for the current device only, and on the
+    GPU pair that was not cuda:0, where the matmuls are queued (another framework made cuda:1's
+    context current on this thread)."""
+    for ordinal in range(torch.cuda.device_count()):
+        torch.cuda.synchronize(ordinal)
+
+
 @pytest.fixture(scope="module")
 def queue():
     """Queues a few milliseconds of matmuls on torch's current stream (warmed: cuBLAS loaded, the
     kernels chosen) and returns how long they take."""
     a = torch.randn(4096, 4096, device="cuda:0")
     (a @ a).sum().item()
-    torch.cuda.synchronize()
+    settle()
     stream = torch.cuda.current_stream(a.device)  # the stream the matmuls run on, whatever is current
 
     def timed(count: int) -> float:
@@ -48,7 +56,7 @@ def queue():
         for _ in range(count):
             a @ a
         end.record(stream)
-        end.synchronize()  # on a's device: the current device may be another (torch.cuda.synchronize() waits for that one)
+        end.synchronize()  # on a's device: the current device may be another (torch.cuda.synchronize() waits for that one only)
         return start.elapsed_time(end) / 1e3
 
     # As many matmuls as make about 10 ms on this GPU (an H200 does a 4096² one in well under 1 ms).
@@ -66,22 +74,22 @@ def queue():
 def test_the_driver_tells_a_busy_producer_from_an_idle_one(queue):
     x = torch.ones(N, device="cuda:0")
     src = framework("torch")
-    torch.cuda.synchronize()
+    settle()
     assert advice.producer_state(src, x) == "idle"
     queue()
     assert advice.producer_state(src, x) == "busy"
-    torch.cuda.synchronize()
+    settle()
     assert advice.producer_state(src, x) == "idle"
 
 
 def test_advise_says_the_producer_is_busy_and_recommends_a_path_ordered_on_the_device(model, queue):
     x = torch.ones(N, device="cuda:0")
-    torch.cuda.synchronize()
+    settle()
     idle = gpushare.advise(x, "jax")
     assert idle.producer == "idle" and "producer idle" in repr(idle)
     queue()
     busy = gpushare.advise(x, "jax")
-    torch.cuda.synchronize()
+    settle()
     assert busy.producer == "busy", repr(busy)
     assert "producer busy" in repr(busy) and "assumed: producer busy" in repr(busy)
     waits = {r["path"]: r["waits"] for r in busy.rows}
@@ -96,7 +104,7 @@ def test_advise_says_the_producer_is_busy_and_recommends_a_path_ordered_on_the_d
 def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished_values(model, queue):
     jnp = need("jax").numpy
     x = torch.ones(N, device="cuda:0")
-    torch.cuda.synchronize()
+    settle()
     idle = gpushare.share(x, "jax")
     src, jax = framework("torch"), framework("jax")
     if not paths.auto_depends_on_producer(src, jax, (2, 0)):
@@ -104,7 +112,7 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
     # Warm the busy plan: the route, the target's import.
     queue()
     gpushare.share(x, "jax")
-    torch.cuda.synchronize()
+    settle()
     for value in (3.0, 5.0):
         queue()
         x.fill_(value)  # queued after the matmuls: the consumer must read it, not the old values
@@ -112,7 +120,7 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
         r = gpushare.share(x, "jax")
         took = time.perf_counter() - t0
         total = float(jnp.sum(r.value))
-        torch.cuda.synchronize()
+        settle()
         assert r.path != idle.path, (r.path, idle.path)
         assert not _native.path_waits("share", r.path, "cuda:0", jax.accepts_objects, jax.dlpack_import_waits)
         assert any("producer is busy" in n for n in r.notes), r.notes
@@ -130,10 +138,10 @@ def test_a_busy_producer_moves_by_a_path_that_does_not_wait_and_the_values_arriv
     gpushare.calibrate(["torch"], sizes=("1MiB", "16MiB", "64MiB"), device="cuda:0", to_device="cuda:1", repeat=3,
                        shares=False)
     x = torch.ones(N, device="cuda:0")
-    torch.cuda.synchronize()
+    settle()
     queue()
     busy = gpushare.advise(x, "torch", device="cuda:1")
-    torch.cuda.synchronize()
+    settle()
     assert busy.producer == "busy", repr(busy)
     waits = {r["path"]: r["waits"] for r in busy.rows}
     assert waits.get("p2p") is True and waits.get("pinned") is True, busy.rows
@@ -145,6 +153,6 @@ def test_a_busy_producer_moves_by_a_path_that_does_not_wait_and_the_values_arriv
     x.fill_(7.0)
     r = gpushare.share(x, "torch", device="cuda:1")
     total = float(r.value.sum())
-    torch.cuda.synchronize()
+    settle()
     assert not waits.get(r.path, False), r.path
     assert total == 7.0 * N, f"{r.path} moved {total}, not {7.0 * N}"
