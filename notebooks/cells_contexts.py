@@ -189,12 +189,13 @@ def public_api(module, prefix, seen):
         if name.startswith("_") or name == "compat":
             continue
         yield f"{prefix}.{name}"
-        try:
+        try:  # a lazy submodule whose package is missing (tf.keras without Keras) raises on any look
             value = getattr(module, name)
-        except Exception:  # a lazy submodule whose package is missing (tf.keras without Keras)
+            inner = value.__name__ if issubclass(type(value), types.ModuleType) else ""
+        except Exception:
             continue
-        if isinstance(value, types.ModuleType) and value.__name__.startswith("tensorflow._api.") and value.__name__ not in seen:
-            seen.add(value.__name__)
+        if inner.startswith("tensorflow._api.") and inner not in seen:
+            seen.add(inner)
             yield from public_api(value, f"{prefix}.{name}", seen)
 
 if HAVE_TF:

@@ -235,7 +235,8 @@ def working_contexts(frameworks: Sequence[str], device: int = 0) -> WorkingConte
         try:
             value = adapter.ones(256, "float32", False, device)
             adapter.synchronize(value)
-            attributes = _native.cuda_pointer_attributes(adapter.data_pointer(value)) or {}
+            # Its description's address (TensorFlow's tensors have no __cuda_array_interface__).
+            attributes = _native.cuda_pointer_attributes(adapter.inspect(value).data_ptr) or {}
         except Exception as e:  # the framework's own refusal is the finding
             report.rows.append(WorkingContext(fw, detail=f"{type(e).__name__}: {e}"[:300]))
             continue
