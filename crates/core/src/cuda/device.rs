@@ -269,7 +269,13 @@ pub fn enable_peer_access(from: i32, to: i32) -> Result<bool> {
         // access just enabled, and the next context on that device would copy through the host at
         // a tenth of the link's speed (37 against 377 GB/s on 2x H200). So the references are kept
         // for the life of the process, once per device pair.
-        PEER_CONTEXTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend([source, target]);
+        // One reference per context is enough; later calls drop theirs here.
+        let mut held = PEER_CONTEXTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for context in [source, target] {
+            if !held.iter().any(|h| h.handle() == context.handle()) {
+                held.push(context);
+            }
+        }
         Ok(enabled)
     })
 }
