@@ -13,7 +13,7 @@ STAMP := $(VENV)/.deps-installed
 # Paddle already take, and the only way its legacy-only DLPack is checked on every change) and
 # cuda.core (cuda-core, 6.6 MB, which describes host memory without a GPU). PyCUDA has no wheel:
 # its sdist needs the CUDA toolkit, so CI tests its adapter against a stand-in (docs/pycuda-on-gpu.md).
-DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle "mlx[cpu]" warp-lang cuda-core ipython ipykernel pytest maturin nbformat nbclient ipywidgets pandas tqdm jupyterlab
+DEPS := numpy torch "jax[cpu]" tensorflow-cpu paddlepaddle "mlx[cpu]" warp-lang cuda-core ipython ipykernel pytest maturin nbformat nbclient ipywidgets pandas tqdm jupyterlab matplotlib
 CARGO_FLAGS ?=
 
 .PHONY: demo test test-rust test-python test-dist test-oldnumpy develop dist lab bench browser-deps clean-venv

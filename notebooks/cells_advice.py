@@ -57,26 +57,31 @@ b
 """),
     md("## The model's lines over the measured points\nEach path's fitted `fixed + bytes / bandwidth` drawn over the sizes, and the points the sweep above measured at sizes the model never saw: a zero-copy path is a flat line (its fixed cost), a copy bends up where its bandwidth takes over."),
     code("""
-import matplotlib.pyplot as plt
+import importlib.util
 import numpy as np
 from gpushare.paths import PATH_TABLE
-colours = {p["name"]: p["colour"] for p in PATH_TABLE if p["kind"] == "share"}
-grid = np.logspace(np.log10(16 << 10), np.log10(64 << 20), 60)
-fig, ax = plt.subplots(figsize=(7.5, 4.5))
-for path in dict.fromkeys(p["path"] for p in d["points"]):
-    measured = [(p["size"], p["timing"]["median"]) for p in d["points"]
-                if p["path"] == path and p["verdict"] != "failed" and p.get("timing")]
-    line = [model.predict("share", path, "torch", target, d["device"], int(n)) for n in grid]
-    if not measured or path == "shared" or any(f is None for f in line):
-        continue
-    colour = colours.get(path, "#7f7f7f")
-    ax.plot(grid, [f.seconds * 1e6 for f in line], color=colour, label=f"{path}: model")
-    ax.scatter([n for n, _ in measured], [t * 1e6 for _, t in measured], color=colour, edgecolors="black", zorder=3,
-               label=f"{path}: measured")
-ax.set(xscale="log", yscale="log", xlabel="bytes", ylabel="µs per handoff",
-       title=f"torch → {target} on {d['device']}: model (lines) against measured (points)")
-ax.legend(fontsize=7, ncol=2)
-plt.show()
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+if not HAVE_MATPLOTLIB:
+    print("matplotlib is not installed (pip install matplotlib): the model's lines are not drawn")
+else:
+    import matplotlib.pyplot as plt
+    colours = {p["name"]: p["colour"] for p in PATH_TABLE if p["kind"] == "share"}
+    grid = np.logspace(np.log10(16 << 10), np.log10(64 << 20), 60)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for path in dict.fromkeys(p["path"] for p in d["points"]):
+        measured = [(p["size"], p["timing"]["median"]) for p in d["points"]
+                    if p["path"] == path and p["verdict"] != "failed" and p.get("timing")]
+        line = [model.predict("share", path, "torch", target, d["device"], int(n)) for n in grid]
+        if not measured or path == "shared" or any(f is None for f in line):
+            continue
+        colour = colours.get(path, "#7f7f7f")
+        ax.plot(grid, [f.seconds * 1e6 for f in line], color=colour, label=f"{path}: model")
+        ax.scatter([n for n, _ in measured], [t * 1e6 for _, t in measured], color=colour, edgecolors="black", zorder=3,
+                   label=f"{path}: measured")
+    ax.set(xscale="log", yscale="log", xlabel="bytes", ylabel="µs per handoff",
+           title=f"torch → {target} on {d['device']}: model (lines) against measured (points)")
+    ax.legend(fontsize=7, ncol=2)
+    plt.show()
 """),
     md("## A busy producer\nA path whose host waits for the producer's queued work (a capsule into TensorFlow, the host and pinned copies, JAX's DLPack import) costs at least all of that work; one ordered on the device (`dlpack` into most consumers, `cai`, `copy`) does not. `advise` and `auto` ask the driver whether the producer's stream is busy (`cuStreamQuery`, which does not wait), say which state they assumed, and prefer a path ordered on the device while it is busy. `queued=` tells `advise` how much is queued where you know."),
     code("""
