@@ -107,8 +107,10 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
     settle()
     idle = gpushare.share(x, "jax")
     src, jax = framework("torch"), framework("jax")
-    if not paths.auto_depends_on_producer(src, jax, (2, 0)):
-        pytest.skip(f"auto takes {idle.path} for torch->jax busy or idle on this machine (the model's pick)")
+    # Where the model's idle pick already does not wait (cai on the H200 pair), auto keeps it when
+    # busy; elsewhere it must change to one that does not. Either way the busy handoff below must
+    # neither wait for the queue nor read values from before it.
+    switches = paths.auto_depends_on_producer(src, jax, (2, 0))
     # Warm the busy plan: the route, the target's import.
     queue()
     gpushare.share(x, "jax")
@@ -121,9 +123,12 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
         took = time.perf_counter() - t0
         total = float(jnp.sum(r.value))
         settle()
-        assert r.path != idle.path, (r.path, idle.path)
         assert not _native.path_waits("share", r.path, "cuda:0", jax.accepts_objects, jax.dlpack_import_waits)
-        assert any("producer is busy" in n for n in r.notes), r.notes
+        if switches:
+            assert r.path != idle.path, (r.path, idle.path)
+            assert any("producer is busy" in n for n in r.notes), r.notes
+        else:
+            assert r.path == idle.path, (r.path, idle.path)
         assert took < queue.seconds / 2, f"{r.path} took {took * 1e3:.2f} ms with {queue.seconds * 1e3:.2f} ms queued"
         assert total == value * N, f"{r.path} read {total}, not {value * N}: the handoff was not ordered"
     # Idle again: the calibrated pick.
