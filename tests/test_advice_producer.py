@@ -51,6 +51,8 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     jax = framework("jax")
     facts = dict(model=m, source_name="torch", import_waits=jax.dlpack_import_waits)
     ends = (True, jax.accepts_objects, jax.accepts_capsules, True)
+    # A consumer whose DLPack import waits on the host and whose interface import honours the
+    # producer's stream: busy, auto takes the interface, ordered on the device.
     idle = _native.resolve_auto(ends, (2, 0), None, "jax", **facts)
     busy = _native.resolve_auto(ends, (2, 0), None, "jax", producer_busy=True, **facts)
     assert idle[0] == "dlpack"
@@ -58,6 +60,12 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     assert "busy" in busy[2] and "dlpack waits on the host" in busy[2]
     # Host memory: nothing queued to wait for, the same path either way.
     assert _native.resolve_auto(ends, (1, 0), None, "jax", producer_busy=True, **facts)[0] == "dlpack"
+    # JAX itself ignores the interface's stream (it read the values from before the queue on an
+    # H100): cai into it is not ordered, so a busy producer keeps dlpack, which waits but is right.
+    assert jax.cai_import_orders is False
+    real = dict(facts, cai_unordered=not jax.cai_import_orders)
+    assert _native.resolve_auto(ends, (2, 0), None, "jax", producer_busy=True, **real)[0] == "dlpack"
+    assert _native.path_ordering("share", "cai", "cuda:0", True, jax.cai_import_orders)[2] is False
 
 
 def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
@@ -65,6 +73,10 @@ def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
     monkeypatch.setattr(advice, "auto_model", lambda: m)
     api._AUTO_FOLLOWS_PRODUCER.clear()
     src, jax = framework("torch"), framework("jax")
+    # JAX's interface import is not ordered: nothing busy changes its pick.
+    assert paths.auto_depends_on_producer(src, jax, (2, 0)) is False
+    # A consumer like JAX whose interface import is ordered: the pick depends on the producer.
+    monkeypatch.setattr(type(jax), "cai_import_orders", True)
     assert paths.auto_depends_on_producer(src, jax, (2, 0)) is True
     assert paths.auto_depends_on_producer(src, jax, (1, 0)) is False  # host memory
     assert paths.auto_depends_on_producer(src, framework("numpy"), (2, 0)) is False  # not calibrated

@@ -237,7 +237,8 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
         place = where if device is None else f"{where}->{device}"
-        ordering, words, _ = _native.path_ordering(kind, path, where, framework(target).accepts_objects)
+        consumer = framework(target)
+        ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
         return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0), words
 
     return predict
@@ -271,7 +272,7 @@ def _place(src: Any, obj: Any) -> str:
 def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
          nbytes: int, m: Any, queued: float) -> dict:
     target = framework(dst)
-    ordering, words, ordered = _native.path_ordering(kind, path, place, target.accepts_objects)
+    ordering, words, ordered = _native.path_ordering(kind, path, place, target.accepts_objects, target.cai_import_orders)
     waits = _native.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
     # A path whose host waits for the producer's queue is predicted with the queued work added.
     ordering = "host_synchronise" if waits else ordering

@@ -86,6 +86,7 @@ def auto_choice(
         endpoints(src, dst), tuple(source_device), destination, dst.name,
         model=advice.auto_model(), source_name=src.name,
         producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
+        cai_unordered=not dst.cai_import_orders,
     )
 
 

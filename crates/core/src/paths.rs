@@ -184,6 +184,10 @@ pub struct Endpoints {
     /// The target's DLPack import waits on the host for the producer's stream (JAX's does: 11.1 ms
     /// with 10.8 ms queued, on 2× H200): with a busy producer it costs all of the queued work.
     pub target_import_waits: bool,
+    /// The target's `__cuda_array_interface__` import ignores the interface's `stream` (JAX's: with
+    /// matmuls queued on torch's stream it read the values from before them, H100, 2026-11-26), so
+    /// `cai` into it does not order the handoff.
+    pub target_cai_unordered: bool,
 }
 
 impl Default for Endpoints {
@@ -194,6 +198,7 @@ impl Default for Endpoints {
             target_accepts_capsules: true,
             target_addresses_device: true,
             target_import_waits: false,
+            target_cai_unordered: false,
         }
     }
 }
@@ -340,7 +345,12 @@ fn wait_facts(facts: &AutoFacts<'_>) -> crate::advice::producer::WaitFacts {
 /// that takes capsules alone: TensorFlow) is ordered. DLPack passes the consumer's stream, the CUDA
 /// array interface carries the producer's, and the copying paths order their own copies.
 pub fn orders_finished_values(kind: PathKind, path: &str, e: &Endpoints, on_device: bool) -> bool {
-    !(on_device && kind == Share && path == "capsule" && e.target_accepts_objects)
+    let unordered = match path {
+        "capsule" => e.target_accepts_objects,
+        "cai" => e.target_cai_unordered,
+        _ => false,
+    };
+    !(on_device && kind == Share && unordered)
 }
 
 /// `auto` by the rules alone: what every machine gets before it is calibrated.

@@ -80,6 +80,9 @@ class Adapter:
     # handoff costs all of the queued work, and `auto` prefers a path ordered on the device
     # (crates/core/src/advice/producer.rs).
     dlpack_import_waits: ClassVar[bool] = False
+    # Whether its __cuda_array_interface__ import waits for the interface's `stream` as the
+    # protocol asks (CuPy, Numba, PyTorch). JAX's does not: `auto` never takes `cai` into it.
+    cai_import_orders: ClassVar[bool] = True
     #: Its own transport hands a host array to another process by moving it into shared memory
     #: once, values kept, so the worker maps the source itself (torch.multiprocessing): the process
     #: ``auto`` then takes that path, which shares, over ``shm``, which copies.

@@ -61,14 +61,16 @@ impl Producer {
 /// How the handoff by `path` of `kind` (`share`, `move`, `process`) is ordered against the
 /// producer's queued work, from device memory (`on_device`) or the host, into a target that takes
 /// DLPack objects or not (`target_takes_objects`: TensorFlow takes capsules alone, and gpushare
-/// waits before it). As measured on 2× H200 (docs/gpu-results.md).
-pub fn ordering_of(kind: &str, path: &str, on_device: bool, target_takes_objects: bool) -> Ordering {
+/// waits before it), whose `__cuda_array_interface__` import honours the interface's stream or not
+/// (`cai_orders`: JAX's does not). As measured on 2× H200 and an H100 (docs/gpu-results.md).
+pub fn ordering_of(kind: &str, path: &str, on_device: bool, target_takes_objects: bool, cai_orders: bool) -> Ordering {
     match (kind, path) {
         _ if !on_device => Ordering::None,
         ("share", "dlpack" | "copy" | "shared") => Ordering::DeviceEvent,
         ("share", "capsule") if !target_takes_objects => Ordering::HostSynchronise,
         ("share", "capsule") => Ordering::Unordered,
-        ("share", "cai") => Ordering::ConsumerOrders,
+        ("share", "cai") if cai_orders => Ordering::ConsumerOrders,
+        ("share", "cai") => Ordering::Unordered,
         ("move", "p2p" | "pinned" | "dlpack") => Ordering::DeviceEvent,
         ("process", "ipc" | "torch_mp") => Ordering::HostSynchronise,
         _ => Ordering::ProducerWait,
@@ -133,7 +135,10 @@ mod tests {
     fn a_capsule_into_tensorflow_jax_dlpack_import_moves_and_process_handles_wait() {
         let tf = WaitFacts { target_takes_objects: false, ..GPU };
         assert!(host_waits("share", "capsule", &tf));
-        assert_eq!(ordering_of("share", "capsule", true, false), Ordering::HostSynchronise);
+        assert_eq!(ordering_of("share", "capsule", true, false, true), Ordering::HostSynchronise);
+        // JAX's interface import ignores the stream: cai into it is not ordered.
+        assert_eq!(ordering_of("share", "cai", true, true, true), Ordering::ConsumerOrders);
+        assert_eq!(ordering_of("share", "cai", true, true, false), Ordering::Unordered);
         let jax = WaitFacts { target_import_waits: true, ..GPU };
         assert!(host_waits("share", "dlpack", &jax) && !host_waits("share", "cai", &jax));
         assert!(host_waits("move", "p2p", &GPU) && host_waits("move", "pinned", &GPU));

@@ -21,6 +21,8 @@ pub fn known_endpoints(source: &str, target: &str) -> Endpoints {
         target_addresses_device: target != "numpy",
         // JAX's DLPack import waits on the host for the producer's stream (measured on 2× H200).
         target_import_waits: target == "jax",
+        // JAX's __cuda_array_interface__ import ignores the producer's stream (measured on an H100).
+        target_cai_unordered: target == "jax",
     }
 }
 

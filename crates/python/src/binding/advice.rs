@@ -67,9 +67,9 @@ fn ordering(name: &str) -> PyResult<Ordering> {
 /// the `ordering` `predict` takes, the words a table gives per row, and whether the consumer is
 /// guaranteed to read finished values (`crate::paths::orders_finished_values`).
 #[pyfunction]
-#[pyo3(signature = (kind, path, place, target_takes_objects = true))]
-fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool) -> (String, String, bool) {
-    let o = producer::ordering_of(kind, path, place.starts_with("cuda"), target_takes_objects);
+#[pyo3(signature = (kind, path, place, target_takes_objects = true, cai_orders = true))]
+fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool, cai_orders: bool) -> (String, String, bool) {
+    let o = producer::ordering_of(kind, path, place.starts_with("cuda"), target_takes_objects, cai_orders);
     let name = serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     (name, o.describe().to_string(), o != Ordering::Unordered)
 }

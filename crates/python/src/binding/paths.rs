@@ -42,7 +42,7 @@ fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// ``import_waits``: the target's DLPack import waits on the host for it (the adapter's
 /// ``dlpack_import_waits``): with the model, a path ordered on the device is preferred.
 #[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false, source_shares_host=false))]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false))]
 #[allow(clippy::too_many_arguments)]
 fn resolve_auto(
     py: Python<'_>,
@@ -58,6 +58,7 @@ fn resolve_auto(
     producer_busy: bool,
     import_waits: bool,
     source_shares_host: bool,
+    cai_unordered: bool,
 ) -> PyResult<(&'static str, &'static str, Option<String>)> {
     let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
     let peer_access = match (peer_access, source, destination) {
@@ -68,7 +69,7 @@ fn resolve_auto(
         _ => None,
     };
     let facts = AutoFacts {
-        endpoints: Endpoints { target_import_waits: import_waits, ..endpoints_of(endpoints) },
+        endpoints: Endpoints { target_import_waits: import_waits, target_cai_unordered: cai_unordered, ..endpoints_of(endpoints) },
         source,
         destination,
         peer_access,
@@ -92,6 +93,7 @@ pub fn endpoints_of((exports, objects, capsules, device): (bool, bool, bool, boo
         target_addresses_device: device,
         // Not among the four facts the explain binding passes: resolve_auto takes it on its own.
         target_import_waits: false,
+        target_cai_unordered: false,
     }
 }
 
