@@ -59,7 +59,9 @@ def refit(run: dict) -> object:
         kind, pair, path = head.split(" ")
         src, dst = pair.split("->")
         shares = recorded["fits"].get(key, {}).get("shares")
-        model.add(kind, path, src, dst, place, [(int(p["bytes"]), float(p["seconds"])) for p in points], shares)
+        # The host's speed with each point, where the run measured it (runs since the speed scaling).
+        speeds = recorded.get("host_speeds", {}).get(key)
+        model.add(kind, path, src, dst, place, [(int(p["bytes"]), float(p["seconds"])) for p in points], shares, speeds)
     return model
 
 

@@ -77,6 +77,8 @@ def test_advise_recommends_the_fastest_sharing_path_and_converts_nothing(model, 
         raise AssertionError("advise must not build a route")
 
     monkeypatch.setattr(paths, "route", no_conversion)
+    # The host's speed advise measures, pinned so that the expected prediction can be made here.
+    monkeypatch.setattr(advice, "host_speed", lambda: 40e-6)
     x = torch.ones(1 << 18)
     a = gpushare.advise(x, "numpy")
     rows = {r["path"]: r for r in a.rows}
@@ -85,10 +87,31 @@ def test_advise_recommends_the_fastest_sharing_path_and_converts_nothing(model, 
     assert a.recommended == min(sharing, key=sharing.get)
     assert "shares the source's memory" in a.why
     # The row's prediction is the model's for this array's size.
-    expected = model.predict("share", "host", "torch", "numpy", "cpu", x.numel() * 4)
+    expected = model.predict("share", "host", "torch", "numpy", "cpu", x.numel() * 4, host_speed=40e-6)
     assert a.predicted("host") == pytest.approx(expected.seconds)
     text = repr(a)
     assert f"★ {a.recommended}" in text and "nothing converted" in text
+
+
+def test_fixed_costs_follow_the_hosts_speed_when_predicted(model, monkeypatch):
+    """The calibration measured the host's speed with every sweep: a prediction made while the host
+    runs twice as slow doubles a sharing path's time (all fixed cost) and adds the copy's fixed
+    cost once more to a copying path's, whose per-byte part stays."""
+    fit = model.to_dict()["fits"]["share torch->numpy dlpack @cpu"]
+    calibrated = fit["host_speed"]
+    assert calibrated > 0
+    nbytes = 1 << 20
+    at = lambda path, speed: model.predict("share", path, "torch", "numpy", "cpu", nbytes, host_speed=speed)  # noqa: E731
+    same, slow = at("dlpack", calibrated), at("dlpack", 2 * calibrated)
+    assert same.host_slowdown == pytest.approx(1.0) and slow.host_slowdown == pytest.approx(2.0)
+    assert slow.seconds == pytest.approx(2 * same.seconds)
+    copy_same, copy_slow = at("host", calibrated), at("host", 2 * calibrated)
+    host_fit = model.to_dict()["fits"]["share torch->numpy host @cpu"]
+    added = copy_slow.seconds - copy_same.seconds
+    assert 0 < added <= host_fit["fixed"] * 1.0001 and added < copy_same.seconds
+    # Without a speed now, the fixed cost is as calibrated.
+    assert at("dlpack", None).host_slowdown is None
+    assert at("dlpack", None).seconds == pytest.approx(same.seconds)
 
 
 def test_advice_has_its_json_form_and_schema(model):

@@ -55,6 +55,34 @@ def machine_key() -> dict[str, Any]:
     return {**machine_ceilings.machine_key(), "frameworks": _installed_versions()}
 
 
+def _host_work() -> int:
+    """A fixed piece of interpreter work (dict, call and arithmetic traffic, as a handoff's own
+    Python is), a few microseconds long."""
+    total = 0
+    table: dict[int, int] = {}
+    for i in range(48):
+        table[i & 7] = table.get(i & 7, 0) + i
+        total += len(table)
+    return total
+
+
+def host_speed(samples: int = 5, rounds: int = 6) -> float:
+    """The host's speed now: seconds that a fixed piece of interpreter work takes, the median of
+    ``samples`` (about 0.2 ms in all). A handoff's fixed cost is host work, and on a shared host
+    (the GPU machines are virtual) that speed drifts: within a few minutes of one run the same
+    path measured 0.7x to 1.6x its calibrated time, every path of a pair moving together, and
+    this piece of work tracked it (benchmarks/bench_advice.py reports the error with and without
+    it). Calibration measures it with each sweep and predictions scale the fixed cost by it."""
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        for _ in range(rounds):
+            _host_work()
+        times.append(time.perf_counter() - started)
+    times.sort()
+    return times[len(times) // 2]
+
+
 _LOADED: dict[str, Any] = {}
 
 
@@ -137,9 +165,11 @@ def _default_frameworks(device: str) -> list[str]:
 
 
 def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict]) -> int:
-    """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark) into ``m``,
-    with whether it shared at every size (``auto`` replaces a path only by one that did the same)."""
+    """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark, each with the
+    ``host_speed`` measured before its sweep where there was one) into ``m``, with whether it
+    shared at every size (``auto`` replaces a path only by one that did the same)."""
     by_path: dict[str, list[tuple[int, float]]] = {}
+    speeds_of: dict[str, list[float | None]] = {}
     verdicts_of: dict[str, set[str]] = {}
     for p in points:
         timing = p.get("timing")
@@ -147,9 +177,15 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         if p.get("verdict") == "failed" or not timing or p.get("path") in ("auto", "shared"):
             continue
         by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
+        speeds_of.setdefault(p["path"], []).append(p.get("host_speed"))
         verdicts_of.setdefault(p["path"], set()).add(p["verdict"])
+
+    def speeds(path: str) -> list[float] | None:
+        measured = speeds_of[path]
+        return None if any(s is None for s in measured) else [float(s) for s in measured]  # type: ignore[arg-type]
+
     return sum(
-        m.add(kind, path, source, target, place, pts, verdicts_of[path] == {"shared"})
+        m.add(kind, path, source, target, place, pts, verdicts_of[path] == {"shared"}, speeds(path))
         for path, pts in by_path.items()
     )
 
@@ -196,17 +232,18 @@ def calibrate(
     sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
 
     def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], **where: Any) -> None:
-        started = time.time()
+        started, speed = time.time(), host_speed()
         d = lab.bench(src, dst, sweep_sizes, device=device, repeat=repeat, progress=False, **where).to_dict()
         place = d.get("device", device)
         if kind == "move":
             place = f"{place}->{where['to_device']}"
         elif kind == "process":
             place = f"{place}->process"
-        sweeps.setdefault((kind, src, dst, place), []).extend(d["points"])
+        points = [{**p, "host_speed": speed} for p in d["points"]]
+        sweeps.setdefault((kind, src, dst, place), []).extend(points)
         if record is not None:
             record.append({"kind": kind, "source": src, "target": dst, "place": place, "started": started,
-                           "points": d["points"]})
+                           "host_speed": speed, "points": d["points"]})
 
     for size in size_list:
         for src in names:
@@ -239,7 +276,8 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
         place = where if device is None else f"{where}->{device}"
         consumer = framework(target)
         ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
-        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0), words
+        # The host's speed right before the row runs: its fixed cost is host work.
+        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, host_speed()), words
 
     return predict
 
@@ -270,13 +308,13 @@ def _place(src: Any, obj: Any) -> str:
 
 
 def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
-         nbytes: int, m: Any, queued: float) -> dict:
+         nbytes: int, m: Any, queued: float, speed: float | None = None) -> dict:
     target = framework(dst)
     ordering, words, ordered = _native.path_ordering(kind, path, place, target.accepts_objects, target.cai_import_orders)
     waits = _native.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
     # A path whose host waits for the producer's queue is predicted with the queued work added.
     ordering = "host_synchronise" if waits else ordering
-    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued)
+    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued, speed)
     return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
             "ordered": ordered, "waits": waits, "prediction": prediction}
 
@@ -304,6 +342,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     else:
         state = "busy" if queued > 0 else "idle"
     m = model()
+    speed = None if m is None else host_speed()  # the host's speed now scales each fixed cost
     note = stale_note()
     rows: list[dict] = []
     if across is not None:
@@ -322,7 +361,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             if path == "shm" and copies is None and processes.shm_copies(obj):
                 copies = "copied into a shared memory segment gpushare makes, which the worker maps"
             rows.append(_row(kind, path, "copied" if copies else "shared", copies, where, src.name, dst.name,
-                             nbytes, m, queued))
+                             nbytes, m, queued, speed))
     elif device is not None:
         from gpushare import devices
 
@@ -336,7 +375,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             p = None if predictor is None else predictor(info)
             if p is None:
                 continue
-            rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued))
+            rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     else:
         kind, where = "share", place
         rules_choice = paths.resolve_auto(src, dst, tuple(info.dlpack_device))
@@ -344,5 +383,5 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             p = verdicts.predict(src, dst, info, path)
             if p is None:
                 continue
-            rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued))
+            rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state)

@@ -170,6 +170,7 @@ mod tests {
             tolerance: 0.3,
             extrapolated: false,
             waits_for_queue: 0.0,
+            host_slowdown: None,
         }
     }
 

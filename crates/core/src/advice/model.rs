@@ -110,6 +110,11 @@ pub struct Fit {
     /// Empty: the one line holds at every size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knots: Vec<Observation>,
+    /// The host's speed its fixed cost is stated at ([`CostModel::add_measured`]): seconds of a
+    /// fixed piece of host work, the median over its sweep. `None`: not measured; the fixed cost is
+    /// then predicted as it was fitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_speed: Option<f64>,
 }
 
 impl Fit {
@@ -150,7 +155,7 @@ impl Fit {
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
         }
-        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new() };
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None };
         fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
         Some(fit)
     }
@@ -199,6 +204,22 @@ impl Fit {
         if per_byte * bytes as f64 > fixed { Bound::Bandwidth } else { Bound::Fixed }
     }
 
+    /// How much slower the host is at `host_speed` than the speed this fit's fixed cost is stated
+    /// at (1.0 where either is unknown).
+    pub fn slowdown(&self, host_speed: Option<f64>) -> f64 {
+        match (self.host_speed, host_speed) {
+            (Some(then), Some(now)) if then > 0.0 && now.is_finite() && now > 0.0 => now / then,
+            _ => 1.0,
+        }
+    }
+
+    /// Predicted seconds for `bytes` with the host running at `host_speed`: the fixed part scales
+    /// with the host's speed, the per-byte part (a copy engine, a link, memory) does not.
+    pub fn seconds_at(&self, bytes: u64, host_speed: Option<f64>) -> f64 {
+        let seconds = self.seconds(bytes);
+        seconds + self.fixed.min(seconds) * (self.slowdown(host_speed) - 1.0)
+    }
+
     fn relative_error(&self, p: &Observation) -> f64 {
         (self.seconds(p.bytes) - p.seconds).abs() / p.seconds
     }
@@ -238,6 +259,11 @@ pub struct Prediction {
     /// Seconds added for the producer's queued work a host-side synchronise waits for.
     #[serde(default)]
     pub waits_for_queue: f64,
+    /// How much slower (above 1) or faster the host ran, when this was predicted, than when the
+    /// path was calibrated: the fixed cost is scaled by it (`None`: the host's speed was not
+    /// measured then or now).
+    #[serde(default)]
+    pub host_slowdown: Option<f64>,
 }
 
 impl Prediction {
@@ -292,6 +318,10 @@ pub struct CostModel {
     /// The sweep's raw points, kept so a later fit (or a reader) needs no rerun.
     #[serde(default)]
     pub observations: BTreeMap<String, Vec<Observation>>,
+    /// The host's speed measured with each of those points (seconds of a fixed piece of host work,
+    /// one per point), where the sweep measured it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_speeds: BTreeMap<String, Vec<f64>>,
     /// When it was made, seconds since the epoch.
     #[serde(default)]
     pub created: f64,
@@ -305,13 +335,47 @@ impl CostModel {
     /// Fits `points` for `key` and keeps both; false when they cannot be fitted (fewer than three
     /// sizes, a failed measurement). `shares`: whether the path shared memory in that sweep.
     pub fn add(&mut self, key: &CostKey, points: Vec<Observation>, shares: Option<bool>) -> bool {
+        self.add_measured(key, points, None, shares)
+    }
+
+    /// [`CostModel::add`] of points each measured with the host's speed of that moment
+    /// (`host_speeds`, one per point: seconds of a fixed piece of host work).
+    ///
+    /// Why: a handoff's fixed cost is host work (the interpreter, the frameworks' own code, driver
+    /// calls), and on a shared host that speed drifts. On the H100 and the 2× H200 of 2026-11-26 the
+    /// share paths measured a minute after calibration lay a median 19 % above and 33 % below
+    /// their fits, every path of a pair off by about the same factor. Each point's fixed part is
+    /// brought to the sweep's median speed before fitting, and [`CostModel::predict`] scales it to
+    /// the speed measured when it predicts; the per-byte part is left as measured.
+    pub fn add_measured(&mut self, key: &CostKey, points: Vec<Observation>, host_speeds: Option<Vec<f64>>, shares: Option<bool>) -> bool {
         let label = key.label();
         // A handoff that shared at every size moved no bytes: its time does not grow with size, and
         // a slope fitted to three noisy points would predict 200 µs at 64 MiB for a 50 µs handoff.
         // One that copied pays per byte, at a rate that may change with size: a line per range.
-        let fit = if shares == Some(true) { Fit::constant(&points) } else { Fit::segmented(&points) };
+        let fit_of = |pts: &[Observation]| if shares == Some(true) { Fit::constant(pts) } else { Fit::segmented(pts) };
+        let speeds = host_speeds.filter(|s| s.len() == points.len() && s.iter().all(|v| v.is_finite() && *v > 0.0));
+        let fit = match &speeds {
+            None => fit_of(&points),
+            Some(speeds) => fit_of(&points).and_then(|raw| {
+                let reference = median(speeds);
+                let steady: Vec<Observation> = points
+                    .iter()
+                    .zip(speeds)
+                    .map(|(p, speed)| {
+                        // The fixed part of this point, as measured (all of a shared handoff's time).
+                        let fixed = if shares == Some(true) { p.seconds } else { raw.fixed.min(p.seconds) };
+                        Observation { bytes: p.bytes, seconds: p.seconds - fixed * (1.0 - reference / speed) }
+                    })
+                    .collect();
+                fit_of(&steady).map(|f| Fit { host_speed: Some(reference), ..f })
+            }),
+        };
         let fit = fit.map(|f| Fit { shares, ..f });
         self.observations.insert(label.clone(), points);
+        match speeds {
+            Some(speeds) => self.host_speeds.insert(label.clone(), speeds),
+            None => self.host_speeds.remove(&label),
+        };
         match fit {
             Some(fit) => {
                 self.fits.insert(label, fit);
@@ -330,19 +394,23 @@ impl CostModel {
 
     /// The predicted time of `key` for `bytes`; `queued` is the producer's queued work in seconds,
     /// which a host-side synchronise waits for (0 for an idle producer: the calibration measured
-    /// an idle one, so its fixed cost already holds the synchronise itself).
-    pub fn predict(&self, key: &CostKey, bytes: u64, ordering: Ordering, queued: f64) -> Option<Prediction> {
+    /// an idle one, so its fixed cost already holds the synchronise itself). `host_speed`: the
+    /// host's speed now (seconds of the fixed piece of host work the calibration measured), which
+    /// scales the fixed cost; `None`: as calibrated.
+    pub fn predict(&self, key: &CostKey, bytes: u64, ordering: Ordering, queued: f64, host_speed: Option<f64>) -> Option<Prediction> {
         let fit = self.fit(key)?;
         let waits = if ordering == Ordering::HostSynchronise { queued.max(0.0) } else { 0.0 };
         let (fixed, per_byte) = fit.line_at(bytes);
+        let scaled = fit.seconds_at(bytes, host_speed);
         Some(Prediction {
-            seconds: fit.seconds(bytes) + waits,
-            fixed,
+            seconds: scaled + waits,
+            fixed: fixed + (scaled - fit.seconds(bytes)),
             bandwidth: (per_byte > 0.0).then(|| 1.0 / per_byte),
             bound: fit.bound(bytes).name().into(),
             tolerance: fit.tolerance(bytes),
             extrapolated: !fit.covers(bytes),
             waits_for_queue: waits,
+            host_slowdown: (fit.host_speed.is_some() && host_speed.is_some()).then(|| fit.slowdown(host_speed)),
         })
     }
 
@@ -393,6 +461,14 @@ impl CostModel {
         changed.dedup();
         Some(format!("made for another {}", changed.join(", ")))
     }
+}
+
+/// The median of a non-empty slice.
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 }
 }
 
 /// One path `auto` may take, as the rules and the model see it before it runs.
@@ -492,7 +568,7 @@ mod tests {
             assert!((fit.seconds(p.bytes) / p.seconds - 1.0).abs() < 1e-12);
         }
         assert!((fit.error - 0.644).abs() < 0.01, "{fit:?}");
-        let p = m.predict(&key, 32 * MIB, Ordering::None, 0.0).unwrap();
+        let p = m.predict(&key, 32 * MIB, Ordering::None, 0.0, None).unwrap();
         assert!((p.fixed + (32 * MIB) as f64 / p.bandwidth.unwrap() - p.seconds).abs() < 1e-12, "{p:?}");
         assert_eq!(p.bound, "bandwidth");
         // The model's table keeps the one line; a model cached before segments reads back.
@@ -526,17 +602,51 @@ mod tests {
         let key = CostKey { kind: "share".into(), path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
         let mut model = CostModel::new(serde_json::json!({"driver": 13000}), 0.0);
         assert!(model.add(&key, points(2.5e-6, 1e15, &[4 * KIB, MIB, 64 * MIB]), Some(true)));
-        let idle = model.predict(&key, MIB, Ordering::HostSynchronise, 0.0).unwrap();
+        let idle = model.predict(&key, MIB, Ordering::HostSynchronise, 0.0, None).unwrap();
         assert!((idle.seconds - 2.5e-6).abs() < 0.1e-6, "{idle:?}");
         assert!(!idle.misses(2.6e-6));
         assert!(idle.misses(10e-6));
-        let busy = model.predict(&key, MIB, Ordering::HostSynchronise, 1e-3).unwrap();
+        let busy = model.predict(&key, MIB, Ordering::HostSynchronise, 1e-3, None).unwrap();
         assert!((busy.seconds - idle.seconds - 1e-3).abs() < 1e-12);
         // An event on the device does not make the host wait for the queue.
-        let evented = model.predict(&key, MIB, Ordering::DeviceEvent, 1e-3).unwrap();
+        let evented = model.predict(&key, MIB, Ordering::DeviceEvent, 1e-3, None).unwrap();
         assert_eq!(evented.seconds, idle.seconds);
-        assert!(!model.predict(&key, MIB, Ordering::None, 0.0).unwrap().extrapolated);
-        assert!(model.predict(&key, 16 << 30, Ordering::None, 0.0).unwrap().extrapolated);
+        assert!(!model.predict(&key, MIB, Ordering::None, 0.0, None).unwrap().extrapolated);
+        assert!(model.predict(&key, 16 << 30, Ordering::None, 0.0, None).unwrap().extrapolated);
+    }
+
+    #[test]
+    fn a_fixed_cost_follows_the_hosts_speed_and_a_per_byte_cost_does_not() {
+        // A share measured while the host ran at three speeds: 10 µs of host work at speed 1.0.
+        let share = CostKey { kind: "share".into(), path: "dlpack".into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
+        let mut model = CostModel::new(serde_json::json!({}), 0.0);
+        let sizes = [64 * KIB, MIB, 16 * MIB];
+        let speeds = vec![1.0e-6, 1.5e-6, 0.8e-6];
+        let pts: Vec<Observation> = sizes.iter().zip(&speeds).map(|(&n, s)| Observation { bytes: n, seconds: 10e-6 * s / 1.0e-6 }).collect();
+        assert!(model.add_measured(&share, pts.clone(), Some(speeds.clone()), Some(true)));
+        let fit = model.fit(&share).unwrap();
+        assert_eq!(fit.host_speed, Some(1.0e-6));
+        // Brought to one speed, the sweep is exact: the drift is not counted as the model's error.
+        assert!(fit.error < 1e-9, "{fit:?}");
+        let now_slow = model.predict(&share, 4 * MIB, Ordering::None, 0.0, Some(2.0e-6)).unwrap();
+        assert!((now_slow.seconds - 20e-6).abs() < 1e-9, "{now_slow:?}");
+        assert_eq!(now_slow.host_slowdown, Some(2.0));
+        let unmeasured = model.predict(&share, 4 * MIB, Ordering::None, 0.0, None).unwrap();
+        assert!((unmeasured.seconds - 10e-6).abs() < 1e-9 && unmeasured.host_slowdown.is_none());
+        // Without the speeds, the same points are fitted as they lie, and their spread is the error.
+        let mut plain = CostModel::new(serde_json::json!({}), 0.0);
+        assert!(plain.add(&share, pts, Some(true)));
+        assert!(plain.fit(&share).unwrap().error > 0.2);
+
+        // A copy: 20 µs of host work plus 1 GB/s; only the 20 µs follow the host.
+        let copy = CostKey { path: "host".into(), ..share.clone() };
+        let copy_pts: Vec<Observation> =
+            sizes.iter().zip(&speeds).map(|(&n, s)| Observation { bytes: n, seconds: 20e-6 * s / 1.0e-6 + n as f64 / 1e9 }).collect();
+        assert!(model.add_measured(&copy, copy_pts, Some(speeds), Some(false)));
+        let at = |speed| model.predict(&copy, 4 * MIB, Ordering::None, 0.0, Some(speed)).unwrap().seconds;
+        let bytes_part = (4 * MIB) as f64 / 1e9;
+        assert!((at(1.0e-6) - (20e-6 + bytes_part)).abs() / at(1.0e-6) < 0.05, "{}", at(1.0e-6));
+        assert!(((at(2.0e-6) - at(1.0e-6)) - 20e-6).abs() < 4e-6, "{} {}", at(2.0e-6), at(1.0e-6));
     }
 
     #[test]

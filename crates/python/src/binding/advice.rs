@@ -136,6 +136,12 @@ impl PyPrediction {
     fn waits_for_queue(&self) -> f64 {
         self.inner.waits_for_queue
     }
+    /// How much slower than at calibration the host ran when this was predicted (the fixed cost
+    /// is scaled by it); None where the host's speed was not measured.
+    #[getter]
+    fn host_slowdown(&self) -> Option<f64> {
+        self.inner.host_slowdown
+    }
     /// Whether ``measured`` seconds lie further from this prediction than the model's stated error.
     fn misses(&self, measured: f64) -> bool {
         self.inner.misses(measured)
@@ -189,17 +195,30 @@ impl PyCostModel {
     /// Fits ``points`` (``(bytes, seconds)``, at least three sizes) for one path; False when they
     /// cannot be fitted.
     /// ``shares``: whether the path shared the source's memory at every size of the sweep.
-    #[pyo3(signature = (kind, path, source, target, place, points, shares = None))]
+    /// ``host_speeds``: the host's speed measured with each point (``gpushare.advice.host_speed``),
+    /// which the fit takes out of the fixed cost and ``predict`` puts back.
+    #[pyo3(signature = (kind, path, source, target, place, points, shares = None, host_speeds = None))]
     #[allow(clippy::too_many_arguments)]
-    fn add(&mut self, kind: &str, path: &str, source: &str, target: &str, place: &str, points: Vec<(u64, f64)>, shares: Option<bool>) -> bool {
+    fn add(
+        &mut self,
+        kind: &str,
+        path: &str,
+        source: &str,
+        target: &str,
+        place: &str,
+        points: Vec<(u64, f64)>,
+        shares: Option<bool>,
+        host_speeds: Option<Vec<f64>>,
+    ) -> bool {
         let points = points.into_iter().map(|(bytes, seconds)| Observation { bytes, seconds }).collect();
-        self.inner.add(&key(kind, path, source, target, place), points, shares)
+        self.inner.add_measured(&key(kind, path, source, target, place), points, host_speeds, shares)
     }
 
     /// The predicted time of one path for ``nbytes``, or None where it is not calibrated.
     /// ``ordering`` (see ``path_ordering``) and ``queued`` (seconds of the producer's queued work)
-    /// add the wait of a host-side synchronise.
-    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0))]
+    /// add the wait of a host-side synchronise. ``host_speed``: the host's speed now
+    /// (``gpushare.advice.host_speed()``), which scales the fixed cost; None: as calibrated.
+    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0, host_speed = None))]
     #[allow(clippy::too_many_arguments)]
     fn predict(
         &self,
@@ -211,9 +230,10 @@ impl PyCostModel {
         nbytes: u64,
         ordering: &str,
         queued: f64,
+        host_speed: Option<f64>,
     ) -> PyResult<Option<PyPrediction>> {
         let ordering = self::ordering(ordering)?;
-        Ok(self.inner.predict(&key(kind, path, source, target, place), nbytes, ordering, queued).map(|inner| PyPrediction { inner }))
+        Ok(self.inner.predict(&key(kind, path, source, target, place), nbytes, ordering, queued, host_speed).map(|inner| PyPrediction { inner }))
     }
 
     /// What changed since the model was made (``None``: it is current for ``machine``).

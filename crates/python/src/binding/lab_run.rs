@@ -127,14 +127,31 @@ impl<'py> Lab<'py> {
             }
         };
         let handoff = Handoff { source: &self.source, target: &self.target, route: &route, predictor: Some(&predictor), check_source };
+        // What the cost model predicts is asked before the row runs (the host's speed it scales the
+        // fixed cost by is measured then), from the source's description alone. A failure of the
+        // model's call is gpushare's own: raised after the row, as before.
+        let (mut cost_prediction, mut predict_failure) = (None, None);
         let outcome = (|| {
             let source = match described {
                 Some(info) => Described(info.clone_ref(py)),
                 None => handoff.describe(obj)?,
             };
+            if let Some(predict_for) = &self.predict_for {
+                let report: &TensorReport = source.as_ref();
+                match predict_for
+                    .call1((path, report.nbytes, report.dlpack_device))
+                    .and_then(|p| p.extract::<(Option<Py<super::advice::PyPrediction>>, Option<String>)>())
+                {
+                    Ok(p) => cost_prediction = Some(p),
+                    Err(e) => predict_failure = Some(e),
+                }
+            }
             let (source, predicted) = handoff.prepare_described(obj, source)?;
             handoff.convert_prepared(&self.host, obj, source, predicted, &self.options)
         })();
+        if let Some(e) = predict_failure {
+            return Err(e);
+        }
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => return Ok((failed_run(py, path, PyErr::from(PyGpushareErr::from(e)))?, None)),
@@ -152,9 +169,7 @@ impl<'py> Lab<'py> {
         if let Some(link_for) = &self.link_for {
             note_link(&mut run, &report.source, link_for)?;
         }
-        if let Some(predict_for) = &self.predict_for {
-            let (predicted, ordering): (Option<Py<super::advice::PyPrediction>>, Option<String>) =
-                predict_for.call1((path, report.source.nbytes, report.source.dlpack_device))?.extract()?;
+        if let Some((predicted, ordering)) = cost_prediction {
             run.predicted = predicted.map(|p| p.get().inner.clone());
             run.ordering = ordering;
         }
