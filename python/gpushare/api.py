@@ -112,14 +112,16 @@ def share(
     # With a calibrated model `auto` may also depend on whether the producer's stream has work queued
     # (asked of the driver only for pairs where the answer changes the path).
     busy = _producer_busy_if_it_matters(obj, to, source) if path == "auto" and device is None else None
-    plan_key = (type(obj), to, path, source, device, where, busy)
+    # ... and, for a source whose legacy capsule refuses read-only arrays (NumPy), on whether it is one.
+    readonly = _readonly_if_it_matters(obj, source) if path == "auto" and device is None else None
+    plan_key = (type(obj), to, path, source, device, where, busy, readonly)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
         if device is None:
-            plan = _plan(obj, to, path, source, bool(busy))
+            plan = _plan(obj, to, path, source, bool(busy), readonly)
         else:
             plan = _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
@@ -207,17 +209,30 @@ def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None) -> bool 
     return advice.producer_state(src, obj) == "busy" if matters else None
 
 
-def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False) -> Any:
+def _readonly_if_it_matters(obj: Any, source: str | None) -> bool | None:
+    """For ``auto``: ``gpushare.paths.readonly_if_auto_needs`` (None unless ``auto`` depends on it)."""
+    from gpushare import paths
+
+    try:
+        src = adapter_for(obj, framework(source) if source is not None else None)
+    except (GpushareError, TypeError):  # an unknown or unhashable name: _plan says what is wrong
+        return None
+    return paths.readonly_if_auto_needs(src, obj)
+
+
+def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False,
+          source_readonly: bool | None = None) -> Any:
     """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
     target imported, the route built. A path that does not apply raises here, with its prediction.
-    ``producer_busy``: ``auto`` for a producer whose stream has work queued."""
+    ``producer_busy``: ``auto`` for a producer whose stream has work queued; ``source_readonly``:
+    whether the array is read-only, where ``auto`` depends on it."""
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     try:
         # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
-        path_name, convert = route(src, dst, path, source_device, producer_busy)
+        path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)
