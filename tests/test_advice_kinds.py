@@ -38,6 +38,11 @@ def test_the_process_paths_that_work_on_a_cpu_are_fitted_beside_the_shares(model
     assert not fitted & {"ipc", "nccl", "nccl_socket"}
     # shares=False swept no share pair again, and none that was not there before.
     assert {k for k in keys if k[0] == "share"} == shares
+    # A share's fixed cost follows the host's speed; a process handoff's (the worker's round trip)
+    # is kept as calibrated.
+    fits = m.to_dict()["fits"]
+    assert all(f.get("host_speed") is None for label, f in fits.items() if label.startswith("process "))
+    assert all(f.get("host_speed") for label, f in fits.items() if label.startswith("share "))
 
 
 def test_advise_across_processes_predicts_each_calibrated_path(model):

@@ -66,13 +66,14 @@ def _host_work() -> int:
     return total
 
 
-def host_speed(samples: int = 5, rounds: int = 6) -> float:
+def host_speed(samples: int = 9, rounds: int = 6) -> float:
     """The host's speed now: seconds that a fixed piece of interpreter work takes, the median of
-    ``samples`` (about 0.2 ms in all). A handoff's fixed cost is host work, and on a shared host
+    ``samples`` (about 0.4 ms in all: a median of five let one spike set a whole sweep's speed). A handoff's fixed cost is host work, and on a shared host
     (the GPU machines are virtual) that speed drifts: within a few minutes of one run the same
     path measured 0.7x to 1.6x its calibrated time, every path of a pair moving together, and
     this piece of work tracked it (benchmarks/bench_advice.py reports the error with and without
-    it). Calibration measures it with each sweep and predictions scale the fixed cost by it."""
+    it). Calibration measures it with each sweep and predictions scale a share's fixed cost by it
+    (a move's and a process handoff's are the device's and the worker's, and stay as calibrated)."""
     times = []
     for _ in range(samples):
         started = time.perf_counter()
@@ -182,8 +183,15 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         verdicts_of.setdefault(p["path"], set()).add(p["verdict"])
 
     def speeds(path: str) -> list[float] | None:
+        # Only a share's fixed cost is this interpreter's work. A move's is the framework's copy and
+        # the device's latency, a process handoff's the worker's round trip: scaled by the host's
+        # speed, their median error rose from 16.5 to 31.4 % (moves below 1 MiB) and from 17.9 to
+        # 45.7 % (processes, 1 MiB and up) on the 2x H200 of 2026-11-26, where the shares' fell
+        # from 29.8 to 16.7 % (benchmarks/bench_advice.py; docs/gpu-results.md).
         measured = speeds_of[path]
-        return None if any(s is None for s in measured) else [float(s) for s in measured]  # type: ignore[arg-type]
+        if kind != "share" or any(s is None for s in measured):
+            return None
+        return [float(s) for s in measured]  # type: ignore[arg-type]
 
     return sum(
         m.add(kind, path, source, target, place, pts, verdicts_of[path] == {"shared"}, speeds(path))
