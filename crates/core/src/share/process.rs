@@ -104,12 +104,12 @@ pub trait ProcessRoute {
     /// Both sides of the last handoff, each described by memory identity in its own process.
     fn sides(&mut self, reply: &Self::Reply) -> Result<(SourceSide, WorkerSide)>;
     /// The segment handed over and what was copied into it first, for a path that hands a segment.
-    fn staging(&self) -> Option<Staging> {
-        None
+    fn staging(&mut self) -> Result<Option<Staging>> {
+        Ok(None)
     }
     /// How this handoff went, beyond the path table's description (torch's strategy).
-    fn mechanism_detail(&self) -> Option<String> {
-        None
+    fn mechanism_detail(&mut self) -> Result<Option<String>> {
+        Ok(None)
     }
     /// What the row must say of this handoff (set-up costs, what the path did to the source).
     fn notes(&mut self, reply: &Self::Reply) -> Result<Vec<String>>;
@@ -154,7 +154,7 @@ impl ProcessHandoff {
             None => time_handoffs(&mut HandoffCalls(route), self.repeat, set_up)?,
         };
         let (source, target) = route.sides(&reply)?;
-        let staging = route.staging();
+        let staging = route.staging()?;
         let staged = staging.as_ref().filter(|s| s.staged_bytes > 0).map(|s| &s.segment);
         let (verdict, reason) = explain::judge_handoff(&path, source.identity.as_ref(), target.identity.as_ref(), staged);
         let by_design = paths::copied_by_design(PathKind::Process, &path).is_some();
@@ -164,7 +164,7 @@ impl ProcessHandoff {
             None => 0,
         };
         let described = paths::find(PathKind::Process, &path).map_or(path.as_str(), |p| p.description);
-        let mechanism = match route.mechanism_detail() {
+        let mechanism = match route.mechanism_detail()? {
             Some(detail) => format!("{described}: {detail}"),
             None => described.to_string(),
         };

@@ -71,11 +71,11 @@ impl ProcessRoute for FakeRoute {
         let source = SourceSide { framework: "numpy".into(), nbytes: 32, identity: self.source.clone(), context: None };
         Ok((source, WorkerSide { pid: Some(8), framework: Some("numpy".into()), identity: self.target.clone(), context: None }))
     }
-    fn staging(&self) -> Option<Staging> {
-        self.staging.clone()
+    fn staging(&mut self) -> Result<Option<Staging>> {
+        Ok(self.staging.clone())
     }
-    fn mechanism_detail(&self) -> Option<String> {
-        (self.path == "torch_mp").then(|| "file_descriptor strategy".into())
+    fn mechanism_detail(&mut self) -> Result<Option<String>> {
+        Ok((self.path == "torch_mp").then(|| "file_descriptor strategy".into()))
     }
     fn notes(&mut self, reply: &usize) -> Result<Vec<String>> {
         Ok(vec![format!("handed {reply} times")])

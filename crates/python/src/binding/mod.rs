@@ -19,6 +19,7 @@ mod paths;
 mod plan;
 mod process;
 mod process_timing;
+mod process_route;
 mod shared;
 mod tensor_info;
 mod types;

@@ -1,6 +1,7 @@
-//! Handoffs to another process (python/gpushare/processes.py keeps the worker transport): whether
-//! a path applies and their verdict by the core's rules, their timing by the core's one timing
-//! loop (process_timing.rs), and their results as typed reports (`ProcessShareResult`, `ProcessComparison`, `ProcessBenchmark`) with
+//! Handoffs to another process (python/gpushare/processes.py keeps the worker transport): run by
+//! the core's pipeline over each path's transport (process_route.rs), whether a path applies and
+//! their verdict by the core's rules, their timing by the core's one timing loop (process_timing.rs),
+//! and their results as typed reports (`ProcessShareResult`, `ProcessComparison`, `ProcessBenchmark`) with
 //! text, HTML, JSON and `to_pandas`, built from Python objects by pyo3 (no JSON text).
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -179,6 +180,13 @@ pub struct PyProcessShareResult {
     #[pyo3(get, set)]
     local: Py<PyAny>,
     cleanup: Vec<Py<PyAny>>,
+}
+
+impl PyProcessShareResult {
+    /// The result of a handoff the core's pipeline ran (binding/process_route.rs).
+    pub fn from_report(report: ProcessShareReport, remote: Py<PyAny>, local: Py<PyAny>, cleanup: Vec<Py<PyAny>>) -> Self {
+        Self { report, remote, local, cleanup }
+    }
 }
 
 #[pymethods]
@@ -479,5 +487,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(same_memory, m)?)?;
     m.add_function(wrap_pyfunction!(judge_handoff, m)?)?;
     super::process_timing::register(m)?;
+    super::process_route::register(m)?;
     Ok(())
 }
