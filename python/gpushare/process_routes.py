@@ -29,10 +29,6 @@ ProcessShareResult = _native.ProcessShareResult
 PROCESS_PATHS = paths.names_of("process")
 MECHANISMS = {name: text for name, text in paths.describe("process").items() if name in PROCESS_PATHS}
 
-#: What NCCL needs to go over sockets on one host.
-SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
-
-
 class RemoteArray:
     """The array a worker holds after a handoff: read it, write into it, ask what it is."""
 
@@ -134,30 +130,11 @@ def _targets() -> dict[str, tuple[str, ...]]:
 TARGETS = _targets()
 
 
-def _facts(obj: Any, path: str, worker: Worker, to: str | None) -> tuple:
-    """What the refusal rule reads of ``obj``, ``path`` and the worker, known without asking
-    anything costly: framework, target asked for, the path's targets, its library, whether the
-    array is on a device, its device and the worker's."""
-    cuda = _is_cuda(obj)
-    library = _library(path)
-    source_device = _device_ordinal(obj) if cuda else None
-    return (_framework_of(obj), to, list(TARGETS[path]), library.name if library is not None else None, cuda,
-            source_device, _worker_ordinal(worker, source_device) if cuda else None)
-
-
-def _probes(obj: Any, path: str) -> tuple:
-    """The costly facts of the refusal rule, as callables asked only when the rule reaches them."""
-    library = _library(path)
-    steps = library.process_steps() if library is not None else None
-    return (lambda: steps.unavailable() if steps is not None else None,
-            lambda: steps.nccl_unavailable() if steps is not None else None,
-            lambda: _native.cuda_ipc_refusal(_address(obj)[0]))
-
-
 def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = None, to: str | None = None) -> str | None:
     """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or
-    None: the core's rule (crates/core/src/explain/process.rs), the one a handoff is refused by."""
-    return _native.process_refusal(path, *_facts(obj, path, worker, to), *_probes(obj, path))
+    None: the core's rule (crates/core/src/explain/process.rs) over the path's transport, the one a
+    handoff is refused by."""
+    return _native.process_route_refusal(TRANSPORTS[path](worker, obj, path, to, peer))
 
 
 def in_live_segment(src_id: dict | None) -> bool:
@@ -203,16 +180,23 @@ class Transport:
         self.notes_: list[str] = []
 
     def facts(self) -> tuple:
-        return _facts(self.obj, self.path, self.worker, self.asked)
+        """What the refusal rule reads, known without asking anything costly."""
+        cuda, library = _is_cuda(self.obj), _library(self.path)
+        source_device = _device_ordinal(self.obj) if cuda else None
+        return (_framework_of(self.obj), self.asked, list(TARGETS[self.path]), library and library.name, cuda,
+                source_device, _worker_ordinal(self.worker, source_device) if cuda else None)
 
+    # The costly facts, asked only when the rule reaches them.
     def library_unavailable(self) -> str | None:
-        return _probes(self.obj, self.path)[0]()
+        library = _library(self.path)
+        return library.process_steps().unavailable() if library is not None else None
 
     def nccl_unavailable(self) -> str | None:
-        return _probes(self.obj, self.path)[1]()
+        library = _library(self.path)
+        return library.process_steps().nccl_unavailable() if library is not None else None
 
     def ipc_refusal(self) -> str | None:
-        return _probes(self.obj, self.path)[2]()
+        return _native.cuda_ipc_refusal(_address(self.obj)[0])
 
     def set_up(self) -> float:
         process_rules.check_source(self.obj)  # the one-process share's refusals of lazy views
@@ -381,118 +365,11 @@ def _np_dtype(obj: Any) -> str:
     return process_host.typestr(name)
 
 
-class _Gloo(Transport):
-    """gloo send/recv with the parent as rank 0 (gloo raises on a timeout; it does not abort the
-    process as NCCL's watchdog does, so the parent can be a rank here)."""
-
-    def _set_up(self) -> float:
-        self.steps = _steps(self.path)
-        _synchronize(self.obj)
-        (self.key, (self.group, _store), fresh), setup = _native.timed_call(
-            lambda: self.worker._open_group("gloo", None, None))
-        self.notes_.append(f"first call includes the process group and communicator set-up "
-                           f"({(setup if fresh else 0.0) * 1e3:.3g} ms for the group)")
-        return setup
-
-    def hand_over(self) -> dict:
-        rid = self.worker._send("pg_recv", key=self.key, shape=tuple(self.obj.shape), dtype=_dtype_name(self.obj),
-                                device=None, src=0)
-        self.steps.send(self.group, self.obj, 1)
-        return self.worker._recv("pg_recv", rid=rid)
-
-
-def _helper(worker: Worker, ordinal: int, env: dict) -> Worker:
-    """A helper worker on ``ordinal`` with ``env``, kept by ``worker`` (stopped with it) so that a
-    sweep starts it once."""
-    key = (ordinal, tuple(sorted(env.items())))
-    helper = worker._helpers.get(key)
-    if helper is None or not helper.alive:
-        from gpushare.processes import Worker
-
-        helper = Worker(f"cuda:{ordinal}", env=env, timeout=worker.timeout, start_timeout=worker.start_timeout).start()
-        library = _library("nccl")
-        helper._call("preload", modules=[library.module, *library.process_modules], timeout=worker.start_timeout)
-        worker._helpers[key] = helper
-    return helper
-
-
-class _Nccl(Transport):
-    """NCCL send/recv between two worker processes: a sender helper on the source's GPU, which gets
-    the tensor from the parent by torch.multiprocessing (zero-copy), and the receiver.
-
-    The parent is never a rank: a rank whose peer dies blocks inside NCCL until the watchdog aborts
-    the whole process, which would be the user's kernel. The parent only waits on pipes, with
-    timeouts. Each handoff is acknowledged by the receiver (a one-element send back), as in the raw
-    torch.distributed baseline of benchmarks/bench_processes.py; the sender times them.
-
-    ``nccl_socket``: both ranks run with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 (NCCL reads them once
-    per process), so the receiver is a helper too and no worker-side array is kept."""
-
-    def _set_up(self) -> float:
-        steps = _steps(self.path)
-        steps.register_reductions()  # for the pipe: the tensor goes as a handle, not as its bytes
-        worker, obj = self.worker, self.obj
-        self.src_ord = src_ord = _device_ordinal(obj)
-        self.dst_ord = dst_ord = _worker_ordinal(worker, src_ord)
-        self.socket = self.path == "nccl_socket"
-        env = {**SOCKET_ENV} if self.socket else {}
-        self.sender = sender = _helper(worker, src_ord, env)
-        self.receiver = receiver = _helper(worker, dst_ord, env) if self.socket else worker
-        _synchronize(obj)
-        # torch.multiprocessing: the sender maps the tensor
-        self.sent, to_sender = _native.timed_call(lambda: sender._call("recv_object", obj=obj))
-        self.key = key = f"{self.path}:{src_ord}:{dst_ord}:{sender.pid}"
-
-        def open_group() -> None:
-            store = steps.store(0, 2, True, worker.timeout)
-            s_rid = sender._send("pg_init", key=key, backend="nccl", port=store.port, rank=0, world=2, device=src_ord,
-                                 timeout=worker.timeout)
-            r_rid = receiver._send("pg_init", key=key, backend="nccl", port=store.port, rank=1, world=2, device=dst_ord,
-                                   timeout=worker.timeout)
-            sender._recv("pg_init", rid=s_rid)
-            receiver._recv("pg_init", rid=r_rid)
-            receiver._peer_groups[key] = store  # the store lives as long as the group
-
-        setup = _native.timed_call(open_group)[1] if key not in receiver._peer_groups else 0.0
-        if self.socket:
-            self.notes_.append("stand-in for two hosts: NCCL NET/Socket over loopback (NCCL_P2P_DISABLE=1 "
-                               "NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) in both ranks")
-        self.notes_.append(f"between a sender worker on cuda:{src_ord} (given the tensor by torch.multiprocessing, "
-                           f"zero-copy, {to_sender * 1e3:.3g} ms) and the receiver on cuda:{dst_ord}; each handoff "
-                           f"acknowledged")
-        if setup:
-            self.notes_.append(f"first call includes the group and NCCL communicator set-up ({setup * 1e3:.3g} ms "
-                               f"for the group)")
-        return setup
-
-    def timed_by_worker(self, repeat: int) -> tuple[dict, list[float]]:
-        """``repeat + 1`` acknowledged handoffs, timed on the sender (send, and the receiver's
-        acknowledgement back) by the core's loop there."""
-        shape, dtype, sender, receiver = tuple(self.obj.shape), _dtype_name(self.obj), self.sender, self.receiver
-        try:
-            r_rid = receiver._send("pg_pingpong", key=self.key, role="recv", slot=None, shape=shape, dtype=dtype,
-                                   device=self.dst_ord, peer=0, repeat=repeat + 1)
-            s_rid = sender._send("pg_pingpong", key=self.key, role="send", slot=self.sent["slot"], shape=shape,
-                                 dtype=dtype, device=self.src_ord, peer=1, repeat=repeat + 1)
-            s_info = sender._recv("pg_pingpong", rid=s_rid)
-            info = receiver._recv("pg_pingpong", rid=r_rid)
-        finally:
-            if sender.alive:
-                sender._call("release", slot=self.sent["slot"])
-        return info, s_info["seconds"]
-
-    def hand_over(self) -> dict:
-        raise gpushare_error("gpushare", f"{self.path} hands over in the workers, timed there (timed_by_worker)")
-
-    def result(self, reply: dict) -> tuple[Any, Any, list]:
-        if self.socket:
-            self.receiver._call("release", slot=reply["slot"])
-            return None, self.obj, []
-        return RemoteArray(self.worker, reply["slot"]), self.obj, []
-
+# The paths over torch.distributed (gpushare.process_collectives), which build on Transport.
+from gpushare.process_collectives import SOCKET_ENV, Gloo, Nccl  # noqa: E402,F401
 
 #: Each path's transport.
-TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": _Gloo, "nccl": _Nccl, "nccl_socket": _Nccl}
+TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "nccl": Nccl, "nccl_socket": Nccl}
 
 
 def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: int, peer: Worker | None = None

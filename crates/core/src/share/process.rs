@@ -195,8 +195,9 @@ impl ProcessHandoff {
 }
 
 /// Why the route does not apply: the core's rule over its facts, the costly ones asked through
-/// the route only when the rule reaches them (the first error a probe met wins).
-fn refusal<R: ProcessRoute>(route: &mut R) -> Result<Option<String>> {
+/// the route only when the rule reaches them (the first error a probe met wins). What `run` refuses
+/// by, and what `advise` predicts with before anything runs.
+pub fn refusal<R: ProcessRoute>(route: &mut R) -> Result<Option<String>> {
     let f = route.facts()?;
     let path = route.path().to_string();
     let facts = ProcessFacts {

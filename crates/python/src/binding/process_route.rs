@@ -141,6 +141,14 @@ fn process_handoff<'py>(py: Python<'py>, transport: Bound<'py, PyAny>, repeat: u
     Bound::new(py, PyProcessShareResult::from_report(handed.report, remote, local, cleanup))
 }
 
+/// Why ``transport``'s path does not apply to its array and worker (predicted, before anything
+/// runs), or None: the rule ``process_handoff`` refuses by.
+#[pyfunction]
+fn process_route_refusal(transport: Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    crate::share::process::refusal(&mut PyProcessRoute::new(transport)?).map_err(to_pyerr)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(process_handoff, m)?)
+    m.add_function(wrap_pyfunction!(process_handoff, m)?)?;
+    m.add_function(wrap_pyfunction!(process_route_refusal, m)?)
 }
