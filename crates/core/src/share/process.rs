@@ -194,6 +194,27 @@ impl ProcessHandoff {
     }
 }
 
+/// The row of a path that does not apply (`applicable: false`, the refusal's reason) or that
+/// failed while it ran (the error's words): the same columns as a handoff's, with no timing and no
+/// worker side.
+pub fn failed_report(path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> ProcessShareReport {
+    ProcessShareReport {
+        path: path.to_string(),
+        mechanism: paths::find(PathKind::Process, path).map_or(path, |p| p.description).to_string(),
+        verdict: Verdict::Failed,
+        reason: Some(reason),
+        applicable,
+        nbytes,
+        bytes_moved: 0,
+        bytes_per_handoff: 0,
+        timing: None,
+        source: ProcessSource { pid: std::process::id(), framework: framework.to_string(), identity: None, context: None },
+        target: None,
+        notes: Vec::new(),
+        segment: None,
+    }
+}
+
 /// Why the route does not apply: the core's rule over its facts, the costly ones asked through
 /// the route only when the rule reaches them (the first error a probe met wins). What `run` refuses
 /// by, and what `advise` predicts with before anything runs.

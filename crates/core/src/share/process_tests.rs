@@ -184,3 +184,11 @@ fn one_handoff_is_its_own_one_sample() {
     let t = process_timing(0.25, Vec::new());
     assert_eq!((t.samples, t.median, t.min, t.repeats), (vec![0.25], Some(0.25), Some(0.25), 1));
 }
+
+#[test]
+fn a_failed_path_is_a_row_with_its_reason_and_nothing_measured() {
+    let r = failed_report("gloo", "numpy", 32, "gloo hands torch tensors; this is a numpy array".into(), false);
+    assert_eq!((r.verdict, r.applicable, r.bytes_moved, r.timing.is_none(), r.target.is_none()), (Verdict::Failed, false, 0, true, true));
+    assert_eq!(r.mechanism, "gloo send/recv (torch.distributed, TCP loopback)");
+    assert_eq!((r.source.pid, r.source.framework.as_str(), r.nbytes), (std::process::id(), "numpy", 32));
+}

@@ -20,6 +20,7 @@ mod plan;
 mod process;
 mod process_timing;
 mod process_route;
+mod process_tables;
 mod shared;
 mod tensor_info;
 mod types;
