@@ -177,7 +177,7 @@ class Transport:
         self.worker, self.obj, self.path, self.asked, self.peer = worker, obj, path, asked, peer
         self.to = asked or _framework_of(obj)
         self.receiver = worker  # the process that holds the result
-        self.notes_: list[str] = []
+        self.noted: list[str] = []
 
     def facts(self) -> tuple:
         """What the refusal rule reads, known without asking anything costly."""
@@ -223,7 +223,7 @@ class Transport:
         return None
 
     def notes(self, reply: dict) -> list[str]:
-        return self.notes_
+        return self.noted
 
     def result(self, reply: dict) -> tuple[Any, Any, list]:
         """The worker's array, the parent's array over the shared memory, what releases the latter."""
@@ -255,7 +255,7 @@ class _Shm(Transport):
             self.segment.unlink()
             raise
         self.worker._segments.append(self.segment)
-        self.notes_.append(f"the source was in private memory: copied once into segment {self.name} "
+        self.noted.append(f"the source was in private memory: copied once into segment {self.name} "
                            f"({seconds * 1e3:.3g} ms); `result.local` is the parent's view of the segment")
         return seconds
 
@@ -272,7 +272,7 @@ class _Shm(Transport):
     def notes(self, reply: dict) -> list[str]:
         warning = process_rules.readonly_warning(self.layout["readonly"], reply.get("writable", True))
         if warning is not None:
-            self.notes_.append(warning)
+            self.noted.append(warning)
             import warnings
 
             from gpushare.exceptions import GpushareWarning
@@ -280,7 +280,7 @@ class _Shm(Transport):
 
             warnings.warn(f"{_framework_of(self.obj)} → {self.to} in worker pid {self.worker.pid} (shm): {warning}",
                           GpushareWarning, stacklevel=user_stacklevel())
-        return self.notes_
+        return self.noted
 
     def result(self, reply: dict) -> tuple[Any, Any, list]:
         cleanup = []
@@ -303,7 +303,7 @@ class _TorchMp(Transport):
                                       "torch.multiprocessing's move of the tensor's storage into shared memory")
         self.before = _address(self.obj)[0]
         if not self.cuda:
-            self.notes_.append(f"sharing strategy {strategy!r}")
+            self.noted.append(f"sharing strategy {strategy!r}")
         self.detail = "CUDA IPC of the allocator block + offset" if self.cuda else f"{strategy} strategy (shared-memory file)"
         return 0.0
 
@@ -312,7 +312,7 @@ class _TorchMp(Transport):
 
     def identities(self, reply: dict) -> tuple[dict | None, dict | None]:
         if not self.cuda and _address(self.obj)[0] != self.before:
-            self.notes_.append("torch moved the tensor's storage into shared memory on the first handoff "
+            self.noted.append("torch moved the tensor's storage into shared memory on the first handoff "
                                "(one copy; the tensor's data_ptr changed)")
         src_id, dst_id = _identity_of(self.obj, _nbytes(self.obj)), reply.get("identity")
         if self.cuda and src_id is not None:
@@ -322,12 +322,12 @@ class _TorchMp(Transport):
             # opened; the driver's handle of the same allocation is kept beside it.
             torch_handle = self.steps.ipc_handle(self.obj)
             if src_id.get("handle") not in (None, torch_handle):
-                self.notes_.append("torch's IPC handle bytes differ from the driver's for the same allocation; "
+                self.noted.append("torch's IPC handle bytes differ from the driver's for the same allocation; "
                                    "judged by torch's")
             src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
             if dst_id is not None:  # else judged "copied": the worker's side is unknown
                 dst_id["opened_handle"] = torch_handle
-            self.notes_.append("torch's IPC handle names the caching allocator's block; the worker maps the whole block")
+            self.noted.append("torch's IPC handle names the caching allocator's block; the worker maps the whole block")
         return src_id, dst_id
 
 
@@ -341,7 +341,7 @@ class _Ipc(Transport):
         # The view's strides and span, not its shape alone: the mapping covers what the view reaches.
         self.layout = process_rules.ipc_layout(self.obj, process_host.itemsize(self.dtype))
         if target_ordinal != ordinal:
-            self.notes_.append(f"the worker works on cuda:{target_ordinal}; it maps the allocation on cuda:{ordinal}, "
+            self.noted.append(f"the worker works on cuda:{target_ordinal}; it maps the allocation on cuda:{ordinal}, "
                                f"where it lives, in its own context there")
         return 0.0
 
