@@ -32,7 +32,7 @@ class Gloo(Transport):
         (self.key, (self.group, _store), fresh), setup = _native.timed_call(
             lambda: self.worker._open_group("gloo", None, None))
         self.noted.append(f"first call includes the process group and communicator set-up "
-                           f"({(setup if fresh else 0.0) * 1e3:.3g} ms for the group)")
+                          f"({(setup if fresh else 0.0) * 1e3:.3g} ms for the group)")
         return setup
 
     def hand_over(self) -> dict:
@@ -97,13 +97,13 @@ class Nccl(Transport):
         setup = _native.timed_call(open_group)[1] if key not in receiver._peer_groups else 0.0
         if self.socket:
             self.noted.append("stand-in for two hosts: NCCL NET/Socket over loopback (NCCL_P2P_DISABLE=1 "
-                               "NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) in both ranks")
+                              "NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) in both ranks")
         self.noted.append(f"between a sender worker on cuda:{src_ord} (given the tensor by torch.multiprocessing, "
-                           f"zero-copy, {to_sender * 1e3:.3g} ms) and the receiver on cuda:{dst_ord}; each handoff "
-                           f"acknowledged")
+                          f"zero-copy, {to_sender * 1e3:.3g} ms) and the receiver on cuda:{dst_ord}; each handoff "
+                          f"acknowledged")
         if setup:
             self.noted.append(f"first call includes the group and NCCL communicator set-up ({setup * 1e3:.3g} ms "
-                               f"for the group)")
+                              f"for the group)")
         return setup
 
     def timed_by_worker(self, repeat: int) -> tuple[dict, list[float]]:

@@ -183,7 +183,8 @@ class Transport:
         """What the refusal rule reads, known without asking anything costly."""
         cuda, library = _is_cuda(self.obj), _library(self.path)
         source_device = _device_ordinal(self.obj) if cuda else None
-        return (_framework_of(self.obj), self.asked, list(TARGETS[self.path]), library and library.name, cuda,
+        return (_framework_of(self.obj), self.asked, list(TARGETS[self.path]),
+                library.name if library is not None else None, cuda,
                 source_device, _worker_ordinal(self.worker, source_device) if cuda else None)
 
     # The costly facts, asked only when the rule reaches them.
@@ -256,7 +257,7 @@ class _Shm(Transport):
             raise
         self.worker._segments.append(self.segment)
         self.noted.append(f"the source was in private memory: copied once into segment {self.name} "
-                           f"({seconds * 1e3:.3g} ms); `result.local` is the parent's view of the segment")
+                          f"({seconds * 1e3:.3g} ms); `result.local` is the parent's view of the segment")
         return seconds
 
     def hand_over(self) -> dict:
@@ -313,7 +314,7 @@ class _TorchMp(Transport):
     def identities(self, reply: dict) -> tuple[dict | None, dict | None]:
         if not self.cuda and _address(self.obj)[0] != self.before:
             self.noted.append("torch moved the tensor's storage into shared memory on the first handoff "
-                               "(one copy; the tensor's data_ptr changed)")
+                              "(one copy; the tensor's data_ptr changed)")
         src_id, dst_id = _identity_of(self.obj, _nbytes(self.obj)), reply.get("identity")
         if self.cuda and src_id is not None:
             # torch exported the caching allocator's block; the worker's mapping is judged by the block
@@ -323,7 +324,7 @@ class _TorchMp(Transport):
             torch_handle = self.steps.ipc_handle(self.obj)
             if src_id.get("handle") not in (None, torch_handle):
                 self.noted.append("torch's IPC handle bytes differ from the driver's for the same allocation; "
-                                   "judged by torch's")
+                                  "judged by torch's")
             src_id["driver_handle"], src_id["handle"] = src_id.get("handle"), torch_handle
             if dst_id is not None:  # else judged "copied": the worker's side is unknown
                 dst_id["opened_handle"] = torch_handle
@@ -342,7 +343,7 @@ class _Ipc(Transport):
         self.layout = process_rules.ipc_layout(self.obj, process_host.itemsize(self.dtype))
         if target_ordinal != ordinal:
             self.noted.append(f"the worker works on cuda:{target_ordinal}; it maps the allocation on cuda:{ordinal}, "
-                               f"where it lives, in its own context there")
+                              f"where it lives, in its own context there")
         return 0.0
 
     def hand_over(self) -> dict:
