@@ -137,12 +137,14 @@ def test_without_a_model_the_rules_choice_stands_and_says_how_to_calibrate(tmp_p
     advice.forget()
 
 
-def test_a_faster_legacy_capsule_never_replaces_dlpack_and_every_entry_point_agrees(tmp_path, monkeypatch):
-    """numpy→torch on a CPU: the rules take dlpack. A model in which the capsule path is faster
-    changes nothing: a legacy capsule cannot carry the read-only flag (a read-only array fails by
-    capsule where DLPack shares it), so share, compare, advise and the prediction all keep dlpack,
-    and a read-only array still shares. (Replacements the model does make, a move by the
-    framework's own copy, cai over dlpack on a GPU, are the core's tests in crates/core/src/paths.rs.)"""
+def test_a_faster_legacy_capsule_replaces_dlpack_only_for_a_writable_numpy_array_and_every_entry_point_agrees(
+        tmp_path, monkeypatch):
+    """numpy→torch on a CPU: the rules take dlpack. With a model in which the capsule path is
+    faster, a writable array goes by capsule (nothing to lose: host memory orders nothing, and the
+    array has no read-only flag to carry), in share, compare's auto row and advise alike; a
+    read-only array stays on dlpack, since NumPy refuses it by legacy capsule, and still shares.
+    (Replacements on a GPU, where a capsule carries no stream, are the core's tests in
+    crates/core/src/paths_tests.rs.)"""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     advice.forget()
     x = np.ones(1 << 16, dtype=np.float32)
@@ -154,14 +156,20 @@ def test_a_faster_legacy_capsule_never_replaces_dlpack_and_every_entry_point_agr
     advice._save(m)
     try:
         r = gpushare.share(x, "torch")
-        assert r.path == "dlpack" and r.verdict == "shared" and not r.unexpected
+        assert r.path == "capsule" and r.verdict == "shared" and not r.unexpected
+        assert r.value.data_ptr() == x.ctypes.data
         table = gpushare.compare(x, "torch", repeat=2)
-        assert [row.path for row in table.rows if row.auto] == ["dlpack"]
+        assert [row.path for row in table.rows if row.auto] == ["capsule"]
         a = gpushare.advise(x, "torch")
-        assert a.recommended == "dlpack" and a.faster_copy == "copy"
+        assert a.recommended == "capsule" and a.faster_copy == "copy"
         ro = np.arange(6, dtype=np.float32)
         ro.flags.writeable = False
-        assert gpushare.share(ro, "torch").verdict == "shared"
+        taken = gpushare.share(ro, "torch")
+        assert taken.path == "dlpack" and taken.verdict == "shared" and not taken.unexpected
+        assert [row.path for row in gpushare.compare(ro, "torch", repeat=1).rows if row.auto] == ["dlpack"]
+        assert gpushare.advise(ro, "torch").recommended == "dlpack"
+        # The writable array's plan did not leak into the read-only one's, nor back.
+        assert gpushare.share(x, "torch").path == "capsule"
     finally:
         advice.cache_file().unlink()
         advice.forget()

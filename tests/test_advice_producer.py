@@ -72,6 +72,7 @@ def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
     m = _model()
     monkeypatch.setattr(advice, "auto_model", lambda: m)
     api._AUTO_FOLLOWS_PRODUCER.clear()
+    api._AUTO_DEPENDS.clear()
     src, jax = framework("torch"), framework("jax")
     # JAX's interface import is not ordered: nothing busy changes its pick.
     assert paths.auto_depends_on_producer(src, jax, (2, 0)) is False
@@ -83,9 +84,10 @@ def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
     # A CPU tensor: share never asks the driver (the answer cannot change the path).
     asked = []
     monkeypatch.setattr(advice, "producer_state", lambda s, o: asked.append(o) or "busy")
-    assert api._producer_busy_if_it_matters(torch.ones(4), "jax", None) is None
+    assert api._auto_state(torch.ones(4), "jax", None) == (None, None, None)
     assert asked == []
     api._AUTO_FOLLOWS_PRODUCER.clear()
+    api._AUTO_DEPENDS.clear()
 
 
 def test_the_producer_state_is_asked_of_the_driver_and_unknown_without_one(monkeypatch):

@@ -315,6 +315,7 @@ class Predictor:
         endpoints: tuple[bool, bool, bool, bool] | None = None,
         destination: tuple[int, int] | None = None,
         model: CostModel | None = None,
+        capsule_refuses_readonly: bool = False,
     ) -> None: ...
     def __call__(self, source: TensorInfo) -> Prediction: ...
 
@@ -334,6 +335,8 @@ def resolve_auto(
     import_waits: bool = False,
     source_shares_host: bool = False,
     cai_unordered: bool = False,
+    capsule_refuses_readonly: bool = False,
+    source_readonly: bool | None = None,
 ) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
 def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...

@@ -103,6 +103,7 @@ def forget() -> None:
     paths._ROUTES.clear()
     api._PLANS.clear()
     api._AUTO_FOLLOWS_PRODUCER.clear()
+    api._AUTO_DEPENDS.clear()
     verdicts._PREDICTORS.clear()
 
 

@@ -6,7 +6,7 @@ import functools
 import warnings
 from typing import Any, Iterator, Sequence
 
-from gpushare import _native, verdicts
+from gpushare import _native, advice, paths, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.adapters.host import values_lost as _values_lost
 from gpushare.exceptions import GpushareError, GpushareWarning
@@ -108,18 +108,21 @@ def share(
     # What depends only on the array's type, the target and the path is worked out once, into a plan
     # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs). `auto` into a
     # framework that cannot address device memory also depends on where the array lies.
-    where = _auto_depends_on_place(obj, to, source) if path == "auto" and device is None else already_there
     # With a calibrated model `auto` may also depend on whether the producer's stream has work queued
-    # (asked of the driver only for pairs where the answer changes the path).
-    busy = _producer_busy_if_it_matters(obj, to, source) if path == "auto" and device is None else None
-    plan_key = (type(obj), to, path, source, device, where, busy)
+    # (asked of the driver only for pairs where the answer changes the path) and, for a source whose
+    # legacy capsule refuses read-only arrays (NumPy), on whether the array is one.
+    if path == "auto" and device is None:
+        where, busy, readonly = _auto_state(obj, to, source)
+    else:
+        where, busy, readonly = already_there, None, None
+    plan_key = (type(obj), to, path, source, device, where, busy, readonly)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
         if device is None:
-            plan = _plan(obj, to, path, source, bool(busy))
+            plan = _plan(obj, to, path, source, bool(busy), readonly)
         else:
             plan = _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
@@ -159,65 +162,69 @@ def values_lost(source: Any, value: Any) -> str | None:
     return _values_lost(src, source, dst, value)
 
 
-# Target name → whether the framework can address device memory (NumPy cannot).
-_ADDRESSES_DEVICE: dict[Any, bool] = {}
-
-
-def _auto_depends_on_place(obj: Any, to: Any, source: str | None) -> bool | None:
-    """For ``auto``: None where the target can address device memory (``auto`` is the same for the
-    array wherever it lies), else whether this array lies in device memory (the host route)."""
-    try:
-        addresses_device = _ADDRESSES_DEVICE.get(to)
-    except TypeError:
-        return None  # an unhashable name: framework() says what is wrong with it
-    if addresses_device is None:
-        try:
-            addresses_device = _ADDRESSES_DEVICE[to] = framework(to).addresses_device
-        except GpushareError:
-            return None  # an unknown name: _plan raises the error that says so
-    if addresses_device:
-        return None
-    src = adapter_for(obj, framework(source) if source is not None else None)
-    return in_device_memory(obj, src)
-
+# (type of the array, target, source) -> (the source's adapter, whether `auto` depends on where the
+# array lies, whether a model is calibrated, whether `auto` depends on the array being read-only):
+# worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
+_AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool]] = {}
 
 # (type of the array, target, source, in device memory) -> whether `auto` takes another path for
 # it when the producer is busy (gpushare.paths.auto_depends_on_producer); cleared with the model.
 _AUTO_FOLLOWS_PRODUCER: dict[tuple[Any, ...], bool] = {}
 
 
-def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None) -> bool | None:
-    """For ``auto``: None where the pair's path does not depend on the producer's state (no
-    calibrated model, host memory, or the same path either way), else whether the producer's
-    stream has work queued (``cuStreamQuery``: a microsecond, only for such pairs)."""
-    from gpushare import advice, paths
-
-    if advice.auto_model() is None:
-        return None
+def _auto_state(obj: Any, to: Any, source: str | None) -> tuple[bool | None, bool | None, bool | None]:
+    """For ``auto`` within the array's device: ``(in device memory, producer busy, read-only)``, each
+    None where ``auto`` does not depend on it for arrays like ``obj``. Where the array lies matters
+    into a framework that cannot address device memory (the host route); whether the producer's
+    stream has work queued (``cuStreamQuery``, a microsecond) only on a calibrated machine, for a
+    pair whose path changes with it; whether the array is read-only only there too, for a source
+    whose legacy capsule refuses such arrays (NumPy). Unknown or unhashable names give Nones:
+    ``_plan`` raises the error that says what is wrong."""
     try:
-        src = adapter_for(obj, framework(source) if source is not None else None)
-        key = (type(obj), to, source, in_device_memory(obj, src))
-        matters = _AUTO_FOLLOWS_PRODUCER.get(key)
-        if matters is None:
-            matters = _AUTO_FOLLOWS_PRODUCER[key] = key[3] and paths.auto_depends_on_producer(
-                src, framework(to), _source_device(src, obj)
-            )
-    except (GpushareError, TypeError):  # an unknown or unhashable name: _plan says what is wrong
-        return None
+        key = (type(obj), to, source)
+        known = _AUTO_DEPENDS.get(key)
+    except TypeError:
+        return None, None, None
+    if known is None:
+        try:
+            src = adapter_for(obj, framework(source) if source is not None else None)
+            place_matters = not framework(to).addresses_device
+        except GpushareError:
+            return None, None, None
+        calibrated = advice.auto_model() is not None
+        known = _AUTO_DEPENDS[key] = (src, place_matters, calibrated, calibrated and src.legacy_capsule_refuses_readonly)
+    src, place_matters, calibrated, readonly_matters = known
+    on_device = in_device_memory(obj, src) if place_matters or calibrated else None
+    busy = _producer_busy_if_it_matters(obj, to, source, src) if calibrated and on_device else None
+    return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None)
+
+
+def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None, src: Adapter) -> bool | None:
+    """Whether the producer's stream of ``obj`` (in device memory) has work queued, where ``auto``
+    takes another path for this pair when it has; None where it does not."""
+    key = (type(obj), to, source, True)
+    matters = _AUTO_FOLLOWS_PRODUCER.get(key)
+    if matters is None:
+        try:
+            matters = _AUTO_FOLLOWS_PRODUCER[key] = paths.auto_depends_on_producer(src, framework(to), _source_device(src, obj))
+        except GpushareError:  # an unknown name: _plan says what is wrong
+            return None
     return advice.producer_state(src, obj) == "busy" if matters else None
 
 
-def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False) -> Any:
+def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False,
+          source_readonly: bool | None = None) -> Any:
     """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
     target imported, the route built. A path that does not apply raises here, with its prediction.
-    ``producer_busy``: ``auto`` for a producer whose stream has work queued."""
+    ``producer_busy``: ``auto`` for a producer whose stream has work queued; ``source_readonly``:
+    whether the array is read-only, where ``auto`` depends on it."""
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     try:
         # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
-        path_name, convert = route(src, dst, path, source_device, producer_busy)
+        path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.exceptions import GpushareWarning
-from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, route
+from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
 
@@ -162,11 +162,12 @@ def compare(
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
+    readonly = readonly_if_auto_needs(src, obj)  # as share's auto takes it for this array
     # The loop describes the array once; each path checks the source itself where its route needs
     # it (not the host route): a torch tensor that requires grad or has its conjugate bit set gets a
     # failed row with the fix for DLPack and a working one for the host.
     return _native.compare_paths(
-        obj, src, dst, names, lambda source_device: _auto_for(src, dst, source_device, device),
+        obj, src, dst, names, lambda source_device: _auto_for(src, dst, source_device, device, readonly),
         lambda path, is_auto, here: _path_route(src, dst, path, is_auto, device, here),
         repeat=repeat, number=number, warmup=warmup, min_sample_time=min_sample_time, link_for=_link_for(device),
         predict_for=_predict_for(src, dst, device),
@@ -182,13 +183,14 @@ def _predict_for(src: Adapter, dst: Adapter, device: str | None) -> Any:
     return advice.lab_predictor(src.name, dst.name, device)
 
 
-def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None) -> tuple[str, bool]:
+def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None,
+              source_readonly: bool | None = None) -> tuple[str, bool]:
     """``(path, already_there)``: the path THE ``auto`` (crates/core/src/paths.rs) takes for an array of
     ``src`` on DLPack device ``source_device``, handed to ``dst`` where it lies or moved to
     ``device``, and whether the array is on ``device`` already: what ``share`` takes."""
     source_device = (int(source_device[0]), int(source_device[1] or 0))
     if device is None:
-        return auto_choice(src, dst, source_device)[0], False
+        return auto_choice(src, dst, source_device, source_readonly=source_readonly)[0], False
     from gpushare.devices import already_on, check_device, dlpack_place
 
     destination = dlpack_place(*check_device(device))
@@ -289,7 +291,8 @@ def bench(
     device = device or _default_device(s)
     from gpushare.devices import dlpack_place
 
-    auto, here = _auto_for(s, d, dlpack_place(*_ordinal(device)), to_device)
+    # The sweep's arrays are new, so writable (what auto takes may depend on that: NumPy's capsules).
+    auto, here = _auto_for(s, d, dlpack_place(*_ordinal(device)), to_device, False if s.legacy_capsule_refuses_readonly else None)
 
     def make_source(size: int, shared: bool) -> Any:
         n = max(size // itemsize, 1) if size else 0

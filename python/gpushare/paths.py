@@ -72,14 +72,16 @@ def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
 
 def auto_choice(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
-    destination: tuple[int, int] | None = None, producer_busy: bool = False,
+    destination: tuple[int, int] | None = None, producer_busy: bool = False, source_readonly: bool | None = None,
 ) -> tuple[str, str, str | None]:
     """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
     where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
     plain handoff (the host route into a framework that cannot address device memory; a move).
     ``producer_busy``: the producer's stream has queued work (``gpushare.advice.producer_state``):
-    where the machine is calibrated, a path ordered on the device replaces one that waits on the host."""
+    where the machine is calibrated, a path ordered on the device replaces one that waits on the host.
+    ``source_readonly``: whether the array is read-only, where known (a legacy capsule replaces
+    DLPack for NumPy only for a writable array)."""
     from gpushare import advice  # the cost model, where this machine was calibrated
 
     return _native.resolve_auto(
@@ -87,7 +89,19 @@ def auto_choice(
         model=advice.auto_model(), source_name=src.name,
         producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
         cai_unordered=not dst.cai_import_orders,
+        capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
     )
+
+
+def readonly_if_auto_needs(src: Adapter, obj: Any) -> bool | None:
+    """Whether ``obj`` is read-only, where ``auto`` depends on it: on a calibrated machine, for a
+    source whose legacy capsule export refuses read-only arrays (NumPy's), the model may take a
+    capsule for a writable array only. None elsewhere (asked of nothing)."""
+    from gpushare import advice
+
+    if not src.legacy_capsule_refuses_readonly or advice.auto_model() is None:
+        return None
+    return src.readonly(obj)
 
 
 def auto_depends_on_producer(
@@ -162,22 +176,29 @@ _ROUTES: dict[tuple[Any, ...], tuple[str, Route]] = {}
 
 def route(
     src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0), producer_busy: bool = False,
+    source_readonly: bool | None = None,
 ) -> tuple[str, Route]:
     """The resolved path name and its conversion function for arrays of ``src`` on
     ``source_device`` (cached: builders depend only on the pair, and ``auto`` on where the array
-    lies only as far as host or device memory, and on whether the producer is busy)."""
+    lies only as far as host or device memory, on whether the producer is busy, and for NumPy on
+    whether the array is read-only)."""
     on_device = int(source_device[0]) not in _HOST_DEVICE_TYPES
-    key = (src.name, dst.name, path, on_device if path == "auto" else None, producer_busy and path == "auto")
+    auto = path == "auto"
+    key = (src.name, dst.name, path, on_device if auto else None, producer_busy and auto, source_readonly if auto else None)
     cached = _ROUTES.get(key)
     if cached is None:
-        cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy)
+        cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy, source_readonly)
     return cached
 
 
 def _build_route(
     src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int], producer_busy: bool = False,
+    source_readonly: bool | None = None,
 ) -> tuple[str, Route]:
-    name, why = (auto_choice(src, dst, source_device, producer_busy=producer_busy)[::2]) if path == "auto" else (path, None)
+    name, why = (
+        auto_choice(src, dst, source_device, producer_busy=producer_busy, source_readonly=source_readonly)[::2]
+        if path == "auto" else (path, None)
+    )
     builder = _BUILDERS.get(name)
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))

@@ -59,6 +59,7 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
             endpoints=paths.endpoints(src, dst),
             model=model,
+            capsule_refuses_readonly=src.legacy_capsule_refuses_readonly,
         )
     return made
 

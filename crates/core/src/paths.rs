@@ -188,6 +188,10 @@ pub struct Endpoints {
     /// matmuls queued on torch's stream it read the values from before them, H100, 2026-11-26), so
     /// `cai` into it does not order the handoff.
     pub target_cai_unordered: bool,
+    /// The source's legacy capsule export refuses its read-only arrays, since only a versioned
+    /// capsule carries the read-only flag (NumPy's: "Cannot export readonly array"): a capsule
+    /// replaces DLPack for such a source only where the array is known to be writable.
+    pub source_capsule_refuses_readonly: bool,
 }
 
 impl Default for Endpoints {
@@ -199,6 +203,7 @@ impl Default for Endpoints {
             target_addresses_device: true,
             target_import_waits: false,
             target_cai_unordered: false,
+            source_capsule_refuses_readonly: false,
         }
     }
 }
@@ -233,6 +238,10 @@ pub struct AutoFacts<'a> {
     /// host waits for it ([`crate::advice::producer::host_waits`]) costs at least all of that work,
     /// so among the calibrated paths of the same verdict `auto` takes one ordered on the device.
     pub producer_busy: bool,
+    /// Whether the source array is read-only, where the caller knows it (`None`: not known): a
+    /// legacy capsule replaces DLPack for a source that refuses to export read-only arrays by one
+    /// only when this is `Some(false)`.
+    pub source_readonly: Option<bool>,
 }
 
 /// The size `auto` predicts at when the array's is not known: zero-copy paths cost the same at any
@@ -278,12 +287,16 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // Only paths that apply to any array of the pair (not `shared`, which needs a SharedBuffer) and
     // that order the consumer after the producer's queued work.
     let on_device = matches!(facts.source, Place::Device(_));
-    // A legacy capsule never replaces another path: it cannot carry the read-only flag (a read-only
-    // NumPy array fails by capsule where DLPack shares it), so it is taken only where the rules take it.
+    // A legacy capsule carries no flags: it replaces another path only where that loses nothing. On
+    // a GPU it carries no stream either (`orders_finished_values` keeps it out there); a source that
+    // refuses to export read-only arrays by one (NumPy) gets it only for an array known to be
+    // writable. Elsewhere it is the same handoff with less protocol around it: tf→torch on a CPU by
+    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py, 2026-11-26).
+    let capsule_loses_nothing = !facts.endpoints.source_capsule_refuses_readonly || facts.source_readonly == Some(false);
     let general = |path: &str| {
         find(rules.kind, path).is_some_and(|spec| spec.modelled)
             && orders_finished_values(rules.kind, path, &facts.endpoints, on_device)
-            && (path != "capsule" || rules.path == "capsule")
+            && (path != "capsule" || rules.path == "capsule" || capsule_loses_nothing)
     };
     // A busy producer: a path whose host waits for its queued work costs at least all of it (an
     // amount the driver cannot tell), so one ordered on the device is taken where one is calibrated.

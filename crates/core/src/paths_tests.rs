@@ -15,6 +15,7 @@ fn facts(endpoints: Endpoints, source: Place) -> AutoFacts<'static> {
         source_name: "s",
         nbytes: None,
         producer_busy: false,
+        source_readonly: None,
     }
 }
 
@@ -147,6 +148,29 @@ fn auto_never_takes_a_capsule_the_consumer_reads_unordered() {
     assert!(orders_finished_values(Share, "capsule", &Endpoints::default(), false));
     let tf = Endpoints { target_accepts_objects: false, ..Endpoints::default() };
     assert!(orders_finished_values(Share, "capsule", &tf, true));
+}
+
+#[test]
+fn on_the_host_a_faster_capsule_replaces_dlpack_where_it_loses_no_flag() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // tf→torch and numpy→torch on a CPU (2026-11-26): capsule 2.5 µs, DLPack 5.2.
+    let key = |source: &str, path: &str| CostKey { kind: "share".into(), path: path.into(), source: source.into(), target: "torch".into(), place: "cpu".into() };
+    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    for source in ["tf", "numpy"] {
+        m.add(&key(source, "dlpack"), flat(5.2e-6), Some(true));
+        m.add(&key(source, "capsule"), flat(2.5e-6), Some(true));
+    }
+    let on_host = |source: &'static str| AutoFacts { target_name: "torch", source_name: source, model: Some(&m), ..facts(known_endpoints_for(source), Place::Host) };
+    assert_eq!(resolve_auto(&on_host("tf")).path, "capsule");
+    // NumPy refuses a read-only array by legacy capsule: the capsule only for an array known writable.
+    assert_eq!(resolve_auto(&on_host("numpy")).path, "dlpack");
+    assert_eq!(resolve_auto(&AutoFacts { source_readonly: Some(true), ..on_host("numpy") }).path, "dlpack");
+    assert_eq!(resolve_auto(&AutoFacts { source_readonly: Some(false), ..on_host("numpy") }).path, "capsule");
+}
+
+fn known_endpoints_for(source: &str) -> Endpoints {
+    crate::explain::known_endpoints(source, "torch")
 }
 
 #[test]

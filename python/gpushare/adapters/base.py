@@ -99,6 +99,10 @@ class Adapter:
     # interface (from_cai): the routes (paths.py) decide from these, never from the name.
     exports_dlpack: ClassVar[bool] = True
     exports_cai: ClassVar[bool] = True
+    # Whether its legacy capsule export (``__dlpack__()`` without max_version) refuses its read-only
+    # arrays, since only a versioned capsule carries that flag (NumPy's): `auto` then takes a capsule
+    # for an array of it only where readonly() says it is writable (crates/core/src/paths.rs).
+    legacy_capsule_refuses_readonly: ClassVar[bool] = False
     # Whether gpushare describes its CUDA arrays by an interface of its own where the framework has
     # none (cuda_array_view): TensorFlow's, for Numba.
     cai_view: ClassVar[bool] = False
@@ -130,6 +134,11 @@ class Adapter:
     calibrate_on: ClassVar[tuple[str, ...]] = ()
 
     _installed: bool | None = None
+
+    def readonly(self, obj: Any) -> bool:
+        """Whether ``obj`` is marked read-only (asked only of a framework whose legacy capsule export
+        refuses such arrays: ``legacy_capsule_refuses_readonly``)."""
+        return bool(self.inspect(obj).readonly)
 
     def import_conflict(self) -> str | None:
         """Why importing this framework here would crash the process, or None."""

@@ -19,6 +19,7 @@ class NumpyAdapter(Adapter):
     type_modules = ("numpy",)
     accepts_capsules = False
     exports_cai = False
+    legacy_capsule_refuses_readonly = True  # "Cannot export readonly array since signalling readonly is unsupported"
     addresses_device = False
     copy_by_producer = True  # from_dlpack(x, device=, copy=True) asks x.__dlpack__(copy=True)
     worker_receives = ("shm",)
@@ -33,6 +34,9 @@ class NumpyAdapter(Adapter):
 
     def device(self, obj: Any) -> str:
         return "cpu"
+
+    def readonly(self, obj: Any) -> bool:
+        return not obj.flags.writeable
 
     def inspect_capsule(self, obj: Any) -> Any:
         # Versioned so that READ_ONLY travels. NumPy before 2.1 exports legacy capsules only and

@@ -68,9 +68,10 @@ impl Advice {
         let mut pool: Vec<&AdviceRow> = self
             .rows
             .iter()
+            // As the one auto: a legacy capsule is a candidate where it orders the handoff (not into a
+            // consumer that reads on its own stream) and where the rules predict it works for this
+            // array (NumPy refuses a read-only one by capsule: that row is predicted to fail).
             .filter(|r| r.verdict != "failed" && r.ordered)
-            // As the one auto: a legacy capsule (no read-only flag) only where the rules take it.
-            .filter(|r| r.path != "capsule" || rules_choice == Some("capsule"))
             .collect();
         // A busy producer: a path that waits on the host costs at least all of its queued work,
         // whose amount the driver cannot tell; a calibrated path of the same verdict that does not
@@ -214,9 +215,15 @@ mod tests {
         assert_eq!(a.recommended.as_deref(), Some("capsule"));
         assert!(a.why.contains("shares the source's memory") && a.why.contains("15"), "{}", a.why);
         assert_eq!(a.faster_copy().map(|r| r.path.as_str()), Some("copy"));
-        // Where the rules take dlpack, a faster legacy capsule does not replace it.
+        // Where the rules take dlpack, a faster legacy capsule that works and is ordered replaces it
+        // (host memory); one predicted to fail (a read-only NumPy array) or unordered does not.
         let a = advice(vec![row("dlpack", "shared", Some(20e-6)), row("capsule", "shared", Some(15e-6))]).decide(Some("dlpack"));
+        assert_eq!(a.recommended.as_deref(), Some("capsule"));
+        let a = advice(vec![row("dlpack", "shared", Some(20e-6)), row("capsule", "failed", Some(15e-6))]).decide(Some("dlpack"));
         assert_eq!(a.recommended.as_deref(), Some("dlpack"));
+        let mut unordered = row("capsule", "shared", Some(15e-6));
+        unordered.ordered = false;
+        assert_eq!(advice(vec![row("dlpack", "shared", Some(20e-6)), unordered]).decide(Some("dlpack")).recommended.as_deref(), Some("dlpack"));
     }
 
     #[test]

@@ -66,6 +66,22 @@ impl Drop for Event {
     }
 }
 
+/// Makes `waiter` wait, on the device, for the work queued so far on `stream` (a stream of any
+/// device): an event recorded there, no host wait. A stream with nothing queued is not waited for.
+pub fn order_after(waiter: &Stream, stream: &Stream) -> Result<()> {
+    guarded(|| {
+        if stream.is_done()? {
+            return Ok(());
+        }
+        let event = Event::new(stream.ordinal(), false)?;
+        event.record(stream)?;
+        let _scope = waiter.enter()?;
+        // SAFETY: both handles are live; the waiter's context is current. The event may belong to
+        // another device (cuStreamWaitEvent allows it) and is destroyed once it completes.
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(waiter.raw(), event.raw(), 0) })
+    })
+}
+
 /// Milliseconds between two completed events (resolution about half a microsecond).
 fn elapsed_between(start: &Event, stop: &Event) -> Result<f64> {
     let mut ms: f32 = 0.0;

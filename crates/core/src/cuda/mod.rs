@@ -65,6 +65,6 @@ pub use status::{
 pub use context_cost::{MemoryMeter, MemoryStep};
 pub use cross_context::{AccessOutcome, CrossContextAccess, cross_context_access};
 pub use copy::{copy_dtod, copy_dtod_checked, copy_dtoh_async, copy_htod_async};
-pub use event::EventTimer;
+pub use event::{EventTimer, order_after};
 pub use staging::{PinnedStager, StagePlan, StageReport, plan_staging, stage_through_pinned};
 pub use stream::{Stream, synchronize_stream};

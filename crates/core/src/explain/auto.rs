@@ -23,6 +23,8 @@ pub fn known_endpoints(source: &str, target: &str) -> Endpoints {
         target_import_waits: target == "jax",
         // JAX's __cuda_array_interface__ import ignores the producer's stream (measured on an H100).
         target_cai_unordered: target == "jax",
+        // NumPy's legacy __dlpack__() raises BufferError for a read-only array.
+        source_capsule_refuses_readonly: source == "numpy",
     }
 }
 
@@ -61,6 +63,9 @@ pub fn resolve_auto_with(
         nbytes: None,
         // The rules' prediction is of the handoff itself, not of the producer's state.
         producer_busy: false,
+        // The array described: whether it is read-only (an immutable framework's arrays count as
+        // read-only, which only matters for a source that refuses those by capsule: NumPy).
+        source_readonly: Some(source.readonly),
     };
     resolve_auto(&facts).path
 }

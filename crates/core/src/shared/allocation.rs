@@ -95,9 +95,31 @@ impl StreamLedger {
     /// Whether a writer on `stream` must wait before writing memory these users saw: stream order
     /// protects it from users on the same stream, nothing protects it from the others.
     pub fn must_wait_before_write_on(&self, stream: u64) -> bool {
-        let stream = normalize_stream(stream);
-        self.users.iter().any(|&u| u != stream)
+        !matches!(self.waits_before_write(stream, true), Waits::None)
     }
+
+    /// What a writer on `stream` must wait for before writing memory these users saw. The users are
+    /// streams of the memory's own device; a writer on another device (a peer or staged move into
+    /// this memory) shares no stream order with any of them, even where the handles are equal (0
+    /// is each device's own legacy default stream).
+    pub fn waits_before_write(&self, stream: u64, writer_on_this_device: bool) -> Waits {
+        let stream = normalize_stream(stream);
+        if self.users.contains(&UNKNOWN_STREAM) {
+            return Waits::Device;
+        }
+        let others: Vec<u64> = self.users.iter().copied().filter(|&u| !writer_on_this_device || u != stream).collect();
+        if others.is_empty() { Waits::None } else { Waits::Streams(others) }
+    }
+}
+
+/// What a write into pooled memory waits for ([`StreamLedger::waits_before_write`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waits {
+    None,
+    /// These streams of the memory's device: the writer's stream waits for them on the device.
+    Streams(Vec<u64>),
+    /// A consumer that named no stream used it: the whole device is synchronised.
+    Device,
 }
 
 /// Handles 0 and 1 both mean the legacy default stream (`cudaStreamLegacy`).
@@ -178,7 +200,17 @@ impl Allocation {
     /// of exactly that size there (after waiting for earlier users on other streams), returned to
     /// the pool when the last reference goes.
     pub fn pooled(device: Device, len: usize, stream: u64) -> Result<Arc<Allocation>> {
-        let (memory, ledger) = match take_pooled(device, len, stream)? {
+        let writer = match device {
+            Device::Cuda(ordinal) => ordinal,
+            Device::Cpu => -1,
+        };
+        Self::pooled_for(device, len, stream, writer)
+    }
+
+    /// [`Allocation::pooled`] for a writer whose `stream` works on device `writer_ordinal`, which
+    /// may be another device than the memory's (a move into it).
+    pub fn pooled_for(device: Device, len: usize, stream: u64, writer_ordinal: i32) -> Result<Arc<Allocation>> {
+        let (memory, ledger) = match take_pooled(device, len, stream, writer_ordinal)? {
             Some((memory, ledger)) => (memory.into_memory(), ledger),
             None => match device {
                 Device::Cpu => (Memory::Host(Some(HostMemory::new(len, false)?)), StreamLedger::default()),

@@ -144,7 +144,7 @@ pub unsafe fn copy_to(
         return match (device, to, method) {
             (Device::Cuda(a), Device::Cuda(b), Method::P2p) => {
                 ensure_peer_access(a, b)?;
-                let allocation = Allocation::pooled(Device::Cuda(b), len, stream)?;
+                let allocation = Allocation::pooled_for(Device::Cuda(b), len, stream, a)?;
                 if len > 0 {
                     let source = Stream::external(stream, a);
                     cuda::copy_dtod_checked(allocation.ptr(), src, len, &source)?;
@@ -153,16 +153,19 @@ pub unsafe fn copy_to(
                     source.synchronize()?;
                     let _ = keep_going;
                 }
-                lock(&allocation.ledger).note_user(stream);
+                // The copy is complete, and the source's stream (cuda:a's) is no user of cuda:b's
+                // memory: its handle would stand for a stream of b in the ledger.
                 Ok((allocation, CopyReport { bytes: len as u64, device_seconds: None, chunks: 1, complete: true }))
             }
             (Device::Cuda(a), Device::Cuda(b), Method::Pinned) => {
-                let allocation = Allocation::pooled(Device::Cuda(b), len, stream)?;
+                // The staging's legs start after the work queued on the source's stream, which waits
+                // here for whoever last used the pooled memory on cuda:b.
+                let allocation = Allocation::pooled_for(Device::Cuda(b), len, stream, a)?;
                 let stager = stager_for(a, b)?;
                 let report = lock(&stager)
                     .stage(src, allocation.ptr(), len, &Stream::external(stream, a), keep_going)
                     .map_err(interrupted_or)?;
-                lock(&allocation.ledger).note_user(stream);
+                // Waited for: the source's stream is no user of cuda:b's memory (see the p2p arm).
                 Ok((
                     allocation,
                     CopyReport { bytes: report.bytes, device_seconds: Some(report.device_seconds), chunks: report.chunks, complete: true },

@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use super::allocation::{Reusable, StreamLedger};
+use super::allocation::{Reusable, StreamLedger, Waits};
 use super::{Device, POOL_MAX_BYTES, POOL_MAX_ENTRIES, Result, lock};
 use crate::cuda;
 
@@ -36,18 +36,28 @@ pub(super) fn give_to_pool(device: Device, memory: Reusable, ledger: StreamLedge
     drop(evicted); // freed outside the lock: cuMemFree waits for the device
 }
 
-/// Pooled memory of exactly `len` bytes on `device`, made safe to write on `stream`: if anyone used
-/// it on another stream, the device is synchronised first.
-pub(super) fn take_pooled(device: Device, len: usize, stream: u64) -> Result<Option<(Reusable, StreamLedger)>> {
+/// Pooled memory of exactly `len` bytes on `device`, made safe to write on `stream` (a stream of
+/// device `writer_ordinal`): the writer's stream waits on the device for every other stream that
+/// used it (a consumer that named none: the device is synchronised). A writer on another device
+/// waits for all of them: a peer copy on cuda:0's stream 0 is not ordered after cuda:1's stream 0,
+/// where a consumer may still be reading the memory it let go.
+pub(super) fn take_pooled(device: Device, len: usize, stream: u64, writer_ordinal: i32) -> Result<Option<(Reusable, StreamLedger)>> {
     let taken = {
         let mut pool = lock(&POOL);
         pool.iter().position(|p| p.device == device && p.memory.len() == len).map(|i| pool.remove(i))
     };
     let Some(Pooled { memory, mut ledger, .. }) = taken else { return Ok(None) };
-    if let Device::Cuda(ordinal) = device
-        && ledger.must_wait_before_write_on(stream)
-    {
-        cuda::synchronize_context(ordinal)?;
+    if let Device::Cuda(ordinal) = device {
+        match ledger.waits_before_write(stream, writer_ordinal == ordinal) {
+            Waits::None => {}
+            Waits::Device => cuda::synchronize_context(ordinal)?,
+            Waits::Streams(users) => {
+                let writer = cuda::Stream::external(stream, writer_ordinal);
+                for user in users {
+                    cuda::order_after(&writer, &cuda::Stream::external(user, ordinal))?;
+                }
+            }
+        }
         ledger.users.clear();
     }
     ledger.pending = None;

@@ -270,6 +270,25 @@ fn stream_ledger_says_when_reuse_must_wait() {
 }
 
 #[test]
+fn a_writer_on_another_device_waits_for_every_user_even_one_with_its_own_handle() {
+    use super::allocation::Waits;
+    let mut ledger = StreamLedger::default();
+    assert_eq!(ledger.waits_before_write(0, false), Waits::None);
+    // cuda:1's legacy default stream read the memory; a peer copy on cuda:0's stream 0 is not
+    // ordered after it, though both handles are 0.
+    ledger.note_user(0);
+    assert_eq!(ledger.waits_before_write(0, true), Waits::None);
+    assert_eq!(ledger.waits_before_write(0, false), Waits::Streams(vec![0]));
+    ledger.note_user(0x55);
+    assert_eq!(ledger.waits_before_write(0x55, true), Waits::Streams(vec![0]));
+    assert_eq!(ledger.waits_before_write(0x55, false), Waits::Streams(vec![0, 0x55]));
+    // A consumer that named no stream: only the whole device is safe.
+    ledger.note_user(UNKNOWN_STREAM);
+    assert_eq!(ledger.waits_before_write(0, true), Waits::Device);
+    assert_eq!(ledger.waits_before_write(0, false), Waits::Device);
+}
+
+#[test]
 fn cpu_allocations_need_no_stream_work() {
     let _serial = lock(&COUNTER);
     let a = Allocation::host(64, true).unwrap();

@@ -251,8 +251,10 @@ impl Predictor {
     /// None: the rules' own word on the two frameworks.
     /// ``destination``: a move's (``device=``) as DLPack's ``(device_type, id)``; None: a handoff.
     /// ``model``: the ``CostModel`` ``auto`` consults, so ``auto`` is predicted as the path it takes.
+    /// ``capsule_refuses_readonly``: the source's legacy capsule export refuses read-only arrays
+    /// (the adapter's ``legacy_capsule_refuses_readonly``), with ``endpoints``.
     #[new]
-    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, endpoints=None, destination=None, model=None))]
+    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, endpoints=None, destination=None, model=None, capsule_refuses_readonly=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
@@ -264,6 +266,7 @@ impl Predictor {
         endpoints: Option<(bool, bool, bool, bool)>,
         destination: Option<(u32, i32)>,
         model: Option<PyRef<'_, super::advice::PyCostModel>>,
+        capsule_refuses_readonly: bool,
     ) -> PyResult<Predictor> {
         let (target_known, target_live) = facts_from_py(target_facts)?;
         let (source_known, source_live) = facts_from_py(source_facts)?;
@@ -277,7 +280,10 @@ impl Predictor {
                 source_version: source_version.to_string(),
                 ..Default::default()
             },
-            endpoints: endpoints.map(super::paths::endpoints_of),
+            endpoints: endpoints.map(|e| crate::paths::Endpoints {
+                source_capsule_refuses_readonly: capsule_refuses_readonly,
+                ..super::paths::endpoints_of(e)
+            }),
             destination: destination.map(crate::paths::Place::of_dlpack),
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
         };

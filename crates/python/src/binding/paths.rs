@@ -42,7 +42,7 @@ fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// ``import_waits``: the target's DLPack import waits on the host for it (the adapter's
 /// ``dlpack_import_waits``): with the model, a path ordered on the device is preferred.
 #[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false))]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false, capsule_refuses_readonly=false, source_readonly=None))]
 #[allow(clippy::too_many_arguments)]
 fn resolve_auto(
     py: Python<'_>,
@@ -59,6 +59,8 @@ fn resolve_auto(
     import_waits: bool,
     source_shares_host: bool,
     cai_unordered: bool,
+    capsule_refuses_readonly: bool,
+    source_readonly: Option<bool>,
 ) -> PyResult<(&'static str, &'static str, Option<String>)> {
     let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
     let peer_access = match (peer_access, source, destination) {
@@ -69,7 +71,12 @@ fn resolve_auto(
         _ => None,
     };
     let facts = AutoFacts {
-        endpoints: Endpoints { target_import_waits: import_waits, target_cai_unordered: cai_unordered, ..endpoints_of(endpoints) },
+        endpoints: Endpoints {
+            target_import_waits: import_waits,
+            target_cai_unordered: cai_unordered,
+            source_capsule_refuses_readonly: capsule_refuses_readonly,
+            ..endpoints_of(endpoints)
+        },
         source,
         destination,
         peer_access,
@@ -80,6 +87,7 @@ fn resolve_auto(
         source_name,
         nbytes,
         producer_busy,
+        source_readonly,
     };
     let choice = paths::resolve_auto(&facts);
     Ok((choice.path, choice.kind.name(), choice.why))
@@ -91,9 +99,10 @@ pub fn endpoints_of((exports, objects, capsules, device): (bool, bool, bool, boo
         target_accepts_objects: objects,
         target_accepts_capsules: capsules,
         target_addresses_device: device,
-        // Not among the four facts the explain binding passes: resolve_auto takes it on its own.
+        // Not among the four facts the explain binding passes: resolve_auto takes them on their own.
         target_import_waits: false,
         target_cai_unordered: false,
+        source_capsule_refuses_readonly: false,
     }
 }
 
