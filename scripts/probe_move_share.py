@@ -1,11 +1,13 @@
 """Where `share(x, "torch", device="cuda:1", path="p2p")` spends what the core's peer copy does not
 (issue 26.6: share(device=) reached 0.845 of the core's p2p bandwidth at 256 MiB on 2x H200).
 
-Times, on cuda:0 -> cuda:1 at 256 MiB and 1 GiB (median of --repeat, both devices synchronised after
-each call), each layer the share adds around the copy, so the difference between two lines is one
-layer's cost:
+Times, on cuda:0 -> cuda:1 at 64 MiB, 256 MiB and 1 GiB (median of --repeat, both devices
+synchronised after each call), each layer the share adds around the copy, so the difference between
+two lines is one layer's cost:
   core        the core's copy into its own memory (bench_devices' "p2p core")
   +import     ... and torch importing it (the route's conversion without gpushare's guard)
+  +export only  ... and the buffer's own __dlpack__ to a consumer on cuda:1 (no framework)
+  +import, kept ... torch's import, the tensors released after the timing
   route       the move route gpushare builds (devices.move_route), called directly
   plan.run    the cached SharePlan of the share, run once (timing, verdict, report)
   share       gpushare.share as a user calls it
@@ -19,7 +21,7 @@ import statistics
 import sys
 import time
 
-SIZES = {"256 MiB": 256 << 20}
+SIZES = {"64 MiB": 64 << 20, "256 MiB": 256 << 20, "1 GiB": 1 << 30}
 
 
 def timed(fn, sync, repeat):
@@ -68,12 +70,27 @@ def main() -> int:
                 keep.clear()
                 keep.append(importer(_native.SharedBuffer._copy_of(src.copy_source(a), method, stream, "cuda:1")))
 
+            def exported():
+                # The buffer's own DLPack export to a consumer on cuda:1's legacy stream, no framework.
+                keep.clear()
+                buf = _native.SharedBuffer._copy_of(src.copy_source(a), method, stream, "cuda:1")
+                keep.append(buf.__dlpack__(stream=1, max_version=(1, 0)))
+
+            def imported_kept():
+                # torch's import, the tensor kept until after the timing (its release not timed).
+                buf = _native.SharedBuffer._copy_of(src.copy_source(a), method, stream, "cuda:1")
+                keep.append(importer(buf))
+
             _, route = devices.move_route(src, dst, method, "cuda:1")
             plan = api._move_plan(a, "torch", method, None, "cuda:1")
             rep = args.repeat if method == "p2p" else max(args.repeat // 3, 4)
             row["core"] = timed(core, sync, rep)
             row["+import"] = timed(with_import, sync, rep)
+            row["+export only"] = timed(exported, sync, rep)
             keep.clear()
+            row["+import, kept"] = timed(imported_kept, sync, max(rep // 3, 4))
+            keep.clear()
+            torch.cuda.synchronize(1)
             row["route"] = timed(lambda: route(a), sync, rep)
             row["plan.run"] = timed(lambda: plan.run(a, 1, 1, None, None), sync, rep)
             row["share"] = timed(lambda: gpushare.share(a, "torch", device="cuda:1", path=method), sync, rep)

@@ -147,3 +147,27 @@ def test_topology_sees_both_gpus_and_peer_access_both_ways():
     assert pair["a_to_b"] == torch.cuda.can_device_access_peer(0, 1)
     assert pair["b_to_a"] == torch.cuda.can_device_access_peer(1, 0)
     assert "topology" in gpushare.gpuinfo().to_dict()
+
+
+@two
+@pytest.mark.parametrize("path", ["p2p", "pinned"])
+def test_a_moved_buffer_let_go_is_not_overwritten_while_its_consumer_still_reads_it(path):
+    """A move's result lives in gpushare's pooled memory on cuda:1. When the consumer lets it go
+    with a read still queued on cuda:1's stream, the next move of the same size reuses that memory:
+    its copy (queued on cuda:0's stream) must wait for the read. The ledger once took cuda:0's
+    stream 0 and cuda:1's stream 0 for one stream and let the copy run at once."""
+    n = 1 << 22
+    first = torch.full((n,), 1.0, device="cuda:0")
+    second = torch.full((n,), 2.0, device="cuda:0")
+    gpushare.share(first, "torch", device="cuda:1", path=path)  # warm: the pool holds one buffer
+    torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+    y = gpushare.share(first, "torch", device="cuda:1", path=path).value
+    assert y.device.index == 1
+    with torch.cuda.device(1):
+        torch.cuda._sleep(int(2e8))  # ~0.1 s of spinning on cuda:1's current stream, before the read
+        copy = y.clone()  # queued after the sleep: reads y's memory once the sleep is over
+    del y  # the consumer lets go with its read still queued
+    z = gpushare.share(second, "torch", device="cuda:1", path=path).value  # reuses the pooled memory
+    torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+    assert float(copy.min()) == 1.0 and float(copy.max()) == 1.0, "the queued read saw the next move's bytes"
+    assert float(z.min()) == 2.0 and float(z.max()) == 2.0
