@@ -1,22 +1,22 @@
 """The process tables: every process path for one array, side by side
 (``gpushare.compare(x, to, across=…)``), and sizes × process paths (``gpushare.bench(…, across=…)``).
-A path that does not apply, or fails, is a row that says why; the results are the core's typed
-reports (``ProcessComparison``, ``ProcessBenchmark``)."""
+A path that does not apply, or fails, is the core's failed row saying why; the tables are the core's
+typed reports (``ProcessComparison``, ``ProcessBenchmark``), made of each handoff's own report."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from gpushare import _native
 from gpushare.exceptions import WorkerError
 from gpushare.process_routes import (
-    MECHANISMS, PROCESS_PATHS, _device_ordinal, _dtype_name, _framework_of, _is_cuda, _library, _nbytes, resolve_auto,
+    PROCESS_PATHS, _device_ordinal, _dtype_name, _framework_of, _is_cuda, _library, _nbytes, resolve_auto,
 )
 
 if TYPE_CHECKING:
     from gpushare.processes import Worker
 
+ProcessShareResult = _native.ProcessShareResult
 ProcessComparison = _native.ProcessComparison
 ProcessBenchmark = _native.ProcessBenchmark
 
@@ -49,21 +49,21 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
                 r.release()
         if owned:
             worker.stop()
-    return ProcessComparison({**_source_of(obj, to), "rows": rows}, results if keep else {})
+    return _native.process_comparison(*_source_of(obj, to), rows, results if keep else {})
 
 
-def _source_of(obj: Any, to: str | None) -> dict:
-    """What identifies a process comparison: the array's framework, dtype, shape and device, and
-    the framework asked for (None: each path's worker keeps its own)."""
+def _source_of(obj: Any, to: str | None) -> tuple:
+    """What identifies a process comparison: the array's framework, the framework asked for (None:
+    each path's worker keeps its own), its dtype, shape and device."""
     from gpushare.adapters import framework
 
     ordinal = _device_ordinal(obj) if _is_cuda(obj) else None
-    return {"source_framework": _framework_of(obj), "target_framework": framework(to).name if to else None,
-            "dtype": _dtype_name(obj), "shape": [int(d) for d in getattr(obj, "shape", ())],
-            "device": "cpu" if ordinal is None else f"cuda:{ordinal}"}
+    return (_framework_of(obj), framework(to).name if to else None, _dtype_name(obj),
+            [int(d) for d in getattr(obj, "shape", ())], "cpu" if ordinal is None else f"cuda:{ordinal}")
 
 
-def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any, results: dict, keep: bool) -> dict:
+def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any, results: dict,
+         keep: bool) -> ProcessShareResult:
     from gpushare.exceptions import PathNotApplicableError
 
     note = None
@@ -87,14 +87,12 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
     except Exception as e:
         return _failed(path, obj, f"{type(e).__name__}: {e}")
     results[path] = r
-    return r.row
+    # What the table keeps: the report, not the arrays (released with the handoff unless kept).
+    return r if keep else r._report_only()
 
 
-def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> dict:
-    return {"path": path, "mechanism": MECHANISMS[path], "verdict": "failed", "reason": reason,
-            "applicable": applicable, "nbytes": _nbytes(obj), "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
-            "source": {"pid": os.getpid(), "framework": _framework_of(obj), "identity": None, "context": None},
-            "target": None, "notes": []}
+def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> ProcessShareResult:
+    return _native.process_failure(path, _framework_of(obj), _nbytes(obj), reason, applicable)
 
 
 def parse_process_paths(paths: str | Sequence[str]) -> list[str]:
@@ -133,31 +131,20 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
             try:
                 obj = lab.make_array(s, n, dtype, device)
             except Exception as e:
-                for name in names:
-                    p = _failed(name if name != "auto" else "ipc", _Dummy(size), f"could not make the source array: {e}")
-                    p["size"] = size
-                    points.append(p)
+                why = f"could not make the source array: {e}"
+                points += [(size, _native.process_failure(name if name != "auto" else "ipc", s.name, size, why))
+                           for name in names]
                 continue
             for name in names:
                 path = resolve_auto(obj) if name == "auto" else name
                 results: dict = {}
-                row = _try(worker, obj, path, d.name, repeat, peer, results, False)
+                points.append((size, _try(worker, obj, path, d.name, repeat, peer, results, False)))
                 for r in results.values():
                     r.release()
-                row = dict(row)
-                row["size"] = size
-                points.append(row)
             del obj
     except KeyboardInterrupt:
         interrupted = True
     finally:
         if owned:
             worker.stop()
-    return ProcessBenchmark({"source_framework": s.name, "target_framework": d.name, "dtype": dtype,
-                             "device": device, "sizes": size_list, "points": points, "interrupted": interrupted,
-                             "repeat": repeat})
-
-
-class _Dummy:
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
+    return _native.process_bench(s.name, d.name, dtype, device, size_list, points, interrupted, repeat)

@@ -56,15 +56,15 @@ from gpushare.exceptions import WorkerError, gpushare_error
 from gpushare.process_identity import cuda_identity, host_identity, same_memory  # noqa: F401
 # Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
 from gpushare.process_routes import (  # noqa: F401
-    MECHANISMS, PROCESS_PATHS, RUNNERS, SOCKET_ENV, TARGETS, RemoteArray, _framework_of, _library, _steps,
-    applicability, resolve_auto, shm_copies,
+    MECHANISMS, PROCESS_PATHS, SOCKET_ENV, TARGETS, TRANSPORTS, RemoteArray, _framework_of, _library, _steps,
+    applicability, hand_over, resolve_auto, shm_copies,
 )
 from gpushare.process_worker import _serve
 
-# The results are the core's typed reports (crates/core/src/report/process.rs), rendered by
-# crates/core/src/render/process.rs; the verdict is the core's identity judge and the timing the
-# core's timing loop (crates/python/src/binding/process.rs). This module keeps the transport:
-# the worker process, its requests and replies, and the handoff of an array to it.
+# Each handoff is the core's pipeline (crates/core/src/share/process.rs) run over the path's
+# transport (gpushare.process_routes): the refusal, the timing loop, the identity judge and the
+# typed report (crates/core/src/report/process.rs, rendered by crates/core/src/render/process.rs)
+# are the core's. This module keeps the transport: the worker process, its requests and replies.
 ProcessShareResult = _native.ProcessShareResult
 ProcessComparison = _native.ProcessComparison
 ProcessBenchmark = _native.ProcessBenchmark
@@ -383,7 +383,7 @@ atexit.register(_stop_all)
 
 
 # ---------------------------------------------------------------------------------------------
-# Handoffs: each path's route is in gpushare.process_routes.
+# Handoffs: each path's transport is in gpushare.process_routes; the core's pipeline runs it.
 
 
 def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ProcessShareResult:
@@ -398,28 +398,10 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
         from gpushare.adapters import framework
 
         to = framework(to).name  # aliases (np, pt) and typos, with a suggestion
-    why = applicability(obj, path, worker, peer, to)
-    if why is not None:
-        raise gpushare_error("path_not_applicable", path, reason=why)
-    process_rules.check_source(obj)  # the one-process share's refusals of lazy views
-    to = to or _framework_of(obj)
-    # The worker imports the frameworks before anything is timed: the first-call cost is the
-    # path's own set-up, not ``import torch``.
-    from gpushare.adapters import ADAPTERS
-
-    wanted = [ADAPTERS[m].module for m in {to, _framework_of(obj)} if m in ADAPTERS and ADAPTERS[m].worker_receives]
-    library = _library(path)
-    if library is not None:
-        wanted += list(library.process_modules)
-    missing = [m for m in wanted if m not in worker._preloaded]
-    if missing:
-        worker._call("preload", modules=missing, timeout=worker.start_timeout)
-        worker._preloaded.update(missing)
-    runner = RUNNERS[path]
     # One handoff at a time per worker: two threads' gloo sends to one group would be received
     # into each other's buffers (send/recv match by peer and tag, not by request).
     with worker._handoff_lock:
-        result = runner(worker, obj, path, to, repeat, peer)
+        result = hand_over(worker, obj, path, to, repeat, peer)
     worker._results.add(result)
     return result
 

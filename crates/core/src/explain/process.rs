@@ -1,5 +1,5 @@
 //! Whether a process path applies to an array handed to a worker, decided before anything runs:
-//! the refusals of the process routes (python/gpushare/process_routes.py gathers the facts).
+//! the refusals of the process routes (crates/core/src/share/process.rs asks them of each path's transport).
 //!
 //! A path refused here is a row of a comparison with its reason, or `PathNotApplicableError` from
 //! `share(..., across=…)`. The facts that cost something to learn (importing a framework's

@@ -10,6 +10,7 @@
 //! pipeline run once per path and size.
 
 pub mod error;
+pub mod process;
 pub mod timing;
 
 use std::time::Instant;

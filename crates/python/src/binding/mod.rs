@@ -19,6 +19,8 @@ mod paths;
 mod plan;
 mod process;
 mod process_timing;
+mod process_route;
+mod process_tables;
 mod shared;
 mod tensor_info;
 mod types;

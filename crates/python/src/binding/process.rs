@@ -1,6 +1,7 @@
-//! Handoffs to another process (python/gpushare/processes.py keeps the worker transport): whether
-//! a path applies and their verdict by the core's rules, their timing by the core's one timing
-//! loop (process_timing.rs), and their results as typed reports (`ProcessShareResult`, `ProcessComparison`, `ProcessBenchmark`) with
+//! Handoffs to another process (python/gpushare/processes.py keeps the worker transport): run by
+//! the core's pipeline over each path's transport (process_route.rs), whether a path applies and
+//! their verdict by the core's rules, their timing by the core's one timing loop (process_timing.rs),
+//! and their results as typed reports (`ProcessShareResult`, `ProcessComparison`, `ProcessBenchmark`) with
 //! text, HTML, JSON and `to_pandas`, built from Python objects by pyo3 (no JSON text).
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -181,6 +182,17 @@ pub struct PyProcessShareResult {
     cleanup: Vec<Py<PyAny>>,
 }
 
+impl PyProcessShareResult {
+    /// The result of a handoff the core's pipeline ran (binding/process_route.rs).
+    pub fn from_report(report: ProcessShareReport, remote: Py<PyAny>, local: Py<PyAny>, cleanup: Vec<Py<PyAny>>) -> Self {
+        Self { report, remote, local, cleanup }
+    }
+
+    pub fn report(&self) -> &ProcessShareReport {
+        &self.report
+    }
+}
+
 #[pymethods]
 impl PyProcessShareResult {
     #[new]
@@ -216,6 +228,12 @@ impl PyProcessShareResult {
     /// Adds a note to the report (what the caller did around the handoff).
     fn add_note(&mut self, note: String) {
         self.report.notes.push(note);
+    }
+
+    /// The same report with no array attached: what a table keeps of a handoff it released, so
+    /// that the parent's view of a segment goes with the handoff, not with the table.
+    fn _report_only(&self, py: Python<'_>) -> Self {
+        Self::from_report(self.report.clone(), py.None(), py.None(), Vec::new())
     }
 
     /// Releases what the parent keeps for the handoff (a segment), not the worker's array.
@@ -276,6 +294,12 @@ pub struct PyProcessComparison {
     report: ProcessComparisonReport,
     #[pyo3(get, set)]
     results: Py<PyAny>,
+}
+
+impl PyProcessComparison {
+    pub fn from_report(report: ProcessComparisonReport, results: Py<PyAny>) -> Self {
+        Self { report, results }
+    }
 }
 
 #[pymethods]
@@ -381,6 +405,12 @@ pub struct PyProcessBenchmark {
     report: ProcessBenchReport,
 }
 
+impl PyProcessBenchmark {
+    pub fn from_report(report: ProcessBenchReport) -> Self {
+        Self { report }
+    }
+}
+
 #[pymethods]
 impl PyProcessBenchmark {
     #[new]
@@ -479,5 +509,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(same_memory, m)?)?;
     m.add_function(wrap_pyfunction!(judge_handoff, m)?)?;
     super::process_timing::register(m)?;
+    super::process_route::register(m)?;
+    super::process_tables::register(m)?;
     Ok(())
 }
