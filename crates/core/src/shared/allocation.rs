@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use super::pool::{give_to_pool, take_pooled};
 use super::{Device, HOST_ALIGNMENT, Result, SharedError, UNKNOWN_STREAM, lock};
-use crate::cuda::{CudaError, DeviceBuffer, Stream};
+use crate::cuda::{self, CudaError, DeviceBuffer, Stream};
 
 /// `len` bytes of host memory aligned to [`HOST_ALIGNMENT`] (at least one byte is allocated, so
 /// even an empty buffer has a real, aligned address).
@@ -79,6 +79,9 @@ static LIVE: Mutex<Registry> = Mutex::new(Vec::new());
 pub struct StreamLedger {
     /// A stream with a write queued that nobody has waited for.
     pub pending: Option<u64>,
+    /// The device of that stream where it is not the memory's own: a peer copy queued on the
+    /// source's stream. `None`: the memory's own device.
+    pub pending_on: Option<i32>,
     /// Streams the memory was written on or handed to; [`UNKNOWN_STREAM`] for consumers that
     /// gave none.
     pub users: Vec<u64>,
@@ -256,14 +259,57 @@ impl Allocation {
     pub fn note_write(&self, stream: u64) {
         let mut ledger = lock(&self.ledger);
         ledger.pending = Some(normalize_stream(stream));
+        ledger.pending_on = None;
         ledger.note_user(stream);
+    }
+
+    /// A write into this memory was queued on `stream` of another device, `ordinal` (a peer copy on
+    /// the source's stream), and not waited for. That stream is no user of this memory: its handle
+    /// would stand for one of this device's streams.
+    pub fn note_write_from(&self, stream: u64, ordinal: i32) {
+        let mut ledger = lock(&self.ledger);
+        ledger.pending = Some(normalize_stream(stream));
+        ledger.pending_on = Some(ordinal);
+    }
+
+    /// The stream of another device whose write into this memory may still be running, if any.
+    fn pending_elsewhere(&self) -> Option<Stream> {
+        let ledger = lock(&self.ledger);
+        match (ledger.pending, ledger.pending_on) {
+            (Some(stream), Some(on)) => Some(Stream::external(stream, on)),
+            _ => None,
+        }
     }
 
     /// Makes the memory ready for a consumer that reads on `consumer` (`None`: a consumer that
     /// named no stream and reads on the legacy default stream; `Some(UNKNOWN_STREAM)`: one that asked
     /// for no synchronisation). A write still queued on another stream is waited for.
+    ///
+    /// A peer copy still running on another device's stream is waited for on the device where the
+    /// consumer named its stream (an event: the host goes on, and the copy overlaps whatever the
+    /// host does next), and on the host where it named none (a legacy capsule: TensorFlow reads on
+    /// streams of its own).
     pub fn ready_for(&self, consumer: Option<u64>, keep_waiting: &mut dyn FnMut() -> bool) -> Result<()> {
         let Device::Cuda(ordinal) = self.device else { return Ok(()) };
+        if let Some(writer) = self.pending_elsewhere() {
+            let reader = consumer.map(normalize_stream);
+            if reader != Some(UNKNOWN_STREAM) {
+                lock(&self.ledger).note_user(reader.unwrap_or(0));
+            }
+            return match reader {
+                Some(UNKNOWN_STREAM) => Ok(()),
+                Some(stream) => cuda::order_after(&Stream::external(stream, ordinal), &writer).map_err(SharedError::Cuda),
+                None => {
+                    writer.wait_interruptibly(keep_waiting).map_err(|e| match e {
+                        CudaError::Interrupted => SharedError::Interrupted,
+                        other => SharedError::Cuda(other),
+                    })?;
+                    let mut ledger = lock(&self.ledger);
+                    (ledger.pending, ledger.pending_on) = (None, None);
+                    Ok(())
+                }
+            };
+        }
         let reader = normalize_stream(consumer.unwrap_or(0));
         let pending = {
             let mut ledger = lock(&self.ledger);
@@ -284,10 +330,18 @@ impl Allocation {
 
     /// The stream a consumer must wait on before reading, for `__cuda_array_interface__` ("stream"),
     /// noting that an unnamed consumer uses the memory.
-    pub fn pending_for_unknown_reader(&self) -> Option<u64> {
+    ///
+    /// A peer copy still running on another device is waited for first: that stream's handle means
+    /// nothing to a reader on this device.
+    pub fn pending_for_unknown_reader(&self) -> Result<Option<u64>> {
+        if let Some(writer) = self.pending_elsewhere() {
+            writer.synchronize().map_err(SharedError::Cuda)?;
+            let mut ledger = lock(&self.ledger);
+            (ledger.pending, ledger.pending_on) = (None, None);
+        }
         let mut ledger = lock(&self.ledger);
         ledger.note_user(UNKNOWN_STREAM);
-        ledger.pending
+        Ok(ledger.pending)
     }
 }
 

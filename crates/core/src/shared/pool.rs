@@ -20,6 +20,7 @@ static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
 pub(super) fn give_to_pool(device: Device, memory: Reusable, ledger: StreamLedger) {
     let len = memory.len();
     if len == 0 || len > POOL_MAX_BYTES {
+        settle_foreign_write(&ledger);
         return; // dropped (freed) here
     }
     let evicted: Vec<Pooled> = {
@@ -33,7 +34,19 @@ pub(super) fn give_to_pool(device: Device, memory: Reusable, ledger: StreamLedge
         pool.push(Pooled { device, memory, ledger });
         evicted
     };
+    for gone in &evicted {
+        settle_foreign_write(&gone.ledger);
+    }
     drop(evicted); // freed outside the lock: cuMemFree waits for the device
+}
+
+/// Waits for a peer copy into memory about to be freed that may still run on another device's
+/// stream (cuMemFree waits for the memory's own device, not for a copy queued elsewhere). A failure
+/// here can only be a device already lost: the memory is freed either way.
+fn settle_foreign_write(ledger: &StreamLedger) {
+    if let (Some(stream), Some(on)) = (ledger.pending, ledger.pending_on) {
+        let _ = cuda::Stream::external(stream, on).synchronize();
+    }
 }
 
 /// Pooled memory of exactly `len` bytes on `device`, made safe to write on `stream` (a stream of
@@ -48,6 +61,13 @@ pub(super) fn take_pooled(device: Device, len: usize, stream: u64, writer_ordina
     };
     let Some(Pooled { memory, mut ledger, .. }) = taken else { return Ok(None) };
     if let Device::Cuda(ordinal) = device {
+        // A peer copy into this memory may still run on another device's stream: the new writer
+        // goes after it too (on the same stream it already does).
+        if let (Some(pending), Some(on)) = (ledger.pending, ledger.pending_on)
+            && (on, pending) != (writer_ordinal, cuda_stream(stream))
+        {
+            cuda::order_after(&cuda::Stream::external(stream, writer_ordinal), &cuda::Stream::external(pending, on))?;
+        }
         match ledger.waits_before_write(stream, writer_ordinal == ordinal) {
             Waits::None => {}
             Waits::Device => cuda::synchronize_context(ordinal)?,
@@ -60,8 +80,12 @@ pub(super) fn take_pooled(device: Device, len: usize, stream: u64, writer_ordina
         }
         ledger.users.clear();
     }
-    ledger.pending = None;
+    (ledger.pending, ledger.pending_on) = (None, None);
     Ok(Some((memory, ledger)))
+}
+
+fn cuda_stream(handle: u64) -> u64 {
+    super::allocation::normalize_stream(handle)
 }
 
 /// `(buffers, bytes)` in the pool.

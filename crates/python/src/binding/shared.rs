@@ -226,7 +226,7 @@ impl PySharedBuffer {
             d.set_item("strides", PyTuple::new(py, self.strides.iter().map(|s| s * item))?)?;
         }
         // CAI: 1 is the legacy default stream; 0 is not allowed.
-        let stream = self.alloc.pending_for_unknown_reader().map(|s| if s == 0 { 1 } else { s });
+        let stream = self.alloc.pending_for_unknown_reader().map_err(to_pyerr)?.map(|s| if s == 0 { 1 } else { s });
         d.set_item("stream", stream)?;
         Ok(d)
     }
