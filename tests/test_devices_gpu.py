@@ -171,3 +171,43 @@ def test_a_moved_buffer_let_go_is_not_overwritten_while_its_consumer_still_reads
     torch.cuda.synchronize(0), torch.cuda.synchronize(1)
     assert float(copy.min()) == 1.0 and float(copy.max()) == 1.0, "the queued read saw the next move's bytes"
     assert float(z.min()) == 2.0 and float(z.max()) == 2.0
+
+
+@two
+@pytest.mark.parametrize("dst", ["torch", "jax", "cupy"])
+def test_a_peer_move_left_running_is_waited_for_by_every_kind_of_consumer(dst):
+    """A p2p move returns with the copy still crossing NVLink (queued on the source's stream after
+    whatever the source queued): a consumer that names its stream waits for it on its device. Here
+    the source's stream is held for ~0.1 s first, so a consumer that did not wait would read the
+    pooled memory's old bytes."""
+    need(dst)
+    n = 1 << 22
+    old = torch.full((n,), -1.0, device="cuda:0")
+    gpushare.share(old, "torch", device="cuda:1", path="p2p")  # the pool now holds a buffer of -1s
+    torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+    x = torch.arange(n, dtype=torch.float32, device="cuda:0")
+    torch.cuda.synchronize(0)
+    torch.cuda._sleep(int(2e8))  # on cuda:0's current stream: the copy queues after it
+    r = gpushare.share(x, dst, device="cuda:1", path="p2p")
+    assert r.verdict == "copied" and r.target.dlpack_device == (2, 1)
+    # The timing ended when the copy had landed: never below the copy's own time.
+    assert r.timing.median > 0.05, r.timing
+    np.testing.assert_array_equal(to_host(dst, r.value), np.arange(n, dtype=np.float32))
+
+
+@two
+def test_a_peer_move_left_running_is_waited_for_by_an_interface_reader():
+    """A reader of the moved buffer's __cuda_array_interface__ names no stream of its own: the
+    interface waits for the copy on the host before it describes the memory."""
+    n = 1 << 22
+    x = torch.arange(n, dtype=torch.float32, device="cuda:0")
+    torch.cuda.synchronize(0)
+    torch.cuda._sleep(int(2e8))
+    buf = gpushare._native.SharedBuffer._copy_of(
+        gpushare.adapters.framework("torch").copy_source(x), "p2p", torch.cuda.current_stream(0).cuda_stream, "cuda:1")
+    interface = buf.__cuda_array_interface__
+    assert interface["stream"] is None, "the copy was waited for: no stream left to wait on"
+    with torch.cuda.device(1):
+        y = torch.as_tensor(buf, device="cuda:1")
+    np.testing.assert_array_equal(y.cpu().numpy(), np.arange(n, dtype=np.float32))
+

@@ -92,17 +92,19 @@ pub struct WaitFacts {
 
 /// Whether the host waits for all of the producer's queued work before the handoff by `path` of
 /// `kind` returns: gpushare synchronises the producer's stream (a capsule into TensorFlow, the host
-/// and pinned copies, the peer and pinned moves, which wait for their copies on the source's stream
-/// (crates/core/src/shared/copy.rs), a handle sent to another process), or the target's import does
-/// (JAX's DLPack import). A framework's own move between GPUs and NCCL queue their copies after
-/// the producer's work on the device.
+/// and pinned copies, a handle sent to another process), a copy gpushare queues after the
+/// producer's work is waited for before the share returns (`copy` within a device, the peer and
+/// pinned moves: the share is timed to the end of its copy, crates/core/src/share/timing.rs), or the
+/// target's import waits (JAX's DLPack import). A framework's own move between GPUs and NCCL queue
+/// their copies after the producer's work on the device. Measured on an H100 with 10.55 ms of
+/// matmuls queued: `copy` into CuPy, JAX, Numba and TensorFlow took 10.6–11.1 ms.
 pub fn host_waits(kind: &str, path: &str, facts: &WaitFacts) -> bool {
     if !facts.on_device {
         return false;
     }
     match (kind, path) {
         ("share", "capsule") => !facts.target_takes_objects,
-        ("share", "host" | "pinned") => true,
+        ("share", "host" | "pinned" | "copy") => true,
         ("share", "dlpack") => facts.target_import_waits,
         ("share", _) => false,
         ("move", _) if facts.to_host => true,
@@ -125,10 +127,12 @@ mod tests {
         for path in ["dlpack", "capsule", "cai", "host", "pinned", "copy"] {
             assert!(!host_waits("share", path, &host), "{path}");
         }
-        for path in ["dlpack", "capsule", "cai", "copy"] {
+        for path in ["dlpack", "capsule", "cai"] {
             assert!(!host_waits("share", path, &GPU), "{path}");
         }
         assert!(host_waits("share", "host", &GPU) && host_waits("share", "pinned", &GPU));
+        // gpushare's copy within the device is timed to its end: the share returns after the queue.
+        assert!(host_waits("share", "copy", &GPU));
     }
 
     #[test]
