@@ -97,5 +97,8 @@ pub fn pool_usage() -> (usize, usize) {
 /// Frees every pooled buffer (waits for the devices).
 pub fn clear_pool() {
     let drained: Vec<Pooled> = std::mem::take(&mut *lock(&POOL));
+    for gone in &drained {
+        settle_foreign_write(&gone.ledger);
+    }
     drop(drained);
 }
