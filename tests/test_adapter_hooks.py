@@ -91,3 +91,14 @@ def test_the_environment_report_imports_only_through_an_adapter():
     assert not info.imported and "no adapter" in info.error and "tabnanny" not in sys.modules
     info = describe_framework("numpy", [], import_it=True)
     assert info.imported and info.error is None
+
+
+def test_a_framework_whose_package_is_missing_is_not_installed_and_raises_nothing():
+    """find_spec("mlx.core") imports the package "mlx" first and raises where it is missing: the
+    CUDA matrix crashed on a GPU machine without MLX. installed() says False instead."""
+    from gpushare.adapters import ADAPTERS
+
+    adapter = type(ADAPTERS["numpy"])()
+    adapter.module = "gpushare_no_such_package.core"
+    adapter._installed = None
+    assert adapter.installed() is False

@@ -153,7 +153,13 @@ class Adapter:
     # -- discovery -------------------------------------------------------------------------
     def installed(self) -> bool:
         if self._installed is None:
-            self._installed = self.module in sys.modules or importlib.util.find_spec(self.module) is not None
+            try:
+                found = importlib.util.find_spec(self.module) is not None
+            except ModuleNotFoundError:
+                # find_spec of a submodule ("mlx.core") imports its package, which raises where the
+                # package is missing: the CUDA matrix crashed on a GPU machine without MLX.
+                found = False
+            self._installed = self.module in sys.modules or found
         return self._installed
 
     def imported(self) -> bool:
