@@ -409,5 +409,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_ordering, m)?)?;
     m.add_function(wrap_pyfunction!(path_waits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_stream_busy, m)?)?;
+    // How a share's fixed cost follows the host's speed (the slowdown to this power).
+    m.add("HOST_SPEED_EXPONENT", crate::advice::model::HOST_SPEED_EXPONENT)?;
     Ok(())
 }
