@@ -189,9 +189,35 @@ fn describe_exit(status: Option<ExitStatus>) -> String {
     }
 }
 
+/// How often a kernel that lost one of its ports before binding it is started again.
+const PORT_RACE_RETRIES: usize = 3;
+
+/// Whether a kernel died at start-up because a port chosen for it was taken before it bound it:
+/// the ports are held until the kernel is spawned, and another process can take one in the second
+/// or two Python needs to reach its bind (seen under load in CI: "Address already in use").
+fn lost_a_port(error: &KernelError) -> bool {
+    matches!(error, KernelError::DiedAtStartup { output, .. } if output.contains("Address already in use"))
+}
+
 impl Kernel {
-    /// Launch `spec` and wait until it is ready to execute.
+    /// Launch `spec` and wait until it is ready to execute; a kernel that lost a port to another
+    /// process before binding it is started again on new ports (as often as [`PORT_RACE_RETRIES`]).
     pub async fn start(
+        spec: &KernelSpec,
+        env: &Environment,
+        options: &StartOptions<'_>,
+        cancel: &mut Option<Cancel>,
+    ) -> Result<Self, KernelError> {
+        let mut attempt = 0;
+        loop {
+            match Self::start_once(spec, env, options, cancel).await {
+                Err(e) if lost_a_port(&e) && attempt < PORT_RACE_RETRIES => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(
         spec: &KernelSpec,
         env: &Environment,
         options: &StartOptions<'_>,
@@ -464,5 +490,18 @@ async fn heartbeat(info: jupyter_protocol::ConnectionInfo, dead: watch::Sender<b
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_that_lost_a_port_is_told_from_one_that_failed() {
+        let died = |output: &str| KernelError::DiedAtStartup { status: "exit code 1".into(), output: output.into() };
+        assert!(lost_a_port(&died("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:35833')")));
+        assert!(!lost_a_port(&died("ModuleNotFoundError: No module named 'ipykernel'")));
+        assert!(!lost_a_port(&KernelError::StartupTimeout { seconds: 60, output: "Address already in use".into() }));
     }
 }
