@@ -285,8 +285,10 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
         place = where if device is None else f"{where}->{device}"
         consumer = framework(target)
         ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
-        # The host's speed right before the row runs: its fixed cost is host work.
-        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, host_speed()), words
+        # The host's speed right before the row runs: a share's fixed cost is host work (a move's
+        # fit carries no speed, so it is not measured for one).
+        speed = host_speed() if kind == "share" else None
+        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, speed), words
 
     return predict
 
@@ -351,7 +353,8 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     else:
         state = "busy" if queued > 0 else "idle"
     m = model()
-    speed = None if m is None else host_speed()  # the host's speed now scales each fixed cost
+    # The host's speed now scales a share's fixed cost (moves' and process paths' fits carry none).
+    speed = host_speed() if m is not None and across is None and device is None else None
     note = stale_note()
     rows: list[dict] = []
     if across is not None:

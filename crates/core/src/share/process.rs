@@ -45,16 +45,6 @@ pub struct SourceSide {
     pub context: Option<ProcessContext>,
 }
 
-/// The worker's side of a handoff, from its reply.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkerSide {
-    /// The process that holds the result (`None` once it stopped).
-    pub pid: Option<u32>,
-    pub framework: Option<String>,
-    pub identity: Option<MemoryIdentity>,
-    pub context: Option<ProcessContext>,
-}
-
 /// The segment a path hands over (`shm`), and the bytes gpushare copied into it first (0 where the
 /// source already lay in it): a staged copy makes the handoff "copied" even though the worker maps
 /// the segment the parent's view lies in.
@@ -101,8 +91,9 @@ pub trait ProcessRoute {
     fn hand_over_timed_by_worker(&mut self, _repeat: usize) -> Option<Result<(Self::Reply, Vec<f64>)>> {
         None
     }
-    /// Both sides of the last handoff, each described by memory identity in its own process.
-    fn sides(&mut self, reply: &Self::Reply) -> Result<(SourceSide, WorkerSide)>;
+    /// Both sides of the last handoff, each described by memory identity in its own process (the
+    /// worker's side is the report's, from its reply).
+    fn sides(&mut self, reply: &Self::Reply) -> Result<(SourceSide, ProcessTarget)>;
     /// The segment handed over and what was copied into it first, for a path that hands a segment.
     fn staging(&mut self) -> Result<Option<Staging>> {
         Ok(None)
@@ -185,7 +176,7 @@ impl ProcessHandoff {
                 identity: source.identity,
                 context: source.context,
             },
-            target: Some(ProcessTarget { pid: target.pid, framework: target.framework, identity: target.identity, context: target.context }),
+            target: Some(target),
             notes: route.notes(&reply)?,
             segment: staging.map(|s| s.segment),
             path,

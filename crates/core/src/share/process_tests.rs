@@ -66,10 +66,10 @@ impl ProcessRoute for FakeRoute {
         assert_eq!(seconds.len(), repeat + 1);
         Some(Ok((7, seconds)))
     }
-    fn sides(&mut self, reply: &usize) -> Result<(SourceSide, WorkerSide)> {
+    fn sides(&mut self, reply: &usize) -> Result<(SourceSide, ProcessTarget)> {
         self.log.push(format!("sides {reply}"));
         let source = SourceSide { framework: "numpy".into(), nbytes: 32, identity: self.source.clone(), context: None };
-        Ok((source, WorkerSide { pid: Some(8), framework: Some("numpy".into()), identity: self.target.clone(), context: None }))
+        Ok((source, ProcessTarget { pid: Some(8), framework: Some("numpy".into()), identity: self.target.clone(), context: None }))
     }
     fn staging(&mut self) -> Result<Option<Staging>> {
         Ok(self.staging.clone())

@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use super::allocation::{Reusable, StreamLedger, Waits};
+use super::allocation::{Reusable, StreamLedger, Waits, normalize_stream};
 use super::{Device, POOL_MAX_BYTES, POOL_MAX_ENTRIES, Result, lock};
 use crate::cuda;
 
@@ -64,7 +64,7 @@ pub(super) fn take_pooled(device: Device, len: usize, stream: u64, writer_ordina
         // A peer copy into this memory may still run on another device's stream: the new writer
         // goes after it too (on the same stream it already does).
         if let (Some(pending), Some(on)) = (ledger.pending, ledger.pending_on)
-            && (on, pending) != (writer_ordinal, cuda_stream(stream))
+            && (on, pending) != (writer_ordinal, normalize_stream(stream))
         {
             cuda::order_after(&cuda::Stream::external(stream, writer_ordinal), &cuda::Stream::external(pending, on))?;
         }
@@ -82,10 +82,6 @@ pub(super) fn take_pooled(device: Device, len: usize, stream: u64, writer_ordina
     }
     (ledger.pending, ledger.pending_on) = (None, None);
     Ok(Some((memory, ledger)))
-}
-
-fn cuda_stream(handle: u64) -> u64 {
-    super::allocation::normalize_stream(handle)
 }
 
 /// `(buffers, bytes)` in the pool.

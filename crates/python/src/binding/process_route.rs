@@ -19,8 +19,8 @@ use super::errors::to_pyerr;
 use super::from_python::py_to_json;
 use super::process::PyProcessShareResult;
 use crate::share::Error;
-use crate::report::process::Segment;
-use crate::share::process::{ProcessHandoff, ProcessRoute, RouteFacts, SourceSide, Staging, WorkerSide};
+use crate::report::process::{ProcessTarget, Segment};
+use crate::share::process::{ProcessHandoff, ProcessRoute, RouteFacts, SourceSide, Staging};
 
 /// A Python exception raised by the transport goes back to Python as itself (a WorkerError, a
 /// refusal with its reason and fix, Ctrl-C): the core carries it untouched.
@@ -56,11 +56,11 @@ impl<'py> PyProcessRoute<'py> {
         self.call0(name)?.extract().map_err(carried)
     }
 
-    fn sides_py(&self, reply: &Bound<'py, PyAny>) -> PyResult<(SourceSide, WorkerSide)> {
+    fn sides_py(&self, reply: &Bound<'py, PyAny>) -> PyResult<(SourceSide, ProcessTarget)> {
         type Side<'a> = (Bound<'a, PyAny>, Bound<'a, PyAny>, Bound<'a, PyAny>, Bound<'a, PyAny>);
         let (source, target): (Side<'py>, Side<'py>) = self.transport.call_method1(intern!(reply.py(), "sides"), (reply,))?.extract()?;
         let source = SourceSide { framework: source.0.extract()?, nbytes: source.1.extract()?, identity: typed(&source.2)?, context: typed(&source.3)? };
-        let target = WorkerSide { pid: target.0.extract()?, framework: target.1.extract()?, identity: typed(&target.2)?, context: typed(&target.3)? };
+        let target = ProcessTarget { pid: target.0.extract()?, framework: target.1.extract()?, identity: typed(&target.2)?, context: typed(&target.3)? };
         Ok((source, target))
     }
 }
@@ -109,7 +109,7 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
         Some(self.transport.call_method1("timed_by_worker", (repeat,)).and_then(|r| r.extract()).map_err(carried))
     }
 
-    fn sides(&mut self, reply: &Bound<'py, PyAny>) -> crate::share::Result<(SourceSide, WorkerSide)> {
+    fn sides(&mut self, reply: &Bound<'py, PyAny>) -> crate::share::Result<(SourceSide, ProcessTarget)> {
         self.sides_py(reply).map_err(carried)
     }
 
