@@ -92,6 +92,25 @@ def share(
     >>> r.verdict, r.value
     ('shared', array([1., 1., 1.], dtype=float32))
     """
+    # The common share, `share(x, "jax")`, once a share of its kind has run: its plan after one
+    # lookup, with what `auto` depends on read inline (the full path below costs a few µs of Python
+    # on every share, as much as the framework's own import on a CPU). A calibrated GPU machine
+    # also asks the producer's state: that takes the full path.
+    if path == "auto" and source is None and device is None and across is None and budget is None \
+            and repeat is None and number is None and not warmup:
+        try:
+            known = _AUTO_DEPENDS.get((type(obj), to, None))
+        except TypeError:  # an unhashable name: framework() below says what is wrong with it
+            known = None
+        if known is not None and not known[2]:
+            src, place_matters, _, readonly_matters = known
+            plan = _PLANS.get((type(obj), to, "auto", None, None, in_device_memory(obj, src) if place_matters else None,
+                               None, src.readonly(obj) if readonly_matters else None))
+            if plan is not None:
+                result = plan.run(obj, None, 1, name, origin, observe=True) if observe else plan.run(obj, None, 1, name, origin)
+                if result.readonly_warning is not None or not result.shared:
+                    _warn_about(obj, result)
+                return result
     if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
     if across is not None and device is not None:
@@ -131,6 +150,14 @@ def share(
         result = plan.run(obj, repeat or 1, number or 1, name, origin, warmup=warmup, observe=observe)
     else:  # the budget's policy, with -r/-n pinned only where asked for
         result = plan.run(obj, repeat, number, name, origin, warmup=warmup, budget=budget, observe=observe)
+    if result.readonly_warning is not None or not result.shared:
+        _warn_about(obj, result)
+    return result
+
+
+def _warn_about(obj: Any, result: ShareResult) -> None:
+    """The warnings a share owes its caller: a writable view of read-only memory, and a copy that
+    changed the dtype and lost values."""
     warning = result.readonly_warning
     if warning is not None:
         warnings.warn(
@@ -149,7 +176,6 @@ def share(
                     GpushareWarning,
                     stacklevel=_user_stacklevel(),
                 )
-    return result
 
 
 def values_lost(source: Any, value: Any) -> str | None:
@@ -163,7 +189,8 @@ def values_lost(source: Any, value: Any) -> str | None:
 
 
 # (type of the array, target, source) -> (the source's adapter, whether `auto` depends on where the
-# array lies, whether a model is calibrated, whether `auto` depends on the array being read-only):
+# array lies, whether a model is calibrated in device memory, whether `auto` depends on the array
+# being read-only):
 # worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
 _AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool]] = {}
 
@@ -191,11 +218,15 @@ def _auto_state(obj: Any, to: Any, source: str | None) -> tuple[bool | None, boo
             place_matters = not framework(to).addresses_device
         except GpushareError:
             return None, None, None
-        calibrated = advice.auto_model() is not None
-        known = _AUTO_DEPENDS[key] = (src, place_matters, calibrated, calibrated and src.legacy_capsule_refuses_readonly)
-    src, place_matters, calibrated, readonly_matters = known
-    on_device = in_device_memory(obj, src) if place_matters or calibrated else None
-    busy = _producer_busy_if_it_matters(obj, to, source, src) if calibrated and on_device else None
+        model = advice.auto_model()
+        # A busy producer can change `auto` only where the model has fits in device memory (a model
+        # made on a machine without a GPU has none): elsewhere the array's place is not asked.
+        device_calibrated = model is not None and any("cuda" in place for *_, place in model.keys())
+        readonly_matters = model is not None and src.legacy_capsule_refuses_readonly
+        known = _AUTO_DEPENDS[key] = (src, place_matters, device_calibrated, readonly_matters)
+    src, place_matters, device_calibrated, readonly_matters = known
+    on_device = in_device_memory(obj, src) if place_matters or device_calibrated else None
+    busy = _producer_busy_if_it_matters(obj, to, source, src) if device_calibrated and on_device else None
     return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None)
 
 

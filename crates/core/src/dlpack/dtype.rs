@@ -24,6 +24,17 @@ impl DType {
 /// The DLPack-style name of a dtype; unknown codes read `code<N>`, lanes > 1 add `x<lanes>`.
 pub fn dtype_name(code: u8, bits: u8, lanes: u16) -> String {
     let base = match (code, bits) {
+        // The common dtypes without the formatting machinery: every share names two dtypes.
+        (0, 8) => "int8".to_string(),
+        (0, 16) => "int16".to_string(),
+        (0, 32) => "int32".to_string(),
+        (0, 64) => "int64".to_string(),
+        (1, 8) => "uint8".to_string(),
+        (2, 16) => "float16".to_string(),
+        (2, 32) => "float32".to_string(),
+        (2, 64) => "float64".to_string(),
+        (5, 64) => "complex64".to_string(),
+        (5, 128) => "complex128".to_string(),
         (0, b) => format!("int{b}"),
         (1, b) => format!("uint{b}"),
         (2, b) => format!("float{b}"),

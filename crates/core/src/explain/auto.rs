@@ -34,7 +34,50 @@ pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a s
     if target.path != "auto" {
         return &target.path;
     }
-    resolve_auto_with(source, &target.framework, target.endpoints, target.auto_model.as_deref())
+    match target.auto_model.as_deref() {
+        // The model's word costs a microsecond (its fits for the pair, each read and compared); it
+        // is asked once per kind of source and remembered with the facts it was asked with.
+        Some(model) => target.auto_memo.get_or_insert(source, || resolve_auto_with(source, &target.framework, target.endpoints, Some(model))),
+        None => resolve_auto_with(source, &target.framework, target.endpoints, None),
+    }
+}
+
+/// `auto`'s path with a cost model, remembered per (source framework, place, read-only): all that
+/// [`resolve_auto_with`] reads of a source besides the facts it sits beside (the target, the
+/// endpoints and the model, fixed for one [`TargetFacts`]). A prediction runs on every share.
+#[derive(Debug, Default)]
+pub struct AutoMemo(std::sync::Mutex<Vec<(String, (u32, i32), bool, &'static str)>>);
+
+impl AutoMemo {
+    fn get_or_insert(&self, source: &TensorReport, resolve: impl FnOnce() -> &'static str) -> &'static str {
+        let known = |(framework, place, readonly, _): &&(String, (u32, i32), bool, &'static str)| {
+            *framework == source.framework && *place == source.dlpack_device && *readonly == source.readonly
+        };
+        if let Ok(memo) = self.0.lock()
+            && let Some(hit) = memo.iter().find(known)
+        {
+            return hit.3;
+        }
+        let path = resolve();
+        if let Ok(mut memo) = self.0.lock() {
+            memo.push((source.framework.clone(), source.dlpack_device, source.readonly, path));
+        }
+        path
+    }
+}
+
+impl Clone for AutoMemo {
+    /// A copy of the facts starts with what is known: the same facts give the same `auto`.
+    fn clone(&self) -> AutoMemo {
+        AutoMemo(std::sync::Mutex::new(self.0.lock().map(|m| m.clone()).unwrap_or_default()))
+    }
+}
+
+impl PartialEq for AutoMemo {
+    /// A memo is not a fact: two facts are equal whatever each has remembered.
+    fn eq(&self, _: &AutoMemo) -> bool {
+        true
+    }
 }
 
 /// `auto` for handing `source` to framework `target` within its device, by the rules alone.

@@ -523,3 +523,27 @@ fn broadcast(dtype: &str, shape: Vec<i64>) -> TensorReport {
     t.contiguous = false;
     t
 }
+
+#[test]
+fn one_facts_remembers_auto_per_kind_of_source_and_never_across_kinds() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // numpy→torch on a CPU: the capsule is faster, and NumPy refuses a read-only array by one. The
+    // facts remember what `auto` took, per source place and read-only flag: a writable array first
+    // must not make a read-only one take the capsule, on the host or on a GPU.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), flat(5.2e-6), Some(true));
+    m.add(&key("capsule"), flat(2.5e-6), Some(true));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
+    let writable = f32("numpy", 0x1000);
+    let mut readonly = f32("numpy", 0x1000);
+    readonly.readonly = true;
+    for _ in 0..2 {
+        assert_eq!(resolve_path(&writable, &facts), "capsule");
+        assert_eq!(resolve_path(&readonly, &facts), "dlpack");
+        assert_eq!(resolve_path(&on_cuda(writable.clone(), 0), &facts), "dlpack");
+    }
+    // A copy of the facts answers the same.
+    assert_eq!(resolve_path(&readonly, &facts.clone()), "dlpack");
+}

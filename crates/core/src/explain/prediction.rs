@@ -80,6 +80,8 @@ pub struct TargetFacts {
     /// The cost model `auto` consults (the same one the route was chosen with), so `auto` is
     /// predicted as the path it takes.
     pub auto_model: Option<std::sync::Arc<crate::advice::model::CostModel>>,
+    /// `auto`'s path with that model, per kind of source (asked on every share).
+    pub auto_memo: super::auto::AutoMemo,
 }
 
 impl TargetFacts {

@@ -286,6 +286,7 @@ impl Predictor {
             }),
             destination: destination.map(crate::paths::Place::of_dlpack),
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
+            auto_memo: Default::default(),
         };
         Ok(Predictor { facts, target_live, source_live })
     }

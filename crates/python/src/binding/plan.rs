@@ -157,10 +157,27 @@ pub struct PyRoute {
     guard_ran: std::sync::atomic::AtomicBool,
     /// Whether the route inside the guard has `take_notes` of its own: then notes are always taken.
     inner_notes: bool,
+    /// Why `auto` took this route, where the result must say (the last note of every share).
+    chosen_why: Option<String>,
 }
 
 impl PyRoute {
     pub fn new(py: Python<'_>, path: String, convert: Py<PyAny>) -> PyRoute {
+        // A route `auto` chose for a reason the result must give (paths.py `_Chosen`): the reason is
+        // read once and the route inside is called directly. Through the wrapper every share paid a
+        // Python call and a second one for its notes, more than the legacy capsule `auto` took for
+        // its speed saves (numpy→torch on a CPU).
+        let chosen = py.import("gpushare.paths").and_then(|m| m.getattr("_Chosen")).ok();
+        let (convert, chosen_why) = match chosen {
+            Some(chosen) if convert.bind(py).is_instance(&chosen).unwrap_or(false) => {
+                let wrapper = convert.bind(py);
+                match (wrapper.getattr(intern!(py, "convert")), wrapper.getattr(intern!(py, "why")).and_then(|w| w.extract::<String>())) {
+                    (Ok(inner), Ok(why)) => (inner.unbind(), Some(why)),
+                    _ => (convert, None),
+                }
+            }
+            _ => (convert, None),
+        };
         let bound = convert.bind(py);
         let guard = py.import("gpushare.devices").and_then(|m| m.getattr("DeviceGuarded")).ok();
         let unguarded = match guard {
@@ -174,6 +191,7 @@ impl PyRoute {
             notes: bound.getattr("take_notes").ok().map(Bound::unbind),
             guard_ran: std::sync::atomic::AtomicBool::new(inner_notes),
             inner_notes,
+            chosen_why,
             unguarded,
             path,
             kind: crate::paths::PathKind::Share,
@@ -197,12 +215,9 @@ impl Route<Py<PyAny>> for PyRoute {
     }
 
     fn take_notes(&self) -> Vec<String> {
-        let Some(take) = &self.notes else { return Vec::new() };
-        if self.unguarded.is_some() && !self.guard_ran.swap(false, std::sync::atomic::Ordering::Relaxed) && !self.inner_notes {
-            return Vec::new();
-        }
-        // Advisory: a note that cannot be read is left out, never a failed share.
-        Python::attach(|py| take.call0(py).and_then(|n| n.extract(py)).unwrap_or_default())
+        let mut notes = self.route_notes();
+        notes.extend(self.chosen_why.iter().cloned());
+        notes
     }
 
     fn convert(&self, array: &Py<PyAny>) -> crate::share::Result<Py<PyAny>> {
@@ -235,6 +250,16 @@ impl Route<Py<PyAny>> for PyRoute {
 }
 
 impl PyRoute {
+    /// What the route itself says it did (its `take_notes`), where it may have said something.
+    fn route_notes(&self) -> Vec<String> {
+        let Some(take) = &self.notes else { return Vec::new() };
+        if self.unguarded.is_some() && !self.guard_ran.swap(false, std::sync::atomic::Ordering::Relaxed) && !self.inner_notes {
+            return Vec::new();
+        }
+        // Advisory: a note that cannot be read is left out, never a failed share.
+        Python::attach(|py| take.call0(py).and_then(|n| n.extract(py)).unwrap_or_default())
+    }
+
     /// The conversion to call for an array that `source` describes: the route without its
     /// current-device guard where the guard would do nothing, else the guarded route (and then
     /// the route's notes are read).
