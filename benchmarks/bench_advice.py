@@ -1,7 +1,7 @@
 """How true the cost model is (issue 26.5): predicted against measured, and how good `auto`'s pick is.
 
-One run: calibrate this machine's model (four sizes, into a cache of this run's own), then sweep
-pairs × paths at *other* sizes with the real lab and compare every measured row with the model's
+One run: calibrate this machine's model (``gpushare.calibrate``'s sizes, into a cache of this run's
+own), then sweep pairs × paths at *other* sizes with the real lab and compare every measured row with the model's
 prediction made before it ran, and every (pair, size)'s `auto` row with the fastest path of the best
 verdict measured in the same sweep. Three kinds of handoff, each calibrated and evaluated:
 
@@ -48,8 +48,9 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpushare-bench-advice-")
 import gpushare  # noqa: E402
 from gpushare import advice, devices, paths  # noqa: E402
 
-CALIBRATION_SIZES = ("64KiB", "1MiB", "16MiB", "64MiB")
-#: Sizes the model was not fitted at, inside and just outside its sweep.
+#: The sizes `gpushare calibrate` sweeps for its users: the model measured is theirs.
+CALIBRATION_SIZES = advice.DEFAULT_SIZES
+#: Sizes the model was not fitted at, inside its sweep (none of them a calibration size).
 EVALUATION_SIZES = ("16KiB", "256KiB", "4MiB", "32MiB")
 LARGE = 1 << 20
 

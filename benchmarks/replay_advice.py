@@ -79,6 +79,7 @@ def errors_of(rows: list[dict], predicted: dict[int, tuple[float, float]]) -> di
         out["tolerance"][kind].append(tolerance)
         big = r["size"] >= LARGE
         out["class"]["large" if big else "small"].append(e)
+        out["kind"][f"{r.get('kind', 'share')} {'>=' if big else '<'}1MiB"].append(e)
         out["path"][f"{r['path']} {'>=' if big else '<'}1MiB"].append(e)
         out["size"][str(r["size"])].append(e)
     return out
@@ -112,6 +113,27 @@ def flat_path_drift(run: dict, place: str) -> dict[str, float]:
     }
 
 
+def speed_exponent(run: dict) -> tuple[float, float, int] | None:
+    """How a sharing path's time followed the host's speed during the calibration alone: the slope
+    of log(time) on log(host speed) over each share path's sweep points (one intercept per path),
+    its standard error, and how many paths; None where the run measured no speeds."""
+    fits, obs, speeds = run["model"]["fits"], run["model"]["observations"], run["model"].get("host_speeds", {})
+    groups = []
+    for key, fit in fits.items():
+        if not key.startswith("share ") or not fit.get("shares") or key not in speeds:
+            continue
+        xs, ys = [math.log(v) for v in speeds[key]], [math.log(p["seconds"]) for p in obs[key]]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        groups.append(([x - mx for x in xs], [y - my for y in ys]))
+    sxx = sum(x * x for xs, _ in groups for x in xs)
+    if not groups or sxx <= 0:
+        return None
+    slope = sum(x * y for xs, ys in groups for x, y in zip(xs, ys)) / sxx
+    rss = sum((y - slope * x) ** 2 for xs, ys in groups for x, y in zip(xs, ys))
+    dof = max(sum(len(xs) - 1 for xs, _ in groups) - 1, 1)
+    return slope, math.sqrt(rss / dof / sxx), len(groups)
+
+
 def copying_paths(run: dict) -> list[tuple[str, float, list[float]]]:
     """Each copying path's stated error (the one line's error on its own sweep, or for a fit made
     of segments the error on sizes left out), and its cost per byte between each two calibration
@@ -137,7 +159,12 @@ def report(path: Path, show_paths: bool) -> dict:
     replayed = {}
     for i, r in enumerate(rows):
         src, dst = r["pair"].split("->")
-        p = model.predict("share", r["path"], src, dst, place, int(r["size"]))
+        # Each row as the run predicted it: its own kind and place, and the host's speed measured
+        # before it ran (the recorded slowdown times the speed the run's fit was stated at).
+        kind, where = r.get("kind", "share"), r.get("place", place)
+        stated = run["model"]["fits"].get(label(kind, r["pair"], r["path"], where), {}).get("host_speed")
+        speed = r["host_slowdown"] * stated if r.get("host_slowdown") and stated else None
+        p = model.predict(kind, r["path"], src, dst, where, int(r["size"]), host_speed=speed)
         if p is not None:
             replayed[i] = (p.seconds, p.tolerance)
     refitted = errors_of(rows, replayed)
@@ -150,6 +177,13 @@ def report(path: Path, show_paths: bool) -> dict:
         print(" " * 28 + "rows beyond their stated tolerance: " + ", ".join(
             f"{k} paths {sum(v) / len(v) * 100:.0f} % (median tolerance {median(errs['tolerance'][k]) * 100:.0f} %)"
             for k, v in sorted(errs["missed"].items())))
+    print("  by kind, median % (recorded -> refitted): " + ", ".join(
+        f"{k} {pct(median(recorded['kind'][k])).strip()}->{pct(median(refitted['kind'].get(k, []))).strip()}"
+        for k in sorted(recorded["kind"])))
+    exponent = speed_exponent(run)
+    if exponent is not None:
+        print(f"  the calibration's own share paths followed the host's speed to the power {exponent[0]:.2f} "
+              f"(± {exponent[1]:.2f}, {exponent[2]} paths)")
     print("  by path, median % (recorded -> refitted):")
     for key in sorted(recorded["path"]):
         print(f"    {key:18} n={len(recorded['path'][key]):3}  {pct(median(recorded['path'][key]))} -> "
@@ -174,8 +208,9 @@ def report(path: Path, show_paths: bool) -> dict:
                 print(f"    {key:40} own error {err * 100:4.0f} %  GB/s between sizes: "
                       + " ".join("flat" if r == float("inf") else f"{r:.3g}" for r in rates))
     if "calibration" in run:
+        # (a process path's timing keeps its samples, not their IQR)
         spreads = [p["timing"]["iqr"] / p["timing"]["median"] for sweep in run["calibration"]
-                   for p in sweep["points"] if p.get("timing") and p["timing"].get("median")]
+                   for p in sweep["points"] if p.get("timing") and p["timing"].get("median") and "iqr" in p["timing"]]
         print(f"  calibration samples recorded: {len(spreads)} points, IQR/median median {median(spreads) * 100:.1f} %")
     result["drift"] = {k: v for k, v in drift.items() if k != "ratios"}
     return result

@@ -484,6 +484,8 @@ def cuda_synchronize(stream: Any = None, ordinal: int = 0) -> None: ...
 def cuda_synchronize_context(ordinal: int = 0) -> None: ...
 #: How a share's fixed cost follows the host's speed: the slowdown to this power (crates/core/src/advice/model.rs).
 HOST_SPEED_EXPONENT: float
+#: The same for a share in host memory (all of its fixed cost is host work).
+HOST_MEMORY_SPEED_EXPONENT: float
 
 class CostPrediction:
     @property

@@ -25,10 +25,17 @@ from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framewor
 CostModel = _native.CostModel
 Advice = _native.Advice
 
-#: Four sizes (three is the fewest a fit of two numbers can check itself against): where the fixed
-#: cost dominates, two in between, and one large enough that a copy runs at the bandwidth it keeps
-#: past the caches. Sizes outside 4x of these are predicted as extrapolated.
-DEFAULT_SIZES = ("64KiB", "1MiB", "16MiB", "64MiB")
+#: Seven sizes, no two neighbours more than 16x apart and none more than 8x apart from 64 KiB up
+#: (three is the fewest a fit of two numbers can check itself against): a copy's line per range of
+#: sizes (crates/core/src/advice/segments.rs) is only as good as its knots are close. With four
+#: (64 KiB, 1, 16, 64 MiB) a copy's cost per byte changed between knots where nothing saw it: on the
+#: 2-core CPU of 2026-11-27, copies at 256 KiB still ran in the 2 MiB cache and at 4 MiB at
+#: 10 GB/s, while 1 MiB straddled the cache and 16 MiB paid page faults (a new mapping), and
+#: predicting 256 KiB and 4 MiB from another sweep's 64 KiB, 1 and 16 MiB missed by a median 56
+#: and 40 %; with 512 KiB and 8 MiB as knots, 27 and 13 %. 4 KiB: a handoff to another process of
+#: a small array costs there 2-6x one of 1 MiB and more. Sizes outside 4x of these are predicted
+#: as extrapolated.
+DEFAULT_SIZES = ("4KiB", "64KiB", "512KiB", "1MiB", "8MiB", "16MiB", "64MiB")
 
 
 def cache_file() -> Path:

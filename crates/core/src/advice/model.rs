@@ -31,6 +31,19 @@ pub const LARGE_BYTES: u64 = 1 << 20;
 /// speeds. Chosen on those runs: the next run is its out-of-sample check.
 pub const HOST_SPEED_EXPONENT: f64 = 0.6;
 
+/// The same for a share in host memory: one for one. There the fixed cost is all host work (the
+/// interpreter and the frameworks' own code; no driver call waits on a device), so it follows the
+/// host's speed whole. Measured from the calibration sweeps alone (each share path's time at four
+/// moments against the host's speed then, one line per path, benchmarks/replay_advice.py): the
+/// 2-core CPU machine's two runs of 2026-11-26 gave 0.84 and 0.99 (± 0.11), where the H100's gave
+/// 0.56 and 0.59 (± 0.04 and 0.07).
+pub const HOST_MEMORY_SPEED_EXPONENT: f64 = 1.0;
+
+/// How a share's fixed cost at `place` follows the host's speed: the slowdown to this power.
+pub fn host_speed_exponent(place: &str) -> f64 {
+    if place == "cpu" { HOST_MEMORY_SPEED_EXPONENT } else { HOST_SPEED_EXPONENT }
+}
+
 /// The model's accuracy goals, as relative errors: below and at/above [`LARGE_BYTES`].
 pub const GOAL_SMALL: f64 = 0.30;
 pub const GOAL_LARGE: f64 = 0.15;
@@ -130,6 +143,10 @@ pub struct Fit {
     /// then predicted as it was fitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_speed: Option<f64>,
+    /// The power of the slowdown its fixed cost follows ([`host_speed_exponent`] of its place);
+    /// `None` (a model cached before the place decided it): [`HOST_SPEED_EXPONENT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_exponent: Option<f64>,
 }
 
 impl Fit {
@@ -170,7 +187,7 @@ impl Fit {
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
         }
-        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None };
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None };
         fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
         Some(fit)
     }
@@ -228,9 +245,9 @@ impl Fit {
         }
     }
 
-    /// The factor the fixed cost takes at `host_speed`: the slowdown to [`HOST_SPEED_EXPONENT`].
+    /// The factor the fixed cost takes at `host_speed`: the slowdown to its place's exponent.
     fn fixed_factor(&self, host_speed: Option<f64>) -> f64 {
-        self.slowdown(host_speed).powf(HOST_SPEED_EXPONENT)
+        self.slowdown(host_speed).powf(self.speed_exponent.unwrap_or(HOST_SPEED_EXPONENT))
     }
 
     /// Predicted seconds for `bytes` with the host running at `host_speed`: the fixed part scales
@@ -374,6 +391,7 @@ impl CostModel {
         // One that copied pays per byte, at a rate that may change with size: a line per range.
         let fit_of = |pts: &[Observation]| if shares == Some(true) { Fit::constant(pts) } else { Fit::segmented(pts) };
         let speeds = host_speeds.filter(|s| s.len() == points.len() && s.iter().all(|v| v.is_finite() && *v > 0.0));
+        let exponent = host_speed_exponent(&key.place);
         let fit = match &speeds {
             None => fit_of(&points),
             Some(speeds) => fit_of(&points).and_then(|raw| {
@@ -384,11 +402,11 @@ impl CostModel {
                     .map(|(p, speed)| {
                         // The fixed part of this point, as measured (all of a shared handoff's time).
                         let fixed = if shares == Some(true) { p.seconds } else { raw.fixed.min(p.seconds) };
-                        let factor = (speed / reference).powf(HOST_SPEED_EXPONENT);
+                        let factor = (speed / reference).powf(exponent);
                         Observation { bytes: p.bytes, seconds: p.seconds - fixed * (1.0 - 1.0 / factor) }
                     })
                     .collect();
-                fit_of(&steady).map(|f| Fit { host_speed: Some(reference), ..f })
+                fit_of(&steady).map(|f| Fit { host_speed: Some(reference), speed_exponent: Some(exponent), ..f })
             }),
         };
         let fit = fit.map(|f| Fit { shares, ..f });

@@ -123,8 +123,8 @@ fn predictions_flag_a_miss_beyond_the_stated_error_and_a_busy_producer_costs_a_h
 #[test]
 fn a_fixed_cost_follows_the_hosts_speed_and_a_per_byte_cost_does_not() {
     // A share measured while the host ran at three speeds: 10 µs at speed 1.0, following the speed
-    // as the model says a fixed cost does (to HOST_SPEED_EXPONENT).
-    let share = CostKey { kind: "share".into(), path: "dlpack".into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
+    // as the model says a device share's fixed cost does (to HOST_SPEED_EXPONENT).
+    let share = CostKey { kind: "share".into(), path: "dlpack".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     let mut model = CostModel::new(serde_json::json!({}), 0.0);
     let sizes = [64 * KIB, MIB, 16 * MIB];
     let speeds = vec![1.0e-6, 1.5e-6, 0.8e-6];
@@ -156,6 +156,37 @@ fn a_fixed_cost_follows_the_hosts_speed_and_a_per_byte_cost_does_not() {
     assert!((at(1.0e-6) - (20e-6 + bytes_part)).abs() / at(1.0e-6) < 0.05, "{}", at(1.0e-6));
     let added = 20e-6 * (follows(2.0e-6) - 1.0);
     assert!(((at(2.0e-6) - at(1.0e-6)) - added).abs() < 4e-6, "{} {}", at(2.0e-6), at(1.0e-6));
+}
+
+#[test]
+fn a_share_in_host_memory_follows_the_hosts_speed_one_for_one() {
+    // On the host a share's fixed cost is all host work: twice as slow a host, twice the time.
+    // The same sweep on a device keeps HOST_SPEED_EXPONENT (part of it is the driver's and the
+    // device's), and a model cached before the exponent was stored per fit reads back with it.
+    assert_eq!(host_speed_exponent("cpu"), 1.0);
+    assert_eq!(host_speed_exponent("cuda:1"), HOST_SPEED_EXPONENT);
+    let key = |place: &str| CostKey { kind: "share".into(), path: "capsule".into(), source: "numpy".into(), target: "tf".into(), place: place.into() };
+    let speeds = vec![1.0e-6, 1.8e-6, 0.9e-6, 1.1e-6];
+    // numpy→tf's capsule on the 2-core CPU (2026-11-26): 2.6 µs while the host ran at 51-55 µs,
+    // 1.2-1.5 µs at 28-30: its time followed the host's speed one for one.
+    let pts: Vec<Observation> =
+        [64 * KIB, MIB, 16 * MIB, 64 * MIB].iter().zip(&speeds).map(|(&n, &s)| Observation { bytes: n, seconds: 2e-6 * s / 1.0e-6 }).collect();
+    let mut model = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(model.add_measured(&key("cpu"), pts.clone(), Some(speeds.clone()), Some(true)));
+    let fit = model.fit(&key("cpu")).unwrap();
+    assert_eq!(fit.speed_exponent, Some(1.0));
+    assert!(fit.error < 1e-9, "brought to one speed, the sweep is exact: {fit:?}");
+    let reference = fit.host_speed.unwrap();
+    let at = |m: &CostModel, place: &str, speed: f64| m.predict(&key(place), MIB, Ordering::None, 0.0, Some(speed)).unwrap().seconds;
+    assert!((at(&model, "cpu", 2.0 * reference) / at(&model, "cpu", reference) - 2.0).abs() < 1e-9);
+    assert!((at(&model, "cpu", 2.0 * 1.0e-6) - 4e-6).abs() < 1e-12, "{}", at(&model, "cpu", 2.0e-6));
+    assert!(model.add_measured(&key("cuda:0"), pts, Some(speeds), Some(true)));
+    assert_eq!(model.fit(&key("cuda:0")).unwrap().speed_exponent, Some(HOST_SPEED_EXPONENT));
+    assert!((at(&model, "cuda:0", 2.0 * reference) / at(&model, "cuda:0", reference) - 2f64.powf(HOST_SPEED_EXPONENT)).abs() < 1e-9);
+    let mut cached = serde_json::to_value(&model).unwrap();
+    cached["fits"][key("cpu").label()].as_object_mut().unwrap().remove("speed_exponent");
+    let old: CostModel = serde_json::from_value(cached).unwrap();
+    assert!((at(&old, "cpu", 2.0 * reference) / at(&old, "cpu", reference) - 2f64.powf(HOST_SPEED_EXPONENT)).abs() < 1e-9);
 }
 
 #[test]

@@ -411,5 +411,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_stream_busy, m)?)?;
     // How a share's fixed cost follows the host's speed (the slowdown to this power).
     m.add("HOST_SPEED_EXPONENT", crate::advice::model::HOST_SPEED_EXPONENT)?;
+    // The same for a share in host memory, whose fixed cost is all host work.
+    m.add("HOST_MEMORY_SPEED_EXPONENT", crate::advice::model::HOST_MEMORY_SPEED_EXPONENT)?;
     Ok(())
 }

@@ -13,7 +13,7 @@ use crate::kernel::session::Cancel;
 /// a user typed is ever pasted into code.
 const CODE: &str = "import json, os, gpushare\n\
 a = json.loads(os.environ['GPUSHARE_CALIBRATE_ARGS'])\n\
-m = gpushare.calibrate(a['frameworks'] or None, sizes=a['sizes'], device=a['device'], to_device=a['to_device'], processes=a['processes'], repeat=a['repeat'])\n\
+m = gpushare.calibrate(a['frameworks'] or None, sizes=a['sizes'] or gpushare.advice.DEFAULT_SIZES, device=a['device'], to_device=a['to_device'], processes=a['processes'], repeat=a['repeat'])\n\
 print(repr(m))\n\
 from gpushare import advice\n\
 print(advice.summary())\n";
@@ -27,9 +27,12 @@ pub(super) async fn calibrate(
 ) -> Result<i32> {
     let (python, spec, extra_env) = tool_python(config, args.kernel.as_deref())?;
     let frameworks: Vec<&str> = args.frameworks.iter().flat_map(|f| f.split(',')).map(str::trim).filter(|f| !f.is_empty()).collect();
-    let sizes: Vec<&str> = args.sizes.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    if sizes.len() < 3 {
-        writeln!(err, "gpushare calibrate: --sizes needs at least three sizes (a fit of two numbers checks itself against the third), got {:?}", args.sizes)?;
+    // None: gpushare.calibrate's own sizes, so the command and the function sweep the same.
+    let sizes: Option<Vec<&str>> = args.sizes.as_deref().map(|s| s.split(',').map(str::trim).filter(|s| !s.is_empty()).collect());
+    if let (Some(given), Some(sizes)) = (&args.sizes, &sizes)
+        && sizes.len() < 3
+    {
+        writeln!(err, "gpushare calibrate: --sizes needs at least three sizes (a fit of two numbers checks itself against the third), got {given:?}")?;
         return Ok(super::EXIT_USAGE);
     }
     let payload = serde_json::json!({

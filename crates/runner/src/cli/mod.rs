@@ -254,9 +254,10 @@ struct CalibrateArgs {
     /// to be calibrated on that kind of device]
     #[arg(short, long, value_name = "LIST")]
     frameworks: Vec<String>,
-    /// Sizes to sweep, comma-separated, at least three
-    #[arg(long, value_name = "LIST", default_value = "64KiB,1MiB,16MiB,64MiB")]
-    sizes: String,
+    /// Sizes to sweep, comma-separated, at least three [default: gpushare.calibrate's, seven from
+    /// 4KiB to 64MiB (gpushare.advice.DEFAULT_SIZES)]
+    #[arg(long, value_name = "LIST")]
+    sizes: Option<String>,
     /// Device the arrays are made on [default: cuda:0 where CUDA is usable, else cpu]
     #[arg(long, value_name = "DEVICE")]
     device: Option<String>,
