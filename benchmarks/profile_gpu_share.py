@@ -15,6 +15,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import cupy  # noqa: E402
 import jax  # noqa: E402
+import numba.cuda as numba_cuda  # noqa: E402
 import torch  # noqa: E402
 
 import gpushare  # noqa: E402
@@ -68,6 +69,9 @@ rows = {
     "share cupy->torch": lambda: gpushare.share(c, "torch"),
     "share torch->jax": lambda: gpushare.share(t, "jax"),
     "share jax->torch": lambda: gpushare.share(jt, "torch"),
+    "raw torch->numba": lambda: numba_cuda.as_cuda_array(t),
+    "share torch->numba": lambda: gpushare.share(t, "numba"),
+    "share torch->numba path=cai": lambda: gpushare.share(t, "numba", path="cai"),
     "share torch->torch (pipeline, no conversion)": lambda: gpushare.share(t, "torch"),
     **{f"route {k} (guarded)": (lambda r=r, x=x: r(x)) for (k, r), x in zip(routes.items(), (t, c, t, jt))},
     **{f"route {k} inner": (lambda r=r, x=x: getattr(r, "convert", r)(x)) for (k, r), x in zip(routes.items(), (t, c, t, jt))},
@@ -154,11 +158,14 @@ for attr, read in {
     cost = us(lambda read=read: read(fresh().block_until_ready()), 1000) - base
     print(f"{'fresh jax: + ' + attr:<46} {cost:9.2f} µs", flush=True)
 
-for label, fn in (("share cupy->torch", rows["share cupy->torch"]), ("share torch->jax observe + html", rows["share_chain torch->jax observe + html"])):
+for label in ("share torch->numba", "share jax->torch", "share torch->jax", "share torch->cupy", "share cupy->torch",
+              "share_chain torch->jax observe + html"):
+    fn = rows[label]
     print(f"\n=== cProfile: {label}", flush=True)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(2000 if "observe" not in label else 300):
         fn()
     prof.disable()
-    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(22)
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
