@@ -59,7 +59,7 @@ impl TensorReport {
             strides: layout.strides.clone(),
             device: device.to_string(),
             dlpack_device: (layout.device_type, layout.device_id),
-            dlpack_device_name: format!("{}:{}", device_type_name(layout.device_type), layout.device_id),
+            dlpack_device_name: device_name(layout.device_type, layout.device_id),
             data_ptr: layout.data_ptr,
             byte_offset: layout.byte_offset,
             nbytes: layout.nbytes(),
@@ -323,4 +323,15 @@ pub fn envelope_text<T: Serialize + ?Sized>(kind: &str, data: &T) -> serde_json:
         schema: String,
     }
     serde_json::to_string(&Envelope { data, schema: format!("gpushare.{kind}/{SCHEMA_VERSION}") })
+}
+
+/// `cpu:0`, `cuda:1`: DLPack's device in words. The common ones without the formatting machinery:
+/// every share describes two arrays.
+fn device_name(device_type: u32, device_id: i32) -> String {
+    const CUDA: [&str; 8] = ["cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7"];
+    match (device_type, device_id) {
+        (1, 0) => "cpu:0".to_string(),
+        (2, id @ 0..=7) => CUDA[id as usize].to_string(),
+        _ => format!("{}:{}", device_type_name(device_type), device_id),
+    }
 }
