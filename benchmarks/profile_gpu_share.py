@@ -35,6 +35,10 @@ def us(fn, n=2000):
     return statistics.median(samples)
 
 
+# JAX's backends start on first use and make the last GPU current; torch exports only from the
+# current device: on a machine with several GPUs, start JAX first and make cuda:0 current again.
+jax.devices()
+torch.cuda.set_device(0)
 t = torch.ones(1 << 18, device="cuda")
 c = cupy.ones(1 << 18, dtype=cupy.float32)
 jt = jax.dlpack.from_dlpack(t)

@@ -211,3 +211,21 @@ def test_a_peer_move_left_running_is_waited_for_by_an_interface_reader():
         y = torch.as_tensor(buf, device="cuda:1")
     np.testing.assert_array_equal(y.cpu().numpy(), np.arange(n, dtype=np.float32))
 
+
+
+@pytest.mark.parametrize("device", cuda_devices())
+def test_a_numba_array_is_described_on_the_device_of_its_memory_whatever_is_current(device):
+    """Numba's arrays name no device: gpushare asks the driver where the memory is, not Numba which
+    device is current (on two GPUs with JAX started, cuda:1 is current for cuda:0's memory)."""
+    need("numba")
+    import numba.cuda
+
+    x = torch.arange(64, dtype=torch.float32, device=device)
+    with numba.cuda.gpus[x.get_device()]:
+        arr = numba.cuda.as_cuda_array(x)
+    for other in range(torch.cuda.device_count()):
+        with numba.cuda.gpus[other]:
+            info = gpushare.inspect(arr)
+        assert info.device == device and tuple(info.dlpack_device) == (2, x.get_device()), (other, info.device)
+    r = gpushare.share(x, "numba")
+    assert r.verdict == "shared" and r.target.device == device, (r.target.device, r.reason)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+from gpushare import _native
 from gpushare.adapters._cai import capsule_over_interface, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo
 from gpushare.exceptions import gpushare_error
@@ -40,7 +41,17 @@ class NumbaAdapter(Adapter):
         return "numba" in sys.modules and hasattr(obj, "__cuda_array_interface__") and any(self.owns_type(c) for c in type(obj).__mro__)
 
     def device(self, obj: Any) -> str:
-        return f"cuda:{self.load().cuda.get_current_device().id}"
+        return self._device_at(obj.__cuda_array_interface__["data"][0])
+
+    def _device_at(self, ptr: int | None) -> str:
+        """The device of the memory at ``ptr``, as the driver says (one call). Numba's arrays name no
+        device; its current device costs microseconds of its context machinery on every share and
+        is the device current now, not the array's. That is the answer only where the driver has
+        none (a zero-size array's null pointer)."""
+        ordinal = _native.cuda_pointer_device(int(ptr)) if ptr else None
+        if ordinal is None:
+            ordinal = self.load().cuda.get_current_device().id
+        return f"cuda:{ordinal}"
 
     def inspect(self, obj: Any) -> TensorInfo:
         cai = dict(obj.__cuda_array_interface__)
@@ -50,7 +61,7 @@ class NumbaAdapter(Adapter):
         strides = getattr(obj, "strides", None)
         if strides is not None:
             cai["strides"] = tuple(strides)
-        return info_from_cai(cai, self.name, self.device(obj))
+        return info_from_cai(cai, self.name, self._device_at(cai["data"][0]))
 
     def from_dlpack(self, obj: Any) -> Any:
         raise gpushare_error("path_not_applicable", "Numba has no from_dlpack; use path='cai'")

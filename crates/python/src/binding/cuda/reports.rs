@@ -49,6 +49,16 @@ pub fn cuda_pointer_attributes(py: Python<'_>, ptr: u64) -> PyResult<Option<Boun
     }
 }
 
+/// The ordinal of the CUDA device whose memory `ptr` is in, or None (host memory, an address the
+/// driver does not know, no CUDA). One driver call and no dict: an adapter that names a target's
+/// device from its memory asks it on every share (Numba's own answer, its current device, costs
+/// several microseconds of its context machinery and names the device current now, not the array's).
+#[pyfunction]
+fn cuda_pointer_device(ptr: u64) -> PyResult<Option<i32>> {
+    let attributes = or_none(cuda::pointer_attributes_unlabelled(ptr))?;
+    Ok(attributes.filter(|a| a.memory_type == cuda::MemoryType::Device && a.device_ordinal >= 0).map(|a| a.device_ordinal))
+}
+
 /// Whether `[b_ptr, b_ptr + b_nbytes)` lies in the CUDA allocation of `a_ptr` (same buffer id, or
 /// inside its range). None without CUDA; False for pageable host memory (the driver cannot say).
 #[pyfunction]
@@ -132,6 +142,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_driver_status, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_visible_devices, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_pointer_attributes, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_pointer_device, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_same_allocation, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_devices, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_mem_info, m)?)?;
