@@ -274,19 +274,17 @@ def _cai(src: Adapter, dst: Adapter) -> Route:
 
     def convert(obj: Any) -> Any:
         # Host arrays have no CUDA array interface (torch raises on CPU tensors); without this check
-        # a consumer such as jnp.asarray would quietly copy through __array__ instead. The adapter
-        # says where the array lies for a fraction of reading the interface (torch builds it as a
-        # dict, and the consumer reads it again: 3-5 µs of every torch→numba share on an H200).
+        # a consumer such as jnp.asarray would quietly copy through __array__ instead. An array in
+        # device memory has one, which the adapter says for a fraction of reading it (torch builds
+        # it as a dict, and the consumer reads it again: 3-5 µs of every torch→numba share on an
+        # H200); memory the host can address too (managed) may have one: it is read.
         try:
-            on_device = in_device_memory(obj)
+            if not in_device_memory(obj):
+                obj.__cuda_array_interface__
         except (AttributeError, RuntimeError, TypeError) as e:
-            on_device, why = False, f" ({e})"
-        else:
-            why = ""
-        if not on_device:
             raise gpushare_error(
                 "path_not_applicable",
-                f"cai needs an array in CUDA memory; this {src.name} array is not in device memory{why}"
+                f"cai needs an array in CUDA memory; this {src.name} array has no __cuda_array_interface__ ({e})"
             ) from None
         return from_cai(obj)
 
