@@ -136,7 +136,13 @@ def test_fixed_costs_follow_the_hosts_speed_when_predicted(model, monkeypatch):
     copy_same, copy_slow = at("host", calibrated), at("host", 2 * calibrated)
     host_fit = model.to_dict()["fits"]["share torch->numpy host @cpu"]
     added = copy_slow.seconds - copy_same.seconds
-    assert 0 < added <= host_fit["fixed"] * 1.0001 and added < copy_same.seconds
+    fixed = host_fit["fixed"]
+    # Exactly the fixed cost scales: none where the sweep's line has none (a noisy sweep on the 2-core
+    # CI machine fitted the host route a fixed cost of 0), at most the whole prediction; the
+    # per-byte part stays.
+    assert added == pytest.approx(min(fixed, copy_same.seconds), rel=1e-6, abs=1e-12)
+    if 0 < fixed < copy_same.seconds:
+        assert 0 < added < copy_same.seconds
     # Without a speed now, the fixed cost is as calibrated.
     assert at("dlpack", None).host_slowdown is None
     assert at("dlpack", None).seconds == pytest.approx(same.seconds)
