@@ -229,3 +229,19 @@ def test_a_numba_array_is_described_on_the_device_of_its_memory_whatever_is_curr
         assert info.device == device and tuple(info.dlpack_device) == (2, x.get_device()), (other, info.device)
     r = gpushare.share(x, "numba")
     assert r.verdict == "shared" and r.target.device == device, (r.target.device, r.reason)
+
+
+@pytest.mark.parametrize("device", cuda_devices())
+def test_an_array_made_for_the_lab_lies_on_the_device_asked_for_whatever_is_current(device):
+    """The lab makes its arrays by each adapter's from_numpy on the device it was asked for: Numba
+    allocated on its current device (cuda:1 once JAX started), so a bench on cuda:0 measured cuda:1's
+    memory, and a process handoff of it opened a context in the worker every time (~110 ms)."""
+    need("numba")
+    from gpushare.adapters import framework
+
+    ordinal = int(device.split(":")[1])
+    for other in range(torch.cuda.device_count()):
+        with torch.cuda.device(other):
+            arr = framework("numba").from_numpy(np.arange(64, dtype=np.float32), False, ordinal)
+        info = gpushare.inspect(arr)
+        assert info.cuda["device_ordinal"] == ordinal and info.device == device, (other, info.device)

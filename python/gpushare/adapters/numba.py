@@ -87,7 +87,12 @@ class NumbaAdapter(Adapter):
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
         if on_host:
             raise ValueError("Numba device arrays live on a GPU: use --device cuda:N")
-        return self.load().cuda.to_device(array)
+        cuda = self.load().cuda
+        # Numba allocates on its current device, which JAX's start makes the last GPU: the array
+        # asked for on cuda:0 lay on cuda:1, and every process handoff of it then opened a context
+        # in the worker (105-127 ms each on 2x H200, scripts/probe_numba_ipc_worker.py).
+        with cuda.gpus[ordinal]:
+            return cuda.to_device(array)
 
     def has_gpu(self) -> bool:
         return bool(self.load().cuda.is_available())
