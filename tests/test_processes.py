@@ -393,6 +393,11 @@ def test_host_identity_finds_every_mapping_reading_only_as_far_as_its_line(monke
     for (lo, hi), parts in zip(spans, reference):
         if parts[0].endswith("[vsyscall]") or lo >= 1 << 47:
             continue
+        # Private anonymous mappings (inode 0, not shared) merge and split while other threads
+        # allocate (CI saw one start 2 MiB lower by the time it was looked up): only mappings whose
+        # bounds hold still, files and shared segments such as `seg`, are compared line for line.
+        if int(parts[4]) == 0 and parts[1][3] != "s":
+            continue
         for ptr in (lo, hi - 1):
             ident = process_identity.host_identity(ptr)
             assert ident["offset"] == int(parts[2], 16) + (ptr - lo), (hex(ptr), parts)
