@@ -376,16 +376,33 @@ def test_two_threads_sending_by_gloo_through_one_worker_each_get_their_own_tenso
     assert not errors, errors
 
 
+def _kernel_answers_procmap_query() -> bool:
+    from gpushare import process_identity
+
+    if not process_identity._procmap_query_works:
+        return False
+    try:
+        process_identity._queried_identity(id(process_identity))
+        return True
+    except OSError:
+        return False
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc/self/maps (not Linux)")
-def test_host_identity_finds_every_mapping_reading_only_as_far_as_its_line(monkeypatch):
-    """The identity of a host address is the line of /proc/self/maps that holds it, found by
-    bisecting each page of the list and reading no further than that line: a small segment mapped
-    among the libraries near the end of the list cost 1.6 ms a handoff when each line was parsed
-    from the top (55 µs for a large one mapped near the start)."""
+@pytest.mark.parametrize("lookup", ["kernel query", "list read"])
+def test_host_identity_finds_every_mapping_reading_only_as_far_as_its_line(monkeypatch, lookup):
+    """The identity of a host address is the line of /proc/self/maps that holds it. A kernel of
+    6.11 and later is asked for that one mapping (PROCMAP_QUERY); an older one's list is read by
+    bisecting each page and no further than that line: a small segment mapped among the libraries
+    near the end of the list cost 1.6 ms a handoff when each line was parsed from the top (55 µs
+    for a large one mapped near the start). Both must name every mapping as the list does."""
     import mmap
 
     from gpushare import process_identity
 
+    if lookup == "kernel query" and not _kernel_answers_procmap_query():
+        pytest.skip("kernel before 6.11 (no PROCMAP_QUERY on /proc/self/maps)")
+    monkeypatch.setattr(process_identity, "_procmap_query_works", lookup == "kernel query")
     seg = mmap.mmap(-1, 4096)  # anonymous and shared: one more mapping, wherever the kernel puts it
     with open("/proc/self/maps") as f:
         reference = [line.split(None, 5) for line in f.read().splitlines()]
@@ -405,6 +422,9 @@ def test_host_identity_finds_every_mapping_reading_only_as_far_as_its_line(monke
             assert ident["mapping"] == ("shared" if parts[1][3] == "s" else "private")
     # Below every mapping (the gaps between them move as the process allocates: not checked).
     assert process_identity.host_identity(spans[0][0] - 1)["mapping"] == "unknown"
+    if lookup == "kernel query":
+        seg.close()
+        return
     pages = []
     real_read = os.read
     monkeypatch.setattr(process_identity.os, "read", lambda fd, n: pages.append(n) or real_read(fd, n))
