@@ -151,7 +151,8 @@ def evaluate_processes(model, device: str, names: list[str], repeat: int) -> tup
     rows, autos = [], []
     for src in names:
         speed = advice.host_speed()
-        d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across="processes", repeat=repeat,
+        d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across="processes",
+                           repeat=max(repeat, advice.PROCESS_REPEAT),
                            progress=False).to_dict()
         place = f"{d.get('device', device)}->process"
         adapter = gpushare.adapters.framework(src)

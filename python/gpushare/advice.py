@@ -73,6 +73,14 @@ def _host_work() -> int:
     return total
 
 
+#: Timed handoffs per size of a process path, at least. Why: a handoff to another process is a
+#: round trip between two processes that each wait on the scheduler, and on the 2-core CPU the
+#: median of 5 moved by up to 2x between neighbouring sweeps of the same size
+#: (scripts/probe_process_sizes.py: torch_mp at 4 MiB 802, 557 and 1320 µs). A handoff costs
+#: 0.1-1 ms, so 15 of each of seven sizes add well under a second per path.
+PROCESS_REPEAT = 15
+
+
 def host_speed(samples: int = 9, rounds: int = 6) -> float:
     """The host's speed now: seconds that a fixed piece of interpreter work takes, the median of
     ``samples`` (about 0.4 ms in all: a median of five let one spike set a whole sweep's speed). A handoff's fixed cost is host work, and on a shared host
@@ -249,7 +257,8 @@ def calibrate(
 
     def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], **where: Any) -> None:
         started, speed = time.time(), host_speed()
-        d = lab.bench(src, dst, sweep_sizes, device=device, repeat=repeat, progress=False, **where).to_dict()
+        times = max(repeat, PROCESS_REPEAT) if kind == "process" else repeat
+        d = lab.bench(src, dst, sweep_sizes, device=device, repeat=times, progress=False, **where).to_dict()
         place = d.get("device", device)
         if kind == "move":
             place = f"{place}->{where['to_device']}"

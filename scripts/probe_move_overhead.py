@@ -1,0 +1,81 @@
+"""Where `share(x, "torch", device="cuda:1", path="p2p")` spends what it adds to the core's peer copy
+at 256 MiB (issue 26.6, goal: at most 3 %). A diagnostic, not a benchmark of record: it prints the
+copy alone, share() with and without the final synchronise (whether share blocks the host until the
+copy ends), and a cProfile of share's calls. Run on a machine with two GPUs:
+`python3 scripts/probe_move_overhead.py`."""
+
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import torch  # noqa: E402
+
+import gpushare  # noqa: E402
+from gpushare import _native  # noqa: E402
+from gpushare.adapters import framework  # noqa: E402
+
+
+def median_us(fn, sync, repeat=30, wait=True):
+    for _ in range(3):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        if wait:
+            sync()
+        samples.append(time.perf_counter() - t0)
+        if not wait:
+            sync()
+    return statistics.median(samples) * 1e6
+
+
+def main() -> int:
+    if torch.cuda.device_count() < 2:
+        print("probe_move_overhead: fewer than 2 GPUs")
+        return 0
+    sync = lambda: (torch.cuda.synchronize(0), torch.cuda.synchronize(1))  # noqa: E731
+    for nbytes in (256 << 20, 1 << 30):
+        a = torch.randn(nbytes // 4, device="cuda:0")
+        stream = torch.cuda.current_stream(0).cuda_stream
+        copy_source, copy_of = framework("torch").copy_source, _native.SharedBuffer._copy_of
+        keep = []
+
+        def core():
+            keep[:] = [copy_of(copy_source(a), "p2p", stream, "cuda:1")]
+
+        def api():
+            keep[:] = [gpushare.share(a, "torch", device="cuda:1", path="p2p")]
+
+        rows = {
+            "p2p core, synchronised": median_us(core, sync),
+            "share(device=), synchronised": median_us(api, sync),
+            "p2p core, host returns": median_us(core, sync, wait=False),
+            "share(device=), host returns": median_us(api, sync, wait=False),
+        }
+        print(f"--- {nbytes >> 20} MiB")
+        for k, v in rows.items():
+            print(f"{k:34s} {v:9.1f} µs")
+        print(f"share/core bandwidth ratio {rows['p2p core, synchronised'] / rows['share(device=), synchronised']:.3f}")
+        r = gpushare.share(a, "torch", device="cuda:1", path="p2p")
+        print("notes:", r.notes if hasattr(r, "notes") else None)
+        del r
+        keep.clear()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(20):
+        gpushare.share(a, "torch", device="cuda:1", path="p2p")
+        sync()
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
