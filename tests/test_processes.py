@@ -225,17 +225,20 @@ def test_bench_across_processes_sweeps_sizes_and_paths():
     assert "64 KiB" in repr(b)
 
 
-def test_a_process_sweep_times_each_path_after_one_warm_up_handoff_and_says_what_it_took():
-    """A worker's first handoffs by a path cost what later ones do not; the sweep hands over once by
-    each path before it times any, and the path's first point says what that handoff took."""
+def test_a_process_sweep_times_each_path_after_warm_up_handoffs_and_says_what_the_first_took():
+    """A worker's first handoffs by a path cost what later ones do not; the sweep hands over a few
+    times by each path before it times any, and the path's first point says what the first took."""
     import re
+
+    from gpushare import process_tables
 
     b = gpushare.bench("torch", "torch", sizes=["4KiB", "64KiB"], paths="shm,torch_mp", repeat=2,
                        across="processes", device="cpu")
-    warm = [[n for n in p["notes"] if "warm-up handoff" in n] for p in b.points]
+    warm = [[n for n in p["notes"] if "warm-up handoffs" in n] for p in b.points]
     assert [len(w) for w in warm] == [1, 1, 0, 0], warm
     for point, (note,) in zip(b.points, warm[:2]):
         assert f"by {point['path']} to this worker" in note
+        assert note.startswith(f"timed after {process_tables.WARM_UP_HANDOFFS} warm-up handoffs"), note
         assert float(re.search(r"took ([0-9.e+-]+) ms", note).group(1)) > 0
     assert all(p["timing"]["first_call"] > 0 for p in b.points)
 

@@ -52,9 +52,16 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
     return _native.process_comparison(*_source_of(obj, to), rows, results if keep else {})
 
 
+#: Untimed handoffs by each path before a sweep times any. One was not enough: on the 2x H200 of
+#: 2026-11-27 (scripts/probe_process_sizes.py) the first sweep through a new worker after one
+#: warm-up still ran torch's `ipc` at 158-170 µs, the next two at 127-142 µs; a first handoff
+#: opens the worker's context, and the next few still run the interpreter's unspecialised code.
+WARM_UP_HANDOFFS = 5
+
+
 def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any) -> dict[str, str]:
-    """One handoff of ``obj`` by each path before a sweep times any, and what it took, as a note for
-    that path's first point.
+    """:data:`WARM_UP_HANDOFFS` handoffs of ``obj`` by each path before a sweep times any, and what the
+    first took, as a note for that path's first point.
 
     Why: a worker's first handoffs by a path pay what later ones do not (its CUDA context and first
     mapping, NCCL's communicator, imports), and the first call of a timed point holds only part of
@@ -68,13 +75,13 @@ def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any)
         if path in notes:
             continue
         results: dict = {}
-        r = _try(worker, obj, path, to, 1, peer, results, False)
+        r = _try(worker, obj, path, to, WARM_UP_HANDOFFS - 1, peer, results, False)  # a first call, then samples
         for kept in results.values():
             kept.release()
         first = (r.to_dict().get("timing") or {}).get("first_call")
         if first is not None:
-            notes[path] = (f"timed after one warm-up handoff by {path} to this worker, which took {first * 1e3:.3g} ms "
-                           f"(its first use in the worker, not in these times)")
+            notes[path] = (f"timed after {WARM_UP_HANDOFFS} warm-up handoffs by {path} to this worker; the first took "
+                           f"{first * 1e3:.3g} ms (its first use in the worker, not in these times)")
     return notes
 
 
