@@ -53,8 +53,18 @@ def main() -> int:
         def api():
             keep[:] = [gpushare.share(a, "torch", device="cuda:1", path="p2p")]
 
+        # The route the pipeline runs (the copy, torch's import, the device guard) without the
+        # pipeline around it (describing both sides, the prediction, the waits, the report).
+        from gpushare import devices
+
+        _, route = devices.move_route(framework("torch"), framework("torch"), "p2p", "cuda:1")
+
+        def route_only():
+            keep[:] = [route(a)]
+
         rows = {
             "p2p core, synchronised": median_us(core, sync),
+            "route alone, synchronised": median_us(route_only, sync),
             "share(device=), synchronised": median_us(api, sync),
             "p2p core, host returns": median_us(core, sync, wait=False),
             "share(device=), host returns": median_us(api, sync, wait=False),
