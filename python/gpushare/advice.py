@@ -290,17 +290,19 @@ def calibrate(
 def lab_predictor(source: str, target: str, device: str | None) -> Any:
     """For the lab's tables: ``predict(path, nbytes, dlpack_device) -> (prediction, ordering)``,
     each row's time as the model predicted it before the row ran, and how the handoff is ordered.
-    None without a current model of this machine. ``device``: a move's destination."""
+    Without a current model of this machine, no prediction, and the ordering only for device
+    memory (where it decides what `auto` may take: the table's footer says why `auto` left a faster
+    row whose handoff nothing orders). ``device``: a move's destination."""
     m = model()
-    if m is None:
-        return None
     kind = "share" if device is None else "move"
 
-    def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str]:
+    def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str | None]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
         place = where if device is None else f"{where}->{device}"
         consumer = framework(target)
         ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
+        if m is None:
+            return None, (words if where != "cpu" else None)
         # The host's speed right before the row runs: a share's fixed cost is host work (a move's
         # fit carries no speed, so it is not measured for one).
         speed = host_speed() if kind == "share" else None

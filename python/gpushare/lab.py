@@ -176,8 +176,8 @@ def compare(
 
 def _predict_for(src: Adapter, dst: Adapter, device: str | None) -> Any:
     """What each row was predicted to cost before it ran, from the cost model of this machine
-    (``gpushare.advice``); None where the machine is not calibrated (the tables then show no
-    predictions)."""
+    (``gpushare.advice``), and how its handoff is ordered (where the machine is not calibrated, no
+    prediction: the tables then show none)."""
     from gpushare import advice
 
     return advice.lab_predictor(src.name, dst.name, device)

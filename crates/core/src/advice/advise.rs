@@ -123,7 +123,14 @@ impl Advice {
                         avoided.join(", ")
                     )
                 };
-                (Some(path), format!("{verdict}, predicted fastest: {}, {bound}{waits}{busy}", crate::render::units::time(p.seconds)))
+                // "Fastest" only where it is: a path left out for not ordering the handoff may be
+                // predicted faster (cai into JAX), and the footnote then says which and why.
+                let fastest = if self.rows.iter().any(|r| Self::unordered_but_faster(r, row, p.seconds)) {
+                    "predicted fastest of the paths that order the handoff"
+                } else {
+                    "predicted fastest"
+                };
+                (Some(path), format!("{verdict}, {fastest}: {}, {bound}{waits}{busy}", crate::render::units::time(p.seconds)))
             }
             // The rules' choice stands only where it is not predicted to fail.
             None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
@@ -137,6 +144,24 @@ impl Advice {
         self.recommended = recommended;
         self.why = why;
         self
+    }
+
+    /// Whether `r` has `chosen`'s verdict, works and is predicted under `chosen_s`, but was left out
+    /// because nothing orders its handoff against the producer's queued work.
+    fn unordered_but_faster(r: &AdviceRow, chosen: &AdviceRow, chosen_s: f64) -> bool {
+        !r.ordered && r.verdict == chosen.verdict && r.prediction.as_ref().is_some_and(|p| p.seconds < chosen_s)
+    }
+
+    /// The fastest path of the recommendation's verdict that the model predicts faster than it but
+    /// that does not order the handoff (cai into JAX, which ignores the interface's stream): the
+    /// footnote a table gives, so that "fastest" never stands beside a faster row unexplained.
+    pub fn faster_unordered(&self) -> Option<&AdviceRow> {
+        let chosen = self.rows.iter().find(|r| Some(&r.path) == self.recommended.as_ref())?;
+        let chosen_s = chosen.prediction.as_ref()?.seconds;
+        self.rows.iter().filter(|r| Self::unordered_but_faster(r, chosen, chosen_s)).min_by(|a, b| {
+            let (x, y) = (a.prediction.as_ref().unwrap().seconds, b.prediction.as_ref().unwrap().seconds);
+            x.total_cmp(&y)
+        })
     }
 
     /// A copy the model predicts faster than the recommendation (which shares): the footnote a
@@ -224,6 +249,27 @@ mod tests {
         let mut unordered = row("capsule", "shared", Some(15e-6));
         unordered.ordered = false;
         assert_eq!(advice(vec![row("dlpack", "shared", Some(20e-6)), unordered]).decide(Some("dlpack")).recommended.as_deref(), Some("dlpack"));
+    }
+
+    #[test]
+    fn a_faster_path_left_out_for_its_ordering_is_named_and_the_pick_is_not_called_fastest() {
+        // torch→jax at 4 MiB on the 2x H200 (notebook 08, 2026-11-27): cai 67 µs, dlpack 121 µs;
+        // JAX ignores the interface's stream, so cai is no candidate, and "predicted fastest: 121
+        // µs" stood beside the 67 µs row with no word on why.
+        let mut cai = row("cai", "shared", Some(67e-6));
+        cai.ordered = false;
+        cai.ordering = crate::advice::model::Ordering::Unordered.describe().into();
+        let a = advice(vec![row("dlpack", "shared", Some(121e-6)), cai.clone(), row("copy", "copied", Some(92e-6))]).decide(Some("dlpack"));
+        assert_eq!(a.recommended.as_deref(), Some("dlpack"));
+        assert_eq!(a.faster_unordered().map(|r| r.path.as_str()), Some("cai"));
+        assert!(a.why.contains("predicted fastest of the paths that order the handoff"), "{}", a.why);
+        let text = crate::render::advice::advice_text(&a);
+        assert!(text.contains("cai is predicted faster (67.0 µs) but is not taken: it is ordered by nothing the consumer honours"), "{text}");
+        assert!(text.contains("copy is predicted faster"), "{text}");
+        // A slower unordered path, or one of another verdict, is not worth a word.
+        cai.prediction = Some(prediction(130e-6, None));
+        let a = advice(vec![row("dlpack", "shared", Some(121e-6)), cai]).decide(Some("dlpack"));
+        assert!(a.faster_unordered().is_none() && a.why.contains("predicted fastest:"), "{}", a.why);
     }
 
     #[test]

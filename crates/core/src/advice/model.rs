@@ -323,8 +323,9 @@ pub enum Ordering {
     ProducerWait,
     /// Nothing to order: host memory.
     None,
-    /// Nothing orders it: a legacy capsule into a consumer that reads on its own stream may be
-    /// read before the producer's queued work lands. Never recommended on a GPU.
+    /// Nothing orders it: a legacy capsule into a consumer that reads on its own stream, or the
+    /// interface's stream into a consumer that ignores it (JAX), may be read before the producer's
+    /// queued work lands. Never recommended on a GPU.
     Unordered,
     /// The producer's stream travels with the array (`__cuda_array_interface__`'s `stream`): the
     /// consumer orders its reads after it.
@@ -338,7 +339,7 @@ impl Ordering {
             Ordering::HostSynchronise => "a host-side synchronise: the host waits for the producer's queued work",
             Ordering::ProducerWait => "the producer's own call waits for its work",
             Ordering::None => "nothing to order (host memory)",
-            Ordering::Unordered => "nothing: a legacy capsule carries no stream, so the consumer may read before the producer's queued work lands",
+            Ordering::Unordered => "nothing the consumer honours (a legacy capsule carries no stream; JAX's __cuda_array_interface__ import ignores the interface's), so it may read before the producer's queued work lands",
             Ordering::ConsumerOrders => "the producer's stream in __cuda_array_interface__: the consumer orders its reads after it",
         }
     }

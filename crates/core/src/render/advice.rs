@@ -51,6 +51,14 @@ fn footer(a: &Advice) -> String {
         Some(path) => format!("take {path}: {}", a.why),
         None => a.why.clone(),
     }];
+    if let Some(unordered) = a.faster_unordered() {
+        lines.push(format!(
+            "{} is predicted faster ({}) but is not taken: it is ordered by {}",
+            unordered.path,
+            predicted(unordered),
+            unordered.ordering
+        ));
+    }
     if let Some(copy) = a.faster_copy() {
         lines.push(format!(
             "{} is predicted faster ({}) but copies: a copy is taken only when no path shares",

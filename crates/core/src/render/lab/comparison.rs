@@ -119,9 +119,30 @@ impl ComparisonReport {
             parts.push(format!("⚠ noisy (IQR > 25% of the median): {}.", noisy.join(", ")));
         }
         if let Some(a) = &self.auto_path {
-            parts.push(format!("auto picks {a}."));
+            parts.push(match self.why_not_fastest(a) {
+                Some(why) => format!("auto picks {a}: {why}."),
+                None => format!("auto picks {a}."),
+            });
         }
         parts.join(" ")
+    }
+
+    /// Why `auto` did not take the ★ row, where the two differ for a reason of correctness: the
+    /// faster row copies where `auto`'s shares, or nothing the consumer honours orders its handoff
+    /// (cai into JAX, a capsule into a consumer on its own stream). `None` where they agree, or
+    /// where `auto` simply was not measured fastest.
+    fn why_not_fastest(&self, auto: &str) -> Option<String> {
+        let fastest = self.fastest.as_deref().filter(|f| *f != auto)?;
+        let (f, a) = (self.rows.iter().find(|r| r.path == fastest)?, self.rows.iter().find(|r| r.path == auto)?);
+        if f.verdict == Verdict::Copied && a.verdict == Verdict::Shared {
+            Some(format!("{fastest} was faster but copies, and a copy is taken only when no path shares"))
+        } else if f.ordering.as_deref() == Some(crate::advice::model::Ordering::Unordered.describe()) {
+            Some(format!(
+                "{fastest} was faster but nothing the consumer honours orders its handoff, so it could read values the producer has not finished"
+            ))
+        } else {
+            None
+        }
     }
 
     /// Columns shared by the text and HTML forms: (header, right-aligned, cells per row).

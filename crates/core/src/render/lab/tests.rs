@@ -60,7 +60,8 @@ fn comparison_text_has_one_unit_per_column() {
     assert!(text.contains("★  copy"), "{text}");
     assert!(text.contains("not applicable") && text.contains("pinned needs CUDA: libcuda not found"));
     assert!(text.contains("dlpack (auto)"));
-    assert!(text.contains("auto picks dlpack"));
+    // copy was ★ fastest: the footer says why auto did not take it.
+    assert!(text.contains("auto picks dlpack: copy was faster but copies, and a copy is taken only when no path shares."), "{text}");
     // The host row in µs, three significant figures; copy's bandwidth in GB/s.
     let host = text.lines().find(|l| l.contains("host")).unwrap();
     assert!(host.contains("40.0") && host.contains("0.102"), "{host}");
@@ -288,4 +289,25 @@ fn bench_of_single_samples_says_1_sample_not_median() {
     // untrusted notebooks).
     assert!(crate::render::plot::benchmark_svg(&b).contains("time (1 sample)"));
     assert!(bench().text().contains("median time per handoff"));
+}
+
+#[test]
+fn a_faster_row_auto_left_for_its_ordering_is_explained_in_the_footer() {
+    // torch→jax on a GPU: cai shares and is faster, but JAX ignores the interface's stream.
+    let mut auto = run("dlpack", "shared", &[30e-6, 31e-6, 29e-6, 30e-6], 0);
+    auto.auto = true;
+    let mut cai = run("cai", "shared", &[15e-6, 15.5e-6, 14.5e-6, 15e-6], 0);
+    cai.ordering = Some(crate::advice::model::Ordering::Unordered.describe().into());
+    let mut capsule = run("capsule", "shared", &[60e-6, 61e-6, 59e-6, 60e-6], 0);
+    capsule.ordering = Some(crate::advice::model::Ordering::HostSynchronise.describe().into());
+    let c = ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![auto, cai, capsule],
+        repeat: 4,
+        warmup: 1,
+    });
+    assert_eq!(c.fastest.as_deref(), Some("cai"));
+    let text = c.text();
+    assert!(text.contains("auto picks dlpack: cai was faster but nothing the consumer honours orders its handoff"), "{text}");
 }
