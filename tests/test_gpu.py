@@ -211,3 +211,28 @@ def test_managed_memory_is_refused_with_a_prediction_and_torch_takes_it_by_cai(d
         x[5] = -3.0
         cupy.cuda.runtime.deviceSynchronize()
         assert float(r.value[5]) == -3.0
+
+
+def test_a_read_only_host_array_made_into_a_cuda_tensor_brings_no_torch_warning():
+    """The host route from JAX's device memory into torch goes through NumPy's read-only view of a
+    JAX array: torch warned "The given NumPy array is not writable" under the user's cell (notebook
+    08's calibrate on the 2x H200) for a CPU tensor that lives only until its copy to the GPU. In a
+    fresh process: torch warns once per process, and an earlier warning would hide this one."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings, numpy as np\n"
+        "from gpushare.adapters import framework\n"
+        "a = np.ones(16, np.float32); a.flags.writeable = False\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('error')\n"
+        "    t = framework('torch').from_numpy(a, False, 0)\n"
+        "assert t.is_cuda and t.sum().item() == 16, t\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    framework('torch').from_numpy(a, True, 0)\n"
+        "assert any('not writable' in str(w.message) for w in seen), 'a host tensor over read-only memory still warns'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Callable
 
 from gpushare import _native
@@ -161,8 +162,16 @@ class TorchAdapter(Adapter):
         return obj.detach().cpu().resolve_conj().resolve_neg().numpy()
 
     def from_numpy(self, array: Any, on_host: bool, ordinal: int) -> Any:
-        t = self.load().from_numpy(array)
-        return t if on_host else t.to(f"cuda:{ordinal}")
+        torch = self.load()
+        if on_host or array.flags.writeable:
+            t = torch.from_numpy(array)
+            return t if on_host else t.to(f"cuda:{ordinal}")
+        # A read-only host array (JAX's np.asarray view) on its way to the GPU: the CPU tensor lives
+        # only until the copy, so torch's "not writable" UserWarning would be noise in the user's
+        # cell (it showed under `gpushare.calibrate` in notebook 08).
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+            return torch.from_numpy(array).to(f"cuda:{ordinal}")
 
     def ones(self, n: int, dtype: str, on_host: bool, ordinal: int) -> Any:
         torch = self.load()
