@@ -77,6 +77,60 @@ def main() -> int:
         print("notes:", r.notes if hasattr(r, "notes") else None)
         del r
         keep.clear()
+    # Where share()'s time goes between the Rust pipeline and the adapter calls it makes: each of
+    # torch's adapter methods timed as the pipeline calls it (call_method1 finds these instance
+    # attributes first), summed over 20 shares of 256 MiB.
+    a = torch.randn((256 << 20) // 4, device="cuda:0")
+    adapter = framework("torch")
+    spent: dict = {}
+
+    def timed_method(name):
+        real = getattr(adapter, name)
+
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                calls, total = spent.get(name, (0, 0.0))
+                spent[name] = (calls + 1, total + time.perf_counter() - t0)
+
+        setattr(adapter, name, wrapper)
+
+    import gpushare.api as api_module
+
+    for name in ("synchronize", "current_stream", "check_source", "inspect", "detached", "copy_source", "check_view_bits"):
+        timed_method(name)
+    for name in ("_move_path", "_move_plan"):
+        real_fn = getattr(api_module, name)
+
+        def wrapped(*args, _real=real_fn, _name=name, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return _real(*args, **kwargs)
+            finally:
+                calls, total = spent.get(_name, (0, 0.0))
+                spent[_name] = (calls + 1, total + time.perf_counter() - t0)
+
+        setattr(api_module, name, wrapped)
+    api_module._PLANS.clear()
+    for _ in range(3):
+        gpushare.share(a, "torch", device="cuda:1", path="p2p")
+    sync()
+    spent.clear()
+    share_total = 0.0
+    for _ in range(20):
+        t0 = time.perf_counter()
+        gpushare.share(a, "torch", device="cuda:1", path="p2p")
+        share_total += time.perf_counter() - t0
+        sync()
+    print("--- 256 MiB share(device=), per share (20 shares):", f"{share_total / 20 * 1e6:.1f} µs")
+    for name, (calls, total) in sorted(spent.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {name:16s} {calls / 20:4.1f} calls  {total / 20 * 1e6:8.1f} µs")
+    for label, fn in (("torch.cuda.synchronize(0), idle", lambda: torch.cuda.synchronize(0)),
+                      ("torch.cuda.synchronize(1), idle", lambda: torch.cuda.synchronize(1)),
+                      ("cuCtxSynchronize cuda:0, idle", lambda: _native.cuda_synchronize_context(0))):
+        print(f"  {label:34s} {median_us(fn, lambda: None, repeat=200, wait=False):7.2f} µs")
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(20):
