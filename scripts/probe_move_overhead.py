@@ -101,6 +101,27 @@ def main() -> int:
 
     for name in ("synchronize", "current_stream", "check_source", "inspect", "detached", "copy_source", "check_view_bits"):
         timed_method(name)
+    from gpushare import devices as devices_module
+
+    def timed_function(module, name, label=None):
+        real_fn = getattr(module, name)
+
+        def wrapped(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return real_fn(*args, **kwargs)
+            finally:
+                calls, total = spent.get(label or name, (0, 0.0))
+                spent[label or name] = (calls + 1, total + time.perf_counter() - t0)
+
+        setattr(module, name, wrapped)
+
+    # Inside _move_path: what it asks of the device layer and the adapters.
+    for name in ("check_device", "dlpack_place", "already_on", "device_name"):
+        timed_function(devices_module, name, f"devices.{name}")
+    for name in ("adapter_for", "framework", "_source_device", "in_device_memory"):
+        if hasattr(api_module, name):
+            timed_function(api_module, name, f"api.{name}")
     for name in ("_move_path", "_move_plan"):
         real_fn = getattr(api_module, name)
 

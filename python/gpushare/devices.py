@@ -85,8 +85,20 @@ def cuda_problem(ordinal: int) -> str | None:
     return None
 
 
+#: Devices :func:`check_device` found usable, by the string asked. The driver's state is probed
+#: once per process (crates/core/src/cuda/status.rs), so a device usable once stays usable; a
+#: refusal is not kept. Why: every `share(x, ..., device="cuda:1")` checks its device, and the check
+#: (two regular expressions, the driver's status built as a dict) took 11.4 µs of the 84 µs that
+#: share added to a 256 MiB peer copy on the 2x H200 (scripts/probe_move_overhead.py).
+_USABLE: dict[str, tuple[bool, int]] = {}
+
+
 def check_device(device: str) -> tuple[bool, int]:
     """Parses ``device`` and raises a gpushare error when it cannot be used here."""
+    try:
+        return _USABLE[device]
+    except (KeyError, TypeError):
+        pass
     try:
         on_host, ordinal = parse_device(device)
     except ValueError as e:
@@ -95,6 +107,8 @@ def check_device(device: str) -> tuple[bool, int]:
         problem = cuda_problem(ordinal)
         if problem is not None:
             raise gpushare_error("cuda", f"device={device!r} needs a CUDA device: {problem}")
+    if isinstance(device, str):
+        _USABLE[device] = (on_host, ordinal)
     return on_host, ordinal
 
 
