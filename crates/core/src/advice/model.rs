@@ -339,7 +339,7 @@ impl Ordering {
             Ordering::HostSynchronise => "a host-side synchronise: the host waits for the producer's queued work",
             Ordering::ProducerWait => "the producer's own call waits for its work",
             Ordering::None => "nothing to order (host memory)",
-            Ordering::Unordered => "nothing the consumer honours (a legacy capsule carries no stream; JAX's __cuda_array_interface__ import ignores the interface's), so it may read before the producer's queued work lands",
+            Ordering::Unordered => "nothing the consumer honours (a legacy capsule carries no stream, and some consumers, JAX among them, ignore the one in __cuda_array_interface__), so it may read before the producer's queued work lands",
             Ordering::ConsumerOrders => "the producer's stream in __cuda_array_interface__: the consumer orders its reads after it",
         }
     }
