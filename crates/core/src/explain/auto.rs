@@ -46,7 +46,10 @@ pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a s
 /// [`resolve_auto_with`] reads of a source besides the facts it sits beside (the target, the
 /// endpoints and the model, fixed for one [`TargetFacts`]). A prediction runs on every share.
 #[derive(Debug, Default)]
-pub struct AutoMemo(std::sync::Mutex<Vec<(String, (u32, i32), bool, &'static str)>>);
+pub struct AutoMemo(std::sync::Mutex<Vec<AutoMemoEntry>>);
+
+/// One remembered choice: (source framework, DLPack place, read-only) → the path.
+type AutoMemoEntry = (String, (u32, i32), bool, &'static str);
 
 impl AutoMemo {
     fn get_or_insert(&self, source: &TensorReport, resolve: impl FnOnce() -> &'static str) -> &'static str {

@@ -54,12 +54,12 @@ pub(super) async fn doctor(
     python_code(&python, spec.as_ref(), extra_env, &report_code(args.import_frameworks), &[], config, cancel, out, err).await
 }
 
+/// The interpreter, its kernelspec (where a kernel's), and the memory settings to add where unset.
+pub(super) type ToolPython = (std::path::PathBuf, Option<crate::kernel::kernelspec::KernelSpec>, &'static [(&'static str, &'static str)]);
+
 /// The Python a tool command runs code in: the kernel's (`--kernel`, default gpushare's), else
 /// the Python running gpushare; its kernelspec, and the memory settings to add where unset.
-pub(super) fn tool_python(
-    config: &Config,
-    kernel: Option<&str>,
-) -> Result<(std::path::PathBuf, Option<crate::kernel::kernelspec::KernelSpec>, &'static [(&'static str, &'static str)])> {
+pub(super) fn tool_python(config: &Config, kernel: Option<&str>) -> Result<ToolPython> {
     let env = &config.env;
     let (spec, extra_env) = match kernel_for_tools(env, kernel) {
         Ok((spec, extra)) => (Some(spec), extra),
