@@ -220,7 +220,7 @@ def test_tables_show_the_prediction_beside_the_measurement_and_flag_a_miss(model
     rows = c.to_dict()["rows"]
     host = next(r for r in rows if r["path"] == "host")
     assert host["predicted"] is not None and host["predicted"]["seconds"] > 0
-    assert host["ordering"] == "nothing to order (host memory)"
+    assert host["ordering"] == "nothing: host memory has no queue to order against"
     assert "predicted (" in repr(c)
     # A model that predicts 1 ns for the host route: the measurement misses it, and the row says so.
     fake = gpushare.CostModel(advice.machine_key(), 0.0)

@@ -337,8 +337,8 @@ impl Ordering {
         match self {
             Ordering::DeviceEvent => "the consumer's stream passed to __dlpack__: the producer orders on the device (a consumer may still wait on the host: JAX does)",
             Ordering::HostSynchronise => "a host-side synchronise: the host waits for the producer's queued work",
-            Ordering::ProducerWait => "the producer's own call waits for its work",
-            Ordering::None => "nothing to order (host memory)",
+            Ordering::ProducerWait => "the producer's own call, which waits for its work",
+            Ordering::None => "nothing: host memory has no queue to order against",
             Ordering::Unordered => "nothing the consumer honours (a legacy capsule carries no stream, and some consumers, JAX among them, ignore the one in __cuda_array_interface__), so it may read before the producer's queued work lands",
             Ordering::ConsumerOrders => "the producer's stream in __cuda_array_interface__: the consumer orders its reads after it",
         }

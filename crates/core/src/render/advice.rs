@@ -186,7 +186,7 @@ mod tests {
             kind: "share".into(),
             verdict: verdict.into(),
             reason: (verdict != "shared").then(|| "copied by design".into()),
-            ordering: "nothing to order (host memory)".into(),
+            ordering: "nothing: host memory has no queue to order against".into(),
             ordered: true,
             waits: false,
             prediction: Some(p(s)),
