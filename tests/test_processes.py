@@ -392,6 +392,42 @@ def _kernel_answers_procmap_query() -> bool:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc/self/maps (not Linux)")
+def test_a_kernel_without_procmap_query_is_answered_from_the_list(monkeypatch):
+    """A kernel before 6.11 answers the ioctl with ENOTTY: the identity comes from the list, and the
+    ioctl is not tried again. Another failure (a name longer than the buffer) falls back once."""
+    import errno
+    import mmap
+
+    from gpushare import process_identity
+
+    seg = mmap.mmap(-1, 4096)
+    import ctypes
+
+    ptr = ctypes.addressof(ctypes.c_char.from_buffer(seg))
+    monkeypatch.setattr(process_identity, "_procmap_query_works", True)
+    from_list = process_identity._maps_line(ptr)
+    calls = []
+
+    def refuse(code):
+        def ioctl(*args):
+            calls.append(code)
+            raise OSError(code, os.strerror(code))
+        return ioctl
+
+    monkeypatch.setattr(process_identity.fcntl, "ioctl", refuse(errno.ENAMETOOLONG))
+    ident = process_identity.host_identity(ptr)
+    assert ident["mapping"] == "shared" and ident["offset"] == 0 and from_list is not None
+    assert process_identity._procmap_query_works, "one long name does not turn the ioctl off"
+    monkeypatch.setattr(process_identity.fcntl, "ioctl", refuse(errno.ENOTTY))
+    assert process_identity.host_identity(ptr) == ident
+    assert not process_identity._procmap_query_works
+    process_identity.host_identity(ptr)
+    assert calls == [errno.ENAMETOOLONG, errno.ENOTTY], calls
+    del ptr
+    seg.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc/self/maps (not Linux)")
 @pytest.mark.parametrize("lookup", ["kernel query", "list read"])
 def test_host_identity_finds_every_mapping_reading_only_as_far_as_its_line(monkeypatch, lookup):
     """The identity of a host address is the line of /proc/self/maps that holds it. A kernel of

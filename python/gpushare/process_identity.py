@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import os
 import struct
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: no ioctl, and no /proc/self/maps either
+    fcntl = None  # type: ignore[assignment]
 
 from gpushare import _native
 from gpushare.exceptions import GpushareError
@@ -27,9 +31,9 @@ def host_identity(ptr: int) -> dict | None:
         try:
             return _queried_identity(ptr)
         except OSError as e:
-            if e.errno not in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            _no_procmap_query()  # a kernel before 6.11: read the list
+            if e.errno in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
+                _no_procmap_query()  # a kernel before 6.11: read the list from now on
+            # Anything else (a name longer than the buffer, an unreadable list): the list says.
     try:
         line = _maps_line(ptr)
     except OSError:
@@ -68,7 +72,7 @@ def host_identity(ptr: int) -> dict | None:
 _PROCMAP_QUERY_LAYOUT = struct.Struct("=9Q4I2Q")
 _PROCMAP_QUERY = (3 << 30) | (_PROCMAP_QUERY_LAYOUT.size << 16) | (ord("f") << 8) | 17  # _IOWR('f', 17, ...)
 _VMA_SHARED = 0x08
-_procmap_query_works = hasattr(fcntl, "ioctl") and os.path.exists("/proc/self/maps")
+_procmap_query_works = fcntl is not None and os.path.exists("/proc/self/maps")
 
 
 def _no_procmap_query() -> None:
