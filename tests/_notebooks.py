@@ -162,6 +162,8 @@ _NOISE = re.compile(
 )
 #: Whether the fastest path wins beyond the spread or ties with another depends on the load too.
 _RANKING = re.compile(r"★ fastest: [\w, ]*?beyond the measured spread\.|No ★[^.]*\.|[★≈](?= )")
+#: ...and so does why `auto` left the ★ row ("auto picks dlpack: copy was faster but copies, ...").
+_AUTO_WHY = re.compile(r"(auto picks [\w-]+): [^.]*\.")
 _NUMBER = re.compile(
     r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?\s?(?:ns|µs|us|ms|s|B|KiB|MiB|GiB|GB/s|MB/s|x|×|pt/s)?(?![\w.])"
 )
@@ -175,6 +177,7 @@ def normalise(text: str) -> str:
     text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
     text = _NOISE.sub("", text)
     text = _RANKING.sub("", text)
+    text = _AUTO_WHY.sub(r"\1.", text)
     text = _HEX.sub("0xADDR", text)
     text = _UNIT_HEADER.sub("(UNIT)", text)
     text = _NUMBER.sub("N", text)

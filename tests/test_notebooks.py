@@ -238,3 +238,6 @@ def test_normalise_equates_what_varies_between_runs():
     noisy = "copied by design; ⚠ noisy: IQR is 33% of the median; raise -n/-r or quiet the machine"
     assert nbs.normalise(noisy) == nbs.normalise("copied by design")
     assert nbs.normalise("one unit. ⚠ 8 noisy points (IQR > 25% of the median).") == nbs.normalise("one unit.")
+    why = "★ fastest: copy, beyond the measured spread. auto picks dlpack: copy was faster but copies, and a copy is taken only when no path shares."
+    assert nbs.normalise(why) == nbs.normalise("No ★: dlpack ≈ copy are within each other's spread (a tie). auto picks dlpack.")
+    assert nbs.normalise("auto picks dlpack.") != nbs.normalise("auto picks cai.")
