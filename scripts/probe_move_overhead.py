@@ -84,56 +84,31 @@ def main() -> int:
     adapter = framework("torch")
     spent: dict = {}
 
-    def timed_method(name):
-        real = getattr(adapter, name)
+    import gpushare.api as api_module
+    from gpushare import devices as devices_module
+
+    def timed(owner, name, label=None):
+        """Replaces ``owner.name`` (an adapter's method, a module's function) with itself timed."""
+        real = getattr(owner, name)
 
         def wrapper(*args, **kwargs):
             t0 = time.perf_counter()
             try:
                 return real(*args, **kwargs)
             finally:
-                calls, total = spent.get(name, (0, 0.0))
-                spent[name] = (calls + 1, total + time.perf_counter() - t0)
-
-        setattr(adapter, name, wrapper)
-
-    import gpushare.api as api_module
-
-    for name in ("synchronize", "current_stream", "check_source", "inspect", "detached", "copy_source", "check_view_bits"):
-        timed_method(name)
-    from gpushare import devices as devices_module
-
-    def timed_function(module, name, label=None):
-        real_fn = getattr(module, name)
-
-        def wrapped(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return real_fn(*args, **kwargs)
-            finally:
                 calls, total = spent.get(label or name, (0, 0.0))
                 spent[label or name] = (calls + 1, total + time.perf_counter() - t0)
 
-        setattr(module, name, wrapped)
+        setattr(owner, name, wrapper)
 
-    # Inside _move_path: what it asks of the device layer and the adapters.
+    for name in ("synchronize", "current_stream", "check_source", "inspect", "detached", "copy_source", "check_view_bits"):
+        timed(adapter, name)
+    # _move_path and what it asks of the device layer and the adapters.
     for name in ("check_device", "dlpack_place", "already_on", "device_name"):
-        timed_function(devices_module, name, f"devices.{name}")
-    for name in ("adapter_for", "framework", "_source_device", "in_device_memory"):
+        timed(devices_module, name, f"devices.{name}")
+    for name in ("adapter_for", "framework", "_source_device", "in_device_memory", "_move_path", "_move_plan"):
         if hasattr(api_module, name):
-            timed_function(api_module, name, f"api.{name}")
-    for name in ("_move_path", "_move_plan"):
-        real_fn = getattr(api_module, name)
-
-        def wrapped(*args, _real=real_fn, _name=name, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return _real(*args, **kwargs)
-            finally:
-                calls, total = spent.get(_name, (0, 0.0))
-                spent[_name] = (calls + 1, total + time.perf_counter() - t0)
-
-        setattr(api_module, name, wrapped)
+            timed(api_module, name, name if name.startswith("_move") else f"api.{name}")
     api_module._PLANS.clear()
     for _ in range(3):
         gpushare.share(a, "torch", device="cuda:1", path="p2p")

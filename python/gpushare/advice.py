@@ -295,11 +295,11 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     row whose handoff nothing orders). ``device``: a move's destination."""
     m = model()
     kind = "share" if device is None else "move"
+    consumer = framework(target)
 
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str | None]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
         place = where if device is None else f"{where}->{device}"
-        consumer = framework(target)
         ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
         if m is None:
             return None, (words if where != "cpu" else None)

@@ -303,7 +303,7 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     from gpushare import devices
 
     on_host, ordinal = devices.check_device(device)
-    if path in ("p2p", "pinned", "dlpack"):
+    if path != "move" and path in devices.MOVE_PATHS:
         # A move path asked by name runs as asked wherever the array lies (only `move` does nothing
         # where it already is): no need to describe the array here, which the plan does anyway.
         return path, devices.device_name(on_host, ordinal), False
