@@ -19,6 +19,7 @@ recorded 2× H200 and 1× H200 runs of 2026-11-26).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -28,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = (
-    ROOT / "docs/gpu-runs/2026-11-26-h200x2-advice/bench_advice.json",
+    ROOT / "docs/gpu-runs/2026-11-26-h200x2-advice/bench_advice.json.gz",
     ROOT / "docs/gpu-runs/2026-11-26-h200-advice/bench_advice.json",
 )
 LARGE = 1 << 20
@@ -149,7 +150,9 @@ def copying_paths(run: dict) -> list[tuple[str, float, list[float]]]:
 
 
 def report(path: Path, show_paths: bool) -> dict:
-    run = json.loads(path.read_text(encoding="utf-8"))
+    # Large recorded runs are kept gzipped in docs/gpu-runs (the GPU machine carries the tree).
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    run = json.loads(raw.decode("utf-8"))
     place = run.get("device", "cuda:0")
     rows = run["rows"]
     print(f"== {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(rows)} rows, "
@@ -218,7 +221,7 @@ def report(path: Path, show_paths: bool) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="*", type=Path, default=list(RECORDED), help="bench_advice --json files")
+    parser.add_argument("runs", nargs="*", type=Path, default=list(RECORDED), help="bench_advice --json files (.json or .json.gz)")
     parser.add_argument("--paths", action="store_true", help="list every copying path's rates between sizes")
     parser.add_argument("--json", help="write the medians here")
     args = parser.parse_args()
