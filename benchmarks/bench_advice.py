@@ -85,7 +85,9 @@ def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dic
                          host_slowdown=made.get("host_slowdown"),
                          error=abs(made["seconds"] - measured) / measured,
                          error_unscaled=abs(unscaled.seconds - measured) / measured, tolerance=made["tolerance"],
-                         extrapolated=made["extrapolated"]))
+                         extrapolated=made["extrapolated"],
+                         # A process row's source allocation (what CUDA IPC maps), where known.
+                         allocation=((p.get("source") or {}).get("identity") or {}).get("size")))
     for size, pts in by_size.items():
         worked = [p for p in pts if p["verdict"] != "failed" and p.get("timing")]
         auto = [p for p in worked if p.get("auto")] or [p for p in worked if p["path"] == auto_path]

@@ -214,6 +214,23 @@ fn a_single_share_waits_only_for_imports_that_settle_later() {
 }
 
 #[test]
+fn a_copy_on_device_memory_is_timed_to_its_end_through_the_source_unless_its_context_covers_it() {
+    // The fake's memory has no driver report (`cuda: None`), so only the framework's own
+    // synchronise can wait for a copy queued on its streams: it must be called.
+    let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
+    let (src, dst, route) = (fake("torch"), fake("torch"), via("copy", true));
+    let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
+    assert!(!timing::context_covers_source(&out.source.0));
+    assert_eq!(src.log.borrow().iter().filter(|s| *s == "sync").count(), 1, "{:?}", src.log.borrow());
+    // A primary context covers the source's streams only where a driver synchronises it.
+    let mut primary = out.source.0.clone();
+    primary.cuda = Some(std::sync::Arc::new(serde_json::json!({"context_is_primary": true})));
+    assert_eq!(timing::context_covers_source(&primary), crate::cuda::driver_status().is_available());
+    primary.dlpack_device = (1, 0);
+    assert!(!timing::context_covers_source(&primary), "host memory has no context to synchronise");
+}
+
+#[test]
 fn a_copying_path_says_it_copies_by_design() {
     let (src, dst, route) = (fake("numpy"), fake("torch"), via("host", true));
     let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).unwrap();

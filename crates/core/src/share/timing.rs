@@ -134,6 +134,15 @@ pub fn settle_context(dlpack_device: (u32, i32)) -> Result<()> {
     crate::cuda::synchronize_context(dlpack_device.1).map_err(super::Error::from)
 }
 
+/// Whether [`settle_context`] waits for everything the source framework queued on its memory's
+/// device: the memory lives in that device's primary context (the driver said so when it was
+/// described) and a driver is there to synchronise it.
+pub fn context_covers_source(source: &crate::report::TensorReport) -> bool {
+    source.dlpack_device.0 == crate::dlpack::DEVICE_CUDA
+        && source.cuda.as_ref().and_then(|c| c.get("context_is_primary")).and_then(serde_json::Value::as_bool) == Some(true)
+        && crate::cuda::driver_status().is_available()
+}
+
 /// What takes one sample: `n` calls, synchronised at both ends, timed on the host and (when a
 /// device clock exists) on the device. `n = 0` measures a sample's fixed cost alone.
 pub trait Sampler {
