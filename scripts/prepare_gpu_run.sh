@@ -28,7 +28,7 @@ for arg in "$@"; do
   esac
 done
 
-# carry_in_parts TAG FILE...: cuts FILEs into PART_MB-MiB parts (52 by default: with the working tree, ~7 MB, each run
+# carry_in_parts TAG FILE...: cuts FILEs into PART_MB-MiB parts (52 by default: with the working tree, ~10 MB, each run
 # stays under the 64 MiB a run may carry), one part per git-ignored folder .TAG01, .TAG02, …; the
 # last folder also gets SHA256 (one line per FILE) and PARTS (how many parts in all), which
 # scripts/gpu_parts.sh reads there. Sets LAST to the last folder's name.
