@@ -51,3 +51,38 @@ def test_advise_across_processes_predicts_each_calibrated_path(model):
     assert {"shm", "torch_mp", "gloo"} <= predicted, a.rows
     assert a.producer == "idle"
     assert a.recommended is not None and "calibrate" not in a.why, a.why
+
+
+def test_process_tables_show_the_prediction_made_before_each_handoff_and_flag_a_miss(model):
+    """Every process row carries what the model predicted for it before it ran (in the table, the
+    JSON and to_pandas), the same figure advise gives; a row measured far off it says so."""
+    _, m = model
+    x = torch.ones(1 << 18)
+    advised = gpushare.advise(x, "torch", across="process")
+    c = gpushare.compare(x, "torch", across="processes", paths="shm,torch_mp", repeat=3)
+    rows = {r["path"]: r for r in c.to_dict()["rows"]}
+    for path in ("shm", "torch_mp"):
+        assert rows[path]["predicted"]["seconds"] == pytest.approx(advised.predicted(path)), path
+    assert "predicted" in repr(c) and ">predicted<" in c._repr_html_()
+    # A model that predicts 1 ns for shm: the measurement misses it, and the tables say so.
+    fake = gpushare.CostModel(advice.machine_key(), 0.0)
+    fake.add("process", "shm", "torch", "torch", "cpu->process", [(n, 1e-9) for n in (64 << 10, 1 << 20, 4 << 20)], False)
+    advice._save(fake)
+    try:
+        c = gpushare.compare(x, "torch", across="processes", paths="shm", repeat=3)
+        assert "beyond the model's stated" in repr(c) and "⚠" in c._repr_html_()
+        b = gpushare.bench("torch", "torch", ["64KiB", "1MiB"], across="processes", paths="shm", repeat=3)
+        assert "predicted 1 ns ⚠" in repr(b), repr(b)
+        frame = b.to_pandas() if _has_pandas() else None
+        if frame is not None:
+            assert frame["misses_prediction"].all() and (frame["predicted_s"] == 1e-9).all()
+    finally:
+        advice._save(m)
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -330,6 +330,27 @@ def producer_state(src: Any, obj: Any) -> str:
     return "unknown" if busy is None else ("busy" if busy else "idle")
 
 
+def process_prediction(obj: Any, path: str, to: str | None) -> Any:
+    """The cost model's time for handing ``obj`` to a worker by process ``path``, the worker holding
+    it in framework ``to`` (None: the source's), asked before the handoff runs; None where this
+    machine is not calibrated for that path, pair and place (``calibrate(processes=True)``).
+    Process paths' fits carry no host-speed scaling (it made them worse on the 2x H200)."""
+    from gpushare.exceptions import NotAnArrayError
+
+    m = model()
+    if m is None:
+        return None
+    try:
+        src = adapter_for(obj, None)
+    except NotAnArrayError:  # an object the worker can take by its address alone: no fit is keyed by it
+        return None
+    target = framework(to).name if to is not None else src.name
+    nbytes = int(src.inspect(obj).nbytes)
+    place = f"{_place(src, obj)}->process"
+    ordering = "host_synchronise" if _native.path_waits("process", path, place) else "none"
+    return m.predict("process", path, src.name, target, place, nbytes, ordering)
+
+
 def _place(src: Any, obj: Any) -> str:
     on_device = paths.in_device_memory(obj, src)
     info = src.inspect(obj)

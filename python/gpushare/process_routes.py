@@ -375,5 +375,9 @@ TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "ncc
 
 def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: int, peer: Worker | None = None
               ) -> ProcessShareResult:
-    """One handoff by ``path``, run by the core's pipeline over the path's transport."""
-    return _native.process_handoff(TRANSPORTS[path](worker, obj, path, asked, peer), repeat)
+    """One handoff by ``path``, run by the core's pipeline over the path's transport, with the cost
+    model's prediction for it (where this machine is calibrated) asked before it runs."""
+    from gpushare import advice
+
+    transport = TRANSPORTS[path](worker, obj, path, asked, peer)
+    return _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked))

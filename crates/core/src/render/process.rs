@@ -4,6 +4,8 @@
 use super::cells::{breakable, detail_row, td_num, td_text, th_num, th_text, TABLE_STYLE};
 use super::escape;
 use crate::report::process::{MemoryIdentity, ProcessBenchReport, ProcessShareReport};
+#[cfg(test)]
+use crate::report::process::ProcessBenchPoint;
 use crate::report::Verdict;
 
 /// The columns of a process row, in text order.
@@ -130,6 +132,29 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
     ]
 }
 
+/// What the cost model predicted for a row before it ran (`—` without one), with `⚠` where the
+/// measurement lies beyond the model's stated error.
+fn predicted_cell(row: &ProcessShareReport) -> String {
+    match &row.predicted {
+        None => NONE.into(),
+        Some(p) => format!("{}{}", time(Some(p.seconds)), if row.misses_prediction() { " ⚠" } else { "" }),
+    }
+}
+
+/// The line that says a row missed its prediction, in the lab's words.
+fn missed_prediction(row: &ProcessShareReport) -> Option<String> {
+    let (Some(p), Some(median)) = (&row.predicted, row.timing.as_ref().and_then(|t| t.median)) else { return None };
+    row.misses_prediction().then(|| {
+        format!(
+            "⚠ measured {} against {} predicted: {:.0} % off, beyond the model's stated ±{:.0} %",
+            time(Some(median)),
+            time(Some(p.seconds)),
+            (median - p.seconds).abs() / median * 100.0,
+            p.tolerance * 100.0
+        )
+    })
+}
+
 /// One block per path: the path and its verdict, then each column and note on a line of its own.
 pub fn rows_text(rows: &[ProcessShareReport]) -> String {
     let mut out = Vec::new();
@@ -140,8 +165,11 @@ pub fn rows_text(rows: &[ProcessShareReport]) -> String {
             if *name != "verdict" {
                 out.push(format!("    {name:<12} {cell}"));
             }
+            if *name == "time" && row.predicted.is_some() {
+                out.push(format!("    {:<12} {}", "predicted", predicted_cell(row)));
+            }
         }
-        for note in &row.notes {
+        for note in row.notes.iter().cloned().chain(missed_prediction(row)) {
             out.push(format!("    note         {note}"));
         }
     }
@@ -151,19 +179,25 @@ pub fn rows_text(rows: &[ProcessShareReport]) -> String {
 /// A table, one row per path: the short columns in the row, the mechanism, the reason, each
 /// side's memory and the notes on a detail line under it.
 pub fn rows_html(rows: &[ProcessShareReport]) -> String {
-    let numeric = |c: &str| HTML_COLUMNS[2..].contains(&c);
-    let head: String = HTML_COLUMNS.iter().map(|c| if numeric(c) { th_num(c) } else { th_text(c) }).collect();
+    // The predicted column stands beside the measured time where the machine is calibrated.
+    let mut columns: Vec<&str> = HTML_COLUMNS.to_vec();
+    if rows.iter().any(|r| r.predicted.is_some()) {
+        columns.insert(4, "predicted");
+    }
+    let numeric = |c: &str| !matches!(c, "path" | "verdict");
+    let head: String = columns.iter().map(|c| if numeric(c) { th_num(c) } else { th_text(c) }).collect();
     let mut body = String::new();
     for row in rows {
         let cells = cells(row);
         let cell = |name: &str| -> String {
-            if name == "verdict" {
-                return row.verdict.as_str().into();
+            match name {
+                "verdict" => row.verdict.as_str().into(),
+                "predicted" => predicted_cell(row),
+                _ => cells[COLUMNS.iter().position(|c| *c == name).unwrap_or(0)].clone(),
             }
-            cells[COLUMNS.iter().position(|c| *c == name).unwrap_or(0)].clone()
         };
         body.push_str("<tr>");
-        for name in HTML_COLUMNS {
+        for name in &columns {
             body.push_str(&if numeric(name) { td_num(&escape(&cell(name)), "") } else { td_text(&breakable(&cell(name)), "") });
         }
         body.push_str("</tr>");
@@ -173,8 +207,8 @@ pub fn rows_html(rows: &[ProcessShareReport]) -> String {
             ("parent side", cells[7].clone()),
             ("worker side", cells[8].clone()),
         ];
-        details.extend(row.notes.iter().map(|n| ("note", n.clone())));
-        body.push_str(&detail_row(HTML_COLUMNS.len(), &details));
+        details.extend(row.notes.iter().cloned().chain(missed_prediction(row)).map(|n| ("note", n)));
+        body.push_str(&detail_row(columns.len(), &details));
     }
     table(&head, &body)
 }
@@ -204,7 +238,10 @@ fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
                 let point = report.points.iter().find(|q| q.size == size && q.handoff.path == *path).map(|q| &q.handoff);
                 cells.push(match point {
                     Some(p) if p.verdict != Verdict::Failed => match &p.timing {
-                        Some(t) => format!("{} {} (first {})", time(t.median), p.verdict.as_str(), time(Some(t.first_call))),
+                        Some(t) => {
+                            let predicted = if p.predicted.is_some() { format!(", predicted {}", predicted_cell(p)) } else { String::new() };
+                            format!("{} {} (first {}{predicted})", time(t.median), p.verdict.as_str(), time(Some(t.first_call)))
+                        }
                         None => p.verdict.as_str().into(),
                     },
                     Some(p) if p.applicable => "failed".into(),
@@ -312,5 +349,32 @@ mod tests {
         assert!(html.contains("gpushare-processes") && html.contains("gpushare-detail") && html.contains("mechanism"));
         let failed = row("failed", serde_json::Value::Null);
         assert!(rows_text(&[failed]).contains("time         —"));
+    }
+
+    #[test]
+    fn a_prediction_stands_beside_the_time_and_a_miss_is_flagged() {
+        let timing = serde_json::json!({"first_call": 0.002, "median": 4e-5, "min": 3e-5, "samples": [3e-5, 4e-5, 5e-5], "repeats": 3});
+        let plain = row("copied", timing.clone());
+        assert!(!rows_text(std::slice::from_ref(&plain)).contains("predicted"));
+        assert!(!rows_html(std::slice::from_ref(&plain)).contains("predicted"));
+        let predicted = |seconds: f64| crate::advice::model::Prediction {
+            seconds, fixed: seconds, bandwidth: None, bound: "fixed cost".into(), tolerance: 0.2, extrapolated: false,
+            waits_for_queue: 0.0, host_slowdown: None,
+        };
+        let near = ProcessShareReport { predicted: Some(predicted(4.4e-5)), ..plain.clone() };
+        let text = rows_text(std::slice::from_ref(&near));
+        assert!(text.contains("    predicted    44 µs\n"), "{text}");
+        assert!(!text.contains('⚠'), "{text}");
+        let far = ProcessShareReport { predicted: Some(predicted(1e-5)), ..plain };
+        let text = rows_text(std::slice::from_ref(&far));
+        assert!(text.contains("predicted    10 µs ⚠") && text.contains("measured 40 µs against 10 µs predicted: 75 % off, beyond the model's stated ±20 %"), "{text}");
+        let html = rows_html(&[near.clone(), far.clone()]);
+        assert!(html.contains(">predicted<") && html.contains("10 µs ⚠") && html.contains("beyond the model"), "{html}");
+        let bench = ProcessBenchReport {
+            source_framework: "torch".into(), target_framework: "torch".into(), dtype: "float32".into(),
+            device: "cpu".into(), sizes: vec![4096], interrupted: false, repeat: 3,
+            points: vec![ProcessBenchPoint { handoff: far, size: 4096 }],
+        };
+        assert!(bench_text(&bench).contains("40 µs copied (first 2 ms, predicted 10 µs ⚠)"), "{}", bench_text(&bench));
     }
 }

@@ -43,6 +43,10 @@ pub struct ProcessShareReport {
     /// The POSIX shared-memory segment of the `shm` path (absent on other paths).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<Segment>,
+    /// What the cost model of this machine predicted for the handoff before it ran (absent where
+    /// the machine is not calibrated for this path, framework and place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<crate::advice::model::Prediction>,
 }
 
 /// Wall-clock seconds of the handoffs, measured in the parent.
@@ -222,6 +226,14 @@ impl ProcessShareReport {
         (self.bytes_per_handoff > 0 && median > 0.0).then(|| self.bytes_per_handoff as f64 / median)
     }
 
+    /// Whether the measured median lies further from the prediction than the model's stated error.
+    pub fn misses_prediction(&self) -> bool {
+        match (&self.predicted, self.timing.as_ref().and_then(|t| t.median)) {
+            (Some(p), Some(median)) => p.misses(median),
+            _ => false,
+        }
+    }
+
     /// The outcome of this path as the flat columns of a `to_pandas()` row, after the columns
     /// that identify the array: raw seconds and bytes; identities and notes stay in `to_dict()`.
     pub fn tidy_outcome(&self) -> Vec<(&'static str, Value)> {
@@ -243,6 +255,8 @@ impl ProcessShareReport {
             ("min_s", timing.and_then(|t| t.min).into()),
             ("repeats", timing.map(|t| t.repeats).into()),
             ("bandwidth_Bps", self.bandwidth().into()),
+            ("predicted_s", self.predicted.as_ref().map(|p| p.seconds).into()),
+            ("misses_prediction", self.misses_prediction().into()),
             ("source_pid", self.source.pid.into()),
             ("target_pid", target.and_then(|t| t.pid).into()),
             ("source_memory", identity_kind(self.source.identity.as_ref())),
@@ -255,7 +269,7 @@ impl ProcessShareReport {
 
 /// The dtypes of a process frame's columns: counts are integers ("Int64", nullable, where a
 /// failed path has none), seconds and rates floats (NaN where a failed path has none).
-pub const TIDY_DTYPES: [(&str, &str); 11] = [
+pub const TIDY_DTYPES: [(&str, &str); 12] = [
     ("size", "int64"),
     ("nbytes", "int64"),
     ("bytes_moved", "int64"),
@@ -267,6 +281,7 @@ pub const TIDY_DTYPES: [(&str, &str); 11] = [
     ("median_s", "float64"),
     ("min_s", "float64"),
     ("bandwidth_Bps", "float64"),
+    ("predicted_s", "float64"),
 ];
 
 /// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).

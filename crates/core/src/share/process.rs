@@ -114,9 +114,12 @@ pub struct Handed<Reply> {
 }
 
 /// One handoff across processes, `repeat` timed handoffs after the first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProcessHandoff {
     pub repeat: usize,
+    /// What the cost model predicts for the handoff, asked before it runs; kept in the row beside
+    /// the measurement.
+    pub predicted: Option<crate::advice::model::Prediction>,
 }
 
 impl ProcessHandoff {
@@ -179,6 +182,7 @@ impl ProcessHandoff {
             target: Some(target),
             notes: route.notes(&reply)?,
             segment: staging.map(|s| s.segment),
+            predicted: self.predicted.clone(),
             path,
         };
         Ok(Handed { report, reply })
@@ -203,6 +207,7 @@ pub fn failed_report(path: &str, framework: &str, nbytes: u64, reason: String, a
         target: None,
         notes: Vec::new(),
         segment: None,
+        predicted: None,
     }
 }
 

@@ -85,7 +85,7 @@ impl ProcessRoute for FakeRoute {
 #[test]
 fn the_same_identity_on_both_sides_is_shared_and_moves_nothing() {
     let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
-    let handed = ProcessHandoff { repeat: 2 }.run(&mut route).unwrap();
+    let handed = ProcessHandoff { repeat: 2, predicted: None }.run(&mut route).unwrap();
     let r = &handed.report;
     assert_eq!((r.verdict, r.reason.as_deref(), r.bytes_moved, r.bytes_per_handoff), (Verdict::Shared, None, 0, 0));
     assert_eq!(r.mechanism, "torch.multiprocessing reduce_tensor: file_descriptor strategy");
@@ -98,12 +98,12 @@ fn the_same_identity_on_both_sides_is_shared_and_moves_nothing() {
 #[test]
 fn another_identity_is_copied_with_the_judges_reason() {
     let mut route = fake("shm", Some(segment_identity(0)), Some(segment_identity(64)));
-    let r = ProcessHandoff { repeat: 1 }.run(&mut route).unwrap().report;
+    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
     assert_eq!((r.verdict, r.reason.as_deref()), (Verdict::Copied, Some("same file, different offsets")));
     assert_eq!((r.bytes_moved, r.bytes_per_handoff), (32, 0));
     // A send copies into the worker's own buffer every time: by design, whatever the identities say.
     let mut route = fake("gloo", Some(segment_identity(0)), None);
-    let r = ProcessHandoff { repeat: 1 }.run(&mut route).unwrap().report;
+    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
     assert_eq!(r.reason.as_deref(), Some("gloo send/recv copies into the receiver's own buffer"));
     assert_eq!((r.bytes_moved, r.bytes_per_handoff), (32, 32));
 }
@@ -113,12 +113,12 @@ fn a_segment_staged_first_is_a_copy_naming_it_and_one_already_there_is_shared() 
     let segment = Segment { name: "psm_1".into(), offset: 0 };
     let mut route = fake("shm", Some(segment_identity(0)), Some(segment_identity(0)));
     route.staging = Some(Staging { segment: segment.clone(), staged_bytes: 32 });
-    let r = ProcessHandoff { repeat: 1 }.run(&mut route).unwrap().report;
+    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
     assert_eq!((r.verdict, r.bytes_moved, r.bytes_per_handoff), (Verdict::Copied, 32, 0));
     assert!(r.reason.unwrap().contains("(psm_1 + 0)"));
     assert_eq!(r.segment.as_ref(), Some(&segment));
     route.staging = Some(Staging { segment, staged_bytes: 0 });
-    let r = ProcessHandoff { repeat: 1 }.run(&mut route).unwrap().report;
+    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
     assert_eq!((r.verdict, r.bytes_moved), (Verdict::Shared, 0));
     assert_eq!(r.segment.unwrap().name, "psm_1");
 }
@@ -126,7 +126,7 @@ fn a_segment_staged_first_is_a_copy_naming_it_and_one_already_there_is_shared() 
 #[test]
 fn the_last_handoff_is_released_before_each_timed_one_and_the_last_is_kept() {
     let mut route = fake("shm", None, None);
-    let handed = ProcessHandoff { repeat: 3 }.run(&mut route).unwrap();
+    let handed = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap();
     let expected = ["facts", "set_up", "hand_over 1", "release 1", "hand_over 2", "release 2", "hand_over 3", "release 3",
                     "hand_over 4", "sides 4"];
     assert_eq!(route.log, expected);
@@ -141,7 +141,7 @@ fn the_last_handoff_is_released_before_each_timed_one_and_the_last_is_kept() {
 fn a_failing_handoff_is_the_error_and_nothing_is_judged() {
     let mut route = fake("shm", None, None);
     route.fail_at = Some(2);
-    match (ProcessHandoff { repeat: 3 }).run(&mut route) {
+    match (ProcessHandoff { repeat: 3, predicted: None }).run(&mut route) {
         Err(Error::Worker(m)) => assert_eq!(m, "the worker died in handoff 2"),
         other => panic!("{:?}", other.map(|h| h.report)),
     }
@@ -151,7 +151,7 @@ fn a_failing_handoff_is_the_error_and_nothing_is_judged() {
 #[test]
 fn a_path_that_does_not_apply_is_refused_before_anything_crosses() {
     let mut route = fake("ipc", None, None);
-    match (ProcessHandoff { repeat: 1 }).run(&mut route) {
+    match (ProcessHandoff { repeat: 1, predicted: None }).run(&mut route) {
         Err(Error::PathNotApplicable { message, reason, .. }) => {
             assert!(message.starts_with("ipc: CUDA IPC shares device memory"), "{message}");
             assert!(reason.unwrap().contains("this array is in host memory"));
@@ -161,7 +161,7 @@ fn a_path_that_does_not_apply_is_refused_before_anything_crosses() {
     assert_eq!(route.log, ["facts"]);
     // A costly fact the rule asked for and could not learn is the error.
     route.facts.on_device = true;
-    assert!(matches!(ProcessHandoff { repeat: 1 }.run(&mut route), Err(Error::Worker(_))));
+    assert!(matches!(ProcessHandoff { repeat: 1, predicted: None }.run(&mut route), Err(Error::Worker(_))));
     assert_eq!(route.log, ["facts", "facts", "ipc_refusal"]);
 }
 
@@ -171,7 +171,7 @@ fn handoffs_timed_by_the_worker_add_the_set_up_to_the_first() {
     route.by_worker = Some(vec![0.25, 0.003, 0.001, 0.002]);
     route.facts = RouteFacts { on_device: true, source_device: Some(0), worker_device: Some(1), ..route.facts.clone() };
     route.facts.library = Some("numpy".into());
-    let handed = ProcessHandoff { repeat: 3 }.run(&mut route).unwrap();
+    let handed = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap();
     let t = handed.report.timing.unwrap();
     assert_eq!((t.first_call, t.samples.clone(), t.median, t.repeats), (0.75, vec![0.001, 0.002, 0.003], Some(0.002), 3));
     assert_eq!(handed.reply, 7);
@@ -191,4 +191,31 @@ fn a_failed_path_is_a_row_with_its_reason_and_nothing_measured() {
     assert_eq!((r.verdict, r.applicable, r.bytes_moved, r.timing.is_none(), r.target.is_none()), (Verdict::Failed, false, 0, true, true));
     assert_eq!(r.mechanism, "gloo send/recv (torch.distributed, TCP loopback)");
     assert_eq!((r.source.pid, r.source.framework.as_str(), r.nbytes), (std::process::id(), "numpy", 32));
+}
+
+#[test]
+fn the_prediction_made_before_the_handoff_is_kept_beside_its_measurement_and_a_miss_is_told() {
+    let prediction = |seconds: f64| crate::advice::model::Prediction {
+        seconds,
+        fixed: seconds,
+        bandwidth: None,
+        bound: "fixed cost".into(),
+        tolerance: 0.2,
+        extrapolated: false,
+        waits_for_queue: 0.0,
+        host_slowdown: None,
+    };
+    let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
+    let r = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap().report;
+    assert!(r.predicted.is_none() && !r.misses_prediction());
+    let median = r.timing.as_ref().and_then(|t| t.median).unwrap();
+    let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
+    let r = ProcessHandoff { repeat: 3, predicted: Some(prediction(median)) }.run(&mut route).unwrap().report;
+    assert_eq!(r.predicted.as_ref().map(|p| p.seconds), Some(median));
+    // Measured against a prediction far below it (the fake's handoffs take what they take).
+    let far = ProcessShareReport { predicted: Some(prediction(median / 10.0)), ..r.clone() };
+    assert!(far.misses_prediction() && !r.misses_prediction());
+    let columns = far.tidy_outcome();
+    assert!(columns.contains(&("misses_prediction", true.into())), "{columns:?}");
+    assert!(columns.iter().any(|(k, v)| *k == "predicted_s" && v.as_f64() == Some(median / 10.0)));
 }

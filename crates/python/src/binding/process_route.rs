@@ -131,11 +131,19 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
 /// gpushare.process_routes) by the core's pipeline: refused where the path does not apply
 /// (PathNotApplicableError), then ``repeat`` timed handoffs after the first, judged by memory
 /// identity; the typed result, with the transport's remote array, local view and clean-up.
+/// ``predicted``: the cost model's prediction for the handoff (``CostModel.predict``), asked
+/// before it runs and kept in the row beside the measurement.
 #[pyfunction]
-#[pyo3(signature = (transport, repeat=1))]
-fn process_handoff<'py>(py: Python<'py>, transport: Bound<'py, PyAny>, repeat: usize) -> PyResult<Bound<'py, PyProcessShareResult>> {
+#[pyo3(signature = (transport, repeat=1, predicted=None))]
+fn process_handoff<'py>(
+    py: Python<'py>,
+    transport: Bound<'py, PyAny>,
+    repeat: usize,
+    predicted: Option<PyRef<'py, super::advice::PyPrediction>>,
+) -> PyResult<Bound<'py, PyProcessShareResult>> {
     let mut route = PyProcessRoute::new(transport.clone())?;
-    let handed = ProcessHandoff { repeat }.run(&mut route).map_err(to_pyerr)?;
+    let predicted = predicted.map(|p| p.inner.clone());
+    let handed = ProcessHandoff { repeat, predicted }.run(&mut route).map_err(to_pyerr)?;
     let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
         transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
     Bound::new(py, PyProcessShareResult::from_report(handed.report, remote, local, cleanup))
