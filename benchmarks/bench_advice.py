@@ -147,22 +147,29 @@ def process_frameworks(names: list[str]) -> list[str]:
     return [n for n in names if gpushare.adapters.framework(n).worker_receives]
 
 
-def evaluate_processes(model, device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
+def evaluate_processes(model, device: str, names: list[str], repeat: int,
+                       worker_device: str | None = None) -> tuple[list[dict], list[dict]]:
     """Processes: each framework's arrays handed to a worker by every process path, and auto's
-    pick (``ipc`` from device memory, ``shm`` from the host: THE auto, paths.process_auto)."""
+    pick (``ipc`` from device memory, ``shm`` from the host: THE auto, paths.process_auto); with
+    ``worker_device`` also to a worker working on that GPU (NCCL's paths)."""
     rows, autos = [], []
     for src in names:
-        speed = advice.host_speed()
-        d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across="processes",
-                           repeat=max(repeat, advice.PROCESS_REPEAT),
-                           progress=False).to_dict()
-        place = f"{d.get('device', device)}->process"
-        adapter = gpushare.adapters.framework(src)
-        on_host, ordinal = devices.parse_device(device)
-        auto_path = paths.process_auto(adapter.ones(16, "float32", on_host, ordinal))
-        r, a = _score(model, "process", (src, src), place, d["points"], True, auto_path, speed=speed)
-        rows += r
-        autos += a
+        for where in ([None, worker_device] if worker_device else [None]):
+            speed = advice.host_speed()
+            worker = gpushare.Worker(device=where).start() if where else "processes"
+            try:
+                d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across=worker,
+                                   repeat=max(repeat, advice.PROCESS_REPEAT), progress=False).to_dict()
+            finally:
+                if where:
+                    worker.stop()
+            place = advice.process_place(d.get("device", device), where)
+            adapter = gpushare.adapters.framework(src)
+            on_host, ordinal = devices.parse_device(device)
+            auto_path = paths.process_auto(adapter.ones(16, "float32", on_host, ordinal))
+            r, a = _score(model, "process", (src, src), place, d["points"], True, auto_path, speed=speed)
+            rows += r
+            autos += a
     return rows, autos
 
 
@@ -320,7 +327,7 @@ def main() -> int:
                            record=calibration)
     if workers:
         gpushare.calibrate(workers, sizes=CALIBRATION_SIZES, device=device, processes=True, repeat=args.repeat, shares=False,
-                           record=calibration)
+                           worker_device=to_device, record=calibration)
     model = advice.model()
     calibration_s = time.time() - t0
     print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
@@ -331,11 +338,13 @@ def main() -> int:
     elif device.startswith("cuda") and not args.no_moves:
         print("moves: skipped, fewer than 2 GPUs")
     if workers:
-        kinds["processes"] = evaluate_processes(model, device, workers, args.repeat)
+        kinds["processes"] = evaluate_processes(model, device, workers, args.repeat, worker_device=to_device)
     print(f"{'kind':<8} {'pair':<14} {'path':<11} {'size':>9} {'measured':>10} {'predicted':>10} {'error':>7}")
     for kind, (rows, _) in kinds.items():
         for r in rows:
-            print(f"{kind:<8} {r['pair']:<14} {r['path']:<11} {r['size']:>9} {r['measured_s']*1e6:9.1f}µ "
+            # A handoff to a worker on another GPU names that GPU beside its path.
+            label = r["path"] + (f"@{r['place'].split('@')[1]}" if "@" in r["place"] else "")
+            print(f"{kind:<8} {r['pair']:<14} {label:<11} {r['size']:>9} {r['measured_s']*1e6:9.1f}µ "
                   f"{r['predicted_s']*1e6:9.1f}µ {r['error']*100:6.0f}%{' (outside the sweep)' if r['extrapolated'] else ''}")
     summaries = {kind: summarise(rows, autos) for kind, (rows, autos) in kinds.items()}
     every = summarise([r for rows, _ in kinds.values() for r in rows], [a for _, autos in kinds.values() for a in autos])

@@ -162,3 +162,28 @@ def test_a_busy_producer_moves_by_a_path_that_does_not_wait_and_the_values_arriv
     settle()
     assert not waits.get(r.path, False), r.path
     assert total == 7.0 * N, f"{r.path} moved {total}, not {7.0 * N}"
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+def test_a_worker_on_another_gpu_is_calibrated_apart_and_nccl_is_predicted_there(tmp_path, monkeypatch):
+    """Issue 26.5's processes include NCCL, which needs the worker on another GPU: calibrating with
+    ``worker_device`` fits the paths there under their own place, advise for such a worker predicts
+    NCCL, and the process table shows each row's prediction beside its measurement."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    try:
+        m = gpushare.calibrate(["torch"], sizes=("64KiB", "1MiB", "4MiB"), device="cuda:0", processes=True,
+                               shares=False, worker_device="cuda:1", repeat=3)
+        places = {k[4] for k in m.keys() if k[0] == "process"}
+        assert places == {"cuda:0->process", "cuda:0->process@cuda:1"}, places
+        there = {k[1] for k in m.keys() if k[0] == "process" and k[4] == "cuda:0->process@cuda:1"}
+        assert {"ipc", "nccl"} <= there, there
+        x = torch.ones(N, device="cuda:0")
+        with gpushare.Worker(device="cuda:1") as w:
+            a = gpushare.advise(x, "torch", across=w)
+            assert a.predicted("nccl") is not None and a.predicted("ipc") is not None, a.rows
+            c = gpushare.compare(x, "torch", across=w, paths="ipc,nccl", repeat=3)
+        rows = {r["path"]: r for r in c.to_dict()["rows"]}
+        assert all(rows[p]["predicted"]["seconds"] > 0 for p in ("ipc", "nccl")), rows
+    finally:
+        advice.forget()

@@ -86,3 +86,11 @@ def _has_pandas() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_worker_on_another_gpu_has_a_place_of_its_own():
+    assert advice.process_place("cuda:0", None) == "cuda:0->process"
+    assert advice.process_place("cuda:0", "cuda:0") == "cuda:0->process"
+    assert advice.process_place("cuda:0", "cuda") == "cuda:0->process"
+    assert advice.process_place("cuda:0", "cuda:1") == "cuda:0->process@cuda:1"
+    assert advice.process_place("cpu", "cuda:1") == "cpu->process", "host memory goes the same way to any worker"

@@ -221,6 +221,7 @@ def calibrate(
     device: str | None = None,
     to_device: str | None = None,
     processes: bool = False,
+    worker_device: str | None = None,
     repeat: int = 5,
     save: bool = True,
     shares: bool = True,
@@ -230,7 +231,8 @@ def calibrate(
     list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
     CUDA is usable, else ``cpu``), fits each path's ``fixed + bytes / bandwidth``, and caches the
     model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
-    ``processes=True`` the process paths (a worker process each); ``shares=False`` sweeps only
+    ``processes=True`` the process paths (a worker process each; ``worker_device="cuda:1"`` also a
+    worker working on that GPU, where NCCL's paths apply); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
@@ -263,7 +265,8 @@ def calibrate(
         if kind == "move":
             place = f"{place}->{where['to_device']}"
         elif kind == "process":
-            place = f"{place}->process"
+            across = where["across"]
+            place = process_place(place, getattr(across, "device", None))
         points = [{**p, "host_speed": speed} for p in d["points"]]
         sweeps.setdefault((kind, src, dst, place), []).extend(points)
         if record is not None:
@@ -280,6 +283,11 @@ def calibrate(
     if processes:  # a worker per sweep: one sweep of every size each
         for src in names:
             measure("process", src, src, size_list, across="processes")
+            if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
+                from gpushare.processes import Worker
+
+                with Worker(device=worker_device) as worker:
+                    measure("process", src, src, size_list, across=worker)
     for (kind, src, dst, place), points in sweeps.items():
         _fit_points(m, kind, src, dst, place, points)
     if save:
@@ -330,9 +338,22 @@ def producer_state(src: Any, obj: Any) -> str:
     return "unknown" if busy is None else ("busy" if busy else "idle")
 
 
-def process_prediction(obj: Any, path: str, to: str | None) -> Any:
+def process_place(place: str, worker_device: str | None) -> str:
+    """The cost model's place of a handoff to a worker from memory at ``place`` (``cpu``,
+    ``cuda:0``): ``cuda:0->process`` for a worker on the memory's device (or on none), and
+    ``cuda:0->process@cuda:1`` for one working on another GPU, where NCCL applies and a CUDA IPC
+    mapping is opened from another device's context."""
+    if worker_device == "cuda":  # the worker's default GPU
+        worker_device = "cuda:0"
+    if worker_device is None or worker_device == place or place == "cpu":
+        return f"{place}->process"
+    return f"{place}->process@{worker_device}"
+
+
+def process_prediction(obj: Any, path: str, to: str | None, worker_device: str | None = None) -> Any:
     """The cost model's time for handing ``obj`` to a worker by process ``path``, the worker holding
-    it in framework ``to`` (None: the source's), asked before the handoff runs; None where this
+    it in framework ``to`` (None: the source's) on ``worker_device`` (None: the memory's device),
+    asked before the handoff runs; None where this
     machine is not calibrated for that path, pair and place (``calibrate(processes=True)``).
     Process paths' fits carry no host-speed scaling (it made them worse on the 2x H200)."""
     from gpushare.exceptions import NotAnArrayError
@@ -346,7 +367,7 @@ def process_prediction(obj: Any, path: str, to: str | None) -> Any:
         return None
     target = framework(to).name if to is not None else src.name
     nbytes = int(src.inspect(obj).nbytes)
-    place = f"{_place(src, obj)}->process"
+    place = process_place(_place(src, obj), worker_device)
     ordering = "host_synchronise" if _native.path_waits("process", path, place) else "none"
     return m.predict("process", path, src.name, target, place, nbytes, ordering)
 
@@ -401,7 +422,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
 
         # An unstarted Worker says where a worker would run (the NCCL paths need another GPU).
         worker = across if isinstance(across, processes.Worker) else processes.Worker()
-        kind, where = "process", f"{place}->process"
+        kind, where = "process", process_place(place, worker.device)
         rules_choice = paths.process_auto(obj)
         for path in paths.names_of("process"):
             why = processes.applicability(obj, path, worker, to=to)

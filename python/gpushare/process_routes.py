@@ -380,4 +380,4 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
     from gpushare import advice
 
     transport = TRANSPORTS[path](worker, obj, path, asked, peer)
-    return _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked))
+    return _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device))
