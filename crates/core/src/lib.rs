@@ -20,5 +20,6 @@ pub mod schema;
 pub mod share;
 pub mod shared;
 pub mod stats;
+pub mod trace;
 
 pub use error::{Error, Result};

@@ -166,6 +166,7 @@ impl<F: Framework> Handoff<'_, F> {
     /// the pipeline does before converting.
     pub fn prepare(&self, array: &F::Array) -> Result<(F::Info, Option<PredictedOutcome>)> {
         let source = self.describe(array)?;
+        crate::trace::mark("describe the source");
         self.prepare_described(array, source)
     }
 
@@ -181,7 +182,9 @@ impl<F: Framework> Handoff<'_, F> {
         if self.check_source {
             self.source.check_source(array).map_err(&inspect)?;
         }
+        crate::trace::mark("check the source");
         let predicted = self.predict(source.as_ref()).map_err(&inspect)?;
+        crate::trace::mark("predict");
         let report = source.as_ref();
         if let Some(r) = explain::refuse(report, self.target.name(), self.path()) {
             return Err(Error::UnsafeInput {
@@ -233,12 +236,15 @@ impl<F: Framework> Handoff<'_, F> {
             policy.warmup -= 1;
         }
         let mut sampler = HandoffSampler { handoff: self, host, array, described: source.as_ref(), edges, clock, value: None };
+        crate::trace::mark("refuse, observe, plan the timing");
         let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
+        crate::trace::mark("the timed conversions");
         measured.warmup += usize::from(observed_as_warmup);
         let value = sampler.value.take().expect("every policy makes at least one conversion");
         // The source is alive: a target inside its allocation is described from its attributes.
         let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
             .map_err(&failed)?;
+        crate::trace::mark("describe the target");
         if on_device && !edges.waits_for_target() && self.target.import_settles_later() && !views_as_is(source.as_ref(), target.as_ref()) {
             // Outside the timing: a framework that converts asynchronously (JAX's narrowing
             // kernel) reports its failure only when waited on, and a share must not call "copied"
@@ -247,8 +253,10 @@ impl<F: Framework> Handoff<'_, F> {
             // the user queued.
             self.target.synchronize(&value).map_err(&failed)?;
         }
+        crate::trace::mark("wait for a target that settles later");
         let mut report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
         report.notes.extend(self.route.take_notes());
+        crate::trace::mark("judge and report");
         Ok(Outcome { value, source, target, report })
     }
 
@@ -356,6 +364,7 @@ impl<F: Framework> HandoffSampler<'_, '_, F> {
         let h = self.handoff;
         if self.edges.waits_for_target() {
             h.target.synchronize(value)?;
+            crate::trace::mark("wait: the target's synchronise");
         }
         if self.edges.settle {
             // The context's synchronise waits for every stream in it, the source framework's
@@ -386,6 +395,7 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
             None => false,
         };
         let t0 = Instant::now();
+        crate::trace::mark("sample set-up");
         for i in 0..n {
             let value = h.route.convert_described(self.array, self.described)?;
             if i + 1 == n {
@@ -397,10 +407,12 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         if clock_started && let Some(c) = self.clock.as_mut() {
             device = c.timer.stop(&c.stream).ok().map(|_| ());
         }
+        crate::trace::mark("convert");
         if let Some(v) = &self.value {
             self.wait_for(v)?;
         }
         let host_seconds = t0.elapsed().as_secs_f64();
+        crate::trace::mark("wait at the sample's end");
         let device_seconds = match (device, self.clock.as_ref()) {
             (Some(()), Some(c)) => c.timer.elapsed_ms().ok().map(|ms| ms / 1e3),
             _ => None,

@@ -418,8 +418,11 @@ impl SharePlan {
             predictor: Some(&predictor),
             check_source: self.check_source,
         };
+        crate::trace::mark("start");
         let outcome = handoff.run(&self.host, &obj, options).map_err(PyGpushareErr::from)?;
-        Ok(ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report))
+        let result = ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report);
+        crate::trace::mark("the result object");
+        Ok(result)
     }
 }
 
@@ -523,7 +526,16 @@ impl SharePlan {
     }
 }
 
+/// Each stage of the shares since the last call, as ``(stage, seconds)`` in order (a share starts
+/// with ``start``), and a fresh start; None unless the extension was built with the
+/// ``stage-trace`` feature (crates/core/src/trace.rs, scripts/probe_stage_trace.py).
+#[pyfunction]
+fn _stage_trace() -> Option<Vec<(&'static str, f64)>> {
+    crate::trace::take()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_stage_trace, m)?)?;
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
     m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;
