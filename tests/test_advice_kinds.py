@@ -14,6 +14,7 @@ from gpushare import advice
 torch = pytest.importorskip("torch", reason="torch not installed")
 
 SIZES = ("64KiB", "1MiB", "4MiB")
+RECORDED: list = []  # the process calibration's sweeps, as calibrate(record=) keeps them
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,10 @@ def model(tmp_path_factory):
         advice.forget()
         gpushare.calibrate(["torch", "numpy"], sizes=SIZES, repeat=3, device="cpu")
         shares = set(advice.model().keys())
-        yield shares, gpushare.calibrate(["torch"], sizes=SIZES, repeat=3, device="cpu", processes=True, shares=False)
+        recorded: list = []
+        m = gpushare.calibrate(["torch"], sizes=SIZES, repeat=3, device="cpu", processes=True, shares=False, record=recorded)
+        RECORDED[:] = recorded
+        yield shares, m
         advice.forget()
 
 
@@ -94,3 +98,17 @@ def test_a_worker_on_another_gpu_has_a_place_of_its_own():
     assert advice.process_place("cuda:0", "cuda") == "cuda:0->process"
     assert advice.process_place("cuda:0", "cuda:1") == "cuda:0->process@cuda:1"
     assert advice.process_place("cpu", "cuda:1") == "cpu->process", "host memory goes the same way to any worker"
+
+
+def test_the_process_paths_are_measured_in_rounds_apart_each_with_a_fresh_worker(model):
+    """A process handoff's time drifts within seconds: every size is measured in PROCESS_ROUNDS
+    sweeps one after another, each by a worker of its own, and the fit takes them all."""
+    sweeps = [r for r in RECORDED if r["kind"] == "process"]
+    assert len(sweeps) == advice.PROCESS_ROUNDS, [r["started"] for r in sweeps]
+    assert [r["started"] for r in sweeps] == sorted(r["started"] for r in sweeps)
+    workers = {p["target"]["pid"] for r in sweeps for p in r["points"] if p.get("target")}
+    assert len(workers) == advice.PROCESS_ROUNDS, workers
+    for r in sweeps:
+        assert {p["size"] for p in r["points"]} == {gpushare.lab.parse_size(s) for s in SIZES}
+        timed = [p for p in r["points"] if p.get("timing")]
+        assert timed and all(p["timing"]["repeats"] == -(-advice.PROCESS_REPEAT // advice.PROCESS_ROUNDS) for p in timed)

@@ -80,6 +80,15 @@ def _host_work() -> int:
 #: 0.1-1 ms, so 15 of each of seven sizes add well under a second per path.
 PROCESS_REPEAT = 15
 
+#: A process calibration measures every size in this many rounds, the frameworks (and the
+#: workers' devices) taking turns, a fresh worker each round, the samples split between them. A
+#: process handoff's time drifts by tens of percent within seconds, for every framework and not
+#: together (scripts/probe_process_state.py on the 2x H200: torch's `ipc` 140-404 µs, CuPy's
+#: 154-365 µs, the worker's round trip steady at 51-62 µs): a fit from one sweep's moment lies as
+#: far from the level the machine keeps as any later measurement does, and the median of moments
+#: apart lies nearer it, as the share calibration's one-size-at-a-time order does for shares.
+PROCESS_ROUNDS = 3
+
 
 def host_speed(samples: int = 9, rounds: int = 6) -> float:
     """The host's speed now: seconds that a fixed piece of interpreter work takes, the median of
@@ -231,8 +240,8 @@ def calibrate(
     list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
     CUDA is usable, else ``cpu``), fits each path's ``fixed + bytes / bandwidth``, and caches the
     model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
-    ``processes=True`` the process paths (a worker process each; ``worker_device="cuda:1"`` also a
-    worker working on that GPU, where NCCL's paths apply); ``shares=False`` sweeps only
+    ``processes=True`` the process paths (``PROCESS_ROUNDS`` sweeps of every size, a fresh worker
+    each; ``worker_device="cuda:1"`` also a worker working on that GPU, where NCCL's paths apply); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
@@ -257,9 +266,9 @@ def calibrate(
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
     sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
 
-    def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], **where: Any) -> None:
+    def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None, **where: Any) -> None:
         started, speed = time.time(), host_speed()
-        times = max(repeat, PROCESS_REPEAT) if kind == "process" else repeat
+        times = times or repeat
         d = lab.bench(src, dst, sweep_sizes, device=device, repeat=times, progress=False, **where).to_dict()
         place = d.get("device", device)
         if kind == "move":
@@ -280,14 +289,16 @@ def calibrate(
                     measure("share", src, dst, [size])
             if to_device is not None:
                 measure("move", src, src, [size], to_device=to_device)
-    if processes:  # a worker per sweep: one sweep of every size each
-        for src in names:
-            measure("process", src, src, size_list, across="processes")
-            if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
-                from gpushare.processes import Worker
+    if processes:  # a fresh worker per sweep, every size in each, the sweeps in rounds (PROCESS_ROUNDS)
+        from gpushare.processes import Worker
 
-                with Worker(device=worker_device) as worker:
-                    measure("process", src, src, size_list, across=worker)
+        per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
+        for _ in range(PROCESS_ROUNDS):
+            for src in names:
+                measure("process", src, src, size_list, times=per_round, across="processes")
+                if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
+                    with Worker(device=worker_device) as worker:
+                        measure("process", src, src, size_list, times=per_round, across=worker)
     for (kind, src, dst, place), points in sweeps.items():
         _fit_points(m, kind, src, dst, place, points)
     if save:
