@@ -32,3 +32,11 @@ fn fewer_than_three_sizes_is_a_usage_error() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("at least three sizes"), "{err}");
 }
+
+#[test]
+fn a_worker_device_goes_with_the_process_paths_only() {
+    let sb = Sandbox::new("calibrate-worker-device");
+    let (code, _, err) = sb.gpushare(&["calibrate", "--worker-device", "cuda:1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--processes"), "clap names the flag it needs: {err}");
+}

@@ -13,7 +13,7 @@ use crate::kernel::session::Cancel;
 /// a user typed is ever pasted into code.
 const CODE: &str = "import json, os, gpushare\n\
 a = json.loads(os.environ['GPUSHARE_CALIBRATE_ARGS'])\n\
-m = gpushare.calibrate(a['frameworks'] or None, sizes=a['sizes'] or gpushare.advice.DEFAULT_SIZES, device=a['device'], to_device=a['to_device'], processes=a['processes'], repeat=a['repeat'])\n\
+m = gpushare.calibrate(a['frameworks'] or None, sizes=a['sizes'] or gpushare.advice.DEFAULT_SIZES, device=a['device'], to_device=a['to_device'], processes=a['processes'], worker_device=a['worker_device'], repeat=a['repeat'])\n\
 print(repr(m))\n\
 from gpushare import advice\n\
 print(advice.summary())\n";
@@ -41,6 +41,7 @@ pub(super) async fn calibrate(
         "device": args.device,
         "to_device": args.to_device,
         "processes": args.processes,
+        "worker_device": args.worker_device,
         "repeat": args.repeat,
     });
     let vars = [("GPUSHARE_CALIBRATE_ARGS", payload.to_string())];

@@ -267,6 +267,10 @@ struct CalibrateArgs {
     /// Also fit the process paths (starts a worker process)
     #[arg(long)]
     processes: bool,
+    /// With --processes: also fit them to a worker working on this GPU (e.g. cuda:1), where NCCL's
+    /// paths apply
+    #[arg(long, value_name = "DEVICE", requires = "processes")]
+    worker_device: Option<String>,
     /// Timing samples per path and size
     #[arg(short, long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
