@@ -41,6 +41,12 @@ impl AsRef<TensorReport> for Info {
     }
 }
 
+impl From<Info> for TensorReport {
+    fn from(info: Info) -> TensorReport {
+        info.0
+    }
+}
+
 impl Framework for Fake {
     type Array = Buf;
     type Info = Info;
@@ -163,7 +169,7 @@ fn one_conversion_into_jax_is_waited_for_outside_the_timing_unless_it_views_the_
         let (src, dst) = (fake("cupy"), fake("jax"));
         let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
         let expected: &[&str] = if waited { &["describe", "sync"] } else { &["describe"] };
-        assert_eq!(*dst.log.borrow(), expected, "{:?} {}", out.report.verdict, out.target.0.dtype);
+        assert_eq!(*dst.log.borrow(), expected, "{:?} {}", out.report.verdict, out.report.target.dtype);
         assert!(!src.log.borrow().contains(&"sync".to_string()), "the source is not waited on for one call");
     }
 }
