@@ -114,7 +114,7 @@ impl Declared {
         // Host and CUDA device memory only: the adapter names other kinds (managed, pinned) itself.
         Ok(layout
             .filter(|l| matches!(l.device_type, crate::dlpack::DEVICE_CPU | crate::dlpack::DEVICE_CUDA))
-            .map(|l| report_in_dlpack_words(&l, &self.framework, self.immutable)))
+            .map(|l| report_in_dlpack_words(l, &self.framework, self.immutable)))
     }
 
     /// Whether the adapter declares the flags its `check_source` looks at.
