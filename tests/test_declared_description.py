@@ -106,3 +106,26 @@ def test_an_unknown_route_is_refused_in_words():
     wrong, _ = _counting(type(numpy_adapter), describe_by="by magic")
     with pytest.raises(ValueError, match="describe_by"):
         _native.describe_declared(np.ones(1), wrong)
+
+
+def test_tensorflow_is_described_from_its_exporters_capsule_without_inspect():
+    """TensorFlow's ExportedCapsule recipe: the core calls its exporter, reads the capsule and the
+    device in TensorFlow's words, as its inspect() does, without calling inspect(); a dtype whose
+    export would abort the process is declined before the export, and inspect() refuses it."""
+    tf = pytest.importorskip("tensorflow")
+    import gpushare
+
+    tf_adapter = framework("tf")
+    counted, calls = _counting(type(tf_adapter))
+    plan = _native.SharePlan(counted, counted, "dlpack", lambda v: v, None)
+    arrays = (tf.ones((3, 4)), tf.constant([1, 2, 3], dtype=tf.int64), tf.zeros((0, 2)), tf.constant(True),
+              tf.transpose(tf.ones((2, 3))), tf.constant(1.5, dtype=tf.float16))
+    for t in arrays:
+        fast = plan.run(t).source.to_dict()
+        assert fast == tf_adapter.inspect(t).to_dict(), t
+        assert fast["device"] == t.device
+    assert calls["inspect"] == 0, "the core read the capsule itself"
+    text = tf.constant(["a"])
+    assert _native.describe_declared(text, tf_adapter) is None
+    with pytest.raises(gpushare.exceptions.UnsafeInputError, match="tf.string"):
+        gpushare.share(text, "numpy")

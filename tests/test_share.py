@@ -324,6 +324,29 @@ def test_the_core_reads_a_capsule_itself_where_the_adapter_says_that_is_all_insp
     assert len(calls) == 1
 
 
+def test_the_common_shares_shortcut_follows_the_plan_caches(monkeypatch):
+    """`share(x, to)` finds its plan in one lookup (api._COMMON) once a share of its kind ran;
+    emptying the plan caches drops the shortcut, and a cache swapped for another is not read
+    through it: the next share plans again, into the cache in use."""
+    from gpushare import api
+
+    t = torch.ones(4)
+    for _ in range(2):
+        assert gpushare.share(t, "numpy").verdict == "shared"
+    assert (torch.Tensor, "numpy") in api._COMMON
+    api._PLANS.clear()
+    assert not api._COMMON
+    gpushare.share(t, "numpy")
+    assert [k for k in api._PLANS if k[:2] == (torch.Tensor, "numpy")], "planned again"
+    gpushare.share(t, "numpy")
+    assert (torch.Tensor, "numpy") in api._COMMON
+    monkeypatch.setattr(api, "_PLANS", {})
+    assert gpushare.share(t, "numpy").verdict == "shared"
+    assert len(api._PLANS) == 1, "planned into the cache in use"
+    api._AUTO_DEPENDS.clear()
+    assert not api._COMMON
+
+
 def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
     """A plan is made once per (array type, target, path); what it reports depends on each array,
     and on JAX's x64 flag at the time of the share, not on the array the plan was made for."""

@@ -18,8 +18,39 @@ ShareResult = _native.ShareResult
 TensorInfo = _native.TensorInfo
 
 
+class _Cache(dict):
+    """A cache whose entries the common share's shortcut (``_COMMON``) was read from: emptying or
+    editing it drops the shortcut too, so the next share reads the cache again."""
+
+    def clear(self) -> None:
+        _COMMON.clear()
+        super().clear()
+
+    def __delitem__(self, key: Any) -> None:
+        _COMMON.clear()
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        _COMMON.clear()
+        return super().pop(*args)
+
+    def popitem(self) -> Any:
+        _COMMON.clear()
+        return super().popitem()
+
+
 # (type of the array, target, path, source) -> the _native.SharePlan that runs such shares.
-_PLANS: dict[tuple[Any, ...], Any] = {}
+_PLANS: dict[tuple[Any, ...], Any] = _Cache()
+
+# (type of the array, target) -> (_PLANS, _AUTO_DEPENDS, the source's adapter or None, plan for
+# host memory, plan for device memory): the plans of `share(x, to)` where `auto` depends on
+# nothing about arrays of that type but the type and, where an adapter is kept, where the array
+# lies (not whether it is read-only, no calibrated device; None for both places without an
+# adapter, a place not planned yet is None). One lookup of a short key instead of two of long
+# ones: on a CPU those lookups were a tenth of what share() adds to the framework's own call. Valid
+# while both caches it was read from are the module's (a test may swap one) and unchanged (both
+# are _Cache, which drops it). See _remember_common.
+_COMMON: dict[tuple[Any, Any], tuple[Any, Any, Any, Any, Any]] = {}
 
 
 def inspect(obj: Any) -> TensorInfo:
@@ -93,20 +124,39 @@ def share(
     ('shared', array([1., 1., 1.], dtype=float32))
     """
     # The common share, `share(x, "jax")`, once a share of its kind has run: its plan after one
-    # lookup, with what `auto` depends on read inline (the full path below costs a few µs of Python
-    # on every share, as much as the framework's own import on a CPU). A calibrated GPU machine
-    # also asks the producer's state: that takes the full path.
+    # lookup (_COMMON), or two with what `auto` depends on read inline (the full path below costs a
+    # few µs of Python on every share, as much as the framework's own import on a CPU). A
+    # calibrated GPU machine also asks the producer's state: that takes the full path.
     if path == "auto" and source is None and device is None and across is None and budget is None \
             and repeat is None and number is None and not warmup:
         try:
-            known = _AUTO_DEPENDS.get((type(obj), to, None))
+            common = _COMMON.get((type(obj), to))
         except TypeError:  # an unhashable name: framework() below says what is wrong with it
             known = None
+        else:
+            if common is not None and common[0] is _PLANS and common[1] is _AUTO_DEPENDS:
+                if common[2] is None:
+                    plan = common[3]
+                else:  # paths.in_device_memory inline: a Python call less on every such share
+                    try:
+                        plan = common[4] if common[2].in_device_memory(obj) else common[3]
+                    except Exception:  # a source that cannot say: the handoff itself reports what is wrong
+                        plan = common[3]
+                if plan is not None:
+                    result = plan.run(obj, None, 1, name, origin, observe=True) if observe \
+                        else plan.run(obj, None, 1, name, origin)
+                    if result.readonly_warning is not None or not result.shared:
+                        _warn_about(obj, result)
+                    return result
+            known = _AUTO_DEPENDS.get((type(obj), to, None))
         if known is not None and not known[2]:
             src, place_matters, _, readonly_matters = known
-            plan = _PLANS.get((type(obj), to, "auto", None, None, in_device_memory(obj, src) if place_matters else None,
-                               None, src.readonly(obj) if readonly_matters else None))
+            on_device = in_device_memory(obj, src) if place_matters else None
+            plan = _PLANS.get((type(obj), to, "auto", None, None, on_device, None,
+                               src.readonly(obj) if readonly_matters else None))
             if plan is not None:
+                if not readonly_matters and type(_PLANS) is _Cache and type(_AUTO_DEPENDS) is _Cache:
+                    _remember_common(type(obj), to, src if place_matters else None, plan, bool(on_device))
                 result = plan.run(obj, None, 1, name, origin, observe=True) if observe else plan.run(obj, None, 1, name, origin)
                 if result.readonly_warning is not None or not result.shared:
                     _warn_about(obj, result)
@@ -155,6 +205,25 @@ def share(
     return result
 
 
+def _remember_common(kind: type, to: str, src: Adapter | None, plan: Any, on_device: bool) -> None:
+    """Keeps ``plan`` as the shortcut of ``share(x, to)`` for arrays of type ``kind`` (``_COMMON``):
+    for both places when ``src`` is None (``auto`` does not depend on where the array lies), else
+    for host memory or device memory, beside the other place's plan if one is kept already."""
+    key = (kind, to)
+    if src is None:
+        _COMMON[key] = (_PLANS, _AUTO_DEPENDS, None, plan, None)
+        return
+    kept = _COMMON.get(key)
+    on_host = in_device = None
+    if kept is not None and kept[0] is _PLANS and kept[1] is _AUTO_DEPENDS:
+        on_host, in_device = kept[3], kept[4]
+    if on_device:
+        in_device = plan
+    else:
+        on_host = plan
+    _COMMON[key] = (_PLANS, _AUTO_DEPENDS, src, on_host, in_device)
+
+
 def _warn_about(obj: Any, result: ShareResult) -> None:
     """The warnings a share owes its caller: a writable view of read-only memory, and a copy that
     changed the dtype and lost values."""
@@ -192,7 +261,7 @@ def values_lost(source: Any, value: Any) -> str | None:
 # array lies, whether a model is calibrated in device memory, whether `auto` depends on the array
 # being read-only):
 # worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
-_AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool]] = {}
+_AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool]] = _Cache()
 
 # (type of the array, target, source, in device memory) -> whether `auto` takes another path for
 # it when the producer is busy (gpushare.paths.auto_depends_on_producer); cleared with the model.

@@ -52,11 +52,22 @@ pub struct TensorReport {
 
 impl TensorReport {
     pub fn from_layout(layout: &Layout, framework: &str, device: &str, immutable: bool) -> TensorReport {
+        TensorReport::with_dims(layout, layout.shape.clone(), layout.strides.clone(), framework, device, immutable)
+    }
+
+    /// [`TensorReport::from_layout`] of a layout read for this report alone: its shape and strides
+    /// are moved, not copied (two allocations fewer for each array a share describes).
+    pub fn from_owned_layout(mut layout: Layout, framework: &str, device: &str, immutable: bool) -> TensorReport {
+        let (shape, strides) = (std::mem::take(&mut layout.shape), std::mem::take(&mut layout.strides));
+        TensorReport::with_dims(&layout, shape, strides, framework, device, immutable)
+    }
+
+    fn with_dims(layout: &Layout, shape: Vec<i64>, strides: Vec<i64>, framework: &str, device: &str, immutable: bool) -> TensorReport {
         TensorReport {
             framework: framework.to_string(),
             dtype: layout.dtype.name(),
-            shape: layout.shape.clone(),
-            strides: layout.strides.clone(),
+            shape,
+            strides,
             device: device.to_string(),
             dlpack_device: (layout.device_type, layout.device_id),
             dlpack_device_name: device_name(layout.device_type, layout.device_id),

@@ -88,7 +88,7 @@ class Adapter:
     #: ``auto`` then takes that path, which shares, over ``shm``, which copies.
     shares_host_memory_across_processes: ClassVar[bool] = False
     # How the Rust core describes its arrays without calling inspect() (adapters/description.py):
-    # "exchange_api", "capsule", an Attributes recipe, or "inspect" (inspect() alone).
+    # "exchange_api", "capsule", an Attributes or ExportedCapsule recipe, or "inspect" (inspect() alone).
     describe_by: ClassVar[Any] = "inspect"
     # The flags check_source() looks at, all false on an array it passes: attributes, or methods
     # named with "()". The core reads them and calls check_source() only when one is set.

@@ -9,6 +9,9 @@ The declared routes, each implemented once in the core (crates/python/src/bindin
 * :data:`CAPSULE`: ``x.__dlpack__(max_version=(1, 0))``, the versioned capsule, read in Rust.
 * an :class:`Attributes` recipe: the array's own attributes, read by name, for a framework whose
   DLPack export costs more than its attributes do.
+* an :class:`ExportedCapsule` recipe: the capsule the framework's own exporter makes, read in Rust,
+  the device in the framework's words, for a framework whose arrays export legacy capsules only
+  through a function (TensorFlow) and whose ``inspect()`` does no more than that.
 * :data:`INSPECT`: the adapter's ``inspect()`` alone.
 
 A DLPack route (exchange API, capsule) names the device in DLPack's words (``"cpu"``, ``"cuda:0"``),
@@ -56,3 +59,19 @@ class Attributes:
     #: the GIL), done before its address is read.
     ready: str | None = None
     wait: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportedCapsule:
+    """An array described from the DLPack capsule its framework's exporter makes (any device the
+    capsule names), the device in the framework's own words. Names are the array's, but for
+    ``exporter`` and ``declines``, which are the adapter's."""
+
+    #: Adapter method: the exporter (array → capsule), asked once.
+    exporter: str
+    #: Attribute of the array: its device in the framework's words.
+    device: str = "device"
+    #: Method of the array called before the export, and the adapter's container of its answers
+    #: that send the array to ``inspect()`` instead (dtypes whose export would abort the process).
+    guard: str | None = None
+    declines: str | None = None

@@ -9,6 +9,7 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.adapters._cai import _CudaArrayView
 from gpushare.adapters.base import Adapter, TensorInfo, explained
+from gpushare.adapters.description import ExportedCapsule
 from gpushare.exceptions import gpushare_error
 
 
@@ -33,6 +34,11 @@ class TensorFlowAdapter(Adapter):
     import_takes_stream = False
     exports_cai = False
     cai_view = True  # a tensor in CUDA memory, described for Numba by gpushare (_CudaArrayView)
+    # What inspect() does, done by the core without its Python (every share into or out of
+    # TensorFlow describes a tensor): the dtype checked before the export that would abort on it,
+    # the capsule read, the device as TensorFlow names it.
+    describe_by = ExportedCapsule(exporter="capsule_exporter", device="device", guard="_datatype_enum",
+                                  declines="_UNEXPORTABLE")
 
     def pip_name(self) -> str:
         return 'tensorflow (or tensorflow-cpu; "tensorflow[and-cuda]" for an NVIDIA GPU)'

@@ -28,8 +28,10 @@ use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA};
 pub trait Framework {
     /// An array of any framework (the pipeline never looks inside).
     type Array;
-    /// A description of an array, as the binding keeps it (it hands it back in the result).
-    type Info: AsRef<TensorReport>;
+    /// A description of an array, as the binding keeps it until the report takes it over (moved,
+    /// not copied: every share describes two arrays, and copying each report into the result cost
+    /// a dozen allocations).
+    type Info: AsRef<TensorReport> + Into<TensorReport>;
 
     /// gpushare's name of the framework: `torch`, `tf`, `jax`, `numpy`, `cupy`, `numba`, `paddle`.
     fn name(&self) -> &str;
@@ -140,11 +142,9 @@ impl Default for Options {
     }
 }
 
-/// A share that worked.
+/// A share that worked: the target's array and the report, which holds both descriptions.
 pub struct Outcome<F: Framework> {
     pub value: F::Array,
-    pub source: F::Info,
-    pub target: F::Info,
     pub report: ShareReport,
 }
 
@@ -254,24 +254,25 @@ impl<F: Framework> Handoff<'_, F> {
             self.target.synchronize(&value).map_err(&failed)?;
         }
         crate::trace::mark("wait for a target that settles later");
-        let mut report = self.report(source.as_ref(), target.as_ref(), measured, predicted.as_ref(), memory, streams, options);
+        let mut report = self.report(source.into(), target.into(), measured, predicted.as_ref(), memory, streams, options);
         report.notes.extend(self.route.take_notes());
         crate::trace::mark("judge and report");
-        Ok(Outcome { value, source, target, report })
+        Ok(Outcome { value, report })
     }
 
     #[allow(clippy::too_many_arguments)]
     fn report(
         &self,
-        source: &TensorReport,
-        target: &TensorReport,
+        source: TensorReport,
+        target: TensorReport,
         measured: Measured,
         predicted: Option<&PredictedOutcome>,
         memory: Option<MemoryLedger>,
         streams: Option<StreamReport>,
         options: &Options,
     ) -> ShareReport {
-        let judgement = explain::judge_route(source, target, self.route.kind(), self.path());
+        let judgement = explain::judge_route(&source, &target, self.route.kind(), self.path());
+        let shares_origin = options.origin.as_ref().map(|o| explain::judge(o, &target).verdict == Verdict::Shared);
         let mut timing = Timing::from_samples(measured.samples, measured.number);
         timing.warmup = measured.warmup as u64;
         timing.untimed = measured.untimed;
@@ -281,13 +282,13 @@ impl<F: Framework> Handoff<'_, F> {
         ShareReport {
             name: options.name.clone(),
             path: self.path().to_string(),
-            source: source.clone(),
-            target: target.clone(),
+            source,
+            target,
             verdict: judgement.verdict,
             reason: judgement.reason,
             notes: judgement.notes,
             timing,
-            shares_origin: options.origin.as_ref().map(|o| explain::judge(o, target).verdict == Verdict::Shared),
+            shares_origin,
             predicted: predicted.map(PredictedOutcome::to_prediction),
             memory,
             streams,

@@ -41,6 +41,12 @@ impl AsRef<TensorReport> for Info {
     }
 }
 
+impl From<Info> for TensorReport {
+    fn from(info: Info) -> TensorReport {
+        info.0
+    }
+}
+
 impl Framework for Fake {
     type Array = Buf;
     type Info = Info;
@@ -163,7 +169,7 @@ fn one_conversion_into_jax_is_waited_for_outside_the_timing_unless_it_views_the_
         let (src, dst) = (fake("cupy"), fake("jax"));
         let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
         let expected: &[&str] = if waited { &["describe", "sync"] } else { &["describe"] };
-        assert_eq!(*dst.log.borrow(), expected, "{:?} {}", out.report.verdict, out.target.0.dtype);
+        assert_eq!(*dst.log.borrow(), expected, "{:?} {}", out.report.verdict, out.report.target.dtype);
         assert!(!src.log.borrow().contains(&"sync".to_string()), "the source is not waited on for one call");
     }
 }
@@ -220,10 +226,10 @@ fn a_copy_on_device_memory_is_timed_to_its_end_through_the_source_unless_its_con
     let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
     let (src, dst, route) = (fake("torch"), fake("torch"), via("copy", true));
     let out = handoff(&src, &dst, &route, None).run(&NoHost, &a, &Options::default()).unwrap();
-    assert!(!timing::context_covers_source(&out.source.0));
+    assert!(!timing::context_covers_source(&out.report.source));
     assert_eq!(src.log.borrow().iter().filter(|s| *s == "sync").count(), 1, "{:?}", src.log.borrow());
     // A primary context covers the source's streams only where a driver synchronises it.
-    let mut primary = out.source.0.clone();
+    let mut primary = out.report.source.clone();
     primary.cuda = Some(std::sync::Arc::new(serde_json::json!({"context_is_primary": true})));
     assert_eq!(timing::context_covers_source(&primary), crate::cuda::driver_status().is_available());
     primary.dlpack_device = (1, 0);

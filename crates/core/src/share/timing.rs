@@ -379,6 +379,11 @@ mod tests {
                 &self.0
             }
         }
+        impl From<Info> for TensorReport {
+            fn from(info: Info) -> TensorReport {
+                info.0
+            }
+        }
 
         impl Framework for Side {
             type Array = u64;

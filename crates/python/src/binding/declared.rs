@@ -1,7 +1,7 @@
 //! What an adapter declares about its arrays, and the one generic implementation of each
 //! declaration: how they are described (`Adapter.describe_by`: the DLPack C exchange API, a
-//! versioned capsule, an attribute recipe, or the adapter's own `inspect`) and which flags its
-//! `check_source` looks at (`Adapter.source_flags`).
+//! versioned capsule, an attribute recipe, the capsule of the framework's own exporter, or the
+//! adapter's own `inspect`) and which flags its `check_source` looks at (`Adapter.source_flags`).
 //!
 //! Describing runs on every share, twice (source and target), so these routes are why a share
 //! costs microseconds: each is a call into the framework's C or a few attribute reads, where
@@ -15,7 +15,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::describe::{Fields, exchange_api_versioned_layout, report_from_fields, report_in_dlpack_words, versioned_capsule_layout};
+use super::describe::{
+    Fields, attach_cuda, exchange_api_versioned_layout, layout_from_capsule, report_from_fields, report_in_dlpack_words,
+    versioned_capsule_layout,
+};
 use super::errors::to_pyerr;
 use super::tensor_info::TensorInfo;
 use crate::report::TensorReport;
@@ -29,6 +32,8 @@ enum Route {
     Capsule,
     /// An `Attributes` recipe (python/gpushare/adapters/description.py).
     Attributes(Box<AttributeRecipe>),
+    /// An `ExportedCapsule` recipe: the framework's own exporter, called from here.
+    Exported(Box<ExportedCapsule>),
     /// `adapter.inspect(x)` alone.
     Inspect,
 }
@@ -78,10 +83,11 @@ impl Declared {
                 other => {
                     return Err(to_pyerr(Error::Usage(format!(
                         "{framework}'s adapter declares describe_by = {other:?}: expected \"exchange_api\", \"capsule\", \
-                         \"inspect\" or an Attributes recipe (gpushare.adapters.description)"
+                         \"inspect\" or an Attributes or ExportedCapsule recipe (gpushare.adapters.description)"
                     ))));
                 }
             },
+            Err(_) if by.hasattr(intern!(py, "exporter"))? => Route::Exported(Box::new(ExportedCapsule::read(&by)?)),
             Err(_) => Route::Attributes(Box::new(AttributeRecipe::read(&by)?)),
         };
         let source_flags = adapter
@@ -102,6 +108,8 @@ impl Declared {
         let layout = match &self.route {
             Route::Inspect => return Ok(None),
             Route::Attributes(recipe) => return recipe.describe(py, obj, adapter, &self.framework, self.immutable),
+            // Anything that goes wrong on the way (a declined dtype, a failed export): the adapter explains.
+            Route::Exported(recipe) => return Ok(recipe.describe(py, obj, adapter, &self.framework, self.immutable).ok().flatten()),
             // No exchange API on this type (an older release), or one that fails on this array
             // (PyTorch's sparse, meta and nested tensors): the adapter explains.
             Route::ExchangeApi => match obj.get_type().getattr(intern!(py, "__dlpack_c_exchange_api__")) {
@@ -114,7 +122,7 @@ impl Declared {
         // Host and CUDA device memory only: the adapter names other kinds (managed, pinned) itself.
         Ok(layout
             .filter(|l| matches!(l.device_type, crate::dlpack::DEVICE_CPU | crate::dlpack::DEVICE_CUDA))
-            .map(|l| report_in_dlpack_words(&l, &self.framework, self.immutable)))
+            .map(|l| report_in_dlpack_words(l, &self.framework, self.immutable)))
     }
 
     /// Whether the adapter declares the flags its `check_source` looks at.
@@ -290,6 +298,65 @@ impl AttributeRecipe {
             Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The `ExportedCapsule` recipe of an adapter whose arrays export DLPack capsules only through a
+/// function of their framework (TensorFlow's `to_dlpack`): what its `inspect()` does, the calls
+/// into its Python (the method, the exporter's lookup, `TensorInfo.from_capsule`'s arguments, the
+/// object it returns) left out. They cost every share into or out of TensorFlow about as much as
+/// the raw handoff itself.
+struct ExportedCapsule {
+    /// The adapter's method that returns the exporter, and the exporter, asked on first use.
+    exporter: Py<PyString>,
+    export: PyOnceLock<Py<PyAny>>,
+    device: Py<PyString>,
+    /// The array's method whose answers in the adapter's `declines` send it to `inspect()`.
+    guard: Option<(Py<PyString>, Py<PyString>)>,
+    declines: PyOnceLock<Py<PyAny>>,
+}
+
+impl ExportedCapsule {
+    fn read(recipe: &Bound<'_, PyAny>) -> PyResult<ExportedCapsule> {
+        let py = recipe.py();
+        let name = |field: &str| -> PyResult<Option<Py<PyString>>> {
+            let value: Option<String> = recipe.getattr(field)?.extract()?;
+            Ok(value.map(|v| PyString::intern(py, &v).unbind()))
+        };
+        let required = |field: &str| -> PyResult<Py<PyString>> {
+            name(field)?.ok_or_else(|| PyValueError::new_err(format!("ExportedCapsule.{field} is required")))
+        };
+        Ok(ExportedCapsule {
+            exporter: required("exporter")?,
+            export: PyOnceLock::new(),
+            device: required("device")?,
+            guard: name("guard")?.zip(name("declines")?),
+            declines: PyOnceLock::new(),
+        })
+    }
+
+    /// `None` where the guard declines the array.
+    fn describe(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        adapter: &Bound<'_, PyAny>,
+        framework: &str,
+        immutable: bool,
+    ) -> PyResult<Option<TensorReport>> {
+        if let Some((guard, declines)) = &self.guard {
+            let declines = self.declines.get_or_try_init(py, || adapter.getattr(declines.bind(py)).map(Bound::unbind))?;
+            if declines.bind(py).contains(obj.call_method0(guard.bind(py))?)? {
+                return Ok(None);
+            }
+        }
+        let export = self.export.get_or_try_init(py, || adapter.call_method0(self.exporter.bind(py)).map(Bound::unbind))?;
+        let capsule = export.bind(py).call1((obj,))?;
+        let layout = layout_from_capsule(&capsule)?;
+        let device = obj.getattr(self.device.bind(py))?;
+        let mut report = TensorReport::from_owned_layout(layout, framework, &device.cast::<PyString>()?.to_cow()?, immutable);
+        attach_cuda(&mut report);
+        Ok(Some(report))
     }
 }
 

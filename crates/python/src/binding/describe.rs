@@ -146,13 +146,13 @@ pub fn layout_of_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<L
 
 /// The report of an array whose device is named in DLPack's own words (`cpu`, `cuda:0`), with the
 /// CUDA attributes; `immutable` for a framework whose arrays cannot be written.
-pub fn report_in_dlpack_words(layout: &Layout, framework: &str, immutable: bool) -> TensorReport {
+pub fn report_in_dlpack_words(layout: Layout, framework: &str, immutable: bool) -> TensorReport {
     let words = if layout.device_type == crate::dlpack::DEVICE_CPU {
         std::borrow::Cow::Borrowed("cpu")
     } else {
         std::borrow::Cow::Owned(format!("{}:{}", crate::dlpack::device_type_name(layout.device_type), layout.device_id))
     };
-    let mut report = TensorReport::from_layout(layout, framework, &words, immutable);
+    let mut report = TensorReport::from_owned_layout(layout, framework, &words, immutable);
     attach_cuda(&mut report);
     report
 }
@@ -206,7 +206,7 @@ pub fn report_from_fields(f: Fields<'_>) -> PyResult<TensorReport> {
         version: None,
     })
     .map_err(|e| to_pyerr(Error::DLPack(format!("invalid array description: {e}"))))?;
-    let mut report = TensorReport::from_layout(&layout, f.framework, f.device, f.immutable);
+    let mut report = TensorReport::from_owned_layout(layout, f.framework, f.device, f.immutable);
     attach_cuda(&mut report);
     Ok(report)
 }

@@ -133,7 +133,7 @@ impl<'py> Lab<'py> {
         let (mut cost_prediction, mut predict_failure) = (None, None);
         let outcome = (|| {
             let source = match described {
-                Some(info) => Described(info.clone_ref(py)),
+                Some(info) => Described(info.get().report.clone()),
                 None => handoff.describe(obj)?,
             };
             if let Some(predict_for) = &self.predict_for {
@@ -173,7 +173,11 @@ impl<'py> Lab<'py> {
             run.predicted = predicted.map(|p| p.get().inner.clone());
             run.ordering = ordering;
         }
-        let result = ShareResult::from_outcome(outcome.value, outcome.source.into_inner(), outcome.target.into_inner(), outcome.report);
+        let result = ShareResult::from_outcome(outcome.value, outcome.report);
+        // Every path's result names the one description of the source the lab made.
+        if let Some(info) = described {
+            result.keep_source(py, info.clone_ref(py));
+        }
         Ok((run, Some(result)))
     }
 }

@@ -27,18 +27,20 @@ use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
 
 use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
 
-/// A description the pipeline hands back in the result: the adapter's `TensorInfo` itself.
-pub struct Described(pub Py<TensorInfo>);
-
-impl Described {
-    pub fn into_inner(self) -> Py<TensorInfo> {
-        self.0
-    }
-}
+/// A description in the pipeline: the report itself, which the result takes over. Its
+/// `TensorInfo` is made only when Python asks the result for it (`ShareResult.source`): a share
+/// whose result is never asked pays no Python object and no copy of the report for it.
+pub struct Described(pub TensorReport);
 
 impl AsRef<TensorReport> for Described {
     fn as_ref(&self) -> &TensorReport {
-        &self.0.get().report
+        &self.0
+    }
+}
+
+impl From<Described> for TensorReport {
+    fn from(described: Described) -> TensorReport {
+        described.0
     }
 }
 
@@ -84,11 +86,21 @@ impl PyFramework {
     pub fn describe_py(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
         match self.declared.get().describe(py, obj, self.adapter.bind(py))? {
             Some(report) => Py::new(py, TensorInfo { report }),
-            None => {
-                let info = self.adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
-                Ok(info.cast_into::<TensorInfo>()?.unbind())
-            }
+            None => self.inspect(py, obj),
         }
+    }
+
+    /// [`PyFramework::describe_py`] as the report alone, for the pipeline.
+    pub fn describe_report(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<TensorReport> {
+        match self.declared.get().describe(py, obj, self.adapter.bind(py))? {
+            Some(report) => Ok(report),
+            None => Ok(self.inspect(py, obj)?.get().report.clone()),
+        }
+    }
+
+    fn inspect(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<TensorInfo>> {
+        let info = self.adapter.bind(py).call_method1(intern!(py, "inspect"), (obj,))?;
+        Ok(info.cast_into::<TensorInfo>()?.unbind())
     }
 }
 
@@ -101,7 +113,7 @@ impl Framework for PyFramework {
     }
 
     fn describe(&self, array: &Py<PyAny>) -> crate::share::Result<Described> {
-        Python::attach(|py| self.describe_py(py, array.bind(py)).map(Described).map_err(|e| share_error(py, e)))
+        Python::attach(|py| self.describe_report(py, array.bind(py)).map(Described).map_err(|e| share_error(py, e)))
     }
 
     fn check_source(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
@@ -420,7 +432,7 @@ impl SharePlan {
         };
         crate::trace::mark("start");
         let outcome = handoff.run(&self.host, &obj, options).map_err(PyGpushareErr::from)?;
-        let result = ShareResult::from_outcome(outcome.value, outcome.source.0, outcome.target.0, outcome.report);
+        let result = ShareResult::from_outcome(outcome.value, outcome.report);
         crate::trace::mark("the result object");
         Ok(result)
     }

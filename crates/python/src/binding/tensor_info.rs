@@ -24,7 +24,7 @@ impl TensorInfo {
     #[pyo3(signature = (capsule, framework, device, immutable=false))]
     fn from_capsule(capsule: &Bound<'_, PyAny>, framework: &str, device: &str, immutable: bool) -> PyResult<TensorInfo> {
         let layout = layout_from_capsule(capsule)?;
-        let mut report = TensorReport::from_layout(&layout, framework, device, immutable);
+        let mut report = TensorReport::from_owned_layout(layout, framework, device, immutable);
         attach_cuda(&mut report);
         Ok(TensorInfo { report })
     }

@@ -115,8 +115,11 @@ impl PyTiming {
 #[pyclass(module = "gpushare", frozen, name = "ShareResult")]
 pub struct ShareResult {
     value: Py<PyAny>,
-    source: Py<TensorInfo>,
-    target: Py<TensorInfo>,
+    /// The source's and target's `TensorInfo`, made from the report on first access (or the ones
+    /// the constructor was given): a share whose result is never asked for them paid a Python
+    /// object, and a copy of the report, for each.
+    source: pyo3::sync::PyOnceLock<Py<TensorInfo>>,
+    target: pyo3::sync::PyOnceLock<Py<TensorInfo>>,
     /// Made on first access: most results are never asked for their timing object, and creating it
     /// eagerly cost every share a Python allocation.
     timing: pyo3::sync::PyOnceLock<Py<PyTiming>>,
@@ -127,6 +130,7 @@ impl ShareResult {
     /// Judges the handoff from the two descriptions and assembles the result.
     #[allow(clippy::too_many_arguments)]
     pub fn build(
+        py: Python<'_>,
         value: Py<PyAny>,
         source: Py<TensorInfo>,
         target: Py<TensorInfo>,
@@ -158,17 +162,26 @@ impl ShareResult {
             memory,
             streams,
         };
-        ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report }
+        let result = ShareResult::from_outcome(value, report);
+        result.keep_source(py, source);
+        let _ = result.target.set(py, target);
+        result
+    }
+
+    /// `source` as this result's `TensorInfo` of its source (which its report describes).
+    pub fn keep_source(&self, py: Python<'_>, source: Py<TensorInfo>) {
+        let _ = self.source.set(py, source);
     }
 
     /// The result of a share the pipeline ran and judged.
-    pub fn from_outcome(
-        value: Py<PyAny>,
-        source: Py<TensorInfo>,
-        target: Py<TensorInfo>,
-        report: ShareReport,
-    ) -> ShareResult {
-        ShareResult { value, source, target, timing: pyo3::sync::PyOnceLock::new(), report }
+    pub fn from_outcome(value: Py<PyAny>, report: ShareReport) -> ShareResult {
+        ShareResult {
+            value,
+            source: pyo3::sync::PyOnceLock::new(),
+            target: pyo3::sync::PyOnceLock::new(),
+            timing: pyo3::sync::PyOnceLock::new(),
+            report,
+        }
     }
 }
 
@@ -179,6 +192,7 @@ impl ShareResult {
                         predicted=None, device_samples=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         value: Py<PyAny>,
         source: Py<TensorInfo>,
         target: Py<TensorInfo>,
@@ -198,6 +212,7 @@ impl ShareResult {
         // Any sequence whose first two items are (verdict, reason): a Prediction carries more.
         let predicted = predicted.map(|p| super::explain::prediction_from_py(&p)).transpose()?;
         Ok(ShareResult::build(
+            py,
             value,
             source,
             target,
@@ -217,12 +232,14 @@ impl ShareResult {
         self.value.clone_ref(py)
     }
     #[getter]
-    fn source(&self, py: Python<'_>) -> Py<TensorInfo> {
-        self.source.clone_ref(py)
+    fn source(&self, py: Python<'_>) -> PyResult<Py<TensorInfo>> {
+        let info = self.source.get_or_try_init(py, || Py::new(py, TensorInfo { report: self.report.source.clone() }))?;
+        Ok(info.clone_ref(py))
     }
     #[getter]
-    fn target(&self, py: Python<'_>) -> Py<TensorInfo> {
-        self.target.clone_ref(py)
+    fn target(&self, py: Python<'_>) -> PyResult<Py<TensorInfo>> {
+        let info = self.target.get_or_try_init(py, || Py::new(py, TensorInfo { report: self.report.target.clone() }))?;
+        Ok(info.clone_ref(py))
     }
     #[getter]
     fn timing(&self, py: Python<'_>) -> PyResult<Py<PyTiming>> {
