@@ -488,3 +488,21 @@ def test_narrowing_shares_into_jax_never_deadlock():
     except subprocess.TimeoutExpired:
         pytest.fail("100 narrowing shares into JAX did not finish in 240 s: the describe step deadlocked")
     assert run.returncode == 0 and "done" in run.stdout, run.stderr[-2000:]
+
+
+def test_the_warnings_a_share_owes_name_the_pair_and_what_was_lost():
+    """A writable view of memory the source holds read-only, and a copy that narrowed the dtype and
+    lost values, each warn at the caller's line in the pair's words; a copy that lost nothing, and
+    a plain shared view of writable memory, do not warn."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert gpushare.share(jnp.ones(4), "torch").shared
+        narrowed = gpushare.share(np.array([0.1, 1e300]), "jax")
+        kept = gpushare.share(np.array([0.5, 2.0]), "jax")
+        gpushare.share(torch.ones(4), "numpy")
+    messages = [str(w.message) for w in seen if issubclass(w.category, gpushare.GpushareWarning)]
+    assert messages[0] == "jax → torch: the target can write to memory the source marks read-only", messages
+    assert narrowed.verdict == "copied" and kept.verdict == "copied"
+    assert messages[1].startswith("numpy → jax: the copy changed the dtype float64 → float32 and 1 of 2 values changed"), messages
+    assert len(messages) == 2, messages
+    assert all(w.filename == __file__ for w in seen), [w.filename for w in seen]

@@ -227,24 +227,20 @@ def _remember_common(kind: type, to: str, src: Adapter | None, plan: Any, on_dev
 def _warn_about(obj: Any, result: ShareResult) -> None:
     """The warnings a share owes its caller: a writable view of read-only memory, and a copy that
     changed the dtype and lost values."""
+    # Asked of the result as words and a flag: its source and target TensorInfo are made only
+    # where a copy changed the dtype (every move, and jax→torch's warning, asked on every share).
     warning = result.readonly_warning
     if warning is not None:
-        warnings.warn(
-            f"{result.source.framework} → {result.target.framework}: {warning}",
-            GpushareWarning,
-            stacklevel=_user_stacklevel(),
-        )
-    if not result.shared:
-        source_info, target_info = result.source, result.target
-        if source_info.dtype != target_info.dtype:
-            lost = values_lost(obj, result.value)
-            if lost is not None:
-                warnings.warn(
-                    f"{source_info.framework} → {target_info.framework}: the copy changed the dtype "
-                    f"{source_info.dtype} → {target_info.dtype} and {lost}",
-                    GpushareWarning,
-                    stacklevel=_user_stacklevel(),
-                )
+        warnings.warn(f"{result.pair}: {warning}", GpushareWarning, stacklevel=_user_stacklevel())
+    if not result.shared and result.dtype_changed:
+        lost = values_lost(obj, result.value)
+        if lost is not None:
+            source_info, target_info = result.source, result.target
+            warnings.warn(
+                f"{result.pair}: the copy changed the dtype {source_info.dtype} → {target_info.dtype} and {lost}",
+                GpushareWarning,
+                stacklevel=_user_stacklevel(),
+            )
 
 
 def values_lost(source: Any, value: Any) -> str | None:

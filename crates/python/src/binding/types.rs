@@ -268,6 +268,18 @@ impl ShareResult {
     fn readonly_warning(&self) -> Option<&str> {
         self.report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
     }
+    /// The pair in words (`jax → torch`), for the warnings a share owes its caller, without
+    /// making the two TensorInfo objects (every move and every copy asks).
+    #[getter]
+    fn pair(&self) -> String {
+        format!("{} → {}", self.report.source.framework, self.report.target.framework)
+    }
+    /// Whether the target's dtype differs from the source's (a copy that converted: JAX without
+    /// x64 narrows 64-bit types), which `share` then checks for lost values.
+    #[getter]
+    fn dtype_changed(&self) -> bool {
+        self.report.source.dtype != self.report.target.dtype
+    }
     #[getter]
     fn path(&self) -> &str {
         &self.report.path
