@@ -68,10 +68,17 @@ def main() -> int:
         return 1
     import torch
 
-    n = (1 << 20) // 4
-    if args.device == "cpu":
-        t = torch.ones(n)
-        traced("torch->numpy 1 MiB", lambda: gpushare.share(t, "numpy"), lambda: t.numpy())
+    n = (1 << 20) // 4 if args.device != "cpu" else 1 << 16
+    if args.device == "cpu":  # bench_core's CPU pairs, at its size (64 Ki float32)
+        import jax
+        import numpy as np
+        import tensorflow as tf
+
+        t, a = torch.ones(n), np.ones(n, dtype=np.float32)
+        traced("torch->numpy 256 KiB", lambda: gpushare.share(t, "numpy"), lambda: t.numpy())
+        traced("numpy->torch 256 KiB", lambda: gpushare.share(a, "torch"), lambda: torch.from_numpy(a))
+        traced("torch->jax 256 KiB", lambda: gpushare.share(t, "jax"), lambda: jax.dlpack.from_dlpack(t))
+        traced("torch->tf 256 KiB", lambda: gpushare.share(t, "tf"), lambda: tf.experimental.dlpack.from_dlpack(t.__dlpack__()))
         return 0
     import cupy
     import jax
