@@ -112,3 +112,10 @@ def test_the_process_paths_are_measured_in_rounds_apart_each_with_a_fresh_worker
         assert {p["size"] for p in r["points"]} == {gpushare.lab.parse_size(s) for s in SIZES}
         timed = [p for p in r["points"] if p.get("timing")]
         assert timed and all(p["timing"]["repeats"] == -(-advice.PROCESS_REPEAT // advice.PROCESS_ROUNDS) for p in timed)
+
+
+def test_no_prediction_for_what_no_adapter_describes(model):
+    """A prediction is asked before every process handoff: an object no adapter describes gets
+    none, and the handoff itself says what it makes of it."""
+    assert advice.process_prediction(torch.ones(1 << 16), "shm", None) is not None
+    assert advice.process_prediction(object(), "shm", None) is None

@@ -368,18 +368,18 @@ def process_prediction(obj: Any, path: str, to: str | None, worker_device: str |
     asked before the handoff runs; None where this
     machine is not calibrated for that path, pair and place (``calibrate(processes=True)``).
     Process paths' fits carry no host-speed scaling (it made them worse on the 2x H200)."""
-    from gpushare.exceptions import NotAnArrayError
+    from gpushare.exceptions import GpushareError
 
     m = model()
     if m is None:
         return None
     try:
         src = adapter_for(obj, None)
-    except NotAnArrayError:  # an object the worker can take by its address alone: no fit is keyed by it
-        return None
+        nbytes = int(src.inspect(obj).nbytes)
+        place = process_place(_place(src, obj), worker_device)
+    except GpushareError:  # an object no adapter describes (the worker can take it by its address
+        return None  # alone): no fit is keyed by it, and the handoff itself says what it makes of it
     target = framework(to).name if to is not None else src.name
-    nbytes = int(src.inspect(obj).nbytes)
-    place = process_place(_place(src, obj), worker_device)
     ordering = "host_synchronise" if _native.path_waits("process", path, place) else "none"
     return m.predict("process", path, src.name, target, place, nbytes, ordering)
 

@@ -54,20 +54,13 @@ class NumbaAdapter(Adapter):
         return f"cuda:{ordinal}"
 
     def inspect(self, obj: Any) -> TensorInfo:
-        try:
-            # What Numba builds its __cuda_array_interface__ from, read without the dict, the
-            # stream and its contiguity check: describing a Numba target took 10 µs of a
-            # torch→numba share on an H200 (scripts/probe_stage_trace.py). The array's own
-            # strides (bytes) are the truth anyway: the interface drops them whenever that check
-            # passes, and it ignores zero strides, so a broadcast view would read as a compact
-            # array spanning more bytes than it owns.
-            ptr = obj.device_ctypes_pointer.value or 0
-            cai = {"shape": obj.shape, "strides": tuple(obj.strides), "data": (ptr, False), "typestr": obj.dtype.str}
-        except AttributeError:  # an array type of Numba's without them: its interface
-            cai = dict(obj.__cuda_array_interface__)
-            strides = getattr(obj, "strides", None)
-            if strides is not None:
-                cai["strides"] = tuple(strides)
+        cai = dict(obj.__cuda_array_interface__)
+        # Numba's interface drops the strides whenever its is_contiguous check passes, and that
+        # check ignores zero strides: a broadcast view would read as a compact array spanning more
+        # bytes than it owns. The array's own strides (bytes) are the truth.
+        strides = getattr(obj, "strides", None)
+        if strides is not None:
+            cai["strides"] = tuple(strides)
         return info_from_cai(cai, self.name, self._device_at(cai["data"][0]))
 
     def from_dlpack(self, obj: Any) -> Any:
