@@ -375,8 +375,9 @@ def process_prediction(obj: Any, path: str, to: str | None, worker_device: str |
         return None
     try:
         src = adapter_for(obj, None)
-        nbytes = int(src.inspect(obj).nbytes)
-        place = process_place(_place(src, obj), worker_device)
+        info = src.inspect(obj)
+        nbytes = int(info.nbytes)
+        place = process_place(_place(src, obj, info), worker_device)
     except GpushareError:  # an object no adapter describes (the worker can take it by its address
         return None  # alone): no fit is keyed by it, and the handoff itself says what it makes of it
     target = framework(to).name if to is not None else src.name
@@ -384,9 +385,11 @@ def process_prediction(obj: Any, path: str, to: str | None, worker_device: str |
     return m.predict("process", path, src.name, target, place, nbytes, ordering)
 
 
-def _place(src: Any, obj: Any) -> str:
+def _place(src: Any, obj: Any, info: Any = None) -> str:
+    """Where ``obj`` lies, as the model names places (``cpu``, ``cuda:0``); ``info``: its
+    description where the caller has it already."""
     on_device = paths.in_device_memory(obj, src)
-    info = src.inspect(obj)
+    info = info if info is not None else src.inspect(obj)
     return f"cuda:{info.dlpack_device[1]}" if on_device else "cpu"
 
 
@@ -419,7 +422,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     src = adapter_for(obj, framework(source) if source is not None else None)
     info = src.inspect(obj)
     nbytes = int(info.nbytes)
-    place = _place(src, obj)
+    place = _place(src, obj, info)
     if queued is None:
         state, queued = producer_state(src, obj), 0.0
     else:
