@@ -52,6 +52,41 @@ def test_the_raw_call_fails_where_gpushare_works():
     assert r.verdict == "shared" and any("would have failed" in n for n in r.notes), r.notes
 
 
+_FIRST_USE = """
+import sys, torch, jax, gpushare
+x = torch.ones(8, device="cuda:0")
+assert torch.cuda.current_device() == 0
+if sys.argv[1] == "raw":
+    import jax.dlpack
+    try:
+        jax.dlpack.from_dlpack(x)
+    except BufferError as e:
+        print("raw:", e)
+else:
+    r = gpushare.share(x, "jax")
+    print(r.verdict, r.reason, r.notes)
+"""
+
+
+@two
+@pytest.mark.parametrize("how", ["raw", "gpushare"])
+def test_the_first_handoff_into_jax_survives_jax_starting_its_backends_on_the_other_gpu(how):
+    """JAX starts its backends on first use and makes the last GPU current then: inside the first
+    from_dlpack, after the current device was checked. On 2x H200 the calibration's first torch →
+    jax handoff failed that way ("the tensor is not on the current CUDA device"). A fresh process,
+    JAX imported but not started: the raw call shows the trap, gpushare's share works."""
+    import subprocess
+    import sys
+
+    need("jax")
+    done = subprocess.run([sys.executable, "-c", _FIRST_USE, how], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    if how == "raw":
+        assert "raw:" in done.stdout and "CUDA device" in done.stdout, done.stdout
+    else:
+        assert done.stdout.startswith("shared"), done.stdout + done.stderr[-3000:]
+
+
 @two
 def test_a_tensor_that_requires_grad_off_the_current_device_is_described_and_refused_for_grad():
     """Issue 24.22: inspect used torch's __dlpack__, which refuses a tensor off the current device,

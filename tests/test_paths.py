@@ -192,3 +192,19 @@ def test_the_cli_checks_paths_against_the_table():
     """``gpushare bench --paths`` takes the table's names (its list is built from crates/core/src/paths.rs)."""
     code = _native.cli_main(["gpushare", "bench", "torch->numpy", "--paths", "bogus"])
     assert code == 2
+
+
+def test_cai_from_a_framework_whose_interface_is_read_only_into_one_that_refuses_it_is_not_applicable():
+    """Every calibration on 2x H200 ran jax → torch via cai, reported applicable, and it failed with
+    torch's TypeError ("the read only flag is not supported"): JAX marks its interface read-only.
+    The route says so before touching an array, whichever adapters declare it."""
+    from gpushare.exceptions import PathNotApplicableError
+
+    jax, torch = ADAPTERS["jax"], ADAPTERS["torch"]
+    assert jax.immutable and jax.exports_cai and not torch.imports_readonly_cai
+    with pytest.raises(PathNotApplicableError, match="read-only") as raised:
+        paths.route(jax, torch, "cai", (2, 0))
+    assert "path='dlpack'" in str(raised.value)
+    # A consumer that takes read-only interfaces (CuPy), and a writable source (CuPy into torch), build.
+    assert paths.route(jax, ADAPTERS["cupy"], "cai", (2, 0))[0] == "cai"
+    assert paths.route(ADAPTERS["cupy"], torch, "cai", (2, 0))[0] == "cai"

@@ -113,6 +113,10 @@ class Adapter:
     process_paths: ClassVar[tuple[str, ...]] = ()
     process_modules: ClassVar[tuple[str, ...]] = ()
     imports_cai: ClassVar[bool] = False
+    # Whether its __cuda_array_interface__ import takes an interface marked read-only. PyTorch's
+    # refuses one outright ("the read only flag is not supported"), and an immutable framework's
+    # arrays (JAX's) mark theirs so: `cai` between the two cannot work.
+    imports_readonly_cai: ClassVar[bool] = True
     # Whether its arrays can live in host memory (CuPy's and Numba's live on a GPU only): the CPU
     # conformance matrix runs every framework that says so.
     host_arrays: ClassVar[bool] = True

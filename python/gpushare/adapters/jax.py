@@ -94,10 +94,21 @@ class JaxAdapter(Adapter):
         return self.dlpack_importer()(obj)
 
     def dlpack_importer(self) -> Callable[[Any], Any]:
-        self.load()
+        self.started()
         import jax.dlpack
 
         return jax.dlpack.from_dlpack
+
+    def started(self) -> Any:
+        """JAX with its backends started. JAX starts them on first use and makes the last GPU current
+        then: inside the first ``from_dlpack`` of a two-GPU machine, after gpushare checked which
+        device was current, so PyTorch's export refused the tensor on cuda:0 ("not on the current
+        CUDA device"; bench_advice's calibration on 2x H200). Started before the handoff, the
+        current-device guard sees what JAX did. The conversion into JAX starts them anyway."""
+        jax = self.load()
+        if not self.runtime_initialized():
+            jax.devices()
+        return jax
 
     def from_capsule(self, capsule: Any) -> Any:
         raise gpushare_error(
@@ -140,7 +151,7 @@ class JaxAdapter(Adapter):
         return jax.devices("cpu")[0] if on_host else jax.devices("gpu")[ordinal]
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
-        self.load()
+        self.started()
         import jax.dlpack
 
         return jax.dlpack.from_dlpack(obj, device=self._jax_device(on_host, ordinal), copy=True)

@@ -21,6 +21,7 @@ class TorchAdapter(Adapter):
     copy_by_producer = True  # torch.from_dlpack(x, device=, copy=True) asks x.__dlpack__(copy=True)
     tracks_allocator = True
     imports_cai = True
+    imports_readonly_cai = False  # torch.as_tensor: "the read only flag is not supported, should always be False"
     worker_receives = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
     process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo")
     process_modules = ("torch.multiprocessing", "torch.distributed")

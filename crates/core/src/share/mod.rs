@@ -216,11 +216,11 @@ impl<F: Framework> Handoff<'_, F> {
     ) -> Result<Outcome<F>> {
         let failed = self.explained(Stage::Convert, predicted.as_ref());
         let on_device = source.as_ref().dlpack_device.0 != DL_CPU;
-        let (memory, streams) = if on_device && options.observe {
-            let (m, s) = self.observe(host, array, source.as_ref()).map_err(&failed)?;
-            (m, Some(s))
+        let (memory, streams, observed_seconds) = if on_device && options.observe {
+            let (m, s, seconds) = self.observe(host, array, source.as_ref()).map_err(&failed)?;
+            (m, Some(s), seconds)
         } else {
-            (None, None)
+            (None, None, 0.0)
         };
         // One conversion on its own is the raw call's host time; anything more is synchronised at
         // the sample edges, so queued device work lands in the sample it belongs to. A copying
@@ -240,6 +240,10 @@ impl<F: Framework> Handoff<'_, F> {
         let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
         crate::trace::mark("the timed conversions");
         measured.warmup += usize::from(observed_as_warmup);
+        // The observed handoff is a handoff the measurement made outside its samples, as a warm-up
+        // is: its conversion and the waits around it are untimed handoff time, not the caller's
+        // own work (the ledger's readings around it are).
+        measured.untimed += observed_seconds;
         let value = sampler.value.take().expect("every policy makes at least one conversion");
         // The source is alive: a target inside its allocation is described from its attributes.
         let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
@@ -297,19 +301,25 @@ impl<F: Framework> Handoff<'_, F> {
 
     /// One handoff outside the timing: it pays one-time costs (it stands for the policy's first
     /// warm-up), records the streams the consumer asked for, and is the one the memory ledger
-    /// measures.
-    fn observe(&self, host: &dyn Host, array: &F::Array, source: &TensorReport) -> Result<(Option<MemoryLedger>, StreamReport)> {
+    /// measures. Also returns the host seconds of the handoff itself (the synchronise before it,
+    /// the conversion and the target's synchronise), without the ledger's readings.
+    fn observe(&self, host: &dyn Host, array: &F::Array, source: &TensorReport) -> Result<(Option<MemoryLedger>, StreamReport, f64)> {
         let ordinal = source.dlpack_device.1;
+        let synchronising = Instant::now();
         self.source.synchronize(array)?;
+        let synchronised = synchronising.elapsed().as_secs_f64();
         let before = snapshot(host, ordinal);
         let t0 = Instant::now();
         let (value, requests) = self.route.convert_recorded(array, source)?;
         self.target.synchronize(&value)?;
+        let handoff = t0.elapsed().as_secs_f64();
         let after = snapshot(host, ordinal);
         let seconds = t0.elapsed().as_secs_f64();
         drop(value);
         let producer = self.source.current_stream(array)?;
-        Ok((Some(MemoryLedger::between(&before, &after, seconds)), StreamReport::of(self.path(), producer, &requests).ordered_by(self.route.ordering())))
+        let ledger = MemoryLedger::between(&before, &after, seconds);
+        let streams = StreamReport::of(self.path(), producer, &requests).ordered_by(self.route.ordering());
+        Ok((Some(ledger), streams, synchronised + handoff))
     }
 
     /// CUDA events on the source framework's current stream, where it has one.
@@ -385,17 +395,25 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
     fn sample(&mut self, n: u64, device_clock: bool) -> Result<(f64, Option<f64>)> {
         let h = self.handoff;
         if self.edges.synchronise {
-            h.source.synchronize(self.array)?;
+            // Where the context's synchronise covers the source framework's work (its memory is
+            // in the device's primary context), the driver's call waits for the same queue without
+            // a call into the framework's Python, once a sample.
+            if timing::context_covers_source(self.described) {
+                timing::settle_context(self.described.dlpack_device)?;
+            } else {
+                h.source.synchronize(self.array)?;
+            }
         }
-        // The last result goes before the next call: holding it alive across the call would
-        // change what allocators hand out, and would be timed too.
-        self.value = None;
         let clock = if device_clock { self.clock.as_mut() } else { None };
         let clock_started = match clock {
             Some(c) => c.timer.start(&c.stream).is_ok(),
             None => false,
         };
         let t0 = Instant::now();
+        // The last result goes before the next call, inside the sample: holding it alive across
+        // the call would change what allocators hand out, and every other call of the sample
+        // pays the release of the result before it too (each call's time is a call and a release).
+        self.value = None;
         crate::trace::mark("sample set-up");
         for i in 0..n {
             let value = h.route.convert_described(self.array, self.described)?;
