@@ -119,6 +119,19 @@ def main() -> int:
         for key, values in rows.items():
             print(f"  {key:52s} {statistics.median(values):10.1f}")
 
+    # What no change to gpushare can remove: IPython's own dispatch of a line magic that does
+    # nothing, warm and right after the default magic's timing loop (cold caches).
+    ip.register_magic_function(lambda line: None, "line", "gpushare_probe_noop")
+    for before, label in ((None, "warm"), ("t ->jax -q -o", "right after the default %share")):
+        samples = []
+        for _ in range(args.rounds):
+            if before is not None:
+                ip.run_line_magic("share", before)
+            t0 = time.perf_counter_ns()
+            ip.run_line_magic("gpushare_probe_noop", "t ->jax -q -o")
+            samples.append(us(time.perf_counter_ns() - t0))
+        print(f"--- IPython's dispatch of a no-op line magic, {label}: {statistics.median(samples[3:]):.1f} µs")
+
     from gpushare.ledger import allocator_memory
 
     ordinal = t.device.index or 0

@@ -434,11 +434,14 @@ def share_chain(
     observe: bool = False,
     device: str | None = None,
 ) -> ShareTable:
-    """Converts through each framework in turn; every hop's result says whether it still shares the
-    first source's memory (``shares_origin``). Returns a :class:`ShareTable` (one ShareResult per
+    """Converts through each framework in turn; in a chain of several hops every hop's result says
+    whether it still shares the first source's memory (``shares_origin``; None for a single hop,
+    whose verdict says it). Returns a :class:`ShareTable` (one ShareResult per
     hop, indexable and iterable), as ``%share -o`` does, shown as the magics' table."""
     results: list[ShareResult] = []
-    current, origin = obj, inspect(obj)
+    # The first source, for the later hops' ``shares_origin``: a single hop is its own verdict, so
+    # it is not described twice (what %share does on every run).
+    current, origin = obj, (inspect(obj) if len(targets) > 1 else None)
     for i, target in enumerate(targets):
         r = share(
             current, target, path=path, repeat=repeat, number=number,
