@@ -6,6 +6,8 @@
 //! its name, and a `serde_json::Number` (kept exactly, `arbitrary_precision`) is an int or a float
 //! as its text reads.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 
 use pyo3::exceptions::PyValueError;
@@ -307,9 +309,28 @@ struct Map<'py> {
     variant: Option<&'static str>,
 }
 
+thread_local! {
+    /// The Python strings of struct field names, made once per name: a report has about a hundred
+    /// fields, and making each key anew (allocating it, hashing it on insertion) was a fifth of
+    /// turning one into a dict. Keyed by where serde's `&'static str` lies.
+    static FIELD_NAMES: RefCell<HashMap<(usize, usize), Py<PyString>>> = RefCell::new(HashMap::new());
+}
+
+/// The interned Python string of a struct field's name.
+fn field_name<'py>(py: Python<'py>, key: &'static str) -> Bound<'py, PyString> {
+    FIELD_NAMES.with(|names| {
+        names
+            .borrow_mut()
+            .entry((key.as_ptr() as usize, key.len()))
+            .or_insert_with(|| PyString::intern(py, key).unbind())
+            .bind(py)
+            .clone()
+    })
+}
+
 impl<'py> Map<'py> {
-    fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<()> {
-        self.dict.set_item(key, value.serialize(self.to)?)?;
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
+        self.dict.set_item(field_name(self.to.py, key), value.serialize(self.to)?)?;
         Ok(())
     }
     fn finish(self) -> Result<Bound<'py, PyAny>> {
