@@ -135,15 +135,16 @@ def main() -> int:
     from gpushare.ledger import allocator_memory
 
     ordinal = t.device.index or 0
-    for burst, label in ((0, "warm"), (1000, "after 1000 raw handoffs")):
-        samples = []
-        for _ in range(10):
-            for _ in range(burst):
-                raw()
-            t0 = time.perf_counter_ns()
-            allocator_memory(ordinal, frameworks=("torch", "jax"))
-            samples.append(us(time.perf_counter_ns() - t0))
-        print(f"--- the ledger's allocator probe (torch, jax), {label}: {statistics.median(samples):.1f} µs")
+    for frameworks in (("torch", "jax"), ("torch",), ("jax",)):
+        for burst, label in ((0, "warm"), (1000, "after 1000 raw handoffs")):
+            samples = []
+            for _ in range(10):
+                for _ in range(burst):
+                    raw()
+                t0 = time.perf_counter_ns()
+                allocator_memory(ordinal, frameworks=frameworks)
+                samples.append(us(time.perf_counter_ns() - t0))
+            print(f"--- the ledger's allocator probe ({', '.join(frameworks)}), {label}: {statistics.median(samples):.1f} µs")
     return 0
 
 
