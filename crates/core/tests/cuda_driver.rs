@@ -136,6 +136,32 @@ fn device_buffer_attributes_name_the_primary_context() {
 }
 
 #[test]
+fn a_context_current_on_the_thread_is_waited_for_as_it_is_and_another_is_not() {
+    use cudarc::driver::sys;
+    let _serial = serial();
+    if !cuda_here("a_context_current_on_the_thread_is_waited_for_as_it_is_and_another_is_not") {
+        return;
+    }
+    let before = current_ctx();
+    let buffer = DeviceBuffer::new(0, MIB).expect("alloc"); // the primary context is active now
+    let primary = buffer.context();
+    if before != Some(primary) {
+        assert!(!cuda::synchronize_if_current(primary).expect("ask"), "not current: nothing waited for");
+    }
+    // SAFETY: the primary context is alive (the buffer holds memory in it); popped below.
+    let pushed = unsafe { sys::cuCtxPushCurrent_v2(primary as usize as sys::CUcontext) };
+    assert_eq!(pushed, sys::CUresult::CUDA_SUCCESS);
+    assert!(cuda::synchronize_if_current(primary).expect("wait"), "current: waited for as it is");
+    assert_eq!(current_ctx(), Some(primary), "and left current");
+    let mut popped: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: pops the context pushed above.
+    assert_eq!(unsafe { sys::cuCtxPopCurrent_v2(&mut popped) }, sys::CUresult::CUDA_SUCCESS);
+    assert_eq!(current_ctx(), before);
+    cuda::synchronize_context(0).expect("the full wait, from whatever is current");
+    assert_eq!(current_ctx(), before);
+}
+
+#[test]
 fn host_memory_kinds_are_told_apart() {
     let _serial = serial();
     if !cuda_here("host_memory_kinds_are_told_apart") {

@@ -225,6 +225,20 @@ pub fn current_device() -> Option<i32> {
     .flatten()
 }
 
+/// Waits for all work in the context `handle` where it is the one current on this thread: one
+/// question and the wait. `false`, having waited for nothing, where another context (or none) is
+/// current. For a context known alive (the one an array's memory lives in, while it lives).
+pub fn synchronize_if_current(handle: u64) -> Result<bool> {
+    guarded(|| match current_ctx_raw()? {
+        Some(ctx) if handle_of_ctx(ctx) == handle => {
+            // SAFETY: the context is current.
+            check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    })
+}
+
 /// Waits for all work in device `ordinal`'s primary context (every framework's streams on it).
 /// Does nothing to a device whose primary context is inactive (there is no work to wait for).
 pub fn synchronize_context(ordinal: i32) -> Result<()> {

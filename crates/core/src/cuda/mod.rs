@@ -45,7 +45,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use context::{ContextInfo, PrimaryContextState, current_context, current_device, primary_context_state, synchronize_context};
+pub use context::{ContextInfo, PrimaryContextState, current_context, current_device, primary_context_state, synchronize_context, synchronize_if_current};
 pub use device::{
     ContextPolicy, DeviceInfo, MemInfo, PeerLink, device_info, devices, enable_peer_access, format_uuid, mem_info, peer_access_matrix,
     peer_link,

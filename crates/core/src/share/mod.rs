@@ -385,7 +385,7 @@ impl<F: Framework> HandoffSampler<'_, '_, F> {
             if !timing::context_covers_source(self.described) {
                 h.source.synchronize(self.array)?;
             }
-            timing::settle_context(self.described.dlpack_device)?;
+            timing::settle_context(self.described)?;
         }
         Ok(())
     }
@@ -399,7 +399,7 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
             // in the device's primary context), the driver's call waits for the same queue without
             // a call into the framework's Python, once a sample.
             if timing::context_covers_source(self.described) {
-                timing::settle_context(self.described.dlpack_device)?;
+                timing::settle_context(self.described)?;
             } else {
                 h.source.synchronize(self.array)?;
             }

@@ -127,11 +127,27 @@ impl Edges {
 /// type 2): where a copying route queued its copy on a stream no framework synchronise reaches
 /// (gpushare's copy on the legacy stream when the source framework names no stream, as TensorFlow's
 /// does not). Nothing to wait for without a driver (the plain core's tests) or off CUDA.
-pub fn settle_context(dlpack_device: (u32, i32)) -> Result<()> {
+pub fn settle_context(source: &crate::report::TensorReport) -> Result<()> {
+    let dlpack_device = source.dlpack_device;
     if dlpack_device.0 != crate::dlpack::DEVICE_CUDA || !crate::cuda::driver_status().is_available() {
         return Ok(());
     }
+    // The primary context the source's memory lives in (its description named it), where it is the
+    // one current on this thread, as PyTorch keeps it: waited for as it is, without retaining the
+    // context and making it current (five driver calls fewer, every sample and every settled copy).
+    if let Some(handle) = primary_context_of(source)
+        && crate::cuda::synchronize_if_current(handle).map_err(super::Error::from)?
+    {
+        return Ok(());
+    }
     crate::cuda::synchronize_context(dlpack_device.1).map_err(super::Error::from)
+}
+
+/// The handle of the primary context `source`'s memory lives in, as its description says.
+fn primary_context_of(source: &crate::report::TensorReport) -> Option<u64> {
+    let cuda = source.cuda.as_ref()?;
+    let primary = cuda.get("context_is_primary").and_then(serde_json::Value::as_bool) == Some(true);
+    cuda.get("context").and_then(serde_json::Value::as_u64).filter(|handle| primary && *handle != 0)
 }
 
 /// Whether [`settle_context`] waits for everything the source framework queued on its memory's
