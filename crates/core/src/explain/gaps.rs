@@ -272,6 +272,16 @@ pub(super) fn producer_or_path_gap(source: &TensorReport, target: &TargetFacts, 
                     "use path='dlpack'",
                 ));
             }
+            // JAX marks its own interface read-only, and PyTorch refuses a read-only interface
+            // ("the read only flag is not supported"): every calibration on 2x H200 failed so. The
+            // route refuses the pair before touching an array (paths.py, `imports_readonly_cai`).
+            if src == "jax" && dst == "torch" {
+                return Some(fail(
+                    "jax marks its __cuda_array_interface__ read-only and torch refuses a read-only interface",
+                    Some("read-only"),
+                    "use path='dlpack'",
+                ));
+            }
         }
         _ => {}
     }

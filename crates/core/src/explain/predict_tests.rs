@@ -224,6 +224,12 @@ fn rule5_producer_refuses_a_consumer_kwarg() {
     ptds.settings.target.per_thread_default_stream = true;
     assert_eq!(predict(&torch_gpu, &ptds).expected_error(), Some("per-thread default stream is not supported"));
     assert_eq!(predict(&torch_gpu, &to("cupy")).verdict(), Verdict::Shared);
+    // JAX's interface is read-only, which torch refuses; CuPy takes it, and torch takes CuPy's.
+    let jax_gpu = on_cuda(f32("jax", 0x10000), 0);
+    let via_cai = |target: &str| TargetFacts::new(target, "", "cai");
+    assert_eq!(predict(&jax_gpu, &via_cai("torch")).expected_error(), Some("read-only"));
+    assert_eq!(predict(&jax_gpu, &via_cai("cupy")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&on_cuda(f32("cupy", 0x10000), 0), &via_cai("torch")).verdict(), Verdict::Shared);
     // TF on the CPU takes stream=None, so torch ← TF works there.
     assert_eq!(predict(&f32("tf", 0x10000), &to("torch")).verdict(), Verdict::Shared);
 }

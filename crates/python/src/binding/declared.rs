@@ -162,17 +162,22 @@ struct AttributeRecipe {
     dtypes: Py<PyDict>,
 }
 
+/// A recipe's field naming an attribute or method, as an interned string; `None` where it is None.
+fn optional_name(recipe: &Bound<'_, PyAny>, field: &str) -> PyResult<Option<Py<PyString>>> {
+    let value: Option<String> = recipe.getattr(field)?.extract()?;
+    Ok(value.map(|v| PyString::intern(recipe.py(), &v).unbind()))
+}
+
+/// A recipe's field that must name something.
+fn required_name(recipe: &Bound<'_, PyAny>, kind: &str, field: &str) -> PyResult<Py<PyString>> {
+    optional_name(recipe, field)?.ok_or_else(|| PyValueError::new_err(format!("{kind}.{field} is required")))
+}
+
 impl AttributeRecipe {
     fn read(recipe: &Bound<'_, PyAny>) -> PyResult<AttributeRecipe> {
         let py = recipe.py();
-        let name = |field: &str| -> PyResult<Py<PyString>> {
-            let value: String = recipe.getattr(field)?.extract()?;
-            Ok(PyString::intern(py, &value).unbind())
-        };
-        let optional = |field: &str| -> PyResult<Option<Py<PyString>>> {
-            let value: Option<String> = recipe.getattr(field)?.extract()?;
-            Ok(value.map(|v| PyString::intern(py, &v).unbind()))
-        };
+        let name = |field: &str| required_name(recipe, "Attributes", field);
+        let optional = |field: &str| optional_name(recipe, field);
         let path: String = recipe.getattr("device")?.extract()?;
         Ok(AttributeRecipe {
             device: path.split('.').map(|part| PyString::intern(py, part).unbind()).collect(),
@@ -318,14 +323,8 @@ struct ExportedCapsule {
 
 impl ExportedCapsule {
     fn read(recipe: &Bound<'_, PyAny>) -> PyResult<ExportedCapsule> {
-        let py = recipe.py();
-        let name = |field: &str| -> PyResult<Option<Py<PyString>>> {
-            let value: Option<String> = recipe.getattr(field)?.extract()?;
-            Ok(value.map(|v| PyString::intern(py, &v).unbind()))
-        };
-        let required = |field: &str| -> PyResult<Py<PyString>> {
-            name(field)?.ok_or_else(|| PyValueError::new_err(format!("ExportedCapsule.{field} is required")))
-        };
+        let name = |field: &str| optional_name(recipe, field);
+        let required = |field: &str| required_name(recipe, "ExportedCapsule", field);
         Ok(ExportedCapsule {
             exporter: required("exporter")?,
             export: PyOnceLock::new(),
