@@ -340,6 +340,12 @@ def test_the_common_shares_shortcut_follows_the_plan_caches(monkeypatch):
     assert [k for k in api._PLANS if k[:2] == (torch.Tensor, "numpy")], "planned again"
     gpushare.share(t, "numpy")
     assert (torch.Tensor, "numpy") in api._COMMON
+    # Replacing an entry of the cache (the plan a shortcut may have been read from) drops it too.
+    key = next(k for k in api._PLANS if k[:2] == (torch.Tensor, "numpy"))
+    api._PLANS[key] = api._PLANS[key]
+    assert not api._COMMON
+    gpushare.share(t, "numpy")
+    assert (torch.Tensor, "numpy") in api._COMMON
     monkeypatch.setattr(api, "_PLANS", {})
     assert gpushare.share(t, "numpy").verdict == "shared"
     assert len(api._PLANS) == 1, "planned into the cache in use"

@@ -26,6 +26,15 @@ class _Cache(dict):
         _COMMON.clear()
         super().clear()
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key in self:  # a replaced entry may be the one a shortcut was read from; a new one is not
+            _COMMON.clear()
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        _COMMON.clear()
+        super().update(*args, **kwargs)
+
     def __delitem__(self, key: Any) -> None:
         _COMMON.clear()
         super().__delitem__(key)
