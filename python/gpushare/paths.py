@@ -344,7 +344,8 @@ def _shared_buffer_importer(dst: Adapter) -> Route:
     _, objects, capsules, _ = endpoints(dst, dst)
     import_by = _native.resolve_auto((True, objects, capsules, True), (1, 0))[0]
     if import_by == "dlpack":
-        return dst.from_dlpack
+        # Resolved once, as the dlpack route's is (JAX's starts JAX here, before any handoff).
+        return dst.dlpack_importer()
     if import_by == "capsule":
         from_capsule = dst.from_capsule
         return lambda buf: from_capsule(buf.__dlpack__())
