@@ -148,29 +148,77 @@ def process_frameworks(names: list[str]) -> list[str]:
 
 
 def evaluate_processes(model, device: str, names: list[str], repeat: int,
-                       worker_device: str | None = None) -> tuple[list[dict], list[dict]]:
+                       worker_device: str | None = None) -> tuple[list[dict], list[dict], dict]:
     """Processes: each framework's arrays handed to a worker by every process path, and auto's
     pick (``ipc`` from device memory, ``shm`` from the host: THE auto, paths.process_auto); with
-    ``worker_device`` also to a worker working on that GPU (NCCL's paths)."""
-    rows, autos = [], []
-    for src in names:
-        for where in ([None, worker_device] if worker_device else [None]):
-            speed = advice.host_speed()
-            worker = gpushare.Worker(device=where).start() if where else "processes"
-            try:
-                d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across=worker,
-                                   repeat=max(repeat, advice.PROCESS_REPEAT), progress=False).to_dict()
-            finally:
-                if where:
-                    worker.stop()
-            place = advice.process_place(d.get("device", device), where)
-            adapter = gpushare.adapters.framework(src)
-            on_host, ordinal = devices.parse_device(device)
-            auto_path = paths.process_auto(adapter.ones(16, "float32", on_host, ordinal))
-            r, a = _score(model, "process", (src, src), place, d["points"], True, auto_path, speed=speed)
-            rows += r
-            autos += a
-    return rows, autos
+    ``worker_device`` also to a worker working on that GPU (NCCL's paths).
+
+    Measured as the calibration measures (``advice.PROCESS_ROUNDS`` rounds, the frameworks and the
+    workers' places taking turns, a fresh worker each, the samples split between the rounds and
+    pooled): a process handoff's time drifts by tens of percent within seconds on one worker
+    (scripts/probe_worker_placement.py: torch's `ipc` 186-404 µs on one worker over five seconds,
+    its round trip steady), so one sweep's moment measures the drift as much as the path. Also
+    returns what one round alone would have said (each round's median against the same prediction)
+    and the drift between rounds, so the pooled figure hides nothing."""
+    rounds = advice.PROCESS_ROUNDS
+    per_round = -(-max(repeat, advice.PROCESS_REPEAT) // rounds)
+    sweeps: dict[tuple[str, str | None], list[dict]] = {}
+    for _ in range(rounds):
+        for src in names:
+            for where in ([None, worker_device] if worker_device else [None]):
+                worker = gpushare.Worker(device=where).start() if where else "processes"
+                try:
+                    d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across=worker,
+                                       repeat=per_round, progress=False).to_dict()
+                finally:
+                    if where:
+                        worker.stop()
+                sweeps.setdefault((src, where), []).append(d)
+    rows, autos, one_round, drift = [], [], [], []
+    for (src, where), runs in sweeps.items():
+        place = advice.process_place(runs[0].get("device", device), where)
+        adapter = gpushare.adapters.framework(src)
+        on_host, ordinal = devices.parse_device(device)
+        auto_path = paths.process_auto(adapter.ones(16, "float32", on_host, ordinal))
+        pooled = _pooled_points(runs)
+        r, a = _score(model, "process", (src, src), place, pooled, True, auto_path)
+        rows += r
+        autos += a
+        for run in runs:
+            one_round += _score(model, "process", (src, src), place, run["points"], True, auto_path)[0]
+        for p in pooled:
+            medians = p["timing"].get("round_medians") if p.get("timing") else None
+            if medians and len(medians) > 1:
+                drift.append((max(medians) - min(medians)) / statistics.median(medians))
+    large = [r["error"] for r in one_round if r["size"] >= LARGE]
+    notes = {"rounds": rounds, "samples_per_round": per_round,
+             "one_round_median_error_large": statistics.median(large) if large else None,
+             "drift_between_rounds_median": statistics.median(drift) if drift else None}
+    return rows, autos, notes
+
+
+def _pooled_points(runs: list[dict]) -> list[dict]:
+    """One sweep's points with each (path, size)'s samples pooled over every round's sweep: the
+    median of all of them, as the calibration takes it (``round_medians`` keeps each round's)."""
+    pooled: dict[tuple[str, int], dict] = {}
+    for run in runs:
+        for p in run["points"]:
+            key = (p["path"], int(p["size"]))
+            timing = p.get("timing")
+            if key not in pooled:
+                pooled[key] = dict(p, timing=None if not timing else dict(timing, samples=[], round_medians=[]))
+            kept = pooled[key]
+            if p["verdict"] == "failed" or not timing:
+                kept["verdict"], kept["timing"] = p["verdict"], None  # a round that failed fails the row
+                continue
+            if kept["timing"] is not None:
+                kept["timing"]["samples"] += list(timing["samples"])
+                kept["timing"]["round_medians"].append(float(timing["median"]))
+    for p in pooled.values():
+        if p.get("timing"):
+            p["timing"]["median"] = statistics.median(p["timing"]["samples"])
+            p["timing"]["min"] = min(p["timing"]["samples"])
+    return list(pooled.values())
 
 
 def _queue(torch):
@@ -337,8 +385,10 @@ def main() -> int:
         kinds["moves"] = evaluate_moves(model, device, to_device, movers, args.repeat)
     elif device.startswith("cuda") and not args.no_moves:
         print("moves: skipped, fewer than 2 GPUs")
+    process_notes: dict = {}
     if workers:
-        kinds["processes"] = evaluate_processes(model, device, workers, args.repeat, worker_device=to_device)
+        rows, autos, process_notes = evaluate_processes(model, device, workers, args.repeat, worker_device=to_device)
+        kinds["processes"] = (rows, autos)
     print(f"{'kind':<8} {'pair':<14} {'path':<11} {'size':>9} {'measured':>10} {'predicted':>10} {'error':>7}")
     for kind, (rows, _) in kinds.items():
         for r in rows:
@@ -351,6 +401,11 @@ def main() -> int:
     for kind, summary in summaries.items():
         report(kind, summary)
     report("all kinds", every)
+    if process_notes.get("one_round_median_error_large") is not None:
+        drift = process_notes["drift_between_rounds_median"]
+        print(f"  processes, measured in {process_notes['rounds']} rounds of {process_notes['samples_per_round']} samples "
+              f"(as calibrated): one round alone would read {process_notes['one_round_median_error_large']*100:.1f} % "
+              f"at >= 1 MiB; the rounds of one row differ by {0 if drift is None else drift*100:.0f} % (median)")
     for kind, (_, autos) in kinds.items():
         if kind != "shares":
             for a in autos:
@@ -374,7 +429,7 @@ def main() -> int:
                        "process_frameworks": workers,
                        "rows": [r for rows, _ in kinds.values() for r in rows],
                        "autos": [a for _, autos in kinds.values() for a in autos], "busy": busy, "busy_autos": busy_autos,
-                       "summary": every, "summaries": summaries, "model": model.to_dict(),
+                       "summary": every, "summaries": summaries, "process_rounds": process_notes, "model": model.to_dict(),
                        "calibration": calibration, "calibration_s": calibration_s}, f, indent=1, default=str)
     return 0
 

@@ -45,6 +45,18 @@ pub struct PathSpec {
     pub modelled: bool,
     /// When it applies, in words.
     pub applies: &'static str,
+    /// Whether gpushare's own copy makes the handoff, queued on the source's stream in the source's
+    /// CUDA context (or waited for before it returns): waiting for that context is waiting for the
+    /// route's work, wherever the result lies.
+    pub copies_in_source_context: bool,
+}
+
+impl PathSpec {
+    /// The path copies by gpushare's own copy in the source's context ([`PathSpec::copies_in_source_context`]).
+    const fn by_gpushare_in_source_context(mut self) -> PathSpec {
+        self.copies_in_source_context = true;
+        self
+    }
 }
 
 const fn spec(
@@ -56,7 +68,7 @@ const fn spec(
     modelled: bool,
     applies: &'static str,
 ) -> PathSpec {
-    PathSpec { name, kind, description, copies_by_design, colour, modelled, applies }
+    PathSpec { name, kind, description, copies_by_design, colour, modelled, applies, copies_in_source_context: false }
 }
 
 use PathKind::{Move, Process, Share};
@@ -74,19 +86,23 @@ pub const PATHS: &[PathSpec] = &[
         "always: the values go through NumPy on the host"),
     spec("pinned", Share, "host staging through a page-locked buffer, copied by the Rust core with the CUDA driver",
         Some("copied by design: staged through page-locked host memory by gpushare"), "#9467bd", true,
-        "the CUDA driver is usable and the source has __dlpack__"),
+        "the CUDA driver is usable and the source has __dlpack__")
+    .by_gpushare_in_source_context(),
     spec("copy", Share, "a device-to-device copy, then a zero-copy handoff",
         Some("copied by design: gpushare copies into its own buffer, then shares that"), "#8c564b", true,
-        "the source has __dlpack__"),
+        "the source has __dlpack__")
+    .by_gpushare_in_source_context(),
     spec("shared", Share, "a SharedBuffer: memory owned by gpushare, handed to every framework by DLPack", None,
         "#e377c2", false, "the source's memory is a gpushare.SharedBuffer"),
     spec("p2p", Move,
         "peer copy by gpushare's Rust core (cuDeviceCanAccessPeer, peer access enabled) into its own memory on the target device",
         Some("copied by design: a peer copy by gpushare into its own memory on the target device"), "#bcbd22", true,
-        "the source is in device memory, the destination is another GPU, and the source has __dlpack__"),
+        "the source is in device memory, the destination is another GPU, and the source has __dlpack__")
+    .by_gpushare_in_source_context(),
     spec("pinned", Move, "staged through page-locked host memory by the Rust core, both legs overlapped",
         Some("copied by design: staged through page-locked host memory by gpushare onto the target device"), "#9467bd",
-        true, "the destination is a GPU and the source has __dlpack__"),
+        true, "the destination is a GPU and the source has __dlpack__")
+    .by_gpushare_in_source_context(),
     spec("dlpack", Move, "the consumer's from_dlpack(x, device=…, copy=True): the producer's __dlpack__(dl_device, copy)",
         Some("copied by design: from_dlpack(device=…, copy=True) asks the producer for a copy on the destination"),
         "#1f77b4", true, "the target's from_dlpack takes a device and copy=True"),
@@ -139,6 +155,12 @@ pub fn colour(name: &str) -> &'static str {
         return AUTO.colour;
     }
     PATHS.iter().find(|p| p.name == name).map_or("#7f7f7f", |p| p.colour)
+}
+
+/// Whether gpushare's own copy in the source's context makes this path's handoff
+/// ([`PathSpec::copies_in_source_context`]).
+pub fn copies_in_source_context(kind: PathKind, name: &str) -> bool {
+    find(kind, name).is_some_and(|p| p.copies_in_source_context)
 }
 
 /// Why a path of this kind copies, where it copies by design.

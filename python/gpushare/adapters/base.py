@@ -75,6 +75,11 @@ class Adapter:
     # before reporting it. Other imports view or fail at once, so a share into them never waits:
     # waiting would block on every kernel the user has queued on the device.
     import_settles_later: ClassVar[bool] = False
+    # Whether its import of gpushare's own buffer (the result of `copy`, `pinned` and `p2p`) views
+    # that memory and queues no device work of its own, a wait on its stream at most: a sample of
+    # such a handoff then ends when gpushare's copy has (the source context's settle), without the
+    # framework's own synchronise waiting for the same copy again (crates/core/src/share/timing.rs).
+    views_gpushare_buffers: ClassVar[bool] = False
     # Whether its DLPack import waits on the host for the producer's stream (JAX's does: 11.1 ms
     # with 10.8 ms of matmuls queued on torch's stream, on 2x H200): with a busy producer such a
     # handoff costs all of the queued work, and `auto` prefers a path ordered on the device

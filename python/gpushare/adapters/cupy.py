@@ -13,6 +13,7 @@ from gpushare.exceptions import gpushare_error
 
 class CupyAdapter(Adapter):
     name = "cupy"
+    views_gpushare_buffers = True  # from_dlpack of gpushare's buffer: a view, a stream wait at most
     calibrate_on = ("cuda",)
     module = "cupy"
     aliases = ("cp",)

@@ -14,6 +14,7 @@ from gpushare.exceptions import GpushareError
 
 class TorchAdapter(Adapter):
     name = "torch"
+    views_gpushare_buffers = True  # from_dlpack of gpushare's buffer: a view, a stream wait at most
     calibrate_on = ("cpu", "cuda")
     module = "torch"
     aliases = ("pytorch", "pt")

@@ -51,6 +51,12 @@ pub trait Framework {
     fn import_settles_later(&self) -> bool {
         false
     }
+    /// Whether its import of a buffer of gpushare's own (a `copy`, `pinned` or `p2p` result) views
+    /// that memory and queues no device work of its own (a stream wait at most): the end of a
+    /// sample then waits for gpushare's copy alone (`timing::Edges`).
+    fn views_gpushare_buffers(&self) -> bool {
+        false
+    }
     /// The handle of this framework's current CUDA stream on the array's device, if it has one.
     fn current_stream(&self, _array: &Self::Array) -> Result<Option<u64>> {
         Ok(None)
@@ -225,7 +231,7 @@ impl<F: Framework> Handoff<'_, F> {
         // One conversion on its own is the raw call's host time; anything more is synchronised at
         // the sample edges, so queued device work lands in the sample it belongs to. A copying
         // route is timed to the end of its copy either way (see `Edges`).
-        let edges = timing::Edges::of(self.route.kind(), self.path(), on_device, &options.timing);
+        let edges = timing::Edges::of(self.route.kind(), self.path(), on_device, &options.timing, self.target.views_gpushare_buffers());
         let synchronise = edges.synchronise;
         let clock = if synchronise { self.device_clock(array, source.as_ref()).map_err(&failed)? } else { None };
         // The observed handoff was untimed, paid the one-time costs and was waited for: it is the
@@ -386,6 +392,7 @@ impl<F: Framework> HandoffSampler<'_, '_, F> {
                 h.source.synchronize(self.array)?;
             }
             timing::settle_context(self.described)?;
+            crate::trace::mark("wait: the source context's settle");
         }
         Ok(())
     }

@@ -119,6 +119,7 @@ impl Declared {
             // An old producer without max_version, an export that fails: the adapter explains.
             Route::Capsule => versioned_capsule_layout(py, obj).ok(),
         };
+        crate::trace::mark("describe: the framework's layout");
         // Host and CUDA device memory only: the adapter names other kinds (managed, pinned) itself.
         Ok(layout
             .filter(|l| matches!(l.device_type, crate::dlpack::DEVICE_CPU | crate::dlpack::DEVICE_CUDA))

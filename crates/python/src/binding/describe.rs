@@ -62,6 +62,7 @@ pub fn attach_cuda(report: &mut TensorReport) {
         return;
     }
     report.cuda = crate::cuda::allocation_report(report.data_ptr);
+    crate::trace::mark("describe: the driver's attributes");
 }
 
 /// The layout of `obj` by its type's DLPack C exchange API (`api` is the

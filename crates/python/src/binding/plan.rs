@@ -57,6 +57,8 @@ pub struct PyFramework {
     has_streams: bool,
     /// The adapter's `import_settles_later`.
     settles_later: bool,
+    /// The adapter's `views_gpushare_buffers`.
+    views_own_buffers: bool,
 }
 
 impl PyFramework {
@@ -72,6 +74,7 @@ impl PyFramework {
             checks_source: overrides(intern!(py, "check_source"))?,
             has_streams: overrides(intern!(py, "current_stream"))?,
             settles_later: adapter.getattr(intern!(py, "import_settles_later"))?.is_truthy()?,
+            views_own_buffers: adapter.getattr(intern!(py, "views_gpushare_buffers"))?.is_truthy()?,
             adapter: adapter.clone().unbind(),
             name,
         })
@@ -137,6 +140,10 @@ impl Framework for PyFramework {
 
     fn import_settles_later(&self) -> bool {
         self.settles_later
+    }
+
+    fn views_gpushare_buffers(&self) -> bool {
+        self.views_own_buffers
     }
 
     fn current_stream(&self, array: &Py<PyAny>) -> crate::share::Result<Option<u64>> {
