@@ -144,7 +144,7 @@ class TorchAdapter(Adapter):
         # what torch's own compiler backends call. Public form where this PyTorch lacks it.
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         if raw is not None:
-            return int(raw(obj.device.index))
+            return int(raw(obj.get_device()))  # the ordinal as an int, without a torch.device object
         return int(torch.cuda.current_stream(obj.device).cuda_stream)
 
     def rule_facts(self) -> dict[str, Any]:
