@@ -10,7 +10,6 @@ A diagnostic, not a benchmark of record: `python3 scripts/probe_worker_placement
 """
 
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import time
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import gpushare  # noqa: E402
+from probe_process_state import ping_us  # noqa: E402  (this folder: the worker's plain round trip)
 
 SIZES = [16 << 10, 4 << 20]
 
@@ -58,15 +58,6 @@ def gpu_local_cpus(index: int = 0) -> set[int]:
 def cpu_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[36])
-
-
-def ping_us(worker, n=31) -> float:
-    samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        worker._call("ping")
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e6
 
 
 def measure(worker) -> str:

@@ -182,17 +182,7 @@ def share(
         raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
     already_there = False
     if device is not None:
-        # A move path asked by name, to a device checked before: what _move_path would say, in one
-        # lookup (a microsecond or two of every `share(device=)`, which the goal of a peer copy
-        # at 256 MiB counts: issue 26.6).
-        try:
-            asked = _MOVES_ASKED.get((path, device))
-        except TypeError:  # an unhashable device: _move_path says what is wrong with it
-            asked = None
-        if asked is not None:
-            path, device = asked
-        else:
-            path, device, already_there = _move_path(obj, to, path, device, source)
+        path, device, already_there = _move_path(obj, to, path, device, source)
     # What depends only on the array's type, the target and the path is worked out once, into a plan
     # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs). `auto` into a
     # framework that cannot address device memory also depends on where the array lies.
@@ -379,11 +369,6 @@ def _pair_allocators(src: Any, dst: Any) -> Any:
     return functools.partial(allocator_memory, frameworks=tuple(n for n in TRACKED_FRAMEWORKS if n in pair))
 
 
-# (path, device) -> (path, device's name): a move path asked by name to a device checked usable
-# (devices.check_device, whose answer for a name never changes in a process).
-_MOVES_ASKED: dict[tuple[str, str], tuple[str, str]] = {}
-
-
 def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) -> tuple[str, str | None, bool]:
     """``(path, device, already_there)`` of a share with ``device=``: the device checked (a CUDA
     device that is not here raises CudaError), ``auto`` resolved for this array by the one
@@ -395,10 +380,7 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     if path != "move" and path in devices.MOVE_PATHS:
         # A move path asked by name runs as asked wherever the array lies (only `move` does nothing
         # where it already is): no need to describe the array here, which the plan does anyway.
-        name = devices.device_name(on_host, ordinal)
-        if isinstance(device, str):
-            _MOVES_ASKED[(path, device)] = (path, name)
-        return path, name, False
+        return path, devices.device_name(on_host, ordinal), False
     src = adapter_for(obj, framework(source) if source is not None else None)
     source_device = _source_device(src, obj)
     destination = devices.dlpack_place(on_host, ordinal)
