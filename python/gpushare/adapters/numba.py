@@ -7,7 +7,7 @@ import sys
 from typing import Any, Callable
 
 from gpushare import _native
-from gpushare.adapters._cai import capsule_over_interface, info_from_cai
+from gpushare.adapters._cai import _TYPESTR_CODES, capsule_over_interface, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo
 from gpushare.exceptions import gpushare_error
 
@@ -54,6 +54,26 @@ class NumbaAdapter(Adapter):
         return f"cuda:{ordinal}"
 
     def inspect(self, obj: Any) -> TensorInfo:
+        # A device array's own attributes, read directly: its __cuda_array_interface__ property
+        # builds a dict on every read (a contiguity check, the dtype's string, the stream as an
+        # int), and describing the target of torch→numba that way cost 12 µs of a 52 µs share on
+        # an H200 host (scripts/probe_stage_trace.py). The interface's pointer is this one.
+        try:
+            shape, strides, dtype = obj.shape, obj.strides, obj.dtype
+            pointer = obj.device_ctypes_pointer.value or 0
+        except AttributeError:  # another Numba type with the interface only
+            return self._inspect_interface(obj)
+        code = _TYPESTR_CODES.get(dtype.kind)
+        itemsize = dtype.itemsize
+        if code is None or not itemsize or any(step % itemsize for step in strides):
+            return self._inspect_interface(obj)  # what the interface path says of such an array
+        device = self._device_at(pointer)
+        return _native.tensor_info_from_fields(
+            self.name, device, pointer, tuple(shape), tuple(step // itemsize for step in strides), code,
+            itemsize * 8, 2, int(device.rsplit(":", 1)[1]), False,
+        )
+
+    def _inspect_interface(self, obj: Any) -> TensorInfo:
         cai = dict(obj.__cuda_array_interface__)
         # Numba's interface drops the strides whenever its is_contiguous check passes, and that
         # check ignores zero strides: a broadcast view would read as a compact array spanning more

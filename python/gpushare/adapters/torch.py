@@ -191,9 +191,11 @@ class TorchAdapter(Adapter):
         ordinal = obj.get_device()  # -1 on the host
         if ordinal < 0:
             return None
-        cuda = sys.modules["torch"].cuda
-        current = cuda.current_device()
-        return None if current == ordinal else (ordinal, current, cuda.device(ordinal))
+        torch = sys.modules["torch"]
+        # A tensor on a GPU means torch's CUDA state is initialised: its raw getter skips
+        # current_device()'s _lazy_init (asked on every handoff of a CUDA tensor).
+        current = int(getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)())
+        return None if current == ordinal else (ordinal, current, torch.cuda.device(ordinal))
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return self.load().from_dlpack(obj, device="cpu" if on_host else f"cuda:{ordinal}", copy=True)

@@ -80,6 +80,70 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     }
 }
 
+/// What a move's prediction reads of an array that is not yet where the move takes it: the move
+/// makes a fresh compact allocation ([`arrived`]), so its address, strides, alignment and driver
+/// attributes do not enter the prediction; these fields alone do.
+#[derive(Debug, Clone, PartialEq)]
+struct MoveKey {
+    framework: String,
+    dtype: String,
+    shape: Vec<i64>,
+    nbytes: u64,
+    readonly: bool,
+    dlpack_version: Option<(u32, u32)>,
+    dlpack_device: (u32, i32),
+    dlpack_device_name: String,
+}
+
+impl MoveKey {
+    /// The key of a move of `source` by `target`'s facts; `None` where the prediction reads more of
+    /// the array (a handoff, a move to where it lies, a path that is no move).
+    fn of(source: &TensorReport, target: &TargetFacts) -> Option<MoveKey> {
+        let destination = target.destination?;
+        let moves = matches!(target.path.as_str(), "p2p" | "pinned" | "move" | "dlpack");
+        if !moves || Place::of_dlpack(source.dlpack_device) == destination {
+            return None;
+        }
+        Some(MoveKey {
+            framework: source.framework.clone(),
+            dtype: source.dtype.clone(),
+            shape: source.shape.clone(),
+            nbytes: source.nbytes,
+            readonly: source.readonly,
+            dlpack_version: source.dlpack_version,
+            dlpack_device: source.dlpack_device,
+            dlpack_device_name: source.dlpack_device_name.clone(),
+        })
+    }
+}
+
+/// The last move predicted by one predictor, with the facts it was predicted under: a process that
+/// moves arrays of one kind again and again (a training loop's `share(x, "torch", device="cuda:1")`)
+/// predicts each move once. The rules would rebuild the arrived array and the facts of its handoff
+/// each time, microseconds before the copy starts, which `share(device=…)` pays on top of the copy.
+#[derive(Debug, Default)]
+pub struct MoveMemo(std::sync::Mutex<Option<(MoveKey, TargetFacts, PredictedOutcome)>>);
+
+impl MoveMemo {
+    /// [`predict`] of `source` by `target`: what the memo holds when the move and the facts (their
+    /// live settings included) are those it was made for.
+    pub fn predict(&self, source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
+        let Some(key) = MoveKey::of(source, target) else { return predict(source, target) };
+        if let Ok(memo) = self.0.lock()
+            && let Some((known, facts, outcome)) = memo.as_ref()
+            && *known == key
+            && facts == target
+        {
+            return outcome.clone();
+        }
+        let outcome = predict(source, target);
+        if let Ok(mut memo) = self.0.lock() {
+            *memo = Some((key, target.clone(), outcome.clone()));
+        }
+        outcome
+    }
+}
+
 /// Consumers whose `from_dlpack(x, device=…, copy=True)` cannot make the copy a move asks for,
 /// seen on 2× H200 (2026-11-26): CuPy 14.2 takes no `device` at all; JAX 0.11.2's PJRT refuses a
 /// copy from one GPU to another. Both were predicted "copied" and failed.
@@ -166,6 +230,48 @@ mod tests {
         // PyTorch makes that copy; JAX's own move paths are untouched.
         assert_eq!(predict_move(&gpu, &to("torch", "dlpack"), Place::Device(1)).verdict(), Verdict::Copied);
         assert_eq!(predict_move(&gpu, &to("jax", "p2p"), Place::Device(1)).verdict(), Verdict::Copied);
+    }
+
+    #[test]
+    fn the_move_memo_answers_as_the_rules_do_and_forgets_what_changed() {
+        let mut gpu = torch_cpu(vec![4, 6], vec![6, 1]);
+        gpu.dlpack_device = (2, 0);
+        gpu.dlpack_device_name = "cuda:0".into();
+        let memo = MoveMemo::default();
+        let mut p2p = to("numpy", "p2p");
+        p2p.destination = Some(Place::Device(1));
+        let mut torch_p2p = to("torch", "p2p");
+        torch_p2p.destination = Some(Place::Device(1));
+        let mut elsewhere = gpu.clone();
+        elsewhere.data_ptr = 0x20004; // another array of the same kind: the move reads no address
+        let mut wider = gpu.clone();
+        wider.shape = vec![4, 7];
+        wider.nbytes = 112;
+        let mut on_host = gpu.clone();
+        on_host.dlpack_device = (1, 0);
+        on_host.dlpack_device_name = "cpu".into();
+        let mut to_host = to("torch", "move");
+        to_host.destination = Some(Place::Host);
+        let mut current = torch_p2p.clone();
+        current.settings.source.current_device = Some(1);
+        // Each answer, asked twice in a row and in turns, is what the rules say without a memo.
+        for (source, facts) in [
+            (&gpu, &torch_p2p),
+            (&gpu, &torch_p2p),
+            (&elsewhere, &torch_p2p),
+            (&gpu, &p2p),
+            (&wider, &torch_p2p),
+            (&gpu, &current),
+            (&on_host, &to_host),
+            (&on_host, &to_host),
+            (&gpu, &to_host),
+            (&gpu, &torch_p2p),
+        ] {
+            assert_eq!(memo.predict(source, facts), predict(source, facts), "{source:?} {facts:?}");
+        }
+        // NumPy cannot hold a GPU array: the memo does not carry torch's answer over to it.
+        assert_eq!(memo.predict(&gpu, &p2p).verdict(), Verdict::Failed);
+        assert_eq!(memo.predict(&gpu, &torch_p2p).verdict(), Verdict::Copied);
     }
 
     #[test]

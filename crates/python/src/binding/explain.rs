@@ -204,6 +204,8 @@ pub struct Predictor {
     facts: TargetFacts,
     target_live: LiveReaders,
     source_live: LiveReaders,
+    /// A move's last prediction (`share(x, to, device=…)` in a loop predicts each kind of move once).
+    move_memo: explain::MoveMemo,
 }
 
 impl Predictor {
@@ -237,7 +239,7 @@ impl Predictor {
             let available = matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. });
             facts.to_mut().settings.cuda_available = Some(available);
         }
-        Ok(Prediction::from_outcome(explain::predict(source, &facts)))
+        Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
     }
 }
 
@@ -288,7 +290,7 @@ impl Predictor {
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
             auto_memo: Default::default(),
         };
-        Ok(Predictor { facts, target_live, source_live })
+        Ok(Predictor { facts, target_live, source_live, move_memo: Default::default() })
     }
 
     /// The prediction for handing the array ``source`` describes to the target.
