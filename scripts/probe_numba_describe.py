@@ -57,6 +57,19 @@ def main() -> int:
     print(f"describe a Numba array: attributes {best_us(lambda: numba.inspect(big)):.2f} µs, "
           f"interface {best_us(lambda: numba._inspect_interface(big)):.2f} µs, "
           f"the interface's dict alone {best_us(lambda: big.__cuda_array_interface__):.2f} µs")
+    # A share's target is a fresh array each time (torch→numba: cuda.as_cuda_array of the tensor):
+    # what describing one costs beside making it.
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        t = torch.ones(1 << 18, device="cuda:0")
+        make = best_us(lambda: cuda.as_cuda_array(t))
+        fresh = best_us(lambda: numba.inspect(cuda.as_cuda_array(t))) - make
+        fresh_interface = best_us(lambda: numba._inspect_interface(cuda.as_cuda_array(t))) - make
+        print(f"a fresh torch→numba target: making it {make:.2f} µs; describing it by attributes {fresh:.2f} µs, "
+              f"by the interface {fresh_interface:.2f} µs")
     print("every layout described alike" if not wrong else f"{wrong} layouts described differently")
     return 1 if wrong else 0
 
