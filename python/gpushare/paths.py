@@ -268,7 +268,7 @@ def _cai(src: Adapter, dst: Adapter) -> Route:
             f"{src.name} marks its __cuda_array_interface__ read-only and {dst.name} refuses a read-only interface; "
             "use path='dlpack'",
         )
-    from_cai = dst.from_cai
+    from_cai = dst.cai_importer()
     if not src.exports_cai:
         # TensorFlow has no interface: gpushare describes the tensor by one (its export waited).
         view = src.cuda_array_view
@@ -349,7 +349,7 @@ def _shared_buffer_importer(dst: Adapter) -> Route:
     if import_by == "capsule":
         from_capsule = dst.from_capsule
         return lambda buf: from_capsule(buf.__dlpack__())
-    return dst.from_cai
+    return dst.cai_importer()
 
 
 def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:

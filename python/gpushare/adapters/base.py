@@ -296,6 +296,9 @@ class Adapter:
     def capsule_importer(self) -> Callable[[Any], Any]:
         return self.from_capsule
 
+    def cai_importer(self) -> Callable[[Any], Any]:
+        return self.from_cai
+
     def synchronize(self, obj: Any) -> None:
         """Waits for work queued on the array's device (no-op on CPU)."""
 

@@ -89,6 +89,13 @@ class NumbaAdapter(Adapter):
     def from_cai(self, obj: Any) -> Any:
         return self.load().cuda.as_cuda_array(obj)
 
+    def cai_importer(self) -> Callable[[Any], Any]:
+        # Numba's own function, bound once where Numba is imported (a plan loads its target before
+        # building the route): from_cai's load() re-runs `import numba.cuda` on every call.
+        cuda = sys.modules.get("numba.cuda")
+        as_cuda_array = getattr(cuda, "as_cuda_array", None) if cuda is not None else None
+        return as_cuda_array if as_cuda_array is not None else self.from_cai
+
     def to_capsule(self, obj: Any) -> Any:
         """A legacy capsule over the array's memory, made by gpushare (Numba has no DLPack export):
         what TensorFlow, which imports only capsules, takes. The capsule keeps ``obj`` alive."""
