@@ -235,3 +235,24 @@ def test_a_read_only_host_array_made_into_a_cuda_tensor_brings_no_torch_warning(
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_numba_is_described_alike_by_its_attributes_and_by_its_interface():
+    """Numba's adapter reads a device array's own attributes (its interface's dict costs a share
+    microseconds) and keeps the interface as the fallback: both must say the same of every layout."""
+    cuda = need("numba")
+    from gpushare.adapters import framework
+
+    numba = framework("numba")
+    base = cuda.to_device(np.arange(24 * 6, dtype=np.float32).reshape(24, 6))
+    layouts = [
+        base, base[3:9], base[:, 1:4], base[::2], base[::-1], base[1::3, ::2],
+        cuda.device_array((0, 6), dtype=np.float32), cuda.to_device(np.float64(3.0)),
+        cuda.to_device(np.arange(100, dtype=np.int8)), cuda.to_device(np.ones(7, dtype=np.complex128)),
+        cuda.to_device(np.ones(5, dtype=np.bool_)), cuda.as_cuda_array(torch.ones(9, device="cuda:0")[::3]),
+    ]
+    fields = ("framework", "dtype", "shape", "strides", "device", "dlpack_device", "data_ptr", "nbytes",
+              "contiguous", "alignment", "readonly")
+    for array in layouts:
+        by_attributes, by_interface = numba.inspect(array), numba._inspect_interface(array)
+        assert {f: getattr(by_attributes, f) for f in fields} == {f: getattr(by_interface, f) for f in fields}, array
