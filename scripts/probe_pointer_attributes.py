@@ -11,21 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
+
+from probe_numba_describe import best_us  # the same timing: best of five loops, in µs
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-
-def best_us(fn, n: int = 3000) -> float:
-    for _ in range(300):
-        fn()
-    runs = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        runs.append((time.perf_counter() - t0) / n * 1e6)
-    return min(runs)
 
 
 def main() -> int:
