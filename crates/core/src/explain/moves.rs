@@ -83,7 +83,7 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
 /// What a move's prediction reads of an array that is not yet where the move takes it: the move
 /// makes a fresh compact allocation ([`arrived`]), so its address, strides, alignment and driver
 /// attributes do not enter the prediction; these fields alone do.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 struct MoveKey {
     framework: String,
     dtype: String,
@@ -96,15 +96,17 @@ struct MoveKey {
 }
 
 impl MoveKey {
-    /// The key of a move of `source` by `target`'s facts; `None` where the prediction reads more of
-    /// the array (a handoff, a move to where it lies, a path that is no move).
-    fn of(source: &TensorReport, target: &TargetFacts) -> Option<MoveKey> {
-        let destination = target.destination?;
-        let moves = matches!(target.path.as_str(), "p2p" | "pinned" | "move" | "dlpack");
-        if !moves || Place::of_dlpack(source.dlpack_device) == destination {
-            return None;
-        }
-        Some(MoveKey {
+    /// Whether `target`'s facts make a move of `source` to elsewhere, the prediction then reading
+    /// only a [`MoveKey`]'s fields (not a handoff, a move to where it lies, or a path that is no move).
+    fn applies(source: &TensorReport, target: &TargetFacts) -> bool {
+        target.destination.is_some_and(|destination| {
+            matches!(target.path.as_str(), "p2p" | "pinned" | "move" | "dlpack")
+                && Place::of_dlpack(source.dlpack_device) != destination
+        })
+    }
+
+    fn of(source: &TensorReport) -> MoveKey {
+        MoveKey {
             framework: source.framework.clone(),
             dtype: source.dtype.clone(),
             shape: source.shape.clone(),
@@ -113,7 +115,19 @@ impl MoveKey {
             dlpack_version: source.dlpack_version,
             dlpack_device: source.dlpack_device,
             dlpack_device_name: source.dlpack_device_name.clone(),
-        })
+        }
+    }
+
+    /// Whether `source` has this key, compared in place (a hit allocates nothing).
+    fn is_of(&self, source: &TensorReport) -> bool {
+        self.framework == source.framework
+            && self.dtype == source.dtype
+            && self.shape == source.shape
+            && self.nbytes == source.nbytes
+            && self.readonly == source.readonly
+            && self.dlpack_version == source.dlpack_version
+            && self.dlpack_device == source.dlpack_device
+            && self.dlpack_device_name == source.dlpack_device_name
     }
 }
 
@@ -128,17 +142,19 @@ impl MoveMemo {
     /// [`predict`] of `source` by `target`: what the memo holds when the move and the facts (their
     /// live settings included) are those it was made for.
     pub fn predict(&self, source: &TensorReport, target: &TargetFacts) -> PredictedOutcome {
-        let Some(key) = MoveKey::of(source, target) else { return predict(source, target) };
+        if !MoveKey::applies(source, target) {
+            return predict(source, target);
+        }
         if let Ok(memo) = self.0.lock()
             && let Some((known, facts, outcome)) = memo.as_ref()
-            && *known == key
+            && known.is_of(source)
             && facts == target
         {
             return outcome.clone();
         }
         let outcome = predict(source, target);
         if let Ok(mut memo) = self.0.lock() {
-            *memo = Some((key, target.clone(), outcome.clone()));
+            *memo = Some((MoveKey::of(source), target.clone(), outcome.clone()));
         }
         outcome
     }
