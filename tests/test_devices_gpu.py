@@ -280,3 +280,54 @@ def test_an_array_made_for_the_lab_lies_on_the_device_asked_for_whatever_is_curr
             arr = framework("numba").from_numpy(np.arange(64, dtype=np.float32), False, ordinal)
         info = gpushare.inspect(arr)
         assert info.cuda["device_ordinal"] == ordinal and info.device == device, (other, info.device)
+
+
+@two
+@pytest.mark.parametrize("path", ["p2p", "pinned"])
+def test_an_own_copy_moves_every_layout_alike_from_the_description_and_from_the_array(path):
+    """share(device=) by gpushare's own copy runs from the pipeline's description of the source
+    while the source's device is current (crates/python/src/binding/own_copy.rs), and from the
+    array itself through the device guard while another is (gpushare.devices.OwnCopy). Both must
+    move every layout to the same values, dtype, shape and strides, and say the same."""
+    base = torch.arange(4 * 6 * 8, dtype=torch.float32, device="cuda:0").reshape(4, 6, 8)
+    cases = {
+        "compact": base,
+        "transposed": base.transpose(0, 2),
+        "sliced with an offset": base[1:, 2:5, ::2],
+        "zero-size": base[:, :0],
+        "0-d": base[1, 2, 3],
+        "bool": base > 50,
+        "bfloat16": base.to(torch.bfloat16),
+        "complex64": torch.complex(base, -base),
+        "int8": base.to(torch.int8),
+    }
+    for label, x in cases.items():
+        said = {}
+        for current in (0, 1):
+            with torch.cuda.device(current):
+                r = gpushare.share(x, "torch", device="cuda:1", path=path)
+            assert r.verdict == "copied" and r.path == path, (label, current, r.reason)
+            y = r.value
+            assert y.device.index == 1 and y.dtype == x.dtype and y.shape == x.shape, (label, current)
+            if x.numel():
+                assert y.stride() == x.stride(), (label, current, y.stride(), x.stride())
+            assert torch.equal(y.cpu(), x.cpu()), (label, current)
+            said[current] = (r.reason, [n for n in r.notes if "was current" not in n])
+        assert said[0] == said[1], (label, said)
+
+
+@two
+@pytest.mark.parametrize("src", ["cupy", "jax"])
+def test_an_own_copy_from_another_framework_moves_its_values(src):
+    """The own copy from the description for sources without torch's stream (CuPy's current
+    stream, JAX's none): the values arrive on cuda:1."""
+    fw = need(src)
+    values = np.arange(1 << 16, dtype=np.float32)
+    if src == "cupy":
+        with fw.cuda.Device(0):
+            x = fw.asarray(values)
+    else:
+        x = fw.device_put(values, [d for d in fw.devices() if d.platform == "gpu"][0])
+    r = gpushare.share(x, "torch", device="cuda:1", path="p2p")
+    assert r.verdict == "copied" and r.value.device.index == 1, r.reason
+    np.testing.assert_array_equal(r.value.cpu().numpy(), values)

@@ -182,6 +182,27 @@ def guard(src: Adapter, convert: Route, path: str) -> Route:
 # -- moves -------------------------------------------------------------------------------------
 
 
+class OwnCopy:
+    """gpushare's own copy (``p2p``, ``pinned``) of ``src``'s arrays to the device ``target``,
+    handed to the consumer by ``importer``. The pipeline runs it in Rust from its description of
+    the source (crates/python/src/binding/own_copy.rs) wherever the source's device is current;
+    calling it reads the array's layout itself (the route guarded for another current device,
+    and a caller outside the pipeline)."""
+
+    __slots__ = ("method", "target", "importer", "stream_of", "_copy_source", "_detached")
+
+    def __init__(self, src: Adapter, method: str, target: str, importer: Route):
+        self.method, self.target, self.importer = method, target, importer
+        #: The source's current stream on the array's device: the copy is queued after its work.
+        self.stream_of = src.current_stream
+        self._copy_source, self._detached = src.copy_source, src.detached
+
+    def __call__(self, obj: Any) -> Any:
+        obj = self._detached(obj)
+        copy = _native.SharedBuffer._copy_of(self._copy_source(obj), self.method, self.stream_of(obj), self.target)
+        return self.importer(copy)
+
+
 def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there: bool = False) -> tuple[str, Route]:
     """The route of a move of ``src``'s arrays to ``device``, handed to ``dst``: ``path`` is one of
     :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of crates/core/src/paths.rs). With
@@ -197,16 +218,7 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
             raise gpushare_error("path_not_applicable", f"{path} reads the source through DLPack and {src.name} arrays have none")
         if on_host:
             raise gpushare_error("path_not_applicable", f"{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'")
-        importer = _shared_buffer_importer(dst)
-        copy_source, copy_of, detached = src.copy_source, _native.SharedBuffer._copy_of, src.detached
-        stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
-        method = path
-
-        def copy(obj: Any) -> Any:
-            obj = detached(obj)
-            return importer(copy_of(copy_source(obj), method, stream_of(obj), target))
-
-        return path, guard(src, copy, path)
+        return path, guard(src, OwnCopy(src, path, target, _shared_buffer_importer(dst)), path)
     if path == "dlpack":
         take = dst.from_dlpack_on
         # Where the consumer asks the producer's export for the copy (copy=True reaches

@@ -15,6 +15,7 @@ mod json;
 mod lab;
 mod lab_run;
 mod measure;
+mod own_copy;
 mod paths;
 mod plan;
 mod process;

@@ -18,6 +18,7 @@ use pyo3::types::{PyDict, PyString};
 
 use super::errors::{PyGpushareErr, share_error};
 use super::explain::{Predictor, prediction_from_py};
+use super::own_copy::OwnCopy;
 use super::declared::Declared;
 use super::types::{ShareResult, TensorInfo};
 use crate::explain::PredictedOutcome;
@@ -178,6 +179,9 @@ pub struct PyRoute {
     inner_notes: bool,
     /// Why `auto` took this route, where the result must say (the last note of every share).
     chosen_why: Option<String>,
+    /// gpushare's own copy to another device, run from the pipeline's description of the source
+    /// where the route runs unguarded (binding/own_copy.rs).
+    own_copy: Option<OwnCopy>,
 }
 
 impl PyRoute {
@@ -205,12 +209,14 @@ impl PyRoute {
         };
         // An inner route that keeps notes of its own (Warp's import: it started Warp's runtime) is asked every time.
         let inner_notes = unguarded.as_ref().is_some_and(|u| u.bind(py).hasattr("take_notes").unwrap_or(false));
+        let own_copy = OwnCopy::of(py, unguarded.as_ref().map_or(bound, |u| u.bind(py)));
         PyRoute {
             ordering: bound.getattr(intern!(py, "ordering")).ok().and_then(|o| o.extract().ok()),
             notes: bound.getattr("take_notes").ok().map(Bound::unbind),
             guard_ran: std::sync::atomic::AtomicBool::new(inner_notes),
             inner_notes,
             chosen_why,
+            own_copy,
             unguarded,
             path,
             kind: crate::paths::PathKind::Share,
@@ -246,7 +252,18 @@ impl Route<Py<PyAny>> for PyRoute {
 
     fn convert_described(&self, array: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<Py<PyAny>> {
         let convert = self.conversion_for(source);
-        Python::attach(|py| convert.bind(py).call1((array.bind(py),)).map(Bound::unbind).map_err(|e| share_error(py, e)))
+        // The own copy runs from the description where the guard would do nothing (a guarded
+        // route makes the source's device current for the framework's stream query).
+        let guarded = self.unguarded.is_some() && std::ptr::eq(convert, &self.convert);
+        Python::attach(|py| {
+            let array = array.bind(py);
+            if let (Some(own), false) = (&self.own_copy, guarded)
+                && let Some(done) = own.convert(py, array, source)
+            {
+                return done.map_err(|e| share_error(py, e));
+            }
+            convert.bind(py).call1((array,)).map(Bound::unbind).map_err(|e| share_error(py, e))
+        })
     }
 
     fn ordering(&self) -> Option<&str> {

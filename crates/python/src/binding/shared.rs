@@ -104,6 +104,12 @@ impl PySharedBuffer {
         Ok(unsafe { init.finish() })
     }
 
+    /// A buffer over `alloc` viewed as `shape`/`strides` (elements) of `dtype`, element 0 at
+    /// `offset` bytes from the allocation's start, spanning `nbytes`.
+    pub(crate) fn from_parts(alloc: Arc<Allocation>, shape: Vec<i64>, strides: Vec<i64>, offset: u64, dtype: DType, nbytes: u64) -> PySharedBuffer {
+        PySharedBuffer { alloc, shape, strides, offset, dtype, nbytes }
+    }
+
     fn from_layout(alloc: Arc<Allocation>, layout: &crate::dlpack::Layout, offset: u64) -> PySharedBuffer {
         PySharedBuffer {
             alloc,
