@@ -306,7 +306,8 @@ def test_an_own_copy_moves_every_layout_alike_from_the_description_and_from_the_
         for current in (0, 1):
             with torch.cuda.device(current):
                 r = gpushare.share(x, "torch", device="cuda:1", path=path)
-            assert r.verdict == "copied" and r.path == path, (label, current, r.reason)
+            # A zero-size array has no storage: the judgement calls it shared wherever it lies.
+            assert r.verdict == ("copied" if x.numel() else "shared") and r.path == path, (label, current, r.reason)
             y = r.value
             assert y.device.index == 1 and y.dtype == x.dtype and y.shape == x.shape, (label, current)
             if x.numel():
