@@ -287,7 +287,7 @@ def test_an_array_made_for_the_lab_lies_on_the_device_asked_for_whatever_is_curr
 def test_an_own_copy_moves_every_layout_alike_from_the_description_and_from_the_array(path):
     """share(device=) by gpushare's own copy runs from the pipeline's description of the source
     while the source's device is current (crates/python/src/binding/own_copy.rs), and from the
-    array itself through the device guard while another is (gpushare.devices.OwnCopy). Both must
+    array itself through the device guard while another is (gpushare.paths.OwnCopy). Both must
     move every layout to the same values, dtype, shape and strides, and say the same."""
     base = torch.arange(4 * 6 * 8, dtype=torch.float32, device="cuda:0").reshape(4, 6, 8)
     cases = {

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.adapters import ADAPTERS, Adapter
 from gpushare.exceptions import gpushare_error
-from gpushare.paths import describe, names_of
+from gpushare.paths import OwnCopy, describe, names_of
 
 Route = Callable[[Any], Any]
 
@@ -180,27 +180,6 @@ def guard(src: Adapter, convert: Route, path: str) -> Route:
 
 
 # -- moves -------------------------------------------------------------------------------------
-
-
-class OwnCopy:
-    """gpushare's own copy (``p2p``, ``pinned``) of ``src``'s arrays to the device ``target``,
-    handed to the consumer by ``importer``. The pipeline runs it in Rust from its description of
-    the source (crates/python/src/binding/own_copy.rs) wherever the source's device is current;
-    calling it reads the array's layout itself (the route guarded for another current device,
-    and a caller outside the pipeline)."""
-
-    __slots__ = ("method", "target", "importer", "stream_of", "_copy_source", "_detached")
-
-    def __init__(self, src: Adapter, method: str, target: str, importer: Route):
-        self.method, self.target, self.importer = method, target, importer
-        #: The source's current stream on the array's device: the copy is queued after its work.
-        self.stream_of = src.current_stream
-        self._copy_source, self._detached = src.copy_source, src.detached
-
-    def __call__(self, obj: Any) -> Any:
-        obj = self._detached(obj)
-        copy = _native.SharedBuffer._copy_of(self._copy_source(obj), self.method, self.stream_of(obj), self.target)
-        return self.importer(copy)
 
 
 def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there: bool = False) -> tuple[str, Route]:

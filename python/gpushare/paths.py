@@ -352,21 +352,32 @@ def _shared_buffer_importer(dst: Adapter) -> Route:
     return dst.cai_importer()
 
 
-def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
-    from gpushare import _native
+class OwnCopy:
+    """gpushare's own copy (``copy``, ``pinned``, ``p2p``) of ``src``'s arrays into a SharedBuffer,
+    on the source's device (``target`` None) or on ``target`` (a move: ``"cuda:1"``), handed to the
+    consumer by ``importer``. A move runs in Rust from the pipeline's description of the source
+    (crates/python/src/binding/own_copy.rs) wherever the source's device is current; calling it
+    reads the array's layout itself (a copy on the source's device, a move guarded for another
+    current device, a caller outside the pipeline)."""
 
+    __slots__ = ("method", "target", "importer", "stream_of", "_copy_source", "_detached")
+
+    def __init__(self, src: Adapter, method: str, target: str | None, importer: Route):
+        self.method, self.target, self.importer = method, target, importer
+        #: The source's current stream on the array's device: the copy is queued after its work.
+        self.stream_of = src.current_stream
+        self._copy_source, self._detached = src.copy_source, src.detached
+
+    def __call__(self, obj: Any) -> Any:
+        obj = self._detached(obj)
+        copy = _native.SharedBuffer._copy_of(self._copy_source(obj), self.method, self.stream_of(obj), self.target)
+        return self.importer(copy)
+
+
+def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
     if not src.exports_dlpack:
         raise gpushare_error("path_not_applicable", f"{method} reads the source through DLPack and {src.name} arrays have none")
-    importer = _shared_buffer_importer(dst)
-    copy_source, detached = src.copy_source, src.detached
-    stream_of = getattr(src, "current_stream", None) or (lambda obj: None)
-    copy_of = _native.SharedBuffer._copy_of
-
-    def convert(obj: Any) -> Any:
-        obj = detached(obj)
-        return importer(copy_of(copy_source(obj), method, stream_of(obj)))
-
-    return convert
+    return OwnCopy(src, method, None, _shared_buffer_importer(dst))
 
 
 @register("pinned")

@@ -1,7 +1,7 @@
 //! gpushare's own copy to another device (`p2p`, `pinned` with `device=`), run from the pipeline's
 //! description of the source.
 //!
-//! The Python route (`gpushare.devices.OwnCopy`) reads the array's layout again before it copies:
+//! The Python route (`gpushare.paths.OwnCopy`) reads the array's layout again before it copies:
 //! torch's DLPack C exchange call and the driver's pointer attributes, which the pipeline has just
 //! read to describe the source. Everything a copy between devices needs is in that description
 //! (the extent, the device, the dtype, shape and strides for the buffer), so the route here copies
@@ -32,7 +32,7 @@ pub struct OwnCopy {
 impl OwnCopy {
     /// The own copy `route` is, or None for any other route (or one whose words do not parse).
     pub fn of(py: Python<'_>, route: &Bound<'_, PyAny>) -> Option<OwnCopy> {
-        let class = py.import("gpushare.devices").and_then(|m| m.getattr("OwnCopy")).ok()?;
+        let class = py.import("gpushare.paths").and_then(|m| m.getattr("OwnCopy")).ok()?;
         if !route.is_instance(&class).unwrap_or(false) {
             return None;
         }
