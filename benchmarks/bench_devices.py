@@ -126,7 +126,7 @@ def main() -> int:
             keep.clear()
             keep.append(gpushare.share(a, "torch", device="cuda:1", path="p2p"))
 
-        # Both followed by a synchronise of both devices (the form of the runs before 2026-11-28):
+        # Both followed by a synchronise of both devices (the form of the runs before the eleventh session's):
         # share() returns with the copy landed, so for it both synchronises wait for nothing, while
         # the core's first one is its copy's own wait.
         row["p2p_core_s"], row["p2p_share_s"], core_per_share_synced, _ = timed_pairs(

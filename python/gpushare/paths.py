@@ -360,18 +360,18 @@ class OwnCopy:
     reads the array's layout itself (a copy on the source's device, a move guarded for another
     current device, a caller outside the pipeline)."""
 
-    __slots__ = ("method", "target", "importer", "stream_of", "_copy_source", "_detached")
+    __slots__ = ("method", "target", "importer", "stream_of", "_copy_source", "_detached", "_copy_of")
 
     def __init__(self, src: Adapter, method: str, target: str | None, importer: Route):
         self.method, self.target, self.importer = method, target, importer
         #: The source's current stream on the array's device: the copy is queued after its work.
         self.stream_of = src.current_stream
-        self._copy_source, self._detached = src.copy_source, src.detached
+        # Bound once, as every route binds what it calls on each handoff.
+        self._copy_source, self._detached, self._copy_of = src.copy_source, src.detached, _native.SharedBuffer._copy_of
 
     def __call__(self, obj: Any) -> Any:
         obj = self._detached(obj)
-        copy = _native.SharedBuffer._copy_of(self._copy_source(obj), self.method, self.stream_of(obj), self.target)
-        return self.importer(copy)
+        return self.importer(self._copy_of(self._copy_source(obj), self.method, self.stream_of(obj), self.target))
 
 
 def _into_shared_buffer(src: Adapter, dst: Adapter, method: str) -> Route:
