@@ -284,11 +284,22 @@ def test_an_array_made_for_the_lab_lies_on_the_device_asked_for_whatever_is_curr
 
 @two
 @pytest.mark.parametrize("path", ["p2p", "pinned"])
-def test_an_own_copy_moves_every_layout_alike_from_the_description_and_from_the_array(path):
+def test_an_own_copy_moves_every_layout_alike_from_the_description_and_from_the_array(path, monkeypatch):
     """share(device=) by gpushare's own copy runs from the pipeline's description of the source
     while the source's device is current (crates/python/src/binding/own_copy.rs), and from the
     array itself through the device guard while another is (gpushare.paths.OwnCopy). Both must
-    move every layout to the same values, dtype, shape and strides, and say the same."""
+    move every layout to the same values, dtype, shape and strides, and say the same; which of the
+    two ran is counted by the Python route's calls."""
+    from gpushare.paths import OwnCopy
+
+    python_route_calls = []
+    real_call = OwnCopy.__call__
+
+    def counted(self, obj):
+        python_route_calls.append(obj)
+        return real_call(self, obj)
+
+    monkeypatch.setattr(OwnCopy, "__call__", counted)
     base = torch.arange(4 * 6 * 8, dtype=torch.float32, device="cuda:0").reshape(4, 6, 8)
     cases = {
         "compact": base,
@@ -304,8 +315,11 @@ def test_an_own_copy_moves_every_layout_alike_from_the_description_and_from_the_
     for label, x in cases.items():
         said = {}
         for current in (0, 1):
+            python_route_calls.clear()
             with torch.cuda.device(current):
                 r = gpushare.share(x, "torch", device="cuda:1", path=path)
+            # cuda:0 current: the Rust route, from the description; cuda:1: the guarded Python route.
+            assert len(python_route_calls) == current, (label, current, len(python_route_calls))
             # A zero-size array has no storage: the judgement calls it shared wherever it lies.
             assert r.verdict == ("copied" if x.numel() else "shared") and r.path == path, (label, current, r.reason)
             y = r.value
