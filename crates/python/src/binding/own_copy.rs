@@ -13,8 +13,7 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use super::errors::{interruptible, to_pyerr};
-use super::shared::PySharedBuffer;
+use super::shared::{Extent, PySharedBuffer};
 use crate::dlpack::DEVICE_CUDA as DL_CUDA;
 use crate::report::TensorReport;
 use crate::shared::{self, Device, Method};
@@ -59,29 +58,16 @@ impl OwnCopy {
             return None;
         }
         let dtype = shared::parse_dtype(&source.dtype).ok()?;
-        Some(self.copy(py, array, source, from, dtype, start, end))
+        let extent = Extent { span: (start, end), data_ptr: source.data_ptr, shape: source.shape.clone(), strides: source.strides.clone(), dtype };
+        Some(self.copy(py, array, extent, from))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn copy(
-        &self,
-        py: Python<'_>,
-        array: &Bound<'_, PyAny>,
-        source: &TensorReport,
-        from: Device,
-        dtype: crate::dlpack::DType,
-        start: u64,
-        end: u64,
-    ) -> PyResult<Py<PyAny>> {
+    fn copy(&self, py: Python<'_>, array: &Bound<'_, PyAny>, extent: Extent, from: Device) -> PyResult<Py<PyAny>> {
         let stream: Option<u64> = self.stream_of.bind(py).call1((array,))?.extract()?;
-        let (to, method, len) = (self.to, self.method, (end - start) as usize);
-        // SAFETY: [start, end) is the extent of the array the pipeline described, which it holds
-        // (and so keeps alive) for this call; the copy is queued on the source's stream, which
-        // orders it after the source's writes and before the producer's allocator reuses the memory.
-        let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
-            shared::copy_to(start, len, from, to, method, stream.unwrap_or(0), keep_going)
-        })?;
-        let buffer = PySharedBuffer::from_parts(alloc, source.shape.clone(), source.strides.clone(), source.data_ptr - start, dtype, end - start);
+        // SAFETY: the extent is the array the pipeline described, which it holds (and so keeps
+        // alive) for this call; the copy is queued on the source's stream, which orders it after
+        // the source's writes and before the producer's allocator reuses the memory.
+        let buffer = unsafe { PySharedBuffer::moved(py, extent, from, self.to, self.method, stream.unwrap_or(0))? };
         Ok(self.importer.bind(py).call1((Py::new(py, buffer)?,))?.unbind())
     }
 }

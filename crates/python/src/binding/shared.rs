@@ -73,6 +73,16 @@ pub struct PySharedBuffer {
     nbytes: u64,
 }
 
+/// What a move copies: an array's extent (`[start, end)` in bytes) and its view of it, strides
+/// in elements.
+pub(crate) struct Extent {
+    pub span: (u64, u64),
+    pub data_ptr: u64,
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dtype: DType,
+}
+
 impl PySharedBuffer {
     fn dl_device(&self) -> DLDevice {
         let (device_type, device_id) = self.alloc.device().dlpack();
@@ -104,10 +114,20 @@ impl PySharedBuffer {
         Ok(unsafe { init.finish() })
     }
 
-    /// A buffer over `alloc` viewed as `shape`/`strides` (elements) of `dtype`, element 0 at
-    /// `offset` bytes from the allocation's start, spanning `nbytes`.
-    pub(crate) fn from_parts(alloc: Arc<Allocation>, shape: Vec<i64>, strides: Vec<i64>, offset: u64, dtype: DType, nbytes: u64) -> PySharedBuffer {
-        PySharedBuffer { alloc, shape, strides, offset, dtype, nbytes }
+    /// A move of `extent` from `from` to `to` by `method`, queued on `stream`: the extent's bytes
+    /// copied as they lie, the array's view of them (shape, strides, offset) kept. The GIL is
+    /// released; Ctrl-C stops a staged copy between chunks.
+    ///
+    /// # Safety
+    /// `extent` is an array on `from` that the caller keeps alive for this call; the copy is
+    /// queued on its stream, which orders it after the array's writes.
+    pub(crate) unsafe fn moved(py: Python<'_>, extent: Extent, from: Device, to: Device, method: Method, stream: u64) -> PyResult<PySharedBuffer> {
+        let (start, end) = extent.span;
+        let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
+            shared::copy_to(start, (end - start) as usize, from, to, method, stream, keep_going)
+        })?;
+        let (shape, strides, dtype) = (extent.shape, extent.strides, extent.dtype);
+        Ok(PySharedBuffer { alloc, shape, strides, offset: extent.data_ptr - start, dtype, nbytes: end - start })
     }
 
     fn from_layout(alloc: Arc<Allocation>, layout: &crate::dlpack::Layout, offset: u64) -> PySharedBuffer {
@@ -350,15 +370,17 @@ impl PySharedBuffer {
         let method = Method::parse(method).map_err(to_pyerr)?;
         let stream = stream.unwrap_or(0);
         if to != source {
-            let (start, len) = (layout.span_start, (layout.span_end - layout.span_start) as usize);
-            // SAFETY: the range is the extent of the tensor the capsule describes; the capsule,
-            // borrowed for this call, keeps the producer's memory alive until the move is done
-            // (moves are waited for).
-            let (alloc, _report) = interruptible(py, to_pyerr, move |keep_going| unsafe {
-                shared::copy_to(start, len, source, to, method, stream, keep_going)
-            })?;
-            let offset = layout.data_ptr - layout.span_start;
-            return Ok(PySharedBuffer::from_layout(alloc, &layout, offset));
+            let extent = Extent {
+                span: (layout.span_start, layout.span_end),
+                data_ptr: layout.data_ptr,
+                shape: layout.shape,
+                strides: layout.strides,
+                dtype: layout.dtype,
+            };
+            // SAFETY: the extent is the tensor the capsule describes; the capsule, borrowed for
+            // this call, keeps the producer's memory alive until the move is done (moves are
+            // waited for).
+            return unsafe { PySharedBuffer::moved(py, extent, source, to, method, stream) };
         }
         let (shape, strides) = (layout.shape.clone(), layout.strides.clone());
         let (data, span_start, span_len, itemsize) =
