@@ -51,29 +51,31 @@ def timed(fn, sync, repeat: int) -> float:
     return statistics.median(samples)
 
 
-def timed_pairs(first, second, sync, pairs: int, waits=None, idle=None) -> tuple[float, float, float, list[int]]:
+def timed_pairs(first, second, sync, pairs: int, waits=None, idle=None) -> tuple[float, float, float, list[list[str]]]:
     """``first`` and ``second`` timed in alternation after 3 warm-ups of each: (median of ``first``,
-    median of ``second``, median of the pairs' ratio first/second, how many calls of each left work
-    pending). Alternating puts both under the same drift of the copy engine and the host.
+    median of ``second``, median of the pairs' ratio first/second, and for each of the two the
+    calls that left work pending, as the devices it was on). Alternating puts both under the same
+    drift of the copy engine and the host.
 
     Each call's timed region ends with its own wait, ``waits`` (both ``sync`` by default); then,
-    untimed, ``idle()`` says whether both devices' streams are done (a call whose wait left work
-    pending is counted) and ``sync`` settles everything before the next call."""
+    untimed, ``idle()`` names the devices whose current stream still has work (a call whose wait
+    left work pending is counted, and where) and ``sync`` settles everything before the next call."""
     first_wait, second_wait = waits or (sync, sync)
     for _ in range(3):
         first()
         sync()
         second()
         sync()
-    a, b, pending = [], [], [0, 0]
+    a, b, pending = [], [], [[], []]
     for _ in range(pairs):
         for i, (fn, wait, samples) in enumerate(((first, first_wait, a), (second, second_wait, b))):
             t0 = time.perf_counter()
             fn()
             wait()
             samples.append(time.perf_counter() - t0)
-            if idle is not None and not idle():
-                pending[i] += 1
+            busy = idle() if idle is not None else []
+            if busy:  # the devices whose current stream still had work
+                pending[i].append(", ".join(busy))
             sync()
     return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b)), pending
 
@@ -134,12 +136,14 @@ def main() -> int:
         # Until the values are usable on cuda:1: each call and the wait it leaves its caller. The
         # core's copy is queued on cuda:0's current stream, which the caller waits for; share()
         # waits itself (the report times the copy to its end), and every time it returns both
-        # devices' streams must be idle, or the target fails (pending_after).
+        # devices' streams must be idle, or the target fails (pending_after; pending_on names the
+        # devices whose stream still had work).
         s0, s1 = torch.cuda.current_stream(0), torch.cuda.current_stream(1)
         row["p2p_core_usable_s"], row["p2p_share_usable_s"], core_per_share, pending = timed_pairs(
             p2p_core, share_move, sync, args.pairs, waits=(s0.synchronize, lambda: None),
-            idle=lambda: s0.query() and s1.query())
-        row["pending_after"] = {"p2p core": pending[0], "share": pending[1]}
+            idle=lambda: [name for name, s in (("cuda:0", s0), ("cuda:1", s1)) if not s.query()])
+        row["pending_after"] = {"p2p core": len(pending[0]), "share": len(pending[1])}
+        row["pending_on"] = {"p2p core": pending[0], "share": pending[1]}
 
         def pinned_core():
             keep.clear()
@@ -170,7 +174,7 @@ def main() -> int:
         row["met"] = {
             "p2p at parity with torch (>= 0.98x)": row["targets"]["p2p_vs_torch"] >= 0.98,
             "p2p >= 0.85 NVLink": None if not limit else row["targets"]["p2p_vs_nvlink"] >= 0.85,
-            "share(device=) loses <= 3 % of p2p": row["targets"]["share_vs_p2p"] >= 0.97 and pending[1] == 0,
+            "share(device=) loses <= 3 % of p2p": row["targets"]["share_vs_p2p"] >= 0.97 and not pending[1],
             "pinned >= 0.85 host link": row["targets"]["pinned_vs_host_link"] >= 0.85,
         }
         out["sizes"][name] = row
@@ -185,7 +189,7 @@ def main() -> int:
               f"share {row['p2p_share_usable_GBps']:.0f}) | pinned {row['pinned_core_GBps']:.1f} GB/s | "
               f"host link H2D {row['h2d_raw_GBps']:.1f} D2H {row['d2h_raw_GBps']:.1f} GB/s | correct {row['p2p_correct']}")
         print(f"  targets: {row['met']}  ratios: { {k: (None if v is None else round(v, 3)) for k, v in row['targets'].items()} }"
-              f"  calls that left work pending: {row['pending_after']}")
+              f"  calls that left work pending: {row['pending_after']} (on {row['pending_on']})")
     json.dump(out, open(args.json, "w"), indent=2)
     print(f"wrote {args.json}")
     return 0
