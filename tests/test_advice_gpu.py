@@ -187,3 +187,37 @@ def test_a_worker_on_another_gpu_is_calibrated_apart_and_nccl_is_predicted_there
         assert all(rows[p]["predicted"]["seconds"] > 0 for p in ("ipc", "nccl")), rows
     finally:
         advice.forget()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+def test_a_move_takes_the_path_fastest_for_its_own_size_in_share_compare_bench_and_advise(tmp_path, monkeypatch):
+    """Issue 26.4, "for this size": a model of this pair in which the framework's own move starts
+    sooner and the peer copy streams faster (equal at 24 MB, the shape a real H100 pair's fits
+    have at a smaller size). A 1 MiB array takes ``move``, a 64 MiB one ``p2p``, and ``share``,
+    ``compare``'s auto row, ``bench``'s auto per size and ``advise`` all say so."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 20, 16 << 20, 256 << 20)
+    m.add("move", "p2p", "torch", "torch", "cuda:0->cuda:1", [(n, 30e-6 + n / 400e9) for n in sizes], False)
+    m.add("move", "move", "torch", "torch", "cuda:0->cuda:1", [(n, 10e-6 + n / 300e9) for n in sizes], False)
+    advice._save(m)
+    try:
+        expected = {1 << 20: "move", 64 << 20: "p2p"}
+        arrays = [torch.ones(n // 4, device="cuda:0") for n in expected]
+        for _ in range(2):
+            for x in arrays:
+                r = gpushare.share(x, "torch", device="cuda:1")
+                assert r.path == expected[x.nbytes] and r.value.device.index == 1, (x.nbytes, r.path)
+                assert float(r.value[-1]) == 1.0
+        for x in arrays:
+            c = gpushare.compare(x, "torch", device="cuda:1", repeat=1)
+            assert [row.path for row in c.rows if row.auto] == [expected[x.nbytes]], x.nbytes
+            assert gpushare.advise(x, "torch", device="cuda:1").recommended == expected[x.nbytes], x.nbytes
+        b = gpushare.bench("torch", "torch", sizes=list(expected), paths="auto", to_device="cuda:1", repeat=1,
+                           progress=False, device="cuda:0")
+        marked = {(p["size"], p["path"]) for p in b.to_dict()["points"] if p["auto"]}
+        assert marked == set(expected.items()), marked
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()

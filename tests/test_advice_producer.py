@@ -84,7 +84,7 @@ def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
     # A CPU tensor: share never asks the driver (the answer cannot change the path).
     asked = []
     monkeypatch.setattr(advice, "producer_state", lambda s, o: asked.append(o) or "busy")
-    assert api._auto_state(torch.ones(4), "jax", None) == (None, None, None)
+    assert api._auto_state(torch.ones(4), "jax", None) == (None, None, None, (None, None))
     assert asked == []
     api._AUTO_FOLLOWS_PRODUCER.clear()
     api._AUTO_DEPENDS.clear()

@@ -208,3 +208,46 @@ def test_cai_from_a_framework_whose_interface_is_read_only_into_one_that_refuses
     # A consumer that takes read-only interfaces (CuPy), and a writable source (CuPy into torch), build.
     assert paths.route(jax, ADAPTERS["cupy"], "cai", (2, 0))[0] == "cai"
     assert paths.route(ADAPTERS["cupy"], torch, "cai", (2, 0))[0] == "cai"
+
+
+def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_compare_bench_and_the_predictor(
+        tmp_path, monkeypatch):
+    """Issue 26.4: ``auto`` takes the fastest path for the array's own size. A model in which two
+    copying paths of torch→numpy cross at 10 000 bytes (a fast start against a fast stream): a 4 KiB
+    array takes the one, a 64 KiB array the other, in ``share`` (asked in turn, so each size's plan
+    is kept apart), in ``compare``'s auto row, in ``bench``'s auto per size, and in the predictor
+    (no unexpected verdict). The model says both copy; which path really shares on a CPU is not the
+    point here, so ``advise`` (which ranks by the rules' verdict) is checked with real moves on two
+    GPUs instead (tests/test_devices_gpu.py)."""
+    import torch
+    from gpushare import advice
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 10, 1 << 16, 1 << 20)
+    m.add("share", "dlpack", "torch", "numpy", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
+    m.add("share", "copy", "torch", "numpy", "cpu", [(n, 1e-5 + 1e-10 * n) for n in sizes], False)
+    advice._save(m)
+    try:
+        small, large = torch.ones(1024), torch.ones(16384)  # 4 KiB, 64 KiB
+        src, dst = gpushare.adapters.framework("torch"), gpushare.adapters.framework("numpy")
+        assert paths.auto_size_breaks(src, dst) == (10_000,)
+        expected = {4096: "dlpack", 65536: "copy"}
+        for _ in range(2):
+            for x in (small, large):
+                r = gpushare.share(x, "numpy")
+                assert r.path == expected[x.nbytes] and not r.unexpected, (x.nbytes, r.path)
+        assert "predicts copy fastest for arrays from 9.77 KiB up" in gpushare.share(large, "numpy").notes[-1]
+        for x in (small, large):
+            rows = gpushare.compare(x, "numpy", repeat=1, number=1, min_sample_time=0.0).rows
+            assert [row.path for row in rows if row.auto] == [expected[x.nbytes]]
+        b = gpushare.bench("torch", "numpy", sizes=[4096, 65536], paths="auto", repeat=1, min_sample_time=0.0,
+                           progress=False, device="cpu")
+        d = b.to_dict()
+        assert d["paths"] == ["dlpack", "copy"]
+        marked = {(p["size"], p["path"]) for p in d["points"] if p["auto"]}
+        assert marked == {(4096, "dlpack"), (65536, "copy")}, marked
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()

@@ -343,6 +343,22 @@ def resolve_auto(
     capsule_refuses_readonly: bool = False,
     source_readonly: bool | None = None,
 ) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
+def auto_size_breaks(
+    endpoints: tuple[bool, bool, bool, bool],
+    source: tuple[int, int],
+    destination: tuple[int, int] | None = None,
+    target: str = "",
+    peer_access: bool | None = None,
+    across: bool = False,
+    model: CostModel | None = None,
+    source_name: str = "",
+    producer_busy: bool = False,
+    import_waits: bool = False,
+    source_shares_host: bool = False,
+    cai_unordered: bool = False,
+    capsule_refuses_readonly: bool = False,
+    source_readonly: bool | None = None,
+) -> list[int]: ...
 def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
 
@@ -442,7 +458,7 @@ def compare_paths(
     source: Any,
     target: Any,
     paths: Sequence[str],
-    auto_for: Callable[[tuple[int, int]], tuple[str, bool]],
+    auto_for: Callable[[tuple[int, int], int], tuple[str, bool]],
     route_for: Callable[[str, bool, bool], tuple[Any, Any, bool, str]],
     *,
     repeat: int,
@@ -457,7 +473,7 @@ def bench_paths(
     target: Any,
     sizes: Sequence[int],
     paths: Sequence[str],
-    auto: str,
+    autos: Sequence[str],
     already_there: bool,
     make_source: Callable[[int, bool], Any],
     route_for: Callable[[str, bool, bool], tuple[Any, Any, bool, str]],

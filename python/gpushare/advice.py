@@ -129,6 +129,7 @@ def forget() -> None:
     api._PLANS.clear()
     api._AUTO_FOLLOWS_PRODUCER.clear()
     api._AUTO_DEPENDS.clear()
+    api._AUTO_SIZES.clear()
     api._COMMON.clear()
     verdicts._PREDICTORS.clear()
 

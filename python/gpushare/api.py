@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 import functools
 import warnings
 from typing import Any, Iterator, Sequence
@@ -158,11 +160,11 @@ def share(
                         _warn_about(obj, result)
                     return result
             known = _AUTO_DEPENDS.get((type(obj), to, None))
-        if known is not None and not known[2]:
-            src, place_matters, _, readonly_matters = known
+        if known is not None and not known[2] and not known[4]:
+            src, place_matters, _, readonly_matters, _ = known
             on_device = in_device_memory(obj, src) if place_matters else None
             plan = _PLANS.get((type(obj), to, "auto", None, None, on_device, None,
-                               src.readonly(obj) if readonly_matters else None))
+                               src.readonly(obj) if readonly_matters else None, None))
             if plan is not None:
                 if not readonly_matters and type(_PLANS) is _Cache and type(_AUTO_DEPENDS) is _Cache:
                     _remember_common(type(obj), to, src if place_matters else None, plan, bool(on_device))
@@ -188,19 +190,21 @@ def share(
     # framework that cannot address device memory also depends on where the array lies.
     # With a calibrated model `auto` may also depend on whether the producer's stream has work queued
     # (asked of the driver only for pairs where the answer changes the path) and, for a source whose
-    # legacy capsule refuses read-only arrays (NumPy), on whether the array is one.
+    # legacy capsule refuses read-only arrays (NumPy), on whether the array is one; and where the
+    # model's choice changes with the array's size, on the range of sizes it lies in.
+    nbytes = None
     if path == "auto" and device is None:
-        where, busy, readonly = _auto_state(obj, to, source)
+        where, busy, readonly, (size_range, nbytes) = _auto_state(obj, to, source)
     else:
-        where, busy, readonly = already_there, None, None
-    plan_key = (type(obj), to, path, source, device, where, busy, readonly)
+        where, busy, readonly, size_range = already_there, None, None, None
+    plan_key = (type(obj), to, path, source, device, where, busy, readonly, size_range)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
         if device is None:
-            plan = _plan(obj, to, path, source, bool(busy), readonly)
+            plan = _plan(obj, to, path, source, bool(busy), readonly, nbytes)
         else:
             plan = _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
@@ -264,44 +268,75 @@ def values_lost(source: Any, value: Any) -> str | None:
 
 # (type of the array, target, source) -> (the source's adapter, whether `auto` depends on where the
 # array lies, whether a model is calibrated in device memory, whether `auto` depends on the array
-# being read-only):
+# being read-only, whether it depends on the array's size in host memory):
 # worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
-_AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool]] = _Cache()
+_AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool, bool]] = _Cache()
+
+# (type of the array, target, source, in device memory) -> the sizes at which the model's `auto`
+# changes its path (paths.auto_size_breaks; empty: one path at every size); cleared with the model.
+_AUTO_SIZES: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
 # (type of the array, target, source, in device memory) -> whether `auto` takes another path for
 # it when the producer is busy (gpushare.paths.auto_depends_on_producer); cleared with the model.
 _AUTO_FOLLOWS_PRODUCER: dict[tuple[Any, ...], bool] = {}
 
 
-def _auto_state(obj: Any, to: Any, source: str | None) -> tuple[bool | None, bool | None, bool | None]:
-    """For ``auto`` within the array's device: ``(in device memory, producer busy, read-only)``, each
-    None where ``auto`` does not depend on it for arrays like ``obj``. Where the array lies matters
+def _auto_state(
+    obj: Any, to: Any, source: str | None,
+) -> tuple[bool | None, bool | None, bool | None, tuple[int | None, int | None]]:
+    """For ``auto`` within the array's device: ``(in device memory, producer busy, read-only,
+    (range of sizes, bytes))``, each None where ``auto`` does not depend on it for arrays like
+    ``obj``. Where the array lies matters
     into a framework that cannot address device memory (the host route); whether the producer's
     stream has work queued (``cuStreamQuery``, a microsecond) only on a calibrated machine, for a
     pair whose path changes with it; whether the array is read-only only there too, for a source
-    whose legacy capsule refuses such arrays (NumPy). Unknown or unhashable names give Nones:
-    ``_plan`` raises the error that says what is wrong."""
+    whose legacy capsule refuses such arrays (NumPy); the array's size only there too, for a pair
+    whose fastest calibrated path changes with size (the range it lies in, by
+    ``paths.auto_size_breaks``, and its bytes). Unknown or unhashable names give Nones: ``_plan``
+    raises the error that says what is wrong."""
+    unsized = (None, None)
     try:
         key = (type(obj), to, source)
         known = _AUTO_DEPENDS.get(key)
     except TypeError:
-        return None, None, None
+        return None, None, None, unsized
     if known is None:
         try:
             src = adapter_for(obj, framework(source) if source is not None else None)
             place_matters = not framework(to).addresses_device
         except GpushareError:
-            return None, None, None
+            return None, None, None, unsized
         model = advice.auto_model()
         # A busy producer can change `auto` only where the model has fits in device memory (a model
         # made on a machine without a GPU has none): elsewhere the array's place is not asked.
         device_calibrated = model is not None and any("cuda" in place for *_, place in model.keys())
         readonly_matters = model is not None and src.legacy_capsule_refuses_readonly
-        known = _AUTO_DEPENDS[key] = (src, place_matters, device_calibrated, readonly_matters)
-    src, place_matters, device_calibrated, readonly_matters = known
+        sizes_matter = model is not None and bool(_size_breaks(obj, to, source, src, False))
+        known = _AUTO_DEPENDS[key] = (src, place_matters, device_calibrated, readonly_matters, sizes_matter)
+    src, place_matters, device_calibrated, readonly_matters, sizes_matter = known
     on_device = in_device_memory(obj, src) if place_matters or device_calibrated else None
     busy = _producer_busy_if_it_matters(obj, to, source, src) if device_calibrated and on_device else None
-    return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None)
+    sized = unsized
+    if sizes_matter or (device_calibrated and on_device):
+        breaks = _size_breaks(obj, to, source, src, bool(on_device))
+        if breaks:
+            nbytes = _source_place(src, obj, with_size=True)[1]
+            sized = (None, None) if nbytes is None else (bisect.bisect_right(breaks, nbytes), nbytes)
+    return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None), sized
+
+
+def _size_breaks(obj: Any, to: Any, source: str | None, src: Adapter, on_device: bool) -> tuple[int, ...]:
+    """The sizes at which ``auto`` changes its path for arrays like ``obj`` in host memory or in
+    device memory (``paths.auto_size_breaks``), worked out once per kind of share."""
+    key = (type(obj), to, source, on_device)
+    breaks = _AUTO_SIZES.get(key)
+    if breaks is None:
+        try:
+            place = _source_device(src, obj) if on_device else (1, 0)
+            breaks = _AUTO_SIZES[key] = paths.auto_size_breaks(src, framework(to), place)
+        except GpushareError:  # an unknown name: _plan says what is wrong
+            return ()
+    return breaks
 
 
 def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None, src: Adapter) -> bool | None:
@@ -318,18 +353,18 @@ def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None, src: Ada
 
 
 def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False,
-          source_readonly: bool | None = None) -> Any:
+          source_readonly: bool | None = None, nbytes: int | None = None) -> Any:
     """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
     target imported, the route built. A path that does not apply raises here, with its prediction.
     ``producer_busy``: ``auto`` for a producer whose stream has work queued; ``source_readonly``:
-    whether the array is read-only, where ``auto`` depends on it."""
+    whether the array is read-only, and ``nbytes`` its size, where ``auto`` depends on them."""
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     try:
         # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
-        path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly)
+        path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly, nbytes)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)
@@ -351,11 +386,19 @@ def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool 
 def _source_device(src: Adapter, obj: Any) -> tuple[int, int]:
     """DLPack's ``(device_type, id)`` of ``obj``; the host where it cannot be described (the
     handoff then reports what is wrong with it)."""
+    return _source_place(src, obj)[0]
+
+
+def _source_place(src: Adapter, obj: Any, with_size: bool = False) -> tuple[tuple[int, int], int | None]:
+    """``(DLPack's (device_type, id), bytes it spans)`` of ``obj`` from one description; the host and
+    no size where it cannot be described (the handoff then reports what is wrong with it). The
+    size only ``with_size`` (else None: nothing asks it)."""
     try:
-        kind, ordinal = src.inspect(obj).dlpack_device
+        info = src.inspect(obj)
     except Exception:
-        return (1, 0)
-    return int(kind), int(ordinal)
+        return (1, 0), None
+    kind, ordinal = info.dlpack_device
+    return (int(kind), int(ordinal)), (int(info.nbytes) if with_size else None)
 
 
 def _pair_allocators(src: Any, dst: Any) -> Any:
@@ -382,21 +425,24 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
         # where it already is): no need to describe the array here, which the plan does anyway.
         return path, devices.device_name(on_host, ordinal), False
     src = adapter_for(obj, framework(source) if source is not None else None)
-    source_device = _source_device(src, obj)
+    from gpushare import advice
+
+    # With a calibrated model the move's path may depend on the array's size (a peer copy starts
+    # later and streams faster than the framework's own move): asked of the array, not assumed.
+    calibrated = path == "auto" and advice.auto_model() is not None
+    source_device, nbytes = _source_place(src, obj, calibrated)
     destination = devices.dlpack_place(on_host, ordinal)
     here = devices.already_on(source_device, destination)
     if here and path != "auto" and path not in devices.MOVE_PATHS:
         return path, None, True
     if path == "auto":
         dst = framework(to)
-        path = auto_choice(src, dst, source_device, destination)[0]
+        path = auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0]
         # With a calibrated model, a busy producer may change the move (a peer copy waits on the host
         # for the producer's queue; the framework's own move is queued after it on the device): the
         # driver is asked only where the two answers differ.
-        from gpushare import advice
-
-        if not here and advice.auto_model() is not None:
-            busy_path = auto_choice(src, dst, source_device, destination, producer_busy=True)[0]
+        if not here and calibrated:
+            busy_path = auto_choice(src, dst, source_device, destination, producer_busy=True, nbytes=nbytes)[0]
             if busy_path != path and advice.producer_state(src, obj) == "busy":
                 path = busy_path
     return path, devices.device_name(on_host, ordinal), here

@@ -167,7 +167,7 @@ def compare(
     # it (not the host route): a torch tensor that requires grad or has its conjugate bit set gets a
     # failed row with the fix for DLPack and a working one for the host.
     return _native.compare_paths(
-        obj, src, dst, names, lambda source_device: _auto_for(src, dst, source_device, device, readonly),
+        obj, src, dst, names, lambda source_device, nbytes: _auto_for(src, dst, source_device, device, readonly, nbytes),
         lambda path, is_auto, here: _path_route(src, dst, path, is_auto, device, here),
         repeat=repeat, number=number, warmup=warmup, min_sample_time=min_sample_time, link_for=_link_for(device),
         predict_for=_predict_for(src, dst, device),
@@ -184,17 +184,17 @@ def _predict_for(src: Adapter, dst: Adapter, device: str | None) -> Any:
 
 
 def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None,
-              source_readonly: bool | None = None) -> tuple[str, bool]:
+              source_readonly: bool | None = None, nbytes: int | None = None) -> tuple[str, bool]:
     """``(path, already_there)``: the path THE ``auto`` (crates/core/src/paths.rs) takes for an array of
-    ``src`` on DLPack device ``source_device``, handed to ``dst`` where it lies or moved to
-    ``device``, and whether the array is on ``device`` already: what ``share`` takes."""
+    ``src`` on DLPack device ``source_device`` spanning ``nbytes``, handed to ``dst`` where it lies or
+    moved to ``device``, and whether the array is on ``device`` already: what ``share`` takes."""
     source_device = (int(source_device[0]), int(source_device[1] or 0))
     if device is None:
-        return auto_choice(src, dst, source_device, source_readonly=source_readonly)[0], False
+        return auto_choice(src, dst, source_device, source_readonly=source_readonly, nbytes=nbytes)[0], False
     from gpushare.devices import already_on, check_device, dlpack_place
 
     destination = dlpack_place(*check_device(device))
-    return auto_choice(src, dst, source_device, destination)[0], already_on(source_device, destination)
+    return auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0], already_on(source_device, destination)
 
 
 def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
@@ -291,17 +291,25 @@ def bench(
     device = device or _default_device(s)
     from gpushare.devices import dlpack_place
 
-    # The sweep's arrays are new, so writable (what auto takes may depend on that: NumPy's capsules).
-    auto, here = _auto_for(s, d, dlpack_place(*_ordinal(device)), to_device, False if s.legacy_capsule_refuses_readonly else None)
+    def elements(size: int) -> int:
+        return max(size // itemsize, 1) if size else 0
+
+    # What auto takes for each size's array (a calibrated model may change its mind with size). The
+    # sweep's arrays are new, so writable (what auto takes may depend on that: NumPy's capsules).
+    place, writable = dlpack_place(*_ordinal(device)), False if s.legacy_capsule_refuses_readonly else None
+    taken = [_auto_for(s, d, place, to_device, writable, elements(size) * itemsize) for size in size_list]
+    autos, here = [path for path, _ in taken], taken[0][1]
+    # "auto" stands for every path it takes over the sweep, each measured at every size.
+    names = list(dict.fromkeys(p for name in names for p in (dict.fromkeys(autos) if name == "auto" else [name])))
 
     def make_source(size: int, shared: bool) -> Any:
-        n = max(size // itemsize, 1) if size else 0
+        n = elements(size)
         return SharedBuffer((n,), dtype, device).to(s.name) if shared else make_array(s, n, dtype, device)
 
     bar = progress_bar(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
     try:
         result = _native.bench_paths(
-            s, d, size_list, names, auto, here, make_source,
+            s, d, size_list, names, autos, here, make_source,
             lambda path, is_auto, already_there: _path_route(s, d, path, is_auto, to_device, already_there), bar,
             dtype=dtype, device=device, repeat=repeat, number=number, warmup=warmup,
             min_sample_time=min_sample_time, link_for=_link_for(to_device),

@@ -7,6 +7,8 @@ is converted.
 
 from __future__ import annotations
 
+import bisect
+
 from typing import Any, Callable
 
 from gpushare import _native
@@ -73,6 +75,7 @@ def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
 def auto_choice(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
     destination: tuple[int, int] | None = None, producer_busy: bool = False, source_readonly: bool | None = None,
+    nbytes: int | None = None,
 ) -> tuple[str, str, str | None]:
     """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
@@ -81,16 +84,37 @@ def auto_choice(
     ``producer_busy``: the producer's stream has queued work (``gpushare.advice.producer_state``):
     where the machine is calibrated, a path ordered on the device replaces one that waits on the host.
     ``source_readonly``: whether the array is read-only, where known (a legacy capsule replaces
-    DLPack for NumPy only for a writable array)."""
+    DLPack for NumPy only for a writable array). ``nbytes``: the array's size, where known: the
+    model decides for the range of sizes it lies in (:func:`auto_size_breaks`); None: at 1 MiB."""
     from gpushare import advice  # the cost model, where this machine was calibrated
 
     return _native.resolve_auto(
         endpoints(src, dst), tuple(source_device), destination, dst.name,
-        model=advice.auto_model(), source_name=src.name,
+        model=advice.auto_model(), source_name=src.name, nbytes=nbytes,
         producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
         cai_unordered=not dst.cai_import_orders,
         capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
     )
+
+
+def auto_size_breaks(
+    src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
+    destination: tuple[int, int] | None = None, source_readonly: bool | None = None,
+) -> tuple[int, ...]:
+    """The sizes, in bytes, at which :func:`auto_choice`'s path for these facts may change with the
+    array's size (empty: one path at every size, as for every pair whose paths share: they move no
+    bytes). The cost model decides once per range between them, so one choice, one route and one
+    plan serve a whole range (``bisect.bisect_right(breaks, nbytes)`` names it)."""
+    from gpushare import advice
+
+    model = advice.auto_model()
+    if model is None:
+        return ()
+    return tuple(_native.auto_size_breaks(
+        endpoints(src, dst), tuple(source_device), destination, dst.name, model=model, source_name=src.name,
+        import_waits=dst.dlpack_import_waits, cai_unordered=not dst.cai_import_orders,
+        capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
+    ))
 
 
 def readonly_if_auto_needs(src: Adapter, obj: Any) -> bool | None:
@@ -176,27 +200,35 @@ _ROUTES: dict[tuple[Any, ...], tuple[str, Route]] = {}
 
 def route(
     src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0), producer_busy: bool = False,
-    source_readonly: bool | None = None,
+    source_readonly: bool | None = None, nbytes: int | None = None,
 ) -> tuple[str, Route]:
     """The resolved path name and its conversion function for arrays of ``src`` on
     ``source_device`` (cached: builders depend only on the pair, and ``auto`` on where the array
-    lies only as far as host or device memory, on whether the producer is busy, and for NumPy on
-    whether the array is read-only)."""
+    lies only as far as host or device memory, on whether the producer is busy, for NumPy on
+    whether the array is read-only, and, on a calibrated machine, on the range of sizes ``nbytes``
+    lies in where the model's choice changes with size: :func:`auto_size_breaks`)."""
     on_device = int(source_device[0]) not in _HOST_DEVICE_TYPES
     auto = path == "auto"
-    key = (src.name, dst.name, path, on_device if auto else None, producer_busy and auto, source_readonly if auto else None)
+    size_range = None
+    if auto and nbytes is not None:
+        breaks = auto_size_breaks(src, dst, source_device, source_readonly=source_readonly)
+        size_range = bisect.bisect_right(breaks, nbytes) if breaks else None
+    key = (src.name, dst.name, path, on_device if auto else None, producer_busy and auto, source_readonly if auto else None,
+           size_range)
     cached = _ROUTES.get(key)
     if cached is None:
-        cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy, source_readonly)
+        cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy, source_readonly,
+                                             nbytes if size_range is not None else None)
     return cached
 
 
 def _build_route(
     src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int], producer_busy: bool = False,
-    source_readonly: bool | None = None,
+    source_readonly: bool | None = None, nbytes: int | None = None,
 ) -> tuple[str, Route]:
     name, why = (
-        auto_choice(src, dst, source_device, producer_busy=producer_busy, source_readonly=source_readonly)[::2]
+        auto_choice(src, dst, source_device, producer_busy=producer_busy, source_readonly=source_readonly,
+                    nbytes=nbytes)[::2]
         if path == "auto" else (path, None)
     )
     builder = _BUILDERS.get(name)

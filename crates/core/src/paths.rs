@@ -266,8 +266,9 @@ pub struct AutoFacts<'a> {
     pub source_readonly: Option<bool>,
 }
 
-/// The size `auto` predicts at when the array's is not known: zero-copy paths cost the same at any
-/// size, and a copy's choice is made where both terms count.
+/// The size `auto` predicts at when the caller does not say the array's (the rules' own word, a
+/// pair's `auto` asked without an array): zero-copy paths cost the same at any size, and a copy's
+/// choice is made where both terms count. A share, `compare`, a sweep and `advise` pass the size.
 pub const AUTO_REFERENCE_BYTES: u64 = 1 << 20;
 
 /// What `auto` takes, and why where the choice is not the plain one.
@@ -299,13 +300,15 @@ pub fn resolve_auto(facts: &AutoFacts<'_>) -> AutoChoice {
 /// The model's word on the rules' choice: the fastest calibrated path with the same verdict, when
 /// it is another path. Process paths stay the rules' (the worker maps the source's own memory).
 fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rules: AutoChoice) -> AutoChoice {
-    let place = match (rules.kind, facts.destination) {
-        (Share, _) => facts.source.name(),
-        (Move, Some(to)) if to != facts.source => format!("{}->{}", facts.source.name(), to.name()),
-        _ => return rules,
+    let Some(place) = model_place(facts, &rules) else {
+        return rules;
     };
     let bytes = facts.nbytes.unwrap_or(AUTO_REFERENCE_BYTES);
     let kind = rules.kind.name();
+    // Decided at one size of the range of sizes `bytes` lies in, inside which the paths' order does
+    // not change: the same choice for every array of the range, whoever asks.
+    let breaks = model.size_breaks(kind, facts.source_name, facts.target_name, &place, rules.path);
+    let decided_at = crate::advice::crossings::decision_size(&breaks, bytes);
     // Only paths that apply to any array of the pair (not `shared`, which needs a SharedBuffer) and
     // that order the consumer after the producer's queued work.
     let on_device = matches!(facts.source, Place::Device(_));
@@ -324,31 +327,38 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // amount the driver cannot tell), so one ordered on the device is taken where one is calibrated.
     let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
     let calm = |path: &str| general(path) && !waits(path);
-    let busy_pick = if facts.producer_busy { model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, calm) } else { None };
+    let fastest_among = |allowed: &dyn Fn(&str) -> bool| model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, decided_at, allowed);
+    let busy_pick = if facts.producer_busy { fastest_among(&calm) } else { None };
     let avoided_waiting = busy_pick.is_some() && waits(rules.path);
-    let Some((fastest, seconds)) = busy_pick.or_else(|| model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, bytes, general)) else {
+    let Some((fastest, _)) = busy_pick.or_else(|| fastest_among(&general)) else {
         return rules;
     };
     match find(rules.kind, &fastest) {
         Some(spec) if spec.name != rules.path => {
-            let key = crate::advice::model::CostKey {
-                kind: kind.into(),
-                path: rules.path.into(),
-                source: facts.source_name.into(),
-                target: facts.target_name.into(),
-                place: place.clone(),
+            // The words give both predictions where the choice was made, and the range of sizes
+            // it holds for (a share keeps its route, and these words, for the whole range).
+            let predicted = |path: &str| {
+                let key = crate::advice::model::CostKey {
+                    kind: kind.into(),
+                    path: path.into(),
+                    source: facts.source_name.into(),
+                    target: facts.target_name.into(),
+                    place: place.clone(),
+                };
+                model.fit(&key).map(|f| crate::render::units::time(f.seconds(decided_at))).unwrap_or_default()
             };
-            let theirs = model.fit(&key).map(|f| crate::render::units::time(f.seconds(bytes))).unwrap_or_default();
-            let (ours, size, theirs_name) = (crate::render::units::time(seconds), crate::render::units::bytes(bytes), rules.path);
+            let (ours, theirs) = (predicted(spec.name), predicted(rules.path));
+            let (size, theirs_name) = (crate::render::units::bytes(decided_at), rules.path);
+            let arrays = crate::advice::crossings::range_words(&breaks, bytes).map(|r| format!(" for arrays {r}")).unwrap_or_default();
             let why = if avoided_waiting {
                 format!(
                     "the producer is busy (its stream has queued work): {theirs_name} waits on the host for all of it, {} is \
-                     ordered on the device ({ours} predicted, at {size}, idle {theirs_name} {theirs}); the rules alone take {theirs_name}",
+                     ordered on the device{arrays} ({ours} predicted, at {size}, idle {theirs_name} {theirs}); the rules alone take {theirs_name}",
                     spec.name
                 )
             } else {
                 format!(
-                    "the cost model of this machine predicts {} fastest ({ours} against {theirs} for {theirs_name}, at {size}); \
+                    "the cost model of this machine predicts {} fastest{arrays} ({ours} against {theirs} for {theirs_name}, at {size}); \
                      the rules alone take {theirs_name}",
                     spec.name
                 )
@@ -360,6 +370,31 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
             AutoChoice { path: spec.name, kind: rules.kind, why: Some(why) }
         }
         _ => rules,
+    }
+}
+
+/// Where the model's fits for the rules' choice lie: the source's place for a share, the pair of
+/// devices for a move; `None` where the model has no word (a process path, a move to where the
+/// array already is).
+fn model_place(facts: &AutoFacts<'_>, rules: &AutoChoice) -> Option<String> {
+    match (rules.kind, facts.destination) {
+        (Share, _) => Some(facts.source.name()),
+        (Move, Some(to)) if to != facts.source => Some(format!("{}->{}", facts.source.name(), to.name())),
+        _ => None,
+    }
+}
+
+/// The sizes at which THE `auto`'s choice for these facts may change (empty: the same path at
+/// every size). A caller that keeps a choice per kind of array keeps one per range of these
+/// ([`crate::advice::crossings::size_class`]): `auto` decides at one size per range.
+pub fn auto_size_breaks(facts: &AutoFacts<'_>) -> Vec<u64> {
+    let Some(model) = facts.model else {
+        return Vec::new();
+    };
+    let rules = rules_auto(facts);
+    match model_place(facts, &rules) {
+        Some(place) => model.size_breaks(rules.kind.name(), facts.source_name, facts.target_name, &place, rules.path),
+        None => Vec::new(),
     }
 }
 

@@ -225,3 +225,42 @@ fn a_busy_producer_takes_the_frameworks_own_move_over_a_peer_copy_that_waits() {
     assert_eq!(resolve_auto(&idle).path, "p2p");
     assert_eq!(resolve_auto(&AutoFacts { producer_busy: true, ..idle }).path, "move");
 }
+
+#[test]
+fn auto_decides_for_the_arrays_size_once_per_range_where_the_paths_order_holds() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+    let line = |fixed: f64, bw: f64| -> Vec<Observation> {
+        [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
+    };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    // The framework's own move starts sooner, the peer copy streams faster: equal at 24 MB.
+    m.add(&key("p2p"), line(30e-6, 400e9), Some(false));
+    m.add(&key("move"), line(10e-6, 300e9), Some(false));
+    let at = |nbytes: u64| AutoFacts {
+        destination: Some(Place::Device(1)),
+        peer_access: Some(true),
+        target_name: "torch",
+        source_name: "torch",
+        model: Some(&m),
+        nbytes: Some(nbytes),
+        ..facts(Endpoints::default(), Place::Device(0))
+    };
+    let small = resolve_auto(&at(1 << 20));
+    assert_eq!(small.path, "move");
+    // The words give the predictions at the array's own size.
+    assert!(small.why.as_deref().unwrap().contains("move fastest for arrays below 22.9 MiB ("), "{:?}", small.why);
+    assert_eq!(resolve_auto(&at(256 << 20)).path, "p2p");
+    let breaks = auto_size_breaks(&at(0));
+    let crossing = 24_000_000u64;
+    assert!(breaks.iter().any(|b| b.abs_diff(crossing) < 2), "{breaks:?}");
+    // Every size of one range gets the same path as the size the range is decided at.
+    for n in [1u64, 4096, 1 << 20, 23_000_000, 25_000_000, 1 << 30] {
+        let class_size = crate::advice::crossings::decision_size(&breaks, n);
+        assert_eq!(resolve_auto(&at(n)).path, resolve_auto(&at(class_size)).path, "{n}");
+        assert_eq!(resolve_auto(&at(n)).path, if n < crossing { "move" } else { "p2p" }, "{n}");
+    }
+    // Without a model, or for a pair it does not know, no ranges.
+    assert!(auto_size_breaks(&AutoFacts { model: None, ..at(0) }).is_empty());
+    assert!(auto_size_breaks(&AutoFacts { source_name: "jax", target_name: "jax", ..at(0) }).is_empty());
+}

@@ -80,7 +80,7 @@ impl CostKey {
 
 /// A label's `[kind, source, target, path, place]`, borrowed: `auto` reads the pair's labels on
 /// every share of a calibrated machine, where owning them cost microseconds.
-fn split_label(label: &str) -> Option<[&str; 5]> {
+pub(super) fn split_label(label: &str) -> Option<[&str; 5]> {
     let (head, place) = label.rsplit_once(" @")?;
     let mut words = head.split(' ');
     let (kind, pair, path) = (words.next()?, words.next()?, words.next()?);
@@ -470,19 +470,10 @@ impl CostModel {
         bytes: u64,
         allowed: impl Fn(&str) -> bool,
     ) -> Option<(String, f64)> {
-        let key = |path: &str| CostKey { kind: kind.into(), path: path.into(), source: source.into(), target: target.into(), place: place.into() };
-        let verdict = self.fit(&key(like))?.shares;
-        verdict?;
-        // Labels sort by `kind source->target `, so the pair's paths are one range of the map: this
-        // runs on every `auto` share of a calibrated machine, and parsing every label cost µs.
-        let prefix = format!("{kind} {source}->{target} ");
-        self.fits
-            .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
-            .take_while(|(label, _)| label.starts_with(&prefix))
-            .filter_map(|(label, fit)| Some((split_label(label)?, fit)))
-            .filter(|([k, s, t, _, p], fit)| *k == kind && *s == source && *t == target && *p == place && fit.shares == verdict)
-            .filter(|([.., path, _], _)| allowed(path))
-            .map(|([.., path, _], fit)| (path, fit.seconds(bytes)))
+        self.same_verdict_fits(kind, source, target, place, like)
+            .into_iter()
+            .filter(|(path, _)| allowed(path))
+            .map(|(path, fit)| (path, fit.seconds(bytes)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(path, seconds)| (path.to_string(), seconds))
     }

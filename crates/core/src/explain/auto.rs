@@ -2,7 +2,7 @@
 //! where the caller has them, else from what the rules know of each framework.
 
 use super::TargetFacts;
-use crate::paths::{AutoFacts, Endpoints, Place, resolve_auto};
+use crate::paths::{AutoFacts, Endpoints, Place, auto_size_breaks, resolve_auto};
 use crate::report::TensorReport;
 
 /// What the rules know of each framework's DLPack import and export, for a prediction made from
@@ -36,34 +36,56 @@ pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a s
     }
     match target.auto_model.as_deref() {
         // The model's word costs a microsecond (its fits for the pair, each read and compared); it
-        // is asked once per kind of source and remembered with the facts it was asked with.
-        Some(model) => target.auto_memo.get_or_insert(source, || resolve_auto_with(source, &target.framework, target.endpoints, Some(model))),
+        // is asked once per kind of source and range of sizes, and remembered with the facts it
+        // was asked with.
+        Some(model) => target.auto_memo.path(source, &target.framework, target.endpoints, model),
         None => resolve_auto_with(source, &target.framework, target.endpoints, None),
     }
 }
 
-/// `auto`'s path with a cost model, remembered per (source framework, place, read-only): all that
-/// [`resolve_auto_with`] reads of a source besides the facts it sits beside (the target, the
-/// endpoints and the model, fixed for one [`TargetFacts`]). A prediction runs on every share.
+/// `auto`'s path with a cost model, remembered per (source framework, place, read-only) and range
+/// of sizes: all that [`resolve_auto_with`] reads of a source besides the facts it sits beside (the
+/// target, the endpoints and the model, fixed for one [`TargetFacts`]). The model decides at one
+/// size per range ([`crate::advice::crossings`]), so the remembered path is the one it gives any
+/// array of the range. A prediction runs on every share.
 #[derive(Debug, Default)]
 pub struct AutoMemo(std::sync::Mutex<Vec<AutoMemoEntry>>);
 
-/// One remembered choice: (source framework, DLPack place, read-only) → the path.
-type AutoMemoEntry = (String, (u32, i32), bool, &'static str);
+/// One kind of source: (source framework, DLPack place, read-only), the sizes at which the
+/// model's choice may change, and the path of each range between them, once asked.
+#[derive(Debug, Clone)]
+struct AutoMemoEntry {
+    framework: String,
+    place: (u32, i32),
+    readonly: bool,
+    breaks: Vec<u64>,
+    paths: Vec<Option<&'static str>>,
+}
 
 impl AutoMemo {
-    fn get_or_insert(&self, source: &TensorReport, resolve: impl FnOnce() -> &'static str) -> &'static str {
-        let known = |(framework, place, readonly, _): &&(String, (u32, i32), bool, &'static str)| {
-            *framework == source.framework && *place == source.dlpack_device && *readonly == source.readonly
-        };
+    fn path(&self, source: &TensorReport, target: &str, endpoints: Option<Endpoints>, model: &crate::advice::model::CostModel) -> &'static str {
+        let same = |e: &AutoMemoEntry| e.framework == source.framework && e.place == source.dlpack_device && e.readonly == source.readonly;
         if let Ok(memo) = self.0.lock()
-            && let Some(hit) = memo.iter().find(known)
+            && let Some(entry) = memo.iter().find(|e| same(e))
+            && let Some(Some(path)) = entry.paths.get(crate::advice::crossings::size_class(&entry.breaks, source.nbytes))
         {
-            return hit.3;
+            return path;
         }
-        let path = resolve();
+        let facts = share_facts(source, target, endpoints, Some(model));
+        let path = resolve_auto(&facts).path;
         if let Ok(mut memo) = self.0.lock() {
-            memo.push((source.framework.clone(), source.dlpack_device, source.readonly, path));
+            let index = match memo.iter().position(same) {
+                Some(index) => index,
+                None => {
+                    let breaks = auto_size_breaks(&facts);
+                    let paths = vec![None; breaks.len() + 1];
+                    memo.push(AutoMemoEntry { framework: source.framework.clone(), place: source.dlpack_device, readonly: source.readonly, breaks, paths });
+                    memo.len() - 1
+                }
+            };
+            let entry = &mut memo[index];
+            let class = crate::advice::crossings::size_class(&entry.breaks, source.nbytes);
+            entry.paths[class] = Some(path);
         }
         path
     }
@@ -88,14 +110,25 @@ pub fn resolve_auto_for(source: &TensorReport, target: &str, endpoints: Option<E
     resolve_auto_with(source, target, endpoints, None)
 }
 
-/// `auto` within the source's device, with the cost model where there is one.
+/// `auto` within the source's device, with the cost model where there is one, for this array's
+/// size.
 pub fn resolve_auto_with(
     source: &TensorReport,
     target: &str,
     endpoints: Option<Endpoints>,
     model: Option<&crate::advice::model::CostModel>,
 ) -> &'static str {
-    let facts = AutoFacts {
+    resolve_auto(&share_facts(source, target, endpoints, model)).path
+}
+
+/// The facts of a handoff of `source` to `target` within its device.
+fn share_facts<'a>(
+    source: &'a TensorReport,
+    target: &'a str,
+    endpoints: Option<Endpoints>,
+    model: Option<&'a crate::advice::model::CostModel>,
+) -> AutoFacts<'a> {
+    AutoFacts {
         endpoints: endpoints.unwrap_or_else(|| known_endpoints(&source.framework, target)),
         source: Place::of_dlpack(source.dlpack_device),
         destination: None,
@@ -105,13 +138,11 @@ pub fn resolve_auto_with(
         source_shares_host_across: false,
         model,
         source_name: &source.framework,
-        // As the route is chosen: once per pair, at the reference size.
-        nbytes: None,
+        nbytes: Some(source.nbytes),
         // The rules' prediction is of the handoff itself, not of the producer's state.
         producer_busy: false,
         // The array described: whether it is read-only (an immutable framework's arrays count as
         // read-only, which only matters for a source that refuses those by capsule: NumPy).
         source_readonly: Some(source.readonly),
-    };
-    resolve_auto(&facts).path
+    }
 }

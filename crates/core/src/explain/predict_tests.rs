@@ -553,3 +553,28 @@ fn one_facts_remembers_auto_per_kind_of_source_and_never_across_kinds() {
     // A copy of the facts answers the same.
     assert_eq!(resolve_path(&readonly, &facts.clone()), "dlpack");
 }
+
+#[test]
+fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // Two copying paths whose lines cross at 10 000 bytes: 1 µs + 1 ns/B against 10 µs + 0.1 ns/B.
+    // Each array takes the path fastest for its own size, asked in either order, again and again.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let line = |fixed: f64, per_byte: f64| -> Vec<Observation> {
+        [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
+    };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), line(1e-6, 1e-9), Some(false));
+    m.add(&key("copy"), line(1e-5, 1e-10), Some(false));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
+    let sized = |nbytes: u64| TensorReport { nbytes, ..f32("numpy", 0x1000) };
+    for order in [[4096, 1 << 20, 9_000, 12_000], [12_000, 9_000, 1 << 20, 4096]] {
+        let memo = facts.clone();
+        for _ in 0..2 {
+            for n in order {
+                let expected = if n < 10_000 { "dlpack" } else { "copy" };
+                assert_eq!(resolve_path(&sized(n), &memo), expected, "{n} bytes");
+            }
+        }
+    }
+}

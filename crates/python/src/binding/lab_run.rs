@@ -221,7 +221,7 @@ fn empty_cache(py: Python<'_>) {
 
 /// `compare`: every path in `paths` ("auto" among them stands for the path `auto` takes) for
 /// `obj`, handed from adapter `source` to adapter `target`. The array is described once;
-/// `auto_for(dlpack_device)` answers `(auto's path, already_there)` for it.
+/// `auto_for(dlpack_device, nbytes)` answers `(auto's path, already_there)` for it.
 #[pyfunction]
 #[pyo3(signature = (obj, source, target, paths, auto_for, route_for, *, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None))]
 #[allow(clippy::too_many_arguments)]
@@ -246,7 +246,8 @@ pub fn compare_paths<'py>(
         // What `gpushare.inspect` says of an array it cannot describe, as compare always said.
         Err(_) => py.import("gpushare.api")?.getattr("inspect")?.call1((&obj,))?.cast_into::<TensorInfo>()?.unbind(),
     };
-    let (auto, already_there): (String, bool) = auto_for.call1((info.get().report.dlpack_device,))?.extract()?;
+    let report = &info.get().report;
+    let (auto, already_there): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes))?.extract()?;
     let results = PyDict::new(py);
     let mut runs = Vec::with_capacity(paths.len());
     let measured = (|| -> PyResult<()> {
@@ -279,10 +280,10 @@ type SourceArray = (Py<PyAny>, Option<Py<TensorInfo>>);
 
 /// `bench`: for each size, the arrays `make_source(size, shared)` makes (`shared`: the `shared`
 /// path's, a SharedBuffer viewed by the source framework), each described once, handed through
-/// every path. `progress` is a bar with `set_postfix_str` and `update`. Ctrl-C stops the sweep:
+/// every path; `autos` names the path `auto` takes at each size (its rows are marked). `progress` is a bar with `set_postfix_str` and `update`. Ctrl-C stops the sweep:
 /// the result holds the points measured so far and says it was interrupted.
 #[pyfunction]
-#[pyo3(signature = (source, target, sizes, paths, auto, already_there, make_source, route_for, progress, *,
+#[pyo3(signature = (source, target, sizes, paths, autos, already_there, make_source, route_for, progress, *,
                     dtype, device, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn bench_paths<'py>(
@@ -291,7 +292,7 @@ pub fn bench_paths<'py>(
     target: &Bound<'py, PyAny>,
     sizes: Vec<u64>,
     paths: Vec<String>,
-    auto: String,
+    autos: Vec<String>,
     already_there: bool,
     make_source: &Bound<'py, PyAny>,
     route_for: Bound<'py, PyAny>,
@@ -305,14 +306,17 @@ pub fn bench_paths<'py>(
     link_for: Option<Bound<'py, PyAny>>,
     predict_for: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Benchmark> {
+    if autos.len() != sizes.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!("{} sizes but {} autos: one per size", sizes.len(), autos.len())));
+    }
     let lab = Lab::new(source, target, route_for, link_for, predict_for, repeat, number, warmup, min_sample_time)?;
     let mut points = Vec::with_capacity(sizes.len() * paths.len());
     let swept = (|| -> PyResult<()> {
-        for &size in &sizes {
+        for (&size, auto) in sizes.iter().zip(&autos) {
             // The plain array and the SharedBuffer's view, made and described once per size.
             let mut arrays: [Option<PyResult<SourceArray>>; 2] = [None, None];
-            for name in &paths {
-                let path = if name == "auto" { auto.as_str() } else { name.as_str() };
+            for path in &paths {
+                let path = path.as_str();
                 progress.call_method1("set_postfix_str", (format!("{} {path}", size_label(size)),))?;
                 let shared = path == "shared";
                 let slot = &mut arrays[usize::from(shared)];
@@ -353,7 +357,7 @@ pub fn bench_paths<'py>(
         dtype,
         device,
         sizes,
-        paths: paths.iter().map(|p| if p == "auto" { auto.clone() } else { p.clone() }).collect(),
+        paths,
         points,
         interrupted,
         repeat: repeat as u64,

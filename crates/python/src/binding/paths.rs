@@ -1,5 +1,5 @@
 //! The path table and the one `auto` (`crate::paths`), for the Python side: `path_table()` and
-//! `resolve_auto(...)`.
+//! `resolve_auto(...)`, and the sizes at which its choice may change, `auto_size_breaks(...)`.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -62,6 +62,65 @@ fn resolve_auto(
     capsule_refuses_readonly: bool,
     source_readonly: Option<bool>,
 ) -> PyResult<(&'static str, &'static str, Option<String>)> {
+    let facts = auto_facts(
+        py, endpoints, source, destination, target, peer_access, across, model.as_ref().map(|m| &m.inner), source_name, nbytes,
+        producer_busy, import_waits, source_shares_host, cai_unordered, capsule_refuses_readonly, source_readonly,
+    );
+    let choice = paths::resolve_auto(&facts);
+    Ok((choice.path, choice.kind.name(), choice.why))
+}
+
+/// The sizes, in bytes, at which ``resolve_auto``'s choice for the same facts may change (sorted;
+/// empty: the same path at every size). The model decides once per range between them, so a
+/// caller that keeps a plan per kind of array keeps one per range (``bisect_right``).
+#[pyfunction]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false, capsule_refuses_readonly=false, source_readonly=None))]
+#[allow(clippy::too_many_arguments)]
+fn auto_size_breaks(
+    py: Python<'_>,
+    endpoints: (bool, bool, bool, bool),
+    source: (u32, i32),
+    destination: Option<(u32, i32)>,
+    target: &str,
+    peer_access: Option<bool>,
+    across: bool,
+    model: Option<PyRef<'_, super::advice::PyCostModel>>,
+    source_name: &str,
+    producer_busy: bool,
+    import_waits: bool,
+    source_shares_host: bool,
+    cai_unordered: bool,
+    capsule_refuses_readonly: bool,
+    source_readonly: Option<bool>,
+) -> Vec<u64> {
+    let facts = auto_facts(
+        py, endpoints, source, destination, target, peer_access, across, model.as_ref().map(|m| &m.inner), source_name, None,
+        producer_busy, import_waits, source_shares_host, cai_unordered, capsule_refuses_readonly, source_readonly,
+    );
+    paths::auto_size_breaks(&facts)
+}
+
+/// The facts `auto` decides from, as the two functions above take them. Between two GPUs the
+/// driver is asked whether they reach each other, unless ``peer_access`` says.
+#[allow(clippy::too_many_arguments)]
+fn auto_facts<'a>(
+    py: Python<'_>,
+    endpoints: (bool, bool, bool, bool),
+    source: (u32, i32),
+    destination: Option<(u32, i32)>,
+    target: &'a str,
+    peer_access: Option<bool>,
+    across: bool,
+    model: Option<&'a crate::advice::model::CostModel>,
+    source_name: &'a str,
+    nbytes: Option<u64>,
+    producer_busy: bool,
+    import_waits: bool,
+    source_shares_host: bool,
+    cai_unordered: bool,
+    capsule_refuses_readonly: bool,
+    source_readonly: Option<bool>,
+) -> AutoFacts<'a> {
     let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
     let peer_access = match (peer_access, source, destination) {
         (Some(known), ..) => Some(known),
@@ -70,7 +129,7 @@ fn resolve_auto(
         }
         _ => None,
     };
-    let facts = AutoFacts {
+    AutoFacts {
         endpoints: Endpoints {
             target_import_waits: import_waits,
             target_cai_unordered: cai_unordered,
@@ -83,14 +142,12 @@ fn resolve_auto(
         target_name: target,
         across_processes: across,
         source_shares_host_across: source_shares_host,
-        model: model.as_ref().map(|m| &m.inner),
+        model,
         source_name,
         nbytes,
         producer_busy,
         source_readonly,
-    };
-    let choice = paths::resolve_auto(&facts);
-    Ok((choice.path, choice.kind.name(), choice.why))
+    }
 }
 
 pub fn endpoints_of((exports, objects, capsules, device): (bool, bool, bool, bool)) -> Endpoints {
@@ -124,6 +181,7 @@ fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_auto, m)?)?;
+    m.add_function(wrap_pyfunction!(auto_size_breaks, m)?)?;
     m.add_function(wrap_pyfunction!(known_endpoints, m)?)?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
