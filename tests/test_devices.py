@@ -227,3 +227,18 @@ def test_gpuinfo_and_topology_render_without_cuda():
     t = topology.topology()
     assert "Topology" in repr(t) and "<" in t._repr_html_()
     assert t._repr_mimebundle_()["application/vnd.gpushare+json"]["schema"] == "gpushare.topology/1"
+
+
+def test_auto_is_a_path_a_move_can_be_compared_and_swept_by():
+    """``paths="auto"`` with a device: the move ``auto`` takes, marked as such (it was refused as
+    an unknown move path, while compare and bench take it within a device)."""
+    import torch
+
+    b = gpushare.bench("torch", "numpy", sizes=[64, 4096], paths="auto", to_device="cpu", progress=False, repeat=1)
+    d = b.to_dict()
+    taken = gpushare.share(torch.ones(16), "numpy", device="cpu").path
+    assert d["paths"] == [taken] and all(p["auto"] and p["path"] == taken for p in d["points"]), d["points"]
+    c = gpushare.compare(torch.ones(8), "numpy", device="cpu", paths="auto", repeat=1)
+    assert [(r.path, r.auto) for r in c.rows] == [(taken, True)]
+    with pytest.raises(ValueError, match="known: p2p, pinned, dlpack, move, auto, all"):
+        gpushare.compare(torch.ones(8), "numpy", device="cpu", paths="bogus")

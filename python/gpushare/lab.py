@@ -198,13 +198,13 @@ def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None
 
 
 def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
-    """The paths of a move (``p2p,pinned,dlpack,move``), checked."""
+    """The paths of a move (``p2p,pinned,dlpack,move``, and ``auto``: the one it takes), checked."""
     from gpushare.devices import MOVE_PATHS
 
     names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
     for name in names:
-        if name not in MOVE_PATHS:
-            raise ValueError(f"unknown path {name!r} for a move between devices; known: {', '.join(MOVE_PATHS)}, all")
+        if name not in (*MOVE_PATHS, "auto"):
+            raise ValueError(f"unknown path {name!r} for a move between devices; known: {', '.join(MOVE_PATHS)}, auto, all")
     return list(dict.fromkeys(n for n in names if n))
 
 
