@@ -130,6 +130,8 @@ def forget() -> None:
     api._AUTO_FOLLOWS_PRODUCER.clear()
     api._AUTO_DEPENDS.clear()
     api._AUTO_SIZES.clear()
+    api._MOVE_BREAKS.clear()
+    api._MOVE_AUTOS.clear()
     api._COMMON.clear()
     verdicts._PREDICTORS.clear()
 

@@ -8,7 +8,7 @@ import functools
 import warnings
 from typing import Any, Iterator, Sequence
 
-from gpushare import _native, advice, paths, verdicts
+from gpushare import _native, advice, devices, paths, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.adapters.host import values_lost as _values_lost
 from gpushare.exceptions import GpushareError, GpushareWarning
@@ -417,16 +417,12 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     device that is not here raises CudaError), ``auto`` resolved for this array by the one
     ``auto``, and ``device`` None when the array is already there and a path that is no move was
     asked for (a plain handoff)."""
-    from gpushare import devices
-
     on_host, ordinal = devices.check_device(device)
     if path != "move" and path in devices.MOVE_PATHS:
         # A move path asked by name runs as asked wherever the array lies (only `move` does nothing
         # where it already is): no need to describe the array here, which the plan does anyway.
         return path, devices.device_name(on_host, ordinal), False
     src = adapter_for(obj, framework(source) if source is not None else None)
-    from gpushare import advice
-
     # With a calibrated model the move's path may depend on the array's size (a peer copy starts
     # later and streams faster than the framework's own move): asked of the array, not assumed.
     calibrated = path == "auto" and advice.auto_model() is not None
@@ -436,21 +432,45 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     if here and path != "auto" and path not in devices.MOVE_PATHS:
         return path, None, True
     if path == "auto":
-        dst = framework(to)
-        path = auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0]
-        # With a calibrated model, a busy producer may change the move (a peer copy waits on the host
-        # for the producer's queue; the framework's own move is queued after it on the device): the
-        # driver is asked only where the two answers differ.
-        if not here and calibrated:
-            busy_path = auto_choice(src, dst, source_device, destination, producer_busy=True, nbytes=nbytes)[0]
-            if busy_path != path and advice.producer_state(src, obj) == "busy":
-                path = busy_path
+        path = _move_auto(obj, src, framework(to), source_device, destination, nbytes, here, calibrated)
     return path, devices.device_name(on_host, ordinal), here
+
+
+# (source, target, source place, destination) -> the sizes at which a calibrated `auto` changes the
+# move's path (paths.auto_size_breaks); and (the same, range of sizes) -> (the path for an idle
+# producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
+# time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
+# the host work around a peer copy that issue 26.6 counts. Cleared with the model.
+_MOVE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}
+_MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
+
+
+def _move_auto(obj: Any, src: Adapter, dst: Adapter, source_device: tuple[int, int], destination: tuple[int, int],
+               nbytes: int | None, here: bool, calibrated: bool) -> str:
+    """The path THE ``auto`` takes to move ``obj`` from ``source_device`` to ``destination``."""
+    size_range = None
+    if calibrated:
+        place = (src.name, dst.name, source_device, destination)
+        breaks = _MOVE_BREAKS.get(place)
+        if breaks is None:
+            breaks = _MOVE_BREAKS[place] = paths.auto_size_breaks(src, dst, source_device, destination)
+        size_range = bisect.bisect_right(breaks, nbytes) if breaks and nbytes is not None else None
+    key = (src.name, dst.name, source_device, destination, size_range, calibrated)
+    known = _MOVE_AUTOS.get(key)
+    if known is None:
+        idle = auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0]
+        # With a calibrated model, a busy producer may change the move (a peer copy waits on the host
+        # for the producer's queue; the framework's own move is queued after it on the device).
+        busy = auto_choice(src, dst, source_device, destination, producer_busy=True, nbytes=nbytes)[0] \
+            if calibrated and not here else idle
+        known = _MOVE_AUTOS[key] = (idle, busy)
+    idle, busy = known
+    # The driver is asked of the producer only where the two answers differ.
+    return busy if busy != idle and advice.producer_state(src, obj) == "busy" else idle
 
 
 def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, already_there: bool = False) -> Any:
     """The SharePlan of a move of arrays like ``obj`` to ``device``, handed to framework ``to``."""
-    from gpushare import devices
 
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)

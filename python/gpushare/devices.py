@@ -20,7 +20,7 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.adapters import ADAPTERS, Adapter
 from gpushare.exceptions import gpushare_error
-from gpushare.paths import OwnCopy, describe, names_of
+from gpushare.paths import _HOST_DEVICE_TYPES, OwnCopy, describe, names_of
 
 Route = Callable[[Any], Any]
 
@@ -56,8 +56,6 @@ def dlpack_place(on_host: bool, ordinal: int) -> tuple[int, int]:
 def already_on(source_device: tuple[int, int], destination: tuple[int, int]) -> bool:
     """Whether an array on DLPack device ``source_device`` is already where ``destination`` is:
     memory the host addresses (pageable, page-locked, managed) is the host's."""
-    from gpushare.paths import _HOST_DEVICE_TYPES
-
     src_on_host, dst_on_host = int(source_device[0]) in _HOST_DEVICE_TYPES, int(destination[0]) in _HOST_DEVICE_TYPES
     if src_on_host or dst_on_host:
         return src_on_host and dst_on_host
