@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-
 import functools
 import warnings
 from typing import Any, Iterator, Sequence
@@ -272,7 +271,7 @@ def values_lost(source: Any, value: Any) -> str | None:
 # worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
 _AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool, bool]] = _Cache()
 
-# (type of the array, target, source, in device memory) -> the sizes at which the model's `auto`
+# (type of the array, target, source, DLPack place) -> the sizes at which the model's `auto`
 # changes its path (paths.auto_size_breaks; empty: one path at every size); cleared with the model.
 _AUTO_SIZES: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
@@ -311,28 +310,27 @@ def _auto_state(
         # made on a machine without a GPU has none): elsewhere the array's place is not asked.
         device_calibrated = model is not None and any("cuda" in place for *_, place in model.keys())
         readonly_matters = model is not None and src.legacy_capsule_refuses_readonly
-        sizes_matter = model is not None and bool(_size_breaks(obj, to, source, src, False))
+        sizes_matter = model is not None and bool(_size_breaks(obj, to, source, src, (1, 0)))
         known = _AUTO_DEPENDS[key] = (src, place_matters, device_calibrated, readonly_matters, sizes_matter)
     src, place_matters, device_calibrated, readonly_matters, sizes_matter = known
     on_device = in_device_memory(obj, src) if place_matters or device_calibrated else None
     busy = _producer_busy_if_it_matters(obj, to, source, src) if device_calibrated and on_device else None
     sized = unsized
     if sizes_matter or (device_calibrated and on_device):
-        breaks = _size_breaks(obj, to, source, src, bool(on_device))
-        if breaks:
-            nbytes = _source_place(src, obj, with_size=True)[1]
-            sized = (None, None) if nbytes is None else (bisect.bisect_right(breaks, nbytes), nbytes)
+        place, nbytes = _source_place(src, obj, with_size=True)
+        breaks = _size_breaks(obj, to, source, src, place)
+        if breaks and nbytes is not None:
+            sized = (bisect.bisect_right(breaks, nbytes), nbytes)
     return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None), sized
 
 
-def _size_breaks(obj: Any, to: Any, source: str | None, src: Adapter, on_device: bool) -> tuple[int, ...]:
-    """The sizes at which ``auto`` changes its path for arrays like ``obj`` in host memory or in
-    device memory (``paths.auto_size_breaks``), worked out once per kind of share."""
-    key = (type(obj), to, source, on_device)
+def _size_breaks(obj: Any, to: Any, source: str | None, src: Adapter, place: tuple[int, int]) -> tuple[int, ...]:
+    """The sizes at which ``auto`` changes its path for arrays like ``obj`` lying on DLPack device
+    ``place`` (``paths.auto_size_breaks``), worked out once per kind of share and place."""
+    key = (type(obj), to, source, place)
     breaks = _AUTO_SIZES.get(key)
     if breaks is None:
         try:
-            place = _source_device(src, obj) if on_device else (1, 0)
             breaks = _AUTO_SIZES[key] = paths.auto_size_breaks(src, framework(to), place)
         except GpushareError:  # an unknown name: _plan says what is wrong
             return ()

@@ -213,8 +213,9 @@ def route(
     if auto and nbytes is not None:
         breaks = auto_size_breaks(src, dst, source_device, source_readonly=source_readonly)
         size_range = bisect.bisect_right(breaks, nbytes) if breaks else None
+    # A range of sizes is a range of that device's fits: the device is part of the key then.
     key = (src.name, dst.name, path, on_device if auto else None, producer_busy and auto, source_readonly if auto else None,
-           size_range)
+           size_range, tuple(source_device) if size_range is not None else None)
     cached = _ROUTES.get(key)
     if cached is None:
         cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy, source_readonly,
