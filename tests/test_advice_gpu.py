@@ -213,7 +213,9 @@ def test_a_move_takes_the_path_fastest_for_its_own_size_in_share_compare_bench_a
         for x in arrays:
             c = gpushare.compare(x, "torch", device="cuda:1", repeat=1)
             assert [row.path for row in c.rows if row.auto] == [expected[x.nbytes]], x.nbytes
-            assert gpushare.advise(x, "torch", device="cuda:1").recommended == expected[x.nbytes], x.nbytes
+            a = gpushare.advise(x, "torch", device="cuda:1")
+            assert a.recommended == expected[x.nbytes], x.nbytes
+            assert [r["path"] for r in a.to_dict()["auto_by_size"]] == ["move", "p2p"], a.to_dict()["auto_by_size"]
         b = gpushare.bench("torch", "torch", sizes=list(expected), paths="auto", to_device="cuda:1", repeat=1,
                            progress=False, device="cuda:0")
         marked = {(p["size"], p["path"]) for p in b.to_dict()["points"] if p["auto"]}

@@ -248,6 +248,11 @@ def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_comp
         assert d["paths"] == ["dlpack", "copy"]
         marked = {(p["size"], p["path"]) for p in d["points"] if p["auto"]}
         assert marked == {(4096, "dlpack"), (65536, "copy")}, marked
+        # advise says which path auto takes for which sizes of the pair, in its table and its JSON.
+        a = gpushare.advise(small, "numpy")
+        assert a.to_dict()["auto_by_size"] == [{"from": 0, "below": 10_000, "path": "dlpack"},
+                                               {"from": 10_000, "below": None, "path": "copy"}]
+        assert "auto by size for this pair: dlpack below 9.77 KiB, copy from 9.77 KiB up" in repr(a)
     finally:
         advice.cache_file().unlink()
         advice.forget()

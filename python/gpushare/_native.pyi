@@ -557,6 +557,7 @@ class Advice:
         self, source: str, target: str, nbytes: int, place: str, rows: list[dict[str, Any]],
         rules_choice: str | None = None, queued: float = 0.0, model_note: str | None = None,
         producer: Literal["idle", "busy", "unknown"] = "idle",
+        auto_by_size: Sequence[tuple[int, int | None, str]] = (),
     ) -> None: ...
     @property
     def recommended(self) -> str | None: ...

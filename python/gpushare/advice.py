@@ -435,6 +435,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     speed = host_speed() if m is not None and across is None and device is None else None
     note = stale_note()
     rows: list[dict] = []
+    by_size: list[tuple[int, int | None, str]] = []  # processes: the worker maps the source whatever its size
     if across is not None:
         from gpushare import processes
 
@@ -460,6 +461,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         kind, where = "move", f"{place}->{target}"
         destination = devices.dlpack_place(on_host, ordinal)
         rules_choice = paths.auto_choice(src, dst, tuple(info.dlpack_device), destination)[0]
+        by_size = _auto_by_size(src, dst, tuple(info.dlpack_device), destination)
         for path in paths.names_of("move"):
             predictor = verdicts.move_predictor(src, dst, path, destination)
             p = None if predictor is None else predictor(info)
@@ -469,9 +471,27 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     else:
         kind, where = "share", place
         rules_choice = paths.resolve_auto(src, dst, tuple(info.dlpack_device))
+        by_size = _auto_by_size(src, dst, tuple(info.dlpack_device), None, paths.readonly_if_auto_needs(src, obj))
         for path in paths.names_of("share"):
             p = verdicts.predict(src, dst, info, path)
             if p is None:
                 continue
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
-    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state)
+    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+
+
+def _auto_by_size(src: Any, dst: Any, source_device: tuple[int, int], destination: tuple[int, int] | None = None,
+                  source_readonly: bool | None = None) -> list[tuple[int, int | None, str]]:
+    """``(from, below or None, path)``: the path THE ``auto`` takes for each range of sizes of this
+    pair, where the model's choice changes with size (``paths.auto_size_breaks``); empty where one
+    path serves every size. Each range is asked at its first size, which ``auto`` decides like
+    every other size of it."""
+    breaks = paths.auto_size_breaks(src, dst, source_device, destination, source_readonly)
+    ranges: list[tuple[int, int | None, str]] = []
+    for start, below in zip((0, *breaks), (*breaks, None)):
+        path = paths.auto_choice(src, dst, source_device, destination, source_readonly=source_readonly, nbytes=start)[0]
+        if ranges and ranges[-1][2] == path:  # two ranges the same path serves: one
+            ranges[-1] = (ranges[-1][0], below, path)
+        else:
+            ranges.append((start, below, path))
+    return ranges if len(ranges) > 1 else []

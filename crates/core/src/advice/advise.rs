@@ -59,6 +59,34 @@ pub struct Advice {
     pub producer: Producer,
     /// Why the model could not answer for some paths (not calibrated, stale), or `None`.
     pub model_note: Option<String>,
+    /// The path `auto` takes for each range of sizes of this pair and place, where the model's
+    /// choice changes with size ([`crate::advice::crossings`]); empty where one path serves every
+    /// size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auto_by_size: Vec<SizeRange>,
+}
+
+/// One range of sizes and the path `auto` takes for arrays in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SizeRange {
+    /// Bytes the range starts at (included).
+    pub from: u64,
+    /// Bytes it ends below; `None`: no end.
+    pub below: Option<u64>,
+    pub path: String,
+}
+
+impl SizeRange {
+    /// `move below 22.9 MiB`, `p2p from 22.9 MiB up`, `copy from 9.77 KiB to 1.00 MiB`.
+    pub fn words(&self) -> String {
+        let bytes = crate::render::units::bytes;
+        match (self.from, self.below) {
+            (0, Some(below)) => format!("{} below {}", self.path, bytes(below)),
+            (from, Some(below)) => format!("{} from {} to {}", self.path, bytes(from), bytes(below)),
+            (0, None) => format!("{} at every size", self.path),
+            (from, None) => format!("{} from {} up", self.path, bytes(from)),
+        }
+    }
 }
 
 impl Advice {
@@ -225,6 +253,7 @@ mod tests {
             queued: 0.0,
             producer: Producer::Idle,
             model_note: None,
+            auto_by_size: Vec::new(),
         }
     }
 

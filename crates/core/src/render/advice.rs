@@ -69,6 +69,10 @@ fn footer(a: &Advice) -> String {
     if a.place.starts_with("cuda") {
         lines.push(format!("assumed: {}", a.producer.describe(a.queued)));
     }
+    if a.auto_by_size.len() > 1 {
+        let ranges: Vec<String> = a.auto_by_size.iter().map(|r| r.words()).collect();
+        lines.push(format!("auto by size for this pair: {}", ranges.join(", ")));
+    }
     if let Some(note) = &a.model_note {
         lines.push(note.clone());
     }
@@ -202,12 +206,20 @@ mod tests {
             queued: 0.0,
             producer: Producer::Idle,
             model_note: None,
+            auto_by_size: Vec::new(),
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);
         assert!(text.contains("★ dlpack") && text.contains("copy is predicted faster"), "{text}");
         let html = advice_html(&a);
         assert!(html.contains("class=\"best\"") && html.contains("data-path=\"copy\"") && html.contains("ordered by"), "{html}");
+        assert!(!text.contains("auto by size"), "one path at every size says nothing: {text}");
+        // Where the model changes its mind with size, the footer says which path takes which sizes.
+        let range = |from: u64, below: Option<u64>, path: &str| crate::advice::advise::SizeRange { from, below, path: path.into() };
+        let sized = Advice { auto_by_size: vec![range(0, Some(24_000_000), "move"), range(24_000_000, None, "p2p")], ..a };
+        let text = advice_text(&sized);
+        assert!(text.contains("auto by size for this pair: move below 22.9 MiB, p2p from 22.9 MiB up"), "{text}");
+        assert_eq!(range(10_000, Some(1 << 20), "copy").words(), "copy from 9.77 KiB to 1.00 MiB");
     }
 
     #[test]
@@ -245,6 +257,7 @@ mod tests {
             queued: 0.0,
             producer: Producer::Busy,
             model_note: None,
+            auto_by_size: Vec::new(),
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);

@@ -8,7 +8,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
 use super::json::{dict_with_schema, json_to_py, to_py};
-use crate::advice::advise::{Advice, AdviceRow};
+use crate::advice::advise::{Advice, AdviceRow, SizeRange};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
 use crate::advice::producer::{self, Producer, WaitFacts};
 use crate::render::advice as render;
@@ -306,8 +306,10 @@ impl PyAdvice {
     /// ``prediction`` (a prediction of ``CostModel.predict`` or None), and ``waits`` (the host waits
     /// for the producer's queued work). ``rules_choice`` is the rules' ``auto``, which stands where
     /// nothing is calibrated. ``producer``: the state assumed, ``idle``, ``busy`` or ``unknown``.
+    /// ``auto_by_size``: ``(from, below or None, path)`` per range of sizes where ``auto``'s path
+    /// for this pair changes with size (``gpushare.paths.auto_size_breaks``).
     #[new]
-    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle"))]
+    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: String,
@@ -319,12 +321,25 @@ impl PyAdvice {
         queued: f64,
         model_note: Option<String>,
         producer: &str,
+        auto_by_size: Vec<(u64, Option<u64>, String)>,
     ) -> PyResult<Self> {
         let rows = rows.iter().map(row_from_dict).collect::<PyResult<Vec<_>>>()?;
         let producer = Producer::parse(producer)
             .ok_or_else(|| PyValueError::new_err(format!("unknown producer state {producer:?}: idle, busy or unknown")))?;
-        let advice =
-            Advice { source, target, nbytes, place, rows, recommended: None, why: String::new(), queued, producer, model_note };
+        let auto_by_size = auto_by_size.into_iter().map(|(from, below, path)| SizeRange { from, below, path }).collect();
+        let advice = Advice {
+            source,
+            target,
+            nbytes,
+            place,
+            rows,
+            recommended: None,
+            why: String::new(),
+            queued,
+            producer,
+            model_note,
+            auto_by_size,
+        };
         Ok(PyAdvice { inner: advice.decide(rules_choice) })
     }
 
