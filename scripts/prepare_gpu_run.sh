@@ -28,7 +28,16 @@ for arg in "$@"; do
   esac
 done
 
-# carry_in_parts TAG FILE...: cuts FILEs into PART_MB-MiB parts (52 by default: with the working tree, ~10 MB, each run
+# The working tree (tracked files and untracked ones git does not ignore) travels with every run:
+# a part gets what is left of the 64 MiB a run may carry, less 2 MiB of margin. A fixed 52 MiB
+# stopped fitting once docs/gpu-runs had grown the tree past 12 MB (every copy run was refused).
+default_part_mb() {
+  local tree
+  tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  echo $(( (64 * 1048576 - ${tree:-0}) / 1048576 - 2 ))
+}
+
+# carry_in_parts TAG FILE...: cuts FILEs into PART_MB-MiB parts (default_part_mb by default, so each run
 # stays under the 64 MiB a run may carry), one part per git-ignored folder .TAG01, .TAG02, …; the
 # last folder also gets SHA256 (one line per FILE) and PARTS (how many parts in all), which
 # scripts/gpu_parts.sh reads there. Sets LAST to the last folder's name.
@@ -38,7 +47,8 @@ carry_in_parts() {
   grep -qx "/.$tag*/" .git/info/exclude 2>/dev/null || echo "/.$tag*/" >> .git/info/exclude
   rm -rf ".$tag"[0-9]*
   tmp=$(mktemp -d)
-  for f in "$@"; do split -b "${PART_MB:-52}M" -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
+  local part_mb=${PART_MB:-$(default_part_mb)}
+  for f in "$@"; do split -b "${part_mb}M" -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
   for part in "$tmp"/*.part.*; do
     n=$((n + 1))
     mkdir -p "$(printf '.%s%02d' "$tag" "$n")" && mv "$part" "$(printf '.%s%02d' "$tag" "$n")/"
