@@ -237,6 +237,35 @@ def test_tables_show_the_prediction_beside_the_measurement_and_flag_a_miss(model
         advice._save(model)
 
 
+def test_a_path_that_shared_at_some_sizes_and_copied_at_others_is_never_replaced_by_a_copy(tmp_path, monkeypatch):
+    """numpy→jax by DLPack shares an aligned array and copies one that is not (JAX wants 64 bytes,
+    small NumPy arrays have 16): a calibration saw both. Its verdict is then unknown (None), not
+    "copies", so a model in which gpushare's ``copy`` is predicted faster at some sizes leaves
+    ``auto`` on DLPack at every size; a path that copied at every size is still replaced."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (4096, 65536, 1 << 20, 16 << 20)
+
+    def point(path: str, size: int, seconds: float, verdict: str) -> dict:
+        return {"path": path, "size": size, "verdict": verdict, "timing": {"median": seconds}}
+
+    points = [point("dlpack", n, 20e-6 + n * 1e-9, "copied" if n < 65536 else "shared") for n in sizes]
+    points += [point("copy", n, 5e-6 + n * 0.5e-9, "copied") for n in sizes]
+    assert advice._fit_points(m, "share", "numpy", "jax", "cpu", points) == 2
+    fits = m.to_dict()["fits"]
+    assert fits["share numpy->jax dlpack @cpu"]["shares"] is None
+    assert fits["share numpy->jax copy @cpu"]["shares"] is False
+    advice._save(m)
+    try:
+        src, dst = gpushare.adapters.framework("numpy"), gpushare.adapters.framework("jax")
+        assert paths.auto_size_breaks(src, dst) == ()
+        assert {paths.auto_choice(src, dst, nbytes=n)[0] for n in (1024, 1 << 18, 1 << 26)} == {"dlpack"}
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()
+
+
 def test_a_fit_needs_three_sizes(cache):
     with pytest.raises(ValueError, match="at least three sizes"):
         gpushare.calibrate(["torch", "numpy"], sizes=("4KiB", "1MiB"))

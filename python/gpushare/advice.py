@@ -196,8 +196,10 @@ def _default_frameworks(device: str) -> list[str]:
 
 def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict]) -> int:
     """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark, each with the
-    ``host_speed`` measured before its sweep where there was one) into ``m``, with whether it
-    shared at every size (``auto`` replaces a path only by one that did the same)."""
+    ``host_speed`` measured before its sweep where there was one) into ``m``, with its verdict:
+    True where it shared at every size, False where it copied at every size, None where it did
+    both (``auto`` replaces a path only by one with the same verdict, and never one whose verdict
+    depends on the array)."""
     by_path: dict[str, list[tuple[int, float]]] = {}
     speeds_of: dict[str, list[float | None]] = {}
     verdicts_of: dict[str, set[str]] = {}
@@ -221,8 +223,17 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
             return None
         return [float(s) for s in measured]  # type: ignore[arg-type]
 
+    def verdict(path: str) -> bool | None:
+        # A path that shared at some sizes and copied at others (JAX copies a NumPy array that is
+        # not 64-byte aligned, and small NumPy arrays are 16-byte aligned) shares or copies by the
+        # array, which only the rules can tell: calling it "copies" let a size-aware `auto` replace
+        # DLPack by gpushare's `copy` for numpy→jax at 256 KiB, where DLPack shared (CPU,
+        # 2026-11-27, benchmarks/bench_advice.py).
+        seen = verdicts_of[path]
+        return True if seen == {"shared"} else False if seen == {"copied"} else None
+
     return sum(
-        m.add(kind, path, source, target, place, pts, verdicts_of[path] == {"shared"}, speeds(path))
+        m.add(kind, path, source, target, place, pts, verdict(path), speeds(path))
         for path, pts in by_path.items()
     )
 

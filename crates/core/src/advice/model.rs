@@ -129,7 +129,10 @@ pub struct Fit {
     pub sizes: Vec<u64>,
     /// The largest |predicted − measured| / measured over its own sweep: the error it states.
     pub error: f64,
-    /// Whether the path shared the source's memory at every size of the sweep (`None`: not said).
+    /// The path's verdict over its sweep: `Some(true)` shared at every size, `Some(false)` copied
+    /// at every size, `None` not said or both (its verdict depends on the array: JAX copies a
+    /// NumPy array that is not 64-byte aligned). `auto` replaces a path only by one with the same
+    /// verdict, so never a path of `None`, nor by one.
     #[serde(default)]
     pub shares: Option<bool>,
     /// For a path that copies: the sweep's points, one per size, that its line per range of sizes
