@@ -126,11 +126,10 @@ def forget() -> None:
 
     _LOADED.clear()
     paths._ROUTES.clear()
+    paths._SIZE_BREAKS.clear()
     api._PLANS.clear()
     api._AUTO_FOLLOWS_PRODUCER.clear()
     api._AUTO_DEPENDS.clear()
-    api._AUTO_SIZES.clear()
-    api._MOVE_BREAKS.clear()
     api._MOVE_AUTOS.clear()
     api._COMMON.clear()
     verdicts._PREDICTORS.clear()

@@ -271,10 +271,6 @@ def values_lost(source: Any, value: Any) -> str | None:
 # worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
 _AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool, bool]] = _Cache()
 
-# (type of the array, target, source, DLPack place) -> the sizes at which the model's `auto`
-# changes its path (paths.auto_size_breaks; empty: one path at every size); cleared with the model.
-_AUTO_SIZES: dict[tuple[Any, ...], tuple[int, ...]] = {}
-
 # (type of the array, target, source, in device memory) -> whether `auto` takes another path for
 # it when the producer is busy (gpushare.paths.auto_depends_on_producer); cleared with the model.
 _AUTO_FOLLOWS_PRODUCER: dict[tuple[Any, ...], bool] = {}
@@ -310,7 +306,7 @@ def _auto_state(
         # made on a machine without a GPU has none): elsewhere the array's place is not asked.
         device_calibrated = model is not None and any("cuda" in place for *_, place in model.keys())
         readonly_matters = model is not None and src.legacy_capsule_refuses_readonly
-        sizes_matter = model is not None and bool(_size_breaks(obj, to, source, src, (1, 0)))
+        sizes_matter = model is not None and bool(paths.auto_size_breaks(src, framework(to), (1, 0)))
         known = _AUTO_DEPENDS[key] = (src, place_matters, device_calibrated, readonly_matters, sizes_matter)
     src, place_matters, device_calibrated, readonly_matters, sizes_matter = known
     on_device = in_device_memory(obj, src) if place_matters or device_calibrated else None
@@ -318,23 +314,10 @@ def _auto_state(
     sized = unsized
     if sizes_matter or (device_calibrated and on_device):
         place, nbytes = _source_place(src, obj, with_size=True)
-        breaks = _size_breaks(obj, to, source, src, place)
+        breaks = paths.auto_size_breaks(src, framework(to), place)
         if breaks and nbytes is not None:
             sized = (bisect.bisect_right(breaks, nbytes), nbytes)
     return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None), sized
-
-
-def _size_breaks(obj: Any, to: Any, source: str | None, src: Adapter, place: tuple[int, int]) -> tuple[int, ...]:
-    """The sizes at which ``auto`` changes its path for arrays like ``obj`` lying on DLPack device
-    ``place`` (``paths.auto_size_breaks``), worked out once per kind of share and place."""
-    key = (type(obj), to, source, place)
-    breaks = _AUTO_SIZES.get(key)
-    if breaks is None:
-        try:
-            breaks = _AUTO_SIZES[key] = paths.auto_size_breaks(src, framework(to), place)
-        except GpushareError:  # an unknown name: _plan says what is wrong
-            return ()
-    return breaks
 
 
 def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None, src: Adapter) -> bool | None:
@@ -434,12 +417,10 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     return path, devices.device_name(on_host, ordinal), here
 
 
-# (source, target, source place, destination) -> the sizes at which a calibrated `auto` changes the
-# move's path (paths.auto_size_breaks); and (the same, range of sizes) -> (the path for an idle
-# producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
+# (source, target, source place, destination, range of sizes of paths.auto_size_breaks, calibrated)
+# -> (the path for an idle producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
 # time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
 # the host work around a peer copy that issue 26.6 counts. Cleared with the model.
-_MOVE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}
 _MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
 
 
@@ -448,10 +429,7 @@ def _move_auto(obj: Any, src: Adapter, dst: Adapter, source_device: tuple[int, i
     """The path THE ``auto`` takes to move ``obj`` from ``source_device`` to ``destination``."""
     size_range = None
     if calibrated:
-        place = (src.name, dst.name, source_device, destination)
-        breaks = _MOVE_BREAKS.get(place)
-        if breaks is None:
-            breaks = _MOVE_BREAKS[place] = paths.auto_size_breaks(src, dst, source_device, destination)
+        breaks = paths.auto_size_breaks(src, dst, source_device, destination)
         size_range = bisect.bisect_right(breaks, nbytes) if breaks and nbytes is not None else None
     key = (src.name, dst.name, source_device, destination, size_range, calibrated)
     known = _MOVE_AUTOS.get(key)

@@ -104,17 +104,28 @@ def auto_size_breaks(
     """The sizes, in bytes, at which :func:`auto_choice`'s path for these facts may change with the
     array's size (empty: one path at every size, as for every pair whose paths share: they move no
     bytes). The cost model decides once per range between them, so one choice, one route and one
-    plan serve a whole range (``bisect.bisect_right(breaks, nbytes)`` names it)."""
+    plan serve a whole range (``bisect.bisect_right(breaks, nbytes)`` names it). Worked out once per
+    pair, places and read-only flag, and kept with the model (``advice.forget()`` drops them): a
+    share whose choice changes with size asks on every call."""
     from gpushare import advice
 
     model = advice.auto_model()
     if model is None:
         return ()
-    return tuple(_native.auto_size_breaks(
-        endpoints(src, dst), tuple(source_device), destination, dst.name, model=model, source_name=src.name,
-        import_waits=dst.dlpack_import_waits, cai_unordered=not dst.cai_import_orders,
-        capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
-    ))
+    key = (model, src.name, dst.name, tuple(source_device), destination, source_readonly)
+    breaks = _SIZE_BREAKS.get(key)
+    if breaks is None:
+        breaks = _SIZE_BREAKS[key] = tuple(_native.auto_size_breaks(
+            endpoints(src, dst), tuple(source_device), destination, dst.name, model=model, source_name=src.name,
+            import_waits=dst.dlpack_import_waits, cai_unordered=not dst.cai_import_orders,
+            capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
+        ))
+    return breaks
+
+
+# (the model, source, target, source place, destination, read-only) -> auto_size_breaks' answer;
+# cleared with the model (advice.forget()), as the routes are.
+_SIZE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
 
 def readonly_if_auto_needs(src: Adapter, obj: Any) -> bool | None:
