@@ -12,7 +12,7 @@ than torch" is not a goal), ``share(device=…)`` around that copy losing at mos
 and pinned staging at ≥ 0.85 of the host-link bandwidth (the slower of H2D and D2H, since staging
 crosses both) at 256 MiB and above.
 Each figure: median of ``--repeat`` timed copies after 3 warm-ups, each synchronised. The core's
-peer copy and ``share(device=…)`` are timed in alternation (core, share, core, share, …) and
+peer copy and ``share(device=…)`` are timed in alternation (core, share, share, core, …: ABBA) and
 compared as the median of each pair's ratio: measured one block after the other, a copy engine
 that drifts by a few percent within seconds (698-745 µs for one 256 MiB copy on one host) moved the
 ratio by as much as the 3 % it is meant to judge. ``--pairs`` sets how many alternations.
@@ -52,7 +52,7 @@ def timed(fn, sync, repeat: int) -> float:
 
 
 def timed_pairs(first, second, sync, pairs: int, waits=None, idle=None) -> tuple[float, float, float, list[list[str]]]:
-    """``first`` and ``second`` timed in alternation after 3 warm-ups of each: (median of ``first``,
+    """``first`` and ``second`` timed in alternation (ABBA) after 3 warm-ups of each: (median of ``first``,
     median of ``second``, median of the pairs' ratio first/second, and for each of the two the
     calls that left work pending, as the devices it was on). Alternating puts both under the same
     drift of the copy engine and the host.
@@ -67,8 +67,11 @@ def timed_pairs(first, second, sync, pairs: int, waits=None, idle=None) -> tuple
         second()
         sync()
     a, b, pending = [], [], [[], []]
-    for _ in range(pairs):
-        for i, (fn, wait, samples) in enumerate(((first, first_wait, a), (second, second_wait, b))):
+    calls = ((0, first, first_wait, a), (1, second, second_wait, b))
+    for n in range(pairs):
+        # ABBA: the two swap places every other pair, so that neither always runs first after the
+        # settling synchronise (a fixed order would put any cost of that position on one side).
+        for i, fn, wait, samples in (calls if n % 2 == 0 else calls[::-1]):
             t0 = time.perf_counter()
             fn()
             wait()

@@ -242,3 +242,22 @@ def test_auto_is_a_path_a_move_can_be_compared_and_swept_by():
     assert [(r.path, r.auto) for r in c.rows] == [(taken, True)]
     with pytest.raises(ValueError, match="known: p2p, pinned, dlpack, move, auto, all"):
         gpushare.compare(torch.ones(8), "numpy", device="cpu", paths="bogus")
+
+
+def test_bench_devices_alternates_abba_so_neither_side_always_runs_first():
+    """benchmarks/bench_devices.py judges share(device=) against the core's peer copy by the median
+    of paired ratios (issue 26.6's 3 %): the two take turns first (ABBA), and each sample and its
+    ratio pair the right calls, whatever the order."""
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_devices", pathlib.Path(__file__).parent.parent / "benchmarks" / "bench_devices.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    order: list[str] = []
+    first, second = (lambda: order.append("A")), (lambda: order.append("B"))
+    _, _, ratio, pending = bench.timed_pairs(first, second, lambda: None, pairs=4, idle=lambda: [])
+    assert order[:6] == ["A", "B"] * 3, "three warm-ups of each, in order"
+    assert order[6:] == list("ABBAABBA")
+    assert ratio > 0 and pending == [[], []]
