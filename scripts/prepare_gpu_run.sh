@@ -49,7 +49,9 @@ carry_in_parts() {
   tmp=$(mktemp -d)
   local part_mb=${PART_MB:-$(default_part_mb)}
   for f in "$@"; do split -b "${part_mb}M" -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
-  for part in "$tmp"/*.part.*; do
+  # Largest first: the last folder travels with .whl (about 19 MiB) and the working tree, so it
+  # gets the smallest part (a remainder of 33 MiB there once made that run too big to carry).
+  for part in $(ls -S "$tmp"/*.part.*); do
     n=$((n + 1))
     mkdir -p "$(printf '.%s%02d' "$tag" "$n")" && mv "$part" "$(printf '.%s%02d' "$tag" "$n")/"
   done

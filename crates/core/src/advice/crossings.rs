@@ -6,6 +6,13 @@
 //! sizes into ranges in each of which the order of the paths is the same: `auto` decided once per
 //! range (at [`decision_size`]) is the fastest for every array of that range, and a share keeps
 //! one plan per range instead of asking the model per array (crates/core/src/explain/auto.rs).
+//!
+//! Past the largest size the sweep measured, every line is its last segment carried on: nothing
+//! was measured there, and two paths whose fitted bandwidths agree to a few percent (the moves,
+//! which all drive one copy engine) cross somewhere out there by the fits' noise alone (torch's
+//! `move`, `p2p` and `dlpack` between two H200s "crossed" at 221 MiB, calibrated up to 64 MiB). So
+//! no cut is made past it, and the last range is decided at a size the sweep measured: the order
+//! measured last holds beyond it.
 
 use super::model::{CostModel, Fit};
 
@@ -40,6 +47,18 @@ impl CostModel {
         let fits: Vec<&Fit> = self.same_verdict_fits(kind, source, target, place, like).into_iter().map(|(_, f)| f).collect();
         size_breaks(&fits)
     }
+
+    /// The largest size any of [`CostModel::same_verdict_fits`] was measured at (see the module);
+    /// `None` where none says.
+    pub fn largest_measured(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> Option<u64> {
+        let fits: Vec<&Fit> = self.same_verdict_fits(kind, source, target, place, like).into_iter().map(|(_, f)| f).collect();
+        largest_measured(&fits)
+    }
+}
+
+/// The largest size any of `fits` was measured at: its sweep's sizes, or its last knot.
+pub fn largest_measured(fits: &[&Fit]) -> Option<u64> {
+    fits.iter().filter_map(|f| f.sizes.iter().copied().max().or_else(|| f.knots.last().map(|k| k.bytes))).max()
 }
 
 /// The sizes at which the fastest of `fits` may change: every fit's knots and every crossing of
@@ -49,6 +68,7 @@ pub fn size_breaks(fits: &[&Fit]) -> Vec<u64> {
     if fits.len() < 2 {
         return Vec::new();
     }
+    let ceiling = largest_measured(fits).unwrap_or(FAR as u64);
     let mut edges: Vec<f64> = vec![0.0, FAR];
     for fit in fits.iter().filter(|f| f.knots.len() >= 2) {
         edges.extend(fit.knots.iter().map(|k| k.bytes as f64));
@@ -57,7 +77,11 @@ pub fn size_breaks(fits: &[&Fit]) -> Vec<u64> {
     edges.dedup();
     let mut breaks: Vec<u64> = edges[1..edges.len() - 1].iter().map(|&b| b as u64).collect();
     for range in edges.windows(2) {
-        let (lo, hi) = (range[0], range[1]);
+        // Past the largest size measured: no crossing is looked for (see the module).
+        let (lo, hi) = (range[0], range[1].min(ceiling as f64));
+        if lo >= hi {
+            continue;
+        }
         // The lines are straight within (lo, hi): read each just inside both ends.
         let (a, b) = (lo.max(1.0), hi);
         for (i, first) in fits.iter().enumerate() {
@@ -73,11 +97,11 @@ pub fn size_breaks(fits: &[&Fit]) -> Vec<u64> {
     }
     breaks.sort_unstable();
     breaks.dedup();
-    breaks.retain(|&b| b > 0);
+    breaks.retain(|&b| b > 0 && b <= ceiling);
     // A knot where no two fits change order cuts nothing: the ranges on either side of it keep one
     // order of all the fits (so any choice among them, whatever filters it, is the same there).
     let order_in = |class: usize| {
-        let at = decision_size(&breaks, if class == 0 { 0 } else { breaks[class - 1] });
+        let at = decision_size_within(&breaks, if class == 0 { 0 } else { breaks[class - 1] }, Some(ceiling));
         let mut order: Vec<usize> = (0..fits.len()).collect();
         order.sort_by(|&i, &j| fits[i].seconds(at).total_cmp(&fits[j].seconds(at)));
         order
@@ -107,6 +131,20 @@ pub fn decision_size(breaks: &[u64], bytes: u64) -> u64 {
     }
 }
 
+/// [`decision_size`], never past `ceiling` (the largest size measured, see the module) unless its
+/// range starts there: the last range is decided where its order was measured.
+pub fn decision_size_within(breaks: &[u64], bytes: u64, ceiling: Option<u64>) -> u64 {
+    let decided = decision_size(breaks, bytes);
+    match ceiling {
+        Some(ceiling) if !breaks.is_empty() => {
+            let class = size_class(breaks, bytes);
+            let lo = if class == 0 { 0 } else { breaks[class - 1] };
+            decided.min(ceiling).max(lo)
+        }
+        _ => decided,
+    }
+}
+
 /// The range of `breaks` that holds `bytes`, in words (`from 9.77 KiB to 22.9 MiB`); `None` with
 /// no breaks (every size is one range).
 pub fn range_words(breaks: &[u64], bytes: u64) -> Option<String> {
@@ -126,7 +164,38 @@ mod tests {
     use crate::advice::model::Observation;
 
     fn line(fixed: f64, per_byte: f64) -> Fit {
-        Fit { fixed, per_byte, sizes: vec![1, 2, 3], error: 0.0, shares: Some(false), knots: Vec::new(), host_speed: None, speed_exponent: None }
+        // Measured as `gpushare calibrate` measures: 4 KiB to 64 MiB.
+        Fit { fixed, per_byte, sizes: vec![4096, 1 << 20, 64 << 20], error: 0.0, shares: Some(false), knots: Vec::new(), host_speed: None, speed_exponent: None }
+    }
+
+    #[test]
+    fn no_cut_past_the_largest_size_measured_and_the_last_range_decided_where_it_was_measured() {
+        // Two moves on one copy engine: 30 µs + 1/400 GB/s against 25 µs + 1/398 GB/s, equal near
+        // 400 MB by the lines carried past the 64 MiB the sweep measured (the notebook's "dlpack
+        // from 221 MiB up"): no cut there, and every size past 64 MiB decides as 64 MiB does.
+        let (a, b) = (line(30e-6, 1.0 / 400e9), line(25e-6, 1.0 / 398e9));
+        let crossing = 5e-6 / (1.0 / 398e9 - 1.0 / 400e9);
+        assert!(crossing > (64u64 << 20) as f64, "{crossing}");
+        assert!(size_breaks(&[&a, &b]).is_empty());
+        // Measured crossings below the ceiling and a noise crossing just past it: the cuts stay
+        // at or below 64 MiB, and the last range is decided there, not at twice its start, where
+        // the lines carried on have crossed again.
+        let b = line(25e-6, 1.0 / 400e9 + 5e-6 / (100u64 << 20) as f64); // equal to `a` at 100 MiB
+        let c = line(10e-6, 1.0 / 400e9 + 20e-6 / (60u64 << 20) as f64); // equal to `a` at 60 MiB
+        let fits = [&a, &b, &c];
+        let breaks = size_breaks(&fits);
+        assert!(!breaks.is_empty() && breaks.iter().all(|&x| x <= 64 << 20), "{breaks:?}");
+        let ceiling = largest_measured(&fits);
+        assert_eq!(ceiling, Some(64 << 20));
+        let fastest = |n: u64| (0..3).min_by(|&i, &j| fits[i].seconds(n).total_cmp(&fits[j].seconds(n))).unwrap();
+        let last = decision_size_within(&breaks, 1 << 40, ceiling);
+        let lo = *breaks.last().unwrap();
+        assert!(last > lo && last <= 64 << 20, "{last}");
+        assert_eq!(fastest(last), fastest(64 << 20));
+        assert_ne!(fastest(2 * lo), fastest(64 << 20), "the clamp matters here: {breaks:?}");
+        assert_eq!(decision_size_within(&breaks, 1, ceiling), decision_size(&breaks, 1));
+        // A range that starts at the ceiling is decided at its start.
+        assert_eq!(decision_size_within(&[64 << 20], 1 << 30, Some(64 << 20)), 64 << 20);
     }
 
     #[test]
