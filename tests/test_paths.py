@@ -210,6 +210,35 @@ def test_cai_from_a_framework_whose_interface_is_read_only_into_one_that_refuses
     assert paths.route(ADAPTERS["cupy"], torch, "cai", (2, 0))[0] == "cai"
 
 
+def test_a_calibrated_auto_makes_no_cut_past_the_largest_size_it_measured(tmp_path, monkeypatch):
+    """Two copying paths of torch→numpy measured up to 1 MiB, whose lines carried on would cross at
+    4 MiB: past the sweep's sizes nothing was measured, so there is no cut there (on 2x H200 the
+    moves' near-equal bandwidths "crossed" at 641 MB by noise), and a 16 MiB array takes the path
+    that was fastest at 1 MiB, in share and in the one auto."""
+    import torch
+    from gpushare import advice
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 10, 1 << 16, 1 << 20)
+    m.add("share", "dlpack", "torch", "numpy", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
+    # Equal to dlpack at 4 MiB: 1e-6 + 1e-9 n = c + 0.99e-9 n there.
+    m.add("share", "copy", "torch", "numpy", "cpu", [(n, 1e-6 + 1e-11 * (4 << 20) + 0.99e-9 * n) for n in sizes], False)
+    advice._save(m)
+    try:
+        src, dst = gpushare.adapters.framework("torch"), gpushare.adapters.framework("numpy")
+        assert paths.auto_size_breaks(src, dst) == ()
+        for nbytes in (4096, 1 << 20, 16 << 20, 1 << 30):
+            assert paths.auto_choice(src, dst, (1, 0), nbytes=nbytes)[0] == "dlpack", nbytes
+        big = torch.ones((16 << 20) // 4)
+        r = gpushare.share(big, "numpy")
+        assert r.path == "dlpack" and not r.unexpected
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()
+
+
 def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_compare_bench_and_the_predictor(
         tmp_path, monkeypatch):
     """Issue 26.4: ``auto`` takes the fastest path for the array's own size. A model in which two

@@ -132,17 +132,14 @@ pub fn decision_size(breaks: &[u64], bytes: u64) -> u64 {
 }
 
 /// [`decision_size`], never past `ceiling` (the largest size measured, see the module) unless its
-/// range starts there: the last range is decided where its order was measured.
+/// range starts there: the last range (or the only one) is decided where its order was measured.
 pub fn decision_size_within(breaks: &[u64], bytes: u64, ceiling: Option<u64>) -> u64 {
     let decided = decision_size(breaks, bytes);
-    match ceiling {
-        Some(ceiling) if !breaks.is_empty() => {
-            let class = size_class(breaks, bytes);
-            let lo = if class == 0 { 0 } else { breaks[class - 1] };
-            decided.min(ceiling).max(lo)
-        }
-        _ => decided,
-    }
+    let Some(ceiling) = ceiling else { return decided };
+    // With no breaks too: the lines may cross past the ceiling, where no cut is made.
+    let class = size_class(breaks, bytes);
+    let lo = if class == 0 { 0 } else { breaks[class - 1] };
+    decided.min(ceiling).max(lo)
 }
 
 /// The range of `breaks` that holds `bytes`, in words (`from 9.77 KiB to 22.9 MiB`); `None` with
@@ -177,6 +174,10 @@ mod tests {
         let crossing = 5e-6 / (1.0 / 398e9 - 1.0 / 400e9);
         assert!(crossing > (64u64 << 20) as f64, "{crossing}");
         assert!(size_breaks(&[&a, &b]).is_empty());
+        // One range, decided at the ceiling for any larger array: `b`, as measured at 64 MiB.
+        assert_eq!(decision_size_within(&[], 1 << 30, largest_measured(&[&a, &b])), 64 << 20);
+        assert_eq!(decision_size_within(&[], 4096, largest_measured(&[&a, &b])), 4096);
+        assert!(b.seconds(64 << 20) < a.seconds(64 << 20) && a.seconds(1 << 30) < b.seconds(1 << 30));
         // Measured crossings below the ceiling and a noise crossing just past it: the cuts stay
         // at or below 64 MiB, and the last range is decided there, not at twice its start, where
         // the lines carried on have crossed again.
