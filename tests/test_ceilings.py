@@ -152,3 +152,30 @@ def test_a_ceiling_is_the_fastest_copy_measured_near_the_size():
     assert c.ceiling("host_memory", 64 << 20) == 10e9, "only 256 MiB is within 16x: memory, not cache"
     assert c.ceiling("host_memory", 1 << 40) == 10e9, "beyond every size: the nearest"
     assert c.ceiling("device_memory:0", 1 << 20) is None
+
+
+def test_the_cost_models_table_shows_no_rate_above_its_ceiling(limits, tmp_path, monkeypatch):
+    """The calibration's table (what ``gpushare.calibrate()`` and ``%gpuinfo`` show) states each
+    copying path's bandwidth as the rate it reached at the largest size measured, which its
+    resources' ceiling bounds; the line's per-byte term is no such rate (on 2x H200 it read 7.7 TB/s
+    for a copy within one GPU that reached 1.9 TB/s), so it is never what the table shows."""
+    import re
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    gpushare.advice.forget()
+    try:
+        model = gpushare.calibrate(["torch", "numpy"], sizes=["4KiB", "1MiB", "16MiB"], device="cpu", repeat=1)
+        text = repr(model)
+        rates = re.findall(r"^(\S+)→(\S+)\s+(\w+) \(share\)\s+cpu\s+\S+ \S+\s+([\d.]+) GB/s at (\d+) (KiB|MiB)", text, re.M)
+        assert rates, text
+        for source, target, path, gbps, size, unit in rates:
+            nbytes = int(size) << (20 if unit == "MiB" else 10)
+            assert nbytes == 16 << 20, text
+            limit, crossed = limits.bound("share", path, (1, 0), (1, 0), nbytes)
+            assert limit is not None, crossed
+            assert float(gbps) * 1e9 <= mc.TOLERANCE * limit, f"{source}→{target} {path}: {gbps} GB/s over {limit / 1e9:.1f} ({crossed})"
+            # The figure is the model's own time at that size, not its line's per-byte term.
+            p = model.predict("share", path, source, target, "cpu", nbytes)
+            assert abs(nbytes / p.seconds / 1e9 / float(gbps) - 1) < 0.01, (path, p.seconds, gbps)
+    finally:
+        gpushare.advice.forget()

@@ -133,7 +133,10 @@ impl Advice {
                     "nothing shares here; it copies".to_string()
                 };
                 let bound = match p.bandwidth {
-                    Some(bw) if p.bound == "bandwidth" => format!("bound by bandwidth ({:.3} GB/s fitted)", bw / 1e9),
+                    // The rate this array is predicted to move at, as the table's column says.
+                    Some(_) if p.bound == "bandwidth" => {
+                        format!("bound by bandwidth ({} for this array)", crate::render::units::bandwidth(self.nbytes, p.seconds - p.waits_for_queue))
+                    }
                     _ => format!("bound by its fixed cost ({})", crate::render::units::time(p.fixed)),
                 };
                 let waits = if p.waits_for_queue > 0.0 {

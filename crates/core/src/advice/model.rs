@@ -228,9 +228,24 @@ impl Fit {
         fixed + per_byte * bytes as f64
     }
 
-    /// Bytes per second of the per-byte term; `None` for a path that moves no bytes.
+    /// Bytes per second of the per-byte term; `None` for a path that moves no bytes. A parameter
+    /// of the line, not a rate any copy reached: over a sweep whose fixed cost grows with size it
+    /// reads far above the hardware (7.7 TB/s for a copy within one H200, whose copies measured
+    /// 1.9 TB/s at most). Tables show [`Fit::largest_throughput`] instead.
     pub fn bandwidth(&self) -> Option<f64> {
         (self.per_byte > 0.0).then(|| 1.0 / self.per_byte)
+    }
+
+    /// `(bytes, bytes per second)` at the largest size the sweep measured: the rate a copy of that
+    /// size reached, fixed cost included (what a table's bandwidth means, and what the hardware's
+    /// ceiling bounds); `None` for a path that moves no bytes or a fit that names no size.
+    pub fn largest_throughput(&self) -> Option<(u64, f64)> {
+        if self.per_byte <= 0.0 {
+            return None;
+        }
+        let largest = self.sizes.iter().copied().max().or_else(|| self.knots.last().map(|k| k.bytes))?;
+        let seconds = self.seconds(largest);
+        (seconds > 0.0).then(|| (largest, largest as f64 / seconds))
     }
 
     /// Which term dominates at `bytes`.

@@ -28,8 +28,11 @@ fn error(r: &AdviceRow) -> String {
 fn bound(r: &AdviceRow, nbytes: u64) -> String {
     match &r.prediction {
         None => String::new(),
+        // The rate this array is predicted to move at (bytes over the predicted time, less any
+        // queued work it waits for), as a measured table's bandwidth is: the line's per-byte term
+        // alone is a parameter that can read above anything the hardware does.
         Some(p) => match p.bandwidth {
-            Some(bw) if p.bound == "bandwidth" => format!("bandwidth {}", units::bandwidth(nbytes, nbytes as f64 / bw)),
+            Some(_) if p.bound == "bandwidth" => format!("bandwidth {}", units::bandwidth(nbytes, p.seconds - p.waits_for_queue)),
             _ => format!("fixed {}", units::time(p.fixed)),
         },
     }
@@ -139,14 +142,23 @@ fn model_rows(m: &CostModel) -> Vec<Vec<String>> {
                 Some(k) => (format!("{}→{}", k.source, k.target), format!("{} ({})", k.path, k.kind), k.place.clone()),
                 None => (label.clone(), String::new(), String::new()),
             };
-            let bandwidth = fit.bandwidth().map_or_else(|| "none (zero-copy)".into(), |bw| format!("{} GB/s", units::sig_figs(bw / 1e9, 3)));
+            // The rate reached at the largest size measured: the line's own per-byte term is no rate
+            // any copy reached (crate::advice::model::Fit::bandwidth).
+            let bandwidth = match (fit.largest_throughput(), fit.bandwidth()) {
+                (Some((bytes, rate)), _) => format!("{} GB/s at {}", units::sig_figs(rate / 1e9, 3), units::bytes(bytes)),
+                (None, Some(bw)) => format!("{} GB/s", units::sig_figs(bw / 1e9, 3)),
+                (None, None) => "none (zero-copy)".into(),
+            };
             vec![pair, path, place, units::time(fit.fixed), bandwidth, format!("{:.0}%", fit.error * 100.0)]
         })
         .collect()
 }
 
 fn model_caption(m: &CostModel) -> String {
-    format!("cost model of this machine: {} paths fitted, time = fixed + bytes / bandwidth", m.fits.len())
+    format!(
+        "cost model of this machine: {} paths fitted, time = fixed + bytes / bandwidth per range of sizes; bandwidth: the rate reached at the largest size measured",
+        m.fits.len()
+    )
 }
 
 pub fn model_text(m: &CostModel) -> String {
@@ -229,8 +241,27 @@ mod tests {
         let pts = [4096u64, 1 << 20, 16 << 20].map(|n| Observation { bytes: n, seconds: 5e-6 + n as f64 / 10e9 });
         assert!(m.add(&key, pts.to_vec(), Some(false)));
         let text = model_text(&m);
-        assert!(text.contains("torch→jax") && text.contains("10.0 GB/s") && text.contains("5.00 µs"), "{text}");
+        // 16 MiB in 5 µs + 1.68 ms: 9.97 GB/s, the rate reached at the largest size measured.
+        assert!(text.contains("torch→jax") && text.contains("9.97 GB/s at 16 MiB") && text.contains("5.00 µs"), "{text}");
         assert!(model_html(&m).contains("<td"));
+    }
+
+    #[test]
+    fn the_model_table_never_shows_the_lines_per_byte_term_as_a_rate() {
+        // A copy within one GPU whose cost is mostly fixed and grows a little with size (2x H200:
+        // its line's per-byte term read 7.7 TB/s while the copy reached 1.9 TB/s at 64 MiB).
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        let key = CostKey { kind: "share".into(), path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
+        let pts = [(4096u64, 10e-6), (1 << 20, 12e-6), (16 << 20, 14e-6), (64 << 20, 35e-6)].map(|(n, t)| Observation { bytes: n, seconds: t });
+        assert!(m.add(&key, pts.to_vec(), Some(false)));
+        let fit = m.fits.values().next().unwrap();
+        let line = fit.bandwidth().unwrap();
+        let (bytes, reached) = fit.largest_throughput().unwrap();
+        assert_eq!(bytes, 64 << 20);
+        assert!((reached - (64u64 << 20) as f64 / 35e-6).abs() < 1e3 && line > 1.5 * reached, "{line} {reached}");
+        let text = model_text(&m);
+        assert!(text.contains("1917 GB/s at 64 MiB"), "{text}");
+        assert!(!text.contains(&format!("{} GB/s", units::sig_figs(line / 1e9, 3))), "{text}");
     }
 
     #[test]
