@@ -536,7 +536,7 @@ class CostModel:
     def to_json(self) -> str: ...
     def add(
         self, kind: str, path: str, source: str, target: str, place: str, points: list[tuple[int, float]],
-        shares: bool | None = None, host_speeds: list[float] | None = None,
+        shares: bool | None = None, host_speeds: list[float] | None = None, ceiling: float | None = None,
     ) -> bool: ...
     def predict(
         self, kind: str, path: str, source: str, target: str, place: str, nbytes: int,

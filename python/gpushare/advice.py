@@ -193,15 +193,18 @@ def _default_frameworks(device: str) -> list[str]:
     return [a.name for a in ADAPTERS.values() if where in a.calibrate_on and a.installed()]
 
 
-def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict]) -> int:
+def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict],
+                limits: Any = None) -> int:
     """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark, each with the
     ``host_speed`` measured before its sweep where there was one) into ``m``, with its verdict:
     True where it shared at every size, False where it copied at every size, None where it did
     both (``auto`` replaces a path only by one with the same verdict, and never one whose verdict
-    depends on the array)."""
+    depends on the array). ``limits`` (:func:`gpushare.ceilings`): each copying path's ceiling at
+    its largest size, below which its cost per byte never falls past the sweep."""
     by_path: dict[str, list[tuple[int, float]]] = {}
     speeds_of: dict[str, list[float | None]] = {}
     verdicts_of: dict[str, set[str]] = {}
+    largest: dict[str, dict] = {}
     for p in points:
         timing = p.get("timing")
         # `shared` starts from a SharedBuffer, not the pair's own arrays: no path for the pair's auto.
@@ -210,6 +213,23 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
         speeds_of.setdefault(p["path"], []).append(p.get("host_speed"))
         verdicts_of.setdefault(p["path"], set()).add(p["verdict"])
+        if int(p["size"]) >= int(largest.get(p["path"], {}).get("size", -1)):
+            largest[p["path"]] = p
+
+    def ceiling(path: str) -> float | None:
+        # The slowest resource the path's largest copy crossed, judged as every table's bandwidth is
+        # (machine_ceilings.table_problems): only for copies within or between places a ceiling
+        # names (a process handoff's is its worker's business).
+        p = largest[path]
+        if limits is None or kind == "process" or p.get("verdict") != "copied" or not p.get("bytes_moved"):
+            return None
+        src = machine_ceilings._dlpack_place(place.split("->")[0])
+        dst = machine_ceilings._memory_place(p.get("target"), src)
+        # The ceiling of the sizes past the sweep, where its lines are carried on: a ceiling for n
+        # bytes is the fastest copy measured within 16x of n, so asked at 64x the largest size it is
+        # a copy of four times that size or more, not one that still fits a cache.
+        bound, _ = limits.bound("share" if dst == src else "move", path, src, dst, 64 * int(p["bytes_moved"]))
+        return bound
 
     def speeds(path: str) -> list[float] | None:
         # Only a share's fixed cost is this interpreter's work. A move's is the framework's copy and
@@ -232,7 +252,7 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         return True if seen == {"shared"} else False if seen == {"copied"} else None
 
     return sum(
-        m.add(kind, path, source, target, place, pts, verdict(path), speeds(path))
+        m.add(kind, path, source, target, place, pts, verdict(path), speeds(path), ceiling(path))
         for path, pts in by_path.items()
     )
 
@@ -313,8 +333,10 @@ def calibrate(
                 if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
                     with Worker(device=worker_device) as worker:
                         measure("process", src, src, size_list, times=per_round, across=worker)
+    # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
+    limits = machine_ceilings.ceilings(gpu=device.startswith("cuda"))
     for (kind, src, dst, place), points in sweeps.items():
-        _fit_points(m, kind, src, dst, place, points)
+        _fit_points(m, kind, src, dst, place, points, limits)
     if save:
         _save(m)
     return m

@@ -150,6 +150,13 @@ pub struct Fit {
     /// `None` (a model cached before the place decided it): [`HOST_SPEED_EXPONENT`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed_exponent: Option<f64>,
+    /// Bytes per second of the slowest resource its copy crosses (the machine's measured ceiling,
+    /// `gpushare.ceilings()`), at the largest size measured: past the sweep its cost per byte is
+    /// never below that. The last segment's slope alone can be far cheaper: on 2x H200 a copy
+    /// within one GPU rose 11.7 µs from 16 to 64 MiB, and carried on it predicted 1 GiB at
+    /// 4.0 TB/s, twice what that memory copies at. `None`: not known (the slope goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<f64>,
 }
 
 impl Fit {
@@ -190,7 +197,7 @@ impl Fit {
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
         }
-        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None };
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None };
         fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
         Some(fit)
     }
@@ -219,7 +226,12 @@ impl Fit {
 
     /// `(fixed, per_byte)` of the line that holds at `bytes`.
     pub fn line_at(&self, bytes: u64) -> (f64, f64) {
-        if self.knots.len() >= 2 { segments::line_at(&self.knots, bytes, self.per_byte) } else { (self.fixed, self.per_byte) }
+        if self.knots.len() >= 2 {
+            let floor = self.ceiling.filter(|c| c.is_finite() && *c > 0.0).map_or(0.0, |c| 1.0 / c);
+            segments::line_at(&self.knots, bytes, self.per_byte, floor)
+        } else {
+            (self.fixed, self.per_byte)
+        }
     }
 
     /// Predicted seconds for `bytes`.

@@ -42,9 +42,11 @@ pub fn knots(points: &[Observation]) -> Option<Vec<Observation>> {
 /// interpolation between the two knots around it. Below the first knot the first segment's line
 /// goes on (never below zero seconds); above the last, the last segment's, or `tail_per_byte` per
 /// byte where the last segment did not rise (noise between two large sizes must not make a copy of
-/// 1 GiB cost what 64 MiB did). A segment whose line would cross zero above zero bytes (a cost per
-/// byte that grows with size) is stated as its average cost per byte there, with no fixed part.
-pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64) -> (f64, f64) {
+/// 1 GiB cost what 64 MiB did), and never less than `floor_per_byte` per byte (the hardware's
+/// ceiling: a slope between two large sizes can be cheaper than any copy is). A segment whose
+/// line would cross zero above zero bytes (a cost per byte that grows with size) is stated as its
+/// average cost per byte there, with no fixed part.
+pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_byte: f64) -> (f64, f64) {
     debug_assert!(knots.len() >= 2, "a segment needs two knots");
     let n = bytes as f64;
     let last = knots.len() - 2;
@@ -53,6 +55,9 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64) -> (f64, f
     let (n1, t1) = (knots[i + 1].bytes as f64, knots[i + 1].seconds);
     let slope = (t1 - t0) / (n1 - n0);
     let intercept = t0 - slope * n0;
+    // Past the last knot: the last segment's cost per byte, or the tail's where it did not rise,
+    // and never below the floor.
+    let beyond = if slope > 0.0 { slope } else { tail_per_byte.max(0.0) }.max(floor_per_byte.max(0.0));
     let seconds = if n < n0 {
         if slope <= 0.0 {
             t0
@@ -62,12 +67,12 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64) -> (f64, f
             intercept + slope * n
         }
     } else if n > n1 {
-        t1 + if slope > 0.0 { slope } else { tail_per_byte.max(0.0) } * (n - n1)
+        t1 + beyond * (n - n1)
     } else {
         t0 + slope * (n - n0)
     };
     // The same seconds as a fixed part and a part per byte, neither negative.
-    let (fixed, per_byte) = if n > n1 && slope <= 0.0 { (t1 - tail_per_byte.max(0.0) * n1, tail_per_byte.max(0.0)) } else { (intercept, slope) };
+    let (fixed, per_byte) = if n > n1 && beyond != slope { (t1 - beyond * n1, beyond) } else { (intercept, slope) };
     if n <= 0.0 || per_byte <= 0.0 {
         (seconds, 0.0)
     } else if fixed >= 0.0 && !(n < n0 && intercept < 0.0) {
@@ -79,7 +84,7 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64) -> (f64, f
 
 /// Seconds at `bytes` through `knots`.
 pub fn seconds(knots: &[Observation], bytes: u64, tail_per_byte: f64) -> f64 {
-    let (fixed, per_byte) = line_at(knots, bytes, tail_per_byte);
+    let (fixed, per_byte) = line_at(knots, bytes, tail_per_byte, 0.0);
     fixed + per_byte * bytes as f64
 }
 
@@ -114,6 +119,29 @@ mod tests {
     }
 
     #[test]
+    fn past_the_sweep_a_copy_is_never_predicted_faster_than_its_ceiling() {
+        // A copy within one H200 (2x H200, 2026-11-28: jax→torch `copy`): 16 MiB in 23.2 µs, 64 MiB
+        // in 34.9 µs. The last segment's slope, 48 MiB in 11.7 µs, is a "4.3 TB/s" that carried on
+        // predicts 1 GiB at 4.0 TB/s; the memory's ceiling (2 TB/s here) bounds it.
+        let k = obs(&[(MIB, 40.3e-6), (16 * MIB, 23.2e-6), (64 * MIB, 34.9e-6)]);
+        let free = seconds(&k, 1024 * MIB, 0.0);
+        assert!((1024 * MIB) as f64 / free > 3.5e12, "{free}");
+        let ceiling = 2e12;
+        let (fixed, per_byte) = line_at(&k, 1024 * MIB, 0.0, 1.0 / ceiling);
+        let bounded = fixed + per_byte * (1024 * MIB) as f64;
+        assert!((bounded - (34.9e-6 + (960 * MIB) as f64 / ceiling)).abs() < 1e-12, "{bounded}");
+        assert!((1024 * MIB) as f64 / bounded < ceiling && fixed >= 0.0 && per_byte > 0.0);
+        // Inside the sweep the floor changes nothing: the measured points hold.
+        for p in &k {
+            let (f, b) = line_at(&k, p.bytes, 0.0, 1.0 / ceiling);
+            assert!(((f + b * p.bytes as f64) / p.seconds - 1.0).abs() < 1e-12);
+        }
+        // A slope already dearer than the floor goes on as it is.
+        let slow = host();
+        assert_eq!(line_at(&slow, 256 * MIB, 0.0, 1.0 / 100e9), line_at(&slow, 256 * MIB, 0.0, 0.0));
+    }
+
+    #[test]
     fn the_sweep_is_matched_and_each_range_keeps_its_own_bandwidth() {
         let k = knots(&host()).unwrap();
         for p in &k {
@@ -122,13 +150,13 @@ mod tests {
         // Between 16 and 64 MiB: 48 MiB more in 30.7 ms more (1.64 GB/s), so 32 MiB takes a third
         // of that past 16 MiB's 5.4 ms; a line through those two points would cross zero above zero
         // bytes, so the time is stated as 32 MiB at its average rate, 2.15 GB/s, with no fixed part.
-        let (fixed, per_byte) = line_at(&k, 32 * MIB, 0.0);
+        let (fixed, per_byte) = line_at(&k, 32 * MIB, 0.0, 0.0);
         let expected = 5372.9e-6 + (36026.4e-6 - 5372.9e-6) / 3.0;
         assert!((seconds(&k, 32 * MIB, 0.0) - expected).abs() < 1e-12);
         assert_eq!(fixed, 0.0);
         assert!(((1.0 / per_byte) / 2.152e9 - 1.0).abs() < 0.01, "{}", 1.0 / per_byte);
         // Between 64 KiB and 1 MiB the fixed part is the ~120 µs of the calls, and positive.
-        let (fixed, per_byte) = line_at(&k, 256 * KIB, 0.0);
+        let (fixed, per_byte) = line_at(&k, 256 * KIB, 0.0, 0.0);
         assert!(fixed > 100e-6 && fixed < 135e-6 && per_byte > 0.0, "{fixed} {per_byte}");
         // Below the sweep: the first segment's line, never below zero.
         assert!(seconds(&k, 0, 0.0) > 0.0 && seconds(&k, 16 * KIB, 0.0) < 135.3e-6);
@@ -141,7 +169,7 @@ mod tests {
     fn a_growing_cost_per_byte_is_stated_without_a_negative_fixed_part() {
         let k = knots(&host()).unwrap();
         for bytes in [KIB, 64 * KIB, 4 * MIB, 20 * MIB, 64 * MIB, 1 << 30] {
-            let (fixed, per_byte) = line_at(&k, bytes, 0.0);
+            let (fixed, per_byte) = line_at(&k, bytes, 0.0, 0.0);
             assert!(fixed >= 0.0 && per_byte >= 0.0, "{bytes}: {fixed} {per_byte}");
         }
     }

@@ -197,7 +197,10 @@ impl PyCostModel {
     /// ``shares``: whether the path shared the source's memory at every size of the sweep.
     /// ``host_speeds``: the host's speed measured with each point (``gpushare.advice.host_speed``),
     /// which the fit takes out of the fixed cost and ``predict`` puts back.
-    #[pyo3(signature = (kind, path, source, target, place, points, shares = None, host_speeds = None))]
+    /// ``ceiling``: bytes per second of the slowest resource the path's copy crosses at the
+    /// largest size measured (``gpushare.ceilings().bound(...)``): past the sweep the fit costs no
+    /// less per byte than that.
+    #[pyo3(signature = (kind, path, source, target, place, points, shares = None, host_speeds = None, ceiling = None))]
     #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
@@ -209,9 +212,15 @@ impl PyCostModel {
         points: Vec<(u64, f64)>,
         shares: Option<bool>,
         host_speeds: Option<Vec<f64>>,
+        ceiling: Option<f64>,
     ) -> bool {
         let points = points.into_iter().map(|(bytes, seconds)| Observation { bytes, seconds }).collect();
-        self.inner.add_measured(&key(kind, path, source, target, place), points, host_speeds, shares)
+        let key = key(kind, path, source, target, place);
+        let added = self.inner.add_measured(&key, points, host_speeds, shares);
+        if added && let Some(fit) = self.inner.fits.get_mut(&key.label()) {
+            fit.ceiling = ceiling.filter(|c| c.is_finite() && *c > 0.0);
+        }
+        added
     }
 
     /// The predicted time of one path for ``nbytes``, or None where it is not calibrated.
