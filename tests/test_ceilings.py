@@ -186,3 +186,24 @@ def test_the_cost_models_table_shows_no_rate_above_its_ceiling(limits, tmp_path,
             assert big / predicted.seconds <= mc.TOLERANCE * far, (path, big / predicted.seconds, far)
     finally:
         gpushare.advice.forget()
+
+
+def test_a_machine_whose_ceilings_cannot_be_measured_still_gets_its_model(tmp_path, monkeypatch):
+    """The ceilings only bound the fits past their sweep: when measuring them fails (a GPU too full
+    for their copies), calibrate says so and fits the lines as measured."""
+    from gpushare.exceptions import GpushareWarning, gpushare_error
+
+    def refuse(*args, **kwargs):
+        raise gpushare_error("cuda", "out of memory (a stand-in for a full GPU)")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(mc, "ceilings", refuse)
+    gpushare.advice.forget()
+    try:
+        with pytest.warns(GpushareWarning, match="ceilings could not be measured"):
+            model = gpushare.calibrate(["torch", "numpy"], sizes=["4KiB", "64KiB", "1MiB"], device="cpu", repeat=1)
+        fits = json.loads(model.to_json())["fits"]
+        assert fits and not any("ceiling" in f for f in fits.values())
+        assert model.predict("share", "copy", "torch", "numpy", "cpu", 1 << 30) is not None
+    finally:
+        gpushare.advice.forget()

@@ -16,11 +16,13 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from gpushare import _native, machine_ceilings, paths, verdicts
 from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framework
+from gpushare.exceptions import GpushareError, GpushareWarning
 
 CostModel = _native.CostModel
 Advice = _native.Advice
@@ -334,7 +336,14 @@ def calibrate(
                     with Worker(device=worker_device) as worker:
                         measure("process", src, src, size_list, times=per_round, across=worker)
     # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
-    limits = machine_ceilings.ceilings(gpu=device.startswith("cuda"))
+    # They bound the fits and nothing else, so a machine that cannot measure them (a GPU too full
+    # for their 256 MiB copies) still gets its model, with lines carried on as measured.
+    try:
+        limits = machine_ceilings.ceilings(gpu=device.startswith("cuda"))
+    except GpushareError as e:
+        warnings.warn(f"calibrate: this machine's ceilings could not be measured ({e}); past the sizes "
+                      "calibrated, predictions carry the measured lines on", GpushareWarning, stacklevel=2)
+        limits = None
     for (kind, src, dst, place), points in sweeps.items():
         _fit_points(m, kind, src, dst, place, points, limits)
     if save:
