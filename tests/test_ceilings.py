@@ -177,13 +177,14 @@ def test_the_cost_models_table_shows_no_rate_above_its_ceiling(limits, tmp_path,
             # The figure is the model's own time at that size, not its line's per-byte term.
             p = model.predict("share", path, source, target, "cpu", nbytes)
             assert abs(nbytes / p.seconds / 1e9 / float(gbps) - 1) < 0.01, (path, p.seconds, gbps)
-            # Past the sweep the fit carries the ceiling of larger copies, and no prediction beats it.
+            # Past the sweep the fit carries the ceiling of larger copies (measured by calibrate, the
+            # fastest copy of 64 MiB or more), and no prediction beats it: 1 GiB costs at least the
+            # 16 MiB measured plus the rest at the ceiling.
             big = 1 << 30
             fit = json.loads(model.to_json())["fits"][f"share {source}->{target} {path} @cpu"]
-            far, _ = limits.bound("share", path, (1, 0), (1, 0), big)
-            assert fit.get("ceiling") and far is not None, fit
+            assert fit.get("ceiling", 0) > 0, fit
             predicted = model.predict("share", path, source, target, "cpu", big)
-            assert big / predicted.seconds <= mc.TOLERANCE * far, (path, big / predicted.seconds, far)
+            assert big / predicted.seconds <= big / (big - nbytes) * fit["ceiling"], (path, big / predicted.seconds, fit)
     finally:
         gpushare.advice.forget()
 
