@@ -225,12 +225,11 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         p = largest[path]
         if limits is None or kind == "process" or p.get("verdict") != "copied" or not p.get("bytes_moved"):
             return None
-        src = machine_ceilings._dlpack_place(place.split("->")[0])
-        dst = machine_ceilings._memory_place(p.get("target"), src)
         # The ceiling of the sizes past the sweep, where its lines are carried on: a ceiling for n
         # bytes is the fastest copy measured within 16x of n, so asked at 64x the largest size it is
         # a copy of four times that size or more, not one that still fits a cache.
-        bound, _ = limits.bound("share" if dst == src else "move", path, src, dst, 64 * int(p["bytes_moved"]))
+        source_place = machine_ceilings.dlpack_place(place.split("->")[0])
+        bound, _ = limits.bound_of_row(source_place, p, 64 * int(p["bytes_moved"]))
         return bound
 
     def speeds(path: str) -> list[float] | None:

@@ -195,6 +195,14 @@ class Ceilings:
             return None, [key for key, _ in crossed]
         return min(limits), [key for key, _ in crossed]  # type: ignore[type-var]
 
+    def bound_of_row(self, source: tuple[int, int], row: dict[str, Any], nbytes: int | None = None) -> tuple[float | None, list[str]]:
+        """:meth:`bound` of the copy a table's row (or a sweep's point) made from DLPack device
+        ``source``: into its target's memory, a share where that is the source's device and a move
+        where it is another, of ``nbytes`` (the bytes it moved by default)."""
+        target = _memory_place(row.get("target"), source)
+        kind = "share" if target == source else "move"
+        return self.bound(kind, row["path"], source, target, int(nbytes if nbytes is not None else row["bytes_moved"]))
+
     def to_dict(self) -> dict[str, Any]:
         # A copy the caller may change without changing the cache this object holds.
         return copy.deepcopy(self._data)
@@ -267,7 +275,7 @@ def ceilings(refresh: bool = False, *, gpu: bool = True) -> Ceilings:
     return Ceilings(data)
 
 
-def _dlpack_place(device: str) -> tuple[int, int]:
+def dlpack_place(device: str) -> tuple[int, int]:
     """``"cpu"`` → ``(1, 0)``, ``"cuda:1"`` → ``(2, 1)``: a bench's device as DLPack names it."""
     name, _, index = str(device).partition(":")
     return (1, 0) if name == "cpu" else (2, int(index or 0))
@@ -296,7 +304,7 @@ def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
     limits = limits if limits is not None else ceilings()
     data = table.to_dict()
     if "points" in data:
-        source, rows = _dlpack_place(data.get("device", "cpu")), data["points"]
+        source, rows = dlpack_place(data.get("device", "cpu")), data["points"]
     else:
         source, rows = _memory_place(data["source"], (1, 0)), data["rows"]
     problems = []
@@ -314,9 +322,7 @@ def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
         if row.get("verdict") == "shared" or not row.get("bytes_moved"):
             problems.append(f"{where}: shared memory moves no bytes, yet shows {bandwidth / 1e9:.1f} GB/s")
             continue
-        target = _memory_place(row.get("target"), source)
-        kind = "share" if target == source else "move"
-        limit, crossed = limits.bound(kind, row["path"], source, target, int(row["bytes_moved"]))
+        limit, crossed = limits.bound_of_row(source, row)
         if limit is None:
             problems.append(f"{where}: no ceiling measured for {', '.join(crossed) or 'its copy'}")
         elif bandwidth > TOLERANCE * limit:

@@ -308,8 +308,7 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // Decided at one size of the range of sizes `bytes` lies in, inside which the paths' order does
     // not change: the same choice for every array of the range, whoever asks.
     // Past the largest size the sweep measured, at that size (crate::advice::crossings).
-    let breaks = model.size_breaks(kind, facts.source_name, facts.target_name, &place, rules.path);
-    let ceiling = model.largest_measured(kind, facts.source_name, facts.target_name, &place, rules.path);
+    let (breaks, ceiling) = model.size_breaks_and_ceiling(kind, facts.source_name, facts.target_name, &place, rules.path);
     let decided_at = crate::advice::crossings::decision_size_within(&breaks, bytes, ceiling);
     // Only paths that apply to any array of the pair (not `shared`, which needs a SharedBuffer) and
     // that order the consumer after the producer's queued work.

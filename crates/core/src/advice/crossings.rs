@@ -44,15 +44,14 @@ impl CostModel {
     /// (see the module): sorted, none repeated. Empty for a pair whose candidates all cost the same
     /// at every size (paths that share: no bytes move) or order the same way at every size.
     pub fn size_breaks(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> Vec<u64> {
-        let fits: Vec<&Fit> = self.same_verdict_fits(kind, source, target, place, like).into_iter().map(|(_, f)| f).collect();
-        size_breaks(&fits)
+        self.size_breaks_and_ceiling(kind, source, target, place, like).0
     }
 
-    /// The largest size any of [`CostModel::same_verdict_fits`] was measured at (see the module);
-    /// `None` where none says.
-    pub fn largest_measured(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> Option<u64> {
+    /// [`CostModel::size_breaks`] and the largest size any of those fits was measured at (see the
+    /// module; `None` where none says), from one lookup of the fits: what `auto` decides with.
+    pub fn size_breaks_and_ceiling(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> (Vec<u64>, Option<u64>) {
         let fits: Vec<&Fit> = self.same_verdict_fits(kind, source, target, place, like).into_iter().map(|(_, f)| f).collect();
-        largest_measured(&fits)
+        (size_breaks(&fits), largest_measured(&fits))
     }
 }
 

@@ -400,6 +400,14 @@ impl CostModel {
         CostModel { machine, created, ..Default::default() }
     }
 
+    /// Bounds the fit of `key` by `ceiling` (bytes per second, see [`Fit::ceiling`]); a ceiling
+    /// that is not a positive number bounds nothing.
+    pub fn set_ceiling(&mut self, key: &CostKey, ceiling: Option<f64>) {
+        if let Some(fit) = self.fits.get_mut(&key.label()) {
+            fit.ceiling = ceiling.filter(|c| c.is_finite() && *c > 0.0);
+        }
+    }
+
     /// Fits `points` for `key` and keeps both; false when they cannot be fitted (fewer than three
     /// sizes, a failed measurement). `shares`: whether the path shared memory in that sweep.
     pub fn add(&mut self, key: &CostKey, points: Vec<Observation>, shares: Option<bool>) -> bool {

@@ -217,8 +217,8 @@ impl PyCostModel {
         let points = points.into_iter().map(|(bytes, seconds)| Observation { bytes, seconds }).collect();
         let key = key(kind, path, source, target, place);
         let added = self.inner.add_measured(&key, points, host_speeds, shares);
-        if added && let Some(fit) = self.inner.fits.get_mut(&key.label()) {
-            fit.ceiling = ceiling.filter(|c| c.is_finite() && *c > 0.0);
+        if added {
+            self.inner.set_ceiling(&key, ceiling);
         }
         added
     }
