@@ -47,6 +47,13 @@ def test_the_process_paths_that_work_on_a_cpu_are_fitted_beside_the_shares(model
     fits = m.to_dict()["fits"]
     assert all(f.get("host_speed") is None for label, f in fits.items() if label.startswith("process "))
     assert all(f.get("host_speed") for label, f in fits.items() if label.startswith("share "))
+    # A handoff by a handle (shm's segment name, torch's storage descriptor) costs the same at every
+    # size, whatever the worker's drift during the sweep; gloo sends the bytes, so its line grows.
+    for path in ("shm", "torch_mp"):
+        f = fits[f"process torch->torch {path} @cpu->process"]
+        assert f["per_byte"] == 0.0 and not f.get("knots"), (path, f)
+    gloo = m.predict("process", "gloo", "torch", "torch", "cpu->process", 64 << 20, "none")
+    assert gloo.seconds > m.predict("process", "gloo", "torch", "torch", "cpu->process", 4 << 10, "none").seconds
 
 
 def test_advise_across_processes_predicts_each_calibrated_path(model):

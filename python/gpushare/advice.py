@@ -490,7 +490,10 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
                 continue
             copies = _native.copied_by_design("process", path)
             if path == "shm" and copies is None and processes.shm_copies(obj):
-                copies = "copied into a shared memory segment gpushare makes, which the worker maps"
+                # Once, before the first handoff: the handoffs predicted here pass the segment's name
+                # (crates/core/src/paths.rs, handoff_moves_bytes).
+                copies = "copied once into a shared memory segment gpushare makes (before the first handoff, " \
+                         "not in the time predicted), which the worker maps"
             rows.append(_row(kind, path, "copied" if copies else "shared", copies, where, src.name, dst.name,
                              nbytes, m, queued, speed))
     elif device is not None:

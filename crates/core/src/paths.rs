@@ -168,6 +168,18 @@ pub fn copied_by_design(kind: PathKind, name: &str) -> Option<&'static str> {
     find(kind, name).and_then(|p| p.copies_by_design)
 }
 
+/// Whether every handoff by this path moves the array's bytes, so that its time grows with size.
+/// A process path that copies nothing by design hands the worker a handle (a CUDA IPC handle, a
+/// shared-memory segment's name, torch's storage descriptor): whatever it copies, it copies once
+/// before the first handoff (`shm` a private array into a segment, `torch_mp` a storage into
+/// shared memory), and the handoffs a sweep times after it cost the same at every size. Fitting
+/// them a cost per byte fits the worker's drift: on the 2-core CPU of 2026-11-27 `shm`'s line rose
+/// from 166 to 273 µs between 16 KiB and 32 MiB while its handoffs read 150-155 µs at every size
+/// (benchmarks/bench_advice.py).
+pub fn handoff_moves_bytes(kind: PathKind, name: &str) -> bool {
+    kind != PathKind::Process || copied_by_design(kind, name).is_some()
+}
+
 /// Where an array lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {

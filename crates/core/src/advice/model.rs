@@ -427,8 +427,12 @@ impl CostModel {
         let label = key.label();
         // A handoff that shared at every size moved no bytes: its time does not grow with size, and
         // a slope fitted to three noisy points would predict 200 µs at 64 MiB for a 50 µs handoff.
-        // One that copied pays per byte, at a rate that may change with size: a line per range.
-        let fit_of = |pts: &[Observation]| if shares == Some(true) { Fit::constant(pts) } else { Fit::segmented(pts) };
+        // Nor does a process handoff by a handle, whatever it copied once before the first
+        // (crate::paths::handoff_moves_bytes). One that copied pays per byte, at a rate that may
+        // change with size: a line per range.
+        let constant = shares == Some(true)
+            || crate::paths::PathKind::parse(&key.kind).is_some_and(|kind| !crate::paths::handoff_moves_bytes(kind, &key.path));
+        let fit_of = |pts: &[Observation]| if constant { Fit::constant(pts) } else { Fit::segmented(pts) };
         let speeds = host_speeds.filter(|s| s.len() == points.len() && s.iter().all(|v| v.is_finite() && *v > 0.0));
         let exponent = host_speed_exponent(&key.place);
         let fit = match &speeds {
@@ -440,7 +444,7 @@ impl CostModel {
                     .zip(speeds)
                     .map(|(p, speed)| {
                         // The fixed part of this point, as measured (all of a shared handoff's time).
-                        let fixed = if shares == Some(true) { p.seconds } else { raw.fixed.min(p.seconds) };
+                        let fixed = if constant { p.seconds } else { raw.fixed.min(p.seconds) };
                         let factor = (speed / reference).powf(exponent);
                         Observation { bytes: p.bytes, seconds: p.seconds - fixed * (1.0 - 1.0 / factor) }
                     })

@@ -52,6 +52,31 @@ fn a_path_that_shared_at_every_size_has_no_per_byte_cost() {
 }
 
 #[test]
+fn a_process_handoff_by_a_handle_costs_the_same_at_every_size_and_one_by_a_collective_grows() {
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    // The 2-core CPU of 2026-11-27: `shm` handoffs (the array copied into its segment once, before
+    // them) drifting upwards over one sweep, as its rounds did; its verdict is "copied".
+    let drift = [(4 * KIB, 152e-6), (64 * KIB, 167e-6), (MIB, 214e-6), (16 * MIB, 265e-6), (64 * MIB, 288e-6)]
+        .map(|(bytes, seconds)| Observation { bytes, seconds });
+    let key = |path: &str| CostKey { kind: "process".into(), path: path.into(), source: "numpy".into(), target: "numpy".into(), place: "cpu->process".into() };
+    m.add(&key("shm"), drift.to_vec(), Some(false));
+    let shm = m.fit(&key("shm")).unwrap();
+    assert_eq!(shm.per_byte, 0.0, "{shm:?}");
+    assert_eq!(shm.seconds(64 * MIB), shm.seconds(4 * KIB));
+    assert!(shm.fixed > 152e-6 && shm.fixed < 288e-6, "{shm:?}");
+    assert_eq!(shm.shares, Some(false), "the verdict stays the sweep's");
+    // gloo sends the bytes on every handoff: a line that grows.
+    let sends = points(300e-6, 1e9, &[4 * KIB, MIB, 16 * MIB, 64 * MIB]);
+    m.add(&key("gloo"), sends, Some(false));
+    let gloo = m.fit(&key("gloo")).unwrap();
+    assert!(gloo.seconds(64 * MIB) > 50.0 * gloo.seconds(4 * KIB), "{gloo:?}");
+    // A share path that copied keeps its cost per byte.
+    assert!(crate::paths::handoff_moves_bytes(crate::paths::PathKind::Share, "dlpack"));
+    assert!(!crate::paths::handoff_moves_bytes(crate::paths::PathKind::Process, "ipc"));
+    assert!(crate::paths::handoff_moves_bytes(crate::paths::PathKind::Process, "nccl"));
+}
+
+#[test]
 fn a_copy_whose_cost_per_byte_changes_with_size_is_predicted_range_by_range() {
     // The `host` path cupy→jax on the 2× H200 (2026-11-26): calibrated at 64 KiB, 1, 16 and
     // 64 MiB, then measured at 32 MiB: 18.4 ms. One line over the sweep said 10.6 ms (42 % off);
