@@ -161,7 +161,19 @@ impl Advice {
                 } else {
                     "predicted fastest"
                 };
-                (Some(path), format!("{verdict}, {fastest}: {}, {bound}{waits}{busy}", crate::render::units::time(p.seconds)))
+                let close = Self::close_second(&pool, row, p)
+                    .map(|(second, q)| {
+                        format!(
+                            "; {} is predicted {:.0} % slower ({}), within the model's error (±{:.0} %): the two may trade \
+                             places from one calibration to the next, and `compare` measures both",
+                            second.path,
+                            (q.seconds / p.seconds - 1.0) * 100.0,
+                            crate::render::units::time(q.seconds),
+                            p.tolerance.max(q.tolerance) * 100.0
+                        )
+                    })
+                    .unwrap_or_default();
+                (Some(path), format!("{verdict}, {fastest}: {}, {bound}{waits}{busy}{close}", crate::render::units::time(p.seconds)))
             }
             // The rules' choice stands only where it is not predicted to fail.
             None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
@@ -175,6 +187,20 @@ impl Advice {
         self.recommended = recommended;
         self.why = why;
         self
+    }
+
+    /// The next fastest path the recommendation could have been (same verdict, in `pool`: it works
+    /// and orders the handoff), where its prediction lies within the model's stated error of the
+    /// recommendation's: the model cannot tell the two apart, and which one it predicts faster
+    /// follows the noise of each calibration (between two H200s `move` and `p2p` were predicted a
+    /// few percent apart below 8 MiB, in either order by calibration: notebook 08).
+    fn close_second<'r>(pool: &[&'r AdviceRow], chosen: &AdviceRow, p: &Prediction) -> Option<(&'r AdviceRow, &'r Prediction)> {
+        pool.iter()
+            .filter(|r| r.path != chosen.path && r.verdict == chosen.verdict)
+            .filter_map(|r| r.prediction.as_ref().map(|q| (*r, q)))
+            .filter(|(_, q)| q.seconds.is_finite() && q.seconds >= p.seconds)
+            .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
+            .filter(|(_, q)| q.seconds <= p.seconds * (1.0 + p.tolerance.max(q.tolerance)))
     }
 
     /// Whether `r` has `chosen`'s verdict, works and is predicted under `chosen_s`, but was left out
@@ -281,6 +307,31 @@ mod tests {
         let mut unordered = row("capsule", "shared", Some(15e-6));
         unordered.ordered = false;
         assert_eq!(advice(vec![row("dlpack", "shared", Some(20e-6)), unordered]).decide(Some("dlpack")).recommended.as_deref(), Some("dlpack"));
+    }
+
+    #[test]
+    fn a_second_path_within_the_models_error_is_named_and_one_beyond_it_is_not() {
+        // Between two H200s at 4 MiB (notebook 08, 2026-11-28): move 25.5 µs, p2p 27.0 µs.
+        let moves = |p2p: f64| {
+            let mut rows = vec![row("p2p", "copied", Some(p2p)), row("move", "copied", Some(25.5e-6)), row("dlpack", "copied", Some(49.4e-6))];
+            for r in &mut rows {
+                r.kind = "move".into();
+                r.prediction.as_mut().unwrap().tolerance = 0.15;
+            }
+            advice(rows).decide(Some("p2p"))
+        };
+        let close = moves(27.0e-6);
+        assert_eq!(close.recommended.as_deref(), Some("move"));
+        assert!(close.why.contains("p2p is predicted 6 % slower") && close.why.contains("±15 %"), "{}", close.why);
+        assert!(!close.why.contains("dlpack is predicted"), "{}", close.why);
+        let apart = moves(40.0e-6);
+        assert!(!apart.why.contains("slower"), "{}", apart.why);
+        // Only a path the recommendation could have been: not one of another verdict, nor one left
+        // out for its ordering.
+        let mut unordered = row("cai", "shared", Some(16e-6));
+        unordered.ordered = false;
+        let a = advice(vec![row("dlpack", "shared", Some(15e-6)), unordered, row("copy", "copied", Some(15.5e-6))]).decide(Some("dlpack"));
+        assert!(!a.why.contains("slower"), "{}", a.why);
     }
 
     #[test]
