@@ -163,11 +163,12 @@ impl Advice {
                 };
                 let close = Self::close_second(&pool, row, p)
                     .map(|(second, q)| {
+                        let slower = (q.seconds / p.seconds - 1.0) * 100.0;
+                        let how = if slower < 0.5 { "as fast".to_string() } else { format!("{slower:.0} % slower") };
                         format!(
-                            "; {} is predicted {:.0} % slower ({}), within the model's error (±{:.0} %): the two may trade \
+                            "; {} is predicted {how} ({}), within the model's error (±{:.0} %): the two may trade \
                              places from one calibration to the next, and `compare` measures both",
                             second.path,
-                            (q.seconds / p.seconds - 1.0) * 100.0,
                             crate::render::units::time(q.seconds),
                             p.tolerance.max(q.tolerance) * 100.0
                         )
@@ -324,6 +325,7 @@ mod tests {
         assert_eq!(close.recommended.as_deref(), Some("move"));
         assert!(close.why.contains("p2p is predicted 6 % slower") && close.why.contains("±15 %"), "{}", close.why);
         assert!(!close.why.contains("dlpack is predicted"), "{}", close.why);
+        assert!(moves(25.5e-6).why.contains(" is predicted as fast (25.5 µs)"), "{}", moves(25.5e-6).why);
         let apart = moves(40.0e-6);
         assert!(!apart.why.contains("slower"), "{}", apart.why);
         // Only a path the recommendation could have been: not one of another verdict, nor one left
