@@ -93,7 +93,7 @@ def main() -> int:
     import torch
 
     import gpushare
-    from gpushare import _native, topology
+    from gpushare import _native, advice, topology
     from gpushare.adapters import framework
 
     if torch.cuda.device_count() < 2:
@@ -117,6 +117,11 @@ def main() -> int:
         a = torch.randn(n, device="cuda:0")
         b = torch.empty(n, device="cuda:1")
         row: dict = {"bytes": nbytes}
+        # The host's speed in this process (seconds of a fixed piece of Python work): share(device=)
+        # adds 12-16 µs of host work to the copy at the host's usual speed and about 40 in a process
+        # on a vCPU 1.7x slower (scripts/probe_share_move_spread.py on 2x H200, 2026-11-28), so a
+        # ratio is read beside it.
+        row["host_speed_us"] = advice.host_speed() * 1e6  # not "_s": those keys become bandwidths below
         row["torch_copy_s"] = timed(lambda: b.copy_(a), sync, args.repeat)
         stream = torch.cuda.current_stream(0).cuda_stream
         copy_of = _native.SharedBuffer._copy_of
@@ -191,6 +196,8 @@ def main() -> int:
               f"share {row['p2p_share_GBps']:.0f} GB/s (until usable: core {row['p2p_core_usable_GBps']:.0f}, "
               f"share {row['p2p_share_usable_GBps']:.0f}) | pinned {row['pinned_core_GBps']:.1f} GB/s | "
               f"host link H2D {row['h2d_raw_GBps']:.1f} D2H {row['d2h_raw_GBps']:.1f} GB/s | correct {row['p2p_correct']}")
+        print(f"  host speed {row['host_speed_us']:.1f} µs of fixed Python work "
+              "(24-33 at the usual speed of the 2x H200 hosts of 2026-11-28, 40-52 in a slow process)")
         print(f"  targets: {row['met']}  ratios: { {k: (None if v is None else round(v, 3)) for k, v in row['targets'].items()} }"
               f"  calls that left work pending: {row['pending_after']} (on {row['pending_on']})")
     json.dump(out, open(args.json, "w"), indent=2)
