@@ -285,3 +285,33 @@ def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_comp
     finally:
         advice.cache_file().unlink()
         advice.forget()
+
+
+def test_advise_says_where_autos_ranges_are_a_tie_within_the_models_error(tmp_path, monkeypatch):
+    """Two copying paths of torch→numpy whose lines cross at 10 000 bytes but lie within a few
+    percent of each other everywhere (as `move` and `p2p` between two H200s below 14 MiB, notebook
+    08): `auto` still changes path at the crossing, and `advise` says both ranges are a tie the
+    model cannot break, in its footer and its JSON (`close`); `paths.auto_ranges` gives the same."""
+    import torch
+    from gpushare import advice
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 10, 1 << 16, 1 << 20)
+    m.add("share", "dlpack", "torch", "numpy", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
+    m.add("share", "copy", "torch", "numpy", "cpu", [(n, 1.5e-6 + 0.95e-9 * n) for n in sizes], False)
+    advice._save(m)
+    try:
+        src, dst = gpushare.adapters.framework("torch"), gpushare.adapters.framework("numpy")
+        assert paths.auto_size_breaks(src, dst) == (10_000,)
+        assert paths.auto_ranges(src, dst) == [(0, 10_000, "dlpack", "copy"), (10_000, None, "copy", "dlpack")]
+        a = gpushare.advise(torch.ones(1024), "numpy")
+        assert a.to_dict()["auto_by_size"] == [{"from": 0, "below": 10_000, "path": "dlpack", "close": "copy"},
+                                               {"from": 10_000, "below": None, "path": "copy", "close": "dlpack"}]
+        text = repr(a)
+        assert "auto by size for this pair: dlpack below 9.77 KiB, copy from 9.77 KiB up" in text, text
+        assert "a tie it cannot break (the ranges there may change with the next calibration): copy and dlpack at every size" in text, text
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()

@@ -359,6 +359,22 @@ def auto_size_breaks(
     capsule_refuses_readonly: bool = False,
     source_readonly: bool | None = None,
 ) -> list[int]: ...
+def auto_ranges(
+    endpoints: tuple[bool, bool, bool, bool],
+    source: tuple[int, int],
+    destination: tuple[int, int] | None = None,
+    target: str = "",
+    peer_access: bool | None = None,
+    across: bool = False,
+    model: CostModel | None = None,
+    source_name: str = "",
+    producer_busy: bool = False,
+    import_waits: bool = False,
+    source_shares_host: bool = False,
+    cai_unordered: bool = False,
+    capsule_refuses_readonly: bool = False,
+    source_readonly: bool | None = None,
+) -> list[tuple[int, int | None, str, str | None]]: ...
 def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
 
@@ -557,7 +573,7 @@ class Advice:
         self, source: str, target: str, nbytes: int, place: str, rows: list[dict[str, Any]],
         rules_choice: str | None = None, queued: float = 0.0, model_note: str | None = None,
         producer: Literal["idle", "busy", "unknown"] = "idle",
-        auto_by_size: Sequence[tuple[int, int | None, str]] = (),
+        auto_by_size: Sequence[tuple[int, int | None, str, str | None]] = (),
     ) -> None: ...
     @property
     def recommended(self) -> str | None: ...

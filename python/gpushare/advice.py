@@ -524,17 +524,11 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
 
 
 def _auto_by_size(src: Any, dst: Any, source_device: tuple[int, int], destination: tuple[int, int] | None = None,
-                  source_readonly: bool | None = None) -> list[tuple[int, int | None, str]]:
-    """``(from, below or None, path)``: the path THE ``auto`` takes for each range of sizes of this
-    pair, where the model's choice changes with size (``paths.auto_size_breaks``); empty where one
-    path serves every size. Each range is asked at its first size, which ``auto`` decides like
-    every other size of it."""
-    breaks = paths.auto_size_breaks(src, dst, source_device, destination, source_readonly)
-    ranges: list[tuple[int, int | None, str]] = []
-    for start, below in zip((0, *breaks), (*breaks, None)):
-        path = paths.auto_choice(src, dst, source_device, destination, source_readonly=source_readonly, nbytes=start)[0]
-        if ranges and ranges[-1][2] == path:  # two ranges the same path serves: one
-            ranges[-1] = (ranges[-1][0], below, path)
-        else:
-            ranges.append((start, below, path))
-    return ranges if len(ranges) > 1 else []
+                  source_readonly: bool | None = None) -> list[tuple[int, int | None, str, str | None]]:
+    """``(from, below or None, path, close or None)``: the path THE ``auto`` takes for each range of
+    sizes of this pair, where the model's choice changes with size, and a path predicted within the
+    model's error of it there (``paths.auto_ranges``); empty where one path serves every size."""
+    if not paths.auto_size_breaks(src, dst, source_device, destination, source_readonly):
+        return []  # one path at every size (asked of the kept breaks: no range is worked out)
+    ranges = paths.auto_ranges(src, dst, source_device, destination, source_readonly)
+    return ranges if len({path for _, _, path, _ in ranges}) > 1 else []

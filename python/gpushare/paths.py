@@ -123,6 +123,24 @@ def auto_size_breaks(
     return breaks
 
 
+def auto_ranges(
+    src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
+    destination: tuple[int, int] | None = None, source_readonly: bool | None = None,
+) -> list[tuple[int, int | None, str, str | None]]:
+    """``(from, below or None, path, close or None)``: the path THE ``auto`` takes for each range of
+    sizes of these facts (the ranges of :func:`auto_size_breaks`, neighbours with the same path
+    joined; one range where one path serves every size), and ``close``, another path it could take
+    that the model predicts within its stated error there: a tie the model cannot break
+    (``crates/core/src/paths.rs``, ``auto_ranges``). Without a model, the rules' one range."""
+    from gpushare import advice
+
+    return list(_native.auto_ranges(
+        endpoints(src, dst), tuple(source_device), destination, dst.name, model=advice.auto_model(),
+        source_name=src.name, import_waits=dst.dlpack_import_waits, cai_unordered=not dst.cai_import_orders,
+        capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
+    ))
+
+
 # (the model, source, target, source place, destination, read-only) -> auto_size_breaks' answer;
 # cleared with the model (advice.forget()), as the routes are.
 _SIZE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}

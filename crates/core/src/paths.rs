@@ -322,20 +322,7 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // Past the largest size the sweep measured, at that size (crate::advice::crossings).
     let (breaks, ceiling) = model.size_breaks_and_ceiling(kind, facts.source_name, facts.target_name, &place, rules.path);
     let decided_at = crate::advice::crossings::decision_size_within(&breaks, bytes, ceiling);
-    // Only paths that apply to any array of the pair (not `shared`, which needs a SharedBuffer) and
-    // that order the consumer after the producer's queued work.
-    let on_device = matches!(facts.source, Place::Device(_));
-    // A legacy capsule carries no flags: it replaces another path only where that loses nothing. On
-    // a GPU it carries no stream either (`orders_finished_values` keeps it out there); a source that
-    // refuses to export read-only arrays by one (NumPy) gets it only for an array known to be
-    // writable. Elsewhere it is the same handoff with less protocol around it: tf→torch on a CPU by
-    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py, 2026-11-26).
-    let capsule_loses_nothing = !facts.endpoints.source_capsule_refuses_readonly || facts.source_readonly == Some(false);
-    let general = |path: &str| {
-        find(rules.kind, path).is_some_and(|spec| spec.modelled)
-            && orders_finished_values(rules.kind, path, &facts.endpoints, on_device)
-            && (path != "capsule" || rules.path == "capsule" || capsule_loses_nothing)
-    };
+    let general = |path: &str| may_replace(facts, &rules, path);
     // A busy producer: a path whose host waits for its queued work costs at least all of it (an
     // amount the driver cannot tell), so one ordered on the device is taken where one is calibrated.
     let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
@@ -384,6 +371,83 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
         }
         _ => rules,
     }
+}
+
+/// Whether the model may put `path` in place of the rules' choice: a path that applies to any
+/// array of the pair (not `shared`, which needs a SharedBuffer) and that orders the consumer after
+/// the producer's queued work.
+fn may_replace(facts: &AutoFacts<'_>, rules: &AutoChoice, path: &str) -> bool {
+    let on_device = matches!(facts.source, Place::Device(_));
+    // A legacy capsule carries no flags: it replaces another path only where that loses nothing. On
+    // a GPU it carries no stream either (`orders_finished_values` keeps it out there); a source that
+    // refuses to export read-only arrays by one (NumPy) gets it only for an array known to be
+    // writable. Elsewhere it is the same handoff with less protocol around it: tf→torch on a CPU by
+    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py, 2026-11-26).
+    let capsule_loses_nothing = !facts.endpoints.source_capsule_refuses_readonly || facts.source_readonly == Some(false);
+    find(rules.kind, path).is_some_and(|spec| spec.modelled)
+        && orders_finished_values(rules.kind, path, &facts.endpoints, on_device)
+        && (path != "capsule" || rules.path == "capsule" || capsule_loses_nothing)
+}
+
+/// The path `auto` could have taken instead of its choice for these facts that the model predicts
+/// within its stated error of that choice (at the size `auto` decides at): the two are a tie the
+/// model cannot break, and which one it predicts faster follows each calibration's noise (between
+/// two H200s `move` and `p2p` below about 14 MiB: notebook 08). `None` without a model, where the
+/// rules' choice has no fits, or where every other candidate is predicted further off.
+pub fn auto_close_second(facts: &AutoFacts<'_>) -> Option<&'static str> {
+    let model = facts.model?;
+    let rules = rules_auto(facts);
+    let place = model_place(facts, &rules)?;
+    let choice = resolve_auto(facts);
+    let kind = rules.kind.name();
+    let (breaks, ceiling) = model.size_breaks_and_ceiling(kind, facts.source_name, facts.target_name, &place, rules.path);
+    let at = crate::advice::crossings::decision_size_within(&breaks, facts.nbytes.unwrap_or(AUTO_REFERENCE_BYTES), ceiling);
+    // With a busy producer `auto` weighs only paths ordered on the device where it took one.
+    let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
+    let calm_only = facts.producer_busy && !waits(choice.path);
+    let candidates = model.same_verdict_fits(kind, facts.source_name, facts.target_name, &place, rules.path);
+    let (_, chosen) = candidates.iter().find(|(path, _)| *path == choice.path)?;
+    let chosen_s = chosen.seconds(at);
+    candidates
+        .iter()
+        .filter(|(path, _)| *path != choice.path && (may_replace(facts, &rules, path) || *path == rules.path))
+        .filter(|(path, _)| !calm_only || !waits(path))
+        .map(|(path, fit)| (*path, fit.seconds(at), fit.tolerance(at).max(chosen.tolerance(at))))
+        .filter(|(_, seconds, _)| seconds.is_finite() && *seconds >= chosen_s)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|(_, seconds, tolerance)| *seconds <= chosen_s * (1.0 + tolerance))
+        .and_then(|(path, ..)| find(rules.kind, path).map(|spec| spec.name))
+}
+
+/// One range of sizes and what THE `auto` takes for arrays in it ([`auto_ranges`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoRange {
+    /// Bytes the range starts at (included).
+    pub from: u64,
+    /// Bytes it ends below; `None`: no end.
+    pub below: Option<u64>,
+    pub path: &'static str,
+    /// A path predicted within the model's error of `path` there ([`auto_close_second`]).
+    pub close: Option<&'static str>,
+}
+
+/// THE `auto`'s path for each range of sizes of these facts ([`auto_size_breaks`]), neighbours
+/// with the same path and the same close second joined; one range where one path serves every size.
+pub fn auto_ranges(facts: &AutoFacts<'_>) -> Vec<AutoRange> {
+    let breaks = auto_size_breaks(facts);
+    let mut ranges: Vec<AutoRange> = Vec::new();
+    let starts = std::iter::once(0).chain(breaks.iter().copied());
+    let ends = breaks.iter().copied().map(Some).chain(std::iter::once(None));
+    for (from, below) in starts.zip(ends) {
+        // Each range is asked at its first size, which `auto` decides like every other size of it.
+        let at = AutoFacts { nbytes: Some(from), ..*facts };
+        let (path, close) = (resolve_auto(&at).path, auto_close_second(&at));
+        match ranges.last_mut() {
+            Some(last) if last.path == path && last.close == close => last.below = below,
+            _ => ranges.push(AutoRange { from, below, path, close }),
+        }
+    }
+    ranges
 }
 
 /// Where the model's fits for the rules' choice lie: the source's place for a share, the pair of

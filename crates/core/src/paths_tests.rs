@@ -264,3 +264,51 @@ fn auto_decides_for_the_arrays_size_once_per_range_where_the_paths_order_holds()
     assert!(auto_size_breaks(&AutoFacts { model: None, ..at(0) }).is_empty());
     assert!(auto_size_breaks(&AutoFacts { source_name: "jax", target_name: "jax", ..at(0) }).is_empty());
 }
+
+#[test]
+fn a_range_whose_second_path_is_predicted_within_the_models_error_says_which() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+    // Exact lines: each fit's stated error is the goal's floor (30 % below 1 MiB, 15 % from it up).
+    let line = |fixed: f64, bw: f64| -> Vec<Observation> {
+        [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
+    };
+    let model = |p2p_fixed: f64| {
+        let mut m = CostModel::new(serde_json::json!({}), 0.0);
+        // move starts sooner, p2p streams faster; dlpack far behind at every size.
+        m.add(&key("p2p"), line(p2p_fixed, 400e9), Some(false));
+        m.add(&key("move"), line(10e-6, 300e9), Some(false));
+        m.add(&key("dlpack"), line(80e-6, 100e9), Some(false));
+        m
+    };
+    let at = |m: &CostModel, nbytes: u64| -> Vec<AutoRange> {
+        let f = AutoFacts {
+            destination: Some(Place::Device(1)),
+            peer_access: Some(true),
+            target_name: "torch",
+            source_name: "torch",
+            model: Some(m),
+            nbytes: Some(nbytes),
+            ..facts(Endpoints::default(), Place::Device(0))
+        };
+        assert_eq!(auto_close_second(&f), auto_ranges(&f).iter().find(|r| r.from <= nbytes && r.below.is_none_or(|b| nbytes < b)).unwrap().close);
+        auto_ranges(&f)
+    };
+    // Lines 2 µs apart that cross at 2.4 MB: each range is decided where the two lie within 8 %
+    // of each other, inside the 15 % error each states. dlpack is never the close second.
+    let tie = model(12e-6);
+    let ranges = at(&tie, 1 << 20);
+    assert_eq!(ranges.iter().map(|r| (r.path, r.close)).collect::<Vec<_>>(), vec![("move", Some("p2p")), ("p2p", Some("move"))]);
+    assert_eq!(ranges[0].from, 0);
+    assert_eq!(ranges[0].below, Some(ranges[1].from));
+    assert_eq!(ranges[1].below, None);
+    // 20 µs apart (crossing at 24 MB): the range below is decided at 11.4 MiB, move 50 µs against
+    // p2p's 60 (20 %): no tie; the one above at 48 MB, p2p 150 µs against move's 170 (13 %): a tie.
+    let apart = model(30e-6);
+    let ranges = at(&apart, 1 << 20);
+    assert_eq!(ranges.iter().map(|r| (r.path, r.close)).collect::<Vec<_>>(), vec![("move", None), ("p2p", Some("move"))]);
+    // Without a model: one range, no second.
+    let none = AutoFacts { destination: Some(Place::Device(1)), peer_access: Some(true), ..facts(Endpoints::default(), Place::Device(0)) };
+    assert_eq!(auto_ranges(&none), vec![AutoRange { from: 0, below: None, path: "p2p", close: None }]);
+    assert_eq!(auto_close_second(&none), None);
+}

@@ -74,19 +74,61 @@ pub struct SizeRange {
     /// Bytes it ends below; `None`: no end.
     pub below: Option<u64>,
     pub path: String,
+    /// Another path `auto` could take that the model predicts within its stated error of `path` in
+    /// this range (`crate::paths::auto_close_second`): a tie the model cannot break.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<String>,
 }
 
 impl SizeRange {
     /// `move below 22.9 MiB`, `p2p from 22.9 MiB up`, `copy from 9.77 KiB to 1.00 MiB`.
     pub fn words(&self) -> String {
-        let bytes = crate::render::units::bytes;
-        match (self.from, self.below) {
-            (0, Some(below)) => format!("{} below {}", self.path, bytes(below)),
-            (from, Some(below)) => format!("{} from {} to {}", self.path, bytes(from), bytes(below)),
-            (0, None) => format!("{} at every size", self.path),
-            (from, None) => format!("{} from {} up", self.path, bytes(from)),
+        format!("{} {}", self.path, span_words(self.from, self.below))
+    }
+}
+
+/// `below 22.9 MiB`, `from 22.9 MiB up`, `from 9.77 KiB to 1.00 MiB`, `at every size`.
+fn span_words(from: u64, below: Option<u64>) -> String {
+    let bytes = crate::render::units::bytes;
+    match (from, below) {
+        (0, Some(below)) => format!("below {}", bytes(below)),
+        (from, Some(below)) => format!("from {} to {}", bytes(from), bytes(below)),
+        (0, None) => "at every size".to_string(),
+        (from, None) => format!("from {} up", bytes(from)),
+    }
+}
+
+/// Where `ranges` are ties (a close second in each, [`SizeRange::close`]), neighbours joined: `move
+/// and p2p below 13.9 MiB`; empty where none is.
+pub fn tie_words(ranges: &[SizeRange]) -> Vec<String> {
+    let mut spans: Vec<(u64, Option<u64>, Vec<&str>)> = Vec::new();
+    let mut open = false;
+    for r in ranges {
+        let Some(close) = &r.close else {
+            open = false;
+            continue;
+        };
+        if !open {
+            spans.push((r.from, r.below, Vec::new()));
+            open = true;
+        }
+        let span = spans.last_mut().expect("a span was opened");
+        span.1 = r.below;
+        for name in [r.path.as_str(), close.as_str()] {
+            if !span.2.contains(&name) {
+                span.2.push(name);
+            }
         }
     }
+    spans
+        .into_iter()
+        .map(|(from, below, mut names)| {
+            names.sort_unstable();
+            let last = names.pop().unwrap_or_default();
+            let names = if names.is_empty() { last.to_string() } else { format!("{} and {last}", names.join(", ")) };
+            format!("{names} {}", span_words(from, below))
+        })
+        .collect()
 }
 
 impl Advice {

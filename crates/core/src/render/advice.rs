@@ -73,8 +73,23 @@ fn footer(a: &Advice) -> String {
         lines.push(format!("assumed: {}", a.producer.describe(a.queued)));
     }
     if a.auto_by_size.len() > 1 {
-        let ranges: Vec<String> = a.auto_by_size.iter().map(|r| r.words()).collect();
+        // Neighbours that differ only in their close second read as one range of the path.
+        let mut joined: Vec<crate::advice::advise::SizeRange> = Vec::new();
+        for r in &a.auto_by_size {
+            match joined.last_mut() {
+                Some(last) if last.path == r.path => last.below = r.below,
+                _ => joined.push(r.clone()),
+            }
+        }
+        let ranges: Vec<String> = joined.iter().map(|r| r.words()).collect();
         lines.push(format!("auto by size for this pair: {}", ranges.join(", ")));
+        let ties = crate::advice::advise::tie_words(&a.auto_by_size);
+        if !ties.is_empty() {
+            lines.push(format!(
+                "predicted within the model's error of each other, a tie it cannot break (the ranges there may change with the next calibration): {}",
+                ties.join("; ")
+            ));
+        }
     }
     if let Some(note) = &a.model_note {
         lines.push(note.clone());
@@ -227,11 +242,33 @@ mod tests {
         assert!(html.contains("class=\"best\"") && html.contains("data-path=\"copy\"") && html.contains("ordered by"), "{html}");
         assert!(!text.contains("auto by size"), "one path at every size says nothing: {text}");
         // Where the model changes its mind with size, the footer says which path takes which sizes.
-        let range = |from: u64, below: Option<u64>, path: &str| crate::advice::advise::SizeRange { from, below, path: path.into() };
-        let sized = Advice { auto_by_size: vec![range(0, Some(24_000_000), "move"), range(24_000_000, None, "p2p")], ..a };
+        let range = |from: u64, below: Option<u64>, path: &str| crate::advice::advise::SizeRange { from, below, path: path.into(), close: None };
+        let sized = Advice { auto_by_size: vec![range(0, Some(24_000_000), "move"), range(24_000_000, None, "p2p")], ..a.clone() };
         let text = advice_text(&sized);
         assert!(text.contains("auto by size for this pair: move below 22.9 MiB, p2p from 22.9 MiB up"), "{text}");
+        assert!(!text.contains("tie"), "{text}");
         assert_eq!(range(10_000, Some(1 << 20), "copy").words(), "copy from 9.77 KiB to 1.00 MiB");
+        // Notebook 08 on 2x H200 (2026-11-28): four ranges below 13.9 MiB, move and p2p within the
+        // model's error in the first three; the footer says where the ranges are a tie.
+        let tie = |from: u64, below: Option<u64>, path: &str, close: &str| crate::advice::advise::SizeRange { close: Some(close.into()), ..range(from, below, path) };
+        let noisy = Advice {
+            auto_by_size: vec![
+                tie(0, Some(734_208), "move", "p2p"),
+                tie(734_208, Some(6_050_284), "p2p", "move"),
+                tie(6_050_284, Some(14_575_288), "move", "p2p"),
+                range(14_575_288, None, "p2p"),
+            ],
+            ..a
+        };
+        let text = advice_text(&noisy);
+        assert!(text.contains("a tie it cannot break (the ranges there may change with the next calibration): move and p2p below 13.9 MiB"), "{text}");
+        // A range split only by its close second reads as one.
+        let split = Advice { auto_by_size: vec![tie(0, Some(1 << 20), "move", "p2p"), range(1 << 20, Some(2 << 20), "move"), range(2 << 20, None, "p2p")], ..noisy.clone() };
+        let text = advice_text(&split);
+        assert!(text.contains("auto by size for this pair: move below 2.00 MiB, p2p from 2.00 MiB up"), "{text}");
+        assert!(text.contains("cannot break (the ranges there may change with the next calibration): move and p2p below 1.00 MiB"), "{text}");
+        let words = crate::advice::advise::tie_words(&[tie(0, Some(1 << 20), "dlpack", "cai"), range(1 << 20, Some(2 << 20), "copy"), tie(2 << 20, None, "copy", "pinned")]);
+        assert_eq!(words, vec!["cai and dlpack below 1.00 MiB", "copy and pinned from 2.00 MiB up"]);
     }
 
     #[test]

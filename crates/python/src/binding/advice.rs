@@ -315,8 +315,9 @@ impl PyAdvice {
     /// ``prediction`` (a prediction of ``CostModel.predict`` or None), and ``waits`` (the host waits
     /// for the producer's queued work). ``rules_choice`` is the rules' ``auto``, which stands where
     /// nothing is calibrated. ``producer``: the state assumed, ``idle``, ``busy`` or ``unknown``.
-    /// ``auto_by_size``: ``(from, below or None, path)`` per range of sizes where ``auto``'s path
-    /// for this pair changes with size (``gpushare.paths.auto_size_breaks``).
+    /// ``auto_by_size``: ``(from, below or None, path, close or None)`` per range of sizes where
+    /// ``auto``'s path for this pair changes with size (``gpushare.paths.auto_ranges``); ``close``:
+    /// another path predicted within the model's error there.
     #[new]
     #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new()))]
     #[allow(clippy::too_many_arguments)]
@@ -330,12 +331,12 @@ impl PyAdvice {
         queued: f64,
         model_note: Option<String>,
         producer: &str,
-        auto_by_size: Vec<(u64, Option<u64>, String)>,
+        auto_by_size: Vec<(u64, Option<u64>, String, Option<String>)>,
     ) -> PyResult<Self> {
         let rows = rows.iter().map(row_from_dict).collect::<PyResult<Vec<_>>>()?;
         let producer = Producer::parse(producer)
             .ok_or_else(|| PyValueError::new_err(format!("unknown producer state {producer:?}: idle, busy or unknown")))?;
-        let auto_by_size = auto_by_size.into_iter().map(|(from, below, path)| SizeRange { from, below, path }).collect();
+        let auto_by_size = auto_by_size.into_iter().map(|(from, below, path, close)| SizeRange { from, below, path, close }).collect();
         let advice = Advice {
             source,
             target,

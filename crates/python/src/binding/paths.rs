@@ -100,7 +100,37 @@ fn auto_size_breaks(
     paths::auto_size_breaks(&facts)
 }
 
-/// The facts `auto` decides from, as the two functions above take them. Between two GPUs the
+/// ``(from, below or None, path, close or None)``: THE ``auto``'s path for each range of sizes of
+/// these facts (the ranges of ``auto_size_breaks``, neighbours with the same path and close second
+/// joined), and where another path is predicted within the model's error of it there, that path.
+#[pyfunction]
+#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false, capsule_refuses_readonly=false, source_readonly=None))]
+#[allow(clippy::too_many_arguments)]
+fn auto_ranges(
+    py: Python<'_>,
+    endpoints: (bool, bool, bool, bool),
+    source: (u32, i32),
+    destination: Option<(u32, i32)>,
+    target: &str,
+    peer_access: Option<bool>,
+    across: bool,
+    model: Option<PyRef<'_, super::advice::PyCostModel>>,
+    source_name: &str,
+    producer_busy: bool,
+    import_waits: bool,
+    source_shares_host: bool,
+    cai_unordered: bool,
+    capsule_refuses_readonly: bool,
+    source_readonly: Option<bool>,
+) -> Vec<(u64, Option<u64>, &'static str, Option<&'static str>)> {
+    let facts = auto_facts(
+        py, endpoints, source, destination, target, peer_access, across, model.as_ref().map(|m| &m.inner), source_name, None,
+        producer_busy, import_waits, source_shares_host, cai_unordered, capsule_refuses_readonly, source_readonly,
+    );
+    paths::auto_ranges(&facts).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
+}
+
+/// The facts `auto` decides from, as the functions above take them. Between two GPUs the
 /// driver is asked whether they reach each other, unless ``peer_access`` says.
 #[allow(clippy::too_many_arguments)]
 fn auto_facts<'a>(
@@ -182,6 +212,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_auto, m)?)?;
     m.add_function(wrap_pyfunction!(auto_size_breaks, m)?)?;
+    m.add_function(wrap_pyfunction!(auto_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(known_endpoints, m)?)?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
