@@ -185,6 +185,10 @@ def test_the_cost_models_table_shows_no_rate_above_its_ceiling(limits, tmp_path,
             assert fit.get("ceiling", 0) > 0, fit
             predicted = model.predict("share", path, source, target, "cpu", big)
             assert big / predicted.seconds <= big / (big - nbytes) * fit["ceiling"], (path, big / predicted.seconds, fit)
+            # The prediction's JSON states that rate (`rate`), beside the line's per-byte term.
+            assert predicted.rate == pytest.approx(big / predicted.seconds, rel=1e-9), predicted.to_dict()
+            assert predicted.to_dict()["rate"] == predicted.rate
+            assert predicted.rate <= mc.TOLERANCE * big / (big - nbytes) * fit["ceiling"]
     finally:
         gpushare.advice.forget()
 

@@ -292,6 +292,7 @@ mod tests {
             seconds,
             fixed: seconds,
             bandwidth,
+            rate: bandwidth,
             bound: if bandwidth.is_some() { "bandwidth".into() } else { "fixed cost".into() },
             tolerance: 0.3,
             extrapolated: false,

@@ -315,8 +315,14 @@ pub struct Prediction {
     pub seconds: f64,
     /// The fixed part, seconds.
     pub fixed: f64,
-    /// Bytes per second of the per-byte part (`None`: the path moves no bytes).
+    /// Bytes per second of the per-byte part (`None`: the path moves no bytes): a parameter of the
+    /// line, which can lie far above any rate a copy reaches (a copy whose cost is mostly fixed
+    /// fits a shallow slope); the rate is `rate`.
     pub bandwidth: Option<f64>,
+    /// Bytes per second this array is predicted to move at: its bytes over the predicted time, less
+    /// any wait for queued work (`None`: the path moves no bytes). What tables and `advise` show.
+    #[serde(default)]
+    pub rate: Option<f64>,
     /// `fixed cost` or `bandwidth`.
     pub bound: String,
     /// The relative error the model states for it (see [`Fit::tolerance`]).
@@ -488,6 +494,7 @@ impl CostModel {
             seconds: scaled + waits,
             fixed: fixed + (scaled - fit.seconds(bytes)),
             bandwidth: (per_byte > 0.0).then(|| 1.0 / per_byte),
+            rate: (per_byte > 0.0 && scaled > 0.0).then(|| bytes as f64 / scaled),
             bound: fit.bound(bytes).name().into(),
             tolerance: fit.tolerance(bytes),
             extrapolated: !fit.covers(bytes),

@@ -255,3 +255,22 @@ fn keys_round_trip_and_a_changed_machine_says_what_changed() {
     let why = model.stale_against(&serde_json::json!({"driver": 13010, "devices": ["H100"], "torch": "2.9", "jax": "0.8"})).unwrap();
     assert_eq!(why, "made for another driver, jax");
 }
+
+#[test]
+fn a_prediction_states_the_rate_of_this_array_beside_the_lines_per_byte_term() {
+    // A copy whose cost is mostly fixed: its line's slope is shallow, and its per-byte term reads
+    // far above the rate any of its sizes moves at (issue 26.1: no figure above the hardware's).
+    let key = CostKey { kind: "share".into(), path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key, points(20e-6, 8e12, &[KIB, MIB, 64 * MIB]), Some(false));
+    let p = m.predict(&key, 64 * MIB, Ordering::None, 0.0, None).unwrap();
+    assert!((p.rate.unwrap() - (64 * MIB) as f64 / p.seconds).abs() < 1.0, "{p:?}");
+    assert!(p.rate.unwrap() < p.bandwidth.unwrap() / 2.0, "{p:?}");
+    // Queued work a host-side synchronise waits for is no part of the rate.
+    let busy = m.predict(&key, 64 * MIB, Ordering::HostSynchronise, 1e-3, None).unwrap();
+    assert_eq!(busy.rate, p.rate);
+    // A handoff that moves no bytes has none.
+    let shared = CostKey { path: "dlpack".into(), ..key };
+    m.add(&shared, points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
+    assert_eq!(m.predict(&shared, MIB, Ordering::None, 0.0, None).unwrap().rate, None);
+}

@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_advice_table_stars_the_recommendation_and_names_a_faster_copy() {
-        let p = |s: f64| Prediction { seconds: s, fixed: s, bandwidth: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
+        let p = |s: f64| Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
         let row = |path: &str, verdict: &str, s: f64| AdviceRow {
             path: path.into(),
             kind: "share".into(),
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_busy_producer_is_stated_and_a_waiting_path_costs_at_least_its_queue() {
-        let p = Prediction { seconds: 8e-6, fixed: 8e-6, bandwidth: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
+        let p = Prediction { seconds: 8e-6, fixed: 8e-6, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
         let row = |path: &str, waits: bool| AdviceRow {
             path: path.into(),
             kind: "share".into(),

@@ -358,7 +358,7 @@ mod tests {
         assert!(!rows_text(std::slice::from_ref(&plain)).contains("predicted"));
         assert!(!rows_html(std::slice::from_ref(&plain)).contains("predicted"));
         let predicted = |seconds: f64| crate::advice::model::Prediction {
-            seconds, fixed: seconds, bandwidth: None, bound: "fixed cost".into(), tolerance: 0.2, extrapolated: false,
+            seconds, fixed: seconds, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.2, extrapolated: false,
             waits_for_queue: 0.0, host_slowdown: None,
         };
         let near = ProcessShareReport { predicted: Some(predicted(4.4e-5)), ..plain.clone() };

@@ -199,6 +199,7 @@ fn the_prediction_made_before_the_handoff_is_kept_beside_its_measurement_and_a_m
         seconds,
         fixed: seconds,
         bandwidth: None,
+        rate: None,
         bound: "fixed cost".into(),
         tolerance: 0.2,
         extrapolated: false,

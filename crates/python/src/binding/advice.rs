@@ -120,6 +120,12 @@ impl PyPrediction {
     fn bandwidth(&self) -> Option<f64> {
         self.inner.bandwidth
     }
+    /// Bytes per second this array is predicted to move at (its bytes over the predicted time,
+    /// less any wait for queued work); ``bandwidth`` is the line's per-byte term.
+    #[getter]
+    fn rate(&self) -> Option<f64> {
+        self.inner.rate
+    }
     #[getter]
     fn bound(&self) -> &str {
         &self.inner.bound
