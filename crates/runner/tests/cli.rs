@@ -550,3 +550,38 @@ fn a_kernel_without_ipykernel_that_is_not_gpushares_gets_both_hints() {
     assert!(err.contains("gpushare-dlpack[kernel]"), "{err}");
     assert!(err.contains("hint: the `nosite` kernel does not load gpushare itself") && err.contains("`%load_ext gpushare`"), "{err}");
 }
+
+/// A kernel that loses a port to another process before binding it may stay up without it
+/// (ipykernel 7 did, in CI: the iopub bind's traceback, then nothing until the 60 s start-up timeout).
+/// The runner reads that in the kernel's output, stops it and starts it again on new ports at once;
+/// this stand-in loses its port every time, so the run fails fast, says why, and leaves no process.
+#[test]
+fn a_kernel_that_lost_a_port_but_stayed_up_is_stopped_and_started_again_at_once() {
+    let sb = Sandbox::new("lost-port");
+    let kernels = sb.path("jupyter/kernels/lostport");
+    std::fs::create_dir_all(&kernels).unwrap();
+    let marker = format!("gpushare-lost-port-{}", std::process::id());
+    let script = format!(
+        "echo \"zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:40623')\" >&2; exec sleep 600 # {marker}"
+    );
+    let spec = serde_json::json!({
+        "argv": ["sh", "-c", script, "{connection_file}"],
+        "display_name": "loses its port", "language": "python",
+    });
+    std::fs::write(kernels.join("kernel.json"), spec.to_string()).unwrap();
+    let nb = serde_json::json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [{"cell_type": "code", "id": "a", "metadata": {}, "execution_count": null, "outputs": [], "source": "1"}],
+    });
+    std::fs::write(sb.path("nb.ipynb"), nb.to_string()).unwrap();
+    let mut command = sb.gpushare(&["run", "nb.ipynb", "--kernel", "lostport", "-o", "out.ipynb"]);
+    command.env("JUPYTER_PATH", sb.path("jupyter"));
+    let started = std::time::Instant::now();
+    let (code, _, err) = sb.run(command);
+    let took = started.elapsed();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("taken before it bound it") && err.contains("Address already in use"), "{err}");
+    assert!(took < std::time::Duration::from_secs(30), "waited {took:?}, as if for the start-up timeout: {err}");
+    let left = std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    assert!(left.stdout.is_empty(), "kernel processes left behind: {}", String::from_utf8_lossy(&left.stdout));
+}

@@ -35,6 +35,9 @@ impl Drop for ConnectionFile {
     }
 }
 
+/// What a kernel prints when a port chosen for it was taken before it bound it (ZMQError).
+pub const ADDRESS_IN_USE: &str = "Address already in use";
+
 /// A running kernel process.
 #[derive(Debug)]
 pub struct KernelProcess {
@@ -214,6 +217,22 @@ impl KernelProcess {
             .lock()
             .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
             .unwrap_or_default()
+    }
+
+    /// Resolves once the kernel's output says one of its ports was taken before it bound it. Such
+    /// a kernel does not always exit: ipykernel 7 failing to bind its iopub socket printed the
+    /// traceback and stayed up (its other sockets' threads alive), so waiting for the process to
+    /// end waited out the whole start-up timeout (CI, 2026-11-28).
+    pub fn lost_a_port(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let tail = Arc::clone(&self.tail);
+        async move {
+            loop {
+                if tail.lock().is_ok_and(|t| t.iter().any(|line| line.contains(ADDRESS_IN_USE))) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 
     /// The tail once the process has exited: `wait()` can return before the readers have

@@ -196,7 +196,7 @@ const PORT_RACE_RETRIES: usize = 3;
 /// the ports are held until the kernel is spawned, and another process can take one in the second
 /// or two Python needs to reach its bind (seen under load in CI: "Address already in use").
 fn lost_a_port(error: &KernelError) -> bool {
-    matches!(error, KernelError::DiedAtStartup { output, .. } if output.contains("Address already in use"))
+    matches!(error, KernelError::DiedAtStartup { output, .. } if output.contains(super::launch::ADDRESS_IN_USE))
 }
 
 impl Kernel {
@@ -230,12 +230,21 @@ impl Kernel {
             seconds: options.startup_timeout.as_secs(),
             output: process.output_tail(),
         };
+        let lost_port = process.lost_a_port();
         let connected = tokio::select! {
             c = KernelClient::connect(&info, deadline) => c?,
             status = process.wait() => return Err(KernelError::DiedAtStartup {
                 status: describe_exit(status),
                 output: process.output_tail_after_exit().await,
             }),
+            // A kernel that lost a port may stay up without it: stopped here, and started again.
+            () = lost_port => {
+                process.kill().await;
+                return Err(KernelError::DiedAtStartup {
+                    status: "stopped: a port chosen for it was taken before it bound it".into(),
+                    output: process.output_tail(),
+                });
+            }
             () = cancelled(cancel) => return Err(KernelError::Interrupted),
         };
         let Some(mut client) = connected else {
