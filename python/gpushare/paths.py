@@ -75,7 +75,7 @@ def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
 def auto_choice(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
     destination: tuple[int, int] | None = None, producer_busy: bool = False, source_readonly: bool | None = None,
-    nbytes: int | None = None,
+    nbytes: int | None = None, rules_only: bool = False,
 ) -> tuple[str, str, str | None]:
     """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
@@ -85,12 +85,13 @@ def auto_choice(
     where the machine is calibrated, a path ordered on the device replaces one that waits on the host.
     ``source_readonly``: whether the array is read-only, where known (a legacy capsule replaces
     DLPack for NumPy only for a writable array). ``nbytes``: the array's size, where known: the
-    model decides for the range of sizes it lies in (:func:`auto_size_breaks`); None: at 1 MiB."""
+    model decides for the range of sizes it lies in (:func:`auto_size_breaks`); None: at 1 MiB.
+    ``rules_only``: the rules' choice, whatever the cost model says."""
     from gpushare import advice  # the cost model, where this machine was calibrated
 
     return _native.resolve_auto(
         endpoints(src, dst), tuple(source_device), destination, dst.name,
-        model=advice.auto_model(), source_name=src.name, nbytes=nbytes,
+        model=None if rules_only else advice.auto_model(), source_name=src.name, nbytes=nbytes,
         producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
         cai_unordered=not dst.cai_import_orders,
         capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
@@ -192,7 +193,7 @@ def in_device_memory(obj: Any, src: Adapter) -> bool:
         return False
 
 
-class _Chosen:
+class ChosenRoute:
     """A route ``auto`` chose for a reason the result must give (the host route into NumPy from
     device memory): every share by it carries that reason as a note."""
 
@@ -269,7 +270,7 @@ def _build_route(
     from gpushare.devices import guard
 
     convert = guard(src, builder(src, dst), name)
-    return name, (convert if why is None else _Chosen(convert, why))
+    return name, (convert if why is None else ChosenRoute(convert, why))
 
 
 @register("dlpack")

@@ -313,7 +313,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     }
 
     match path {
-        "host" if target.path == "auto" => {
+        "host" if target.path == "auto" && !matches!(source.dlpack_device.0, 1 | 3) => {
             // auto chose the host route: the target cannot address the source's device memory.
             return match predict_host(source, target) {
                 PredictedOutcome::Copied { reason } => PredictedOutcome::Copied {
