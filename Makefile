@@ -2,6 +2,8 @@
 # (Rust, Python 3.9+ with venv). Both create .venv at the repository root on first use; later runs
 # reuse it and only rebuild what changed.
 
+# bash: the browser-deps recipe needs pipefail to see apt-get fail through tee.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -51,21 +53,27 @@ demo: develop
 test-rust:
 	cargo test --workspace --exclude gpushare-python -q $(CARGO_FLAGS)
 
-test-python: develop
-	$(PY) -m pytest -q tests
+# The whole Python set, the browser tests included: they fail, rather than skip, without a browser,
+# and the run ends with a line that says how many of them ran.
+test-python: develop browser-deps
+	GPUSHARE_REQUIRE_BROWSER=1 GPUSHARE_BROWSER_DEPS_LOG=$(CURDIR)/$(BROWSER_LOG) $(PY) -m pytest -q tests
 
-# Headless Chromium for tests/test_browser.py, installed with apt-get when we are root, and
-# JupyterLab for a .venv made before it joined DEPS. A failure here only makes that test skip.
+# Headless Chromium for tests/test_browser*.py, installed with apt-get when we are root, and
+# JupyterLab. What the install printed stays on the terminal and in $(BROWSER_LOG); when it fails,
+# `make test`'s browser tests fail (they do not skip) and quote that log's end.
+BROWSER_LOG := $(VENV)/browser-deps.log
 browser-deps: $(STAMP)
-	@$(PY) -c "import jupyterlab" 2>/dev/null || $(PIP) install -q jupyterlab \
-	  || echo "browser-deps: could not install jupyterlab; tests/test_browser.py will be skipped"
+	@: > $(BROWSER_LOG)
+	@set -o pipefail; $(PY) -c "import jupyterlab" 2>/dev/null || $(PIP) install -q jupyterlab 2>&1 | tee -a $(BROWSER_LOG) \
+	  || echo "browser-deps: could not install jupyterlab; the browser tests will fail" | tee -a $(BROWSER_LOG)
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	    echo "browser-deps: installing chromium with apt-get"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
-	      || echo "browser-deps: could not install chromium; tests/test_browser.py will be skipped"; \
+	    set -o pipefail; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } 2>&1 | tee -a $(BROWSER_LOG) \
+	      || echo "browser-deps: apt-get could not install chromium (its output is above); the browser tests will fail" | tee -a $(BROWSER_LOG); \
 	  else \
-	    echo "browser-deps: no chromium (apt-get as root installs it); tests/test_browser.py will be skipped"; \
+	    echo "browser-deps: no chromium, and apt-get as root is not available to install it; the browser tests will fail" | tee -a $(BROWSER_LOG); \
 	  fi; }
 
 # What users install: an abi3 wheel (CPython 3.9+) for manylinux2014 (glibc 2.17), linked against

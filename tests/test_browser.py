@@ -38,8 +38,9 @@ from pathlib import Path
 import pytest
 
 import _notebooks as nbs
+from conftest import chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = chromium()
 ARTIFACTS = nbs.ROOT / "out" / "test-artifacts"
 NOTEBOOK = "01_tour_cpu"
 #: The small notebook this file writes: one sweep (its plot and tables) and one %share table.
@@ -59,8 +60,8 @@ VIRTUAL_TIME_MS = 30_000
 PROBE_NOTEBOOK_MS = 30_000
 
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("jupyterlab") is None, reason="jupyterlab not installed"),
+    # Chromium and JupyterLab: a skip naming what is missing, or under `make test` a failure.
+    pytest.mark.usefixtures("browser_available"),
     pytest.mark.skipif(
         not all(importlib.util.find_spec(m) for m in ("torch", "jax", "tensorflow", "nbformat")),
         reason="the tour notebook needs torch, jax, tensorflow and nbformat",
