@@ -119,7 +119,7 @@ def main() -> int:
         row: dict = {"bytes": nbytes}
         # The host's speed in this process (seconds of a fixed piece of Python work): share(device=)
         # adds 12-16 µs of host work to the copy at the host's usual speed and about 40 in a process
-        # on a vCPU 1.7x slower (scripts/probe_share_move_spread.py on 2x H200, 2026-11-28), so a
+        # on a vCPU 1.7x slower (tools/move_spread.py, 2x H200), so a
         # ratio is read beside it.
         row["host_speed_us"] = advice.host_speed() * 1e6  # not "_s": those keys become bandwidths below
         row["torch_copy_s"] = timed(lambda: b.copy_(a), sync, args.repeat)

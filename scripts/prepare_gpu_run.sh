@@ -29,8 +29,8 @@ for arg in "$@"; do
 done
 
 # The working tree (tracked files and untracked ones git does not ignore) travels with every run:
-# a part gets what is left of the 64 MiB a run may carry, less 2 MiB of margin. A fixed 52 MiB
-# stopped fitting once docs/gpu-runs had grown the tree past 12 MB (every copy run was refused).
+# a part gets what is left of the 64 MiB a run may carry, less 2 MiB of margin, measured each time
+# (a fixed part size stops fitting as soon as the tree grows).
 default_part_mb() {
   local tree
   tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)

@@ -76,16 +76,16 @@ def _host_work() -> int:
 
 
 #: Timed handoffs per size of a process path, at least. Why: a handoff to another process is a
-#: round trip between two processes that each wait on the scheduler, and on the 2-core CPU the
+#: round trip between two processes that each wait on the scheduler, and on a 2-core CPU the
 #: median of 5 moved by up to 2x between neighbouring sweeps of the same size
-#: (scripts/probe_process_sizes.py: torch_mp at 4 MiB 802, 557 and 1320 µs). A handoff costs
+#: (tools/process_sizes.py: torch_mp at 4 MiB 802, 557 and 1320 µs). A handoff costs
 #: 0.1-1 ms, so 15 of each of seven sizes add well under a second per path.
 PROCESS_REPEAT = 15
 
 #: A process calibration measures every size in this many rounds, the frameworks (and the
 #: workers' devices) taking turns, a fresh worker each round, the samples split between them. A
 #: process handoff's time drifts by tens of percent within seconds, for every framework and not
-#: together (scripts/probe_process_state.py on the 2x H200: torch's `ipc` 140-404 µs, CuPy's
+#: together (on 2x H200: torch's `ipc` 140-404 µs, CuPy's
 #: 154-365 µs, the worker's round trip steady at 51-62 µs): a fit from one sweep's moment lies as
 #: far from the level the machine keeps as any later measurement does, and the median of moments
 #: apart lies nearer it, as the share calibration's one-size-at-a-time order does for shares.

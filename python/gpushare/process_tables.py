@@ -52,8 +52,8 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
     return _native.process_comparison(*_source_of(obj, to), rows, results if keep else {})
 
 
-#: Untimed handoffs by each path before a sweep times any. One was not enough: on the 2x H200 of
-#: 2026-11-27 (scripts/probe_process_sizes.py) the first sweep through a new worker after one
+#: Untimed handoffs by each path before a sweep times any. One was not enough: on 2x H200
+#: (tools/process_sizes.py) the first sweep through a new worker after one
 #: warm-up still ran torch's `ipc` at 158-170 µs, the next two at 127-142 µs; a first handoff
 #: opens the worker's context, and the next few still run the interpreter's unspecialised code.
 WARM_UP_HANDOFFS = 5

@@ -1,10 +1,11 @@
-"""What TensorFlow's GPU build does at the DLPack seam, measured on the GPU machine (issue 12).
+"""What TensorFlow's GPU build does at the DLPack seam, measured on a GPU.
 
-Run there after `source scripts/gpu_tf_env.sh` (scripts/gpu_run.sh does it when WITH_TF is set).
-It prints facts, not verdicts: how long to_dlpack waits for pending TensorFlow work, whether a
-consumer on another stream can read a TensorFlow result before TensorFlow wrote it, which
-capsule each producer hands over, what TensorFlow's memory settings do, and how every pair with
-tf fares through gpushare today (tracebacks in full for anything that is not a gpushare error).
+Run after `source scripts/gpu_tf_env.sh` (scripts/gpu_run.sh does it when WITH_TF is set):
+`python3 -m tools.tf_gpu_seam`. It prints facts, not verdicts: how long to_dlpack waits for pending
+TensorFlow work, whether a consumer on another stream can read a TensorFlow result before
+TensorFlow wrote it, which capsule each producer hands over, what TensorFlow's memory settings do,
+and how every pair with tf fares through gpushare (tracebacks in full for anything that is not a
+gpushare error).
 """
 from __future__ import annotations
 
@@ -206,7 +207,7 @@ def main() -> None:
     pairs()
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "probe_tf_gpu.json"), "w") as f:
+        with open(os.path.join(out, "tf_gpu_seam.json"), "w") as f:
             json.dump(RESULTS, f, indent=1)
 
 

@@ -1,12 +1,12 @@
 """Whether a fresh worker's CPU placement sets its level: the process paths' errors in bench_advice
 keep one ratio to the fit across every size of one worker (1.49, 1.51, 1.52, 1.65), and another ratio
-for the next worker, so the error is the worker's, not the size's (docs/gpu-results.md, seventh and
-eighth sessions). Measures torch's `ipc` handoff (16 KiB and 4 MiB, 15 samples) and the worker's
-plain round trip for fresh workers left where the scheduler puts them, pinned to the CPUs local to
-the GPU (sysfs `local_cpulist`), and pinned to the CPUs of the parent's own NUMA node; and one worker
-measured again over time. Prints the CPU each process ran on.
+for the next worker, so the error is the worker's, not the size's. Measures torch's `ipc` handoff
+(16 KiB and 4 MiB, 15 samples) and the worker's plain round trip for fresh workers left where the
+scheduler puts them, pinned to the CPUs local to the GPU (sysfs `local_cpulist`), and pinned to
+the CPUs of the parent's own NUMA node; and one worker measured again over time. Prints the CPU
+each process ran on.
 
-A diagnostic, not a benchmark of record: `python3 scripts/probe_worker_placement.py`.
+A diagnostic, not a benchmark of record: `python3 -m tools.worker_placement`.
 """
 
 import os
@@ -16,8 +16,19 @@ import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+import statistics  # noqa: E402
+
 import gpushare  # noqa: E402
-from probe_process_state import ping_us  # noqa: E402  (this folder: the worker's plain round trip)
+
+
+def ping_us(worker: gpushare.Worker, n: int = 31) -> float:
+    """The worker's plain round trip (a request that does nothing), median in µs."""
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        worker._call("ping")
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1e6
 
 SIZES = [16 << 10, 4 << 20]
 

@@ -1,11 +1,11 @@
 """Why `share(x, "torch", device="cuda:1", path="p2p")` loses 1-5 % of the core's peer copy at
-256 MiB from one run to the next (issue 26.6): the spread of each call, not only the median.
+256 MiB from one run to the next (the goal: at most 3 %): the spread of each call, not only the median.
 
 Times the core's copy (until usable on cuda:1) and `share(device=)` in ABBA pairs, keeps every
 sample, and prints per block: the host's speed before it (gpushare.advice.host_speed), the median
 ratio core/share, the share's excess over the core's (p10, p50, p90, in µs), and the same with the
 garbage collector off, so that a collection inside the timed call is told from the host's speed.
-A diagnostic, not a benchmark of record. Two GPUs: `python3 scripts/probe_share_move_spread.py`.
+A diagnostic, not a benchmark of record. Two GPUs: `python3 -m tools.move_spread`.
 """
 
 import gc

@@ -1,8 +1,9 @@
 """Whether a process path's handoff time grows with the array's size or with the time it was
-measured at (issue 26.5: on the 2x H200 torch's `ipc` went 210 -> 403 µs and `torch_mp` 358 -> 701 µs
-from 16 KiB to 32 MiB, measured in that order, while CuPy's `ipc` stayed flat). Sweeps the sizes
-upward, downward, and upward again through one worker and prints each path's median per size.
-A diagnostic: `python3 scripts/probe_process_sizes.py --device cuda:0 --frameworks torch,cupy`."""
+measured at (on 2x H200, torch's `ipc` read 210 -> 403 µs and `torch_mp` 358 -> 701 µs from 16 KiB to
+32 MiB, measured in that order, while CuPy's `ipc` stayed flat). Sweeps the sizes upward, downward,
+and upward again through one worker and prints each path's median per size.
+A diagnostic: `python3 -m tools.process_sizes --device cuda:0 --frameworks torch,cupy`.
+"""
 
 import argparse
 import sys

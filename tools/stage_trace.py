@@ -1,12 +1,12 @@
-"""Where `share()`'s own time goes, stage by stage inside the Rust pipeline (issue 22.7's budgets,
-26.6's `share(device=)`): the GPU machine has no profiler that sees into the extension, so the
-extension is built with the `stage-trace` feature (crates/core/src/trace.rs) and each share
-reports the seconds between its stages. Prints the median of each stage per pair, and what the
-Python side spends before and after the pipeline (the API's checks, the plan's lookup).
+"""Where `share()`'s own time goes, stage by stage inside the Rust pipeline (for bench_core.py's
+budgets and `share(device=)`'s cost over the peer copy): a profiler does not see into the
+extension, so the extension is built with the `stage-trace` feature (crates/core/src/trace.rs) and
+each share reports the seconds between its stages. Prints the median of each stage per pair, and
+what the Python side spends before and after the pipeline (the API's checks, the plan's lookup).
 
-A diagnostic, not a benchmark of record. Build the traced extension here
-(`maturin build --release --features stage-trace`), put its `_native` beside the installed
-package there, then `python3 scripts/probe_stage_trace.py [--device cuda:0]`.
+A diagnostic, not a benchmark of record. Build the traced extension
+(`maturin build --release --features stage-trace`), install it, then
+`python3 -m tools.stage_trace [--device cuda:0]`.
 """
 
 import argparse
@@ -64,7 +64,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     args = ap.parse_args()
     if _native._stage_trace() is None:
-        print("probe_stage_trace: this extension was built without the stage-trace feature")
+        print("stage_trace: this extension was built without the stage-trace feature")
         return 1
     import torch
 

@@ -1,12 +1,13 @@
-"""Where the default magic's own work goes (issue 22.7: at most 300 µs with observation on,
-torch→jax at 1 MiB): its wall time less every handoff its timing made, split into the IPython
-magic around the share, the share's pipeline outside its handoffs (stage by stage where the
-extension was built with the `stage-trace` feature), and the table's mime bundle. Then the
-same pieces warm (the magic run again at once) and cold (after a burst of raw handoffs, as the
-default timing leaves the caches), and the observation's allocator probe on its own.
+"""Where the default `%share` magic's own work goes (its budget in benchmarks/bench_core.py: at most
+300 µs besides its samples with observation on, torch→jax at 1 MiB): its wall time less every
+handoff its timing made, split into the IPython magic around the share, the share's pipeline
+outside its handoffs (stage by stage where the extension was built with the `stage-trace`
+feature), and the table's mime bundle. Then the same pieces warm (the magic run again at once) and
+cold (after a burst of raw handoffs, as the default timing leaves the caches), and the
+observation's allocator probe on its own.
 
 A diagnostic, not a benchmark of record (benchmarks/bench_core.py is that):
-`python3 scripts/probe_magic_own_work.py [--device cpu|cuda:0]`.
+`python3 -m tools.magic_own_work [--device cpu|cuda:0]`.
 """
 
 import argparse

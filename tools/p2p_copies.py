@@ -1,9 +1,10 @@
-"""Which peer copy reaches NVLink's limit: a diagnostic for issue 13's p2p path, not a benchmark of
+"""Which peer copy reaches NVLink's limit, for the `p2p` path: a diagnostic, not a benchmark of
 record (benchmarks/bench_devices.py is). Times, with CUDA events, cuda:0 → cuda:1 copies of 256 MiB
-and 1 GiB by: torch's own `copy_`; one copy-engine memcpy (gpushare's p2p today); the same split
+and 1 GiB by: torch's own `copy_`; one copy-engine memcpy (gpushare's `p2p`); the same split
 into k chunks on k streams (several copy engines); and an SM copy kernel launched on the source
 device writing into the peer (write) or on the target reading from it (read). Prints GB/s medians.
-Run on a machine with two GPUs joined by NVLink: `python3 scripts/probe_p2p.py [--json F]`."""
+Run on a machine with two GPUs joined by NVLink: `python3 -m tools.p2p_copies [--json F]`.
+"""
 
 import argparse
 import json
