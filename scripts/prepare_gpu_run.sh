@@ -7,8 +7,7 @@
 # Packages the GPU image already has are not carried: a second copy on PYTHONPATH would shadow it.
 # Then run scripts/gpu_run.sh there (see the README's "Verified on a GPU" section).
 #
-# --with-tf also prepares TensorFlow's GPU build for that machine (docs/gpu-results.md, "TensorFlow on
-# the GPU machine"): its 547 MiB wheel cannot travel in one run (64 MiB a run), so it is cut into
+# --with-tf also prepares TensorFlow's GPU build for that machine: its 547 MiB wheel cannot travel in one run (64 MiB a run), so it is cut into
 # parts, one git-ignored folder each (.tf01 … .tf10), which consecutive runs copy to /tmp there; the
 # last folder also holds TensorFlow's small pure-Python dependencies, the CUDA 12 runtime it opens
 # at start, and empty stand-ins for the CUDA 12 math libraries (TensorFlow opens them at start and

@@ -241,7 +241,7 @@ def test_pycuda_without_a_context_says_which_module_makes_one(stand_in_pycuda, m
     assert "pycuda.autoprimaryctx" in str(e.value)
 
 
-# -- What the CUDA matrix on 2x H200 showed (docs/gpu-runs/2026-11-26-h200x2-advice) -------------
+# -- What the CUDA matrix on 2x H200 showed (MLX, Warp, cuda.core and PyCUDA on the GPU) ---------
 
 
 def _cuda_info(framework: str, dtype_code: int = 2, bits: int = 32, shape=(4, 6), strides=(6, 1), ptr=0x7F0000000000):
