@@ -104,8 +104,6 @@ def test_cpu_notebook_runs_top_to_bottom_with_gpushare_run(nb_session, stem):
                 errors.append(o.ename)
     # The tagged cells really fail, with the exception the markdown explains.
     assert errors == EXPECTED_ERRORS[stem]
-    # CI budget: well under a minute of notebook per notebook (kernel start-up included).
-    assert run.seconds < nbs.CELL_TIMEOUT_S, f"{stem} took {run.seconds:.0f} s"
 
 
 @needs_cpu_frameworks
