@@ -1,4 +1,4 @@
-"""How true the cost model is (issue 26.5): predicted against measured, and how good `auto`'s pick is.
+"""How true the cost model is: predicted against measured, and how good `auto`'s pick is.
 
 One run: calibrate this machine's model (``gpushare.calibrate``'s sizes, into a cache of this run's
 own), then sweep pairs × paths at *other* sizes with the real lab and compare every measured row with the model's

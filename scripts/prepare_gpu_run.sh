@@ -71,7 +71,7 @@ PATH="$(cd "$(dirname "$PY")" && pwd):$PATH" .venv/bin/maturin build --release -
   2>&1 | grep -v "^📦\|^🔗\|^🐍" || true
 ls .whl/gpushare_dlpack-*-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl >/dev/null
 
-# What the image holds (KINDS.md, 2026-11-17; tornado is NOT there): never carry these.
+# What the image holds (KINDS.md; tornado is NOT there): never carry these.
 ON_IMAGE="numpy torch jax jaxlib cupy-cuda13x numba numba-cuda psutil packaging pygments typing-extensions
 typing_extensions python-dateutil python_dateutil six pyyaml attrs jinja2 markupsafe setuptools wheel
 pytest pluggy iniconfig pandas certifi idna urllib3 requests charset-normalizer charset_normalizer"
@@ -117,7 +117,7 @@ if [ $WITH_TF = 1 ]; then
   echo "the last TensorFlow run: 'WITH_TF=$last bash scripts/gpu_run.sh ...'"
 fi
 
-# --with-frameworks: issue 23's frameworks for the CUDA matrix (docs/pycuda-on-gpu.md). The image
+# --with-frameworks: MLX, Warp and PyCUDA for the CUDA matrix (docs/pycuda-on-gpu.md). The image
 # has cuda-core, cuda-bindings and every nvidia-* CUDA 13 library mlx-cuda-13 opens; it lacks Warp
 # (149 MB) and MLX (0.8 + 90 MB), which travel in parts, and PyCUDA, whose sdist travels with its
 # pure-Python dependencies (pytools, platformdirs, mako, siphash24) and is built there with nvcc.

@@ -1,4 +1,4 @@
-"""MLX, NVIDIA Warp, cuda.core and PyCUDA (issue 23), each added through its adapter and its rules
+"""MLX, NVIDIA Warp, cuda.core and PyCUDA, each added through its adapter and its rules
 alone: real shares on the CPU with the installed frameworks (skipped by name where one is not
 installed), and PyCUDA, which cannot be built without the CUDA toolkit, against a stand-in that
 speaks ``__cuda_array_interface__`` with PyCUDA's GPUArray layout."""

@@ -241,7 +241,7 @@ def test_a_calibrated_auto_makes_no_cut_past_the_largest_size_it_measured(tmp_pa
 
 def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_compare_bench_and_the_predictor(
         tmp_path, monkeypatch):
-    """Issue 26.4: ``auto`` takes the fastest path for the array's own size. A model in which two
+    """``auto`` takes the fastest path for the array's own size. A model in which two
     copying paths of torch→numpy cross at 10 000 bytes (a fast start against a fast stream): a 4 KiB
     array takes the one, a 64 KiB array the other, in ``share`` (asked in turn, so each size's plan
     is kept apart), in ``compare``'s auto row, in ``bench``'s auto per size, and in the predictor

@@ -295,7 +295,7 @@ def _child(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-# -- 24.10: timeouts that could never fire ---------------------------------------------------------
+# -- timeouts that could never fire ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, -1.0, "soon"])
@@ -306,7 +306,7 @@ def test_a_timeout_that_cannot_fire_or_fires_at_once_is_refused(bad):
         gpushare.Worker(start_timeout=bad)
 
 
-# -- 24.8: two threads on one worker -------------------------------------------------------------
+# -- two threads on one worker -------------------------------------------------------------
 
 
 def test_two_threads_sharing_through_one_worker_each_get_their_own_replies(worker):

@@ -65,7 +65,7 @@ def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any)
 
     Why: a worker's first handoffs by a path pay what later ones do not (its CUDA context and first
     mapping, NCCL's communicator, imports), and the first call of a timed point holds only part of
-    it: on the 2x H200 runs of 2026-11-26 the samples of the first size swept in each new worker ran
+    it: on the 2x H200 runs the samples of the first size swept in each new worker ran
     1.2-1.5x those of the later sizes (ipc, torch_mp), in calibration and evaluation alike, so the
     smallest size's time was partly the worker's warm-up and the cost model fitted it as the size's.
     The one-off cost is not dropped: the note says what the warm-up handoff took."""

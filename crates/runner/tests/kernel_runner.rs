@@ -1191,7 +1191,7 @@ fn a_markdown_cell_tagged_parameters_anchors_the_injected_cell() {
 
 // ---------------------------------------------------------------------------------------------
 // The same notebook through `gpushare run` and through nbclient, one test per kind of behaviour
-// (issue 16: errors, clear_output, display updates, output widgets, stdin, interrupts,
+// (errors, clear_output, display updates, output widgets, stdin, interrupts,
 // parameters, odd bytes). The bar is nbclient's outcome.
 
 /// How [`assert_same_as_nbclient`] runs a notebook on both sides.
