@@ -134,7 +134,7 @@ test-oldnumpy: dist
 
 # The wheel and sdist as built (tests/test_dist.py skips without GPUSHARE_DIST); building the sdist
 # into a wheel shares target/ so that only gpushare itself is compiled again.
-test-dist: dist
+test-dist: dist $(TEST_STAMP)
 	GPUSHARE_DIST=dist CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$(CURDIR)/target} $(PY) -m pytest -q tests/test_dist.py
 
 test: develop browser-deps test-rust test-python test-dist test-oldnumpy
