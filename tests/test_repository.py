@@ -144,3 +144,59 @@ def test_the_readme_gpu_section_speaks_of_results_not_of_the_machine_it_was_reac
     section = section[: section.index("\n## ", 1)]
     for word in ("64 MiB", "parts", "carry", "travels", "/tmp"):
         assert word not in section, word
+
+
+# -- a newcomer's first ten minutes: `make demo` and `make lab` --------------------------------------
+def _make(*args: str) -> str:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MAKE")}
+    proc = subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _make_variable(name: str) -> list[str]:
+    import shlex
+
+    for line in _make("-pn", "lab").splitlines():
+        if line.startswith(f"{name} := "):
+            return shlex.split(line.split(":=", 1)[1])
+    raise AssertionError(f"{name} not in the Makefile")
+
+
+@pytest.fixture(scope="module")
+def demo_deps():
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    return _make_variable("DEMO_DEPS")
+
+
+def test_make_demo_installs_what_the_tour_imports_and_nothing_only_the_tests_need(demo_deps):
+    import json
+
+    tour = json.loads((ROOT / "notebooks" / "01_tour_cpu.ipynb").read_text(encoding="utf-8"))
+    code = "\n".join("".join(c["source"]) for c in tour["cells"] if c["cell_type"] == "code")
+    imported = set(re.findall(r"^\s*(?:import|from) (\w+)", code, flags=re.M))
+    pip_name = {"numpy": "numpy", "torch": "torch", "jax": "jax[cpu]", "tensorflow": "tensorflow-cpu"}
+    for module in imported - {"os", "sys", "gpushare"}:
+        assert pip_name.get(module) in demo_deps, f"the tour imports {module}: add it to DEMO_DEPS"
+    # What the tour shows needs more than it imports: a data frame, a sweep's plot, and the kernel.
+    assert "to_pandas()" in code and "pandas" in demo_deps
+    assert "%sharebench" in code and "matplotlib" in demo_deps
+    assert {"ipython", "ipykernel", "maturin"} <= set(demo_deps)
+    only_tests = {"pytest", "paddlepaddle", "mlx[cpu]", "warp-lang", "cuda-core", "nbclient", "jupyterlab"}
+    assert not only_tests & set(demo_deps), only_tests & set(demo_deps)
+
+
+def test_make_lab_roots_jupyterlab_where_the_executed_tour_is_reachable(demo_deps):
+    commands = _make("-n", "lab").splitlines()
+    lab = [c for c in commands if " lab " in f"{c} " and "jupyter" in c]
+    assert lab, commands
+    assert f'--ServerApp.root_dir="{ROOT}"' in lab[-1] and "notebooks/" not in lab[-1], lab[-1]
+
+
+def test_make_demo_ends_naming_how_to_open_the_executed_tour(demo_deps):
+    demo = _make("-n", "demo")
+    assert "out/01_tour_cpu.ipynb" in demo and "make lab opens it" in demo
