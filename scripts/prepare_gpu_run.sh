@@ -71,7 +71,7 @@ PATH="$(cd "$(dirname "$PY")" && pwd):$PATH" .venv/bin/maturin build --release -
   2>&1 | grep -v "^📦\|^🔗\|^🐍" || true
 ls .whl/gpushare_dlpack-*-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl >/dev/null
 
-# What the image holds (KINDS.md; tornado is NOT there): never carry these.
+# What the GPU image already holds (tornado is NOT there): never carry these.
 ON_IMAGE="numpy torch jax jaxlib cupy-cuda13x numba numba-cuda psutil packaging pygments typing-extensions
 typing_extensions python-dateutil python_dateutil six pyyaml attrs jinja2 markupsafe setuptools wheel
 pytest pluggy iniconfig pandas certifi idna urllib3 requests charset-normalizer charset_normalizer"
