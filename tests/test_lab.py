@@ -385,7 +385,7 @@ def test_bench_progress_bar_falls_back_without_tqdm(monkeypatch, capsys):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_tqdm)
-    # The bar is for a terminal (issue 25: a redirected stderr gets no frames): stderr is one here.
+    # The bar is for a terminal (a redirected stderr gets no frames): stderr is one here.
     monkeypatch.setattr("gpushare.progress.on_terminal", lambda stream=None: True)
     monkeypatch.delenv("NO_COLOR", raising=False)
     gpushare.bench("numpy", "torch", sizes=[256], paths="dlpack", repeat=1)
@@ -578,7 +578,7 @@ def test_share_path_all_through_the_shell(lab_shell, run):
 
 def test_compare_describes_the_source_once():
     """The lab is the pipeline run once per path: the source is described once and that one
-    description is handed to each path's handoff, not made again per path (issue 22 item 2)."""
+    description is handed to each path's handoff, not made again per path."""
     c = gpushare.compare(torch.arange(64, dtype=torch.float32), "numpy", paths="dlpack,host,copy", repeat=2)
     assert set(c.results) == {"dlpack", "host", "copy"}
     sources = [r.source for r in c.results.values()]

@@ -81,7 +81,7 @@ def cuda_problem(ordinal: int) -> str | None:
 #: once per process (crates/core/src/cuda/status.rs), so a device usable once stays usable; a
 #: refusal is not kept. Why: every `share(x, ..., device="cuda:1")` checks its device, and the check
 #: (two regular expressions, the driver's status built as a dict) took 11.4 µs of the 84 µs that
-#: share added to a 256 MiB peer copy on the 2x H200 (scripts/probe_move_overhead.py).
+#: share added to a 256 MiB peer copy on 2x H200.
 _USABLE: dict[str, tuple[bool, int]] = {}
 
 

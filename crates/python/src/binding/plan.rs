@@ -627,7 +627,7 @@ impl SharePlan {
 
 /// Each stage of the shares since the last call, as ``(stage, seconds)`` in order (a share starts
 /// with ``start``), and a fresh start; None unless the extension was built with the
-/// ``stage-trace`` feature (crates/core/src/trace.rs, scripts/probe_stage_trace.py).
+/// ``stage-trace`` feature (crates/core/src/trace.rs, tools/stage_trace.py).
 #[pyfunction]
 fn _stage_trace() -> Option<Vec<(&'static str, f64)>> {
     crate::trace::take()

@@ -1,4 +1,4 @@
-//! `gpushare calibrate`: fits this machine's cost model (issue 26.2) in the kernel's Python, with
+//! `gpushare calibrate`: fits this machine's cost model in the kernel's Python, with
 //! `gpushare.calibrate`, and prints what it holds. The sweep itself is the lab's, the fit the core's.
 
 use std::io::Write;
