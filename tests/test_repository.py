@@ -58,17 +58,7 @@ DATES_ALLOWED = ("docs/gpu-results.md", "docs/gpu-results/", "docs/compatibility
 NOT_SCANNED = ("tests/foreign_notebooks/", "tests/test_repository.py")
 #: Hits left in files whose owner rewords them (path -> the text of each line still to change).
 #: Only shrinks: test_the_pending_hits_are_still_there fails once one is gone.
-PENDING = {
-    "crates/core/src/explain/prediction.rs": ["which the rules read: issue 22.4's one"],
-    "crates/core/src/explain/moves.rs": ["seen on 2× H200 (2026-11-26)"],
-    "crates/core/src/explain/targets.rs": ["is the newest release (2026-11-26)"],
-    "crates/core/src/explain/targets_tests.rs": ["(H100, 2026-11-26: 56 cells"],
-    "crates/core/src/paths.rs": ["on the 2-core CPU of 2026-11-27", "before them, H100, 2026-11-26)",
-                                 "(benchmarks/bench_advice.py, 2026-11-26)"],
-    "crates/python/src/binding/plan.rs": ["(issue 2's budget)"],
-    "python/gpushare/api.py": ["that issue 26.6 counts"],
-    "python/gpushare/paths.py": ["with the source's (issue 13)", "(the GPU run of 2026-11-26:"],
-}
+PENDING: dict[str, list[str]] = {}
 
 
 def tracked_text_files() -> list[tuple[str, str]]:

@@ -433,7 +433,7 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
 # (source, target, source place, destination, range of sizes of paths.auto_size_breaks, calibrated)
 # -> (the path for an idle producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
 # time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
-# the host work around a peer copy that issue 26.6 counts. Cleared with the model.
+# the host work around a peer copy that share(device=) adds. Cleared with the model.
 _MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
 
 

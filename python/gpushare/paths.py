@@ -266,7 +266,7 @@ def _build_route(
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))
         raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
-    # Whatever device another framework made current, the handoff runs with the source's (issue 13).
+    # Whatever device another framework made current, the handoff runs with the source's.
     from gpushare.devices import guard
 
     convert = guard(src, builder(src, dst), name)
@@ -378,7 +378,7 @@ def _device_of(src: Adapter, obj: Any) -> tuple[bool, int]:
 def _host(src: Adapter, dst: Adapter) -> Route:
     host_array, from_numpy = src.host_array, dst.from_numpy
     # A target that cannot address device memory (NumPy) keeps the host copy: the route goes back to
-    # the source's device only for targets that live there (the GPU run of 2026-11-26: auto's host
+    # the source's device only for targets that live there (measured on a GPU: auto's host
     # route from cuda:0 into NumPy asked NumPy for device memory and failed).
     target_on_host = not dst.addresses_device
 

@@ -173,7 +173,7 @@ pub fn copied_by_design(kind: PathKind, name: &str) -> Option<&'static str> {
 /// shared-memory segment's name, torch's storage descriptor): whatever it copies, it copies once
 /// before the first handoff (`shm` a private array into a segment, `torch_mp` a storage into
 /// shared memory), and the handoffs a sweep times after it cost the same at every size. Fitting
-/// them a cost per byte fits the worker's drift: on the 2-core CPU of 2026-11-27 `shm`'s line rose
+/// them a cost per byte fits the worker's drift: on a 2-core CPU `shm`'s line rose
 /// from 166 to 273 µs between 16 KiB and 32 MiB while its handoffs read 150-155 µs at every size
 /// (benchmarks/bench_advice.py).
 pub fn handoff_moves_bytes(kind: PathKind, name: &str) -> bool {
@@ -219,7 +219,7 @@ pub struct Endpoints {
     /// with 10.8 ms queued, on 2× H200): with a busy producer it costs all of the queued work.
     pub target_import_waits: bool,
     /// The target's `__cuda_array_interface__` import ignores the interface's `stream` (JAX's: with
-    /// matmuls queued on torch's stream it read the values from before them, H100, 2026-11-26), so
+    /// matmuls queued on torch's stream it read the values from before them, on an H100), so
     /// `cai` into it does not order the handoff.
     pub target_cai_unordered: bool,
     /// The source's legacy capsule export refuses its read-only arrays, since only a versioned
@@ -390,7 +390,7 @@ fn may_replace(facts: &AutoFacts<'_>, rules: &AutoChoice, path: &str) -> bool {
     // a GPU it carries no stream either (`orders_finished_values` keeps it out there); a source that
     // refuses to export read-only arrays by one (NumPy) gets it only for an array known to be
     // writable. Elsewhere it is the same handoff with less protocol around it: tf→torch on a CPU by
-    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py, 2026-11-26).
+    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py).
     let capsule_loses_nothing = !facts.endpoints.source_capsule_refuses_readonly || facts.source_readonly == Some(false);
     find(rules.kind, path).is_some_and(|spec| spec.modelled)
         && imports_by(rules.kind, path, &facts.endpoints)

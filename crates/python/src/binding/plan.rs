@@ -4,7 +4,7 @@
 //! `gpushare.share` works out once per (array type, target, path) who the adapters are, how to
 //! convert and how to predict; the plan then runs every later share of that kind. Keeping the steps
 //! between the framework calls in Rust is what keeps gpushare's cost per share to a few
-//! microseconds (issue 2's budget): the same steps in Python cost about as much as JAX's own import.
+//! microseconds: the same steps in Python cost about as much as JAX's own import.
 //! Everything framework-specific stays in the Python adapters, which the plan calls back.
 
 use std::collections::BTreeMap;
