@@ -60,6 +60,8 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             endpoints=paths.endpoints(src, dst),
             model=model,
             capsule_refuses_readonly=src.legacy_capsule_refuses_readonly,
+            import_waits=dst.dlpack_import_waits,
+            cai_unordered=not dst.cai_import_orders,
         )
     return made
 

@@ -56,6 +56,20 @@ pub struct ArrayAuto {
 /// come from here (the share plan asks it per array), so a row's prediction is always for the
 /// path that ran.
 pub fn auto_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
+    if target.auto_model.is_none() {
+        return ArrayAuto { path: resolve_auto_with(source, &target.framework, target.endpoints, None), why: None };
+    }
+    let key = ArrayKey::of(source, target);
+    if let Some(known) = target.auto_memo.array(&key) {
+        return known;
+    }
+    let chosen = decide_for_array(source, target);
+    target.auto_memo.remember_array(key, &chosen);
+    chosen
+}
+
+/// [`auto_for_array`] with a model, worked out.
+fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
     let rules = resolve_auto_with(source, &target.framework, target.endpoints, None);
     let Some(model) = target.auto_model.as_deref() else {
         return ArrayAuto { path: rules, why: None };
@@ -133,8 +147,61 @@ fn rank(verdict: crate::report::Verdict) -> u8 {
 /// target, the endpoints and the model, fixed for one [`TargetFacts`]). The model decides at one
 /// size per range ([`crate::advice::crossings`]), so the remembered path is the one it gives any
 /// array of the range. A prediction runs on every share.
+///
+/// Beside it, [`auto_for_array`]'s answers per kind of array (its [`ArrayKey`]): the rules'
+/// verdicts it weighs cost a prediction per path, and a share asks on every call.
 #[derive(Debug, Default)]
-pub struct AutoMemo(std::sync::Mutex<Vec<AutoMemoEntry>>);
+pub struct AutoMemo(Arc<Mutex<Vec<AutoMemoEntry>>>, Arc<Mutex<Vec<(ArrayKey, ArrayAuto)>>>);
+
+use std::sync::{Arc, Mutex};
+
+/// How many kinds of array [`AutoMemo`] keeps the per-array `auto` of (the oldest goes first).
+const ARRAYS_REMEMBERED: usize = 64;
+
+/// Everything of a described array and of the frameworks' live settings that a rule reads: two
+/// arrays with the same key get the same prediction by every path, so the same `auto`. The address
+/// counts only by its alignment (the rules ask whether it is a multiple of 16 or 64 bytes), and
+/// the span relative to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayKey {
+    framework: String,
+    dtype: String,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    dlpack_device: (u32, i32),
+    readonly: bool,
+    dlpack_version: Option<(u32, u32)>,
+    byte_offset: u64,
+    address_alignment: u64,
+    span_from_address: (i128, i128),
+    nbytes: u64,
+    settings: (Option<bool>, Option<i32>, Option<bool>, Option<bool>),
+}
+
+impl ArrayKey {
+    fn of(source: &TensorReport, target: &TargetFacts) -> ArrayKey {
+        let from = |a: u64| i128::from(a) - i128::from(source.data_ptr);
+        ArrayKey {
+            framework: source.framework.clone(),
+            dtype: source.dtype.clone(),
+            shape: source.shape.clone(),
+            strides: source.strides.clone(),
+            dlpack_device: source.dlpack_device,
+            readonly: source.readonly,
+            dlpack_version: source.dlpack_version,
+            byte_offset: source.byte_offset,
+            address_alignment: source.data_ptr % 4096,
+            span_from_address: (from(source.span.0), from(source.span.1)),
+            nbytes: source.nbytes,
+            settings: (
+                target.settings.target.keeps_64_bit,
+                target.settings.source.current_device,
+                target.settings.target.has_current_context,
+                target.settings.cuda_available,
+            ),
+        }
+    }
+}
 
 /// One kind of source: (source framework, DLPack place, read-only), the sizes at which the
 /// model's choice may change, and the path of each range between them, once asked.
@@ -177,9 +244,26 @@ impl AutoMemo {
 }
 
 impl Clone for AutoMemo {
-    /// A copy of the facts starts with what is known: the same facts give the same `auto`.
+    /// A copy of the facts shares what is known, and what it learns: the same facts give the same
+    /// `auto`, and a copy made to carry a framework's live settings (`Predictor`, each share) keeps
+    /// what it works out for the next share (the array's key holds those settings).
     fn clone(&self) -> AutoMemo {
-        AutoMemo(std::sync::Mutex::new(self.0.lock().map(|m| m.clone()).unwrap_or_default()))
+        AutoMemo(Arc::clone(&self.0), Arc::clone(&self.1))
+    }
+}
+
+impl AutoMemo {
+    fn array(&self, key: &ArrayKey) -> Option<ArrayAuto> {
+        self.1.lock().ok()?.iter().find(|(k, _)| k == key).map(|(_, auto)| auto.clone())
+    }
+
+    fn remember_array(&self, key: ArrayKey, auto: &ArrayAuto) {
+        if let Ok(mut arrays) = self.1.lock() {
+            if arrays.len() >= ARRAYS_REMEMBERED {
+                arrays.remove(0);
+            }
+            arrays.push((key, auto.clone()));
+        }
     }
 }
 

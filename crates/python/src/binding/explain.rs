@@ -214,10 +214,12 @@ impl Predictor {
         Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
     }
 
-    /// Whether this predictor resolves `auto` within the source's device: then the path that runs
-    /// is the planner's for each array ([`Predictor::auto_for`]).
+    /// Whether this predictor resolves `auto` within the source's device with a cost model: then
+    /// the path that runs is the planner's for each array ([`Predictor::auto_for`]). Without a
+    /// model `auto` is the rules' choice, the same for every array the plan serves (its key holds
+    /// where the array lies), and nothing is asked per array.
     pub fn resolves_auto(&self) -> bool {
-        self.facts.path == "auto" && self.facts.destination.is_none()
+        self.facts.path == "auto" && self.facts.destination.is_none() && self.facts.auto_model.is_some()
     }
 
     /// THE `auto` for the array `source` describes (`explain::auto_for_array`), from the same facts,
@@ -276,7 +278,11 @@ impl Predictor {
     /// ``capsule_refuses_readonly``: the source's legacy capsule export refuses read-only arrays
     /// (the adapter's ``legacy_capsule_refuses_readonly``), with ``endpoints``.
     #[new]
-    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, endpoints=None, destination=None, model=None, capsule_refuses_readonly=false))]
+    /// ``import_waits``: the target's DLPack import waits on the host for the producer's stream;
+    /// ``cai_unordered``: its ``__cuda_array_interface__`` import ignores the producer's stream (the
+    /// adapters' ``dlpack_import_waits`` and not ``cai_import_orders``): `auto` decided here never
+    /// takes, on a GPU, a path that would read the producer's values before its queue wrote them.
+    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, endpoints=None, destination=None, model=None, capsule_refuses_readonly=false, import_waits=false, cai_unordered=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
@@ -289,6 +295,8 @@ impl Predictor {
         destination: Option<(u32, i32)>,
         model: Option<PyRef<'_, super::advice::PyCostModel>>,
         capsule_refuses_readonly: bool,
+        import_waits: bool,
+        cai_unordered: bool,
     ) -> PyResult<Predictor> {
         let (target_known, target_live) = facts_from_py(target_facts)?;
         let (source_known, source_live) = facts_from_py(source_facts)?;
@@ -304,6 +312,8 @@ impl Predictor {
             },
             endpoints: endpoints.map(|e| crate::paths::Endpoints {
                 source_capsule_refuses_readonly: capsule_refuses_readonly,
+                target_import_waits: import_waits,
+                target_cai_unordered: cai_unordered,
                 ..super::paths::endpoints_of(e)
             }),
             destination: destination.map(crate::paths::Place::of_dlpack),
@@ -323,7 +333,7 @@ impl Predictor {
     /// for an array of that size and the same dtype and layout (a sweep's other sizes).
     #[pyo3(signature = (source, nbytes=None))]
     fn chosen_path(&self, py: Python<'_>, source: &Bound<'_, TensorInfo>, nbytes: Option<u64>) -> PyResult<String> {
-        if !self.resolves_auto() {
+        if self.facts.path != "auto" || self.facts.destination.is_some() {
             return Ok(self.facts.path.clone());
         }
         let report = &source.get().report;
