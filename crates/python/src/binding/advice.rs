@@ -400,6 +400,11 @@ impl PyAdvice {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         dict_with_schema(py, "advice", &self.inner)
     }
+    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.advice/1", "data": …}``,
+    /// as every result's ``to_json()`` is.
+    fn to_json(&self) -> PyResult<String> {
+        super::json::envelope_json("advice", &self.inner)
+    }
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let pandas = py.import("pandas")?;
         let rows = PyList::empty(py);
