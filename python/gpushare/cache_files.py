@@ -36,7 +36,7 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str | None:
     Never blocks."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (or no directory to hold it)
         return None
     except OSError as e:
         raise Unusable(f"it cannot be opened ({e.strerror or e})") from None

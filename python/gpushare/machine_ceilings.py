@@ -177,8 +177,7 @@ class Ceilings:
         measured at a size within :data:`NEAR` × of ``nbytes`` (the nearest size when none is);
         None when it was not measured."""
         nbytes = arguments.size("nbytes", nbytes)
-        entry = self.resources.get(resource)
-        points = (entry.get("points") if isinstance(entry, dict) else None) or []
+        points = _points(self.resources.get(resource))
         if not points:
             return None
         n = max(int(nbytes), 1)
@@ -216,12 +215,13 @@ class Ceilings:
     def _rows(self) -> list[tuple[str, str, str]]:
         rows = []
         for key, r in self.resources.items():
+            points = _points(r)
             r = r if isinstance(r, dict) else {}
-            if r.get("points"):
-                figures = ", ".join(f"{_size(n)}: {bps / 1e9:.1f} GB/s" for n, bps in r["points"])
+            if points:
+                figures = ", ".join(f"{_size(n)}: {bps / 1e9:.1f} GB/s" for n, bps in points)
             else:
-                figures = r.get("note") or "not measured"
-            rows.append((key, r.get("description", ""), figures))
+                figures = str(r.get("note") or "not measured")
+            rows.append((str(key), str(r.get("description", "")), figures))
         return rows
 
     def _caption(self) -> str:
@@ -296,6 +296,19 @@ def _read_cache(path: Path) -> dict[str, Any] | None:
     return data
 
 
+def _point_ok(p: Any) -> bool:
+    """Whether ``p`` is a ceiling's point: ``[bytes, bytes per second]``, both positive, finite."""
+    return (isinstance(p, (list, tuple)) and len(p) == 2 and type(p[0]) is int and 0 < p[0] < 1 << 63
+            and isinstance(p[1], (int, float)) and not isinstance(p[1], bool) and math.isfinite(p[1]) and p[1] > 0)
+
+
+def _points(resource: Any) -> list[tuple[int, float]]:
+    """A resource's measured points, ``(bytes, bytes per second)``; any that is not one is left out
+    (a :class:`Ceilings` made by hand from other figures)."""
+    points = resource.get("points") if isinstance(resource, dict) else None
+    return [(p[0], float(p[1])) for p in points if _point_ok(p)] if isinstance(points, list) else []
+
+
 def _data_problem(data: Any) -> str | None:
     """Why ``data`` is not ceilings as :func:`measure` makes them, or None: a key, and resources
     each with a description and points of a size in bytes and a positive, finite rate."""
@@ -313,9 +326,7 @@ def _data_problem(data: Any) -> str | None:
         if not isinstance(points, list):
             return f"resource {key!r} has no list of points"
         for p in points:
-            ok = (isinstance(p, list) and len(p) == 2 and type(p[0]) is int and 0 < p[0] < 1 << 63
-                  and isinstance(p[1], (int, float)) and not isinstance(p[1], bool) and math.isfinite(p[1]) and p[1] > 0)
-            if not ok:
+            if not _point_ok(p):
                 return f"resource {key!r} has a point {p!r} that is not [bytes, bytes per second]"
     return None
 
