@@ -75,6 +75,10 @@ def test_a_model_file_that_says_dlpack_copies_does_not_make_auto_copy(cache):
     assert r.verdict == "shared" and r.path != "copy"
     assert r.value.data_ptr() == x.ctypes.data
     assert gpushare.advise(x, "torch").recommended != "copy"
+    # THE auto, as every entry point asks it (the predictor, a sweep's auto row).
+    numpy, torch_ = gpushare.adapters.framework("numpy"), gpushare.adapters.framework("torch")
+    for nbytes in (None, x.nbytes, 1 << 26):
+        assert gpushare.paths.auto_choice(numpy, torch_, nbytes=nbytes)[0] in ("dlpack", "capsule", "cai")
 
 
 @pytest.mark.parametrize("changes, words", [
