@@ -148,6 +148,7 @@ def test_warnings_from_a_script_driving_the_magics_do_not_raise():
         "import numpy as np\n"
         "ip = InteractiveShell.instance()\n"
         "ip.user_ns['x'] = np.ones(3); ip.user_ns['y'] = 1\n"
+        "ip.run_line_magic('config', 'GpuShare.repeat = 0')\n"  # refused at load, with a warning
         "ip.run_line_magic('load_ext', 'gpushare')\n"
         "ip.run_line_magic('share', 'x ->numpy --as y -q')\n"
         "print('bound', type(ip.user_ns['y']).__name__)\n"
@@ -157,6 +158,7 @@ def test_warnings_from_a_script_driving_the_magics_do_not_raise():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "bound ndarray" in done.stdout
     assert "replaces existing variables: y" in done.stderr
+    assert "GpuShare.repeat = 0" in done.stderr
 
 
 # -- /dev/shm ----------------------------------------------------------------------------------------
