@@ -487,9 +487,15 @@ impl CostModel {
     /// scales the fixed cost; `None`: as calibrated.
     pub fn predict(&self, key: &CostKey, bytes: u64, ordering: Ordering, queued: f64, host_speed: Option<f64>) -> Option<Prediction> {
         let fit = self.fit(key)?;
-        let waits = if ordering == Ordering::HostSynchronise { queued.max(0.0) } else { 0.0 };
+        let waits = if ordering == Ordering::HostSynchronise && queued.is_finite() { queued.max(0.0) } else { 0.0 };
         let (fixed, per_byte) = fit.line_at(bytes);
         let scaled = fit.seconds_at(bytes, host_speed);
+        // A time that is not a number predicts nothing (JSON has no infinity: it would read `null`
+        // where the schema promises seconds); a model read from a file is checked before this
+        // ([`CostModel::problem`]), one made in a process may still hold such a fit.
+        if !(scaled.is_finite() && fixed.is_finite() && scaled >= 0.0) {
+            return None;
+        }
         Some(Prediction {
             seconds: scaled + waits,
             fixed: fixed + (scaled - fit.seconds(bytes)),
