@@ -14,13 +14,12 @@ keeps the cache.
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native, machine_ceilings, paths, verdicts
+from gpushare import _native, arguments, cache_files, machine_ceilings, paths, verdicts
 from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
 
@@ -141,15 +140,22 @@ def model(*, allow_stale: bool = False) -> Any:
     """The cached model of this machine, or None when there is none (or it is stale, unless
     ``allow_stale``: then ``model().stale_against(machine_key())`` says what changed)."""
     path = cache_file()
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
+    mtime = cache_files.state(path)
+    if mtime is None:
         return None
     cached = _LOADED.get("model")
     if cached is None or _LOADED.get("mtime") != mtime:
+        # A file that cannot be a model (not a regular file, too large, a number no calibration
+        # makes: CostModel.from_json checks them all) is named once and treated as absent: the
+        # rules alone decide, as on a machine never calibrated.
         try:
-            cached = CostModel.from_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            text = cache_files.read_text(path)
+            if text is None:
+                return None
+            cached = CostModel.from_json(text)
+        except (cache_files.Unusable, ValueError) as e:
+            cache_files.warn_unusable(path, "cost model", str(e),
+                                      "the rules alone choose paths until gpushare.calibrate() makes a new one")
             return None
         _LOADED.update(model=cached, mtime=mtime)
     if not allow_stale and cached.stale_against(machine_key()) is not None:
@@ -172,21 +178,26 @@ def summary() -> str:
     if note is not None:
         return f"cost model: {note}"
     m = model()
-    made = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created)) if m.created else "unknown time"
-    return f"cost model: {len(m)} paths fitted, made {made} ({cache_file()}); gpushare.advise(x, to) predicts"
+    return f"cost model: {len(m)} paths fitted, made {made_at(m.created)} ({cache_file()}); gpushare.advise(x, to) predicts"
 
 
-def _save(m: Any) -> None:
-    path = cache_file()
+def made_at(created: float) -> str:
+    """When a model was made, in words: its ``created`` time (seconds since the epoch) in local
+    time, or "an unknown time" for 0 or one the platform cannot show (a year past 9999)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(m.to_json(), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only home: the model still serves this process
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if created else "an unknown time"
+    except (OverflowError, OSError, ValueError):
+        return "an unknown time"
+
+
+def _save(m: Any) -> bool:
+    """Caches ``m`` for this machine; False (and a warning that says so) when it cannot be saved.
+    Either way it serves this process."""
+    saved = cache_files.write_text(cache_file(), m.to_json(), "cost model",
+                                   "it serves this process only; calibrate again where the cache directory is writable")
     forget()
     _LOADED.update(model=m, mtime=None, auto=m)
+    return saved
 
 
 def _default_frameworks(device: str) -> list[str]:
@@ -289,9 +300,13 @@ def calibrate(
     the machine keeps, and the error its fit states includes how far those moments differ."""
     from gpushare import lab
 
-    size_list = list(dict.fromkeys(lab.parse_size(s) for s in sizes))
+    frameworks = arguments.names("frameworks", frameworks)
+    repeat = arguments.count("repeat", repeat, optional=False)  # type: ignore[assignment]
+    size_list = list(dict.fromkeys(arguments.sizes("sizes", sizes)))
     if len(size_list) < 3:
-        raise ValueError(f"a fit needs at least three sizes, got {list(sizes)!r}")
+        raise ValueError(f"a fit needs at least three sizes, got {sizes!r}")
+    if 0 in size_list:
+        raise ValueError("sizes: a fit needs arrays of at least 1 byte, got 0")
     if device is None:
         device = "cuda:0" if machine_ceilings.cuda_devices() else "cpu"
     names = [framework(n).name for n in frameworks] if frameworks else _default_frameworks(device)
@@ -461,6 +476,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     producer's stream is busy (the amount is then unknown, and a path ordered on the device is
     preferred). ``Advice.producer`` and the table say which state was assumed.
     Returns an :class:`Advice` (``recommended``, ``why``, ``rows``; text, HTML and JSON forms)."""
+    queued, across = arguments.seconds("queued", queued), arguments.across(across)
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     info = src.inspect(obj)
@@ -485,6 +501,11 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         rules_choice = paths.process_auto(obj)
         for path in paths.names_of("process"):
             why = processes.applicability(obj, path, worker, to=to)
+            if why is None and path == "shm" and processes.shm_copies(obj):
+                # A segment that does not fit in /dev/shm is refused by the handoff: never recommended.
+                from gpushare import process_rules
+
+                why = process_rules.shm_room_problem(nbytes)
             if why is not None:
                 rows.append(_row(kind, path, "failed", why, where, src.name, dst.name, nbytes, None, queued))
                 continue

@@ -9,6 +9,7 @@ from typing import Any, Iterator, Sequence
 
 from gpushare import _native, advice, devices, paths, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
+from gpushare.arguments import timing as _checked_timing
 from gpushare.adapters.host import values_lost as _values_lost
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
@@ -133,6 +134,7 @@ def share(
     >>> r.verdict, r.value
     ('shared', array([1., 1., 1.], dtype=float32))
     """
+    repeat, number, warmup, budget = _checked_timing(repeat, number, warmup, budget)
     # The common share, `share(x, "jax")`, once a share of its kind has run: its plan after one
     # lookup (_COMMON), or two with what `auto` depends on read inline (the full path below costs a
     # few µs of Python on every share, as much as the framework's own import on a CPU). A

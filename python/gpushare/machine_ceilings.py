@@ -25,6 +25,7 @@ from __future__ import annotations
 import html
 import copy
 import json
+import math
 import os
 import platform
 import socket
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpushare import _native
+from gpushare import _native, arguments, cache_files
 
 #: Bumped when the cached figures change meaning.
 CACHE_FORMAT = 1
@@ -163,17 +164,20 @@ class Ceilings:
 
     @property
     def key(self) -> dict[str, Any]:
-        return dict(self._data["key"])
+        return dict(self._data.get("key") or {})
 
     @property
     def resources(self) -> dict[str, dict[str, Any]]:
-        return self._data["resources"]
+        # Empty where the figures name none (a hand-made dict): nothing measured, not an error.
+        resources = self._data.get("resources")
+        return resources if isinstance(resources, dict) else {}
 
     def ceiling(self, resource: str, nbytes: int) -> float | None:
         """Bytes per second that resource ``resource`` can copy ``nbytes`` at: the fastest copy
         measured at a size within :data:`NEAR` × of ``nbytes`` (the nearest size when none is);
         None when it was not measured."""
-        points = (self.resources.get(resource) or {}).get("points") or []
+        nbytes = arguments.size("nbytes", nbytes)
+        points = _points(self.resources.get(resource))
         if not points:
             return None
         n = max(int(nbytes), 1)
@@ -189,6 +193,7 @@ class Ceilings:
         def ordinal(device: tuple[int, int]) -> int | None:
             return None if int(device[0]) in _HOST_DEVICE_TYPES else int(device[1] or 0)
 
+        nbytes = arguments.size("nbytes", nbytes)
         crossed = _native.copy_resources(kind, path, ordinal(source), ordinal(target))
         limits = [self.ceiling(key, nbytes) for key, _ in crossed]
         if not crossed or any(x is None for x in limits):
@@ -210,24 +215,26 @@ class Ceilings:
     def _rows(self) -> list[tuple[str, str, str]]:
         rows = []
         for key, r in self.resources.items():
-            if r.get("points"):
-                figures = ", ".join(f"{_size(n)}: {bps / 1e9:.1f} GB/s" for n, bps in r["points"])
+            points = _points(r)
+            r = r if isinstance(r, dict) else {}
+            if points:
+                figures = ", ".join(f"{_size(n)}: {bps / 1e9:.1f} GB/s" for n, bps in points)
             else:
-                figures = r.get("note") or "not measured"
-            rows.append((key, r.get("description", ""), figures))
+                figures = str(r.get("note") or "not measured")
+            rows.append((str(key), str(r.get("description", "")), figures))
         return rows
 
     def _caption(self) -> str:
-        k = self._data["key"]
+        k = self.key
         where = f"{k.get('hostname')} ({k.get('cpu')}"
-        where += f"; {', '.join(k['devices'])}, driver {k.get('driver')})" if k.get("devices") else ")"
+        where += f"; {', '.join(map(str, k['devices'])) if isinstance(k['devices'], list) else k['devices']}, driver {k.get('driver')})" if k.get("devices") else ")"
         how = "cached" if self.cached else "measured"
         return f"gpushare ceilings of {where}, {how} {self._data.get('measured_at')}: best copy at each size"
 
     def text(self) -> str:
         rows = self._rows()
-        width = max(len(key) for key, _, _ in rows)
-        lines = [self._caption()]
+        width = max((len(key) for key, _, _ in rows), default=0)
+        lines = [self._caption() + ("" if rows else ": no resource measured")]
         lines += [f"  {key:<{width}}  {figures}   ({words})" for key, words, figures in rows]
         return "\n".join(lines)
 
@@ -257,22 +264,71 @@ def ceilings(refresh: bool = False, *, gpu: bool = True) -> Ceilings:
     resource) and cached. ``refresh=True`` measures again; ``gpu=False`` measures host memory only."""
     path = cache_path()
     if not refresh:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        data = _read_cache(path)
+        if data is not None:
             skipped_gpu = gpu and "gpu=False" in str((data["resources"].get("gpu") or {}).get("note"))
             if data.get("key") == machine_key() and not skipped_gpu:
                 return Ceilings(data, cached=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # no cache, or one from an older gpushare: measure
     data = measure(gpu=gpu)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only home: the figures are still right for this process
+    # A read-only home: the figures are still right for this session (the warning says so).
+    cache_files.write_text(path, json.dumps(data, indent=1), "machine's ceilings",
+                           "they serve this process only, and are measured again in the next")
     return Ceilings(data)
+
+
+def _read_cache(path: Path) -> dict[str, Any] | None:
+    """The cached ceilings, where ``path`` holds figures of the form :func:`measure` makes; None
+    otherwise (no file, one from an older gpushare, or one that cannot be a cache: that is named in a
+    warning), and the ceilings are measured again."""
+    try:
+        text = cache_files.read_text(path)
+        if text is None:
+            return None
+        data = json.loads(text)
+    except (cache_files.Unusable, ValueError, RecursionError) as e:
+        why = str(e) if isinstance(e, cache_files.Unusable) else f"it is not JSON ({type(e).__name__})"
+        cache_files.warn_unusable(path, "machine's ceilings", why, "they are measured again")
+        return None
+    why = _data_problem(data)
+    if why is not None:
+        cache_files.warn_unusable(path, "machine's ceilings", why, "they are measured again")
+        return None
+    return data
+
+
+def _point_ok(p: Any) -> bool:
+    """Whether ``p`` is a ceiling's point: ``[bytes, bytes per second]``, both positive, finite."""
+    return (isinstance(p, (list, tuple)) and len(p) == 2 and type(p[0]) is int and 0 < p[0] < 1 << 63
+            and isinstance(p[1], (int, float)) and not isinstance(p[1], bool) and math.isfinite(p[1]) and p[1] > 0)
+
+
+def _points(resource: Any) -> list[tuple[int, float]]:
+    """A resource's measured points, ``(bytes, bytes per second)``; any that is not one is left out
+    (a :class:`Ceilings` made by hand from other figures)."""
+    points = resource.get("points") if isinstance(resource, dict) else None
+    return [(p[0], float(p[1])) for p in points if _point_ok(p)] if isinstance(points, list) else []
+
+
+def _data_problem(data: Any) -> str | None:
+    """Why ``data`` is not ceilings as :func:`measure` makes them, or None: a key, and resources
+    each with a description and points of a size in bytes and a positive, finite rate."""
+    if not isinstance(data, dict) or not isinstance(data.get("key"), dict):
+        return "it holds no machine key"
+    resources = data.get("resources")
+    if not isinstance(resources, dict) or not resources:
+        return "it holds no resources"
+    for key, r in resources.items():
+        if not isinstance(r, dict):
+            return f"resource {key!r} is not a table"
+        if not isinstance(r.get("description", ""), str) or not isinstance(r.get("note") or "", str):
+            return f"resource {key!r} has a description or note that is not text"
+        points = r.get("points") or []
+        if not isinstance(points, list):
+            return f"resource {key!r} has no list of points"
+        for p in points:
+            if not _point_ok(p):
+                return f"resource {key!r} has a point {p!r} that is not [bytes, bytes per second]"
+    return None
 
 
 def dlpack_place(device: str) -> tuple[int, int]:

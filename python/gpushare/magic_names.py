@@ -35,6 +35,22 @@ def is_name(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
+def reserved_name(name: str, hidden: Any = ()) -> str | None:
+    """What binding ``name`` would replace that the user's next cells rely on, in words, or None:
+    a builtin (``print``: every later ``print(1)`` would call the array), a name IPython binds
+    itself (``get_ipython``, ``In``, ``_``; ``hidden``: the shell's ``user_ns_hidden``) or one of
+    Python's own module names (``__builtins__``, ``__name__``). The magics refuse these without -f."""
+    import builtins
+
+    if name.startswith("__") and name.endswith("__"):
+        return f"{name!r} is one of Python's own names"
+    if name in hidden:
+        return f"{name!r} is a name IPython binds itself"
+    if hasattr(builtins, name):
+        return f"{name!r} is a Python builtin"
+    return None
+
+
 def template_problem(template: str) -> str | None:
     """Why a name template cannot name results, or None. Only ``{name}`` and ``{dst}`` may appear,
     ``{name}`` must, and the names it makes must be usable Python names."""
@@ -134,5 +150,5 @@ def _names_stored_in(source: str) -> list[str]:
 
 
 __all__ = [
-    "NamespaceSnapshot", "hop_name_clash", "is_name", "python_name", "result_name", "template_problem",
+    "NamespaceSnapshot", "hop_name_clash", "is_name", "python_name", "reserved_name", "result_name", "template_problem",
 ]

@@ -22,7 +22,9 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 from gpushare import api
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
-from gpushare.magic_names import NamespaceSnapshot, hop_name_clash, is_name, python_name, result_name, template_problem
+from gpushare.magic_names import (
+    NamespaceSnapshot, hop_name_clash, is_name, python_name, reserved_name, result_name, template_problem,
+)
 from gpushare.paths import PATH_NAMES, names_of
 from gpushare.warn_site import warn_every_time
 
@@ -216,9 +218,16 @@ class GpuShare(Magics):
         """Checks the names about to be bound (result name → what it holds, for messages) before any
         is bound: usable Python names and the source replaced only with -f. Returns the existing
         variables (not bound by an earlier %share) they replace, which warn at binding unless -f."""
+        hidden = getattr(self.shell, "user_ns_hidden", {})
         for new, what in names.items():
             if not is_name(new):
                 raise UsageError(f"cannot bind {what} to {new!r}: not a valid Python variable name")
+            reserved = None if force else reserved_name(new, hidden)
+            if reserved is not None:
+                raise UsageError(
+                    f"cannot bind {what} to {new!r}: {reserved}, and replacing it breaks the cells that follow; "
+                    "choose another name with --as, or pass -f (--force) to replace it"
+                )
         ns = self.shell.user_ns
         replaced = [n for n in names if n in ns and self._bound.get(n) != id(ns[n])]
         clobbered = [n for n in replaced if n in sources]

@@ -12,6 +12,7 @@ are the process paths' own (a segment that does not fit /dev/shm dies of SIGBUS 
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from typing import Any
@@ -179,6 +180,30 @@ def no_space_error(path: str, nbytes: int, error: OSError) -> Exception:
     return _no_room(path, nbytes, "the segment", free_bytes(SHM_DIR), f"{type(error).__name__}: {error}")
 
 
+def unwritable_error(path: str, error: OSError) -> Exception:
+    """The refusal for a segment that cannot be made at all: /dev/shm read-only (a container's
+    ``--read-only`` without a tmpfs for it), not writable by this user, or missing."""
+    why = "is read-only" if error.errno == errno.EROFS else \
+        "is not writable by this process" if error.errno in (errno.EACCES, errno.EPERM) else "has no room for a new file"
+    if error.errno == errno.ENOENT:
+        why = "does not exist"
+    return _explained(
+        "path_not_applicable", path,
+        f"{SHM_DIR} {why}, so gpushare cannot make the shared memory segment the worker maps",
+        f"make {SHM_DIR} a writable tmpfs (docker run --tmpfs /dev/shm or --shm-size=1g), or use another path "
+        "(torch_mp for a torch tensor, ipc for CUDA memory)", f"{type(error).__name__}: {error}")
+
+
+def shm_room_problem(nbytes: int) -> str | None:
+    """Why a new segment of ``nbytes`` does not fit in /dev/shm now, in words (what ``advise`` says
+    of ``shm`` before recommending it), or None where it fits or nobody can say."""
+    free = free_bytes(SHM_DIR)
+    if free is None or nbytes <= free:
+        return None
+    return (f"the segment needs {_size(nbytes)} of shared memory and {SHM_DIR} has {_size(free)} free "
+            f"(give {SHM_DIR} more room, or release earlier handoffs)")
+
+
 def check_timeout(name: str, value: Any) -> float:
     """A timeout is a finite number of seconds above zero: NaN compares false with every deadline,
     so a request would never time out, and zero or less times out every request."""
@@ -198,4 +223,4 @@ def readonly_warning(source_readonly: bool, worker_writable: bool) -> str | None
 
 
 __all__ = ["check_source", "nbytes_of", "shm_host_view", "shm_layout", "ipc_layout", "free_bytes", "check_shm_space",
-           "check_timeout", "readonly_warning", "no_space_error"]
+           "check_timeout", "readonly_warning", "no_space_error", "shm_room_problem", "unwritable_error"]

@@ -21,7 +21,10 @@ class Segment:
         from multiprocessing import resource_tracker
 
         self.name = f"gpushare_{os.getpid()}_{secrets.token_hex(8)}"
-        fd = os.open(self.file, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            fd = os.open(self.file, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        except OSError as e:
+            raise process_rules.unwritable_error(path, e) from None
         try:
             try:
                 os.posix_fallocate(fd, 0, size)

@@ -65,10 +65,17 @@ def warn_every_time(message: str, category: type[Warning]) -> None:
     if frame is None:
         warnings.warn(message, category, stacklevel=2)
         return
-    warnings.warn_explicit(
-        message, category, frame.f_code.co_filename, frame.f_lineno,
-        module=frame.f_globals.get("__name__", "__main__"), registry=None, module_globals=frame.f_globals,
-    )
+    module = frame.f_globals.get("__name__", "__main__")
+    try:
+        warnings.warn_explicit(
+            message, category, frame.f_code.co_filename, frame.f_lineno,
+            module=module, registry=None, module_globals=frame.f_globals,
+        )
+    except ImportError:
+        # The module's loader cannot give its source: ``python -c`` runs ``__main__`` under the
+        # built-in importer, whose get_source raises ImportError ("'__main__' is not a built-in
+        # module") out of warn_explicit itself. The warning is shown without its source line.
+        warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno, module=module, registry=None)
 
 
 __all__ = ["user_frame", "user_stacklevel", "warn_every_time"]

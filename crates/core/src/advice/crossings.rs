@@ -28,6 +28,17 @@ impl CostModel {
         let Some(verdict) = self.fits.get(&label(like)).and_then(|f| f.shares) else {
             return Vec::new();
         };
+        // The verdicts are the file's word, and the rules outrank it: a path that copies by design
+        // never joins the paths that share, and a share path the rules made to share (DLPack, a
+        // capsule, the CUDA array interface) that the file says copied is replaced only by another
+        // such path, never by one of gpushare's copies. Otherwise a file that said `dlpack` copies
+        // made `auto` copy numpy→torch, where DLPack shares.
+        let by_design = |path: &str| crate::paths::PathKind::parse(kind).and_then(|k| crate::paths::copied_by_design(k, path)).is_some();
+        if verdict && by_design(like) {
+            return Vec::new();
+        }
+        let zero_copy_only = kind == crate::paths::PathKind::Share.name() && !verdict && !by_design(like);
+        let admissible = |path: &str| if verdict || zero_copy_only { !by_design(path) } else { true };
         // Labels sort by `kind source->target `, so the pair's paths are one range of the map: this
         // runs on every `auto` of a calibrated machine, and parsing every label cost µs.
         let prefix = format!("{kind} {source}->{target} ");
@@ -35,7 +46,9 @@ impl CostModel {
             .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
             .take_while(|(label, _)| label.starts_with(&prefix))
             .filter_map(|(label, fit)| Some((super::model::split_label(label)?, fit)))
-            .filter(|([k, s, t, _, p], fit)| *k == kind && *s == source && *t == target && *p == place && fit.shares == Some(verdict))
+            .filter(|([k, s, t, path, p], fit)| {
+                *k == kind && *s == source && *t == target && *p == place && fit.shares == Some(verdict) && admissible(path)
+            })
             .map(|([.., path, _], fit)| (path, fit))
             .collect()
     }

@@ -487,9 +487,15 @@ impl CostModel {
     /// scales the fixed cost; `None`: as calibrated.
     pub fn predict(&self, key: &CostKey, bytes: u64, ordering: Ordering, queued: f64, host_speed: Option<f64>) -> Option<Prediction> {
         let fit = self.fit(key)?;
-        let waits = if ordering == Ordering::HostSynchronise { queued.max(0.0) } else { 0.0 };
+        let waits = if ordering == Ordering::HostSynchronise && queued.is_finite() { queued.max(0.0) } else { 0.0 };
         let (fixed, per_byte) = fit.line_at(bytes);
         let scaled = fit.seconds_at(bytes, host_speed);
+        // A time that is not a number predicts nothing (JSON has no infinity: it would read `null`
+        // where the schema promises seconds); a model read from a file is checked before this
+        // ([`CostModel::problem`]), one made in a process may still hold such a fit.
+        if !(scaled.is_finite() && fixed.is_finite() && scaled >= 0.0) {
+            return None;
+        }
         Some(Prediction {
             seconds: scaled + waits,
             fixed: fixed + (scaled - fit.seconds(bytes)),
@@ -527,6 +533,37 @@ impl CostModel {
             .map(|(path, seconds)| (path.to_string(), seconds))
     }
 
+    /// Why this model, read from a file, cannot be used: the first number that is not one a fit
+    /// can hold (not finite, a negative cost or time, an exponent or speed outside what a
+    /// calibration makes), a label that names no path of this gpushare, or a verdict the rules
+    /// contradict (a path that copies by design claimed to share); `None` when every part checks.
+    ///
+    /// Why: the cache file is data anyone (or a broken disk) can write, and `auto` and every
+    /// prediction act on it. A file that claimed `copy` shares once made `auto` copy numpy→torch
+    /// where DLPack shares, and a negative fixed cost predicted -0.29 s. A model that fails here is
+    /// treated as absent: the rules alone decide, as on an uncalibrated machine.
+    pub fn problem(&self) -> Option<String> {
+        if !(self.created.is_finite() && self.created >= 0.0) {
+            return Some(format!("its creation time {} is not a time", self.created));
+        }
+        for (label, fit) in &self.fits {
+            if let Some(why) = label_problem(label).or_else(|| fit_problem(label, fit)) {
+                return Some(format!("fit {label:?}: {why}"));
+            }
+        }
+        for (label, points) in &self.observations {
+            if let Some(p) = points.iter().find(|p| !(p.seconds.is_finite() && p.seconds >= 0.0 && p.seconds <= MAX_SECONDS)) {
+                return Some(format!("observation of {label:?}: {} seconds at {} bytes", p.seconds, p.bytes));
+            }
+        }
+        for (label, speeds) in &self.host_speeds {
+            if let Some(s) = speeds.iter().find(|s| !host_speed_ok(**s)) {
+                return Some(format!("host speed of {label:?}: {s}"));
+            }
+        }
+        None
+    }
+
     /// What differs between the machine this model was made for and `current` (each top-level
     /// field whose value changed, added or went away), in words; `None` when it is current.
     pub fn stale_against(&self, current: &serde_json::Value) -> Option<String> {
@@ -546,6 +583,71 @@ impl CostModel {
         changed.dedup();
         Some(format!("made for another {}", changed.join(", ")))
     }
+}
+
+/// The longest time any number of a model may state, in seconds: an hour per handoff is far past
+/// anything a calibration measures, and keeps every prediction finite (an hour per byte of 2⁶⁴
+/// bytes is still a finite f64).
+const MAX_SECONDS: f64 = 3600.0;
+
+/// The range of the power a fit's fixed cost follows the host's speed by: the calibration states
+/// 0.6 or 1.0 ([`host_speed_exponent`]); a power far outside makes a prediction overflow.
+const SPEED_EXPONENTS: std::ops::RangeInclusive<f64> = 0.0..=4.0;
+
+/// A host speed (seconds of [`CostModel::add_measured`]'s fixed piece of work, microseconds on any
+/// host) a model may hold: positive and at most a second.
+fn host_speed_ok(s: f64) -> bool {
+    s.is_finite() && s > 1e-12 && s <= 1.0
+}
+
+/// Why a fit's label names nothing this gpushare calibrates, or `None`.
+fn label_problem(label: &str) -> Option<String> {
+    let Some([kind, _, _, path, place]) = split_label(label) else {
+        return Some("not a label of the form `kind source->target path @place`".into());
+    };
+    let Some(kind) = crate::paths::PathKind::parse(kind) else {
+        return Some(format!("{kind:?} is not a kind of path"));
+    };
+    if path == crate::paths::AUTO.name || crate::paths::find(kind, path).is_none() {
+        return Some(format!("{path:?} is not a {} path", kind.name()));
+    }
+    place.is_empty().then(|| "it names no place".into())
+}
+
+/// Why a fit's numbers or verdict cannot be used, or `None`.
+fn fit_problem(label: &str, fit: &Fit) -> Option<String> {
+    let seconds_ok = |s: f64| s.is_finite() && (0.0..=MAX_SECONDS).contains(&s);
+    if !seconds_ok(fit.fixed) {
+        return Some(format!("fixed cost {} is not a time in seconds", fit.fixed));
+    }
+    if !seconds_ok(fit.per_byte) {
+        return Some(format!("cost per byte {} is not a time in seconds", fit.per_byte));
+    }
+    if !(fit.error.is_finite() && fit.error >= 0.0) {
+        return Some(format!("stated error {} is not a relative error", fit.error));
+    }
+    if let Some(k) = fit.knots.iter().find(|k| !seconds_ok(k.seconds)) {
+        return Some(format!("knot at {} bytes has {} seconds", k.bytes, k.seconds));
+    }
+    if fit.knots.windows(2).any(|w| w[0].bytes >= w[1].bytes) {
+        return Some("its knots are not in increasing order of size".into());
+    }
+    if let Some(s) = fit.host_speed.filter(|s| !host_speed_ok(*s)) {
+        return Some(format!("host speed {s} is not one a calibration measures"));
+    }
+    if let Some(e) = fit.speed_exponent.filter(|e| !(e.is_finite() && SPEED_EXPONENTS.contains(e))) {
+        return Some(format!("host-speed exponent {e} lies outside {SPEED_EXPONENTS:?}"));
+    }
+    if let Some(c) = fit.ceiling.filter(|c| !(c.is_finite() && *c > 0.0)) {
+        return Some(format!("ceiling {c} is not a rate in bytes per second"));
+    }
+    // The verdict is the rules' word: a path that copies by design never shared.
+    let [kind, _, _, path, _] = split_label(label)?;
+    let kind = crate::paths::PathKind::parse(kind)?;
+    if fit.shares == Some(true) && crate::paths::copied_by_design(kind, path).is_some() {
+        return Some(format!("it says {path} shares memory, and {path} copies by design"));
+    }
+    None
 }
 
 /// The median of a non-empty slice.

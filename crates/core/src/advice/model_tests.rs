@@ -274,3 +274,68 @@ fn a_prediction_states_the_rate_of_this_array_beside_the_lines_per_byte_term() {
     m.add(&shared, points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     assert_eq!(m.predict(&shared, MIB, Ordering::None, 0.0, None).unwrap().rate, None);
 }
+
+#[test]
+fn a_model_file_does_not_decide_verdicts() {
+    // numpy→torch on a CPU, DLPack sharing in 5 µs. A file that says gpushare's `copy` shares (and
+    // is fastest) is refused; one that says DLPack copies keeps `auto` off gpushare's copies.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
+    m.add(&key("copy"), points(1e-7, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
+    assert!(m.problem().unwrap().contains("copy copies by design"), "{:?}", m.problem());
+    let any = |_: &str| true;
+    // Even unchecked, a copy that says it shares never replaces a path that shares.
+    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "dlpack", MIB, any).unwrap().0, "dlpack");
+
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
+    m.add(&key("copy"), points(1e-7, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
+    m.add(&key("host"), points(1e-7, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
+    m.add(&key("capsule"), points(3e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
+    assert_eq!(m.problem(), None);
+    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "dlpack", MIB, any).unwrap().0, "capsule");
+    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "dlpack", MIB, |p| p != "capsule").unwrap().0, "dlpack");
+    // The rules' own copy is still replaced by a faster copy.
+    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "host", MIB, any).unwrap().0, "copy");
+}
+
+#[test]
+fn a_model_file_with_numbers_no_calibration_makes_is_refused() {
+    let key = CostKey { kind: "share".into(), path: "dlpack".into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let mut good = CostModel::new(serde_json::json!({}), 1.7e9);
+    good.add_measured(&key, points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(vec![2e-5; 3]), Some(true));
+    assert_eq!(good.problem(), None);
+    let label = key.label();
+    let with = |change: &dyn Fn(&mut Fit)| {
+        let mut m = good.clone();
+        change(m.fits.get_mut(&label).unwrap());
+        m.problem()
+    };
+    assert!(with(&|f| f.fixed = -0.29).unwrap().contains("fixed cost"));
+    assert!(with(&|f| f.per_byte = -1e-9).unwrap().contains("per byte"));
+    assert!(with(&|f| f.fixed = f64::NAN).is_some());
+    assert!(with(&|f| f.speed_exponent = Some(1e6)).unwrap().contains("exponent"));
+    assert!(with(&|f| f.host_speed = Some(0.0)).unwrap().contains("host speed"));
+    assert!(with(&|f| f.ceiling = Some(-1.0)).unwrap().contains("ceiling"));
+    assert!(with(&|f| f.error = f64::INFINITY).is_some());
+    let mut m = good.clone();
+    let fit = m.fits.remove(&label).unwrap();
+    m.fits.insert("share numpy->torch teleport @cpu".into(), fit.clone());
+    assert!(m.problem().unwrap().contains("teleport"));
+    let mut m = good.clone();
+    m.fits.insert("nonsense".into(), fit);
+    assert!(m.problem().is_some());
+    let mut m = good.clone();
+    m.created = -1.0;
+    assert!(m.problem().is_some());
+    let mut m = good.clone();
+    m.observations.get_mut(&label).unwrap()[0].seconds = -1.0;
+    assert!(m.problem().is_some());
+    // Read from its text, a refused model's numbers can no longer overflow a prediction.
+    let mut m = good.clone();
+    m.fits.get_mut(&label).unwrap().speed_exponent = Some(400.0);
+    // Unchecked, it would overflow: no prediction rather than one whose JSON reads `null`.
+    assert_eq!(m.predict(&key, MIB, Ordering::None, 0.0, Some(1.0)), None);
+    assert!(m.problem().is_some());
+}

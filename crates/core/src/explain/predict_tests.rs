@@ -566,15 +566,17 @@ fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind(
         [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
     };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    // (Two paths that share by design and copied in this sweep: one of gpushare's copies never
+    // replaces DLPack, whatever a model says.)
     m.add(&key("dlpack"), line(1e-6, 1e-9), Some(false));
-    m.add(&key("copy"), line(1e-5, 1e-10), Some(false));
-    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
-    let sized = |nbytes: u64| TensorReport { nbytes, ..src("numpy", "int64", 0x1000, vec![(nbytes / 8) as i64], vec![1]) };
+    m.add(&key("capsule"), line(1e-5, 1e-10), Some(false));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
+    let sized = |nbytes: u64| TensorReport { nbytes, ..f32("numpy", 0x1000) };
     for order in [[4096, 1 << 20, 9_000, 12_000], [12_000, 9_000, 1 << 20, 4096]] {
         let memo = facts.clone();
         for _ in 0..2 {
             for n in order {
-                let expected = if n < 10_000 { "dlpack" } else { "copy" };
+                let expected = if n < 10_000 { "dlpack" } else { "capsule" };
                 assert_eq!(resolve_path(&sized(n), &memo), expected, "{n} bytes");
             }
         }

@@ -185,12 +185,16 @@ impl PyCostModel {
         Ok(PyCostModel { inner: CostModel::new(py_to_json(machine)?, created) })
     }
 
-    /// The model as its cache file holds it.
+    /// The model as its cache file holds it; ValueError when the text is not a model, or holds a
+    /// number or verdict no calibration makes (``CostModel::problem`` in the core).
     #[staticmethod]
     fn from_json(text: &str) -> PyResult<Self> {
-        serde_json::from_str(text)
-            .map(|inner| PyCostModel { inner })
-            .map_err(|e| PyValueError::new_err(format!("not a gpushare cost model: {e}")))
+        let inner: CostModel =
+            serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("not a gpushare cost model: {e}")))?;
+        match inner.problem() {
+            Some(why) => Err(PyValueError::new_err(format!("not a usable gpushare cost model: {why}"))),
+            None => Ok(PyCostModel { inner }),
+        }
     }
 
     /// The text of its cache file.
@@ -395,6 +399,11 @@ impl PyAdvice {
     /// The payload with the schema key added, as every result's ``to_dict()`` is.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         dict_with_schema(py, "advice", &self.inner)
+    }
+    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.advice/1", "data": …}``,
+    /// as every result's ``to_json()`` is.
+    fn to_json(&self) -> PyResult<String> {
+        super::json::envelope_json("advice", &self.inner)
     }
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let pandas = py.import("pandas")?;
