@@ -132,8 +132,11 @@ def auto_ranges(
     sizes of these facts (the ranges of :func:`auto_size_breaks`, neighbours with the same path
     joined; one range where one path serves every size), and ``close``, another path it could take
     that the model predicts within its stated error there: a tie the model cannot break
-    (``crates/core/src/paths.rs``, ``auto_ranges``). Without a model, the rules' one range."""
-    from gpushare import advice
+    (``crates/core/src/paths.rs``, ``auto_ranges``). Without a model, the rules' one range.
+    ``src`` and ``dst``: adapters, or the frameworks' names."""
+    from gpushare import advice, arguments
+
+    src, dst = arguments.adapter("src", src), arguments.adapter("dst", dst)
 
     return list(_native.auto_ranges(
         endpoints(src, dst), tuple(source_device), destination, dst.name, model=advice.auto_model(),
