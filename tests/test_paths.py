@@ -241,7 +241,7 @@ def test_a_calibrated_auto_makes_no_cut_past_the_largest_size_it_measured(tmp_pa
 
 def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_compare_bench_and_the_predictor(
         tmp_path, monkeypatch):
-    """Issue 26.4: ``auto`` takes the fastest path for the array's own size. A model in which two
+    """``auto`` takes the fastest path for the array's own size. A model in which two
     paths of torch→torch that the model says copied (DLPack and the legacy capsule: zero-copy by
     design, so a model may rank them against each other but never against gpushare's copies) cross
     at 10 000 bytes (a fast start against a fast stream): a 4 KiB
@@ -252,8 +252,6 @@ def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_comp
     import torch
     from gpushare import advice
 
-    if jax.config.jax_enable_x64:
-        pytest.skip("JAX runs with x64: int64 arrays share")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     advice.forget()
     m = gpushare.CostModel(advice.machine_key(), 0.0)

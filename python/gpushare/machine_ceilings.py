@@ -270,7 +270,7 @@ def ceilings(refresh: bool = False, *, gpu: bool = True) -> Ceilings:
             if data.get("key") == machine_key() and not skipped_gpu:
                 return Ceilings(data, cached=True)
     data = measure(gpu=gpu)
-    # A read-only home: the figures are still right for this session (the warning says so).
+    # A read-only home: the figures are still right for this process (the warning says so).
     cache_files.write_text(path, json.dumps(data, indent=1), "machine's ceilings",
                            "they serve this process only, and are measured again in the next")
     return Ceilings(data)

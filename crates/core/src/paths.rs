@@ -312,14 +312,31 @@ pub fn resolve_auto(facts: &AutoFacts<'_>) -> AutoChoice {
 pub fn resolve_auto_admitting(facts: &AutoFacts<'_>, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
     let rules = rules_auto(facts);
     match facts.model {
-        Some(model) => by_model(facts, model, rules, admits),
+        Some(model) => by_model(facts, model, rules, admits, false),
+        None => rules,
+    }
+}
+
+/// [`resolve_auto_admitting`] for one described array, where `admits` holds the rules' verdict of
+/// each path for it: every calibrated path of the pair is a candidate, whatever its sweep's
+/// verdict (an int64 array into JAX without x64 is copied by DLPack as by the host route).
+pub fn resolve_auto_for_array(facts: &AutoFacts<'_>, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
+    let rules = rules_auto(facts);
+    match facts.model {
+        Some(model) => by_model(facts, model, rules, admits, true),
         None => rules,
     }
 }
 
 /// The model's word on the rules' choice: the fastest calibrated path with the same verdict, when
 /// it is another path. Process paths stay the rules' (the worker maps the source's own memory).
-fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rules: AutoChoice, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
+fn by_model(
+    facts: &AutoFacts<'_>,
+    model: &crate::advice::model::CostModel,
+    rules: AutoChoice,
+    admits: &dyn Fn(&str) -> bool,
+    any_sweep_verdict: bool,
+) -> AutoChoice {
     let Some(place) = model_place(facts, &rules) else {
         return rules;
     };
@@ -335,7 +352,20 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // amount the driver cannot tell), so one ordered on the device is taken where one is calibrated.
     let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
     let calm = |path: &str| general(path) && !waits(path);
-    let fastest_among = |allowed: &dyn Fn(&str) -> bool| model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, decided_at, allowed);
+    let fastest_among = |allowed: &dyn Fn(&str) -> bool| {
+        if any_sweep_verdict {
+            model
+                .pair_fits(kind, facts.source_name, facts.target_name, &place)
+                .into_iter()
+                .filter(|(path, _)| allowed(path))
+                .map(|(path, fit)| (path, fit.seconds(decided_at)))
+                .filter(|(_, seconds)| seconds.is_finite())
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(path, seconds)| (path.to_string(), seconds))
+        } else {
+            model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, decided_at, allowed)
+        }
+    };
     let busy_pick = if facts.producer_busy { fastest_among(&calm) } else { None };
     let avoided_waiting = busy_pick.is_some() && waits(rules.path);
     let Some((fastest, _)) = busy_pick.or_else(|| fastest_among(&general)) else {

@@ -62,6 +62,20 @@ impl CostModel {
 
     /// [`CostModel::size_breaks`] and the largest size any of those fits was measured at (see the
     /// module; `None` where none says), from one lookup of the fits: what `auto` decides with.
+    /// Every fit of the pair's paths of `kind` at `place`, whatever its sweep's verdict: for a
+    /// choice made on one described array, whose verdict by each path the rules predict (the
+    /// sweep's float32 arrays say nothing of another dtype or layout).
+    pub fn pair_fits<'m>(&'m self, kind: &str, source: &str, target: &str, place: &str) -> Vec<(&'m str, &'m Fit)> {
+        let prefix = format!("{kind} {source}->{target} ");
+        self.fits
+            .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
+            .take_while(|(label, _)| label.starts_with(&prefix))
+            .filter_map(|(label, fit)| Some((super::model::split_label(label)?, fit)))
+            .filter(|([k, s, t, _, p], _)| *k == kind && *s == source && *t == target && *p == place)
+            .map(|([.., path, _], fit)| (path, fit))
+            .collect()
+    }
+
     pub fn size_breaks_and_ceiling(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> (Vec<u64>, Option<u64>) {
         let fits: Vec<&Fit> = self.same_verdict_fits(kind, source, target, place, like).into_iter().map(|(_, f)| f).collect();
         (size_breaks(&fits), largest_measured(&fits))

@@ -85,7 +85,7 @@ fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
     }
     let facts = share_facts(source, &target.framework, target.endpoints, Some(model));
     for wanted in [2, 1] {
-        let choice = crate::paths::resolve_auto_admitting(&facts, &|path| rank(verdict_by(path)) >= wanted);
+        let choice = crate::paths::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted);
         let path = choice.path;
         if rank(verdict_by(path)) >= wanted {
             let why = if path != picked {

@@ -557,11 +557,9 @@ fn one_facts_remembers_auto_per_kind_of_source_and_never_across_kinds() {
 #[test]
 fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind() {
     use crate::advice::model::{CostKey, CostModel, Observation};
-    // Two copying paths whose lines cross at 10 000 bytes: 1 µs + 1 ns/B against 10 µs + 0.1 ns/B.
+    // Two paths whose lines cross at 10 000 bytes: 1 µs + 1 ns/B against 10 µs + 0.1 ns/B.
     // Each array takes the path fastest for its own size, asked in either order, again and again.
-    // An int64 array into JAX without x64: every path copies it (DLPack's import narrows it), so
-    // the model decides among copies.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
     let line = |fixed: f64, per_byte: f64| -> Vec<Observation> {
         [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
     };
