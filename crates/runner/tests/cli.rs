@@ -486,6 +486,23 @@ fn kernel_install_warns_when_ipykernel_is_missing() {
     assert!(!stderr.contains("ipykernel"), "{stderr}");
 }
 
+/// A kernel name that would put the spec outside the kernels folder (`..` is the data dir itself,
+/// `.` the kernels folder) is a usage error, and nothing is written anywhere.
+#[test]
+fn kernel_install_refuses_names_that_leave_the_kernels_folder() {
+    let sandbox = Sandbox::new("kernel-name");
+    let prefix = sandbox.path("prefix");
+    for name in ["..", ".", "../x", "../../x", "a/b", ""] {
+        let (code, stdout, stderr) = sandbox.run(sandbox.gpushare(&[
+            "kernel", "install", "--prefix", prefix.to_str().unwrap(), "--name", name,
+        ]));
+        assert_eq!(code, Some(2), "{name:?}: {stdout}{stderr}");
+        assert!(stderr.contains("not a valid kernel name"), "{name:?}: {stderr}");
+        assert!(!stdout.contains("Installed"), "{name:?}: {stdout}");
+        assert!(!prefix.exists(), "{name:?} wrote under the prefix");
+    }
+}
+
 /// A notebook on ipykernel's own `python3` kernel that uses `%share` without `%load_ext gpushare`:
 /// IPython only says the magic was not found; `gpushare run` adds how to load it, and the
 /// notebook with that one cell added runs.

@@ -141,8 +141,8 @@ struct InstallArgs {
     /// Install under PREFIX/share/jupyter
     #[arg(long, group = "target", value_name = "DIR")]
     prefix: Option<PathBuf>,
-    /// Kernelspec name
-    #[arg(long, default_value = DEFAULT_KERNEL_NAME)]
+    /// Kernelspec name: letters, digits, `.`, `_` and `-` (not `.` or `..`)
+    #[arg(long, default_value = DEFAULT_KERNEL_NAME, value_parser = parse_kernel_name)]
     name: String,
     /// Name shown in Jupyter's kernel picker [default: "Python 3 (gpushare)"]
     #[arg(long)]
@@ -308,6 +308,14 @@ fn check(cli: &Cli) -> Result<(), clap::Error> {
         return Err(clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{why}\n")));
     }
     Ok(())
+}
+
+/// `--name`: a usage error (exit 2) before anything is written, for a name that is not a
+/// kernel name or that would put the spec outside the kernels folder (`..`).
+fn parse_kernel_name(s: &str) -> Result<String, String> {
+    crate::kernel::kernelspec::validate_kernel_name(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
