@@ -547,8 +547,9 @@ fn the_cli_knows_exactly_the_frameworks_and_paths_the_python_side_knows() {
         return;
     }
     let sb = Sandbox::new("names");
-    // The CLI's copies of the names, from its own usage errors.
-    let (_, _, err) = sb.run(sb.gpushare(&["bench", "torch->nonesuch"]));
+    // The CLI's copies of the names, from its own usage errors (a misspelt name is answered by
+    // the kernel's Python; one that cannot be a name, by the CLI's table).
+    let (_, _, err) = sb.run(sb.gpushare(&["bench", "torch->none'such"]));
     let cli_frameworks = names_in_usage_error(&err, "known: ");
     let (_, _, err) = sb.run(sb.gpushare(&["bench", "torch->numpy", "--paths", "nonesuch"]));
     let mut cli_paths = names_in_usage_error(&err, "known paths: ");
