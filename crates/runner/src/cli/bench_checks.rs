@@ -96,10 +96,11 @@ pub(super) fn check_frameworks(names: &[&str], python: Option<&Path>, env: &Envi
     }
 }
 
-fn check_cuda_device(option: &str, text: &str, ordinal: i32, status: &DriverStatus) -> Result<(), String> {
+pub(super) fn check_cuda_device(option: &str, text: &str, ordinal: i32, status: &DriverStatus) -> Result<(), String> {
     match status {
         DriverStatus::Unavailable { reason } => Err(format!(
-            "{option} {text}: no CUDA device is usable here ({reason}); sweep on the host with --device cpu"
+            "{option} {text}: no CUDA device is usable here ({reason}); {}",
+            if option == "--device" { "sweep on the host with --device cpu".to_string() } else { format!("leave out {option}") }
         )),
         DriverStatus::Available { device_count, .. } if ordinal >= *device_count => {
             let known = (0..*device_count).map(|n| format!("cuda:{n}")).collect::<Vec<_>>().join(", ");
