@@ -81,3 +81,58 @@ def calibrate_command() -> int:
     print(advice.summary())
     print(f"{len(fitted)} paths fitted by this run")
     return 0
+
+
+#: ``doctor_command``'s exit status when its verdict is "not ready" (the command exits 1).
+NOT_READY = 3
+
+
+def doctor_verdict(info: object) -> tuple[bool, str]:
+    """Whether gpushare is ready in this Python, and the one line that says so or what is wrong:
+    a real share of a small NumPy array on the CPU, whether notebooks can run here (ipykernel),
+    what the report says of CUDA, and a version that differs from the command's."""
+    import importlib.util
+
+    import numpy as np
+
+    import gpushare
+
+    problems, notes = [], []
+    try:
+        verdict = gpushare.share(np.arange(4.0), "numpy").verdict
+        if verdict == "shared":
+            notes.append("sharing works on the CPU")
+        else:
+            problems.append(f"a NumPy array handed to NumPy on the CPU was {verdict}, not shared")
+    except Exception as e:  # the verdict names whatever broke, gpushare's or not
+        problems.append(f"sharing a NumPy array on the CPU failed: {type(e).__name__}: {e}")
+    if importlib.util.find_spec("ipykernel") is None:
+        problems.append("notebooks cannot run here: ipykernel is not installed "
+                        f"({sys.executable} -m pip install 'gpushare-dlpack[kernel]')")
+    cuda_available = getattr(info, "cuda_available", False)
+    if cuda_available:
+        driver = getattr(info, "driver", {})
+        count = driver.get("device_count", 0)
+        notes.append(f"CUDA driver {driver.get('version_string')}, {count} device{'s' if count != 1 else ''}")
+    else:
+        notes.append(f"no CUDA ({getattr(info, 'reason', None) or 'no driver'})")
+    command = os.environ.get("GPUSHARE_CLI_VERSION")
+    if command and command != gpushare.__version__:
+        problems.append(f"this Python has gpushare {gpushare.__version__}, the command is {command}: "
+                        "install one version in both")
+    if problems:
+        return False, "not ready: " + "; ".join(problems + notes)
+    return True, "ready: " + "; ".join(notes)
+
+
+def doctor_command(import_frameworks: bool) -> int:
+    """``gpushare doctor``'s Python half: the report (as ``%gpuinfo``), then gpushare's version and
+    the one-line verdict. Returns 0 when ready, :data:`NOT_READY` when not."""
+    import gpushare
+
+    info = gpushare.gpuinfo(import_frameworks=import_frameworks)
+    print(repr(info))
+    ready, line = doctor_verdict(info)
+    print(f"\ngpushare {gpushare.__version__} in {sys.executable}")
+    print(line)
+    return 0 if ready else NOT_READY

@@ -610,6 +610,36 @@ fn kernel_install_warns_when_ipykernel_is_missing() {
     assert!(!stderr.contains("ipykernel"), "{stderr}");
 }
 
+/// `doctor` says which gpushare it is and ends with one line: ready (a real share on the CPU
+/// worked), or not ready and why, exit 1.
+#[test]
+fn doctor_prints_the_version_and_a_one_line_verdict() {
+    if !gpushare_has("gpuinfo") {
+        eprintln!("skipped: gpushare.gpuinfo not available");
+        return;
+    }
+    let sb = Sandbox::new("doctor-verdict");
+    let (code, out, err) = sb.run(sb.gpushare(&["doctor", "--kernel", "python3"]));
+    assert_eq!(code, Some(0), "{out}{err}");
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(out.lines().next(), Some(format!("gpushare:   {version} (this command)").as_str()), "{out}");
+    assert!(out.contains(&format!("gpushare {version} in ")), "{out}");
+    let last = out.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("ready: sharing works on the CPU; "), "{out}");
+    assert!(last.contains("CUDA"), "the verdict says what it found of CUDA: {last}");
+
+    // A Python that cannot import gpushare (site-packages off): not ready, and how to fix it.
+    let wrapper = python_without_site(&sb);
+    std::fs::create_dir_all(sb.path("no-kernels")).unwrap();
+    let mut command = sb.gpushare(&["doctor"]);
+    command.env("GPUSHARE_PYTHON", &wrapper).env("JUPYTER_PATH", sb.path("no-kernels"));
+    let (code, out, err) = sb.run(command);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let last = out.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("not ready: ") && last.contains("cannot import gpushare") && last.contains("pip install"), "{out}");
+    assert!(!err.contains("Traceback"), "{err}");
+}
+
 /// A kernel name that would put the spec outside the kernels folder (`..` is the data dir itself,
 /// `.` the kernels folder) is a usage error, and nothing is written anywhere.
 #[test]
