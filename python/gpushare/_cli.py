@@ -14,7 +14,8 @@ def main() -> None:
     os.environ.setdefault("GPUSHARE_PYTHON", sys.executable)
     os.environ.setdefault("GPUSHARE_SYS_PREFIX", sys.prefix)
     try:
-        code = _native.cli_main(sys.argv)
+        # Named `gpushare` in usage lines, as the console script is, also under `python -m gpushare`.
+        code = _native.cli_main(["gpushare", *sys.argv[1:]])
     except KeyboardInterrupt:
         # Ctrl-C reaches Python's handler too (the Rust handler chains to it): Python raises
         # KeyboardInterrupt once cli_main returns. The Rust side has already stopped the kernel and
