@@ -1,4 +1,4 @@
-"""How true the cost model is (issue 26.5): predicted against measured, and how good `auto`'s pick is.
+"""How true the cost model is: predicted against measured, and how good `auto`'s pick is.
 
 One run: calibrate this machine's model (``gpushare.calibrate``'s sizes, into a cache of this run's
 own), then sweep pairs × paths at *other* sizes with the real lab and compare every measured row with the model's
@@ -156,7 +156,7 @@ def evaluate_processes(model, device: str, names: list[str], repeat: int,
     Measured as the calibration measures (``advice.PROCESS_ROUNDS`` rounds, the frameworks and the
     workers' places taking turns, a fresh worker each, the samples split between the rounds and
     pooled): a process handoff's time drifts by tens of percent within seconds on one worker
-    (scripts/probe_worker_placement.py: torch's `ipc` 186-404 µs on one worker over five seconds,
+    (tools/worker_placement.py: torch's `ipc` 186-404 µs on one worker over five seconds,
     its round trip steady), so one sweep's moment measures the drift as much as the path. Also
     returns what one round alone would have said (each round's median against the same prediction)
     and the drift between rounds, so the pooled figure hides nothing."""

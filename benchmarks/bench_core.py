@@ -1,10 +1,10 @@
-"""Core speed, as ratios against the raw framework calls measured in the same run (issue 2).
+"""Core speed, as ratios against the raw framework calls measured in the same run.
 
 Targets: on zero-copy CPU paths, gpushare.share adds at most max(5 µs, 25 %) to the median of the
 raw framework call; %share including the report object stays under 200 µs; rendering a 10-row HTML
 table takes under 1 ms. Run: `make bench` or `.venv/bin/python benchmarks/bench_core.py [--json F]`.
 
-GPU mode (`--device cuda`, issues 11 and 22): at 1 MiB and 256 MiB, `gpushare.share(x, to)` with
+GPU mode (`--device cuda`): at 1 MiB and 256 MiB, `gpushare.share(x, to)` with
 observation off adds at most max(10 µs, 25 %) to the raw call plus the target framework's own first
 read of what it returned (address, shape, dtype; the raw call alone is reported beside it), for
 torch→jax, torch→cupy, cupy→torch, jax→torch and torch→numba; the magic's own work (everything but the timed
@@ -82,7 +82,7 @@ def paired(raw, ours, number: int, blocks: int) -> tuple[float, float, float]:
 
 
 def gpu_main(args) -> int:
-    """The GPU budgets of issue 11, as ratios against the raw framework calls in the same run."""
+    """The GPU budgets, as ratios against the raw framework calls in the same run."""
     import cupy
     import jax
 
@@ -110,7 +110,7 @@ def gpu_main(args) -> int:
             "torch->numba": (lambda: numba_cuda.as_cuda_array(t), lambda: gpushare.share(t, "numba")),
         }
         for name, (raw, ours) in cases.items():
-            # Issue 22's contract: the raw call plus the target framework's own first read of what it
+            # The budget's contract: the raw call plus the target framework's own first read of what it
             # returned (address, shape, dtype: what any honest check of the verdict reads; JAX builds
             # them lazily), measured beside the raw call alone in the same run.
             read = FIRST_READ[name.split("->")[1]]
@@ -164,7 +164,7 @@ def gpu_main(args) -> int:
                 own = statistics.median(owns)
                 real_ok = own <= 300e-6
                 ok &= real_ok
-                # Issue 22.7: the default magic, whose observed handoff is the timing's warm-up; its own
+                # The default magic, whose observed handoff is the timing's warm-up; its own
                 # work is its wall time less every handoff the timing made: the samples × loops it
                 # reports and the untimed ones (warm-up runs, the runs that chose the loop count).
                 walls_default, owns_default = [], []

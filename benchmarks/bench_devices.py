@@ -1,4 +1,4 @@
-"""Moves between two GPUs and through the host, in one run (issue 13's speed targets).
+"""Moves between two GPUs and through the host, in one run, against their speed targets.
 
     python benchmarks/bench_devices.py [--json OUT.json] [--repeat 20]
 
@@ -6,7 +6,7 @@ Measures on cuda:0 → cuda:1: torch's own copy (``b.copy_(a)``), gpushare ``p2p
 peer copy into its own memory; the core call and the whole ``share``) at 256 MiB and 1 GiB,
 gpushare ``pinned`` staging, and the host link itself (raw page-locked H2D and D2H by torch).
 States the NVLink per-direction limit it compares against (``nvidia-smi topo -m`` links × the
-per-link rate) and checks the targets of issue 26.6: the p2p copy at parity with torch's (within 2 %:
+per-link rate) and checks the targets: the p2p copy at parity with torch's (within 2 %:
 both drive the same copy engine, whose own ceiling is 0.85-0.87 of NVLink's nominal rate, so "faster
 than torch" is not a goal), ``share(device=…)`` around that copy losing at most 3 % of its bandwidth,
 and pinned staging at ≥ 0.85 of the host-link bandwidth (the slower of H2D and D2H, since staging
@@ -119,7 +119,7 @@ def main() -> int:
         row: dict = {"bytes": nbytes}
         # The host's speed in this process (seconds of a fixed piece of Python work): share(device=)
         # adds 12-16 µs of host work to the copy at the host's usual speed and about 40 in a process
-        # on a vCPU 1.7x slower (scripts/probe_share_move_spread.py on 2x H200, 2026-11-28), so a
+        # on a vCPU 1.7x slower (tools/move_spread.py, 2x H200), so a
         # ratio is read beside it.
         row["host_speed_us"] = advice.host_speed() * 1e6  # not "_s": those keys become bandwidths below
         row["torch_copy_s"] = timed(lambda: b.copy_(a), sync, args.repeat)
@@ -136,7 +136,7 @@ def main() -> int:
             keep.clear()
             keep.append(gpushare.share(a, "torch", device="cuda:1", path="p2p"))
 
-        # Both followed by a synchronise of both devices (the form of the runs before the eleventh session's):
+        # Both followed by a synchronise of both devices (the benchmark's earlier form, kept to compare):
         # share() returns with the copy landed, so for it both synchronises wait for nothing, while
         # the core's first one is its copy's own wait.
         row["p2p_core_s"], row["p2p_share_s"], core_per_share_synced, _ = timed_pairs(
@@ -197,7 +197,7 @@ def main() -> int:
               f"share {row['p2p_share_usable_GBps']:.0f}) | pinned {row['pinned_core_GBps']:.1f} GB/s | "
               f"host link H2D {row['h2d_raw_GBps']:.1f} D2H {row['d2h_raw_GBps']:.1f} GB/s | correct {row['p2p_correct']}")
         print(f"  host speed {row['host_speed_us']:.1f} µs of fixed Python work "
-              "(24-33 at the usual speed of the 2x H200 hosts of 2026-11-28, 40-52 in a slow process)")
+              "(24-33 at the usual speed of the 2x H200 hosts, 40-52 in a slow process)")
         print(f"  targets: {row['met']}  ratios: { {k: (None if v is None else round(v, 3)) for k, v in row['targets'].items()} }"
               f"  calls that left work pending: {row['pending_after']} (on {row['pending_on']})")
     json.dump(out, open(args.json, "w"), indent=2)

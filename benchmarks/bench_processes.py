@@ -1,4 +1,4 @@
-"""Across processes, measured in one run (issue 14): JSON out.
+"""Across processes, measured in one run: JSON out.
 
     python benchmarks/bench_processes.py --out gpu-out/bench_processes.json [--sizes 1MiB,64MiB,256MiB] [--repeat 10]
 
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         report["points"].append(point)
         print(json.dumps({"size": size, **{k: v for k, v in point.items() if k != "size"}}, default=str)[:2000], flush=True)
 
-        # The goals of issue 14, judged from this run's numbers.
+        # The goals, judged from this run's numbers.
         def row(group: str, path: str) -> dict | None:
             rows = point.get(group)
             return next((r for r in rows if r["path"] == path), None) if isinstance(rows, list) else None

@@ -1,4 +1,4 @@
-"""What `gpushare.share()` adds to the raw framework call on the CPU, counted in instructions (issue 22.7).
+"""What `gpushare.share()` adds to the raw framework call on the CPU, counted in instructions.
 
 Timing `share` against the raw call on a small shared VM moves by 2x from one minute to the next
 (benchmarks/bench_core.py); the number of instructions executed does not depend on the host's load.

@@ -1,7 +1,7 @@
 """Where the %share magic's own work goes on a GPU: `%share t ->DST -n 1 -r 1 -q -o` and its
 table's mime bundle, taken apart into the steps it runs, each timed on its own (median µs), then a
-cProfile of the whole. "Own work" is wall time less the timed sample the result reports (issue 11's
-definition). A diagnostic for issue 11's magic budget, not a benchmark of record:
+cProfile of the whole. "Own work" is wall time less the timed sample the result reports (the magic
+budget's definition). A diagnostic for the magic's budget, not a benchmark of record:
 `python3 benchmarks/profile_gpu_magic.py [--profile]`."""
 
 import cProfile

@@ -1,4 +1,4 @@
-"""Why the observed handoff's steps cost more in sequence than alone (issue 11): the memory
+"""Why the observed handoff's steps cost more in sequence than alone: the memory
 snapshot's three calls and the device wait, timed one by one right after an import into JAX, into
 CuPy, after no import at all, and after a JAX import followed by a pause (busy or sleeping) that
 lets whatever the import left running finish. A diagnostic, not a benchmark of record:

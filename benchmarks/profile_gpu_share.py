@@ -1,6 +1,6 @@
 """Where a share's time goes on a GPU: each step of the pipeline timed on its own (µs per call), next
 to the raw framework calls, and a cProfile of the API's share. A diagnostic for bench_core's GPU
-budgets (issue 11), not a benchmark of record. Run on the GPU machine:
+budgets, not a benchmark of record. Run on the GPU machine:
 `python3 benchmarks/profile_gpu_share.py`."""
 
 import cProfile

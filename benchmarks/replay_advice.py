@@ -1,5 +1,5 @@
 """Replays a recorded bench_advice run: refits its calibration with this build's core and says
-where the prediction error comes from (issue 26.5).
+where the prediction error comes from.
 
 A ``bench_advice.py --json F`` file holds the model the run fitted (each path's calibration
 points, ``model.observations``) and every row it measured afterwards at other sizes. This script
@@ -13,7 +13,7 @@ points, ``model.observations``) and every row it measured afterwards at other si
    from the evaluation's, against how far the evaluation's own points lie from each other.
 
 Run: ``PYTHONPATH=python .venv/bin/python benchmarks/replay_advice.py [F ...]`` (default: the
-recorded 2× H200 and 1× H200 runs of 2026-11-26).
+recorded 2× H200 and 1× H200 runs in docs/gpu-results/).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = (
-    ROOT / "docs/gpu-runs/2026-11-26-h200x2-advice/bench_advice.json.gz",
-    ROOT / "docs/gpu-runs/2026-11-26-h200-advice/bench_advice.json",
+    ROOT / "docs/gpu-results/cost-model-2026-11-28-2x-h200.json",
+    ROOT / "docs/gpu-results/cost-model-2026-11-26-h200.json",
 )
 LARGE = 1 << 20
 GOAL_LARGE, GOAL_SMALL = 0.15, 0.30
@@ -150,7 +150,7 @@ def copying_paths(run: dict) -> list[tuple[str, float, list[float]]]:
 
 
 def report(path: Path, show_paths: bool) -> dict:
-    # Large recorded runs are kept gzipped in docs/gpu-runs (the GPU machine carries the tree).
+    # A run written by bench_advice.py --json may be gzipped.
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     run = json.loads(raw.decode("utf-8"))
     place = run.get("device", "cuda:0")

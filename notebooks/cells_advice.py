@@ -1,5 +1,5 @@
 """The cells of notebook 08: which path is fastest on this machine, predicted before it runs and
-checked after (issue 26.7). Runs on a GPU; on a CPU it calibrates the CPU paths instead."""
+checked after. Runs on a GPU; on a CPU it calibrates the CPU paths instead."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The cells of notebook 09: PyCUDA's two ways into a GPU (`pycuda.autoinit`'s own context,
 `pycuda.autoprimaryctx`'s primary context) handing arrays to PyTorch and TensorFlow, what each
-context costs, and the claim that TensorFlow's context handle can be handed to PyCUDA (issue 23.5).
+context costs, and the claim that TensorFlow's context handle can be handed to PyCUDA.
 Runs on a GPU with PyCUDA and TensorFlow; elsewhere it runs top to bottom and says what it skipped.
 
 Every statement about contexts, sharing and memory in the outputs is gpushare's report or the

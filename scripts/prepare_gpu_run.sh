@@ -7,8 +7,7 @@
 # Packages the GPU image already has are not carried: a second copy on PYTHONPATH would shadow it.
 # Then run scripts/gpu_run.sh there (see the README's "Verified on a GPU" section).
 #
-# --with-tf also prepares TensorFlow's GPU build for that machine (docs/gpu-results.md, "TensorFlow on
-# the GPU machine"): its 547 MiB wheel cannot travel in one run (64 MiB a run), so it is cut into
+# --with-tf also prepares TensorFlow's GPU build for that machine: its 547 MiB wheel cannot travel in one run (64 MiB a run), so it is cut into
 # parts, one git-ignored folder each (.tf01 … .tf10), which consecutive runs copy to /tmp there; the
 # last folder also holds TensorFlow's small pure-Python dependencies, the CUDA 12 runtime it opens
 # at start, and empty stand-ins for the CUDA 12 math libraries (TensorFlow opens them at start and
@@ -29,8 +28,8 @@ for arg in "$@"; do
 done
 
 # The working tree (tracked files and untracked ones git does not ignore) travels with every run:
-# a part gets what is left of the 64 MiB a run may carry, less 2 MiB of margin. A fixed 52 MiB
-# stopped fitting once docs/gpu-runs had grown the tree past 12 MB (every copy run was refused).
+# a part gets what is left of the 64 MiB a run may carry, less 2 MiB of margin, measured each time
+# (a fixed part size stops fitting as soon as the tree grows).
 default_part_mb() {
   local tree
   tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
@@ -72,7 +71,7 @@ PATH="$(cd "$(dirname "$PY")" && pwd):$PATH" .venv/bin/maturin build --release -
   2>&1 | grep -v "^📦\|^🔗\|^🐍" || true
 ls .whl/gpushare_dlpack-*-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl >/dev/null
 
-# What the image holds (KINDS.md, 2026-11-17; tornado is NOT there): never carry these.
+# What the GPU image already holds (tornado is NOT there): never carry these.
 ON_IMAGE="numpy torch jax jaxlib cupy-cuda13x numba numba-cuda psutil packaging pygments typing-extensions
 typing_extensions python-dateutil python_dateutil six pyyaml attrs jinja2 markupsafe setuptools wheel
 pytest pluggy iniconfig pandas certifi idna urllib3 requests charset-normalizer charset_normalizer"
@@ -118,7 +117,7 @@ if [ $WITH_TF = 1 ]; then
   echo "the last TensorFlow run: 'WITH_TF=$last bash scripts/gpu_run.sh ...'"
 fi
 
-# --with-frameworks: issue 23's frameworks for the CUDA matrix (docs/pycuda-on-gpu.md). The image
+# --with-frameworks: MLX, Warp and PyCUDA for the CUDA matrix (docs/pycuda-on-gpu.md). The image
 # has cuda-core, cuda-bindings and every nvidia-* CUDA 13 library mlx-cuda-13 opens; it lacks Warp
 # (149 MB) and MLX (0.8 + 90 MB), which travel in parts, and PyCUDA, whose sdist travels with its
 # pure-Python dependencies (pytools, platformdirs, mako, siphash24) and is built there with nvcc.

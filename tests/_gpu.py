@@ -28,7 +28,7 @@ def require_cuda():
 
 def start_jax() -> None:
     """Starts JAX's GPU backends first, as a notebook that imports JAX does: on a machine with
-    several GPUs that leaves the last one current (issue 13), which every GPU suite must survive."""
+    several GPUs that leaves the last one current, which every GPU suite must survive."""
     try:
         import jax
 

@@ -48,3 +48,61 @@ def run(ip):
         return result.result
 
     return _run
+
+
+# -- The browser tests (tests/test_browser*.py) ------------------------------------------------
+#: Set by `make test`, which installs headless Chromium first (`make browser-deps`): there the
+#: browser tests must run, and a missing browser fails them instead of skipping them.
+REQUIRE_BROWSER = os.environ.get("GPUSHARE_REQUIRE_BROWSER", "") not in ("", "0")
+#: What `make browser-deps` printed while installing the browser (kept for the failure message).
+BROWSER_DEPS_LOG = os.environ.get("GPUSHARE_BROWSER_DEPS_LOG", "")
+BROWSER_TESTS = ("test_browser.py", "test_browser_layout.py")
+
+
+def chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if chromium() is None:
+        return "chromium not installed"
+    if not have("jupyterlab"):
+        return "jupyterlab not installed"
+    return None
+
+
+def _install_log_tail(lines: int = 15) -> str:
+    if not BROWSER_DEPS_LOG or not os.path.isfile(BROWSER_DEPS_LOG):
+        return "(make browser-deps left no log)"
+    with open(BROWSER_DEPS_LOG, encoding="utf-8", errors="replace") as f:
+        tail = f.read().splitlines()[-lines:]
+    return f"the end of {BROWSER_DEPS_LOG}:\n" + "\n".join(tail)
+
+
+@pytest.fixture(scope="session")
+def browser_available():
+    """Skip (condition named) where the browser is missing, or fail saying why under `make test`.
+    Session-scoped so that it runs before any module fixture starts JupyterLab."""
+    why = browser_missing()
+    if why is None:
+        return
+    if REQUIRE_BROWSER:
+        pytest.fail(f"the browser tests cannot run: {why}. `make test` requires them; "
+                    f"`make browser-deps` installs the browser. {_install_log_tail()}", pytrace=False)
+    pytest.skip(why)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Under `make test`, one line that says whether the browser tests ran, so a log shows it."""
+    if not REQUIRE_BROWSER:
+        return
+    counts: dict[str, int] = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if any(f"/{name}" in f"/{report.nodeid}" for name in BROWSER_TESTS):
+                counts[outcome] = counts.get(outcome, 0) + 1
+    said = ", ".join(f"{n} {k}" for k, n in counts.items()) or "none collected"
+    terminalreporter.write_line(f"browser tests (headless Chromium {chromium() or 'missing'}): {said}")

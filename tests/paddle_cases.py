@@ -1,4 +1,4 @@
-"""PaddlePaddle, added through its adapter alone (issue 11): shares with the other frameworks on the
+"""PaddlePaddle, added through its adapter alone: shares with the other frameworks on the
 CPU, predicted and judged like them, and a tensor that requires gradients is explained."""
 
 import pytest

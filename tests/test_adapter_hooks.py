@@ -1,4 +1,4 @@
-"""The hooks through which the package reaches a framework (issue 22 item 4): what was written in
+"""The hooks through which the package reaches a framework: what was written in
 paths.py, devices.py, api.py and gpuinfo.py for torch, JAX, TensorFlow and CuPy by name is now
 declared by their adapters, with a generic default every other framework gets."""
 

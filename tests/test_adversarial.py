@@ -1,4 +1,4 @@
-"""Issue 16's conversion findings, one test per class of problem: inputs that crashed the process,
+"""Conversions under adversarial inputs, one test per class of problem: inputs that crashed the process,
 verdicts and predictions that were wrong, values that changed without a word, and messages that did
 not name the cause. Each case's truth is the framework's own behaviour.
 

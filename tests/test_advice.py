@@ -1,4 +1,4 @@
-"""Path advice on the CPU (issue 26.2-26.4): ``calibrate`` fits each path's ``fixed + bytes /
+"""Path advice on the CPU: ``calibrate`` fits each path's ``fixed + bytes /
 bandwidth`` from a real sweep and caches it per machine, a model made for another machine is stale
 and says why, ``advise`` predicts every applicable path without converting anything and recommends
 the fastest path among those that share, and ``%share x ->DST --advise`` shows it.

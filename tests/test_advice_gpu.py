@@ -1,4 +1,4 @@
-"""A busy producer on a real GPU (issue 26.4; ``pytest -m gpu``, skipped with "no CUDA" elsewhere):
+"""A busy producer on a real GPU (``pytest -m gpu``, skipped with "no CUDA" elsewhere):
 with matmuls queued on torch's stream the driver says the producer is busy, ``advise`` says so and
 recommends a path ordered on the device, and the one ``auto`` (``share``) takes such a path, does
 not wait for the queue, and the consumer still reads the values the queued work wrote."""
@@ -166,7 +166,7 @@ def test_a_busy_producer_moves_by_a_path_that_does_not_wait_and_the_values_arriv
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
 def test_a_worker_on_another_gpu_is_calibrated_apart_and_nccl_is_predicted_there(tmp_path, monkeypatch):
-    """Issue 26.5's processes include NCCL, which needs the worker on another GPU: calibrating with
+    """The process paths include NCCL, which needs the worker on another GPU: calibrating with
     ``worker_device`` fits the paths there under their own place, advise for such a worker predicts
     NCCL, and the process table shows each row's prediction beside its measurement."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -191,7 +191,7 @@ def test_a_worker_on_another_gpu_is_calibrated_apart_and_nccl_is_predicted_there
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
 def test_a_move_takes_the_path_fastest_for_its_own_size_in_share_compare_bench_and_advise(tmp_path, monkeypatch):
-    """Issue 26.4, "for this size": a model of this pair in which the framework's own move starts
+    """`auto` "for this size": a model of this pair in which the framework's own move starts
     sooner and the peer copy streams faster (equal at 24 MB, the shape a real H100 pair's fits
     have at a smaller size). A 1 MiB array takes ``move``, a 64 MiB one ``p2p``, and ``share``,
     ``compare``'s auto row, ``bench``'s auto per size and ``advise`` all say so."""

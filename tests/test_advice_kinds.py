@@ -1,4 +1,4 @@
-"""Calibrating the process paths on the CPU (issue 26.2, 26.5): ``calibrate(processes=True,
+"""Calibrating the process paths on the CPU: ``calibrate(processes=True,
 shares=False)`` measures the process paths that work here (``torch_mp``, ``shm``, ``gloo`` from
 host memory) with real worker processes, fits them beside the share pairs calibrated before, and
 ``advise(x, to, across="process")`` then predicts each of them. The moves need two GPUs

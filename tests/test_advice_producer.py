@@ -1,4 +1,4 @@
-"""A busy producer on the CPU (issue 26.4): the plumbing that lets ``auto`` and ``advise`` tell an
+"""A busy producer on the CPU: the plumbing that lets ``auto`` and ``advise`` tell an
 idle producer from a busy one. The decision is the core's (crates/core/src/advice/producer.rs and
 paths.rs, cargo-tested there); these tests check that the Python layer asks the driver where it
 can, says "unknown" where it cannot, and hands the state to the one ``auto`` and to ``advise``.

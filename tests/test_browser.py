@@ -8,7 +8,7 @@ not trusted, so JupyterLab sanitises their HTML (``<style>`` blocks, inline ``<s
 ``image/svg+xml`` outputs are dropped). One is the tour (shared with tests/test_notebooks.py); the
 tour has no ``%sharebench``, so a small notebook made here runs one sweep and one ``%share``. In it
 the plot must be a decoded image and the tables' inline styles must reach the computed style. A copy
-of that notebook with its output rewritten to the rendering before issue 15 (inline SVG, styles in a
+of that notebook with its output rewritten to an older rendering (inline SVG, styles in a
 ``<style>`` block only) must fail those same checks, so they are known to be able to fail.
 
 Computed styles and ``naturalWidth`` exist only in the browser: a probe page, served by the same
@@ -38,13 +38,14 @@ from pathlib import Path
 import pytest
 
 import _notebooks as nbs
+from conftest import chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = chromium()
 ARTIFACTS = nbs.ROOT / "out" / "test-artifacts"
 NOTEBOOK = "01_tour_cpu"
 #: The small notebook this file writes: one sweep (its plot and tables) and one %share table.
 BENCH = "browser_bench"
-#: That notebook with its outputs rewritten to the rendering before issue 15 (the negative control).
+#: That notebook with its outputs rewritten to an older rendering (the negative control).
 OLD = "browser_bench_old_rendering"
 BENCH_CELLS = [
     "import torch\nx = torch.arange(12, dtype=torch.float32)",
@@ -59,8 +60,8 @@ VIRTUAL_TIME_MS = 30_000
 PROBE_NOTEBOOK_MS = 30_000
 
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed"),
-    pytest.mark.skipif(importlib.util.find_spec("jupyterlab") is None, reason="jupyterlab not installed"),
+    # Chromium and JupyterLab: a skip naming what is missing, or under `make test` a failure.
+    pytest.mark.usefixtures("browser_available"),
     pytest.mark.skipif(
         not all(importlib.util.find_spec(m) for m in ("torch", "jax", "tensorflow", "nbformat")),
         reason="the tour notebook needs torch, jax, tensorflow and nbformat",
@@ -188,7 +189,7 @@ def _plot_svgs(nb_path: Path) -> list[str]:
 
 
 def _write_old_rendering(executed: Path, dest: Path) -> None:
-    """The same outputs as gpushare rendered them before issue 15: the SVG inline in the HTML and
+    """The same outputs as an older gpushare rendered them: the SVG inline in the HTML and
     the tables styled by the ``<style>`` block alone (no ``style=`` attributes)."""
     nb = json.loads(executed.read_text())
     for cell in nb["cells"]:
@@ -409,7 +410,7 @@ def _problems(r: dict, axis_labels: list[str]) -> list[str]:
 
 def test_plot_and_table_styles_survive_an_untrusted_notebook(lab):
     """%sharebench's plot is a decoded image, and verdict colours and weight come from the inline
-    styles; the same notebook as gpushare rendered it before issue 15 fails these checks."""
+    styles; the same notebook as an older gpushare rendered it fails these checks."""
     root = lab["base"] / "root"
     svgs = _plot_svgs(root / f"{BENCH}.ipynb")
     assert len(svgs) == 1, f"{len(svgs)} plot images in the executed {BENCH}"

@@ -1,4 +1,4 @@
-"""gpushare's tables fit and read in JupyterLab (issue 25), measured by Chromium from the DOM.
+"""gpushare's tables fit and read in JupyterLab, measured by Chromium from the DOM.
 
 Extends tests/test_browser.py (whose server and Chromium helpers it uses): a notebook with
 ``%%share`` into TensorFlow, a copy with its reason, a chain, ``--path all``, ``%sharebench`` and a
@@ -13,7 +13,7 @@ content's extent, its computed alignment and the width of a character in its fon
 - text cells are left-aligned (JupyterLab's own ``td{text-align:right}`` wins over a ``<style>`` block).
 
 A screenshot of each notebook × trust × width is kept under ``out/test-artifacts/layout/``. The
-rendering before issue 25 (thirteen-column rows, alignment from the ``<style>`` block,
+older rendering (thirteen-column rows, alignment from the ``<style>`` block,
 ``overflow-wrap:anywhere``) failed these checks: see the report of the commit that added them.
 """
 

@@ -1,4 +1,4 @@
-"""Every figure has a ceiling and respects it (issue 26.1), on the CPU: every compare/bench row's
+"""Every figure has a ceiling and respects it, on the CPU: every compare/bench row's
 bandwidth is at most the ceiling of the resource its copy crosses (host memory here, measured with
 NumPy), a shared row shows none, a copying row's time is never below its own device time, and the
 ceilings are cached per machine and measured again when the machine changes.

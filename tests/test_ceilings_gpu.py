@@ -1,4 +1,4 @@
-"""Every figure has a ceiling and respects it, on a GPU (issue 26.1): the GPU ceilings are measured
+"""Every figure has a ceiling and respects it, on a GPU: the GPU ceilings are measured
 with the CUDA driver, every compare/bench row's bandwidth is at most the ceiling of the resources its
 copy crosses (a GPU's memory, the host link each way, a GPU pair's link), and a copying row's time is
 never below its own device time (the H100 timed a 64 MiB ``copy`` into TensorFlow at 13.4 µs,

@@ -51,7 +51,7 @@ def test_gpuinfo_reports_what_is_here():
     json.dumps(d)  # the dict form is plain data
     assert d["driver"]["available"] == info.cuda_available
     html = info._repr_html_()
-    # Two tables (frameworks, memory settings), styled inline since issue 25.1.
+    # Two tables (frameworks, memory settings), styled inline.
     assert html.startswith("<div") and html.count("<table ") == 2 and html.count("</table>") == 2
     if info.cuda_available:
         assert info.reason is None
@@ -254,7 +254,7 @@ def test_memory_ledger_diff_arithmetic():
 
 def test_gpuinfo_import_keeps_tensorflows_native_banners_out_of_the_report():
     """`gpushare doctor --import` and `%gpuinfo --import` printed TensorFlow's C++ banners (absl's
-    "All log messages before absl::InitializeLog()…", oneDNN's note) into the report (issue 25)."""
+    "All log messages before absl::InitializeLog()…", oneDNN's note) into the report."""
     import importlib.util
 
     if importlib.util.find_spec("tensorflow") is None:

@@ -1,6 +1,6 @@
 """How an adapter's arrays are described is declared by the adapter (``Adapter.describe_by``,
-``Adapter.source_flags``) and implemented once in the core (crates/python/src/binding/declared.rs):
-issue 22 item 4. Each declared route must say what the adapter's own ``inspect()`` says, and the core
+``Adapter.source_flags``) and implemented once in the core (crates/python/src/binding/declared.rs).
+Each declared route must say what the adapter's own ``inspect()`` says, and the core
 must take it without calling ``inspect()``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 on any machine: device= arguments, the topology parser, the current-device guard.
+"""Devices on any machine: device= arguments, the topology parser, the current-device guard.
 
 The GPU half (peer views, p2p and pinned moves, the guard against JAX's current device) is in
 tests/test_devices_gpu.py."""
@@ -76,7 +76,7 @@ def test_device_cpu_works_where_it_makes_sense():
 
 @pytest.mark.parametrize("path", ["auto", "move"])
 def test_a_move_of_a_negative_view_is_refused_as_the_one_process_path_refuses_it(path):
-    """Issue 24.4: a move of torch._neg_view(x) said "shared" and NumPy read every value with the
+    """A move of torch._neg_view(x) said "shared" and NumPy read every value with the
     wrong sign. A framework's move keeps the bit (torch's .to where the tensor lies, and across
     devices), and no handoff by memory carries it: the one pipeline's rule refuses it."""
     from gpushare.exceptions import UnsafeInputError
@@ -94,7 +94,7 @@ def test_a_move_of_a_negative_view_is_refused_as_the_one_process_path_refuses_it
 
 
 def test_cpu_0_is_pytorchs_spelling_of_the_host():
-    """Issue 24.9: device="cpu:0" was refused as unknown."""
+    """``device="cpu:0"`` is a CPU device, not an unknown one."""
     assert devices.parse_device("cpu:0") == devices.parse_device("CPU") == (True, 0)
     x = torch.arange(4.0)
     r = gpushare.share(x, "numpy", device="cpu:0")
@@ -105,7 +105,7 @@ def test_cpu_0_is_pytorchs_spelling_of_the_host():
 
 
 def test_paddle_moves_by_its_own_move():
-    """Issue 24.9: a PaddlePaddle move to the CPU was refused ("paddle has no move between
+    """A PaddlePaddle move to the CPU was refused ("paddle has no move between
     devices") although Paddle moves tensors (Tensor.cpu(), .cuda(n)). In a process of its own:
     Paddle and TensorFlow crash in one (Adapter.crashes_beside)."""
     import importlib.util
@@ -130,7 +130,7 @@ def test_paddle_moves_by_its_own_move():
 
 
 def test_moves_are_predicted_and_a_copy_asked_for_is_copied_by_design():
-    """Issue 24.10: every move had prediction None, and DLPack's copy=True was explained as "the
+    """Every move had prediction None, and DLPack's copy=True was explained as "the
     framework made its own copy"."""
     x = torch.arange(6.0)
     here = gpushare.share(x, "numpy", device="cpu")
@@ -146,7 +146,7 @@ def test_moves_are_predicted_and_a_copy_asked_for_is_copied_by_design():
 
 
 def test_a_negative_view_moved_by_dlpack_copy_true_reads_the_right_values():
-    """Issue 24.10: PyTorch's export with copy=True negates into the copy, so a negative view moved
+    """PyTorch's export with copy=True negates into the copy, so a negative view moved
     by path='dlpack' is allowed where the consumer asks the producer for the copy (NumPy, torch);
     JAX copies after a plain export (its values would be unnegated): refused there."""
     from gpushare.exceptions import UnsafeInputError
@@ -246,7 +246,7 @@ def test_auto_is_a_path_a_move_can_be_compared_and_swept_by():
 
 def test_bench_devices_alternates_abba_so_neither_side_always_runs_first():
     """benchmarks/bench_devices.py judges share(device=) against the core's peer copy by the median
-    of paired ratios (issue 26.6's 3 %): the two take turns first (ABBA), and each sample and its
+    of paired ratios (the 3 % goal): the two take turns first (ABBA), and each sample and its
     ratio pair the right calls, whatever the order."""
     import importlib.util
     import pathlib

@@ -1,4 +1,4 @@
-"""Issue 13 on real GPUs: the current-device trap, peer views, page-locked host memory, moves.
+"""Devices on real GPUs: the current-device trap, peer views, page-locked host memory, moves.
 
 ``pytest -m gpu tests/test_devices_gpu.py``; skips with "no CUDA" without a GPU and "fewer than 2
 GPUs" for the tests that need two. JAX is started first (tests/_gpu.py), so on two GPUs cuda:1 is
@@ -89,7 +89,7 @@ def test_the_first_handoff_into_jax_survives_jax_starting_its_backends_on_the_ot
 
 @two
 def test_a_tensor_that_requires_grad_off_the_current_device_is_described_and_refused_for_grad():
-    """Issue 24.22: inspect used torch's __dlpack__, which refuses a tensor off the current device,
+    """``inspect`` used torch's __dlpack__, which refuses a tensor off the current device,
     so a requires_grad tensor on cuda:0 while cuda:1 was current failed with the wrong pair and reason
     ("torch → torch via inspect failed: the tensor is not on the current CUDA device")."""
     with torch.cuda.device(1):

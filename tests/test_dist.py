@@ -95,7 +95,7 @@ def test_wheel_metadata_is_complete(wheel):
     assert "dlpack" in meta["Keywords"]
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert all(u.startswith("https://") for u in urls.values()), urls
-    # No self-references (issue 25): a link from the PyPI page to the PyPI page leads nowhere. The
+    # No self-references: a link from the PyPI page to the PyPI page leads nowhere. The
     # source has no public address yet, so there are none; a repository's URL is welcome.
     assert not [u for u in urls.values() if "pypi.org" in u], urls
     summary = meta["Summary"]
@@ -108,7 +108,7 @@ def test_wheel_metadata_is_complete(wheel):
 
 
 def test_the_package_page_is_for_users(wheel):
-    """The long description is a user's README (issue 25): install, an example, what each magic
+    """The long description is a user's README: install, an example, what each magic
     shows; no developer-machine notes, no links that break off the repository."""
     v = version()
     with zipfile.ZipFile(wheel) as z:

@@ -1,4 +1,4 @@
-"""One error type and one conversion (issue 22.5): every gpushare exception is made in Rust by the
+"""One error type and one conversion: every gpushare exception is made in Rust by the
 binding's one ``impl From<PyGpushareErr> for PyErr``, Python code raises them through
 ``gpushare_error``/``explained`` (never by calling a class), and every failure carries ``.reason``,
 ``.fix``, ``.framework_error`` and ``.predicted`` in one form."""

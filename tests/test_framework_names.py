@@ -1,4 +1,4 @@
-"""Everything framework-specific lives in that framework's adapter (issue 22 item 4): no module of the
+"""Everything framework-specific lives in that framework's adapter: no module of the
 package outside ``gpushare/adapters/`` imports a framework, calls into one, or branches on a
 framework's name. Adding a framework then touches its adapter (``adapters/<module>.py``) and its
 rules (the core's ``explain/``), and nothing here can be missed.
@@ -32,8 +32,8 @@ two buffers it allocates itself, to measure this machine's host-memory copy ceil
 advice; no user's array and no handoff is involved, only its calibration sweep runs it, and it
 imports NumPy inside that function. A second entry there needs the same kind of reason.
 
-``processes.py`` and ``process_*.py`` were excluded, in :data:`PENDING_ISSUE_22_1`, until issue 22
-item 1 moved their framework calls (torch's worker steps) into adapter hooks
+``processes.py`` and ``process_*.py`` were excluded, in :data:`PENDING_MODULES`, until their framework
+calls moved (torch's worker steps) into adapter hooks
 (``Adapter.process_steps()``, ``adapters/torch_process.py``, ``adapters/process_host.py``); they are
 checked like every module now. The set must only shrink:
 :func:`test_the_pending_modules_still_need_their_exclusion` fails once a module in it passes.
@@ -53,8 +53,8 @@ from gpushare.adapters import ADAPTERS, Adapter
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "gpushare"
 
 #: Modules not checked yet because their framework calls still wait to move into adapter hooks
-#: (issue 22 item 1 emptied it). Remove a module from here as soon as it passes (a test below insists).
-PENDING_ISSUE_22_1: set[str] = set()
+#: (empty now). Remove a module from here as soon as it passes (a test below insists).
+PENDING_MODULES: set[str] = set()
 
 #: Modules that use NumPy as gpushare's own tool, never for a user's array (see the docstring).
 NUMPY_AS_A_TOOL = {"machine_ceilings.py": "times np.copyto between its own buffers: the host-memory ceiling"}
@@ -248,7 +248,7 @@ def uses_outside_the_adapters(module: str) -> list[tuple[int, str]]:
 # -- the package --------------------------------------------------------------------------------------
 
 
-CHECKED = [m for m in package_modules() if m not in PENDING_ISSUE_22_1]
+CHECKED = [m for m in package_modules() if m not in PENDING_MODULES]
 
 
 @pytest.mark.parametrize("module", CHECKED)
@@ -270,12 +270,12 @@ def test_no_framework_name_outside_the_adapters(module):
 
 
 def test_the_pending_modules_still_need_their_exclusion():
-    """PENDING_ISSUE_22_1 only shrinks: a module in it that passes both walks leaves it."""
-    for module in sorted(PENDING_ISSUE_22_1):
-        assert (PACKAGE / module).exists(), f"{module} is gone: take it out of PENDING_ISSUE_22_1"
+    """PENDING_MODULES only shrinks: a module in it that passes both walks leaves it."""
+    for module in sorted(PENDING_MODULES):
+        assert (PACKAGE / module).exists(), f"{module} is gone: take it out of PENDING_MODULES"
         source = (PACKAGE / module).read_text(encoding="utf-8")
         assert uses_outside_the_adapters(module) or framework_literals(source, framework_words()), (
-            f"{module} no longer imports, calls or names a framework: take it out of PENDING_ISSUE_22_1"
+            f"{module} no longer imports, calls or names a framework: take it out of PENDING_MODULES"
         )
 
 
@@ -381,7 +381,7 @@ def _bench_args() -> Path:
 def test_the_cli_knows_the_adapters_names_and_aliases():
     """The CLI checks `gpushare bench SRC->DST` before it starts a kernel, from FRAMEWORKS, which
     crates/runner/build.rs generates from the adapters' registry and classes: no list is kept by hand
-    (issue 23: adding a framework touches its adapter alone), and the generated list of the newest
+    (adding a framework touches its adapter alone), and the generated list of the newest
     build is the adapters' names and aliases."""
     import re
 
@@ -402,7 +402,7 @@ def test_the_cli_knows_the_adapters_names_and_aliases():
 # -- the binding (Rust) ------------------------------------------------------------------------------
 #
 # The binding (crates/python/src/) runs every share and calls back into the adapters: it must not
-# choose a route or a check by a framework's name (issue 22 item 4: how an array is described is
+# choose a route or a check by a framework's name (how an array is described is
 # declared by the adapter, ``Adapter.describe_by`` and ``Adapter.source_flags``, and implemented once
 # in binding/declared.rs). Two checks of its string literals: no framework's name, and none of the
 # attribute or method names the adapters declare (those reach the binding from the declaration,
@@ -499,7 +499,7 @@ def test_the_binding_chooses_nothing_by_a_framework_name():
 
 
 def test_the_rust_walk_catches_a_route_chosen_by_name():
-    """Not vacuous: what the binding did before issue 22.4 (a describer chosen by the adapter's name,
+    """Not vacuous: what the binding once did (a describer chosen by the adapter's name,
     torch's flags read by name) is caught; comments, doc comments, character literals and generic
     words are not."""
     assert declared_names() >= {"requires_grad", "is_conj", "is_neg", "unsafe_buffer_pointer", "_pjrt_layout"}

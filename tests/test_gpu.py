@@ -188,7 +188,7 @@ def test_separate_context_report_shows_what_each_framework_does():
 
 @pytest.mark.parametrize("dst", ["torch", "jax"])
 def test_managed_memory_is_refused_with_a_prediction_and_torch_takes_it_by_cai(dst):
-    """Issue 24.25: CuPy's managed memory (kDLCUDAManaged) into torch or JAX by DLPack fails in the
+    """CuPy's managed memory (kDLCUDAManaged) into torch or JAX by DLPack fails in the
     framework; gpushare predicts it before calling, and for PyTorch names the route that works
     (__cuda_array_interface__, pytorch#96318), which then shares."""
     cupy = need("cupy")

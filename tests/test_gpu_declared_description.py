@@ -1,6 +1,6 @@
 """GPU suite (``pytest -m gpu``): the routes adapters declare (``Adapter.describe_by``) describe
 device memory as the adapters' own capsule reading does, on every device, whichever is current
-(JAX leaves the last GPU current: tests/_gpu.py). Issue 22 item 4."""
+(JAX leaves the last GPU current: tests/_gpu.py)."""
 
 from __future__ import annotations
 

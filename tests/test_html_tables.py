@@ -1,4 +1,4 @@
-"""Every table gpushare shows in a notebook reads in JupyterLab, trusted or not (issue 25): at most
+"""Every table gpushare shows in a notebook reads in JupyterLab, trusted or not: at most
 eight columns in the main row, the rest on a detail line; alignment and widths inline (JupyterLab's
 ``td{text-align:right}`` beats a ``<style>`` block, and an untrusted notebook has none), text at
 least ten characters wide, long device strings breakable only at ``/``, ``:`` or spaces.

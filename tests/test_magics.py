@@ -192,7 +192,7 @@ def test_config_set_before_load_ext_is_checked_at_load(ip, run):
             run("%load_ext gpushare")
 
 
-# -- issue 15 item 4 and issue 16 "Magics" ---------------------------------------------------------
+# -- magics under odd inputs ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

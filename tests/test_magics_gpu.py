@@ -1,5 +1,5 @@
 """The magics on a real GPU: %sharebench refuses a size larger than the device's memory before it
-makes any array (issue 24.15). Run with ``pytest -m gpu``; without a CUDA driver these skip with
+makes any array. Run with ``pytest -m gpu``; without a CUDA driver these skip with
 "no CUDA"."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The magics under inputs users really give them (issues 24.12-24.15 and 25.4): names Python
+"""The magics under inputs users really give them: names Python
 normalises, what a %%share cell bound wherever it bound it, chain templates, sizes and settings
 checked before work, install hints and warnings at the user's line. Real IPython shells, as in
 tests/test_magics.py."""
@@ -21,7 +21,7 @@ def frameworks(run):
     run("import torch, numpy as np, jax, tensorflow as tf")
 
 
-# -- issue 24 items 12-15: names as Python reads them, what a cell bound, templates, settings ----
+# -- names as Python reads them, what a cell bound, templates, settings ----
 
 
 def test_names_are_read_and_bound_as_python_normalises_them(ip, run):
@@ -124,7 +124,7 @@ def test_sharebench_sizes_beyond_memory_are_usage_errors_before_any_array(ip, ru
     assert made == []
 
 
-# -- issue 25.4: install hints that work, warnings at the user's line --------------------------
+# -- install hints that work, warnings at the user's line --------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""MLX, NVIDIA Warp, cuda.core and PyCUDA (issue 23), each added through its adapter and its rules
+"""MLX, NVIDIA Warp, cuda.core and PyCUDA, each added through its adapter and its rules
 alone: real shares on the CPU with the installed frameworks (skipped by name where one is not
 installed), and PyCUDA, which cannot be built without the CUDA toolkit, against a stand-in that
 speaks ``__cuda_array_interface__`` with PyCUDA's GPUArray layout."""
@@ -241,7 +241,7 @@ def test_pycuda_without_a_context_says_which_module_makes_one(stand_in_pycuda, m
     assert "pycuda.autoprimaryctx" in str(e.value)
 
 
-# -- What the CUDA matrix on 2x H200 showed (docs/gpu-runs/2026-11-26-h200x2-advice) -------------
+# -- What the CUDA matrix on 2x H200 showed (MLX, Warp, cuda.core and PyCUDA on the GPU) ---------
 
 
 def _cuda_info(framework: str, dtype_code: int = 2, bits: int = 32, shape=(4, 6), strides=(6, 1), ptr=0x7F0000000000):

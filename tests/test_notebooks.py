@@ -104,8 +104,6 @@ def test_cpu_notebook_runs_top_to_bottom_with_gpushare_run(nb_session, stem):
                 errors.append(o.ename)
     # The tagged cells really fail, with the exception the markdown explains.
     assert errors == EXPECTED_ERRORS[stem]
-    # CI budget: well under a minute of notebook per notebook (kernel start-up included).
-    assert run.seconds < nbs.CELL_TIMEOUT_S, f"{stem} took {run.seconds:.0f} s"
 
 
 @needs_cpu_frameworks
@@ -143,7 +141,7 @@ def test_the_tour_shows_what_it_says(nb_session):
 
 @needs_cpu_frameworks
 def test_the_tour_shows_the_best_parts_and_nothing_unasked(nb_session):
-    """Issue 25.5: `make demo`'s notebook shows a %%share copy with its reason, a chain, --path all
+    """`make demo`'s notebook shows a %%share copy with its reason, a chain, --path all
     and a %sharebench with its plot, and prints nothing the user did not ask for (its first cell
     said "The gpushare extension is already loaded": the kernel had loaded it)."""
     nb = _executed(nb_session, "01_tour_cpu").nb
@@ -196,7 +194,7 @@ def test_gpu_notebooks_run_anywhere(nb_session, stem):
 
 @pytest.mark.skipif(not have("tensorflow"), reason="tensorflow not installed")
 def test_the_context_story_sets_the_claim_against_what_tensorflow_offers(nb_session):
-    """Notebook 09 (issue 23.5) tells its story on a GPU with PyCUDA; its look at TensorFlow's public
+    """Notebook 09 tells its story on a GPU with PyCUDA; its look at TensorFlow's public
     API runs wherever TensorFlow is installed: no name in it is a CUDA context handle (the document's
     claim was that TensorFlow's handle can be handed to PyCUDA), only tf.distribute's replica and
     input contexts and tf.test.is_built_with_cuda."""

@@ -241,47 +241,53 @@ def test_a_calibrated_auto_makes_no_cut_past_the_largest_size_it_measured(tmp_pa
 
 def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_compare_bench_and_the_predictor(
         tmp_path, monkeypatch):
-    """Issue 26.4: ``auto`` takes the fastest path for the array's own size. A model in which two
-    copying paths of torch→numpy cross at 10 000 bytes (a fast start against a fast stream): a 4 KiB
-    array takes the one, a 64 KiB array the other, in ``share`` (asked in turn, so each size's plan
-    is kept apart), in ``compare``'s auto row, in ``bench``'s auto per size, and in the predictor
-    (no unexpected verdict). The model says both copy; which path really shares on a CPU is not the
-    point here, so ``advise`` (which ranks by the rules' verdict) is checked with real moves on two
-    GPUs instead (tests/test_devices_gpu.py)."""
+    """``auto`` takes the fastest path for the array's own size among those that give it the best
+    verdict. A model in which two paths of torch→jax cross at 10 000 bytes (a fast start against a
+    fast stream), for int64 arrays, which every path copies into JAX without x64 (it narrows them):
+    a 4 KiB array takes the one, a 64 KiB array the other, in ``share`` (asked in turn, so each
+    size's plan is kept apart), in ``compare``'s auto row, in ``bench``'s auto per size, and in the
+    predictor (no unexpected verdict)."""
+    import jax
     import torch
     from gpushare import advice
 
+    if jax.config.jax_enable_x64:
+        pytest.skip("JAX runs with x64: int64 arrays share")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     advice.forget()
     m = gpushare.CostModel(advice.machine_key(), 0.0)
     sizes = (1 << 10, 1 << 16, 1 << 20)
-    m.add("share", "dlpack", "torch", "numpy", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
-    m.add("share", "copy", "torch", "numpy", "cpu", [(n, 1e-5 + 1e-10 * n) for n in sizes], False)
+    m.add("share", "dlpack", "torch", "jax", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
+    m.add("share", "copy", "torch", "jax", "cpu", [(n, 1e-5 + 1e-10 * n) for n in sizes], False)
     advice._save(m)
     try:
-        small, large = torch.ones(1024), torch.ones(16384)  # 4 KiB, 64 KiB
-        src, dst = gpushare.adapters.framework("torch"), gpushare.adapters.framework("numpy")
+        small, large = torch.ones(512, dtype=torch.int64), torch.ones(8192, dtype=torch.int64)  # 4 KiB, 64 KiB
+        src, dst = gpushare.adapters.framework("torch"), gpushare.adapters.framework("jax")
         assert paths.auto_size_breaks(src, dst) == (10_000,)
         expected = {4096: "dlpack", 65536: "copy"}
         for _ in range(2):
             for x in (small, large):
-                r = gpushare.share(x, "numpy")
-                assert r.path == expected[x.nbytes] and not r.unexpected, (x.nbytes, r.path)
-        assert "predicts copy fastest for arrays from 9.77 KiB up" in gpushare.share(large, "numpy").notes[-1]
+                r = gpushare.share(x, "jax")
+                assert r.path == expected[x.nbytes] and r.verdict == "copied" and not r.unexpected, (x.nbytes, r.path)
+        assert "predicts copy fastest for arrays from 9.77 KiB up" in gpushare.share(large, "jax").notes[-1]
         for x in (small, large):
-            rows = gpushare.compare(x, "numpy", repeat=1, number=1, min_sample_time=0.0).rows
+            rows = gpushare.compare(x, "jax", repeat=1, number=1, min_sample_time=0.0).rows
             assert [row.path for row in rows if row.auto] == [expected[x.nbytes]]
-        b = gpushare.bench("torch", "numpy", sizes=[4096, 65536], paths="auto", repeat=1, min_sample_time=0.0,
-                           progress=False, device="cpu")
+        b = gpushare.bench("torch", "jax", sizes=[4096, 65536], paths="auto", dtype="int64", repeat=1,
+                           min_sample_time=0.0, progress=False, device="cpu")
         d = b.to_dict()
         assert d["paths"] == ["dlpack", "copy"]
         marked = {(p["size"], p["path"]) for p in d["points"] if p["auto"]}
         assert marked == {(4096, "dlpack"), (65536, "copy")}, marked
         # advise says which path auto takes for which sizes of the pair, in its table and its JSON.
-        a = gpushare.advise(small, "numpy")
+        a = gpushare.advise(small, "jax")
         assert a.to_dict()["auto_by_size"] == [{"from": 0, "below": 10_000, "path": "dlpack"},
                                                {"from": 10_000, "below": None, "path": "copy"}]
         assert "auto by size for this pair: dlpack below 9.77 KiB, copy from 9.77 KiB up" in repr(a)
+        # A float32 array of the same pair shares by DLPack: the model's copy never takes it, at any size.
+        for n in (1024, 16384):
+            r = gpushare.share(torch.ones(n), "jax")
+            assert r.path == "dlpack" and r.verdict == "shared" and not r.unexpected, (n, r.path)
     finally:
         advice.cache_file().unlink()
         advice.forget()

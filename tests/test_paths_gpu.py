@@ -68,7 +68,7 @@ def test_a_negative_view_moved_by_dlpack_copy_reads_the_right_values():
 
     x = torch.arange(8, dtype=torch.float32, device="cuda:0")
     # The framework's own move: refused where torch's .to keeps the negative bit (host to host), and
-    # where its copy across devices resolves the bit (the GPU run of 2026-11-26 saw no refusal), the
+    # where its copy across devices resolves the bit (the GPU run saw no refusal), the
     # values it hands over are the negated ones. Either way no value changes without a word.
     try:
         moved = gpushare.share(torch._neg_view(x), "numpy", device="cpu", path="move")

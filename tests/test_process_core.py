@@ -1,4 +1,4 @@
-"""Handoffs to another process run through the core (issue 22 item 1): the verdict is the core's
+"""Handoffs to another process run through the core: the verdict is the core's
 identity judge, each path is timed by the core's one timing loop, and the results are the core's
 typed reports (pyclasses), built from Python objects with no JSON text on the way."""
 

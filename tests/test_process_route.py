@@ -1,4 +1,4 @@
-"""A process path is a transport the core's pipeline drives (issue 22 item 1): the binding's
+"""A process path is a transport the core's pipeline drives: the binding's
 ``ProcessRoute`` over a Python transport refuses, times, judges and builds the typed row; the
 transports of gpushare.process_routes only move the array and describe each side."""
 

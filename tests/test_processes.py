@@ -63,20 +63,20 @@ def test_a_worker_killed_during_a_request_is_noticed_without_waiting_for_the_tim
     t0 = time.monotonic()
     with pytest.raises(WorkerError, match="killed"):
         w._recv("ping")
-    assert time.monotonic() - t0 < 10
+    # Noticed at once, not after the request's 600 s (half of it leaves any loaded machine room).
+    assert time.monotonic() - t0 < 300
 
 
 def test_a_request_that_takes_too_long_times_out_and_stops_the_worker(monkeypatch):
-    w = gpushare.Worker(device="cpu", timeout=0.5).start()
+    w = gpushare.Worker(device="cpu", timeout=60).start()
     pid = w.pid
-    # A request the worker never answers in time: it sleeps in its handler.
-    w._send("write", slot=999, index=0, value=0)  # fails fast in the worker (no slot 999) ...
+    w._send("write", slot=999, index=0, value=0)  # fails in the worker (no slot 999) ...
     with pytest.raises(WorkerError, match="failed: KeyError"):
         w._recv("write")  # ... and the error crosses back with its type
-    os.kill(pid, signal.SIGSTOP)  # a hung worker
+    os.kill(pid, signal.SIGSTOP)  # a hung worker: it cannot answer, however long it is given
     try:
         with pytest.raises(WorkerError, match="did not answer"):
-            w._call("ping")
+            w._call("ping", timeout=0.5)
     finally:
         try:
             os.kill(pid, signal.SIGCONT)
@@ -295,7 +295,7 @@ def _child(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-# -- 24.10: timeouts that could never fire ---------------------------------------------------------
+# -- timeouts that could never fire ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, -1.0, "soon"])
@@ -306,7 +306,7 @@ def test_a_timeout_that_cannot_fire_or_fires_at_once_is_refused(bad):
         gpushare.Worker(start_timeout=bad)
 
 
-# -- 24.8: two threads on one worker -------------------------------------------------------------
+# -- two threads on one worker -------------------------------------------------------------
 
 
 def test_two_threads_sharing_through_one_worker_each_get_their_own_replies(worker):

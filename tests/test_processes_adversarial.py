@@ -1,4 +1,4 @@
-"""Across processes, under the inputs users really give them (issue 24): strided views of a segment,
+"""Across processes, under the inputs users really give them: strided views of a segment,
 dtypes NumPy has no type for, lazy conjugate and negative views, results read after release, a full
 /dev/shm, two threads on one worker, read-only memory, other frameworks' tensors. Every case runs in
 real worker processes; the worker's values are read back and compared with the source's own.
@@ -45,7 +45,7 @@ def _child(code: str, timeout: float = 240) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-# -- 24.1: a strided view of memory already in a segment ---------------------------------------
+# -- a strided view of memory already in a segment ---------------------------------------
 
 VIEWS = {
     "transposed": lambda a: a.T,
@@ -86,7 +86,7 @@ def test_a_strided_view_into_torch_keeps_its_layout_and_a_reversed_one_is_refuse
     r0.release()
 
 
-# -- 24.2: dtypes NumPy does not know natively ----------------------------------------------------
+# -- dtypes NumPy does not know natively ----------------------------------------------------
 
 
 def _extended_dtypes() -> dict:
@@ -147,7 +147,7 @@ def test_a_torch_bfloat16_tensor_on_shm_is_refused_naming_the_dtype_and_the_path
     r.release()
 
 
-# -- 24.3 and 24.7: lazy conjugate and negative views, sparse tensors ------------------------------
+# -- lazy conjugate and negative views, sparse tensors ------------------------------
 
 
 @pytest.mark.parametrize("path", ["gloo", "torch_mp", "shm"])
@@ -177,7 +177,7 @@ def test_a_sparse_tensor_on_shm_gets_the_core_explanation(worker):
     assert "to_dense" in e.value.fix
 
 
-# -- 24.5: reading a result after it was released ------------------------------------------------
+# -- reading a result after it was released ------------------------------------------------
 
 
 def test_a_shm_result_read_after_release_or_after_the_worker_stopped_does_not_crash():
@@ -207,7 +207,7 @@ def test_a_released_segment_leaves_no_name_in_dev_shm(worker):
     assert local.sum() == 1000  # the parent's view keeps its memory until it goes
 
 
-# -- 24.6: /dev/shm too small --------------------------------------------------------------------
+# -- /dev/shm too small --------------------------------------------------------------------
 
 
 def test_a_segment_larger_than_the_free_room_in_dev_shm_is_refused_before_anything_is_copied(worker, monkeypatch):
@@ -256,7 +256,7 @@ def test_a_filesystem_without_fallocate_still_gets_its_segment(worker, monkeypat
     r.release()
 
 
-# -- 24.7: other frameworks' tensors on shm (each in a child: TensorFlow and Paddle crash together) ---
+# -- other frameworks' tensors on shm (each in a child: TensorFlow and Paddle crash together) ---
 
 
 def test_a_tensorflow_tensor_on_shm_is_handed_over_or_refused_by_gpushare():
@@ -282,7 +282,7 @@ def test_a_tensorflow_tensor_on_shm_is_handed_over_or_refused_by_gpushare():
     assert out.returncode == 0, out.stderr[-3000:]
 
 
-# -- 24.9: the JSON of a PaddlePaddle source -------------------------------------------------------
+# -- the JSON of a PaddlePaddle source -------------------------------------------------------
 
 
 def test_the_json_of_a_process_share_from_a_paddle_source_fits_its_schema():
@@ -301,7 +301,7 @@ def test_the_json_of_a_process_share_from_a_paddle_source_fits_its_schema():
     assert out.returncode == 0, out.stderr[-3000:]
 
 
-# -- 24.11: read-only memory ----------------------------------------------------------------------
+# -- read-only memory ----------------------------------------------------------------------
 
 
 def test_a_read_only_mapping_stays_read_only_in_a_numpy_worker_and_a_torch_one_is_warned(worker, tmp_path):

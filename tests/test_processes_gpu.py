@@ -65,7 +65,7 @@ def test_ipc_maps_the_same_allocation_in_another_context(worker):
 
 @pytest.mark.parametrize("view", ["transposed", "a column", "every other row", "a sub-block"])
 def test_ipc_hands_a_strided_view_over_as_the_same_view(worker, view):
-    # The shm path's issue 24.1 on the GPU: the view's shape alone would be read as contiguous.
+    # The shm path on the GPU: the view's shape alone would be read as contiguous.
     base = torch.arange(48, dtype=torch.float32, device="cuda:0").reshape(6, 8)
     x = {"transposed": base.T, "a column": base[:, 3], "every other row": base[::2],
          "a sub-block": base[1:4, 2:6]}[view]
@@ -105,7 +105,7 @@ def test_torch_multiprocessing_cuda_shares_the_block(worker):
 
 @pytest.mark.parametrize("path", ["ipc", "torch_mp"])
 def test_lazy_conjugate_and_negative_views_on_the_gpu_are_refused_as_in_one_process(worker, path):
-    # Issue 24.3: no process path carries PyTorch's conjugate or negative bit; the worker would read
+    # No process path carries PyTorch's conjugate or negative bit; the worker would read
     # unconjugated or wrong-signed values. The one-process rule (the adapter's check_view_bits).
     from gpushare.exceptions import ConversionError, UnsafeInputError
 
@@ -210,7 +210,7 @@ def test_nccl_socket_stand_in_is_labelled_and_measured():
 
 @two_gpus
 def test_nccl_paths_leave_no_framework_chatter_in_the_users_output():
-    # Issue 24.24: the workers inherit the kernel's stderr, so ProcessGroupNCCL's warnings (unbatched
+    # The workers inherit the kernel's stderr, so ProcessGroupNCCL's warnings (unbatched
     # send/recv, "destroy_process_group() was not called ...") landed in the notebook's cell. A child
     # process stands in for the kernel: everything its workers print reaches its own stderr.
     code = """

@@ -1,4 +1,4 @@
-"""A sweep's progress shows only where someone watches, and saved results keep only results (issue 25):
+"""A sweep's progress shows only where someone watches, and saved results keep only results:
 no ``\\r`` frames in a script's redirected stderr, a bar on a terminal (none with ``NO_COLOR``), a
 notebook's progress display emptied when the sweep ends, and Ctrl-C gives the partial table."""
 

@@ -1,5 +1,5 @@
 """Capsules gpushare makes for TensorFlow, which imports only legacy ("dltensor") capsules and whose
-export takes no stream (issue 12). Real NumPy, PyTorch and TensorFlow on the host; the GPU side of
+export takes no stream. Real NumPy, PyTorch and TensorFlow on the host; the GPU side of
 the same routes is in tests/test_gpu.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One result vocabulary (issue 25.6): every result has attributes, not nested dicts; every
+"""One result vocabulary: every result has attributes, not nested dicts; every
 ``to_pandas()`` has the same missing-value convention (gpushare.records); ``share_chain`` returns a
 ``ShareTable`` as ``%share -o`` does; ``Benchmark.plot()`` draws with matplotlib, imported lazily."""
 

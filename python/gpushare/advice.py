@@ -1,4 +1,4 @@
-"""Path advice (issue 26): a cost model of this machine that predicts every path before it runs.
+"""Path advice: a cost model of this machine that predicts every path before it runs.
 
 ``calibrate()`` measures each path of each framework pair at three or more sizes (a short sweep,
 seconds on a CPU) and fits ``time = fixed + bytes / bandwidth`` per path, pair and place: the form
@@ -31,7 +31,7 @@ Advice = _native.Advice
 #: (three is the fewest a fit of two numbers can check itself against): a copy's line per range of
 #: sizes (crates/core/src/advice/segments.rs) is only as good as its knots are close. With four
 #: (64 KiB, 1, 16, 64 MiB) a copy's cost per byte changed between knots where nothing saw it: on the
-#: 2-core CPU of 2026-11-27, copies at 256 KiB still ran in the 2 MiB cache and at 4 MiB at
+#: 2-core CPU, copies at 256 KiB still ran in the 2 MiB cache and at 4 MiB at
 #: 10 GB/s, while 1 MiB straddled the cache and 16 MiB paid page faults (a new mapping), and
 #: predicting 256 KiB and 4 MiB from another sweep's 64 KiB, 1 and 16 MiB missed by a median 56
 #: and 40 %; with 512 KiB and 8 MiB as knots, 27 and 13 %. 4 KiB: a handoff to another process of
@@ -76,16 +76,16 @@ def _host_work() -> int:
 
 
 #: Timed handoffs per size of a process path, at least. Why: a handoff to another process is a
-#: round trip between two processes that each wait on the scheduler, and on the 2-core CPU the
+#: round trip between two processes that each wait on the scheduler, and on a 2-core CPU the
 #: median of 5 moved by up to 2x between neighbouring sweeps of the same size
-#: (scripts/probe_process_sizes.py: torch_mp at 4 MiB 802, 557 and 1320 µs). A handoff costs
+#: (tools/process_sizes.py: torch_mp at 4 MiB 802, 557 and 1320 µs). A handoff costs
 #: 0.1-1 ms, so 15 of each of seven sizes add well under a second per path.
 PROCESS_REPEAT = 15
 
 #: A process calibration measures every size in this many rounds, the frameworks (and the
 #: workers' devices) taking turns, a fresh worker each round, the samples split between them. A
 #: process handoff's time drifts by tens of percent within seconds, for every framework and not
-#: together (scripts/probe_process_state.py on the 2x H200: torch's `ipc` 140-404 µs, CuPy's
+#: together (on 2x H200: torch's `ipc` 140-404 µs, CuPy's
 #: 154-365 µs, the worker's round trip steady at 51-62 µs): a fit from one sweep's moment lies as
 #: far from the level the machine keeps as any later measurement does, and the median of moments
 #: apart lies nearer it, as the share calibration's one-size-at-a-time order does for shares.
@@ -184,7 +184,7 @@ def _save(m: Any) -> None:
         tmp.write_text(m.to_json(), encoding="utf-8")
         tmp.replace(path)
     except OSError:
-        pass  # a read-only home: the model still serves this session
+        pass  # a read-only home: the model still serves this process
     forget()
     _LOADED.update(model=m, mtime=None, auto=m)
 
@@ -236,7 +236,7 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         # Only a share's fixed cost is this interpreter's work. A move's is the framework's copy and
         # the device's latency, a process handoff's the worker's round trip: scaled by the host's
         # speed, their median error rose from 16.5 to 31.4 % (moves below 1 MiB) and from 17.9 to
-        # 45.7 % (processes, 1 MiB and up) on the 2x H200 of 2026-11-26, where the shares' fell
+        # 45.7 % (processes, 1 MiB and up) on the 2x H200, where the shares' fell
         # from 29.8 to 16.7 % (benchmarks/bench_advice.py; docs/gpu-results.md).
         measured = speeds_of[path]
         if kind != "share" or any(s is None for s in measured):
@@ -248,7 +248,7 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         # not 64-byte aligned, and small NumPy arrays are 16-byte aligned) shares or copies by the
         # array, which only the rules can tell: calling it "copies" let a size-aware `auto` replace
         # DLPack by gpushare's `copy` for numpy→jax at 256 KiB, where DLPack shared (CPU,
-        # 2026-11-27, benchmarks/bench_advice.py).
+        # benchmarks/bench_advice.py).
         seen = verdicts_of[path]
         return True if seen == {"shared"} else False if seen == {"copied"} else None
 
@@ -271,10 +271,10 @@ def calibrate(
     shares: bool = True,
     record: list | None = None,
 ) -> Any:
-    """Measures every path of every ordered pair of ``frameworks`` (default: those of issue 26's
-    list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
-    CUDA is usable, else ``cpu``), fits each path's ``fixed + bytes / bandwidth``, and caches the
-    model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
+    """Measures every path of every ordered pair of ``frameworks`` (default: those installed of
+    PyTorch, TensorFlow, JAX and NumPy on a CPU; PyTorch, TensorFlow, JAX, CuPy and Numba on a GPU) at
+    ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where CUDA is usable, else ``cpu``),
+    fits each path's ``fixed + bytes / bandwidth``, and caches the model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
     ``processes=True`` the process paths (``PROCESS_ROUNDS`` sweeps of every size, a fresh worker
     each; ``worker_device="cuda:1"`` also a worker working on that GPU, where NCCL's paths apply); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
@@ -282,8 +282,8 @@ def calibrate(
     ``points`` with their timing samples), so a run can be refitted later without the machine
     (benchmarks/replay_advice.py). Returns the ``CostModel``.
 
-    The sweep goes one size at a time across every pair rather than one pair at a time: on the
-    2x H200 run of 2026-11-26 a path's time held within 1.4 % during one pair's sweep, yet lay more
+    The sweep goes one size at a time across every pair rather than one pair at a time: on 2x H200
+    a path's time held within 1.4 % during one pair's sweep, yet lay more
     than 20 % (up to 2.5x) from where it lay half a minute later for half of the paths that share,
     in both directions. A pair measured at four moments of the calibration is fitted to the level
     the machine keeps, and the error its fit states includes how far those moments differ."""

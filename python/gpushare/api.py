@@ -345,7 +345,16 @@ def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool 
     try:
         # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
-        path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly, nbytes)
+        try:
+            path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly, nbytes)
+        except GpushareError:
+            if path != "auto" or producer_busy:
+                raise
+            # The model's pick for this kind of array cannot be built here (a model made where the
+            # CUDA driver was usable, say): the plan starts from the rules' own path, and each
+            # array's `auto` (which asks the rules whether a path works) picks its route.
+            path_name = paths.auto_choice(src, dst, source_device, source_readonly=source_readonly, rules_only=True)[0]
+            path_name, convert = route(src, dst, path_name, source_device)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)
@@ -358,9 +367,13 @@ def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool 
     # is given: it then says why auto took the route it took.
     # A busy producer's `auto` is the path it resolved to (the predictor resolves `auto` for an idle one).
     by_auto = path == "auto" and not producer_busy
+    # `auto` is decided again for each array by the predictor's own rule (its dtype and layout can
+    # change what a path gives it), and the plan runs that path: the route for another path is
+    # built when an array first takes it.
+    route_for = (lambda other: (route(src, dst, other, source_device)[1], checks_source(other))) if by_auto else None
     return _native.SharePlan(
         src, dst, path_name, convert, verdicts.predictor(src, dst, "auto" if by_auto else path_name),
-        _pair_allocators(src, dst), check_source=checks_source(path_name),
+        _pair_allocators(src, dst), check_source=checks_source(path_name), route_for=route_for,
     )
 
 
@@ -420,7 +433,7 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
 # (source, target, source place, destination, range of sizes of paths.auto_size_breaks, calibrated)
 # -> (the path for an idle producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
 # time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
-# the host work around a peer copy that issue 26.6 counts. Cleared with the model.
+# the host work around a peer copy that share(device=) adds. Cleared with the model.
 _MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
 
 

@@ -32,16 +32,10 @@ MOVE_DESCRIPTIONS = describe("move")
 def parse_device(device: str) -> tuple[bool, int]:
     """``"cpu"``/``"cpu:0"`` (PyTorch's spelling) → ``(True, 0)``; ``"cuda:1"``/``"gpu:1"``/``"cuda"``
     → ``(False, 1)``/…/``(False, 0)``."""
-    d = str(device).strip().lower()
-    m = re.fullmatch(r"cpu(?::(\d+))?", d)
-    if m is not None:
-        if int(m.group(1) or 0) != 0:
-            raise ValueError(f"unknown device {device!r}: the host is one device, cpu (or cpu:0)")
-        return True, 0
-    m = re.fullmatch(r"(?:cuda|gpu)(?::(\d+))?", d)
-    if m is None:
-        raise ValueError(f"unknown device {device!r}: use cpu or cuda:N")
-    return False, int(m.group(1) or 0)
+    if not isinstance(device, str):
+        raise ValueError(f"unknown device {device!r}: a device is a name such as cpu or cuda:1")
+    # The core's one parser (crates/core/src/shared/names.rs), which SharedBuffer reads too.
+    return _native.parse_device(device)
 
 
 def device_name(on_host: bool, ordinal: int) -> str:
@@ -87,7 +81,7 @@ def cuda_problem(ordinal: int) -> str | None:
 #: once per process (crates/core/src/cuda/status.rs), so a device usable once stays usable; a
 #: refusal is not kept. Why: every `share(x, ..., device="cuda:1")` checks its device, and the check
 #: (two regular expressions, the driver's status built as a dict) took 11.4 µs of the 84 µs that
-#: share added to a 256 MiB peer copy on the 2x H200 (scripts/probe_move_overhead.py).
+#: share added to a 256 MiB peer copy on 2x H200.
 _USABLE: dict[str, tuple[bool, int]] = {}
 
 

@@ -220,7 +220,7 @@ class GpuInfo:
         #: Driver calls that failed while the report was made (the report shows n/a there).
         self.problems = list(problems or [])
         #: Links, peer access both ways, primary contexts and framework holdings per device
-        #: (gpushare.topology, issue 13); None when not asked for.
+        #: (gpushare.topology); None when not asked for.
         self.topology: Any = None
         #: What the cost model cache holds (gpushare.advice.summary), one line.
         self.cost_model: str = "cost model: not read"
@@ -373,7 +373,7 @@ class GpuInfo:
                 ])
                 physical = d.get("visible_as") if d.get("visible_as") is not None else "n/a"
                 device_details.append([("UUID", str(d.get("uuid"))), ("physical", str(physical))])
-            # Eight columns at most, the UUID on a detail line; alignment inline (issue 25, html_cells).
+            # Eight columns at most, the UUID on a detail line; alignment inline (html_cells).
             parts.append(html_cells.table(
                 ["device", "name", "CC", "used", "free", "total", "primary context"], device_rows,
                 numeric=("used", "free", "total"), details=device_details, classes="gpushare gpushare-gpuinfo-devices",

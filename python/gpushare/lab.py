@@ -167,7 +167,8 @@ def compare(
     # it (not the host route): a torch tensor that requires grad or has its conjugate bit set gets a
     # failed row with the fix for DLPack and a working one for the host.
     return _native.compare_paths(
-        obj, src, dst, names, lambda source_device, nbytes: _auto_for(src, dst, source_device, device, readonly, nbytes),
+        obj, src, dst, names,
+        lambda source_device, nbytes, info: _auto_for(src, dst, source_device, device, readonly, nbytes, info),
         lambda path, is_auto, here: _path_route(src, dst, path, is_auto, device, here),
         repeat=repeat, number=number, warmup=warmup, min_sample_time=min_sample_time, link_for=_link_for(device),
         predict_for=_predict_for(src, dst, device),
@@ -184,17 +185,31 @@ def _predict_for(src: Adapter, dst: Adapter, device: str | None) -> Any:
 
 
 def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None,
-              source_readonly: bool | None = None, nbytes: int | None = None) -> tuple[str, bool]:
+              source_readonly: bool | None = None, nbytes: int | None = None, info: Any = None) -> tuple[str, bool]:
     """``(path, already_there)``: the path THE ``auto`` (crates/core/src/paths.rs) takes for an array of
     ``src`` on DLPack device ``source_device`` spanning ``nbytes``, handed to ``dst`` where it lies or
-    moved to ``device``, and whether the array is on ``device`` already: what ``share`` takes."""
+    moved to ``device``, and whether the array is on ``device`` already: what ``share`` takes. With
+    ``info`` (the array's description, or one of the same dtype and layout), within the device, the
+    planner's word for that array, as a share of it runs (its dtype can change what a path gives)."""
     source_device = (int(source_device[0]), int(source_device[1] or 0))
     if device is None:
+        if info is not None:
+            return verdicts.predictor(src, dst, "auto").chosen_path(info, nbytes), False
         return auto_choice(src, dst, source_device, source_readonly=source_readonly, nbytes=nbytes)[0], False
     from gpushare.devices import already_on, check_device, dlpack_place
 
     destination = dlpack_place(*check_device(device))
     return auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0], already_on(source_device, destination)
+
+
+def _probe_info(src: Adapter, dtype: str, device: str) -> Any:
+    """The description of a small array like a sweep's (its dtype, contiguous, on ``device``), from
+    which ``auto`` is decided for each size as a share of such an array decides it; None where the
+    source cannot make one (each row then says why)."""
+    try:
+        return src.inspect(make_array(src, 16, dtype, device))
+    except Exception:  # the sweep itself reports what is wrong with such arrays
+        return None
 
 
 def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
@@ -297,7 +312,8 @@ def bench(
     # What auto takes for each size's array (a calibrated model may change its mind with size). The
     # sweep's arrays are new, so writable (what auto takes may depend on that: NumPy's capsules).
     place, writable = dlpack_place(*_ordinal(device)), False if s.legacy_capsule_refuses_readonly else None
-    taken = [_auto_for(s, d, place, to_device, writable, elements(size) * itemsize) for size in size_list]
+    probe = _probe_info(s, dtype, device) if to_device is None else None
+    taken = [_auto_for(s, d, place, to_device, writable, elements(size) * itemsize, probe) for size in size_list]
     autos, here = [path for path, _ in taken], taken[0][1]
     # "auto" stands for every path it takes over the sweep, each measured at every size.
     names = list(dict.fromkeys(p for name in names for p in (dict.fromkeys(autos) if name == "auto" else [name])))

@@ -271,7 +271,7 @@ def ceilings(refresh: bool = False, *, gpu: bool = True) -> Ceilings:
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
         tmp.replace(path)
     except OSError:
-        pass  # a read-only home: the figures are still right for this session
+        pass  # a read-only home: the figures are still right for this process
     return Ceilings(data)
 
 

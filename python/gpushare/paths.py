@@ -75,7 +75,7 @@ def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
 def auto_choice(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
     destination: tuple[int, int] | None = None, producer_busy: bool = False, source_readonly: bool | None = None,
-    nbytes: int | None = None,
+    nbytes: int | None = None, rules_only: bool = False,
 ) -> tuple[str, str, str | None]:
     """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
@@ -85,12 +85,13 @@ def auto_choice(
     where the machine is calibrated, a path ordered on the device replaces one that waits on the host.
     ``source_readonly``: whether the array is read-only, where known (a legacy capsule replaces
     DLPack for NumPy only for a writable array). ``nbytes``: the array's size, where known: the
-    model decides for the range of sizes it lies in (:func:`auto_size_breaks`); None: at 1 MiB."""
+    model decides for the range of sizes it lies in (:func:`auto_size_breaks`); None: at 1 MiB.
+    ``rules_only``: the rules' choice, whatever the cost model says."""
     from gpushare import advice  # the cost model, where this machine was calibrated
 
     return _native.resolve_auto(
         endpoints(src, dst), tuple(source_device), destination, dst.name,
-        model=advice.auto_model(), source_name=src.name, nbytes=nbytes,
+        model=None if rules_only else advice.auto_model(), source_name=src.name, nbytes=nbytes,
         producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
         cai_unordered=not dst.cai_import_orders,
         capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
@@ -192,7 +193,7 @@ def in_device_memory(obj: Any, src: Adapter) -> bool:
         return False
 
 
-class _Chosen:
+class ChosenRoute:
     """A route ``auto`` chose for a reason the result must give (the host route into NumPy from
     device memory): every share by it carries that reason as a note."""
 
@@ -265,11 +266,11 @@ def _build_route(
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))
         raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
-    # Whatever device another framework made current, the handoff runs with the source's (issue 13).
+    # Whatever device another framework made current, the handoff runs with the source's.
     from gpushare.devices import guard
 
     convert = guard(src, builder(src, dst), name)
-    return name, (convert if why is None else _Chosen(convert, why))
+    return name, (convert if why is None else ChosenRoute(convert, why))
 
 
 @register("dlpack")
@@ -377,7 +378,7 @@ def _device_of(src: Adapter, obj: Any) -> tuple[bool, int]:
 def _host(src: Adapter, dst: Adapter) -> Route:
     host_array, from_numpy = src.host_array, dst.from_numpy
     # A target that cannot address device memory (NumPy) keeps the host copy: the route goes back to
-    # the source's device only for targets that live there (the GPU run of 2026-11-26: auto's host
+    # the source's device only for targets that live there (measured on a GPU: auto's host
     # route from cuda:0 into NumPy asked NumPy for device memory and failed).
     target_on_host = not dst.addresses_device
 

@@ -52,8 +52,8 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
     return _native.process_comparison(*_source_of(obj, to), rows, results if keep else {})
 
 
-#: Untimed handoffs by each path before a sweep times any. One was not enough: on the 2x H200 of
-#: 2026-11-27 (scripts/probe_process_sizes.py) the first sweep through a new worker after one
+#: Untimed handoffs by each path before a sweep times any. One was not enough: on 2x H200
+#: (tools/process_sizes.py) the first sweep through a new worker after one
 #: warm-up still ran torch's `ipc` at 158-170 µs, the next two at 127-142 µs; a first handoff
 #: opens the worker's context, and the next few still run the interpreter's unspecialised code.
 WARM_UP_HANDOFFS = 5
@@ -65,7 +65,7 @@ def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any)
 
     Why: a worker's first handoffs by a path pay what later ones do not (its CUDA context and first
     mapping, NCCL's communicator, imports), and the first call of a timed point holds only part of
-    it: on the 2x H200 runs of 2026-11-26 the samples of the first size swept in each new worker ran
+    it: on the 2x H200 runs the samples of the first size swept in each new worker ran
     1.2-1.5x those of the later sizes (ipc, torch_mp), in calibration and evaluation alike, so the
     smallest size's time was partly the worker's warm-up and the cost model fitted it as the size's.
     The one-off cost is not dropped: the note says what the warm-up handoff took."""

@@ -188,7 +188,7 @@ impl From<CudaError> for Error {
 impl From<SharedError> for Error {
     fn from(error: SharedError) -> Self {
         match error {
-            SharedError::BadDevice(_) | SharedError::BadDtype(_) | SharedError::BadShape(_) => Error::Usage(error.to_string()),
+            SharedError::BadDevice(_) | SharedError::NoSuchHost(_) | SharedError::BadDtype(_) | SharedError::BadShape(_) => Error::Usage(error.to_string()),
             SharedError::OutOfHostMemory(_) => Error::OutOfHostMemory(error.to_string()),
             // The message is the reason: a SharedBuffer's path refusals say only why.
             SharedError::NotApplicable(reason) => Error::PathNotApplicable {

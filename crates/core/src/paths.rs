@@ -173,7 +173,7 @@ pub fn copied_by_design(kind: PathKind, name: &str) -> Option<&'static str> {
 /// shared-memory segment's name, torch's storage descriptor): whatever it copies, it copies once
 /// before the first handoff (`shm` a private array into a segment, `torch_mp` a storage into
 /// shared memory), and the handoffs a sweep times after it cost the same at every size. Fitting
-/// them a cost per byte fits the worker's drift: on the 2-core CPU of 2026-11-27 `shm`'s line rose
+/// them a cost per byte fits the worker's drift: on a 2-core CPU `shm`'s line rose
 /// from 166 to 273 µs between 16 KiB and 32 MiB while its handoffs read 150-155 µs at every size
 /// (benchmarks/bench_advice.py).
 pub fn handoff_moves_bytes(kind: PathKind, name: &str) -> bool {
@@ -219,7 +219,7 @@ pub struct Endpoints {
     /// with 10.8 ms queued, on 2× H200): with a busy producer it costs all of the queued work.
     pub target_import_waits: bool,
     /// The target's `__cuda_array_interface__` import ignores the interface's `stream` (JAX's: with
-    /// matmuls queued on torch's stream it read the values from before them, H100, 2026-11-26), so
+    /// matmuls queued on torch's stream it read the values from before them, on an H100), so
     /// `cai` into it does not order the handoff.
     pub target_cai_unordered: bool,
     /// The source's legacy capsule export refuses its read-only arrays, since only a versioned
@@ -302,16 +302,24 @@ pub struct AutoChoice {
 /// a target that imports capsules only (TensorFlow); `__cuda_array_interface__` where one side has no
 /// DLPack object import or export (Numba); DLPack otherwise.
 pub fn resolve_auto(facts: &AutoFacts<'_>) -> AutoChoice {
+    resolve_auto_admitting(facts, &|_| true)
+}
+
+/// [`resolve_auto`] where the model may replace the rules' choice only by a path `admits`: the
+/// planner's word for one array, whose verdict by each path the rules predict
+/// ([`crate::explain::auto_for_array`]). The sweep that fitted the model measured float32 arrays
+/// only, so its verdicts say nothing of this array's dtype or layout.
+pub fn resolve_auto_admitting(facts: &AutoFacts<'_>, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
     let rules = rules_auto(facts);
     match facts.model {
-        Some(model) => by_model(facts, model, rules),
+        Some(model) => by_model(facts, model, rules, admits),
         None => rules,
     }
 }
 
 /// The model's word on the rules' choice: the fastest calibrated path with the same verdict, when
 /// it is another path. Process paths stay the rules' (the worker maps the source's own memory).
-fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rules: AutoChoice) -> AutoChoice {
+fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rules: AutoChoice, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
     let Some(place) = model_place(facts, &rules) else {
         return rules;
     };
@@ -322,7 +330,7 @@ fn by_model(facts: &AutoFacts<'_>, model: &crate::advice::model::CostModel, rule
     // Past the largest size the sweep measured, at that size (crate::advice::crossings).
     let (breaks, ceiling) = model.size_breaks_and_ceiling(kind, facts.source_name, facts.target_name, &place, rules.path);
     let decided_at = crate::advice::crossings::decision_size_within(&breaks, bytes, ceiling);
-    let general = |path: &str| may_replace(facts, &rules, path);
+    let general = |path: &str| admits(path) && (path == rules.path || may_replace(facts, &rules, path));
     // A busy producer: a path whose host waits for its queued work costs at least all of it (an
     // amount the driver cannot tell), so one ordered on the device is taken where one is calibrated.
     let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
@@ -382,11 +390,22 @@ fn may_replace(facts: &AutoFacts<'_>, rules: &AutoChoice, path: &str) -> bool {
     // a GPU it carries no stream either (`orders_finished_values` keeps it out there); a source that
     // refuses to export read-only arrays by one (NumPy) gets it only for an array known to be
     // writable. Elsewhere it is the same handoff with less protocol around it: tf→torch on a CPU by
-    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py, 2026-11-26).
+    // capsule 2.5 µs against 5.2 by DLPack (benchmarks/bench_advice.py).
     let capsule_loses_nothing = !facts.endpoints.source_capsule_refuses_readonly || facts.source_readonly == Some(false);
     find(rules.kind, path).is_some_and(|spec| spec.modelled)
+        && imports_by(rules.kind, path, &facts.endpoints)
         && orders_finished_values(rules.kind, path, &facts.endpoints, on_device)
         && (path != "capsule" || rules.path == "capsule" || capsule_loses_nothing)
+}
+
+/// Whether the two frameworks can hand an array over by `path` at all, as their adapters declare:
+/// a model's fit for a path is no proof of that (a cache file from another version, or edited).
+fn imports_by(kind: PathKind, path: &str, e: &Endpoints) -> bool {
+    match (kind, path) {
+        (Share, "capsule") => e.target_accepts_capsules,
+        (Share, "dlpack") => e.source_exports_dlpack && e.target_accepts_objects,
+        _ => true,
+    }
 }
 
 /// The path `auto` could have taken instead of its choice for these facts that the model predicts

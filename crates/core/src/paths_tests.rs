@@ -153,7 +153,7 @@ fn auto_never_takes_a_capsule_the_consumer_reads_unordered() {
 #[test]
 fn on_the_host_a_faster_capsule_replaces_dlpack_where_it_loses_no_flag() {
     use crate::advice::model::{CostKey, CostModel, Observation};
-    // tf→torch and numpy→torch on a CPU (2026-11-26): capsule 2.5 µs, DLPack 5.2.
+    // tf→torch and numpy→torch on a CPU: capsule 2.5 µs, DLPack 5.2.
     let key = |source: &str, path: &str| CostKey { kind: "share".into(), path: path.into(), source: source.into(), target: "torch".into(), place: "cpu".into() };
     let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);

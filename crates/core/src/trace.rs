@@ -1,6 +1,6 @@
 //! Where one share's time goes inside the pipeline, stage by stage: a diagnostic compiled in only
-//! with the `stage-trace` feature (`maturin build --features stage-trace`), for a probe on a GPU
-//! machine that has no profiler able to see into the extension (scripts/probe_stage_trace.py).
+//! with the `stage-trace` feature (`maturin build --features stage-trace`), since a profiler does
+//! not see into the extension (tools/stage_trace.py prints it).
 //! Without the feature every call here is empty and the optimiser removes it.
 //!
 //! [`mark`] records, on the calling thread, that the stage named ends now; [`take`] returns each

@@ -1,4 +1,4 @@
-//! `gpushare calibrate` (issue 26.2): fits the cost model in the kernel's Python with a real sweep,
+//! `gpushare calibrate`: fits the cost model in the kernel's Python with a real sweep,
 //! caches it in the user's cache directory and prints what it holds; too few sizes is a usage error
 //! before any Python starts.
 

@@ -139,7 +139,7 @@ class Adapter:
     # starts, which %gpuinfo --import and `gpushare doctor --import` keep out of the report.
     noisy_start: ClassVar[bool] = False
     #: Where ``gpushare.calibrate()`` sweeps this framework by default (``"cpu"``, ``"cuda"``):
-    #: the frameworks engineers choose paths between there (issue 26.5's lists).
+    #: the frameworks engineers choose paths between there.
     calibrate_on: ClassVar[tuple[str, ...]] = ()
 
     _installed: bool | None = None
@@ -326,7 +326,7 @@ class Adapter:
         framework exposes the interface."""
         return obj
 
-    # -- facts the prediction rules read (issue 22.4's one typed facts hook) ----------------
+    # -- facts the prediction rules read (one typed facts hook) --------------------------------
     # What lets this framework keep 64-bit types where its import narrows them (JAX's x64 flag), as
     # the fix in the warning of a narrowing copy that lost values (adapters/host.py); None: it keeps them.
     keep_64_bit_fix: ClassVar[str | None] = None
@@ -425,7 +425,7 @@ class Adapter:
         asking JAX or TensorFlow before they touched the GPU would make them claim most of it."""
         return None
 
-    # -- Across processes (issue 22 item 1): what gpushare.processes asks of the framework --------
+    # -- Across processes: what gpushare.processes asks of the framework --------
     def process_steps(self) -> Any:
         """The framework's own steps of the process paths it implements (``process_paths``: its
         multiprocessing sharing, its distributed send/recv) and of the worker's tensors for them;

@@ -57,7 +57,7 @@ class NumbaAdapter(Adapter):
         # A device array's own attributes, read directly: its __cuda_array_interface__ property
         # builds a dict on every read (a contiguity check, the dtype's string, the stream as an
         # int), and describing the target of torch→numba that way cost 12 µs of a 52 µs share on
-        # an H200 host (scripts/probe_stage_trace.py). The interface's pointer is this one.
+        # an H200 host (tools/stage_trace.py). The interface's pointer is this one.
         try:
             shape, strides, dtype = obj.shape, obj.strides, obj.dtype
             pointer = obj.device_ctypes_pointer.value or 0
@@ -117,7 +117,7 @@ class NumbaAdapter(Adapter):
         cuda = self.load().cuda
         # Numba allocates on its current device, which JAX's start makes the last GPU: the array
         # asked for on cuda:0 lay on cuda:1, and every process handoff of it then opened a context
-        # in the worker (105-127 ms each on 2x H200, scripts/probe_numba_ipc_worker.py).
+        # in the worker (105-127 ms each on 2x H200).
         with cuda.gpus[ordinal]:
             return cuda.to_device(array)
 

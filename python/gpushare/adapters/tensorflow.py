@@ -29,7 +29,7 @@ class TensorFlowAdapter(Adapter):
     accepts_objects = False  # tf.experimental.dlpack.from_dlpack takes capsules only
     # tf.Tensor.__dlpack__ raises on any stream ("does not support DLPack export with a non-None
     # stream"), and from_dlpack takes none; TensorFlow runs its GPU work on streams of its own,
-    # which it does not expose (docs/gpu-results.md, issue 12).
+    # which it does not expose (docs/gpu-results.md).
     export_takes_stream = False
     import_takes_stream = False
     exports_cai = False

@@ -248,7 +248,7 @@ class TorchAdapter(Adapter):
             "peak_allocated": int(allocated.get("peak", 0)),
         }
 
-    # -- Across processes (issue 22 item 1): torch.multiprocessing and torch.distributed ----------
+    # -- Across processes: torch.multiprocessing and torch.distributed ----------
     def process_steps(self) -> Any:
         from gpushare.adapters.torch_process import STEPS
 

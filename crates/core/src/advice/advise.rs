@@ -1,5 +1,5 @@
 //! `advise`: every applicable path's predicted time for one array, and which to take, before any
-//! of them runs (issue 26.3). The rules (crates/core/src/explain) say what each path will do (share,
+//! of them runs. The rules (crates/core/src/explain) say what each path will do (share,
 //! copy or fail, and why); the cost model ([`super::model`]) says what it will cost; the
 //! recommendation is the one `auto` would take, for the reason the row states.
 
@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn a_second_path_within_the_models_error_is_named_and_one_beyond_it_is_not() {
-        // Between two H200s at 4 MiB (notebook 08, 2026-11-28): move 25.5 µs, p2p 27.0 µs.
+        // Between two H200s at 4 MiB (notebook 08): move 25.5 µs, p2p 27.0 µs.
         let moves = |p2p: f64| {
             let mut rows = vec![row("p2p", "copied", Some(p2p)), row("move", "copied", Some(25.5e-6)), row("dlpack", "copied", Some(49.4e-6))];
             for r in &mut rows {
@@ -381,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_faster_path_left_out_for_its_ordering_is_named_and_the_pick_is_not_called_fastest() {
-        // torch→jax at 4 MiB on the 2x H200 (notebook 08, 2026-11-27): cai 67 µs, dlpack 121 µs;
+        // torch→jax at 4 MiB on the 2x H200 (notebook 08): cai 67 µs, dlpack 121 µs;
         // JAX ignores the interface's stream, so cai is no candidate, and "predicted fastest: 121
         // µs" stood beside the 67 µs row with no word on why.
         let mut cai = row("cai", "shared", Some(67e-6));

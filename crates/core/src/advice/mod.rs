@@ -1,4 +1,4 @@
-//! What gpushare knows of this machine's speed, to tell which path is fastest truthfully (issue 26).
+//! What gpushare knows of this machine's speed, to tell which path is fastest truthfully.
 //!
 //! [`ceilings`]: the resources a path's copy crosses (host memory, a GPU's memory, the host link
 //! each way, a GPU pair's link) and how fast each can go, measured with the CUDA driver.

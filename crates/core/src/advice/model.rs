@@ -1,4 +1,4 @@
-//! The cost model of this machine (issue 26): every path's time predicted before it runs.
+//! The cost model of this machine: every path's time predicted before it runs.
 //!
 //! Each path, for one framework pair and one place (a device, the host, a pair of GPUs, another
 //! process), costs `fixed + bytes / bandwidth`: the Hockney form NCCL's tuner uses
@@ -20,12 +20,12 @@ use super::segments;
 /// The fewest distinct sizes a fit is made from: two points fit any line, a third checks it.
 pub const MIN_SIZES: usize = 3;
 
-/// At and above this many bytes the accuracy goal is the tighter one (issue 26.5).
+/// At and above this many bytes the accuracy goal is the tighter one.
 pub const LARGE_BYTES: u64 = 1 << 20;
 
 /// How a share's fixed cost follows the host's speed: as the slowdown's power 0.6, not one for one
 /// (part of it is the driver's and the device's work, not the interpreter's). Chosen on the three
-/// runs of 2026-11-26 (the 2-core CPU machine, an H100, 2x H200) by refitting their recorded sweeps
+/// runs (the 2-core CPU machine, an H100, 2x H200) by refitting their recorded sweeps
 /// (benchmarks/replay_advice.py's way): the median error of the shares at 1 MiB and up was 16.3,
 /// 10.0 and 13.1 % with it, 16.2, 10.3 and 16.6 % one for one, 17.4, 18.3 and 17.4 % without the
 /// speeds. Chosen on those runs: the next run is its out-of-sample check.
@@ -35,7 +35,7 @@ pub const HOST_SPEED_EXPONENT: f64 = 0.6;
 /// interpreter and the frameworks' own code; no driver call waits on a device), so it follows the
 /// host's speed whole. Measured from the calibration sweeps alone (each share path's time at four
 /// moments against the host's speed then, one line per path, benchmarks/replay_advice.py): the
-/// 2-core CPU machine's two runs of 2026-11-26 gave 0.84 and 0.99 (± 0.11), where the H100's gave
+/// 2-core CPU machine's two runs gave 0.84 and 0.99 (± 0.11), where the H100's gave
 /// 0.56 and 0.59 (± 0.04 and 0.07).
 pub const HOST_MEMORY_SPEED_EXPONENT: f64 = 1.0;
 
@@ -424,7 +424,7 @@ impl CostModel {
     /// (`host_speeds`, one per point: seconds of a fixed piece of host work).
     ///
     /// Why: a handoff's fixed cost is host work (the interpreter, the frameworks' own code, driver
-    /// calls), and on a shared host that speed drifts. On the H100 and the 2× H200 of 2026-11-26 the
+    /// calls), and on a shared host that speed drifts. On the H100 and the 2× H200 the
     /// share paths measured a minute after calibration lay a median 19 % above and 33 % below
     /// their fits, every path of a pair off by about the same factor. Each point's fixed part is
     /// brought to the sweep's median speed before fitting, and [`CostModel::predict`] scales it to

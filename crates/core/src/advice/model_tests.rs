@@ -54,7 +54,7 @@ fn a_path_that_shared_at_every_size_has_no_per_byte_cost() {
 #[test]
 fn a_process_handoff_by_a_handle_costs_the_same_at_every_size_and_one_by_a_collective_grows() {
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    // The 2-core CPU of 2026-11-27: `shm` handoffs (the array copied into its segment once, before
+    // The 2-core CPU: `shm` handoffs (the array copied into its segment once, before
     // them) drifting upwards over one sweep, as its rounds did; its verdict is "copied".
     let drift = [(4 * KIB, 152e-6), (64 * KIB, 167e-6), (MIB, 214e-6), (16 * MIB, 265e-6), (64 * MIB, 288e-6)]
         .map(|(bytes, seconds)| Observation { bytes, seconds });
@@ -78,7 +78,7 @@ fn a_process_handoff_by_a_handle_costs_the_same_at_every_size_and_one_by_a_colle
 
 #[test]
 fn a_copy_whose_cost_per_byte_changes_with_size_is_predicted_range_by_range() {
-    // The `host` path cupy→jax on the 2× H200 (2026-11-26): calibrated at 64 KiB, 1, 16 and
+    // The `host` path cupy→jax on the 2× H200: calibrated at 64 KiB, 1, 16 and
     // 64 MiB, then measured at 32 MiB: 18.4 ms. One line over the sweep said 10.6 ms (42 % off);
     // the line between 16 and 64 MiB says 15.6 ms.
     let key = CostKey { kind: "share".into(), path: "host".into(), source: "cupy".into(), target: "jax".into(), place: "cuda:0".into() };
@@ -192,7 +192,7 @@ fn a_share_in_host_memory_follows_the_hosts_speed_one_for_one() {
     assert_eq!(host_speed_exponent("cuda:1"), HOST_SPEED_EXPONENT);
     let key = |place: &str| CostKey { kind: "share".into(), path: "capsule".into(), source: "numpy".into(), target: "tf".into(), place: place.into() };
     let speeds = vec![1.0e-6, 1.8e-6, 0.9e-6, 1.1e-6];
-    // numpy→tf's capsule on the 2-core CPU (2026-11-26): 2.6 µs while the host ran at 51-55 µs,
+    // numpy→tf's capsule on the 2-core CPU: 2.6 µs while the host ran at 51-55 µs,
     // 1.2-1.5 µs at 28-30: its time followed the host's speed one for one.
     let pts: Vec<Observation> =
         [64 * KIB, MIB, 16 * MIB, 64 * MIB].iter().zip(&speeds).map(|(&n, &s)| Observation { bytes: n, seconds: 2e-6 * s / 1.0e-6 }).collect();
@@ -259,7 +259,7 @@ fn keys_round_trip_and_a_changed_machine_says_what_changed() {
 #[test]
 fn a_prediction_states_the_rate_of_this_array_beside_the_lines_per_byte_term() {
     // A copy whose cost is mostly fixed: its line's slope is shallow, and its per-byte term reads
-    // far above the rate any of its sizes moves at (issue 26.1: no figure above the hardware's).
+    // far above the rate any of its sizes moves at (no figure may exceed the hardware's).
     let key = CostKey { kind: "share".into(), path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key, points(20e-6, 8e12, &[KIB, MIB, 64 * MIB]), Some(false));

@@ -1,4 +1,4 @@
-//! The producer's state, and which paths make the host wait for its queued work (issue 26.4).
+//! The producer's state, and which paths make the host wait for its queued work.
 //!
 //! A handoff from device memory is ordered against the work the producer has queued on its
 //! stream. Some paths order it on the device (an event, the stream carried in the interface, a

@@ -3,7 +3,7 @@
 //! protocol and each protocol serves its own range of sizes.
 //!
 //! Why one line is not enough: a copy's cost per byte changes with size where the data stops fitting
-//! a cache or the allocator changes strategy. On the 2× H200 run of 2026-11-26 the `host` path
+//! a cache or the allocator changes strategy. On the 2× H200 run the `host` path
 //! (device → pageable host → device) moved 5–6 GB/s below 4 MiB and 1.6–2 GB/s at 16–64 MiB; the
 //! one line relative least squares fits through 64 KiB, 1, 16 and 64 MiB missed its own sweep by up
 //! to 73 % and the sizes between by a median 39 % (benchmarks/replay_advice.py). Each segment still
@@ -112,7 +112,7 @@ mod tests {
         points.iter().map(|&(bytes, seconds)| Observation { bytes, seconds }).collect()
     }
 
-    /// The `host` path cupy→jax on the 2× H200 (2026-11-26): fast per byte while it fits the
+    /// The `host` path cupy→jax on the 2× H200: fast per byte while it fits the
     /// caches, three times slower per byte from 16 MiB.
     fn host() -> Vec<Observation> {
         obs(&[(64 * KIB, 135.3e-6), (MIB, 336.5e-6), (16 * MIB, 5372.9e-6), (64 * MIB, 36026.4e-6)])
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn past_the_sweep_a_copy_is_never_predicted_faster_than_its_ceiling() {
-        // A copy within one H200 (2x H200, 2026-11-28: jax→torch `copy`): 16 MiB in 23.2 µs, 64 MiB
+        // A copy within one H200 (2x H200: jax→torch `copy`): 16 MiB in 23.2 µs, 64 MiB
         // in 34.9 µs. The last segment's slope, 48 MiB in 11.7 µs, is a "4.3 TB/s" that carried on
         // predicts 1 GiB at 4.0 TB/s; the memory's ceiling (2 TB/s here) bounds it.
         let k = obs(&[(MIB, 40.3e-6), (16 * MIB, 23.2e-6), (64 * MIB, 34.9e-6)]);

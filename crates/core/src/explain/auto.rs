@@ -34,12 +34,97 @@ pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a s
     if target.path != "auto" {
         return &target.path;
     }
-    match target.auto_model.as_deref() {
-        // The model's word costs a microsecond (its fits for the pair, each read and compared); it
-        // is asked once per kind of source and range of sizes, and remembered with the facts it
-        // was asked with.
-        Some(model) => target.auto_memo.path(source, &target.framework, target.endpoints, model),
-        None => resolve_auto_with(source, &target.framework, target.endpoints, None),
+    auto_for_array(source, target).path
+}
+
+/// `auto` for one array, and why where the model's pick for arrays like it was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayAuto {
+    pub path: &'static str,
+    /// Why `auto` took this path where the rules alone would take another (the model predicts it
+    /// fastest), or did not take the path the model picks for this kind of source (it would give
+    /// this array a worse verdict: a dtype or layout the calibration's float32 arrays did not have).
+    pub why: Option<String>,
+}
+
+/// THE `auto` for one described array (`target.path` is `auto`). Without a cost model, the rules'
+/// choice. With one, as `advise` recommends: the best verdict the rules predict for *this* array
+/// among the paths the model may take (sharing, then copying; never one predicted to fail), and
+/// among those the one it predicts fastest. The model's sweep measured float32 arrays: `cai` into
+/// JAX keeps an int64 that DLPack narrows, and has no typestr for bfloat16, so what a path gives
+/// is asked of the array, never of the sweep. Both the route that runs and the prediction shown
+/// come from here (the share plan asks it per array), so a row's prediction is always for the
+/// path that ran.
+pub fn auto_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
+    let rules = resolve_auto_with(source, &target.framework, target.endpoints, None);
+    let Some(model) = target.auto_model.as_deref() else {
+        return ArrayAuto { path: rules, why: None };
+    };
+    // The model's word costs a microsecond (its fits for the pair, each read and compared); it is
+    // asked once per kind of source and range of sizes, and remembered with the facts it was asked
+    // with. Where it keeps the rules' choice and that works, nothing is left to weigh.
+    let picked = target.auto_memo.path(source, &target.framework, target.endpoints, model);
+    let verdict_by = |path: &str| super::predict(source, &explicit(target, path)).verdict();
+    let picked_verdict = verdict_by(picked);
+    if picked == rules && picked_verdict == crate::report::Verdict::Shared {
+        return ArrayAuto { path: rules, why: None };
+    }
+    let facts = share_facts(source, &target.framework, target.endpoints, Some(model));
+    for wanted in [2, 1] {
+        let choice = crate::paths::resolve_auto_admitting(&facts, &|path| rank(verdict_by(path)) >= wanted);
+        let path = choice.path;
+        if rank(verdict_by(path)) >= wanted {
+            let why = if path != picked {
+                Some(format!(
+                    "the cost model predicts {picked} fastest for arrays like this one, but the rules predict {picked} \
+                     {} this one and {path} {}: auto took {path}",
+                    verdict_words(picked_verdict),
+                    verdict_words(verdict_by(path)),
+                ))
+            } else {
+                choice.why
+            };
+            return ArrayAuto { path, why };
+        }
+    }
+    ArrayAuto { path: rules, why: None }
+}
+
+fn verdict_words(verdict: crate::report::Verdict) -> &'static str {
+    match verdict {
+        crate::report::Verdict::Shared => "shares",
+        crate::report::Verdict::Copied => "copies",
+        _ => "fails on",
+    }
+}
+
+/// The same facts, for one named path (no model: nothing left to resolve). The `pinned` path's
+/// rule reads whether the CUDA driver is usable, which a prediction of `auto` was not asked.
+fn explicit(target: &TargetFacts, path: &str) -> TargetFacts {
+    let mut settings = target.settings.clone();
+    if path == "pinned" && settings.cuda_available.is_none() {
+        settings.cuda_available = Some(matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. }));
+    }
+    TargetFacts {
+        framework: target.framework.clone(),
+        version: target.version.clone(),
+        path: path.into(),
+        settings,
+        endpoints: target.endpoints,
+        destination: target.destination,
+        auto_model: None,
+        auto_memo: AutoMemo::default(),
+    }
+}
+
+/// A verdict's order for `auto`: sharing is better than copying, and anything that works better
+/// than failing.
+fn rank(verdict: crate::report::Verdict) -> u8 {
+    use crate::report::Verdict;
+    match verdict {
+        Verdict::Shared => 2,
+        Verdict::Copied => 1,
+        _ => 0,
     }
 }
 

@@ -161,7 +161,7 @@ impl MoveMemo {
 }
 
 /// Consumers whose `from_dlpack(x, device=…, copy=True)` cannot make the copy a move asks for,
-/// seen on 2× H200 (2026-11-26): CuPy 14.2 takes no `device` at all; JAX 0.11.2's PJRT refuses a
+/// seen on two H200s: CuPy 14.2 takes no `device` at all; JAX 0.11.2's PJRT refuses a
 /// copy from one GPU to another. Both were predicted "copied" and failed.
 fn device_argument_gap(target: &str, from: Place, to: Place) -> Option<PredictedOutcome> {
     let fix = "use path='p2p' or 'move' (gpushare's peer copy, or the source framework's own move)";

@@ -559,15 +559,17 @@ fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind(
     use crate::advice::model::{CostKey, CostModel, Observation};
     // Two copying paths whose lines cross at 10 000 bytes: 1 µs + 1 ns/B against 10 µs + 0.1 ns/B.
     // Each array takes the path fastest for its own size, asked in either order, again and again.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    // An int64 array into JAX without x64: every path copies it (DLPack's import narrows it), so
+    // the model decides among copies.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
     let line = |fixed: f64, per_byte: f64| -> Vec<Observation> {
         [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
     };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), line(1e-6, 1e-9), Some(false));
     m.add(&key("copy"), line(1e-5, 1e-10), Some(false));
-    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
-    let sized = |nbytes: u64| TensorReport { nbytes, ..f32("numpy", 0x1000) };
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
+    let sized = |nbytes: u64| TensorReport { nbytes, ..src("numpy", "int64", 0x1000, vec![(nbytes / 8) as i64], vec![1]) };
     for order in [[4096, 1 << 20, 9_000, 12_000], [12_000, 9_000, 1 << 20, 4096]] {
         let memo = facts.clone();
         for _ in 0..2 {
@@ -575,6 +577,42 @@ fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind(
                 let expected = if n < 10_000 { "dlpack" } else { "copy" };
                 assert_eq!(resolve_path(&sized(n), &memo), expected, "{n} bytes");
             }
+        }
+    }
+}
+
+#[test]
+fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    use crate::report::Verdict;
+    // torch→jax on a GPU, calibrated with float32 arrays: cai predicted fastest, both sweeps shared.
+    // For an int64 array (x64 off) cai keeps the dtype and DLPack narrows it, and for bfloat16 cai
+    // has no typestr: the path each array takes is the one its prediction is made for, and never
+    // one the rules predict to fail where another works.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), flat(20e-6), Some(true));
+    m.add(&key("cai"), flat(5e-6), Some(true));
+    m.add(&key("copy"), flat(1e-6), Some(true)); // a model that lies: copy never shares
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
+    for dtype in ["float32", "int64", "bfloat16", "int8"] {
+        let x = on_cuda(src("torch", dtype, 0x10000, vec![64], vec![1]), 0);
+        let chosen = super::auto_for_array(&x, &facts);
+        let predicted = predict(&x, &facts);
+        let by_path = predict(&x, &TargetFacts { path: chosen.path.into(), ..to("jax") });
+        assert_eq!(predicted.verdict(), by_path.verdict(), "{dtype}: auto's prediction is its path's ({})", chosen.path);
+        // The best verdict an ordered path gives this array (cai into JAX ignores the producer's
+        // stream on a GPU, so auto never takes it there): never a copy where such a path shares.
+        let shares = predict(&x, &TargetFacts { path: "dlpack".into(), ..to("jax") }).verdict() == Verdict::Shared;
+        assert_ne!(chosen.path, "cai", "{dtype}");
+        if shares {
+            assert_eq!(predicted.verdict(), Verdict::Shared, "{dtype}: took {}", chosen.path);
+            assert_eq!(chosen.path, "dlpack", "{dtype}: the model's word never changes a verdict");
+        } else {
+            // Nothing ordered shares: the fastest of the copies, and the prediction says why.
+            assert_eq!(predicted.verdict(), Verdict::Copied, "{dtype}");
+            assert_eq!(chosen.path, "copy", "{dtype}");
         }
     }
 }

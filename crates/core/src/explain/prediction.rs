@@ -8,7 +8,7 @@ use super::gaps::{device_gap, dtype_gap, itemsize_of, layout_gap, numpy_size_ove
 use crate::paths::{Endpoints, Place, import_path};
 use crate::report::{Prediction, TensorReport, Verdict};
 
-/// What one framework's adapter says of its framework's state, which the rules read: issue 22.4's one
+/// What one framework's adapter says of its framework's state, which the rules read: the one
 /// typed facts hook (`Adapter.rule_facts` in python/gpushare/adapters/base.py names these fields). A
 /// fact an adapter does not name keeps its default: the framework has no such setting.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -313,7 +313,7 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     }
 
     match path {
-        "host" if target.path == "auto" => {
+        "host" if target.path == "auto" && !matches!(source.dlpack_device.0, 1 | 3) => {
             // auto chose the host route: the target cannot address the source's device memory.
             return match predict_host(source, target) {
                 PredictedOutcome::Copied { reason } => PredictedOutcome::Copied {

@@ -48,7 +48,7 @@ fn pycuda_without_context(target: &TargetFacts) -> Option<PredictedOutcome> {
 /// Whether this MLX imports CUDA memory over DLPack. None does yet: `mx.from_dlpack` raises
 /// "[convert] CUDA import is not supported." for kDLCUDA and kDLCUDAManaged on every backend (seen
 /// on 2x H200 with mlx 0.32.4 and mlx-cuda-13; the same words in 0.32.2's convert.cpp), and 0.32.4
-/// is the newest release (2026-11-26). An unknown version is taken to be one of these; a later
+/// is the newest release. An unknown version is taken to be one of these; a later
 /// release is assumed to import it, to be measured when it comes.
 fn mlx_imports_cuda(version: &str) -> bool {
     super::prediction::parse_version(version).is_some_and(|v| v >= (0, 33, 0))

@@ -99,7 +99,7 @@ fn pycuda_speaks_the_cuda_array_interface_only() {
     gpu.dlpack_device = (2, 0);
     assert_eq!(resolve_auto_for(&gpu, "torch", None), "cai");
     // Into TensorFlow (capsules only) auto takes a capsule gpushare makes from the interface, as
-    // from Numba: it shares (H100, 2026-11-26: 56 cells predicted failed that shared). A consumer
+    // from Numba: it shares (on an H100, 56 cells predicted failed that shared). A consumer
     // asking the PyCUDA array itself for __dlpack__ finds none.
     assert_eq!(resolve_auto_for(&gpu, "tf", None), "capsule");
     let to_tf = |p: &str| TargetFacts::new("tf", "", p);

@@ -248,7 +248,7 @@ mod tests {
         assert!(text.contains("auto by size for this pair: move below 22.9 MiB, p2p from 22.9 MiB up"), "{text}");
         assert!(!text.contains("tie"), "{text}");
         assert_eq!(range(10_000, Some(1 << 20), "copy").words(), "copy from 9.77 KiB to 1.00 MiB");
-        // Notebook 08 on 2x H200 (2026-11-28): four ranges below 13.9 MiB, move and p2p within the
+        // Notebook 08 on 2x H200: four ranges below 13.9 MiB, move and p2p within the
         // model's error in the first three; the footer says where the ranges are a tie.
         let tie = |from: u64, below: Option<u64>, path: &str, close: &str| crate::advice::advise::SizeRange { close: Some(close.into()), ..range(from, below, path) };
         let noisy = Advice {

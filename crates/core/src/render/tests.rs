@@ -187,7 +187,7 @@ fn cells_of_row<'a>(html: &'a str, from: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// Asserts what every table of a notebook needs from its cells (issue 25): alignment inline
+/// Asserts what every table of a notebook needs from its cells: alignment inline
 /// (JupyterLab's td{text-align:right} beats a <style> block), text left with a readable minimum
 /// width, numbers right.
 pub(crate) fn assert_cells_read(html: &str) {

@@ -117,7 +117,7 @@ mod tests {
     #[test]
     fn a_foreseen_failure_is_explained_by_its_prediction_even_where_a_known_failure_matches() {
         // "Unsupported device_type" is a known failure with a generic fix; the prediction was made
-        // for this array and names the route that works (managed memory into PyTorch, issue 24.25).
+        // for this array and names the route that works (managed memory into PyTorch).
         let predicted = PredictedOutcome::Failed {
             reason: "managed".into(),
             expected_error: Some("Unsupported device_type".into()),

@@ -196,7 +196,7 @@ fn a_result_whose_making_failed_asynchronously_is_a_failure() {
             true
         }
     }
-    // JAX reported the pending narrowing at the source's address (H200, 2026-11-23).
+    // JAX reported the pending narrowing at the source's address (H200).
     let (src, dst) = (FailsWhenWaited(fake("cupy")), FailsWhenWaited(fake("jax")));
     let copy = Via { narrows: true, ..via("dlpack", false) };
     let a = Buf { device: (2, 0), dtype: "float64", ..buf(0x1008, 8) };

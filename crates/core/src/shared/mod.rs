@@ -55,8 +55,10 @@ pub const UNKNOWN_STREAM: u64 = u64::MAX;
 /// Why a SharedBuffer could not be made, filled or exported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SharedError {
-    #[error("unknown device {0:?}: use \"cpu\", \"cuda\" or \"cuda:N\"")]
+    #[error("unknown device {0:?}: use cpu (or cpu:0), cuda, cuda:N, gpu or gpu:N")]
     BadDevice(String),
+    #[error("unknown device {0:?}: the host is one device, cpu (or cpu:0)")]
+    NoSuchHost(String),
     #[error("unknown dtype {0:?}: use a name like float32, int64, bfloat16, bool, complex64")]
     BadDtype(String),
     #[error("{0}")]

@@ -12,11 +12,20 @@ pub enum Device {
 }
 
 impl Device {
-    /// `"cpu"`, `"cuda"` (= `cuda:0`), `"cuda:N"`, `"gpu"`, `"gpu:N"`; case and spaces ignored.
+    /// `"cpu"`, `"cpu:0"` (PyTorch's spelling), `"cuda"` (= `cuda:0`), `"cuda:N"`, `"gpu"`,
+    /// `"gpu:N"`; case and spaces ignored. The one parser of device names: `SharedBuffer`, `share`,
+    /// the magics and the command line all read them here.
     pub fn parse(text: &str) -> Result<Device> {
         let t = text.trim().to_ascii_lowercase();
         if t == "cpu" {
             return Ok(Device::Cpu);
+        }
+        if let Some(n) = t.strip_prefix("cpu:") {
+            return match n.parse::<u64>() {
+                Ok(0) => Ok(Device::Cpu),
+                Ok(_) => Err(SharedError::NoSuchHost(text.to_owned())),
+                Err(_) => Err(SharedError::BadDevice(text.to_owned())),
+            };
         }
         for prefix in ["cuda", "gpu"] {
             if let Some(rest) = t.strip_prefix(prefix) {

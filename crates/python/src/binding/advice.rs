@@ -1,4 +1,4 @@
-//! The cost model and `advise` (issue 26, `crate::advice`) as Python objects. `gpushare.advice`
+//! The cost model and `advise` (`crate::advice`) as Python objects. `gpushare.advice`
 //! runs the calibration sweep and caches the model; everything that fits, predicts, decides and
 //! renders is the core's.
 

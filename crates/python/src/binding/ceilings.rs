@@ -1,4 +1,4 @@
-//! The ceilings of issue 26 (`crate::advice::ceilings`): which resources a path's copy crosses,
+//! The ceilings of this machine's resources (`crate::advice::ceilings`): which resources a path's copy crosses,
 //! and the GPU resources' ceilings measured with the CUDA driver. `gpushare.machine_ceilings` caches them.
 
 use pyo3::exceptions::PyValueError;

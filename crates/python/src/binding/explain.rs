@@ -210,6 +210,26 @@ pub struct Predictor {
 
 impl Predictor {
     pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Prediction> {
+        let facts = self.facts_for(py, source)?;
+        Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
+    }
+
+    /// Whether this predictor resolves `auto` within the source's device: then the path that runs
+    /// is the planner's for each array ([`Predictor::auto_for`]).
+    pub fn resolves_auto(&self) -> bool {
+        self.facts.path == "auto" && self.facts.destination.is_none()
+    }
+
+    /// THE `auto` for the array `source` describes (`explain::auto_for_array`), from the same facts,
+    /// live settings included, that its prediction reads: the path the plan runs is the one predicted.
+    pub fn auto_for(&self, py: Python<'_>, source: &TensorReport) -> PyResult<explain::ArrayAuto> {
+        let facts = self.facts_for(py, source)?;
+        Ok(explain::auto_for_array(source, &facts))
+    }
+
+    /// The facts a prediction for `source` reads: the adapters' live settings asked where a rule of
+    /// this handoff reads them.
+    fn facts_for<'s>(&'s self, py: Python<'_>, source: &TensorReport) -> PyResult<Cow<'s, TargetFacts>> {
         // Borrowed in the common case: this runs on every share.
         let mut facts = Cow::Borrowed(&self.facts);
         if let Some(read) = &self.target_live.keeps_64_bit
@@ -239,7 +259,7 @@ impl Predictor {
             let available = matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. });
             facts.to_mut().settings.cuda_available = Some(available);
         }
-        Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
+        Ok(facts)
     }
 }
 
@@ -296,6 +316,25 @@ impl Predictor {
     /// The prediction for handing the array ``source`` describes to the target.
     fn __call__(&self, py: Python<'_>, source: &Bound<'_, TensorInfo>) -> PyResult<Prediction> {
         self.predict(py, &source.get().report)
+    }
+
+    /// The path ``auto`` takes for the array ``source`` describes (the path a share of it runs, and
+    /// the one predicted); the predictor's own path where it is not ``auto``. ``nbytes``: decide as
+    /// for an array of that size and the same dtype and layout (a sweep's other sizes).
+    #[pyo3(signature = (source, nbytes=None))]
+    fn chosen_path(&self, py: Python<'_>, source: &Bound<'_, TensorInfo>, nbytes: Option<u64>) -> PyResult<String> {
+        if !self.resolves_auto() {
+            return Ok(self.facts.path.clone());
+        }
+        let report = &source.get().report;
+        Ok(match nbytes {
+            Some(n) if n != report.nbytes => {
+                let resized = TensorReport { nbytes: n, ..report.clone() };
+                self.auto_for(py, &resized)?.path
+            }
+            _ => self.auto_for(py, report)?.path,
+        }
+        .to_string())
     }
 
     fn __repr__(&self) -> String {

@@ -221,7 +221,7 @@ fn empty_cache(py: Python<'_>) {
 
 /// `compare`: every path in `paths` ("auto" among them stands for the path `auto` takes) for
 /// `obj`, handed from adapter `source` to adapter `target`. The array is described once;
-/// `auto_for(dlpack_device, nbytes)` answers `(auto's path, already_there)` for it.
+/// `auto_for(dlpack_device, nbytes, info)` answers `(auto's path, already_there)` for it.
 #[pyfunction]
 #[pyo3(signature = (obj, source, target, paths, auto_for, route_for, *, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None))]
 #[allow(clippy::too_many_arguments)]
@@ -247,7 +247,7 @@ pub fn compare_paths<'py>(
         Err(_) => py.import("gpushare.api")?.getattr("inspect")?.call1((&obj,))?.cast_into::<TensorInfo>()?.unbind(),
     };
     let report = &info.get().report;
-    let (auto, already_there): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes))?.extract()?;
+    let (auto, already_there): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, &info))?.extract()?;
     let results = PyDict::new(py);
     let mut runs = Vec::with_capacity(paths.len());
     let measured = (|| -> PyResult<()> {

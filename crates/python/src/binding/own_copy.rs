@@ -6,8 +6,8 @@
 //! read to describe the source. Everything a copy between devices needs is in that description
 //! (the extent, the device, the dtype, shape and strides for the buffer), so the route here copies
 //! from it, asking Python only for the source's current stream and the target's import. Before
-//! the copy is queued, that is the host work `share(device=)` adds to the core's peer copy
-//! (issue 26.6). A description that does not fit (the array is on the target device already, a
+//! the copy is queued, that is the host work `share(device=)` adds to the core's peer copy. A
+//! description that does not fit (the array is on the target device already, a
 //! dtype the buffer cannot name) takes the Python route, which says what is wrong in its words.
 
 use pyo3::intern;

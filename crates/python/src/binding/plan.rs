@@ -4,7 +4,7 @@
 //! `gpushare.share` works out once per (array type, target, path) who the adapters are, how to
 //! convert and how to predict; the plan then runs every later share of that kind. Keeping the steps
 //! between the framework calls in Rust is what keeps gpushare's cost per share to a few
-//! microseconds (issue 2's budget): the same steps in Python cost about as much as JAX's own import.
+//! microseconds: the same steps in Python cost about as much as JAX's own import.
 //! Everything framework-specific stays in the Python adapters, which the plan calls back.
 
 use std::collections::BTreeMap;
@@ -186,11 +186,11 @@ pub struct PyRoute {
 
 impl PyRoute {
     pub fn new(py: Python<'_>, path: String, convert: Py<PyAny>) -> PyRoute {
-        // A route `auto` chose for a reason the result must give (paths.py `_Chosen`): the reason is
+        // A route `auto` chose for a reason the result must give (paths.py `ChosenRoute`): the reason is
         // read once and the route inside is called directly. Through the wrapper every share paid a
         // Python call and a second one for its notes, more than the legacy capsule `auto` took for
         // its speed saves (numpy→torch on a CPU).
-        let chosen = py.import("gpushare.paths").and_then(|m| m.getattr("_Chosen")).ok();
+        let chosen = py.import("gpushare.paths").and_then(|m| m.getattr("ChosenRoute")).ok();
         let (convert, chosen_why) = match chosen {
             Some(chosen) if convert.bind(py).is_instance(&chosen).unwrap_or(false) => {
                 let wrapper = convert.bind(py);
@@ -437,6 +437,12 @@ pub struct SharePlan {
     predict: Option<PredictStep>,
     check_source: bool,
     host: PyHost,
+    /// For `auto` within the array's device: ``route_for(path)`` → ``(convert, check_source)``, the
+    /// route of another path, for an array whose own `auto` (`Predictor::auto_for`, the one the
+    /// prediction reads) is not the path this plan was made with. `None`: the route always runs.
+    route_for: Option<Py<PyAny>>,
+    /// The routes `route_for` built, by path, made once each.
+    others: Mutex<Vec<(String, std::sync::Arc<(PyRoute, bool)>)>>,
 }
 
 impl SharePlan {
@@ -455,10 +461,61 @@ impl SharePlan {
             check_source: self.check_source,
         };
         crate::trace::mark("start");
-        let outcome = handoff.run(&self.host, &obj, options).map_err(PyGpushareErr::from)?;
+        let outcome = match self.per_array_auto() {
+            None => handoff.run(&self.host, &obj, options),
+            Some(auto) => (|| {
+                options.timing.validate().map_err(crate::share::Error::Usage)?;
+                let source = handoff.describe(&obj)?;
+                crate::trace::mark("describe the source");
+                let chosen = Python::attach(|py| auto.get().auto_for(py, source.as_ref()).map_err(|e| share_error(py, e)))
+                    .map_err(|e| e.explain(crate::share::Stage::Inspect, self.source.name(), self.target.name(), "auto", None))?;
+                if chosen.path == self.route.path {
+                    let (source, predicted) = handoff.prepare_described(&obj, source)?;
+                    return handoff.convert_prepared(&self.host, &obj, source, predicted, options);
+                }
+                // This array's own `auto` differs from the plan's (its dtype or layout changes the
+                // verdict a path gives): the path predicted is the path that runs.
+                let other = Python::attach(|py| self.other_route(py, chosen.path, chosen.why))
+                    .map_err(|e| Python::attach(|py| share_error(py, e)))?;
+                let (route, check_source) = &*other;
+                let handoff = Handoff { route, check_source: *check_source, ..handoff };
+                let (source, predicted) = handoff.prepare_described(&obj, source)?;
+                handoff.convert_prepared(&self.host, &obj, source, predicted, options)
+            })(),
+        }
+        .map_err(PyGpushareErr::from)?;
         let result = ShareResult::from_outcome(outcome.value, outcome.report);
         crate::trace::mark("the result object");
         Ok(result)
+    }
+
+    /// The predictor that decides `auto` per array, where this plan follows it.
+    fn per_array_auto(&self) -> Option<&Py<Predictor>> {
+        match (&self.route_for, &self.predict) {
+            (Some(_), Some(PredictStep::Native(p))) if p.get().resolves_auto() => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The route of `path` (made by `route_for` once), with `why` as the note every share by it
+    /// carries.
+    fn other_route(&self, py: Python<'_>, path: &str, why: Option<String>) -> PyResult<std::sync::Arc<(PyRoute, bool)>> {
+        if let Ok(others) = self.others.lock()
+            && let Some((_, route)) = others.iter().find(|(p, _)| p == path)
+        {
+            return Ok(route.clone());
+        }
+        let route_for = self.route_for.as_ref().expect("asked only where per_array_auto found it");
+        let (convert, check_source): (Py<PyAny>, bool) = route_for.call1(py, (path,))?.extract(py)?;
+        let mut route = PyRoute::new(py, path.to_string(), convert);
+        if why.is_some() {
+            route.chosen_why = why;
+        }
+        let made = std::sync::Arc::new((route, check_source));
+        if let Ok(mut others) = self.others.lock() {
+            others.push((path.to_string(), made.clone()));
+        }
+        Ok(made)
     }
 }
 
@@ -504,7 +561,10 @@ pub fn policy(
 impl SharePlan {
     #[new]
     /// ``kind``: the path's kind in the path table (``share``, ``move``): a move's ``dlpack`` copies by design.
-    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share"))]
+    /// ``route_for``: for a plan of ``auto`` within the array's device, ``route_for(path)`` →
+    /// ``(convert, check_source)`` builds another path's route, taken for an array whose own
+    /// ``auto`` (the path its prediction is made for) is another path.
+    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share", route_for=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
@@ -515,6 +575,7 @@ impl SharePlan {
         allocators: Option<Py<PyAny>>,
         check_source: bool,
         kind: &str,
+        route_for: Option<Py<PyAny>>,
     ) -> PyResult<SharePlan> {
         let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
         let predict = PredictStep::of(predictor.cloned());
@@ -525,6 +586,8 @@ impl SharePlan {
             predict,
             check_source,
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },
+            route_for: route_for.filter(|r| !r.is_none(source.py())),
+            others: Mutex::new(Vec::new()),
         })
     }
 
@@ -564,7 +627,7 @@ impl SharePlan {
 
 /// Each stage of the shares since the last call, as ``(stage, seconds)`` in order (a share starts
 /// with ``start``), and a fresh start; None unless the extension was built with the
-/// ``stage-trace`` feature (crates/core/src/trace.rs, scripts/probe_stage_trace.py).
+/// ``stage-trace`` feature (crates/core/src/trace.rs, tools/stage_trace.py).
 #[pyfunction]
 fn _stage_trace() -> Option<Vec<(&'static str, f64)>> {
     crate::trace::take()

@@ -429,6 +429,18 @@ fn shared_pool_usage() -> (usize, usize) {
     shared::pool_usage()
 }
 
+/// ``(on_host, ordinal)`` of a device name: ``cpu``/``cpu:0`` → ``(True, 0)``, ``cuda:1``/``gpu:1`` →
+/// ``(False, 1)``, ``cuda``/``gpu`` → ``(False, 0)``. The one parser of device names (the core's);
+/// a name it does not know raises ``ValueError`` saying which names it knows.
+#[pyfunction]
+fn parse_device(name: &str) -> PyResult<(bool, i32)> {
+    match Device::parse(name) {
+        Ok(Device::Cpu) => Ok((true, 0)),
+        Ok(Device::Cuda(n)) => Ok((false, n)),
+        Err(e) => Err(PyValueError::new_err(e.to_string())),
+    }
+}
+
 /// Frees the buffers the `copy` and `pinned` paths keep for reuse (waits for the device).
 #[pyfunction]
 fn shared_pool_clear(py: Python<'_>) {
@@ -441,5 +453,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_buffers_alive, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_device, m)?)?;
     Ok(())
 }

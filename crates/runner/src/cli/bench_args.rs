@@ -214,11 +214,10 @@ pub fn parse_paths(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// `--device`: cpu, cuda, cuda:N, gpu or gpu:N, the names the kernel side reads.
+/// `--device`: cpu, cpu:0, cuda, cuda:N, gpu or gpu:N, read by the core's one parser of device names
+/// (the kernel side reads them with the same one).
 pub fn parse_device(s: &str) -> Result<String, String> {
-    Device::parse(s)
-        .map(|_| s.to_string())
-        .map_err(|_| format!("unknown device `{s}`: use cpu, cuda, cuda:N, gpu or gpu:N"))
+    Device::parse(s).map(|_| s.to_string()).map_err(|e| e.to_string())
 }
 
 /// `--dtype`: a dtype name SharedBuffer knows (the kernel side checks with the same parser).

@@ -222,7 +222,7 @@ impl KernelProcess {
     /// Resolves once the kernel's output says one of its ports was taken before it bound it. Such
     /// a kernel does not always exit: ipykernel 7 failing to bind its iopub socket printed the
     /// traceback and stayed up (its other sockets' threads alive), so waiting for the process to
-    /// end waited out the whole start-up timeout (CI, 2026-11-28).
+    /// end waited out the whole start-up timeout (CI).
     pub fn lost_a_port(&self) -> impl std::future::Future<Output = ()> + use<> {
         let tail = Arc::clone(&self.tail);
         async move {

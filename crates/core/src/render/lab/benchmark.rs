@@ -121,7 +121,7 @@ impl BenchmarkReport {
     }
 
     pub fn caption(&self) -> String {
-        // "1 size × 1 path", not "1 sizes" (issue 25).
+        // "1 size × 1 path", not "1 sizes".
         let count = |n: usize, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
         format!(
             "{} → {} · {} on {} · {} × {}",

@@ -232,7 +232,7 @@ fn a_one_point_sweep_keeps_its_samples_and_counts_in_the_singular() {
     assert_eq!(report.points[0].size, 4096);
     assert_eq!(report.points[0].row.timing.as_ref().unwrap().samples, vec![1.5e-6, 2.25e-6, 3e-6]);
     assert!(report.points[0].row.device_timing.is_some());
-    // One size and one path are counted in the singular ("1 sizes" was issue 25's).
+    // One size and one path are counted in the singular, not "1 sizes".
     assert!(report.caption().ends_with("· 1 size × 1 path"), "{}", report.caption());
 }
 

@@ -1,0 +1,134 @@
+"""One plan: under any cost model, the path a handoff runs is the path its prediction was made for,
+and ``share``, ``compare``'s auto row and ``advise`` take the same path for every array.
+
+For each share path, a synthetic cost model (no timing involved) makes that path the fastest of
+every pair, and claims that every path shared in its sweep: a model that lies about verdicts, as a
+stale or edited cache can. The conformance matrix then runs under it and must have no wrong
+prediction, and the three ways of asking ``auto`` must agree cell by cell. A model may change which
+path runs, never what the rules predict for the array.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import gpushare  # noqa: E402
+from conftest import have  # noqa: E402
+from gpushare import advice, paths  # noqa: E402
+from tools import conformance as C  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+# TensorFlow and PaddlePaddle crash beside each other, and the matrix's other pairs are covered by
+# tests/test_conformance.py without a model: three frameworks whose pairs take every share path.
+FRAMEWORKS = [fw for fw in ("numpy", "torch", "jax") if have(C._module(fw))]
+SHARE_PATHS = paths.names_of("share")
+# The cells where `auto` is compared three ways: dtypes where paths give different verdicts (JAX
+# narrows 64-bit types; bfloat16 has no typestr), and layouts that copy or fail on some paths.
+AGREEMENT_DTYPES = ("float32", "int64", "bfloat16", "bool")
+AGREEMENT_LAYOUTS = ("contiguous", "transposed", "strided")
+
+
+def _fastest_model(fastest: str) -> gpushare.CostModel:
+    """Every share path of every pair of ``FRAMEWORKS`` on the CPU, ``fastest`` 1000× faster than
+    the others (which are 10 % apart, in the table's order: no ties), each claimed to have shared in
+    its sweep."""
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 10, 1 << 16, 1 << 20)
+    for src, dst in itertools.permutations(FRAMEWORKS, 2):
+        for i, path in enumerate(SHARE_PATHS):
+            fixed = 1e-7 if path == fastest else 1e-4 * (1 + 0.1 * i)
+            m.add("share", path, src, dst, "cpu", [(n, fixed) for n in sizes], True)
+    return m
+
+
+@pytest.fixture
+def model_where(tmp_path, monkeypatch):
+    """Installs a synthetic model in a fresh cache directory; the module's caches are dropped."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def install(fastest: str) -> None:
+        advice.forget()
+        advice._save(_fastest_model(fastest))
+        assert advice.auto_model() is not None
+
+    yield install
+    advice.forget()
+
+
+@pytest.mark.skipif(len(FRAMEWORKS) < 2, reason="fewer than two of numpy, torch, jax installed")
+@pytest.mark.parametrize("fastest", SHARE_PATHS)
+def test_no_wrong_prediction_under_a_model_where_one_path_is_fastest(model_where, fastest):
+    model_where(fastest)
+    bad, walked = [], 0
+    for src, dst in itertools.permutations(FRAMEWORKS, 2):
+        cells = C.run_pair(src, dst, "cpu", isolated=False)
+        walked += len(cells)
+        bad += [c for c in cells if c.problem]
+    assert walked > 0
+    assert not bad, f"{len(bad)} of {walked} cells with {fastest} fastest:\n" + "\n".join(c.describe() for c in bad[:30])
+
+
+def _share_path(x, dst):
+    """The path ``share`` ran, and the path its prediction was made for, or (None, None) where it
+    was refused before a path ran."""
+    try:
+        r = gpushare.share(x, dst)
+    except gpushare.GpushareError:
+        return None
+    return r.path
+
+
+@pytest.mark.skipif(len(FRAMEWORKS) < 2, reason="fewer than two of numpy, torch, jax installed")
+@pytest.mark.parametrize("fastest", SHARE_PATHS)
+def test_share_compare_and_advise_take_the_same_auto_under_a_model(model_where, fastest):
+    model_where(fastest)
+    C.prepare(FRAMEWORKS, "cpu")
+    warnings.simplefilter("ignore")
+    disagreements, walked = [], 0
+    for src, dst in itertools.permutations(FRAMEWORKS, 2):
+        for dtype, layout in itertools.product(AGREEMENT_DTYPES, AGREEMENT_LAYOUTS):
+            try:
+                x = C.build(src, dtype, layout)
+                gpushare.inspect(x)
+            except Exception:  # the source cannot make or export it: the matrix says so
+                continue
+            walked += 1
+            taken = _share_path(x, dst)
+            if taken is None:
+                continue  # refused: no path ran, and the matrix checks the refusal's prediction
+            c = gpushare.compare(x, dst, repeat=1, number=1, warmup=0, min_sample_time=0.0)
+            compared = [row.path for row in c.rows if row.auto]
+            recommended = gpushare.advise(x, dst).recommended
+            if compared != [taken] or recommended != taken:
+                disagreements.append(
+                    f"{src}→{dst} {dtype} {layout}: share {taken}, compare {compared}, advise {recommended}")
+    assert walked > 0
+    assert not disagreements, "\n".join(disagreements)
+
+
+@pytest.mark.skipif(not (have("torch") and have("jax")), reason="torch or jax not installed")
+def test_a_plan_made_for_one_array_runs_another_arrays_own_path(model_where):
+    """One plan serves arrays of one type and size range; a model that prefers ``copy`` (claimed to
+    share) must not make a float32 array copy, whichever dtype asked first."""
+    import jax
+    import torch
+
+    if jax.config.jax_enable_x64:
+        pytest.skip("JAX runs with x64: int64 arrays share")
+    model_where("copy")
+    first = gpushare.share(torch.arange(16), "jax")  # int64: every path copies, the model's copy runs
+    assert first.path == "copy" and first.verdict == "copied" and not first.unexpected
+    then = gpushare.share(torch.ones(16), "jax")  # float32: DLPack shares
+    assert then.path == "dlpack" and then.verdict == "shared" and not then.unexpected
+    assert any("auto took dlpack" in n for n in then.notes), then.notes
