@@ -59,7 +59,7 @@ fn arguments_that_cannot_fit_a_model_are_one_line_usage_errors() {
         (&["--sizes", &digits], "too large"),
         (&["-f", "torch,bogus"], "unknown framework 'bogus'"),
         (&["-f", "torch,jaxx"], "did you mean 'jax'"),
-        (&["--device", "bogus"], "unknown device `bogus`"),
+        (&["--device", "bogus"], "unknown device \"bogus\""),
         // Not a device here, whatever this machine has.
         (&["--to-device", "cuda:99"], "--to-device cuda:99"),
         (&["-f", "numpy"], "one framework makes no pair"),
