@@ -129,3 +129,131 @@ fn a_notebook_that_cannot_be_written_fails_the_run() {
     let received = reader.join().unwrap();
     assert!(received.contains("\"ran\\n\""), "{received}");
 }
+
+#[test]
+fn sigquit_cleans_up_like_sigterm_writes_what_ran_and_exits_131() {
+    let sb = Sandbox::new("sigquit");
+    let input = sb.write_notebook(
+        "q.ipynb",
+        &notebook(vec![
+            code("print('first')"),
+            code("import time\nprint('started', flush=True)\ntime.sleep(120)"),
+        ]),
+    );
+    let child = sb.binary(&["run", input.to_str().unwrap()]).spawn().expect("starting gpushare");
+    sb.wait_for_kernel();
+    std::thread::sleep(Duration::from_secs(3));
+    // Ctrl-\ sends SIGQUIT, whose default action killed the runner and left the kernel's
+    // connection file (with its key) behind.
+    let (code, err) = signal_and_wait(child, libc::SIGQUIT);
+    assert_eq!(code, Some(131), "{err}");
+    assert!(err.contains("SIGQUIT"), "{err}");
+    let nb = read(&sb.path("q.executed.ipynb"));
+    assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "first\n");
+    sb.assert_runtime_dir_clean();
+}
+
+/// nbformat's own validator, in the test Python, on a written notebook: `None` when valid.
+fn nbformat_problem(path: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new(support::python())
+        .args(["-c", "import sys, nbformat; nbformat.validate(nbformat.read(sys.argv[1], as_version=nbformat.NO_CONVERT))"])
+        .arg(path)
+        .output()
+        .expect("running nbformat");
+    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn cell_ids_nbformat_rejects_are_replaced_so_the_notebook_written_is_valid() {
+    let sb = Sandbox::new("cell-ids");
+    let mut cells = vec![code("print('a')"), code("print('b')"), code("print('c')")];
+    cells[0]["id"] = "has spaces: and colons".into();
+    cells[2]["id"] = cells[1]["id"].clone();
+    let input = sb.write_notebook("ids.ipynb", &notebook(cells));
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    assert!(err.contains("cell 1 had the id \"has spaces: and colons\""), "{err}");
+    assert!(err.contains("cell 3 repeated the id"), "{err}");
+    let written = sb.path("ids.executed.ipynb");
+    assert_eq!(nbformat_problem(&written), None);
+    assert_eq!(text(&outputs(&read(&written), 2)[0]["text"]), "c\n");
+}
+
+#[test]
+fn a_cell_whose_source_is_not_text_is_refused_and_nothing_is_written() {
+    let sb = Sandbox::new("source-number");
+    let mut cells = vec![code("print('a')"), code("")];
+    cells[1]["source"] = 5.into();
+    let input = sb.write_notebook("n.ipynb", &notebook(cells));
+    let (status, _, err) = sb.gpushare(&["run", input.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(err.contains("cell 2: `source` is a number"), "{err}");
+    assert!(!sb.path("n.executed.ipynb").exists());
+    sb.assert_runtime_dir_clean();
+}
+
+#[test]
+fn usage_errors_of_run_come_before_any_kernel_and_write_nothing() {
+    let sb = Sandbox::new("run-usage");
+    let a = sb.write_notebook("a.ipynb", &notebook(vec![code("print('a')")]));
+    let b = sb.write_notebook("b.ipynb", &notebook(vec![code("print('b')")]));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    // Two notebooks and an -o that names one notebook (it became a directory of that name).
+    let (status, _, err) = sb.gpushare(&["run", a, b, "-o", "out.ipynb"]);
+    assert_eq!(status, 2, "{err}");
+    assert!(err.contains("names a notebook") && err.contains("name a directory"), "{err}");
+    assert!(!sb.path("out.ipynb").exists());
+    // ... or an existing file.
+    std::fs::write(sb.path("taken"), "x").unwrap();
+    let (status, _, err) = sb.gpushare(&["run", a, b, "-o", sb.path("taken").to_str().unwrap()]);
+    assert_eq!(status, 2, "{err}");
+    assert!(err.contains("is a file"), "{err}");
+    // A parameter name Python cannot assign to: `²` is numeric, but no identifier character.
+    let (status, _, err) = sb.gpushare(&["run", a, "-p", "x²=1"]);
+    assert_eq!(status, 2, "{err}");
+    assert!(err.contains("`x²` is not a Python variable name"), "{err}");
+    assert!(!sb.path("runtime").exists(), "a kernel was started");
+    assert!(!sb.path("a.executed.ipynb").exists());
+}
+
+#[test]
+fn arguments_that_are_not_utf8_are_read_or_refused_in_one_line() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let sb = Sandbox::new("not-utf8");
+    let nb = serde_json::to_string(&notebook(vec![code("print('ran')")])).unwrap();
+    // A file name is bytes: one that is not UTF-8 is run, and its output keeps the name.
+    let input = sb.dir.join(OsStr::from_bytes(b"caf\xe9.ipynb"));
+    std::fs::write(&input, &nb).unwrap();
+    let output = sb.binary(&[]).arg("run").arg(&input).output().expect("running gpushare");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let written = sb.dir.join(OsStr::from_bytes(b"caf\xe9.executed.ipynb"));
+    assert!(text(&outputs(&read(&written), 0)[0]["text"]).contains("ran"));
+    // A parameter's value is text: one that is not UTF-8 is a usage error, before any kernel.
+    let plain = sb.write_notebook("p.ipynb", &notebook(vec![code("print('ran')")]));
+    let mut command = sb.binary(&["run", plain.to_str().unwrap(), "-p"]);
+    command.arg(OsStr::from_bytes(b"s=\xff"));
+    let output = command.output().expect("running gpushare");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("invalid UTF-8") && !err.contains("panicked"), "{err}");
+    assert!(!sb.path("p.executed.ipynb").exists());
+    // The console script takes the same arguments through Python (which decodes them with
+    // surrogateescape): no UnicodeEncodeError traceback.
+    if support::gpushare_has("_native.cli_main") {
+        let mut command = std::process::Command::new(support::python());
+        command
+            .args(["-m", "gpushare", "run", plain.to_str().unwrap(), "-p"])
+            .arg(OsStr::from_bytes(b"s=\xff"))
+            .current_dir(&sb.dir)
+            .env_clear()
+            .envs(sb.env.vars())
+            .stdin(std::process::Stdio::null());
+        let output = command.output().expect("running python -m gpushare");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{err}");
+        assert!(!err.contains("Traceback") && err.contains("invalid UTF-8"), "{err}");
+    }
+    sb.assert_runtime_dir_clean();
+}

@@ -30,8 +30,10 @@ use pyo3::prelude::*;
 
 /// Entry point of the `gpushare` console script: the command's logic lives in the runner crate.
 /// The GIL is released for the whole run so a kernel launched from here is never blocked by us.
+/// `argv` arrives as OS strings: Python decodes a file name that is not UTF-8 with
+/// surrogateescape, which a `String` refused (UnicodeEncodeError before the command ran).
 #[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
     py.detach(|| gpushare_runner::cli::run(argv))
 }
 

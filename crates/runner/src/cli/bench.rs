@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
 
 use super::output::{Progress, points_in};
-use super::{BenchArgs, Config, EXIT_FAILURE, is_stdout, kernel_for_tools};
+use super::{BenchArgs, Config, EXIT_FAILURE, EXIT_USAGE, is_stdout, kernel_for_tools};
 use crate::kernel::output_file::write_output_file;
 use crate::kernel::params::python_str_literal;
 use crate::kernel::client::Message;
@@ -207,17 +207,30 @@ pub(super) async fn bench(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32> {
+    // Usage errors before any kernel starts (a kernel takes seconds; these, Python's start-up).
+    let names: Vec<&str> = args.pairs.iter().flat_map(|(src, dst)| [src.as_str(), dst.as_str()]).collect();
+    let python = super::doctor::tool_python(config, args.kernel.as_deref()).ok().map(|(python, ..)| python);
+    let checked = check_outputs(args, config)
+        .and_then(|()| super::bench_checks::check_frameworks(&names, python.as_deref(), &config.env));
+    if let Err(why) = checked {
+        writeln!(err, "error: {why}")?;
+        return Ok(EXIT_USAGE);
+    }
     // With `--json -` or `--html -` stdout carries that document alone, without the tables.
     let stdout_taken = is_stdout(args.json.as_ref()) || is_stdout(args.html.as_ref());
     let mut results = Vec::new();
     let mut interrupted = false;
+    // A table that cannot reach stdout (the terminal closed: SIGHUP, then EIO) does not keep the
+    // files from being written: they may be the only copy of what was measured.
+    let mut stdout_failed: Option<anyhow::Error> = None;
     for (src, dst) in &args.pairs {
         let result = bench_pair(src, dst, args, config, cancel, err).await?;
-        if !stdout_taken {
+        if !stdout_taken && stdout_failed.is_none() {
             let heading = if args.pairs.len() > 1 { format!("{src}->{dst}\n") } else { String::new() };
-            writeln!(out, "{heading}{}", result.text.trim_end())
+            stdout_failed = writeln!(out, "{heading}{}", result.text.trim_end())
                 .and_then(|()| out.flush())
-                .context("writing the table to stdout")?;
+                .context("writing the table to stdout")
+                .err();
         }
         interrupted = result.interrupted;
         results.push(result);
@@ -269,6 +282,9 @@ pub(super) async fn bench(
         );
         return Ok(cancelled_exit_code());
     }
+    if let Some(e) = stdout_failed {
+        return Err(e);
+    }
     // A sweep in which nothing worked measured nothing: say so and fail, after the table and
     // files above have shown every cell's reason.
     let mut code = 0;
@@ -315,6 +331,55 @@ fn nothing_worked(json: &str) -> Option<usize> {
             && p.get("timing").is_some_and(|t| !t.is_null())
     };
     (!points.iter().any(worked)).then_some(points.len())
+}
+
+/// `--json` and `--html` checked before any kernel starts: one file cannot hold both documents
+/// (the page replaced the JSON without a word), and a file goes into a directory that exists
+/// (a typo in it is not made into new directories).
+fn check_outputs(args: &BenchArgs, config: &Config) -> Result<(), String> {
+    let files: Vec<(&str, &Path)> = [("--json", &args.json), ("--html", &args.html)]
+        .into_iter()
+        .filter_map(|(flag, path)| Some((flag, path.as_deref()?)))
+        .filter(|(_, path)| path.as_os_str() != "-")
+        .collect();
+    for (flag, path) in &files {
+        let absolute = config.env.absolute(path);
+        if absolute.is_dir() {
+            return Err(format!("{flag} {}: is a directory; name a file in it", path.display()));
+        }
+        let dir = absolute.parent().unwrap_or(Path::new("/"));
+        if !dir.is_dir() {
+            return Err(format!(
+                "{flag} {}: the directory {} does not exist; create it first, or name a file in one that does",
+                path.display(),
+                dir.display()
+            ));
+        }
+    }
+    if let [(_, json), (_, html)] = files[..]
+        && same_file(&config.env.absolute(json), &config.env.absolute(html))
+    {
+        return Err(format!(
+            "--json {} and --html {} name the same file; write them to two files",
+            json.display(),
+            html.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether two paths name one file: the same directory (symlinks resolved) and name, or one
+/// file already there under both.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    let resolved = |p: &Path| {
+        let dir = p.parent().and_then(|d| std::fs::canonicalize(d).ok());
+        dir.zip(p.file_name()).map(|(d, n)| d.join(n))
+    };
+    a == b || resolved(a).is_some_and(|r| Some(r) == resolved(b))
 }
 
 /// Write an output document to `path`, or to stdout for `-`.

@@ -5,7 +5,11 @@
 //! kernel started, every point of the sweep failed with the same long error, and the user read it
 //! once per point.
 
+use std::path::Path;
+use std::process::{Command, Stdio};
+
 use crate::cuda::{DriverStatus, device_info, driver_status};
+use crate::kernel::Environment;
 use crate::render::units::bytes as human_bytes;
 use crate::shared::Device;
 
@@ -45,10 +49,58 @@ pub(super) fn check_machine(args: &BenchArgs) -> Result<(), String> {
     }
 }
 
-fn check_cuda_device(option: &str, text: &str, ordinal: i32, status: &DriverStatus) -> Result<(), String> {
+/// Asks the kernel's Python about each framework name through the adapters' own code
+/// (`gpushare.adapters.framework`, whose error suggests the closest name, as the magics do)
+/// and whether it is installed there. It exits 3 with the problem on stdout; any other failure
+/// (no gpushare in that Python) means it could not tell.
+const FRAMEWORKS_CODE: &str = r#"import json, os, sys
+from gpushare.adapters import framework
+from gpushare.exceptions import GpushareError
+for name in json.loads(os.environ['GPUSHARE_CHECK_FRAMEWORKS']):
+    try:
+        a = framework(name)
+    except GpushareError as e:
+        print(e)
+        sys.exit(3)
+    if not a.installed():
+        print(f"{a.name} is not installed in the kernel's Python ({sys.executable}); pip install {a.pip_name()}")
+        sys.exit(3)
+"#;
+
+/// Checks, in about the time Python takes to start rather than a kernel's, that every framework
+/// `names` lists is one gpushare knows and is installed in `python`. `Err` holds the one line to
+/// show; where `python` cannot run gpushare, names gpushare does not know are still refused,
+/// without a suggestion, and the rest is left to the kernel.
+pub(super) fn check_frameworks(names: &[&str], python: Option<&Path>, env: &Environment) -> Result<(), String> {
+    let output = python.map(|python| {
+        Command::new(python)
+            .args(["-c", FRAMEWORKS_CODE])
+            .env_clear()
+            .envs(env.vars())
+            .env("GPUSHARE_CHECK_FRAMEWORKS", serde_json::to_string(names).unwrap_or_default())
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+    });
+    if let Some(Ok(output)) = &output
+        && output.status.code() == Some(3)
+    {
+        return Err(String::from_utf8_lossy(&output.stdout).trim().to_string());
+    }
+    match names.iter().find(|n| super::bench_args::framework(n).is_none()) {
+        Some(name) => Err(format!(
+            "unknown framework `{name}`; known: {}",
+            super::bench_args::known_frameworks()
+        )),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn check_cuda_device(option: &str, text: &str, ordinal: i32, status: &DriverStatus) -> Result<(), String> {
     match status {
         DriverStatus::Unavailable { reason } => Err(format!(
-            "{option} {text}: no CUDA device is usable here ({reason}); sweep on the host with --device cpu"
+            "{option} {text}: no CUDA device is usable here ({reason}); {}",
+            if option == "--device" { "sweep on the host with --device cpu".to_string() } else { format!("leave out {option}") }
         )),
         DriverStatus::Available { device_count, .. } if ordinal >= *device_count => {
             let known = (0..*device_count).map(|n| format!("cuda:{n}")).collect::<Vec<_>>().join(", ");

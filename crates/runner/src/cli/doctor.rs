@@ -12,11 +12,25 @@ use super::{
 use crate::kernel::KernelError;
 use crate::kernel::session::Cancel;
 
-/// The report's Python code: `gpushare.gpuinfo(import_frameworks=…)`, as `%gpuinfo [--import]`.
+/// The report's Python code: `gpushare.gpuinfo(import_frameworks=…)`, as `%gpuinfo [--import]`,
+/// then gpushare's version there and the verdict (`gpushare._cli.doctor_command`). A gpushare
+/// too old to have the verdict still gives the report.
 fn report_code(import_frameworks: bool) -> String {
     let flag = if import_frameworks { "True" } else { "False" };
-    format!("import gpushare; print(repr(gpushare.gpuinfo(import_frameworks={flag})))")
+    format!(
+        "import sys\n\
+         try:\n    import gpushare\n\
+         except ImportError as e:\n    print(f'error: {{e}}', file=sys.stderr)\n    sys.exit({NO_GPUSHARE})\n\
+         try:\n    from gpushare._cli import doctor_command\n\
+         except ImportError:\n    print(repr(gpushare.gpuinfo(import_frameworks={flag})))\n    sys.exit(0)\n\
+         sys.exit(doctor_command({flag}))\n"
+    )
 }
+
+/// `doctor_command`'s exit status for "not ready" (gpushare._cli.NOT_READY): its verdict says why.
+const NOT_READY: i32 = 3;
+/// The report's exit status when that Python cannot import gpushare.
+const NO_GPUSHARE: i32 = 4;
 
 /// Resolves once Ctrl-C was pressed; never without a watch.
 async fn ctrl_c(cancel: &mut Option<Cancel>) {
@@ -49,9 +63,35 @@ pub(super) async fn doctor(
         ),
         None => "none found (gpushare kernel install --sys-prefix)".into(),
     };
-    writeln!(out, "python:     {}\nkernelspec: {kernelspec}", python.display())
+    let version = env!("CARGO_PKG_VERSION");
+    writeln!(out, "gpushare:   {version} (this command)\npython:     {}\nkernelspec: {kernelspec}", python.display())
         .context("writing the report to stdout")?;
-    python_code(&python, spec.as_ref(), extra_env, &report_code(args.import_frameworks), &[], config, cancel, out, err).await
+    let vars = [("GPUSHARE_CLI_VERSION", version.to_string())];
+    let code = python_code(&python, spec.as_ref(), extra_env, &report_code(args.import_frameworks), &vars, config, cancel, out, err).await?;
+    Ok(match code {
+        0 => 0,
+        NOT_READY => EXIT_FAILURE,
+        NO_GPUSHARE => {
+            writeln!(
+                out,
+                "not ready: {} cannot import gpushare ({} -m pip install gpushare-dlpack)",
+                python.display(),
+                python.display()
+            )
+            .context("writing the report to stdout")?;
+            EXIT_FAILURE
+        }
+        code => {
+            // The report itself failed (its error is on stderr): the verdict is still one line.
+            writeln!(
+                out,
+                "not ready: {} could not make the report (exit status {code}; its error is above)",
+                python.display()
+            )
+            .context("writing the report to stdout")?;
+            EXIT_FAILURE
+        }
+    })
 }
 
 /// The interpreter, its kernelspec (where a kernel's), and the memory settings to add where unset.

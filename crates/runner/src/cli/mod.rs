@@ -17,6 +17,7 @@ mod install;
 mod output;
 mod run;
 
+use std::ffi::OsString;
 use std::io::{IsTerminal as _, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -141,8 +142,8 @@ struct InstallArgs {
     /// Install under PREFIX/share/jupyter
     #[arg(long, group = "target", value_name = "DIR")]
     prefix: Option<PathBuf>,
-    /// Kernelspec name
-    #[arg(long, default_value = DEFAULT_KERNEL_NAME)]
+    /// Kernelspec name: letters, digits, `.`, `_` and `-` (not `.` or `..`)
+    #[arg(long, default_value = DEFAULT_KERNEL_NAME, value_parser = parse_kernel_name)]
     name: String,
     /// Name shown in Jupyter's kernel picker [default: "Python 3 (gpushare)"]
     #[arg(long)]
@@ -155,7 +156,7 @@ struct InstallArgs {
                         otherwise. Cells are numbered from 1, counting every cell. Exit status: 0 when every \
                         notebook ran, 1 when a cell failed, timed out or the kernel died (the notebook is \
                         still written up to that cell), 130 after Ctrl-C, 143 after SIGTERM, 129 after SIGHUP (a closed \
-                        terminal)."
+                        terminal), 131 after SIGQUIT."
 )]
 struct RunArgs {
     /// Notebooks to execute, each in its own fresh kernel
@@ -310,6 +311,14 @@ fn check(cli: &Cli) -> Result<(), clap::Error> {
     Ok(())
 }
 
+/// `--name`: a usage error (exit 2) before anything is written, for a name that is not a
+/// kernel name or that would put the spec outside the kernels folder (`..`).
+fn parse_kernel_name(s: &str) -> Result<String, String> {
+    crate::kernel::kernelspec::validate_kernel_name(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .parse()
@@ -322,9 +331,16 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 /// Run the command line `args` (`args[0]` is the program name) in this process's environment.
-pub fn run(args: Vec<String>) -> i32 {
-    run_with(
-        args,
+///
+/// Arguments are OS strings: a notebook path need not be UTF-8 (it is a file name), and a
+/// value that must be text (`-p`) and is not is clap's usage error, exit 2.
+pub fn run<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    run_with_os(
+        args.into_iter().map(Into::into).collect(),
         &Config::from_process(),
         &mut std::io::stdout(),
         &mut std::io::stderr(),
@@ -332,12 +348,12 @@ pub fn run(args: Vec<String>) -> i32 {
 }
 
 /// Run the command line `args` with an explicit configuration and output streams.
-pub fn run_with(
-    args: Vec<String>,
-    config: &Config,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> i32 {
+pub fn run_with(args: Vec<String>, config: &Config, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    run_with_os(args.into_iter().map(OsString::from).collect(), config, out, err)
+}
+
+/// [`run_with`] on OS strings, as [`run`] gets them.
+pub fn run_with_os(args: Vec<OsString>, config: &Config, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let cli = match Cli::try_parse_from(args).and_then(|cli| check(&cli).map(|()| cli)) {
         Ok(cli) => cli,
         Err(e) => {

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 
 use super::output::Progress;
-use super::{Config, EXIT_FAILURE, RunArgs};
+use super::{Config, EXIT_FAILURE, EXIT_USAGE, RunArgs};
 use crate::kernel::session::{cancelled_by, cancelled_exit_code};
 use crate::kernel::notebook::default_output_path;
 use crate::kernel::params::Injected;
@@ -29,11 +29,23 @@ pub(super) fn output_paths(args: &RunArgs, env: &Environment) -> Result<Vec<Path
     let Some(out) = &args.output else {
         return Ok(inputs.iter().map(|p| default_output_path(p)).collect());
     };
-    let as_dir = inputs.len() > 1
-        || env.absolute(out).is_dir()
-        || out.as_os_str().to_string_lossy().ends_with('/');
+    let is_dir = env.absolute(out).is_dir();
+    let as_dir = inputs.len() > 1 || is_dir || out.as_os_str().to_string_lossy().ends_with('/');
     if !as_dir {
         return Ok(vec![out.clone()]);
+    }
+    // Several notebooks go into a directory. A path that is a file already, or reads as a
+    // notebook's name, was meant for one: made into a directory, `out.ipynb/` held the notebooks
+    // where the user (and nbformat.read) looked for one.
+    if !is_dir && (env.absolute(out).exists() || out.extension().is_some_and(|e| e == "ipynb")) {
+        bail!(
+            "-o {}: {} notebooks were given, so -o names the directory each is written into \
+             (as DIR/NAME.ipynb), and {} {}; name a directory, or run the notebooks one at a time",
+            out.display(),
+            inputs.len(),
+            out.display(),
+            if env.absolute(out).exists() { "is a file" } else { "names a notebook" }
+        );
     }
     let mut seen = HashMap::new();
     inputs
@@ -71,11 +83,19 @@ pub(super) async fn run_notebooks(
     err: &mut dyn Write,
 ) -> Result<i32> {
     let env = &config.env;
-    let outputs = output_paths(args, env)?;
+    // Arguments that cannot work are usage errors, said before any kernel starts.
+    let checked = output_paths(args, env).and_then(|outputs| Ok((outputs, parameters(args)?)));
+    let (outputs, params) = match checked {
+        Ok(checked) => checked,
+        Err(e) => {
+            writeln!(err, "error: {e:#}")?;
+            return Ok(EXIT_USAGE);
+        }
+    };
     let options = RunOptions {
         timeout: args.timeout,
         startup_timeout: args.startup_timeout,
-        params: parameters(args)?,
+        params,
         output_limit: args.output_limit.saturating_mul(1 << 20),
     };
     let mut specs: BTreeMap<String, KernelSpec> = BTreeMap::new();
@@ -90,6 +110,9 @@ pub(super) async fn run_notebooks(
                 continue;
             }
         };
+        for note in nb.repair_cell_ids() {
+            writeln!(err, "warning: {label}: {note}")?;
+        }
         let name = args
             .kernel
             .clone()
@@ -392,6 +415,9 @@ mod tests {
             [PathBuf::from("out/x.ipynb"), PathBuf::from("out/y.ipynb")]
         );
         assert!(output_paths(&run_args(&["a/x.ipynb", "b/x.ipynb", "-o", "out"]), &env).is_err());
+        // Two notebooks and an -o that reads as one notebook: not made into a directory.
+        let e = output_paths(&run_args(&["a/x.ipynb", "b/y.ipynb", "-o", "out.ipynb"]), &env).unwrap_err();
+        assert!(e.to_string().contains("names a notebook"), "{e}");
         assert_eq!(
             output_paths(&run_args(&["x.ipynb", "--inplace"]), &env).unwrap(),
             [PathBuf::from("x.ipynb")]

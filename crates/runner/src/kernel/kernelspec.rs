@@ -319,9 +319,13 @@ pub enum InstallTarget {
     Prefix(PathBuf),
 }
 
-/// `[a-z0-9._-]+`, case-insensitive: what `jupyter_client` accepts as a kernel name.
+/// `[a-z0-9._-]+`, case-insensitive: what `jupyter_client` accepts as a kernel name, less `.`
+/// and `..`. Those match the pattern but name the kernels folder itself or the one above it, so
+/// `install` would write `kernel.json` outside the kernels folder.
 pub fn validate_kernel_name(name: &str) -> Result<(), KernelError> {
     let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
@@ -374,7 +378,14 @@ pub fn install(
         InstallTarget::SysPrefix => sys_prefix(env, &python)?.join("share/jupyter"),
         InstallTarget::Prefix(prefix) => env.absolute(prefix).join("share/jupyter"),
     };
-    let dir = data_dir.join("kernels").join(name.to_lowercase());
+    // Whatever the name check lets through, the spec goes into a folder of its own directly
+    // under `kernels`, never into `kernels` itself, beside or above it.
+    let lower = name.to_lowercase();
+    let mut parts = Path::new(&lower).components();
+    if !matches!((parts.next(), parts.next()), (Some(std::path::Component::Normal(_)), None)) {
+        return Err(KernelError::InvalidKernelName(name.to_string()));
+    }
+    let dir = data_dir.join("kernels").join(&lower);
     fs::create_dir_all(&dir).map_err(|source| KernelError::io(&dir, source))?;
     let spec = kernel_json(&python, display_name)?;
     let path = dir.join("kernel.json");
@@ -513,5 +524,21 @@ mod tests {
         assert!(validate_kernel_name("../etc").is_err());
         assert!(validate_kernel_name("a b").is_err());
         assert!(validate_kernel_name("").is_err());
+        assert!(validate_kernel_name(".").is_err());
+        assert!(validate_kernel_name("..").is_err());
+        assert!(validate_kernel_name("...").is_ok(), "a folder named `...` stays inside the kernels folder");
+    }
+
+    #[test]
+    fn no_name_writes_outside_the_kernels_folder() {
+        let root = scratch("escape");
+        let env = Environment::empty().with("GPUSHARE_PYTHON", "/venv/bin/python");
+        for name in ["..", ".", "../x", "../../x", "a/b", "/abs", ""] {
+            let e = install(&env, &InstallTarget::Prefix(root.clone()), name, None).unwrap_err();
+            assert!(matches!(e, KernelError::InvalidKernelName(_)), "{name:?}: {e}");
+        }
+        assert!(!root.join("share/jupyter/kernel.json").exists());
+        assert!(!root.join("share/jupyter/kernels/kernel.json").exists());
+        fs::remove_dir_all(root).unwrap();
     }
 }

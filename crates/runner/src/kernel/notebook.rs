@@ -62,7 +62,61 @@ impl Notebook {
         {
             return Err("a cell is not an object with a `cell_type`".into());
         }
+        // A source that is not text would run as an empty cell and be written back as it was,
+        // into a notebook nbformat rejects.
+        for (i, cell) in cells.iter().enumerate() {
+            let text = match cell.get("source") {
+                None | Some(Value::String(_)) => true,
+                Some(Value::Array(lines)) => lines.iter().all(Value::is_string),
+                Some(_) => false,
+            };
+            if !text {
+                return Err(format!(
+                    "cell {}: `source` is {}, where nbformat wants a string or a list of strings",
+                    i + 1,
+                    json_kind(&cell["source"])
+                ));
+            }
+        }
         Ok(Self { value })
+    }
+
+    /// Give each cell an id nbformat accepts (from 4.5 on: 1 to 64 of `[a-zA-Z0-9-_]`, unique),
+    /// as nbformat repairs missing and duplicate ids: a cell whose id is missing, malformed
+    /// (`a b:c`) or taken by an earlier cell gets a new one. Returns one note per change, for
+    /// the user to be told; the notebook written is then valid.
+    pub fn repair_cell_ids(&mut self) -> Vec<String> {
+        if self.minor() < 5 {
+            return Vec::new();
+        }
+        let mut notes = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, cell) in self.cells_mut().iter_mut().enumerate() {
+            let id = cell.get("id").and_then(Value::as_str).map(String::from);
+            if let Some(id) = &id
+                && is_valid_cell_id(id)
+                && seen.insert(id.clone())
+            {
+                continue;
+            }
+            let new = loop {
+                let candidate = new_cell_id();
+                if seen.insert(candidate.clone()) {
+                    break candidate;
+                }
+            };
+            let why = match &cell.get("id") {
+                None => "had no id".to_string(),
+                Some(Value::String(old)) if is_valid_cell_id(old) => format!("repeated the id `{old}`"),
+                Some(Value::String(old)) => format!(
+                    "had the id {old:?}, which nbformat rejects (1 to 64 letters, digits, `-` and `_`)"
+                ),
+                Some(other) => format!("had an id that is {}", json_kind(other)),
+            };
+            notes.push(format!("cell {} {why}; it is written with the id `{new}`", i + 1));
+            cell["id"] = Value::String(new);
+        }
+        notes
     }
 
     pub fn cells(&self) -> &[Value] {
@@ -123,6 +177,28 @@ impl Notebook {
     }
 }
 
+/// An id nbformat 4.5's schema accepts: `^[a-zA-Z0-9-_]+$`, 1 to 64 characters.
+pub fn is_valid_cell_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A fresh cell id as nbformat makes them: the first 8 hex digits of a uuid4.
+pub fn new_cell_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+/// What kind of JSON value this is, for messages: "a number", "an object".
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list holding something other than strings",
+        Value::Object(_) => "an object",
+    }
+}
+
 pub fn cell_type(cell: &Value) -> Option<&str> {
     cell.get("cell_type").and_then(Value::as_str)
 }
@@ -160,11 +236,13 @@ fn object_field<'a>(value: &'a mut Value, key: &str) -> &'a mut Map<String, Valu
 }
 
 /// The output path for `input` when no `-o` is given: `NAME.executed.ipynb` beside it.
+/// The stem is kept as bytes: a name that is not UTF-8 keeps its name, not a lossy copy.
 pub fn default_output_path(input: &Path) -> PathBuf {
-    let stem = input
+    let mut name = input
         .file_stem()
-        .map_or_else(|| "notebook".into(), |s| s.to_string_lossy().into_owned());
-    input.with_file_name(format!("{stem}.executed.ipynb"))
+        .map_or_else(|| "notebook".into(), std::ffi::OsStr::to_os_string);
+    name.push(".executed.ipynb");
+    input.with_file_name(name)
 }
 
 #[cfg(test)]
@@ -256,6 +334,39 @@ mod tests {
         );
         assert!(Notebook::parse(r#"{"nbformat": 4, "cells": [1]}"#).is_err());
         assert!(Notebook::parse("{").unwrap_err().starts_with("not JSON"));
+        // A source that is not text cannot be run or written back as nbformat wants.
+        let e = Notebook::parse(r#"{"nbformat": 4, "cells": [{"cell_type": "code", "source": "x"}, {"cell_type": "code", "source": 5}]}"#)
+            .unwrap_err();
+        assert!(e.contains("cell 2") && e.contains("a number"), "{e}");
+        assert!(Notebook::parse(r#"{"nbformat": 4, "cells": [{"cell_type": "raw", "source": ["a", 1]}]}"#).is_err());
+    }
+
+    #[test]
+    fn cell_ids_nbformat_rejects_are_replaced_and_said() {
+        let mut nb = Notebook::parse(
+            &json!({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+                {"cell_type": "code", "id": "a b:c", "source": "", "metadata": {}, "outputs": [], "execution_count": null},
+                {"cell_type": "code", "id": "ok-1", "source": "", "metadata": {}, "outputs": [], "execution_count": null},
+                {"cell_type": "markdown", "id": "ok-1", "source": "", "metadata": {}},
+                {"cell_type": "markdown", "source": "", "metadata": {}},
+                {"cell_type": "raw", "id": 7, "source": "", "metadata": {}},
+                {"cell_type": "raw", "id": "x".repeat(65), "source": "", "metadata": {}},
+            ]})
+            .to_string(),
+        )
+        .unwrap();
+        let notes = nb.repair_cell_ids();
+        assert_eq!(notes.len(), 5, "{notes:?}");
+        assert!(notes[0].starts_with("cell 1 had the id \"a b:c\""), "{notes:?}");
+        assert!(notes[1].starts_with("cell 3 repeated the id `ok-1`"), "{notes:?}");
+        let ids: Vec<&str> = nb.cells().iter().map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(ids[1], "ok-1");
+        assert!(ids.iter().all(|id| is_valid_cell_id(id)), "{ids:?}");
+        assert_eq!(ids.iter().collect::<std::collections::HashSet<_>>().len(), ids.len());
+        assert!(nb.repair_cell_ids().is_empty(), "a second pass has nothing to do");
+        // Before 4.5 cells have no ids, and none are added.
+        let mut old = Notebook::parse(r#"{"nbformat": 4, "nbformat_minor": 4, "cells": [{"cell_type": "code", "source": ""}]}"#).unwrap();
+        assert!(old.repair_cell_ids().is_empty() && old.cells()[0].get("id").is_none());
     }
 
     #[test]

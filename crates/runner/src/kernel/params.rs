@@ -124,14 +124,17 @@ const PYTHON_KEYWORDS: &[&str] = &[
     "with", "yield",
 ];
 
-/// Whether `name` can be assigned to in Python (an identifier that is not a keyword).
+/// Whether `name` can be assigned to in Python (an identifier that is not a keyword): a letter
+/// or `_`, then letters, digits and `_`, by Unicode's XID classes as Python's tokenizer reads
+/// them. `char::is_alphanumeric` let `x²` through (² is numeric but no identifier character),
+/// and the kernel raised a SyntaxError on the injected cell.
 pub fn is_python_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     let Some(first) = chars.next() else {
         return false;
     };
-    (first == '_' || first.is_alphabetic())
-        && chars.all(|c| c == '_' || c.is_alphanumeric())
+    (first == '_' || unicode_ident::is_xid_start(first))
+        && chars.all(unicode_ident::is_xid_continue)
         && !PYTHON_KEYWORDS.contains(&name)
 }
 
@@ -205,14 +208,8 @@ pub fn inject(nb: &mut Notebook, params: &[Parameter]) -> Injected {
         "source": parameters_source(params),
     });
     if with_ids {
-        // nbformat 4.5 requires ids; nbformat itself makes them from the first 8 hex digits of a uuid4.
-        let id: String = uuid::Uuid::new_v4()
-            .simple()
-            .to_string()
-            .chars()
-            .take(8)
-            .collect();
-        cell["id"] = Value::String(id);
+        // nbformat 4.5 requires ids.
+        cell["id"] = Value::String(super::notebook::new_cell_id());
     }
     if let Some(i) = stale {
         cells[i] = cell;
@@ -295,6 +292,10 @@ mod tests {
         assert!(Parameter::parse("class=3", false).is_err());
         assert!(Parameter::parse("x;import os=3", false).is_err());
         assert!(Parameter::parse("größe=3", false).is_ok());
+        for bad in ["x²=1", "½=1", "x-y=1", "=1", "·x=1"] {
+            assert!(Parameter::parse(bad, false).is_err(), "{bad}");
+        }
+        assert!(Parameter::parse("x·y=1", false).is_ok(), "· (U+00B7) continues an identifier in Python");
     }
 
     fn notebook(cells: Value, minor: u64) -> Notebook {

@@ -33,7 +33,7 @@ const HB_INTERVAL: Duration = Duration::from_secs(3);
 const HB_TIMEOUT: Duration = Duration::from_secs(5);
 const HB_MISSES: u32 = 3;
 
-/// Ctrl-C, SIGTERM or SIGHUP, as a flag that turns true once (see [`ctrl_c_watch`]).
+/// Ctrl-C, SIGTERM, SIGHUP or SIGQUIT, as a flag that turns true once (see [`ctrl_c_watch`]).
 pub type Cancel = watch::Receiver<bool>;
 
 /// The signal that cancelled this process's run (0: none yet). Signals are process-wide, so
@@ -41,20 +41,23 @@ pub type Cancel = watch::Receiver<bool>;
 static CANCELLED_BY: AtomicI32 = AtomicI32::new(0);
 
 /// A [`Cancel`] that turns true on the first SIGINT (Ctrl-C), SIGTERM (`kill`, a CI job's
-/// timeout, a container stop) or SIGHUP (the terminal or SSH session closed) to this process.
-/// All are handled the same way: the kernel is interrupted and shut down, its connection file
-/// removed, and what ran is written. SIGHUP's default action would kill us on the spot and
-/// leave the connection file (with its key) behind and the notebook unwritten.
+/// timeout, a container stop), SIGHUP (the terminal or SSH session closed) or SIGQUIT (Ctrl-\\)
+/// to this process. All are handled the same way: the kernel is interrupted and shut down, its
+/// connection file removed, and what ran is written. The default action of SIGHUP and SIGQUIT
+/// would kill us on the spot and leave the connection file (with its key) behind and the
+/// notebook unwritten.
 pub fn ctrl_c_watch() -> Cancel {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let mut term = signal(SignalKind::terminate()).ok();
         let mut hangup = signal(SignalKind::hangup()).ok();
+        let mut quit = signal(SignalKind::quit()).ok();
         let signal = tokio::select! {
             r = tokio::signal::ctrl_c() => if r.is_ok() { libc::SIGINT } else { return },
             () = next_signal(&mut term) => libc::SIGTERM,
             () = next_signal(&mut hangup) => libc::SIGHUP,
+            () = next_signal(&mut quit) => libc::SIGQUIT,
         };
         CANCELLED_BY.store(signal, Ordering::SeqCst);
         let _ = tx.send(true);
@@ -75,7 +78,7 @@ async fn next_signal(stream: &mut Option<tokio::signal::unix::Signal>) {
 }
 
 /// The exit status after a cancelled run: 128 + the signal, as shells report it (130 for
-/// Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
+/// Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, 131 for SIGQUIT).
 pub fn cancelled_exit_code() -> i32 {
     match CANCELLED_BY.load(Ordering::SeqCst) {
         0 => 128 + libc::SIGINT,
@@ -83,11 +86,12 @@ pub fn cancelled_exit_code() -> i32 {
     }
 }
 
-/// What cancelled the run, for reports: "Ctrl-C", "SIGTERM" or "SIGHUP".
+/// What cancelled the run, for reports: "Ctrl-C", "SIGTERM", "SIGHUP" or "SIGQUIT".
 pub fn cancelled_by() -> &'static str {
     match CANCELLED_BY.load(Ordering::SeqCst) {
         libc::SIGTERM => "SIGTERM",
         libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
         _ => "Ctrl-C",
     }
 }
@@ -115,7 +119,7 @@ pub enum Failure {
     Timeout(Duration),
     /// The kernel process exited, or stopped answering its heartbeat.
     KernelDied { reason: String, output: String },
-    /// Ctrl-C, SIGTERM or SIGHUP: it was interrupted on the user's request.
+    /// Ctrl-C, SIGTERM, SIGHUP or SIGQUIT: it was interrupted on the user's request.
     Interrupted,
     /// The kernel went idle (or its iopub closed) without an `execute_reply`: it may have run
     /// the code or not, so the cell cannot count as a success.
