@@ -15,7 +15,6 @@ Tables, JSON and the plot are rendered by the Rust core; raw seconds and bytes s
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any, Iterable, Sequence
 
@@ -35,9 +34,6 @@ Benchmark = _native.Benchmark
 #: Sizes ``bench`` and ``%sharebench`` sweep when none are given.
 DEFAULT_SIZES = ("4KiB", "1MiB", "256MiB")
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "tb": 1000**4}
-
 
 def parse_size(size: int | str) -> int:
     """``"4KiB"`` → 4096, ``"1.5 MB"`` → 1500000, ``65536`` → 65536 (bytes)."""
@@ -45,11 +41,10 @@ def parse_size(size: int | str) -> int:
         if size < 0:
             raise ValueError(f"a size is at least 0 bytes, got {size}")
         return size
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(size))
-    unit = _UNITS.get(m.group(2).lower()) if m else None
-    if m is None or unit is None:
+    if not isinstance(size, str):
         raise ValueError(f"cannot read size {size!r}: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes")
-    return int(float(m.group(1)) * unit)
+    # The core's one parser of sizes, which the command line reads them with too.
+    return _native.parse_size(size)
 
 
 def parse_paths(paths: str | Sequence[str]) -> list[str]:

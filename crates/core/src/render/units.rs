@@ -106,3 +106,71 @@ mod tests {
         assert_eq!(sig_figs(f64::NAN, 3), "n/a");
     }
 }
+
+/// Size units people write, lower-cased, with their factors.
+const SIZE_UNITS: &[(&str, u64)] = &[
+    ("", 1),
+    ("b", 1),
+    ("k", 1000),
+    ("kb", 1000),
+    ("m", 1000_u64.pow(2)),
+    ("mb", 1000_u64.pow(2)),
+    ("g", 1000_u64.pow(3)),
+    ("gb", 1000_u64.pow(3)),
+    ("tb", 1000_u64.pow(4)),
+    ("kib", 1 << 10),
+    ("mib", 1 << 20),
+    ("gib", 1 << 30),
+    ("tib", 1 << 40),
+];
+
+/// One size as people write it: a number (decimals allowed) and an optional unit, `4KiB`, `1.5 MB`,
+/// `65536`. The one parser of sizes: `gpushare.lab.parse_size` (the magics, `bench`, `calibrate`)
+/// and the command line read them here.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim_start());
+    // Python's pattern: digits, optionally a point and more digits.
+    let well_formed = match number.split_once('.') {
+        None => !number.is_empty(),
+        Some((whole, frac)) => {
+            !whole.is_empty() && !frac.is_empty() && !frac.contains('.')
+        }
+    };
+    let unit = unit.to_ascii_lowercase();
+    let factor = SIZE_UNITS
+        .iter()
+        .find(|(name, _)| *name == unit)
+        .map(|(_, f)| *f);
+    match (well_formed, factor) {
+        (true, Some(factor)) => size_in_bytes(number, factor).ok_or_else(|| {
+            format!("size `{text}` is too large: an array holds at most {MAX_SIZE} bytes (2^63 - 1)")
+        }),
+        _ => Err(format!(
+            "cannot read size `{text}`: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes"
+        )),
+    }
+}
+
+/// The largest size a sweep can ask for: the frameworks count bytes in signed 64-bit integers,
+/// and a larger number reached the kernel as a Python int and ended in a traceback there.
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+
+/// `number × factor` in bytes, `None` past [`MAX_SIZE`]. Whole numbers are read exactly (through
+/// f64, 2^64 and a 400-digit number saturated into range); decimals as Python's `float` does.
+fn size_in_bytes(number: &str, factor: u64) -> Option<u64> {
+    let bytes = if number.contains('.') {
+        let n = number.parse::<f64>().ok()? * factor as f64;
+        if !(n.is_finite() && n < MAX_SIZE as f64) {
+            return None;
+        }
+        n as u64
+    } else {
+        number.parse::<u64>().ok()?.checked_mul(factor)?
+    };
+    (bytes <= MAX_SIZE).then_some(bytes)
+}
+

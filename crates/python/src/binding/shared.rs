@@ -441,6 +441,13 @@ fn parse_device(name: &str) -> PyResult<(bool, i32)> {
     }
 }
 
+/// Bytes of a size as people write it (``"4KiB"``, ``"1.5 MB"``, ``"65536"``): the core's one parser
+/// of sizes, which the command line reads them with too; ``ValueError`` saying how to write one.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    crate::render::units::parse_size(text).map_err(PyValueError::new_err)
+}
+
 /// Frees the buffers the `copy` and `pinned` paths keep for reuse (waits for the device).
 #[pyfunction]
 fn shared_pool_clear(py: Python<'_>) {
@@ -454,5 +461,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
     m.add_function(wrap_pyfunction!(parse_device, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     Ok(())
 }
