@@ -74,11 +74,14 @@ def test_calibration_fits_every_path_that_worked_and_caches_it(model):
 
 def test_a_copy_has_a_bandwidth_and_its_prediction_grows_with_size(model):
     small = model.predict("share", "host", "torch", "numpy", "cpu", 64 << 10)
-    large = model.predict("share", "host", "torch", "numpy", "cpu", 16 << 20)
+    large = model.predict("share", "host", "torch", "numpy", "cpu", 4 << 20)
     assert small is not None and large is not None
     assert large.seconds > small.seconds
     assert large.bandwidth is not None and large.bandwidth > 0
-    assert large.extrapolated is False
+    assert large.extrapolated is False and large.extrapolated_from is None
+    # Past the largest size calibrated (8 MiB), even within 4x of it, every line is carried on.
+    past = model.predict("share", "host", "torch", "numpy", "cpu", 16 << 20)
+    assert past.extrapolated is True and past.extrapolated_from == 8 << 20
     assert model.predict("share", "host", "torch", "numpy", "cpu", 64 << 30).extrapolated is True
     # Never calibrated: no prediction, not a guess.
     assert model.predict("share", "dlpack", "torch", "tf", "cpu", 1 << 20) is None

@@ -35,8 +35,8 @@ Advice = _native.Advice
 #: 10 GB/s, while 1 MiB straddled the cache and 16 MiB paid page faults (a new mapping), and
 #: predicting 256 KiB and 4 MiB from another sweep's 64 KiB, 1 and 16 MiB missed by a median 56
 #: and 40 %; with 512 KiB and 8 MiB as knots, 27 and 13 %. 4 KiB: a handoff to another process of
-#: a small array costs there 2-6x one of 1 MiB and more. Sizes outside 4x of these are predicted
-#: as extrapolated.
+#: a small array costs there 2-6x one of 1 MiB and more. Sizes above the largest (or 4x below the
+#: smallest) are predicted as extrapolated, from that size.
 DEFAULT_SIZES = ("4KiB", "64KiB", "512KiB", "1MiB", "8MiB", "16MiB", "64MiB")
 
 

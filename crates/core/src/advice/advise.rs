@@ -162,7 +162,12 @@ impl Advice {
         };
         let candidates: Vec<Candidate<'_>> = pool
             .iter()
-            .map(|r| Candidate { path: &r.path, shares: r.verdict == "shared", seconds: r.prediction.as_ref().map(|p| p.seconds) })
+            // A prediction that cannot be promised within 2x gives no number to choose by.
+            .map(|r| Candidate {
+                path: &r.path,
+                shares: r.verdict == "shared",
+                seconds: r.prediction.as_ref().filter(|p| p.unpredictable.is_none()).map(|p| p.seconds),
+            })
             .collect();
         let by_model = fastest_correct(&candidates).map(str::to_string);
         let (recommended, why) = match by_model {
@@ -298,6 +303,7 @@ mod tests {
             extrapolated: false,
             waits_for_queue: 0.0,
             host_slowdown: None,
+            ..Default::default()
         }
     }
 

@@ -138,6 +138,17 @@ impl PyPrediction {
     fn extrapolated(&self) -> bool {
         self.inner.extrapolated
     }
+    /// The calibrated size an extrapolated prediction is carried on from (None: inside the sweep).
+    #[getter]
+    fn extrapolated_from(&self) -> Option<u64> {
+        self.inner.extrapolated_from
+    }
+    /// Why this prediction gives no number to hold the path to (its stated error reaches 100 %),
+    /// in words; None where ``seconds`` is predicted within ``tolerance``.
+    #[getter]
+    fn unpredictable(&self) -> Option<&str> {
+        self.inner.unpredictable.as_deref()
+    }
     #[getter]
     fn waits_for_queue(&self) -> f64 {
         self.inner.waits_for_queue
@@ -156,12 +167,18 @@ impl PyPrediction {
         to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
+        if let Some(words) = &self.inner.unpredictable {
+            return format!("no prediction ({words})");
+        }
+        let from = match self.inner.extrapolated_from {
+            Some(from) => format!(", extrapolated from {}", crate::render::units::bytes(from)),
+            None => String::new(),
+        };
         format!(
-            "{} predicted ({} ±{:.0}%{})",
+            "{} predicted ({} ±{:.0}%{from})",
             crate::render::units::time(self.inner.seconds),
             self.inner.bound,
             self.inner.tolerance * 100.0,
-            if self.inner.extrapolated { ", outside the calibrated sizes" } else { "" }
         )
     }
 }
@@ -254,6 +271,17 @@ impl PyCostModel {
     /// What changed since the model was made (``None``: it is current for ``machine``).
     fn stale_against(&self, machine: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         Ok(self.inner.stale_against(&py_to_json(machine)?))
+    }
+
+    /// The fits too uncertain to recommend from (stated error 100 % or more), each
+    /// ``(label, why)``: a busy machine or a drifting path.
+    fn uncertain(&self) -> Vec<(String, String)> {
+        self.inner.uncertain()
+    }
+
+    /// One line saying how many fits are too uncertain to recommend from and why; None when none is.
+    fn uncertainty_line(&self) -> Option<String> {
+        self.inner.uncertainty_line()
     }
 
     /// The calibrated paths: ``(kind, path, source, target, place)`` each.
@@ -406,10 +434,12 @@ impl PyAdvice {
             d.set_item("verdict", &r.verdict)?;
             d.set_item("reason", &r.reason)?;
             d.set_item("ordering", &r.ordering)?;
+            d.set_item("ordered", r.ordered)?;
             d.set_item("waits", r.waits)?;
             d.set_item("producer", self.inner.producer.name())?;
-            d.set_item("predicted_s", r.prediction.as_ref().map(|p| p.seconds))?;
-            d.set_item("tolerance", r.prediction.as_ref().map(|p| p.tolerance))?;
+            // As the comparison's and the benchmark's frames have them (nothing measured here).
+            super::lab::prediction_columns(&d, r.prediction.as_ref(), false)?;
+            d.set_item("misses_prediction", py.None())?;
             d.set_item("recommended", self.inner.recommended.as_deref() == Some(r.path.as_str()))?;
             rows.append(d)?;
         }
