@@ -302,3 +302,26 @@ def test_the_magic_advises_without_converting(ip, model):
 
     with pytest.raises(UsageError, match="--advise"):
         ip.run_cell_magic("share", "torch->numpy --advise", "y = torch.ones(2)")
+
+
+def test_every_table_carries_the_prediction_beside_the_measured_time(model):
+    """compare, bench and advise frames hold the predicted time, its stated error, whether it was
+    extrapolated (and from which calibrated size) and how the handoff is ordered, as their JSON does."""
+    pytest.importorskip("pandas", reason="pandas not installed")
+    columns = {"predicted_s", "tolerance", "extrapolated", "extrapolated_from", "unpredictable", "misses_prediction"}
+    x = torch.ones(1 << 18)
+    c = gpushare.compare(x, "numpy", repeat=3).to_pandas()
+    assert columns | {"ordering", "median_s"} <= set(c.columns), list(c.columns)
+    host = c[c["path"] == "host"].iloc[0]
+    expected = model.predict("share", "host", "torch", "numpy", "cpu", 1 << 20)
+    assert host["tolerance"] == pytest.approx(expected.tolerance)
+    assert host["extrapolated"] == False  # noqa: E712 (a numpy bool)
+    assert host["predicted_s"] > 0 or host["unpredictable"]
+    # A bench past the largest size calibrated (8 MiB): extrapolated, from 8 MiB.
+    b = gpushare.bench("torch", "numpy", sizes=["1MiB", "16MiB"], repeat=3, progress=False).to_pandas()
+    assert columns | {"ordering", "median_s"} <= set(b.columns), list(b.columns)
+    past = b[(b["path"] == "host") & (b["size"] == 16 << 20)].iloc[0]
+    assert past["extrapolated"] == True and past["extrapolated_from"] == 8 << 20  # noqa: E712
+    a = gpushare.advise(x, "numpy").to_pandas()
+    assert columns | {"ordering", "ordered"} <= set(a.columns), list(a.columns)
+    assert a[a["path"] == "host"].iloc[0]["tolerance"] == pytest.approx(expected.tolerance)
