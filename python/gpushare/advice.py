@@ -270,6 +270,7 @@ def calibrate(
     save: bool = True,
     shares: bool = True,
     record: list | None = None,
+    progress: bool | str = True,
 ) -> Any:
     """Measures every path of every ordered pair of ``frameworks`` (default: those of issue 26's
     list that are installed) at ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where
@@ -280,7 +281,12 @@ def calibrate(
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
-    (benchmarks/replay_advice.py). Returns the ``CostModel``.
+    (benchmarks/replay_advice.py). ``progress``: a bar of the sweeps measured, what is measured
+    now beside it, where someone watches (a notebook, a terminal: :mod:`gpushare.progress`);
+    ``"lines"``: a line per sweep on stderr instead (``gpushare calibrate``); False: nothing.
+    At the end, where some fits are too uncertain to recommend from (a busy machine, a drifting
+    path: ``CostModel.uncertainty_line``), a :class:`GpushareWarning` says so in one line, and
+    ``advise`` repeats it beside a recommendation that rests on one of them. Returns the ``CostModel``.
 
     The sweep goes one size at a time across every pair rather than one pair at a time: on the
     2x H200 run of 2026-11-26 a path's time held within 1.4 % during one pair's sweep, yet lay more
@@ -300,8 +306,14 @@ def calibrate(
     if previous is not None and previous.stale_against(machine_key()) is None:
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
     sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
+    pairs = sum(1 for s in names for d in names if shares and (s != d or to_device is not None))
+    total = len(size_list) * (pairs + (len(names) if to_device is not None else 0))
+    if processes:
+        total += PROCESS_ROUNDS * len(names) * (2 if worker_device is not None else 1)
+    shown = _CalibrationProgress(total, progress)
 
     def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None, **where: Any) -> None:
+        shown.now(kind, src, dst, sweep_sizes, where)
         started, speed = time.time(), host_speed()
         times = times or repeat
         d = lab.bench(src, dst, sweep_sizes, device=device, repeat=times, progress=False, **where).to_dict()
@@ -316,24 +328,28 @@ def calibrate(
         if record is not None:
             record.append({"kind": kind, "source": src, "target": dst, "place": place, "started": started,
                            "host_speed": speed, "points": d["points"]})
+        shown.done()
 
-    for size in size_list:
-        for src in names:
-            for dst in names:
-                if shares and (src != dst or to_device is not None):
-                    measure("share", src, dst, [size])
-            if to_device is not None:
-                measure("move", src, src, [size], to_device=to_device)
-    if processes:  # a fresh worker per sweep, every size in each, the sweeps in rounds (PROCESS_ROUNDS)
-        from gpushare.processes import Worker
-
-        per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
-        for _ in range(PROCESS_ROUNDS):
+    try:
+        for size in size_list:
             for src in names:
-                measure("process", src, src, size_list, times=per_round, across="processes")
-                if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
-                    with Worker(device=worker_device) as worker:
-                        measure("process", src, src, size_list, times=per_round, across=worker)
+                for dst in names:
+                    if shares and (src != dst or to_device is not None):
+                        measure("share", src, dst, [size])
+                if to_device is not None:
+                    measure("move", src, src, [size], to_device=to_device)
+        if processes:  # a fresh worker per sweep, every size in each, the sweeps in rounds (PROCESS_ROUNDS)
+            from gpushare.processes import Worker
+
+            per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
+            for _ in range(PROCESS_ROUNDS):
+                for src in names:
+                    measure("process", src, src, size_list, times=per_round, across="processes")
+                    if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
+                        with Worker(device=worker_device) as worker:
+                            measure("process", src, src, size_list, times=per_round, across=worker)
+    finally:
+        shown.close()
     # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
     # They bound the fits and nothing else, so a machine that cannot measure them (a GPU too full
     # for their 256 MiB copies) still gets its model, with lines carried on as measured.
@@ -347,7 +363,43 @@ def calibrate(
         _fit_points(m, kind, src, dst, place, points, limits)
     if save:
         _save(m)
+    # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
+    line = m.uncertainty_line()
+    if line is not None:
+        warnings.warn(f"calibrate: {line}", GpushareWarning, stacklevel=2)
     return m
+
+
+class _CalibrationProgress:
+    """What calibrate is measuring and how far it is: a bar where someone watches
+    (:mod:`gpushare.progress`), or a line per sweep on stderr (``"lines"``: the CLI, whose kernel's
+    stderr is passed on as it comes), or nothing."""
+
+    def __init__(self, total: int, mode: bool | str):
+        from gpushare.progress import bar
+
+        self.total, self.n, self.lines = total, 0, mode == "lines"
+        self.bar = bar(total, "calibrate", bool(mode) and not self.lines)
+
+    def now(self, kind: str, src: str, dst: str, sizes: list[int], where: dict) -> None:
+        from gpushare.gpuinfo import _bytes
+
+        to = where.get("to_device")
+        at = _bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes"
+        what = f"{kind} {src}→{dst}" + (f" to {to}" if to else "") + f" at {at}"
+        if self.lines:
+            import sys
+
+            print(f"calibrate: {self.n + 1}/{self.total} {what}", file=sys.stderr, flush=True)
+        else:
+            self.bar.set_postfix_str(what)
+
+    def done(self) -> None:
+        self.n += 1
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def lab_predictor(source: str, target: str, device: str | None) -> Any:
@@ -520,7 +572,17 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             if p is None:
                 continue
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
-    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    # A recommendation resting on a fit calibrate called too uncertain says so beside it, as
+    # calibrate did (a busy machine, a drifting path).
+    uncertain = dict(m.uncertain()) if m is not None and advised.recommended is not None else {}
+    why = uncertain.get(f"{kind} {src.name}->{dst.name} {advised.recommended} @{where}")
+    if why is not None:
+        line = m.uncertainty_line()
+        repeated = f"{advised.recommended} rests on a fit too uncertain to recommend from ({why}); calibrate said: {line}"
+        note = repeated if note is None else f"{note}; {repeated}"
+        advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    return advised
 
 
 def _auto_by_size(src: Any, dst: Any, source_device: tuple[int, int], destination: tuple[int, int] | None = None,

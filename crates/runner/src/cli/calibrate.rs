@@ -1,5 +1,6 @@
 //! `gpushare calibrate`: fits this machine's cost model (issue 26.2) in the kernel's Python, with
-//! `gpushare.calibrate`, and prints what it holds. The sweep itself is the lab's, the fit the core's.
+//! `gpushare.calibrate`, and prints what it holds. What it measures goes to stderr a line per
+//! sweep as it goes (a minute or more on a small machine). The sweep itself is the lab's, the fit the core's.
 
 use std::io::Write;
 
@@ -13,7 +14,7 @@ use crate::kernel::session::Cancel;
 /// a user typed is ever pasted into code.
 const CODE: &str = "import json, os, gpushare\n\
 a = json.loads(os.environ['GPUSHARE_CALIBRATE_ARGS'])\n\
-m = gpushare.calibrate(a['frameworks'] or None, sizes=a['sizes'] or gpushare.advice.DEFAULT_SIZES, device=a['device'], to_device=a['to_device'], processes=a['processes'], worker_device=a['worker_device'], repeat=a['repeat'])\n\
+m = gpushare.calibrate(a['frameworks'] or None, sizes=a['sizes'] or gpushare.advice.DEFAULT_SIZES, device=a['device'], to_device=a['to_device'], processes=a['processes'], worker_device=a['worker_device'], repeat=a['repeat'], progress='lines')\n\
 print(repr(m))\n\
 from gpushare import advice\n\
 print(advice.summary())\n";
