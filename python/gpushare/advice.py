@@ -573,6 +573,8 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
                 continue
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    # The plain framework call of the pick, for code that does not import gpushare.
+    code = None if advised.recommended is None else plain_call(kind, advised.recommended, src.name, dst.name, where, device)
     # A recommendation resting on a fit calibrate called too uncertain says so beside it, as
     # calibrate did (a busy machine, a drifting path).
     uncertain = dict(m.uncertain()) if m is not None and advised.recommended is not None else {}
@@ -581,8 +583,53 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         line = m.uncertainty_line()
         repeated = f"{advised.recommended} rests on a fit too uncertain to recommend from ({why}); calibrate said: {line}"
         note = repeated if note is None else f"{note}; {repeated}"
-        advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    if code is not None or why is not None:
+        advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size, code)
     return advised
+
+
+#: What keeps a plain call ordered against the producer's queued work, by the handoff's ordering
+#: (``_native.path_ordering``'s name).
+_KEEP_ORDERED = {
+    "device_event": "ordered on the device: the consumer passes its stream to __dlpack__; nothing more to do",
+    "consumer_orders": "ordered by the consumer, which waits for the producer's stream that "
+                       "__cuda_array_interface__ names; nothing more to do",
+    "host_synchronise": "synchronise the producer's stream before the call (its import does not wait for queued work)",
+    "producer_wait": "the producer's own call waits for its queued work; synchronise before reading "
+                     "the result on another stream",
+    "none": "host memory: nothing to order",
+    "unordered": "nothing orders it: synchronise the producer's stream before the call",
+}
+
+
+def plain_call(kind: str, path: str, source: str, target: str, place: str, device: str | None = None
+               ) -> tuple[str, str] | None:
+    """``(call, ordered_by)``: the plain framework call that performs ``path`` from ``source``'s
+    array ``x`` into ``target`` without gpushare, as each adapter declares its framework's own call
+    (``import_calls``, ``to_numpy_call``/``from_numpy_call`` for ``host``, ``move_call``), and what
+    keeps it ordered against the producer's queued work; None where the frameworks declare none
+    (gpushare's own copies: ``copy``, ``pinned``, ``p2p``, ``shared``, and process paths)."""
+    src, dst = framework(source), framework(target)
+    call: str | None = None
+    if kind == "share" and path == "host":
+        # The host route copies, as gpushare's does: np.array copies where the source's own call
+        # to NumPy would have shared (a CPU tensor's .numpy()).
+        if src.to_numpy_call is not None and dst.from_numpy_call is not None:
+            call = dst.from_numpy_call.format(a=f"np.array({src.to_numpy_call.format(x='x')})")
+    elif kind == "share":
+        template = dst.import_calls.get(path)
+        call = None if template is None else template.format(x="x")
+    elif kind == "move" and path == "move" and device is not None and src.move_call is not None:
+        ordinal = device.split(":")[1] if ":" in device else "0"
+        call = src.move_call.format(x="x", device=device, ordinal=ordinal)
+    if call is None:
+        return None
+    where = place.split("->")[0]
+    ordering, _, _ = _native.path_ordering(kind, path, where, dst.accepts_objects, dst.cai_import_orders)
+    waits = _native.path_waits(kind, path, place, dst.accepts_objects, dst.dlpack_import_waits)
+    if waits and ordering != "none":
+        ordering = "host_synchronise"
+    return call, _KEEP_ORDERED.get(ordering, ordering)
 
 
 def _auto_by_size(src: Any, dst: Any, source_device: tuple[int, int], destination: tuple[int, int] | None = None,

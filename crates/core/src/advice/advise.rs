@@ -64,6 +64,20 @@ pub struct Advice {
     /// size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub auto_by_size: Vec<SizeRange>,
+    /// The plain framework call that performs the recommended path without gpushare, and what
+    /// keeps it ordered against the producer's queued work (each adapter declares its framework's
+    /// call); `None` where its framework declares none.
+    #[serde(default)]
+    pub code: Option<PlainCall>,
+}
+
+/// A framework's own call for a path, as code a user can keep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlainCall {
+    /// The expression, `x` the source array: `jax.dlpack.from_dlpack(x)`.
+    pub call: String,
+    /// What the caller must do to keep the consumer after the producer's queued work, in words.
+    pub ordered_by: String,
 }
 
 /// One range of sizes and the path `auto` takes for arrays in it.
@@ -333,6 +347,7 @@ mod tests {
             producer: Producer::Idle,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
     }
 

@@ -107,6 +107,9 @@ fn footer(a: &Advice) -> String {
             ));
         }
     }
+    if let (Some(path), Some(code)) = (&a.recommended, &a.code) {
+        lines.push(format!("{path} without gpushare: {}  ({})", code.call, code.ordered_by));
+    }
     if let Some(note) = &a.model_note {
         lines.push(note.clone());
     }
@@ -252,6 +255,7 @@ mod tests {
             producer: Producer::Idle,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
         .decide(None);
         let text = advice_text(&a);
@@ -287,6 +291,7 @@ mod tests {
             producer: Producer::Idle,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);
@@ -379,6 +384,7 @@ mod tests {
             producer: Producer::Busy,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);

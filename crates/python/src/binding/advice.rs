@@ -353,7 +353,7 @@ impl PyAdvice {
     /// ``auto``'s path for this pair changes with size (``gpushare.paths.auto_ranges``); ``close``:
     /// another path predicted within the model's error there.
     #[new]
-    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new()))]
+    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new(), code = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: String,
@@ -366,6 +366,7 @@ impl PyAdvice {
         model_note: Option<String>,
         producer: &str,
         auto_by_size: Vec<(u64, Option<u64>, String, Option<String>)>,
+        code: Option<(String, String)>,
     ) -> PyResult<Self> {
         let rows = rows.iter().map(row_from_dict).collect::<PyResult<Vec<_>>>()?;
         let producer = Producer::parse(producer)
@@ -383,6 +384,7 @@ impl PyAdvice {
             producer,
             model_note,
             auto_by_size,
+            code: code.map(|(call, ordered_by)| crate::advice::advise::PlainCall { call, ordered_by }),
         };
         Ok(PyAdvice { inner: advice.decide(rules_choice) })
     }
@@ -411,6 +413,12 @@ impl PyAdvice {
     #[getter]
     fn faster_copy(&self) -> Option<&str> {
         self.inner.faster_copy().map(|r| r.path.as_str())
+    }
+    /// ``(call, ordered_by)``: the plain framework call that performs the recommended path without
+    /// gpushare (``x`` the source array) and what keeps it ordered; None where none is declared.
+    #[getter]
+    fn code(&self) -> Option<(String, String)> {
+        self.inner.code.as_ref().map(|c| (c.call.clone(), c.ordered_by.clone()))
     }
     /// The predicted seconds of ``path`` (None where it is not calibrated or not a row).
     fn predicted(&self, path: &str) -> Option<f64> {
