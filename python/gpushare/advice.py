@@ -2,7 +2,7 @@
 
 ``calibrate()`` measures each path of each framework pair at three or more sizes (a short sweep,
 seconds on a CPU) and fits ``time = fixed + bytes / bandwidth`` per path, pair and place: the form
-NCCL's tuner uses. The fit, the error it showed on its own sweep, and the machine it was made for
+NCCL's tuner uses. The fit, the error it showed on sizes it did not see, and the machine it was made for
 (devices, driver, framework versions) are cached in ``$XDG_CACHE_HOME/gpushare/model.json``;
 ``model()`` reads that cache and says when it is stale. ``advise(x, to, device=…, across=…)``
 answers without converting anything: each applicable path's predicted verdict (the rules of
