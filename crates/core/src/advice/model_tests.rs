@@ -343,17 +343,16 @@ fn a_one_line_copy_past_its_sweep_costs_no_less_per_byte_than_its_ceiling() {
 
 #[test]
 fn the_stated_error_is_how_the_fit_did_on_sizes_it_did_not_see_and_between_rounds() {
-    // A constant: three sizes at 10 µs, two at 20. Fitted to all five it lies 43 % from each 20;
-    // each 20 held out lies 46 % from the constant of the other four (10.8 µs).
-    let pts = obs(&[(4 * KIB, 10e-6), (MIB, 10e-6), (8 * MIB, 20e-6), (16 * MIB, 10e-6), (64 * MIB, 20e-6)]);
+    // A constant: three sizes at 10 µs, one at 20. Fitted to all four it lies 46 % from the 20;
+    // held out, the 20 lies 50 % from the other three's 10 µs.
+    let pts = obs(&[(4 * KIB, 10e-6), (MIB, 10e-6), (16 * MIB, 10e-6), (64 * MIB, 20e-6)]);
     let fit = Fit::constant(&pts).unwrap();
     let residual = pts.iter().map(|p| (fit.seconds(p.bytes) - p.seconds).abs() / p.seconds).fold(0.0, f64::max);
-    assert!(residual < 0.43, "{residual}");
-    let held = 1.0 - (0.35 / 0.0325) / 20.0;
-    assert!((fit.error - held).abs() < 1e-9, "a 20 µs point from the others' constant: {fit:?}");
-    // One size far off the rest is one moment of the host, not the path: the worst but one counts.
+    assert!(residual < 0.47, "{residual}");
+    assert!((fit.error - 0.5).abs() < 1e-9, "the 20 µs point from the others' 10 µs: {fit:?}");
+    // One high size can never make it unpredictable: the others' constant lies below it.
     let spike = obs(&[(4 * KIB, 2e-6), (MIB, 2e-6), (16 * MIB, 14e-6), (64 * MIB, 2.1e-6)]);
-    assert!(Fit::constant(&spike).unwrap().error < 0.5, "{:?}", Fit::constant(&spike));
+    assert!(Fit::constant(&spike).unwrap().error < UNPREDICTABLE_TOLERANCE, "{:?}", Fit::constant(&spike));
     // Rounds of the same sizes that agree in their medians but not with each other: the spread
     // between them is the least error the fit can state.
     let rounds = obs(&[
@@ -362,8 +361,8 @@ fn the_stated_error_is_how_the_fit_did_on_sizes_it_did_not_see_and_between_round
         (64 * MIB, 120e-6), (64 * MIB, 80e-6), (64 * MIB, 125e-6),
     ]);
     let fit = Fit::constant(&rounds).unwrap();
-    assert!((fit.error - (120.0 - 100.0) / 120.0).abs() < 1e-9, "{fit:?}");
-    assert!((rounds_spread(&rounds) - 1.0 / 6.0).abs() < 1e-9);
+    assert!((fit.error - (120.0 - 80.0) / 120.0).abs() < 1e-9, "{fit:?}");
+    assert!((rounds_spread(&rounds) - 1.0 / 3.0).abs() < 1e-9);
     // A copy: past the sweep it is held to its largest size predicted without it.
     let host = obs(&[(64 * KIB, 135.3e-6), (MIB, 336.5e-6), (16 * MIB, 5372.9e-6), (64 * MIB, 36026.4e-6)]);
     let fit = Fit::segmented(&host).unwrap();
