@@ -52,6 +52,13 @@ from gpushare import advice, devices, paths  # noqa: E402
 CALIBRATION_SIZES = advice.DEFAULT_SIZES
 #: Sizes the model was not fitted at, inside its sweep (none of them a calibration size).
 EVALUATION_SIZES = ("16KiB", "256KiB", "4MiB", "32MiB")
+#: ``--grid untuned``: sizes between and beyond the calibrated ones (200 MiB past its 64 MiB), in
+#: dtypes the calibration did not use, as a user's arrays come: the stated error's promise is
+#: checked where nothing was tuned.
+UNTUNED_SIZES = ("3KiB", "96KiB", "3MiB", "24MiB", "200MiB")
+UNTUNED_DTYPES = ("float32", "int8", "float16")
+#: The sizes and dtypes of this run (main() sets them from --grid).
+GRID = {"sizes": EVALUATION_SIZES, "dtypes": ("float32",)}
 LARGE = 1 << 20
 
 
@@ -85,7 +92,8 @@ def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dic
                          host_slowdown=made.get("host_slowdown"),
                          error=abs(made["seconds"] - measured) / measured,
                          error_unscaled=abs(unscaled.seconds - measured) / measured, tolerance=made["tolerance"],
-                         extrapolated=made["extrapolated"],
+                         extrapolated=made["extrapolated"], unpredictable=made.get("unpredictable"),
+                         dtype=p.get("dtype"),
                          # A process row's source allocation (what CUDA IPC maps), where known.
                          allocation=((p.get("source") or {}).get("identity") or {}).get("size")))
     for size, pts in by_size.items():
@@ -113,11 +121,12 @@ def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dic
 def evaluate(model, device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
     """Shares: every ordered pair's measured rows against their predictions; every (pair, size)'s auto."""
     rows, autos = [], []
-    for src, dst in itertools.permutations(names, 2):
+    for (src, dst), dtype in itertools.product(itertools.permutations(names, 2), GRID["dtypes"]):
         speed = advice.host_speed()
-        d = gpushare.bench(src, dst, EVALUATION_SIZES, device=device, repeat=repeat, progress=False).to_dict()
+        d = gpushare.bench(src, dst, GRID["sizes"], dtype=dtype, device=device, repeat=repeat, progress=False).to_dict()
         takes_objects = gpushare.adapters.framework(dst).accepts_objects
-        r, a = _score(model, "share", (src, dst), d["device"], d["points"], takes_objects, speed=speed)
+        r, a = _score(model, "share", (src, dst), d["device"], [{**p, "dtype": dtype} for p in d["points"]],
+                      takes_objects, speed=speed)
         rows += r
         autos += a
     return rows, autos
@@ -132,9 +141,9 @@ def move_frameworks(names: list[str]) -> list[str]:
 def evaluate_moves(model, device: str, to_device: str, names: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
     """Moves to ``to_device``: each framework's own arrays by every move path, and auto's pick."""
     rows, autos = [], []
-    for src in names:
+    for src, dtype in itertools.product(names, GRID["dtypes"]):
         speed = advice.host_speed()
-        d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, to_device=to_device, repeat=repeat,
+        d = gpushare.bench(src, src, GRID["sizes"], dtype=dtype, device=device, to_device=to_device, repeat=repeat,
                            progress=False).to_dict()
         r, a = _score(model, "move", (src, src), f"{d['device']}->{to_device}", d["points"], True, speed=speed)
         rows += r
@@ -168,7 +177,7 @@ def evaluate_processes(model, device: str, names: list[str], repeat: int,
             for where in ([None, worker_device] if worker_device else [None]):
                 worker = gpushare.Worker(device=where).start() if where else "processes"
                 try:
-                    d = gpushare.bench(src, src, EVALUATION_SIZES, device=device, across=worker,
+                    d = gpushare.bench(src, src, GRID["sizes"], device=device, across=worker,
                                        repeat=per_round, progress=False).to_dict()
                 finally:
                     if where:
@@ -307,6 +316,25 @@ def busy_producer(model, repeat: int) -> tuple[list[dict], list[dict]]:
     return rows, autos
 
 
+def promise(rows: list[dict]) -> dict:
+    """How the stated errors held: the share of rows given a number whose measured median lay
+    within it (coverage, goal >= 90 %), the worst ratio between predicted and measured of those
+    (goal <= 2x), and the rows that said they could not be predicted within 2x instead."""
+    numbered = [r for r in rows if not r.get("unpredictable")]
+    within = [r for r in numbered if r["error"] <= r["tolerance"]]
+    ratios = [max(r["predicted_s"] / r["measured_s"], r["measured_s"] / r["predicted_s"]) for r in numbered
+              if r["predicted_s"] > 0 and r["measured_s"] > 0]
+    worst = max(numbered, key=lambda r: max(r["predicted_s"] / r["measured_s"], r["measured_s"] / r["predicted_s"]),
+                default=None)
+    return {
+        "coverage": len(within) / len(numbered) if numbered else None,
+        "worst_ratio": max(ratios) if ratios else None,
+        "worst_row": None if worst is None else {k: worst[k] for k in ("pair", "path", "size", "measured_s", "predicted_s")},
+        "unpredictable_rows": len(rows) - len(numbered),
+        "median_tolerance": statistics.median(r["tolerance"] for r in numbered) if numbered else None,
+    }
+
+
 def summarise(rows: list[dict], autos: list[dict]) -> dict:
     large = [r["error"] for r in rows if r["size"] >= LARGE]
     small = [r["error"] for r in rows if r["size"] < LARGE]
@@ -326,6 +354,7 @@ def summarise(rows: list[dict], autos: list[dict]) -> dict:
         "auto_within_1_1": f"{within}/{len(autos)}",
         "auto_wrong_verdict": len(wrong),
         "auto_worst": max(autos, key=lambda a: a["ratio"]) if autos else None,
+        **promise(rows),
     }
 
 
@@ -339,6 +368,12 @@ def report(title: str, summary: dict) -> None:
     if summary["median_error_small"] is not None:
         print(f"  median |predicted - measured| / measured, <  1 MiB: {summary['median_error_small']*100:.1f} % (goal <= 30 %)"
               f"{aside['median_error_small']}")
+    if summary.get("coverage") is not None:
+        w = summary["worst_row"]
+        print(f"  measured within the stated error: {summary['coverage']*100:.0f} % of rows with a number (goal >= 90 %); "
+              f"worst ratio {summary['worst_ratio']:.2f}x ({w['pair']} {w['path']} at {w['size']} B; goal <= 2x); "
+              f"median stated error ±{summary['median_tolerance']*100:.0f} %; "
+              f"{summary['unpredictable_rows']} rows said they could not be predicted within 2x")
     print(f"  auto within 1.1x of the fastest correct path measured: {summary['auto_within_1_1']} cells (goal >= 95 %)")
     if summary["auto_wrong_verdict"]:
         print(f"  auto took a worse verdict than the best measured in {summary['auto_wrong_verdict']} cells (counted as misses)")
@@ -361,7 +396,12 @@ def main() -> int:
     parser.add_argument("--no-moves", action="store_true", help="skip the moves to a second GPU")
     parser.add_argument("--no-processes", action="store_true", help="skip the process paths")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--grid", choices=("default", "untuned"), default="default",
+                        help="untuned: sizes between and past the calibrated ones (3 KiB to 200 MiB) in float32, "
+                             "int8 and float16, where nothing was tuned")
     args = parser.parse_args()
+    if args.grid == "untuned":
+        GRID.update(sizes=UNTUNED_SIZES, dtypes=UNTUNED_DTYPES)
     device = "cuda:0" if args.device == "cuda" else args.device
     names = frameworks(device)
     to_device = "cuda:1" if device.startswith("cuda") and gpu_count() >= 2 and not args.no_moves else None

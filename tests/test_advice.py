@@ -74,11 +74,14 @@ def test_calibration_fits_every_path_that_worked_and_caches_it(model):
 
 def test_a_copy_has_a_bandwidth_and_its_prediction_grows_with_size(model):
     small = model.predict("share", "host", "torch", "numpy", "cpu", 64 << 10)
-    large = model.predict("share", "host", "torch", "numpy", "cpu", 16 << 20)
+    large = model.predict("share", "host", "torch", "numpy", "cpu", 4 << 20)
     assert small is not None and large is not None
     assert large.seconds > small.seconds
     assert large.bandwidth is not None and large.bandwidth > 0
-    assert large.extrapolated is False
+    assert large.extrapolated is False and large.extrapolated_from is None
+    # Past the largest size calibrated (8 MiB), even within 4x of it, every line is carried on.
+    past = model.predict("share", "host", "torch", "numpy", "cpu", 16 << 20)
+    assert past.extrapolated is True and past.extrapolated_from == 8 << 20
     assert model.predict("share", "host", "torch", "numpy", "cpu", 64 << 30).extrapolated is True
     # Never calibrated: no prediction, not a guess.
     assert model.predict("share", "dlpack", "torch", "tf", "cpu", 1 << 20) is None
@@ -299,3 +302,26 @@ def test_the_magic_advises_without_converting(ip, model):
 
     with pytest.raises(UsageError, match="--advise"):
         ip.run_cell_magic("share", "torch->numpy --advise", "y = torch.ones(2)")
+
+
+def test_every_table_carries_the_prediction_beside_the_measured_time(model):
+    """compare, bench and advise frames hold the predicted time, its stated error, whether it was
+    extrapolated (and from which calibrated size) and how the handoff is ordered, as their JSON does."""
+    pytest.importorskip("pandas", reason="pandas not installed")
+    columns = {"predicted_s", "tolerance", "extrapolated", "extrapolated_from", "unpredictable", "misses_prediction"}
+    x = torch.ones(1 << 18)
+    c = gpushare.compare(x, "numpy", repeat=3).to_pandas()
+    assert columns | {"ordering", "median_s"} <= set(c.columns), list(c.columns)
+    host = c[c["path"] == "host"].iloc[0]
+    expected = model.predict("share", "host", "torch", "numpy", "cpu", 1 << 20)
+    assert host["tolerance"] == pytest.approx(expected.tolerance)
+    assert host["extrapolated"] == False  # noqa: E712 (a numpy bool)
+    assert host["predicted_s"] > 0 or host["unpredictable"]
+    # A bench past the largest size calibrated (8 MiB): extrapolated, from 8 MiB.
+    b = gpushare.bench("torch", "numpy", sizes=["1MiB", "16MiB"], repeat=3, progress=False).to_pandas()
+    assert columns | {"ordering", "median_s"} <= set(b.columns), list(b.columns)
+    past = b[(b["path"] == "host") & (b["size"] == 16 << 20)].iloc[0]
+    assert past["extrapolated"] == True and past["extrapolated_from"] == 8 << 20  # noqa: E712
+    a = gpushare.advise(x, "numpy").to_pandas()
+    assert columns | {"ordering", "ordered"} <= set(a.columns), list(a.columns)
+    assert a[a["path"] == "host"].iloc[0]["tolerance"] == pytest.approx(expected.tolerance)

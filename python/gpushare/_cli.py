@@ -45,7 +45,7 @@ def calibrate_command() -> int:
         m = gpushare.calibrate(
             a["frameworks"] or None, sizes=a["sizes"] or advice.DEFAULT_SIZES, device=a["device"],
             to_device=a["to_device"], processes=a["processes"], worker_device=a["worker_device"],
-            repeat=a["repeat"], record=record,
+            repeat=a["repeat"], record=record, progress="lines",
         )
     except GpushareError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -2,7 +2,7 @@
 
 ``calibrate()`` measures each path of each framework pair at three or more sizes (a short sweep,
 seconds on a CPU) and fits ``time = fixed + bytes / bandwidth`` per path, pair and place: the form
-NCCL's tuner uses. The fit, the error it showed on its own sweep, and the machine it was made for
+NCCL's tuner uses. The fit, the error it showed on sizes it did not see, and the machine it was made for
 (devices, driver, framework versions) are cached in ``$XDG_CACHE_HOME/gpushare/model.json``;
 ``model()`` reads that cache and says when it is stale. ``advise(x, to, device=…, across=…)``
 answers without converting anything: each applicable path's predicted verdict (the rules of
@@ -34,8 +34,8 @@ Advice = _native.Advice
 #: 10 GB/s, while 1 MiB straddled the cache and 16 MiB paid page faults (a new mapping), and
 #: predicting 256 KiB and 4 MiB from another sweep's 64 KiB, 1 and 16 MiB missed by a median 56
 #: and 40 %; with 512 KiB and 8 MiB as knots, 27 and 13 %. 4 KiB: a handoff to another process of
-#: a small array costs there 2-6x one of 1 MiB and more. Sizes outside 4x of these are predicted
-#: as extrapolated.
+#: a small array costs there 2-6x one of 1 MiB and more. Sizes above the largest (or 4x below the
+#: smallest) are predicted as extrapolated, from that size.
 DEFAULT_SIZES = ("4KiB", "64KiB", "512KiB", "1MiB", "8MiB", "16MiB", "64MiB")
 
 
@@ -281,6 +281,7 @@ def calibrate(
     save: bool = True,
     shares: bool = True,
     record: list | None = None,
+    progress: bool | str = True,
 ) -> Any:
     """Measures every path of every ordered pair of ``frameworks`` (default: those installed of
     PyTorch, TensorFlow, JAX and NumPy on a CPU; PyTorch, TensorFlow, JAX, CuPy and Numba on a GPU) at
@@ -291,7 +292,12 @@ def calibrate(
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
-    (benchmarks/replay_advice.py). Returns the ``CostModel``.
+    (benchmarks/replay_advice.py). ``progress``: a bar of the sweeps measured, what is measured
+    now beside it, where someone watches (a notebook, a terminal: :mod:`gpushare.progress`);
+    ``"lines"``: a line per sweep on stderr instead (``gpushare calibrate``); False: nothing.
+    At the end, where some fits are too uncertain to recommend from (a busy machine, a drifting
+    path: ``CostModel.uncertainty_line``), a :class:`GpushareWarning` says so in one line, and
+    ``advise`` repeats it beside a recommendation that rests on one of them. Returns the ``CostModel``.
 
     The sweep goes one size at a time across every pair rather than one pair at a time: on 2x H200
     a path's time held within 1.4 % during one pair's sweep, yet lay more
@@ -315,8 +321,14 @@ def calibrate(
     if previous is not None and previous.stale_against(machine_key()) is None:
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
     sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
+    pairs = sum(1 for s in names for d in names if shares and (s != d or to_device is not None))
+    total = len(size_list) * (pairs + (len(names) if to_device is not None else 0))
+    if processes:
+        total += PROCESS_ROUNDS * len(names) * (2 if worker_device is not None else 1)
+    shown = _CalibrationProgress(total, progress)
 
     def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None, **where: Any) -> None:
+        shown.now(kind, src, dst, sweep_sizes, where)
         started, speed = time.time(), host_speed()
         times = times or repeat
         d = lab.bench(src, dst, sweep_sizes, device=device, repeat=times, progress=False, **where).to_dict()
@@ -331,24 +343,28 @@ def calibrate(
         if record is not None:
             record.append({"kind": kind, "source": src, "target": dst, "place": place, "started": started,
                            "host_speed": speed, "points": d["points"]})
+        shown.done()
 
-    for size in size_list:
-        for src in names:
-            for dst in names:
-                if shares and (src != dst or to_device is not None):
-                    measure("share", src, dst, [size])
-            if to_device is not None:
-                measure("move", src, src, [size], to_device=to_device)
-    if processes:  # a fresh worker per sweep, every size in each, the sweeps in rounds (PROCESS_ROUNDS)
-        from gpushare.processes import Worker
-
-        per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
-        for _ in range(PROCESS_ROUNDS):
+    try:
+        for size in size_list:
             for src in names:
-                measure("process", src, src, size_list, times=per_round, across="processes")
-                if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
-                    with Worker(device=worker_device) as worker:
-                        measure("process", src, src, size_list, times=per_round, across=worker)
+                for dst in names:
+                    if shares and (src != dst or to_device is not None):
+                        measure("share", src, dst, [size])
+                if to_device is not None:
+                    measure("move", src, src, [size], to_device=to_device)
+        if processes:  # a fresh worker per sweep, every size in each, the sweeps in rounds (PROCESS_ROUNDS)
+            from gpushare.processes import Worker
+
+            per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
+            for _ in range(PROCESS_ROUNDS):
+                for src in names:
+                    measure("process", src, src, size_list, times=per_round, across="processes")
+                    if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
+                        with Worker(device=worker_device) as worker:
+                            measure("process", src, src, size_list, times=per_round, across=worker)
+    finally:
+        shown.close()
     # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
     # They bound the fits and nothing else, so a machine that cannot measure them (a GPU too full
     # for their 256 MiB copies) still gets its model, with lines carried on as measured.
@@ -362,7 +378,43 @@ def calibrate(
         _fit_points(m, kind, src, dst, place, points, limits)
     if save:
         _save(m)
+    # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
+    line = m.uncertainty_line()
+    if line is not None:
+        warnings.warn(f"calibrate: {line}", GpushareWarning, stacklevel=2)
     return m
+
+
+class _CalibrationProgress:
+    """What calibrate is measuring and how far it is: a bar where someone watches
+    (:mod:`gpushare.progress`), or a line per sweep on stderr (``"lines"``: the CLI, whose kernel's
+    stderr is passed on as it comes), or nothing."""
+
+    def __init__(self, total: int, mode: bool | str):
+        from gpushare.progress import bar
+
+        self.total, self.n, self.lines = total, 0, mode == "lines"
+        self.bar = bar(total, "calibrate", bool(mode) and not self.lines)
+
+    def now(self, kind: str, src: str, dst: str, sizes: list[int], where: dict) -> None:
+        from gpushare.gpuinfo import _bytes
+
+        to = where.get("to_device")
+        at = _bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes"
+        what = f"{kind} {src}→{dst}" + (f" to {to}" if to else "") + f" at {at}"
+        if self.lines:
+            import sys
+
+            print(f"calibrate: {self.n + 1}/{self.total} {what}", file=sys.stderr, flush=True)
+        else:
+            self.bar.set_postfix_str(what)
+
+    def done(self) -> None:
+        self.n += 1
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def lab_predictor(source: str, target: str, device: str | None) -> Any:
@@ -541,7 +593,64 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             if p is None:
                 continue
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
-    return Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
+    # The plain framework call of the pick, for code that does not import gpushare.
+    code = None if advised.recommended is None else plain_call(kind, advised.recommended, src.name, dst.name, where, device)
+    # A recommendation resting on a fit calibrate called too uncertain says so beside it, as
+    # calibrate did (a busy machine, a drifting path).
+    uncertain = dict(m.uncertain()) if m is not None and advised.recommended is not None else {}
+    why = uncertain.get(f"{kind} {src.name}->{dst.name} {advised.recommended} @{where}")
+    if why is not None:
+        line = m.uncertainty_line()
+        repeated = f"{advised.recommended} rests on a fit too uncertain to recommend from ({why}); calibrate said: {line}"
+        note = repeated if note is None else f"{note}; {repeated}"
+    if code is not None or why is not None:
+        advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size, code)
+    return advised
+
+
+#: What keeps a plain call ordered against the producer's queued work, by the handoff's ordering
+#: (``_native.path_ordering``'s name).
+_KEEP_ORDERED = {
+    "device_event": "ordered on the device: the consumer passes its stream to __dlpack__; nothing more to do",
+    "consumer_orders": "ordered by the consumer, which waits for the producer's stream that "
+                       "__cuda_array_interface__ names; nothing more to do",
+    "host_synchronise": "synchronise the producer's stream before the call (its import does not wait for queued work)",
+    "producer_wait": "the producer's own call waits for its queued work; synchronise before reading "
+                     "the result on another stream",
+    "none": "host memory: nothing to order",
+    "unordered": "nothing orders it: synchronise the producer's stream before the call",
+}
+
+
+def plain_call(kind: str, path: str, source: str, target: str, place: str, device: str | None = None
+               ) -> tuple[str, str] | None:
+    """``(call, ordered_by)``: the plain framework call that performs ``path`` from ``source``'s
+    array ``x`` into ``target`` without gpushare, as each adapter declares its framework's own call
+    (``import_calls``, ``to_numpy_call``/``from_numpy_call`` for ``host``, ``move_call``), and what
+    keeps it ordered against the producer's queued work; None where the frameworks declare none
+    (gpushare's own copies: ``copy``, ``pinned``, ``p2p``, ``shared``, and process paths)."""
+    src, dst = framework(source), framework(target)
+    call: str | None = None
+    if kind == "share" and path == "host":
+        # The host route copies, as gpushare's does: np.array copies where the source's own call
+        # to NumPy would have shared (a CPU tensor's .numpy()).
+        if src.to_numpy_call is not None and dst.from_numpy_call is not None:
+            call = dst.from_numpy_call.format(a=f"np.array({src.to_numpy_call.format(x='x')})")
+    elif kind == "share":
+        template = dst.import_calls.get(path)
+        call = None if template is None else template.format(x="x")
+    elif kind == "move" and path == "move" and device is not None and src.move_call is not None:
+        ordinal = device.split(":")[1] if ":" in device else "0"
+        call = src.move_call.format(x="x", device=device, ordinal=ordinal)
+    if call is None:
+        return None
+    where = place.split("->")[0]
+    ordering, _, _ = _native.path_ordering(kind, path, where, dst.accepts_objects, dst.cai_import_orders)
+    waits = _native.path_waits(kind, path, place, dst.accepts_objects, dst.dlpack_import_waits)
+    if waits and ordering != "none":
+        ordering = "host_synchronise"
+    return call, _KEEP_ORDERED.get(ordering, ordering)
 
 
 def _auto_by_size(src: Any, dst: Any, source_device: tuple[int, int], destination: tuple[int, int] | None = None,

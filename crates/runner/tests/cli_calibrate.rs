@@ -23,6 +23,10 @@ fn calibrate_fits_and_caches_the_model_of_this_machine() {
     assert!(out.contains("paths fitted, made"), "{out}");
     let saved = std::fs::read_to_string(cache.join("gpushare/model.json")).expect("the model is cached");
     assert!(saved.contains("share torch->numpy dlpack @cpu"), "{saved}");
+    // What it measured, a line per sweep as it went: two ordered pairs at three sizes.
+    let progress: Vec<&str> = err.lines().filter(|l| l.starts_with("calibrate: ")).filter(|l| l.contains("/6 share ")).collect();
+    assert_eq!(progress.len(), 6, "{err}");
+    assert!(progress[0].starts_with("calibrate: 1/6 share ") && progress[5].starts_with("calibrate: 6/6 share "), "{err}");
 }
 
 #[test]

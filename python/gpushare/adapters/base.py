@@ -141,6 +141,16 @@ class Adapter:
     #: Where ``gpushare.calibrate()`` sweeps this framework by default (``"cpu"``, ``"cuda"``):
     #: the frameworks engineers choose paths between there.
     calibrate_on: ClassVar[tuple[str, ...]] = ()
+    #: The plain call of this framework that performs each share path into it without gpushare,
+    #: ``{x}`` the source array (``gpushare.advise`` shows the one of its pick, so it can go into
+    #: code that does not import gpushare). A path missing here has none to show.
+    import_calls: ClassVar[dict[str, str]] = {}
+    #: This framework's own call that makes a NumPy array of its array ``{x}`` (the first half of
+    #: the ``host`` path), and the one that makes its array of NumPy array ``{a}`` (the second).
+    to_numpy_call: ClassVar[str | None] = None
+    from_numpy_call: ClassVar[str | None] = None
+    #: Its own call that moves its array ``{x}`` to ``{device}`` (``cuda:1``, the ``move`` path).
+    move_call: ClassVar[str | None] = None
 
     _installed: bool | None = None
 

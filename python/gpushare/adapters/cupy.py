@@ -15,6 +15,13 @@ class CupyAdapter(Adapter):
     name = "cupy"
     views_gpushare_buffers = True  # from_dlpack of gpushare's buffer: a view, a stream wait at most
     calibrate_on = ("cuda",)
+    import_calls = {
+        "dlpack": "cupy.from_dlpack({x})",
+        "capsule": "cupy.from_dlpack({x}.__dlpack__())",
+        "cai": "cupy.asarray({x})",
+    }
+    to_numpy_call = "cupy.asnumpy({x})"
+    from_numpy_call = "cupy.asarray({a})"
     module = "cupy"
     aliases = ("cp",)
     type_modules = ("cupy",)

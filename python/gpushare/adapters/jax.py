@@ -17,6 +17,10 @@ from gpushare.exceptions import gpushare_error
 class JaxAdapter(Adapter):
     name = "jax"
     calibrate_on = ("cpu", "cuda")
+    import_calls = {"dlpack": "jax.dlpack.from_dlpack({x})"}
+    to_numpy_call = "np.asarray({x})"
+    from_numpy_call = "jax.numpy.asarray({a})"
+    move_call = "jax.device_put({x}, jax.devices('gpu')[{ordinal}])"
     module = "jax"
     type_modules = ("jax", "jaxlib")
     tracks_allocator = True

@@ -17,6 +17,9 @@ class NumbaAdapter(Adapter):
 
     name = "numba"
     calibrate_on = ("cuda",)
+    import_calls = {"cai": "numba.cuda.as_cuda_array({x})"}
+    to_numpy_call = "{x}.copy_to_host()"
+    from_numpy_call = "numba.cuda.to_device({a})"
     module = "numba"
     type_modules = ("numba", "numba_cuda")
     accepts_objects = False

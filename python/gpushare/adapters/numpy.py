@@ -14,6 +14,9 @@ from gpushare.exceptions import gpushare_error
 class NumpyAdapter(Adapter):
     name = "numpy"
     calibrate_on = ("cpu",)
+    import_calls = {"dlpack": "np.from_dlpack({x})"}
+    to_numpy_call = "{x}"
+    from_numpy_call = "{a}"
     module = "numpy"
     aliases = ("np",)
     type_modules = ("numpy",)

@@ -16,6 +16,10 @@ from gpushare.exceptions import gpushare_error
 class TensorFlowAdapter(Adapter):
     name = "tf"
     calibrate_on = ("cpu", "cuda")
+    # TensorFlow takes a capsule, not an object with __dlpack__ (accepts_objects): no dlpack path.
+    import_calls = {"capsule": "tf.experimental.dlpack.from_dlpack({x}.__dlpack__())"}
+    to_numpy_call = "{x}.numpy()"
+    from_numpy_call = "tf.convert_to_tensor({a})"
     module = "tensorflow"
     aliases = ("tensorflow",)
     crashes_beside = ("paddle",)  # PaddlePaddle 3.3 with TensorFlow 2.20

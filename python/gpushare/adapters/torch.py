@@ -16,6 +16,14 @@ class TorchAdapter(Adapter):
     name = "torch"
     views_gpushare_buffers = True  # from_dlpack of gpushare's buffer: a view, a stream wait at most
     calibrate_on = ("cpu", "cuda")
+    import_calls = {
+        "dlpack": "torch.from_dlpack({x})",
+        "capsule": "torch.utils.dlpack.from_dlpack({x}.__dlpack__())",
+        "cai": "torch.as_tensor({x}, device='cuda')",
+    }
+    to_numpy_call = "{x}.numpy(force=True)"
+    from_numpy_call = "torch.from_numpy({a})"
+    move_call = "{x}.to('{device}', non_blocking=True)"
     module = "torch"
     aliases = ("pytorch", "pt")
     type_modules = ("torch",)

@@ -64,6 +64,20 @@ pub struct Advice {
     /// size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub auto_by_size: Vec<SizeRange>,
+    /// The plain framework call that performs the recommended path without gpushare, and what
+    /// keeps it ordered against the producer's queued work (each adapter declares its framework's
+    /// call); `None` where its framework declares none.
+    #[serde(default)]
+    pub code: Option<PlainCall>,
+}
+
+/// A framework's own call for a path, as code a user can keep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlainCall {
+    /// The expression, `x` the source array: `jax.dlpack.from_dlpack(x)`.
+    pub call: String,
+    /// What the caller must do to keep the consumer after the producer's queued work, in words.
+    pub ordered_by: String,
 }
 
 /// One range of sizes and the path `auto` takes for arrays in it.
@@ -162,7 +176,12 @@ impl Advice {
         };
         let candidates: Vec<Candidate<'_>> = pool
             .iter()
-            .map(|r| Candidate { path: &r.path, shares: r.verdict == "shared", seconds: r.prediction.as_ref().map(|p| p.seconds) })
+            // A prediction that cannot be promised within 2x gives no number to choose by.
+            .map(|r| Candidate {
+                path: &r.path,
+                shares: r.verdict == "shared",
+                seconds: r.prediction.as_ref().filter(|p| p.unpredictable.is_none()).map(|p| p.seconds),
+            })
             .collect();
         let by_model = fastest_correct(&candidates).map(str::to_string);
         let (recommended, why) = match by_model {
@@ -298,6 +317,7 @@ mod tests {
             extrapolated: false,
             waits_for_queue: 0.0,
             host_slowdown: None,
+            ..Default::default()
         }
     }
 
@@ -327,6 +347,7 @@ mod tests {
             producer: Producer::Idle,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
     }
 

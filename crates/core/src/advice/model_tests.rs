@@ -339,3 +339,136 @@ fn a_model_file_with_numbers_no_calibration_makes_is_refused() {
     assert_eq!(m.predict(&key, MIB, Ordering::None, 0.0, Some(1.0)), None);
     assert!(m.problem().is_some());
 }
+
+fn obs(list: &[(u64, f64)]) -> Vec<Observation> {
+    list.iter().map(|&(bytes, seconds)| Observation { bytes, seconds }).collect()
+}
+
+/// The calibration's seven sizes.
+const SWEEP: [u64; 7] = [4 * KIB, 64 * KIB, 512 * KIB, MIB, 8 * MIB, 16 * MIB, 64 * MIB];
+
+#[test]
+fn a_prediction_past_the_largest_size_calibrated_is_extrapolated_from_it() {
+    // 200 MiB lies within 4x of 64 MiB, and was once called inside the sweep: every line there is
+    // only carried on.
+    let key = CostKey { kind: "share".into(), path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(m.add(&key, points(20e-6, 1e12, &SWEEP), Some(false)));
+    let past = m.predict(&key, 200 * MIB, Ordering::None, 0.0, None).unwrap();
+    assert!(past.extrapolated, "{past:?}");
+    assert_eq!(past.extrapolated_from, Some(64 * MIB));
+    let inside = m.predict(&key, 32 * MIB, Ordering::None, 0.0, None).unwrap();
+    assert!(!inside.extrapolated && inside.extrapolated_from.is_none(), "{inside:?}");
+    assert!(!m.predict(&key, 64 * MIB, Ordering::None, 0.0, None).unwrap().extrapolated);
+    // 3 KiB is the fixed cost the smallest size measured; 512 bytes is far below it.
+    assert!(!m.predict(&key, 3 * KIB, Ordering::None, 0.0, None).unwrap().extrapolated);
+    assert_eq!(m.predict(&key, 512, Ordering::None, 0.0, None).unwrap().extrapolated_from, Some(4 * KIB));
+}
+
+#[test]
+fn a_path_whose_time_does_not_grow_is_priced_one_cost_whatever_its_verdict_said() {
+    // numba→cupy by cai on 2x H200 (2026-11-28), the sweep's noise between its last two sizes
+    // rising: its segments carried that rise on as a cost per byte past the sweep.
+    let flat = obs(&[
+        (4 * KIB, 9.16e-6), (64 * KIB, 9.10e-6), (512 * KIB, 9.5e-6), (MIB, 9.4e-6),
+        (8 * MIB, 9.3e-6), (16 * MIB, 8.7e-6), (64 * MIB, 9.6e-6),
+    ]);
+    let key = CostKey { kind: "share".into(), path: "cai".into(), source: "numba".into(), target: "cupy".into(), place: "cuda:0".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    // Shared at every size: moves no bytes (the rule that also prices a process handle).
+    assert!(priced_constant(&key, Some(true)));
+    assert!(!priced_constant(&key, None) && !priced_constant(&key, Some(false)));
+    // A verdict the sweep could not name (shared at some sizes, copied at others).
+    assert!(m.add(&key, flat.clone(), None));
+    let fit = m.fit(&key).unwrap();
+    assert_eq!(fit.per_byte, 0.0, "{fit:?}");
+    assert!(fit.knots.is_empty(), "no line per range for a time that does not grow: {fit:?}");
+    let at_200 = m.predict(&key, 200 * MIB, Ordering::None, 0.0, None).unwrap();
+    assert!(at_200.seconds < 10e-6, "{at_200:?}");
+    assert_eq!(at_200.bandwidth, None);
+    // A path the sweep saw copy keeps its cost per byte, however small.
+    assert!(m.add(&key, flat, Some(false)));
+    assert!(!m.fit(&key).unwrap().knots.is_empty());
+}
+
+#[test]
+fn a_one_line_copy_past_its_sweep_costs_no_less_per_byte_than_its_ceiling() {
+    // A model cached before segments: one line, 100 TB/s, for a copy within one GPU whose memory
+    // copies at 2 TB/s.
+    let old = r#"{"fixed":2e-5,"per_byte":1e-14,"sizes":[4096,1048576,67108864],"error":0.1,"shares":false,"ceiling":2e12}"#;
+    let fit: Fit = serde_json::from_str(old).unwrap();
+    let gib = 1u64 << 30;
+    let bounded = fit.seconds(gib);
+    let expected = fit.fixed + 1e-14 * (64 * MIB) as f64 + (gib - 64 * MIB) as f64 / 2e12;
+    assert!((bounded - expected).abs() < 1e-12, "{bounded} {expected}");
+    assert!(((fit.seconds(2 * gib) - bounded) / gib as f64 * 2e12 - 1.0).abs() < 1e-9, "each byte more at the ceiling's rate");
+    // Inside the sweep the measured line holds.
+    assert_eq!(fit.seconds(MIB), 2e-5 + 1e-14 * MIB as f64);
+}
+
+#[test]
+fn the_stated_error_is_how_the_fit_did_on_sizes_it_did_not_see_and_between_rounds() {
+    // A constant: three sizes at 10 µs, one at 20. Fitted to all four it lies 46 % from the 20;
+    // held out, the 20 lies 50 % from the other three's 10 µs.
+    let pts = obs(&[(4 * KIB, 10e-6), (MIB, 10e-6), (16 * MIB, 10e-6), (64 * MIB, 20e-6)]);
+    let fit = Fit::constant(&pts).unwrap();
+    let residual = pts.iter().map(|p| (fit.seconds(p.bytes) - p.seconds).abs() / p.seconds).fold(0.0, f64::max);
+    assert!(residual < 0.47, "{residual}");
+    assert!((fit.error - 0.5).abs() < 1e-9, "the 20 µs point from the others' 10 µs: {fit:?}");
+    // One high size can never make it unpredictable: the others' constant lies below it.
+    let spike = obs(&[(4 * KIB, 2e-6), (MIB, 2e-6), (16 * MIB, 14e-6), (64 * MIB, 2.1e-6)]);
+    assert!(Fit::constant(&spike).unwrap().error < UNPREDICTABLE_TOLERANCE, "{:?}", Fit::constant(&spike));
+    // Rounds of the same sizes that agree in their medians but not with each other: the spread
+    // between them is the least error the fit can state.
+    let rounds = obs(&[
+        (4 * KIB, 100e-6), (4 * KIB, 130e-6), (4 * KIB, 120e-6),
+        (MIB, 120e-6), (MIB, 121e-6), (MIB, 119e-6),
+        (64 * MIB, 120e-6), (64 * MIB, 80e-6), (64 * MIB, 125e-6),
+    ]);
+    let fit = Fit::constant(&rounds).unwrap();
+    assert!((fit.error - (120.0 - 80.0) / 120.0).abs() < 1e-9, "{fit:?}");
+    assert!((rounds_spread(&rounds) - 1.0 / 3.0).abs() < 1e-9);
+    // A copy: past the sweep it is held to its largest size predicted without it.
+    let host = obs(&[(64 * KIB, 135.3e-6), (MIB, 336.5e-6), (16 * MIB, 5372.9e-6), (64 * MIB, 36026.4e-6)]);
+    let fit = Fit::segmented(&host).unwrap();
+    let carried: f64 = 5372.9e-6 + (5372.9e-6 - 336.5e-6) / 15.0 * 48.0;
+    assert!((fit.beyond_error.unwrap() - ((36026.4e-6 - carried) / 36026.4e-6).max(fit.error)).abs() < 1e-9, "{fit:?}");
+    assert!(fit.tolerance(256 * MIB) >= fit.beyond_error.unwrap());
+    assert_eq!(fit.tolerance(32 * MIB), fit.error.max(GOAL_LARGE));
+}
+
+#[test]
+fn a_row_that_cannot_be_predicted_within_twice_says_so() {
+    let key = CostKey { kind: "share".into(), path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    // A copy flat to 16 MiB that jumped 9x by 64 MiB: 16 MiB held out is predicted at 314.3 µs
+    // from its neighbours, against 110 µs measured.
+    assert!(m.add(&key, obs(&[(MIB, 100e-6), (16 * MIB, 110e-6), (64 * MIB, 1000e-6)]), Some(false)));
+    let p = m.predict(&key, 8 * MIB, Ordering::None, 0.0, None).unwrap();
+    assert!(p.tolerance >= UNPREDICTABLE_TOLERANCE, "{p:?}");
+    let words = p.unpredictable.as_deref().expect("words instead of a number");
+    assert!(words.contains("within 2x") && words.contains("186 %"), "{words}");
+    // A steady path gives its number.
+    let steady = CostKey { path: "dlpack".into(), ..key };
+    assert!(m.add(&steady, points(5e-6, 1e18, &SWEEP), Some(true)));
+    assert!(m.predict(&steady, 8 * MIB, Ordering::None, 0.0, None).unwrap().unpredictable.is_none());
+}
+
+#[test]
+fn a_calibration_says_in_one_line_which_fits_are_too_uncertain_and_why() {
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(m.add(&key("dlpack"), points(5e-6, 1e18, &SWEEP), Some(true)));
+    assert_eq!(m.uncertainty_line(), None, "a steady fit");
+    // A copy whose 16 MiB its neighbours predict 186 % off, while the host held: drifting.
+    let jumpy = obs(&[(MIB, 100e-6), (16 * MIB, 110e-6), (64 * MIB, 1000e-6)]);
+    assert!(m.add_measured(&key("host"), jumpy.clone(), Some(vec![1e-6; 3]), Some(false)));
+    let line = m.uncertainty_line().unwrap();
+    assert!(line.starts_with("1 of 2 fits too uncertain") && line.contains("drifting path"), "{line}");
+    // The same on a host whose speed varied 3x: a busy machine.
+    let mut busy = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(busy.add_measured(&key("host"), jumpy, Some(vec![1e-6, 3e-6, 1e-6]), Some(false)));
+    let line = busy.uncertainty_line().unwrap();
+    assert!(line.contains("busy machine: the host's speed varied 3.0x") && line.contains("the machine was busy"), "{line}");
+    assert!(m.uncertain().iter().all(|(label, _)| label.contains(" host ")));
+}

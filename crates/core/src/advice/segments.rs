@@ -101,6 +101,17 @@ pub fn leave_one_out_error(knots: &[Observation], tail_per_byte: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// |predicted − measured| / measured of the last knot predicted by the segments made without it
+/// (the line between the two before it, carried on): how far a prediction past the sweep's
+/// largest size can be off, as the sweep itself shows. 0 with fewer than three knots.
+pub fn leave_last_out_error(knots: &[Observation], tail_per_byte: f64) -> f64 {
+    if knots.len() < 3 {
+        return 0.0;
+    }
+    let (last, without) = knots.split_last().expect("three knots");
+    (seconds(without, last.bytes, tail_per_byte) - last.seconds).abs() / last.seconds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

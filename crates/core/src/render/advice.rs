@@ -7,7 +7,12 @@ use crate::render::lab::columns::text_table;
 use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
 
 fn predicted(r: &AdviceRow) -> String {
-    r.prediction.as_ref().map_or_else(|| "not calibrated".into(), |p| units::time(p.seconds))
+    match &r.prediction {
+        None => "not calibrated".into(),
+        // Its stated error reaches 100 %: no number to hold the path to (the footer says why).
+        Some(p) if p.unpredictable.is_some() => crate::advice::model::UNPREDICTABLE_CELL.into(),
+        Some(p) => units::time(p.seconds),
+    }
 }
 
 /// A row's predicted time as the table shows it: a path that waits on the host for a busy
@@ -22,7 +27,11 @@ fn predicted_in(a: &Advice, r: &AdviceRow) -> String {
 }
 
 fn error(r: &AdviceRow) -> String {
-    r.prediction.as_ref().map_or_else(String::new, |p| format!("±{:.0}%", p.tolerance * 100.0))
+    r.prediction.as_ref().map_or_else(String::new, |p| match p.extrapolated_from {
+        // Past the sweep every line is only carried on: the table says from where.
+        Some(from) => format!("±{:.0}% (from {})", p.tolerance * 100.0, units::bytes(from)),
+        None => format!("±{:.0}%", p.tolerance * 100.0),
+    })
 }
 
 fn bound(r: &AdviceRow, nbytes: u64) -> String {
@@ -69,6 +78,13 @@ fn footer(a: &Advice) -> String {
             predicted(copy)
         ));
     }
+    // Rows whose time the model cannot promise within 2x: why, instead of the number.
+    for r in &a.rows {
+        if let Some(words) = r.prediction.as_ref().and_then(|p| p.unpredictable.as_ref()) {
+            let rests = if a.recommended.as_deref() == Some(r.path.as_str()) { " (the recommendation rests on it)" } else { "" };
+            lines.push(format!("{}: {words}{rests}", r.path));
+        }
+    }
     if a.place.starts_with("cuda") {
         lines.push(format!("assumed: {}", a.producer.describe(a.queued)));
     }
@@ -90,6 +106,9 @@ fn footer(a: &Advice) -> String {
                 ties.join("; ")
             ));
         }
+    }
+    if let (Some(path), Some(code)) = (&a.recommended, &a.code) {
+        lines.push(format!("{path} without gpushare: {}  ({})", code.call, code.ordered_by));
     }
     if let Some(note) = &a.model_note {
         lines.push(note.clone());
@@ -210,8 +229,46 @@ mod tests {
     use crate::advice::model::{Observation, Prediction};
 
     #[test]
+    fn a_row_that_cannot_be_predicted_within_twice_gives_words_and_an_extrapolated_one_its_origin() {
+        let p = Prediction { seconds: 9e-6, fixed: 9e-6, bound: "fixed cost".into(), tolerance: 0.3, ..Default::default() };
+        let row = |path: &str, prediction: Prediction| AdviceRow {
+            path: path.into(),
+            kind: "share".into(),
+            verdict: "shared".into(),
+            reason: None,
+            ordering: "nothing: host memory has no queue to order against".into(),
+            ordered: true,
+            waits: false,
+            prediction: Some(prediction),
+        };
+        let wild = Prediction { seconds: 5e-6, tolerance: 1.9, unpredictable: Some("not predictable within 2x here: because".into()), ..p.clone() };
+        let far = Prediction { extrapolated: true, extrapolated_from: Some(64 << 20), ..p.clone() };
+        let a = Advice {
+            source: "numba".into(),
+            target: "cupy".into(),
+            nbytes: 200 << 20,
+            place: "cpu".into(),
+            rows: vec![row("cai", wild), row("dlpack", far)],
+            recommended: None,
+            why: String::new(),
+            queued: 0.0,
+            producer: Producer::Idle,
+            model_note: None,
+            auto_by_size: Vec::new(),
+            code: None,
+        }
+        .decide(None);
+        let text = advice_text(&a);
+        assert!(text.contains("not within 2x") && !text.contains("5.0 µs"), "{text}");
+        assert!(text.contains("cai: not predictable within 2x here: because"), "{text}");
+        assert!(text.contains("±30% (from 64 MiB)"), "{text}");
+        // The pick rests on the row that has a number, not on the faster-looking one that has none.
+        assert_eq!(a.recommended.as_deref(), Some("dlpack"), "{text}");
+    }
+
+    #[test]
     fn the_advice_table_stars_the_recommendation_and_names_a_faster_copy() {
-        let p = |s: f64| Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
+        let p = |s: f64| Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None, ..Default::default() };
         let row = |path: &str, verdict: &str, s: f64| AdviceRow {
             path: path.into(),
             kind: "share".into(),
@@ -234,6 +291,7 @@ mod tests {
             producer: Producer::Idle,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);
@@ -303,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_busy_producer_is_stated_and_a_waiting_path_costs_at_least_its_queue() {
-        let p = Prediction { seconds: 8e-6, fixed: 8e-6, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
+        let p = Prediction { seconds: 8e-6, fixed: 8e-6, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None, ..Default::default() };
         let row = |path: &str, waits: bool| AdviceRow {
             path: path.into(),
             kind: "share".into(),
@@ -326,6 +384,7 @@ mod tests {
             producer: Producer::Busy,
             model_note: None,
             auto_by_size: Vec::new(),
+            code: None,
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);

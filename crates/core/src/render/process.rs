@@ -359,7 +359,7 @@ mod tests {
         assert!(!rows_html(std::slice::from_ref(&plain)).contains("predicted"));
         let predicted = |seconds: f64| crate::advice::model::Prediction {
             seconds, fixed: seconds, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.2, extrapolated: false,
-            waits_for_queue: 0.0, host_slowdown: None,
+            waits_for_queue: 0.0, host_slowdown: None, ..Default::default()
         };
         let near = ProcessShareReport { predicted: Some(predicted(4.4e-5)), ..plain.clone() };
         let text = rows_text(std::slice::from_ref(&near));

@@ -205,6 +205,7 @@ fn the_prediction_made_before_the_handoff_is_kept_beside_its_measurement_and_a_m
         extrapolated: false,
         waits_for_queue: 0.0,
         host_slowdown: None,
+        ..Default::default()
     };
     let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
     let r = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap().report;

@@ -138,6 +138,17 @@ impl PyPrediction {
     fn extrapolated(&self) -> bool {
         self.inner.extrapolated
     }
+    /// The calibrated size an extrapolated prediction is carried on from (None: inside the sweep).
+    #[getter]
+    fn extrapolated_from(&self) -> Option<u64> {
+        self.inner.extrapolated_from
+    }
+    /// Why this prediction gives no number to hold the path to (its stated error reaches 100 %),
+    /// in words; None where ``seconds`` is predicted within ``tolerance``.
+    #[getter]
+    fn unpredictable(&self) -> Option<&str> {
+        self.inner.unpredictable.as_deref()
+    }
     #[getter]
     fn waits_for_queue(&self) -> f64 {
         self.inner.waits_for_queue
@@ -156,12 +167,18 @@ impl PyPrediction {
         to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
+        if let Some(words) = &self.inner.unpredictable {
+            return format!("no prediction ({words})");
+        }
+        let from = match self.inner.extrapolated_from {
+            Some(from) => format!(", extrapolated from {}", crate::render::units::bytes(from)),
+            None => String::new(),
+        };
         format!(
-            "{} predicted ({} ±{:.0}%{})",
+            "{} predicted ({} ±{:.0}%{from})",
             crate::render::units::time(self.inner.seconds),
             self.inner.bound,
             self.inner.tolerance * 100.0,
-            if self.inner.extrapolated { ", outside the calibrated sizes" } else { "" }
         )
     }
 }
@@ -260,6 +277,17 @@ impl PyCostModel {
         Ok(self.inner.stale_against(&py_to_json(machine)?))
     }
 
+    /// The fits too uncertain to recommend from (stated error 100 % or more), each
+    /// ``(label, why)``: a busy machine or a drifting path.
+    fn uncertain(&self) -> Vec<(String, String)> {
+        self.inner.uncertain()
+    }
+
+    /// One line saying how many fits are too uncertain to recommend from and why; None when none is.
+    fn uncertainty_line(&self) -> Option<String> {
+        self.inner.uncertainty_line()
+    }
+
     /// The calibrated paths: ``(kind, path, source, target, place)`` each.
     fn keys(&self) -> Vec<(String, String, String, String, String)> {
         self.inner
@@ -329,7 +357,7 @@ impl PyAdvice {
     /// ``auto``'s path for this pair changes with size (``gpushare.paths.auto_ranges``); ``close``:
     /// another path predicted within the model's error there.
     #[new]
-    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new()))]
+    #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new(), code = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: String,
@@ -342,6 +370,7 @@ impl PyAdvice {
         model_note: Option<String>,
         producer: &str,
         auto_by_size: Vec<(u64, Option<u64>, String, Option<String>)>,
+        code: Option<(String, String)>,
     ) -> PyResult<Self> {
         let rows = rows.iter().map(row_from_dict).collect::<PyResult<Vec<_>>>()?;
         let producer = Producer::parse(producer)
@@ -359,6 +388,7 @@ impl PyAdvice {
             producer,
             model_note,
             auto_by_size,
+            code: code.map(|(call, ordered_by)| crate::advice::advise::PlainCall { call, ordered_by }),
         };
         Ok(PyAdvice { inner: advice.decide(rules_choice) })
     }
@@ -388,6 +418,12 @@ impl PyAdvice {
     fn faster_copy(&self) -> Option<&str> {
         self.inner.faster_copy().map(|r| r.path.as_str())
     }
+    /// ``(call, ordered_by)``: the plain framework call that performs the recommended path without
+    /// gpushare (``x`` the source array) and what keeps it ordered; None where none is declared.
+    #[getter]
+    fn code(&self) -> Option<(String, String)> {
+        self.inner.code.as_ref().map(|c| (c.call.clone(), c.ordered_by.clone()))
+    }
     /// The predicted seconds of ``path`` (None where it is not calibrated or not a row).
     fn predicted(&self, path: &str) -> Option<f64> {
         self.inner.rows.iter().find(|r| r.path == path)?.prediction.as_ref().map(|p| p.seconds)
@@ -415,10 +451,12 @@ impl PyAdvice {
             d.set_item("verdict", &r.verdict)?;
             d.set_item("reason", &r.reason)?;
             d.set_item("ordering", &r.ordering)?;
+            d.set_item("ordered", r.ordered)?;
             d.set_item("waits", r.waits)?;
             d.set_item("producer", self.inner.producer.name())?;
-            d.set_item("predicted_s", r.prediction.as_ref().map(|p| p.seconds))?;
-            d.set_item("tolerance", r.prediction.as_ref().map(|p| p.tolerance))?;
+            // As the comparison's and the benchmark's frames have them (nothing measured here).
+            super::lab::prediction_columns(&d, r.prediction.as_ref(), false)?;
+            d.set_item("misses_prediction", py.None())?;
             d.set_item("recommended", self.inner.recommended.as_deref() == Some(r.path.as_str()))?;
             rows.append(d)?;
         }

@@ -12,10 +12,16 @@ use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::plot;
 
 /// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
-const INTEGER_COLUMNS: [(&str, &str); 5] =
-    [("size", "int64"), ("nbytes", "int64"), ("bytes_moved", "int64"), ("repeats", "Int64"), ("loops", "Int64")];
+const INTEGER_COLUMNS: [(&str, &str); 6] = [
+    ("size", "int64"),
+    ("nbytes", "int64"),
+    ("bytes_moved", "int64"),
+    ("repeats", "Int64"),
+    ("loops", "Int64"),
+    ("extrapolated_from", "Int64"),
+];
 /// Measurements are floats, NaN where a failed row has none (gpushare.records: one convention).
-const FLOAT_COLUMNS: [&str; 5] = ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps"];
+const FLOAT_COLUMNS: [&str; 7] = ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps", "predicted_s", "tolerance"];
 
 /// `items` (dicts) as `gpushare.records.Record`s.
 fn records<'py>(py: Python<'py>, items: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -38,8 +44,26 @@ fn flat<'py>(row: &Bound<'py, PyDict>, r: &PathRow) -> PyResult<()> {
     row.set_item("loops", t.map(|t| t.loops))?;
     row.set_item("device_median_s", r.device_timing.as_ref().map(|d| d.median))?;
     row.set_item("bandwidth_Bps", r.bandwidth)?;
+    prediction_columns(row, r.predicted.as_ref(), r.misses_prediction)?;
+    // How the handoff is ordered against the producer's queued work (None in host memory).
+    row.set_item("ordering", &r.ordering)?;
     row.set_item("reason", &r.reason)?;
     row.set_item("warning", &r.warning)?;
+    Ok(())
+}
+
+/// The cost model's prediction beside the measured columns, as the JSON's `predicted` holds it:
+/// the time (None where the model gives no number: not calibrated, or not predictable within 2x,
+/// which `unpredictable` says in words), its stated error, whether it was extrapolated and from
+/// which calibrated size, and whether the measurement missed it.
+pub(super) fn prediction_columns(row: &Bound<'_, PyDict>, p: Option<&crate::advice::model::Prediction>, misses: bool) -> PyResult<()> {
+    let number = p.filter(|p| p.unpredictable.is_none());
+    row.set_item("predicted_s", number.map(|p| p.seconds))?;
+    row.set_item("tolerance", p.map(|p| p.tolerance))?;
+    row.set_item("extrapolated", p.map(|p| p.extrapolated))?;
+    row.set_item("extrapolated_from", p.and_then(|p| p.extrapolated_from))?;
+    row.set_item("unpredictable", p.and_then(|p| p.unpredictable.as_deref()))?;
+    row.set_item("misses_prediction", p.map(|_| misses))?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! `gpushare calibrate`: fits this machine's cost model in the kernel's Python, with
 //! `gpushare.calibrate` (through `gpushare._cli.calibrate_command`), and prints what it holds.
-//! The sweep itself is the lab's, the fit the core's.
+//! What it measures goes to stderr a line per sweep as it goes (a minute or more on a small
+//! machine). The sweep itself is the lab's, the fit the core's.
 //!
 //! Arguments that cannot work are usage errors (exit 2, one line) before any Python sweeps: sizes
 //! that are not sizes or give fewer than three points, devices that are not devices or are not

@@ -245,6 +245,7 @@ impl BenchmarkReport {
                     columns.push(
                         rows.iter()
                             .map(|r| match r.and_then(|r| r.predicted.as_ref().map(|p| (p, r.misses_prediction))) {
+                                Some((p, _)) if p.unpredictable.is_some() => crate::advice::model::UNPREDICTABLE_CELL.to_string(),
                                 Some((p, miss)) => format!("{}{}", units::time_in(p.seconds, tu), if miss { " ⚠" } else { "" }),
                                 None => dash(),
                             })

@@ -194,6 +194,8 @@ impl ComparisonReport {
                 .rows
                 .iter()
                 .map(|r| match &r.predicted {
+                    // A prediction whose stated error reaches 100 % gives no number to hold the row to.
+                    Some(p) if p.unpredictable.is_some() => crate::advice::model::UNPREDICTABLE_CELL.to_string(),
                     Some(p) => format!("{}{}", units::time_in(p.seconds, tu), if r.misses_prediction { " ⚠" } else { "" }),
                     None => dash(),
                 })

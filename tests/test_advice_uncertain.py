@@ -1,0 +1,66 @@
+"""Calibration a user can follow and trust (CPU): ``calibrate`` says what it measures as it goes
+(a line per sweep on stderr for the CLI), says in one line when a fit is too uncertain to
+recommend from and why, and ``advise`` repeats it beside a recommendation that rests on one."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpushare
+from gpushare import advice
+from gpushare.exceptions import GpushareWarning
+
+torch = pytest.importorskip("torch", reason="torch not installed")
+pytest.importorskip("numpy", reason="numpy not installed")
+
+SIZES = ("64KiB", "1MiB", "8MiB")
+MIB = 1 << 20
+#: A copy flat to 16 MiB that jumped 9x by 64 MiB: its 16 MiB, held out, is predicted 186 % off.
+JUMPY = [(MIB, 100e-6), (16 * MIB, 110e-6), (64 * MIB, 1000e-6)]
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    yield
+    advice.forget()
+
+
+def test_calibrate_says_what_it_measures_a_line_per_sweep_and_warns_of_an_uncertain_fit(cache, capsys, monkeypatch):
+    fit_points = advice._fit_points
+
+    def with_a_drifting_path(m, kind, source, target, place, points, limits=None):
+        added = fit_points(m, kind, source, target, place, points, limits)
+        if (source, target) == ("torch", "numpy"):
+            m.add("share", "dlpack", "torch", "numpy", "cpu", JUMPY, None)
+        return added
+
+    monkeypatch.setattr(advice, "_fit_points", with_a_drifting_path)
+    with pytest.warns(GpushareWarning, match=r"calibrate: \d+ of \d+ fits too uncertain to recommend from \((paths drifted|the machine was busy); e\.g\. "):
+        m = gpushare.calibrate(["torch", "numpy"], sizes=SIZES, repeat=3, device="cpu", progress="lines")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("calibrate: ")]
+    # Two ordered pairs at three sizes, one sweep each, counted.
+    assert len(lines) == 6, lines
+    assert lines[0].startswith("calibrate: 1/6 share ") and lines[-1].startswith("calibrate: 6/6 share ")
+    assert any("torch→numpy at 1.0 MiB" in line for line in lines), lines
+    # The drifting path among them (on a busy CPU a real copy's may be too), with why.
+    assert dict(m.uncertain())["share torch->numpy dlpack @cpu"].startswith("drifting path: ")
+
+
+def test_advise_repeats_the_uncertainty_beside_a_recommendation_that_rests_on_it(cache):
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    assert m.add("share", "dlpack", "torch", "numpy", "cpu", JUMPY, None)
+    advice._save(m)
+    a = gpushare.advise(torch.ones(1 << 18), "numpy")
+    assert a.recommended == "dlpack", repr(a)
+    text = repr(a)
+    assert "dlpack rests on a fit too uncertain to recommend from (drifting path" in text, text
+    assert "calibrate said: 1 of 1 fits too uncertain" in text, text
+    # Its row gives words, not a number.
+    assert "not within 2x" in text, text
+    # A steady model says nothing of the kind.
+    steady = gpushare.CostModel(advice.machine_key(), 0.0)
+    assert steady.add("share", "dlpack", "torch", "numpy", "cpu", [(MIB, 5e-6), (16 * MIB, 5e-6), (64 * MIB, 5e-6)], True)
+    advice._save(steady)
+    assert "too uncertain" not in repr(gpushare.advise(torch.ones(1 << 18), "numpy"))
