@@ -392,3 +392,13 @@ def test_warp_refuses_five_dimensions_and_int32_overflowing_shapes_as_predicted(
         with pytest.raises(gpushare.GpushareError) as e:
             gpushare.share(x, "warp", path="dlpack")
         assert e.value.predicted.verdict == "failed" and words in e.value.predicted.reason, e.value.predicted
+
+
+def test_a_cuda_core_view_moved_by_dlpack_copy_true_is_refused_as_predicted():
+    need("cuda.core")
+    from cuda.core.utils import StridedMemoryView
+
+    view = StridedMemoryView.from_dlpack(np.arange(12.0), stream_ptr=-1)
+    with pytest.raises(gpushare.GpushareError) as e:
+        gpushare.share(view, "numpy", path="dlpack", device="cpu")
+    assert e.value.predicted is not None and e.value.predicted.verdict == "failed", e.value.predicted
