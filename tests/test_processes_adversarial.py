@@ -401,3 +401,21 @@ def test_a_cuda_core_view_of_host_memory_goes_to_a_worker_by_shm(worker):
     r = gpushare.share(view, "numpy", across=worker, path="shm")
     assert (r.remote.read() == x).all()
     r.release()
+
+
+def test_a_strided_cuda_tensor_is_refused_for_nccl_before_it_is_sent():
+    """torch.distributed's send takes only non-overlapping, dense tensors: x[::2] by nccl failed inside
+    the worker in torch's words. The route's facts say the tensor is strided, and the core's rule
+    refuses it before anything is sent, with the fix (the GPU run exercises the route itself)."""
+    torch = pytest.importorskip("torch")
+    from gpushare import _native, process_routes
+
+    x = torch.arange(16.0)
+    assert process_routes._dense(x) and process_routes._dense(x.reshape(4, 4).T)
+    assert process_routes._dense(x[:0]) and process_routes._dense(x.reshape(1, 16)[:, :])
+    assert not process_routes._dense(x[::2]) and not process_routes._dense(torch.ones(1).expand(4))
+    none = lambda: None  # noqa: E731
+    args = ("nccl", "torch", None, ["torch"], "torch", True, 0, 1, none, none, none)
+    why = _native.process_refusal(*args, strided=True)
+    assert why is not None and "x.contiguous()" in why, why
+    assert _native.process_refusal(*args) is None
