@@ -126,3 +126,19 @@ def test_the_host_route_keeps_paddle_values():
         with pytest.raises(ConversionError) as e:
             gpushare.share(np.arange(3, dtype=dtype), "paddle", path="host")
         assert e.value.predicted[0] == "failed" and "paddle has no" in e.value.reason
+
+
+def test_paddle_labels_uint16_as_bfloat16_and_the_share_says_so():
+    """paddle.from_dlpack of uint16 makes a tensor labelled bfloat16 over the same bytes, whose
+    kernels treat it as uint16: the result names Paddle's label, and the share says so (predicted)."""
+    x = np.arange(6, dtype=np.uint16)
+    for path in ("auto", "dlpack", "capsule"):
+        r = gpushare.share(x, "paddle", path=path)
+        assert str(r.value.dtype).endswith("bfloat16")
+        assert (r.source.dtype, r.target.dtype, r.verdict) == ("uint16", "bfloat16", "shared"), (path, r)
+        assert any("labels the array bfloat16, not uint16" in n for n in r.notes), (path, r.notes)
+        assert "labels the array bfloat16" in (r.prediction["reason"] or "") and not r.unexpected, (path, r.prediction)
+    # A real bfloat16 tensor keeps its label, and nothing is said of labels.
+    b = paddle.to_tensor(np.arange(6, dtype=np.float32)).astype("bfloat16")
+    r = gpushare.share(b, "torch")
+    assert r.source.dtype == r.target.dtype == "bfloat16" and not any("labels" in n for n in r.notes)

@@ -261,3 +261,21 @@ def test_bench_devices_alternates_abba_so_neither_side_always_runs_first():
     assert order[:6] == ["A", "B"] * 3, "three warm-ups of each, in order"
     assert order[6:] == list("ABBAABBA")
     assert ratio > 0 and pending == [[], []]
+
+
+def test_jax_ignores_copy_true_for_aligned_host_memory_and_it_is_predicted():
+    """JAX's from_dlpack(x, device=cpu, copy=True) views 64-byte aligned host memory (torch's)
+    instead of copying it: predicted "copied by design", then shared and UNEXPECTED. The rules now
+    say so; unaligned memory it still copies, as predicted."""
+    pytest.importorskip("jax")
+    import numpy as np
+
+    x = torch.arange(64.0)
+    r = gpushare.share(x, "jax", device="cpu", path="dlpack")
+    assert (r.verdict, r.prediction["verdict"], r.unexpected) == ("shared", "shared", False), r
+    assert "ignores copy=True" in r.prediction["reason"]
+    base = np.arange(65, dtype=np.float32)
+    offset = next(i for i in range(16) if (base.ctypes.data + 4 * i) % 64)
+    unaligned = base[offset:offset + 8]
+    r = gpushare.share(unaligned, "jax", device="cpu", path="dlpack")
+    assert (r.verdict, r.prediction["verdict"], r.unexpected) == ("copied", "copied", False), r

@@ -155,7 +155,7 @@ class _Broken:
 def test_an_inspection_failure_is_explained_in_rust_with_the_frameworks_exception_as_cause():
     boom = RuntimeError("boom")
     err = _raised(lambda: _native.inspect_explained(_Broken(boom), object()))
-    assert type(err) is ConversionError and str(err) == "fake → fake via inspect failed: RuntimeError: boom"
+    assert type(err) is ConversionError and str(err) == "inspecting the fake array failed: RuntimeError: boom"
     assert (err.reason, err.framework_error, err.predicted) == ("RuntimeError: boom", "RuntimeError: boom", None)
     assert err.__cause__ is boom
     # gpushare's own errors and Ctrl-C pass through as themselves.
@@ -163,3 +163,33 @@ def test_an_inspection_failure_is_explained_in_rust_with_the_frameworks_exceptio
     assert _raised(lambda: _native.inspect_explained(_Broken(own), object())) is own
     with pytest.raises(KeyboardInterrupt):
         _native.inspect_explained(_Broken(KeyboardInterrupt()), object())
+
+
+def test_a_failure_while_describing_the_source_names_the_pair_asked_for():
+    """Byte-swapped data cannot be described through DLPack: the message named the source twice
+    ("numpy → numpy via inspect failed"); it names the pair, and says the description failed."""
+    pytest.importorskip("torch")
+    swapped = np.arange(4, dtype=">f4")
+    err = _raised(lambda: gpushare.share(swapped, "torch"))
+    assert isinstance(err, GpushareError)
+    assert str(err).startswith("numpy → torch"), str(err)
+    assert "numpy → numpy" not in str(err)
+
+
+def test_float8_that_numpy_cannot_export_is_not_called_bfloat16():
+    """ml_dtypes' float8_e5m2 has no DLPack code in NumPy: the reason named bfloat16."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    pytest.importorskip("torch")
+    x = np.zeros(4, dtype=ml_dtypes.float8_e5m2)
+    err = _raised(lambda: gpushare.share(x, "torch"))
+    assert isinstance(err, GpushareError)
+    assert err.reason and "bfloat16" not in err.reason.split(":")[0], err.reason
+    assert "float8" in err.reason, err.reason
+
+
+def test_a_consumed_capsule_is_said_to_be_consumed():
+    torch = pytest.importorskip("torch")
+    capsule = np.arange(4.0).__dlpack__()
+    torch.from_dlpack(capsule)  # the consumer renames it "used_dltensor"
+    err = _raised(lambda: gpushare.share(capsule, "torch"))
+    assert type(err) is NotAnArrayError and "already consumed" in str(err), str(err)

@@ -134,12 +134,20 @@ def test_cuda_core_views_host_memory_and_keeps_the_read_only_flag():
     del torch
 
 
-def test_cuda_core_refuses_bfloat16_as_predicted():
+def test_cuda_core_views_bfloat16_as_its_own_from_dlpack_does():
+    """StridedMemoryView.from_dlpack(x, stream_ptr=-1) views a bfloat16 tensor (its dtype from
+    ml_dtypes) although the view's own __dlpack__ refuses to export it: gpushare describes the view
+    from its attributes, shares, and predicts it; float8 it still refuses, as predicted."""
     need("cuda.core")
+    need("ml_dtypes")
     torch = need("torch")
+    x = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    r = gpushare.share(x, "cuda_core")
+    assert (r.verdict, r.prediction["verdict"], r.unexpected) == ("shared", "shared", False), r
+    assert r.value.ptr == x.data_ptr() and r.target.dtype == "bfloat16" and list(r.target.shape) == [2, 3]
     with pytest.raises(gpushare.GpushareError) as e:
-        gpushare.share(torch.ones(3, dtype=torch.bfloat16), "cuda_core")
-    assert e.value.predicted.verdict == "failed" and "bfloat16" in e.value.predicted.reason
+        gpushare.share(torch.ones(3, dtype=torch.float8_e5m2), "cuda_core")
+    assert e.value.predicted.verdict == "failed" and "float8_e5m2" in e.value.predicted.reason
 
 
 def test_gpuinfo_reports_the_new_frameworks():
@@ -365,3 +373,32 @@ def test_the_matrix_runs_a_target_in_each_of_its_states(monkeypatch):
     pycuda_builders = examples.builders_of(ADAPTERS["pycuda"])
     assert [label for label, _ in pycuda_builders.target_states(ADAPTERS["pycuda"])] == [
         "no PyCUDA context", "PyCUDA in the primary context"]
+
+
+def test_mlx_refuses_a_negative_stride_on_an_axis_of_one_as_predicted():
+    need("mlx.core")
+    x = np.arange(6, dtype=np.float32).reshape(1, 6)[::-1]  # stride -24 bytes on an axis of one
+    with pytest.raises(gpushare.GpushareError) as e:
+        gpushare.share(x, "mlx", path="dlpack")
+    assert e.value.predicted.verdict == "failed" and "negative strides" in e.value.predicted.reason
+
+
+def test_warp_refuses_five_dimensions_and_int32_overflowing_shapes_as_predicted():
+    need("warp")
+    torch = need("torch")
+    five = torch.zeros(1, 1, 1, 1, 2)
+    long = torch.ones(1).expand(2**31)  # one dimension longer than 2**31-1, no memory
+    for x, words in ((five, "at most 4 dimensions"), (long, "int32")):
+        with pytest.raises(gpushare.GpushareError) as e:
+            gpushare.share(x, "warp", path="dlpack")
+        assert e.value.predicted.verdict == "failed" and words in e.value.predicted.reason, e.value.predicted
+
+
+def test_a_cuda_core_view_moved_by_dlpack_copy_true_is_refused_as_predicted():
+    need("cuda.core")
+    from cuda.core.utils import StridedMemoryView
+
+    view = StridedMemoryView.from_dlpack(np.arange(12.0), stream_ptr=-1)
+    with pytest.raises(gpushare.GpushareError) as e:
+        gpushare.share(view, "numpy", path="dlpack", device="cpu")
+    assert e.value.predicted is not None and e.value.predicted.verdict == "failed", e.value.predicted

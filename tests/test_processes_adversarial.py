@@ -336,3 +336,86 @@ def test_the_ipc_layout_carries_strides_and_the_span_the_mapping_must_cover():
     assert process_rules.ipc_layout(base[:, 3], 4) == {"shape": (6,), "strides": (32,), "span": 164}
     with pytest.raises(UnsafeInputError, match="negative strides"):
         process_rules.ipc_layout(np.arange(6.0)[::-1], 8)
+
+
+def test_a_paddle_bfloat16_tensor_on_shm_reaches_the_worker_as_bfloat16():
+    """Paddle gives a bfloat16 tensor to NumPy as its raw bits in uint16: shm carried those integers
+    to the worker without a word. It carries bfloat16 (ml_dtypes), values equal."""
+    if importlib.util.find_spec("paddle") is None or importlib.util.find_spec("ml_dtypes") is None:
+        pytest.skip("paddle or ml_dtypes not installed")
+    out = _child("""
+        import numpy as np, paddle, ml_dtypes, gpushare
+        x = paddle.to_tensor(np.array([1.5, -2.0, 3.25], dtype=np.float32)).astype("bfloat16")
+        with gpushare.Worker(device="cpu") as w:
+            r = gpushare.share(x, "numpy", across=w, path="shm")
+            back = r.remote.read()
+            assert back.dtype == ml_dtypes.bfloat16, back.dtype
+            assert back.astype(np.float32).tolist() == [1.5, -2.0, 3.25], back
+        print("ok")
+    """)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_ctrl_c_while_a_worker_starts_leaves_no_worker_running(monkeypatch):
+    """A KeyboardInterrupt during Worker.start() (here: while it waits for the worker's first
+    answer) left the worker process running; start() stops it before the interrupt goes on."""
+    started = []
+
+    def interrupted(self, op, **kwargs):
+        started.append(self._proc)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpushare.Worker, "_call", interrupted)
+    w = gpushare.Worker(device="cpu")
+    with pytest.raises(KeyboardInterrupt):
+        w.start()
+    (proc,) = started
+    assert not proc.is_alive() and proc.exitcode is not None
+
+
+def test_a_script_that_starts_a_worker_at_top_level_is_told_the_fix(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        import gpushare
+        try:
+            gpushare.Worker(device="cpu", start_timeout=120).start()
+        except gpushare.GpushareError as e:
+            print("REFUSED", e)
+        else:
+            print("STARTED")
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert "REFUSED" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert 'if __name__ == "__main__":' in out.stdout, out.stdout
+
+
+def test_a_cuda_core_view_of_host_memory_goes_to_a_worker_by_shm(worker):
+    """np.asarray of a StridedMemoryView is a 0-d object array, so shm refused the view as "an
+    object array": the view's host memory is viewed through its DLPack export."""
+    if importlib.util.find_spec("cuda.core") is None:
+        pytest.skip("cuda.core not installed")
+    from cuda.core.utils import StridedMemoryView
+
+    x = np.arange(12.0)
+    view = StridedMemoryView.from_dlpack(x, stream_ptr=-1)
+    r = gpushare.share(view, "numpy", across=worker, path="shm")
+    assert (r.remote.read() == x).all()
+    r.release()
+
+
+def test_a_strided_cuda_tensor_is_refused_for_nccl_before_it_is_sent():
+    """torch.distributed's send takes only non-overlapping, dense tensors: x[::2] by nccl failed inside
+    the worker in torch's words. The route's facts say the tensor is strided, and the core's rule
+    refuses it before anything is sent, with the fix (the GPU run exercises the route itself)."""
+    torch = pytest.importorskip("torch")
+    from gpushare import _native, process_routes
+
+    x = torch.arange(16.0)
+    assert process_routes._dense(x) and process_routes._dense(x.reshape(4, 4).T)
+    assert process_routes._dense(x[:0]) and process_routes._dense(x.reshape(1, 16)[:, :])
+    assert not process_routes._dense(x[::2]) and not process_routes._dense(torch.ones(1).expand(4))
+    none = lambda: None  # noqa: E731
+    args = ("nccl", "torch", None, ["torch"], "torch", True, 0, 1, none, none, none)
+    why = _native.process_refusal(*args, strided=True)
+    assert why is not None and "x.contiguous()" in why, why
+    assert _native.process_refusal(*args) is None

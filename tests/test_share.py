@@ -153,7 +153,15 @@ def test_zero_d_and_zero_size_work():
     assert r.verdict == "shared"
     r = gpushare.share(np.zeros((0, 3), dtype=np.float32), "torch")
     assert tuple(r.value.shape) == (0, 3)
-    assert r.verdict == "shared" and any("zero-size" in n for n in r.notes)
+    # An array of 0 bytes has no memory to share: "copied", and the reason says there was nothing to
+    # share, on a path that copies by design as on one that views; predicted so.
+    assert r.verdict == "copied" and r.reason.startswith("zero-size: nothing to share"), r.reason
+    assert r.prediction["verdict"] == "copied" and not r.unexpected
+    for path in ("host", "dlpack"):
+        r = gpushare.share(np.zeros((2, 0), np.float32), "numpy", path=path)
+        assert r.value.shape == (2, 0)
+        assert r.verdict == "copied" and r.reason.startswith("zero-size: nothing to share"), (path, r.reason)
+        assert r.prediction["verdict"] == "copied" and not r.unexpected, (path, r.prediction)
 
 
 def test_read_only_numpy_into_torch_works_with_a_warning():

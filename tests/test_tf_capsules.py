@@ -134,3 +134,24 @@ def test_tf_to_numba_needs_cuda_memory():
     t = tf.constant([1.0, 2.0])
     with pytest.raises(GpushareError, match="cuda_array_interface"):
         _CudaArrayView.of(gpushare.inspect(t), t, "tf")
+
+
+@pytest.mark.parametrize("target", ["numpy", "torch"])
+def test_a_tensorflow_move_by_dlpack_copy_true_fails_as_predicted(target):
+    """from_dlpack(x, device=…, copy=True) passes dl_device and copy to TensorFlow's __dlpack__,
+    which refuses both: predicted "copied" before, it is predicted to fail in TensorFlow's words.
+    JAX asks TensorFlow for a plain export and views its aligned memory despite copy=True."""
+    pytest.importorskip(target)
+    t = tf.constant(np.arange(6, dtype=np.float32))
+    with pytest.raises(GpushareError) as raised:
+        gpushare.share(t, target, device="cpu", path="dlpack")
+    predicted = raised.value.predicted
+    assert predicted is not None and predicted.verdict == "failed", predicted
+    assert "TensorFlow's __dlpack__ refuses dl_device" in predicted.reason
+
+
+def test_a_tensorflow_move_into_jax_by_dlpack_copy_true_shares_as_predicted():
+    pytest.importorskip("jax")
+    t = tf.constant(np.arange(16, dtype=np.float32))
+    r = gpushare.share(t, "jax", device="cpu", path="dlpack")
+    assert r.verdict == r.prediction["verdict"] and not r.unexpected, r

@@ -224,6 +224,7 @@ def process_refusal(
     library_unavailable: Callable[[], str | None],
     nccl_unavailable: Callable[[], str | None],
     ipc_refusal: Callable[[], str | None],
+    strided: bool = False,
 ) -> str | None: ...
 def process_report(
     kind: Literal["process-share", "process-comparison", "process-bench"], data: dict[str, Any]

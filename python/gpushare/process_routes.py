@@ -80,6 +80,23 @@ def _is_cuda(obj: Any) -> bool:
     return _address(obj)[1]
 
 
+def _dense(obj: Any) -> bool:
+    """Whether ``obj``'s elements fill its extent once each, in some order (torch's "non-overlapping
+    and dense", which torch.distributed's send takes only); True where it has no strides to read."""
+    shape, stride = getattr(obj, "shape", None), getattr(obj, "stride", None)
+    if shape is None or not callable(stride):
+        return True
+    dims = sorted((int(st), int(n)) for n, st in zip(shape, stride()) if int(n) != 1)
+    if any(n == 0 for _, n in dims):
+        return True
+    expected = 1
+    for st, n in dims:
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
 def _nbytes(obj: Any) -> int:
     return process_rules.nbytes_of(obj)
 
@@ -185,7 +202,8 @@ class Transport:
         source_device = _device_ordinal(self.obj) if cuda else None
         return (_framework_of(self.obj), self.asked, list(TARGETS[self.path]),
                 library.name if library is not None else None, cuda,
-                source_device, _worker_ordinal(self.worker, source_device) if cuda else None)
+                source_device, _worker_ordinal(self.worker, source_device) if cuda else None,
+                not _dense(self.obj))
 
     # The costly facts, asked only when the rule reaches them.
     def library_unavailable(self) -> str | None:

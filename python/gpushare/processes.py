@@ -51,7 +51,7 @@ import weakref
 from typing import Any, Sequence
 
 from gpushare import _native, process_rules
-from gpushare.exceptions import WorkerError, gpushare_error
+from gpushare.exceptions import GpushareError, WorkerError, gpushare_error
 # Identity of memory and its judge (re-exported: part of this module's interface).
 from gpushare.process_identity import cuda_identity, host_identity, same_memory  # noqa: F401
 # Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
@@ -83,6 +83,23 @@ START_TIMEOUT = 120.0
 
 
 _LIVE: "weakref.WeakSet[Worker]" = weakref.WeakSet()
+
+
+def _unguarded_main_hint(exitcode: int | None) -> str | None:
+    """What to tell a script whose worker exited with code 1 before it answered: multiprocessing's
+    spawn imports the script again in the worker, where a Worker started at top level raises
+    ("An attempt has been made to start a new process before the current process has finished its
+    bootstrapping phase") and exits with 1. None where that cannot be the cause (no script)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if exitcode != 1 or getattr(main, "__file__", None) is None:
+        return None
+    return (
+        "If this script starts the Worker at its top level, guard that code with "
+        "`if __name__ == \"__main__\":` (the worker process imports the script again, as "
+        "multiprocessing's spawn does, and would start a Worker of its own)."
+    )
 
 
 class Worker:
@@ -133,15 +150,31 @@ class Worker:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
         # Only the child's copy of ``child`` should stay open, so the worker sees EOF when we go.
-        self._proc = ctx.Process(target=_serve, args=(child, dict(self.env)), daemon=True,
-                                 name="gpushare-worker")
-        self._proc.start()
-        child.close()
-        self._conn = parent
-        self._closed_reason = None
-        self._preloaded = set()
-        _LIVE.add(self)
-        self.info = self._call("ping", timeout=self.start_timeout)
+        proc = ctx.Process(target=_serve, args=(child, dict(self.env)), daemon=True, name="gpushare-worker")
+        try:
+            proc.start()
+        except BaseException:  # nothing started (the bootstrapping error of an unguarded script)
+            child.close()
+            parent.close()
+            raise
+        self._proc = proc
+        try:
+            child.close()
+            self._conn = parent
+            self._closed_reason = None
+            self._preloaded = set()
+            _LIVE.add(self)
+            self.info = self._call("ping", timeout=self.start_timeout)
+        except GpushareError as e:
+            self.stop(timeout=1.0)
+            hint = _unguarded_main_hint(self._proc.exitcode)
+            if hint is None:
+                raise
+            raise gpushare_error("worker", f"{e}. {hint}") from e
+        except BaseException:
+            # Ctrl-C (or any error) while the worker starts: it must not outlive the call.
+            self.stop(timeout=1.0)
+            raise
         return self
 
     def __enter__(self) -> "Worker":

@@ -173,7 +173,7 @@ _LEGEND = (
     ("refused", "gpushare refuses it: the target is known to abort the process on some versions (pytorch#188023), "
      "or to read outside the source (Paddle 3.3 with negative strides)", "any"),
     ("writable view", "shared, but the target can write to memory the source holds read-only", "any"),
-    ("no storage", "zero-size: there is nothing to share or copy", "any"),
+    ("no storage", "zero-size: an array of 0 bytes has no memory, so nothing is shared (verdict \"copied\")", "any"),
 )
 
 

@@ -1,7 +1,8 @@
 """One adapter per framework, behind one small interface (:class:`Adapter`, in ``base.py``), each
 in a module of its own (``numpy.py``, ``torch.py``, ``jax.py``, ``tensorflow.py``, ``cupy.py``,
 ``numba.py``, ``paddle.py``, ``mlx.py``, ``warp.py``, ``cuda_core.py``, ``pycuda.py``): everything
-framework-specific lives there.
+framework-specific lives there. Arrays of no known framework are taken by protocol
+(``dlpack_producer.py``: any DLPack producer, and a bare capsule), as sources only.
 
 This module is the registry: :data:`ADAPTERS`, and finding an adapter by name (:func:`framework`),
 by array (:func:`adapter_of`, :func:`adapter_for`) or by module (:func:`by_module`). Nothing here
@@ -27,6 +28,7 @@ from gpushare.adapters.base import (
 )
 from gpushare.adapters.cuda_core import CudaCoreAdapter
 from gpushare.adapters.cupy import CupyAdapter
+from gpushare.adapters.dlpack_producer import CapsuleAdapter, DLPackProducerAdapter, consumed_capsule
 from gpushare.adapters.jax import JaxAdapter
 from gpushare.adapters.mlx import MlxAdapter
 from gpushare.adapters.numba import NumbaAdapter
@@ -51,6 +53,10 @@ ADAPTERS: dict[str, Adapter] = {
         PaddleAdapter(), MlxAdapter(), WarpAdapter(), CudaCoreAdapter(), PycudaAdapter(),
     )
 }
+#: Sources of no known framework, found by protocol (adapters/dlpack_producer.py): never targets,
+#: so not in ADAPTERS.
+PRODUCER = DLPackProducerAdapter()
+CAPSULE = CapsuleAdapter()
 _NAMES: dict[str, Adapter] = {}
 for _a in ADAPTERS.values():
     _NAMES[_a.name] = _a
@@ -91,10 +97,19 @@ def adapter_of(obj: Any) -> Adapter:
             if candidate.owns_type(cls) and candidate.is_array(obj):
                 _BY_TYPE[tp] = candidate
                 return candidate
+    # Last, by protocol: any DLPack producer, and a bare capsule, of no known framework.
+    consumed = consumed_capsule(obj)
+    if consumed is not None:
+        raise gpushare_error("not_an_array", consumed)
+    if CAPSULE.is_array(obj):
+        return CAPSULE  # not remembered by type: a capsule of this type may be consumed next time
+    if PRODUCER.is_array(obj):
+        _BY_TYPE[tp] = PRODUCER
+        return PRODUCER
     raise gpushare_error(
         "not_an_array",
         f"a {tp.__module__}.{tp.__qualname__} is not an array of a known framework "
-        f"({', '.join(ADAPTERS)})"
+        f"({', '.join(ADAPTERS)}), nor a DLPack producer (__dlpack__ and __dlpack_device__) or capsule"
     )
 
 

@@ -76,6 +76,23 @@ class CudaCoreAdapter(Adapter):
     def inspect_capsule(self, obj: Any) -> Any:
         return versioned_capsule(obj)
 
+    def inspect(self, obj: Any) -> Any:
+        try:
+            return super().inspect(obj)
+        except BufferError:
+            # StridedMemoryView views bfloat16 (its dtype from ml_dtypes) but its own __dlpack__
+            # refuses to export it ("Unsupported dtype for DLPack export"): the view is described
+            # from its attributes, as from_dlpack made it.
+            if getattr(getattr(obj, "dtype", None), "name", None) != "bfloat16":
+                raise
+            on_host = obj.device_id < 0
+            return _native.tensor_info_from_fields(
+                self.name, self.device(obj), int(obj.ptr), list(obj.shape),
+                None if obj.strides is None else list(obj.strides),
+                4, 16,  # DLPack's kDLBfloat, 16 bits
+                1 if on_host else 2, 0 if on_host else int(obj.device_id), bool(obj.readonly),
+            )
+
     def _view(self, obj: Any) -> Any:
         kind = int(obj.__dlpack_device__()[0])
         stream = _NO_STREAM if kind in HOST_DEVICE_TYPES else _LEGACY_DEFAULT_STREAM
@@ -111,7 +128,17 @@ class CudaCoreAdapter(Adapter):
         import numpy as np
 
         if obj.device_id < 0:
-            return np.from_dlpack(obj)
+            try:
+                return np.from_dlpack(obj)
+            except BufferError:
+                if getattr(obj.dtype, "name", None) != "bfloat16":
+                    raise
+                # The view's export refuses bfloat16 (its dtype from ml_dtypes): its host bytes are
+                # copied by address and viewed with its strides.
+                import ctypes
+
+                return strided_copy_to_host(obj.ptr, obj.shape, obj.strides, obj.dtype,
+                                            lambda ptr, host: ctypes.memmove(host.ctypes.data, ptr, host.nbytes))
         # StridedMemoryView.copy_to raises "Sorry, not supported: copy_to" in cuda-core 1.2.0 (seen
         # on 2x H200): the bytes the view spans are copied with the Buffer API, which every
         # cuda.core has, and NumPy views them with the view's strides.
@@ -142,6 +169,13 @@ class CudaCoreAdapter(Adapter):
             "cuda.core allocates device memory through a Device and a Stream: make the array with another "
             "framework on the GPU and view it (StridedMemoryView.from_dlpack)"
         )
+
+    def host_view(self, obj: Any) -> Any:
+        # np.asarray of a StridedMemoryView is a 0-d object array (it has no __array__): NumPy's
+        # view is made from the view's DLPack export, as from_dlpack made the view.
+        import numpy as np
+
+        return np.from_dlpack(obj)
 
     def has_gpu(self) -> bool:
         try:

@@ -86,7 +86,17 @@ class CupyAdapter(Adapter):
         # costs ~1 µs). torch refuses stream=2 from CuPy only.
         if not self._ptds:
             self._ptds.append(os.environ.get("CUPY_CUDA_PER_THREAD_DEFAULT_STREAM", "").strip() not in ("", "0"))
-        return {"per_thread_default_stream": self._ptds[0]}
+        # As a target: cupy.asarray of a __cuda_array_interface__ on another device copies it to
+        # CuPy's current device (the rules read it only for a CUDA source).
+        return {"per_thread_default_stream": self._ptds[0], "current_device": self._current_device}
+
+    @staticmethod
+    def _current_device() -> int | None:
+        cupy = sys.modules.get("cupy")
+        try:
+            return int(cupy.cuda.runtime.getDevice()) if cupy is not None else None
+        except Exception:  # no driver or no device: no CUDA source to compare with
+            return None
 
     def to_numpy(self, obj: Any) -> Any:
         return obj.get()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, ClassVar
 
+from gpushare import _native
 from gpushare.adapters.base import Adapter, explained, major_version, versioned_capsule
 
 
@@ -40,6 +41,19 @@ class PaddleAdapter(Adapter):
             obj = obj.detach()  # inspection only: the address is the same
         return versioned_capsule(obj)
 
+    def inspect(self, obj: Any) -> Any:
+        info = super().inspect(obj)
+        # paddle.from_dlpack takes DLPack's uint16 as its bfloat16 (it stores bfloat16 as uint16)
+        # and exports the tensor as uint16 again: the description names Paddle's own label, so that
+        # a share into Paddle says the dtype is not the source's (the rules' words: targets.rs).
+        if info.dtype == "uint16" and str(obj.dtype).endswith("bfloat16"):
+            kind, ordinal = info.dlpack_device
+            info = _native.tensor_info_from_fields(
+                self.name, info.device, info.data_ptr + info.byte_offset, list(info.shape), list(info.strides),
+                4, 16, kind, ordinal, info.readonly,  # DLPack's kDLBfloat, 16 bits
+            )
+        return info
+
     def detached(self, obj: Any) -> Any:
         return obj if obj.stop_gradient else obj.detach()
 
@@ -71,17 +85,38 @@ class PaddleAdapter(Adapter):
 
     def to_numpy(self, obj: Any) -> Any:
         out = obj.numpy()
-        if "bfloat16" in str(obj.dtype):
+        if self._holds_bfloat16(obj):
             # Paddle hands bfloat16 out as its raw bits in uint16 (host-route cells of the conformance
             # matrix then carried 16320 for 1.5): the bits viewed as ml_dtypes' bfloat16 are the values.
-            try:
-                import ml_dtypes
-            except ImportError:
-                raise explained("conversion", "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
-                                "Paddle gives a bfloat16 tensor's raw bits as uint16", "pip install ml_dtypes, "
-                                "or cast to float32 first (x.astype('float32'))") from None
-            out = out.view(ml_dtypes.bfloat16)
+            out = out.view(self._bfloat16())
         return out
+
+    def host_view(self, obj: Any) -> Any:
+        import numpy as np
+
+        view = np.asarray(obj)
+        # A bfloat16 tensor reaches NumPy as its raw bits in uint16: the shm path would hand the
+        # worker integers. Its bits are viewed as ml_dtypes' bfloat16 (which a worker unpickles
+        # whole), as to_numpy does. A uint16 tensor Paddle labels bfloat16 (its DLPack import of
+        # uint16) exports as uint16 and holds uint16 values: it stays uint16.
+        if view.dtype == np.uint16 and self._holds_bfloat16(obj):
+            return view.view(self._bfloat16())
+        return view
+
+    def _holds_bfloat16(self, obj: Any) -> bool:
+        """Whether ``obj`` holds bfloat16 values: labelled so, and exported so (a uint16 array that
+        paddle.from_dlpack labelled bfloat16 exports as uint16 and holds uint16 values)."""
+        return str(obj.dtype).endswith("bfloat16") and Adapter.inspect(self, obj).dtype == "bfloat16"
+
+    @staticmethod
+    def _bfloat16() -> Any:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise explained("conversion", "paddle", "NumPy has no bfloat16 without ml_dtypes, and "
+                            "Paddle gives a bfloat16 tensor's raw bits as uint16", "pip install ml_dtypes, "
+                            "or cast to float32 first (x.astype('float32'))") from None
+        return ml_dtypes.bfloat16
 
     # NumPy dtypes paddle.to_tensor cannot take as themselves: it reads uint16 as bfloat16 bits (the
     # values change) and refuses uint32 and uint64.

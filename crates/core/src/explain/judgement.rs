@@ -5,6 +5,11 @@ use super::XLA_CPU_ALIGNMENT;
 use crate::dlpack::{has_zero_stride, is_host_accessible};
 use crate::report::{TensorReport, Verdict};
 
+/// The reason given for a zero-size array, on every path: it has no memory, so the target's array
+/// cannot view the source's; "copied" is the verdict (its array is its own, however it was made),
+/// and the reason says there was nothing to share. The judgement and the prediction give the same words.
+pub const NOTHING_TO_SHARE: &str = "zero-size: nothing to share (the array has 0 bytes, so the target's array is its own)";
+
 /// The outcome of a handoff: verdict, the reason for a copy, and notes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judgement {
@@ -41,6 +46,7 @@ pub fn judge_path(source: &TensorReport, target: &TensorReport, path: &str) -> J
 pub fn judge_route(source: &TensorReport, target: &TensorReport, kind: crate::paths::PathKind, path: &str) -> Judgement {
     let mut judgement = judge(source, target);
     if judgement.verdict == Verdict::Copied
+        && judgement.reason.as_deref() != Some(NOTHING_TO_SHARE)
         && let Some(why) = crate::paths::copied_by_design(kind, path)
     {
         judgement.reason = Some(why.to_string());
@@ -108,6 +114,16 @@ fn reached_across(source: &TensorReport, target: &TensorReport) -> Option<Vec<St
 
 /// Decides from addresses and extents whether `target` lies inside `source`'s memory.
 pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
+    let mut judgement = judge_places(source, target);
+    // A target whose dtype is not the source's, over the same bytes, is never shared without a word.
+    if judgement.verdict == Verdict::Shared && source.dtype != target.dtype {
+        judgement.notes.push(super::targets::relabel_note(&target.framework, &source.dtype, &target.dtype));
+    }
+    judgement
+}
+
+/// [`judge`] without the note on a relabelled dtype.
+fn judge_places(source: &TensorReport, target: &TensorReport) -> Judgement {
     let notes = Vec::new();
     // A zero-size array has no bytes for the driver to place, and a label other than the source's
     // (Numba's current device) moves nothing: what judge_bytes says of zero-size arrays holds.
@@ -133,8 +149,7 @@ pub fn judge(source: &TensorReport, target: &TensorReport) -> Judgement {
 /// [`judge`] for two arrays in one address space: the target's extent against the source's.
 fn judge_bytes(source: &TensorReport, target: &TensorReport, mut notes: Vec<String>) -> Judgement {
     if source.numel() == 0 || target.numel() == 0 {
-        notes.push("zero-size: there is no storage to share or copy".into());
-        return Judgement { verdict: Verdict::Shared, reason: None, notes };
+        return Judgement { verdict: Verdict::Copied, reason: Some(NOTHING_TO_SHARE.into()), notes };
     }
     let inside = target.span.0 >= source.span.0 && target.span.1 <= source.span.1;
     // A copy is a new allocation, and a new allocation cannot overlap memory that is still alive: a

@@ -6,7 +6,7 @@ const KNOWN_FAILURES: &[(&str, &str, &str)] = &[
     ("require gradient", "the torch tensor requires grad", "share x.detach(), which views the same memory"),
     ("conjugate bit", "the torch tensor has its conjugate bit set", "share x.resolve_conj()"),
     ("Storage size calculation overflowed", "PyTorch cannot take negative strides", "make a contiguous copy first, e.g. numpy.ascontiguousarray(x)"),
-    ("DLPack only supports signed/unsigned integers", "the source's dtype has no DLPack code in its framework (NumPy cannot export ml_dtypes' bfloat16)", "cast to float32 first"),
+    ("DLPack only supports signed/unsigned integers", "the source's dtype has no DLPack code in NumPy: NumPy exports only bool, integer, float and complex dtypes, not ml_dtypes' (bfloat16, float8, float4)", "cast to float32 first"),
     ("Invalid strides array from DLPack", "TensorFlow takes only compact row-major tensors", "make it contiguous first"),
     ("trivial (compact) striding", "JAX takes only compact layouts or their transposes", "make it contiguous first"),
     ("Address of buffer", "XLA's GPU kernels take only 16-byte aligned inputs and this array does not start on a 16-byte boundary", "share an aligned copy: x.clone() (torch) or x.copy() (CuPy)"),

@@ -52,6 +52,23 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     {
         return gap;
     }
+    if path == "dlpack"
+        && let Some(gap) = copying_export_gap(&source.framework, &target.framework)
+    {
+        return gap;
+    }
+    // JAX's from_dlpack(x, device=cpu, copy=True) of host memory its CPU client can view (64-byte
+    // aligned, a dtype it keeps) ignores copy=True and views the source (jax 0.10.2: torch's
+    // allocations, NumPy's aligned ones); unaligned memory it copies, as asked.
+    if path == "dlpack"
+        && target.framework == "jax"
+        && destination == Place::Host
+        && Place::of_dlpack(source.dlpack_device) == Place::Host
+        && let PredictedOutcome::Shared { note } = share(source, "dlpack")
+    {
+        let ignored = "JAX's from_dlpack ignores copy=True for 64-byte aligned host memory and views the source";
+        return PredictedOutcome::Shared { note: Some(note.map_or_else(|| ignored.to_string(), |n| format!("{ignored}; {n}"))) };
+    }
     let words = paths::copied_by_design(PathKind::Move, path);
     let (handoff, by_design) = match path {
         "move" => (share(&arrived(source, &source.framework, destination), "auto"), None),
@@ -66,8 +83,8 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     };
     match handoff {
         PredictedOutcome::Failed { .. } => handoff,
-        // A zero-size array has no storage: the judgement calls it shared wherever it lies.
-        PredictedOutcome::Shared { .. } if source.numel() == 0 => handoff,
+        // A zero-size array has no memory: nothing to share wherever it lies (the judgement's words).
+        _ if source.numel() == 0 => PredictedOutcome::Copied { reason: super::judgement::NOTHING_TO_SHARE.into() },
         PredictedOutcome::Copied { reason } if by_design.is_none() => PredictedOutcome::Copied {
             reason: format!("{} → {}, and then {reason}", source.dlpack_device_name, destination.name()),
         },
@@ -157,6 +174,28 @@ impl MoveMemo {
             *memo = Some((MoveKey::of(source), target.clone(), outcome.clone()));
         }
         outcome
+    }
+}
+
+/// Producers whose `__dlpack__` refuses what a `from_dlpack(x, device=…, copy=True)` asks of it
+/// (`dl_device`, `copy=True`): TensorFlow's raises "does not support DLPack export with a non-None
+/// dl_device"; cuda.core's StridedMemoryView says "Sorry, not supported", and gpushare refuses it
+/// first (its adapter's check_copying_export). JAX asks TensorFlow for a plain export (no stream,
+/// no device: jax 0.10.2), so TensorFlow's refusal does not reach it.
+fn copying_export_gap(source: &str, target: &str) -> Option<PredictedOutcome> {
+    let fix = "use path='move' (the source framework's own move) or path='copy'";
+    match source {
+        "tf" if target != "jax" => Some(PredictedOutcome::Failed {
+            reason: "TensorFlow's __dlpack__ refuses dl_device and copy=True, which from_dlpack(x, device=…, copy=True) passes".into(),
+            expected_error: Some("does not support DLPack export".into()),
+            fix: fix.into(),
+        }),
+        "cuda_core" => Some(PredictedOutcome::Failed {
+            reason: "StridedMemoryView.__dlpack__ refuses copy=True and dl_device (\"Sorry, not supported\")".into(),
+            expected_error: None,
+            fix: fix.into(),
+        }),
+        _ => None,
     }
 }
 
@@ -296,5 +335,37 @@ mod tests {
         let p = predict_move(&x, &to("numpy", "dlpack"), Place::Host);
         assert_eq!(p.verdict(), Verdict::Copied);
         assert!(p.reason().unwrap().starts_with("copied by design"), "{p:?}");
+    }
+
+    #[test]
+    fn jax_ignores_copy_true_for_aligned_host_memory() {
+        let x = torch_cpu(vec![4, 6], vec![6, 1]);
+        let p = predict_move(&x, &to("jax", "dlpack"), Place::Host);
+        assert_eq!(p.verdict(), Verdict::Shared, "{p:?}");
+        assert!(p.reason().unwrap().contains("ignores copy=True"), "{p:?}");
+        // Unaligned host memory it copies, as asked; a 64-bit dtype it narrows into a copy.
+        let mut unaligned = x.clone();
+        unaligned.data_ptr += 16;
+        unaligned.span = (unaligned.data_ptr, unaligned.data_ptr + 96);
+        assert_eq!(predict_move(&unaligned, &to("jax", "dlpack"), Place::Host).verdict(), Verdict::Copied);
+        let mut wide = x.clone();
+        wide.dtype = "float64".into();
+        assert_eq!(predict_move(&wide, &to("jax", "dlpack"), Place::Host).verdict(), Verdict::Copied);
+    }
+
+    #[test]
+    fn producers_that_refuse_a_copying_export_fail_a_dlpack_move() {
+        for source in ["tf", "cuda_core"] {
+            let mut x = torch_cpu(vec![4, 6], vec![6, 1]);
+            x.framework = source.into();
+            for target in ["torch", "numpy"] {
+                let p = predict_move(&x, &to(target, "dlpack"), Place::Host);
+                assert_eq!(p.verdict(), Verdict::Failed, "{source} → {target}: {p:?}");
+            }
+        }
+        // JAX asks TensorFlow for a plain export, and views aligned host memory despite copy=True.
+        let mut tf = torch_cpu(vec![4, 6], vec![6, 1]);
+        tf.framework = "tf".into();
+        assert_eq!(predict_move(&tf, &to("jax", "dlpack"), Place::Host).verdict(), Verdict::Shared);
     }
 }

@@ -304,11 +304,14 @@ fn rule9_dtype_gaps() {
 
 #[test]
 fn rule10_empty_and_zero_d() {
-    // An empty tensor (null pointer included) is "no storage", not a copy, even where JAX would narrow.
+    // An empty tensor (null pointer included) has nothing to share: the judgement's words, on
+    // every path, even where JAX would narrow and where the path copies by design.
     let empty = src("torch", "int64", 0, vec![0], vec![1]);
-    let p = predict(&empty, &to("jax"));
-    assert_eq!(p.verdict(), Verdict::Shared);
-    assert!(p.reason().unwrap().contains("zero-size"));
+    for path in ["auto", "dlpack", "host", "copy"] {
+        let p = predict(&empty, &TargetFacts::new("jax", "", path));
+        assert_eq!(p.verdict(), Verdict::Copied, "{path}");
+        assert_eq!(p.reason(), Some(crate::explain::NOTHING_TO_SHARE), "{path}");
+    }
     // A failure still wins over "empty".
     let empty_bf16 = src("torch", "bfloat16", 0, vec![0, 3], vec![3, 1]);
     assert_eq!(predict(&empty_bf16, &to("numpy")).verdict(), Verdict::Failed);

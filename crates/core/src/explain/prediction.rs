@@ -20,7 +20,9 @@ pub struct FrameworkFacts {
     /// under `CUPY_CUDA_PER_THREAD_DEFAULT_STREAM`), which PyTorch refuses.
     pub per_thread_default_stream: bool,
     /// As a source: the CUDA device it exports from, where it exports only from its current one
-    /// (PyTorch); `None`: unknown or any device.
+    /// (PyTorch). As a target: the CUDA device its `__cuda_array_interface__` import places arrays
+    /// on (CuPy's current device, to which it copies memory of another device). `None`: unknown or
+    /// any device.
     pub current_device: Option<i32>,
     /// Whether the framework has a CUDA context current on this thread, where its calls need one of
     /// its own (PyCUDA keeps a context stack of its own: the driver's current context is not
@@ -38,7 +40,7 @@ pub enum LiveFact {
 }
 
 /// Whether a rule reads `fact` when predicting a handoff of `source` (the target's facts for
-/// `Keeps64Bit` and `HasCurrentContext`, the source's for `CurrentDevice`): only 64-bit dtypes
+/// `Keeps64Bit` and `HasCurrentContext`, the source's and the target's for `CurrentDevice`): only 64-bit dtypes
 /// narrow, only a CUDA source has a current device that matters, and a context is needed by every
 /// import that makes an array of the framework.
 pub fn rule_reads(fact: LiveFact, source: &TensorReport) -> bool {
@@ -94,7 +96,7 @@ impl TargetFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PredictedOutcome {
     /// The target will view the source's memory; `note` says what to watch for (a writable view
-    /// of read-only memory, a zero-size tensor that has no storage).
+    /// of read-only memory).
     Shared { note: Option<String> },
     /// The target will hold a copy, for this reason.
     Copied { reason: String },
@@ -227,7 +229,7 @@ fn predict_host(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome
         );
     }
     if source.numel() == 0 {
-        return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
+        return PredictedOutcome::Copied { reason: super::judgement::NOTHING_TO_SHARE.into() };
     }
     PredictedOutcome::Copied {
         reason: "path 'host' copies through NumPy on the host by design (the naive route, for comparison)".into(),
@@ -274,11 +276,30 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
         return f;
     }
     if source.numel() == 0 {
-        return PredictedOutcome::Shared { note: Some("zero-size: there is no storage to share or copy".into()) };
+        return PredictedOutcome::Copied { reason: super::judgement::NOTHING_TO_SHARE.into() };
     }
     PredictedOutcome::Copied {
         reason: format!("path '{path}' copies the data into a gpushare SharedBuffer by design, then hands it over without a second copy"),
     }
+}
+
+/// CuPy's `cupy.asarray` of a `__cuda_array_interface__` whose memory lies on another device than
+/// CuPy's current one copies it to the current device (CuPy's `array()`; seen on 2x H200: a JAX
+/// array on cuda:1 by `cai` arrived on cuda:0, "device changed: cuda:1 → cuda:0", where
+/// `cupy.from_dlpack` views it). gpushare makes the source's device current around the import for
+/// the sources whose adapters say where their current device is (PyTorch, CuPy: `device_scope`);
+/// from the others the import runs on CuPy's current device.
+fn cupy_cai_device_copy(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
+    if target.framework != "cupy" || path != "cai" || source.dlpack_device.0 != 2 || matches!(source.framework.as_str(), "torch" | "cupy") {
+        return None;
+    }
+    let current = target.settings.target.current_device?;
+    (current != source.dlpack_device.1).then(|| PredictedOutcome::Copied {
+        reason: format!(
+            "device changed: {} → cuda:{current}: CuPy's asarray of a __cuda_array_interface__ copies memory of another device to its current device (path='dlpack' views it)",
+            source.dlpack_device_name
+        ),
+    })
 }
 
 /// Predicts what handing `source` to `target` will do, from the rules of dlpack-matrix.md §4.
@@ -287,7 +308,7 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
 /// refusal ([`refuse`]), then the path and the producer (rules 5–7: capsule generation, read-only
 /// export, streams, device index), the device type (rule 4), the dtype (rule 9), and the layout
 /// (rule 3; on the `cai` path only JAX checks it, and raises rather than copying). Then a zero-size
-/// tensor is shared (rule 10: there is no storage to copy). Then the copies, in the order of §4:
+/// tensor is "copied", with nothing to share (rule 10: it has no memory for the target to view). Then the copies, in the order of §4:
 /// JAX's x64 narrowing (rule 1), which fails instead on a GPU source that is not 16-byte aligned (the
 /// narrowing is an XLA kernel, and XLA's GPU kernels check their inputs' alignment) and does not
 /// happen at all on the `cai` path (jnp.asarray keeps the dtype); XLA CPU's 64-byte alignment
@@ -348,15 +369,21 @@ pub fn predict(source: &TensorReport, target: &TargetFacts) -> PredictedOutcome 
     }
 
     if source.numel() == 0 {
-        return PredictedOutcome::Shared {
-            note: Some("zero-size: there is no storage to share or copy".into()),
-        };
+        return PredictedOutcome::Copied { reason: super::judgement::NOTHING_TO_SHARE.into() };
+    }
+    if let Some(copy) = cupy_cai_device_copy(source, target, path) {
+        return copy;
     }
     if let Some(copy) = super::targets::import_copy(source, target, path) {
         return copy;
     }
 
     let mut notes: Vec<String> = Vec::new();
+    if matches!(path, "dlpack" | "capsule")
+        && let Some(label) = super::targets::relabels(dst, &source.dtype)
+    {
+        notes.push(super::targets::relabel_note(dst, &source.dtype, label));
+    }
     if dst == "jax" {
         // Rule 1: with x64 off JAX converts 64-bit arrays to new 32-bit buffers after import (jax#11895).
         let narrowed = match source.dtype.as_str() {

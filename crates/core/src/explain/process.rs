@@ -23,6 +23,9 @@ pub struct ProcessFacts<'a> {
     /// The device of the array, and the device the worker works on.
     pub source_device: Option<i64>,
     pub worker_device: Option<i64>,
+    /// The array's elements do not fill its extent once each (a step, `x[::2]`, or a broadcast):
+    /// not "non-overlapping and dense", which torch.distributed's send takes only.
+    pub strided: bool,
 }
 
 /// The facts that cost something to learn, asked only when a rule needs them.
@@ -74,6 +77,14 @@ pub fn refuse_process(f: &ProcessFacts<'_>, probe: &mut dyn ProcessProbe) -> Opt
             if let Some(why) = probe.nccl_unavailable() {
                 return Some(why);
             }
+            if f.strided {
+                return Some(
+                    "NCCL send/recv takes only non-overlapping, dense tensors (torch.distributed: \"Tensors for P2P \
+                     must be non-overlapping and dense\"), and this one has gaps or overlaps (a step, a broadcast): \
+                     send x.contiguous(), a dense copy"
+                        .into(),
+                );
+            }
             if f.source_device == f.worker_device {
                 let on = f.source_device.map(|d| d.to_string()).unwrap_or_else(|| "None".into());
                 return Some(format!(
@@ -120,7 +131,7 @@ mod tests {
 
     fn facts<'a>(path: &'a str, framework: &'a str, targets: &'a [String], on_device: bool) -> ProcessFacts<'a> {
         let library = matches!(path, "torch_mp" | "gloo" | "nccl" | "nccl_socket").then_some("torch");
-        ProcessFacts { path, framework, to: None, targets, library, on_device, source_device: None, worker_device: None }
+        ProcessFacts { path, framework, to: None, targets, library, on_device, source_device: None, worker_device: None, strided: false }
     }
 
     #[test]
@@ -137,6 +148,12 @@ mod tests {
         let mut one_gpu = facts("nccl", "torch", &torch, true);
         (one_gpu.source_device, one_gpu.worker_device) = (Some(0), Some(0));
         assert!(refuse_process(&one_gpu, &mut probe).unwrap().contains("both processes are on cuda:0"));
+        // A strided tensor is refused before it reaches torch.distributed's send, with the fix.
+        let mut strided = facts("nccl", "torch", &torch, true);
+        (strided.source_device, strided.worker_device, strided.strided) = (Some(0), Some(1), true);
+        assert!(refuse_process(&strided, &mut probe).unwrap().contains("x.contiguous()"));
+        strided.strided = false;
+        assert_eq!(refuse_process(&strided, &mut probe), None);
         let jax = facts("shm", "jax", &both, false);
         assert_eq!(refuse_process(&jax, &mut probe).unwrap(), "shm gives the worker numpy or torch arrays, not jax: pass to='numpy'");
         let asked = ProcessFacts { to: Some("jax"), ..facts("shm", "numpy", &both, false) };

@@ -8,7 +8,6 @@
 //! (before the general dtype rule) and after the zero-size rule: will its import fail, and will it copy?
 
 use super::prediction::{PredictedOutcome, TargetFacts, base_and_lanes};
-use crate::dlpack::has_negative_stride;
 use crate::report::TensorReport;
 
 fn fail(reason: impl Into<String>, expected: Option<&str>, fix: impl Into<String>) -> PredictedOutcome {
@@ -28,6 +27,30 @@ pub(super) fn asks_versioned(target: &str) -> bool {
 /// capsules only, which carry no READ_ONLY flag. (cuda.core keeps the flag; MLX copies.)
 pub(super) fn writes_read_only(target: &str) -> bool {
     target == "warp"
+}
+
+/// The dtype `target`'s DLPack import labels a `dtype` array with, where it is not `dtype`: Paddle
+/// 3.3 takes DLPack's uint16 as its bfloat16 (`paddle.from_dlpack` and `paddle.utils.dlpack`
+/// alike; it stores bfloat16 as uint16), over the same bytes, and its kernels then treat the
+/// tensor as uint16 (arithmetic on it fails: "Selected wrong DataType `uint16`").
+pub fn relabels(target: &str, dtype: &str) -> Option<&'static str> {
+    match (target, dtype) {
+        ("paddle", "uint16") => Some("bfloat16"),
+        _ => None,
+    }
+}
+
+/// What to say of a target that labels the source's bytes `label` rather than `dtype`.
+pub fn relabel_note(target: &str, dtype: &str, label: &str) -> String {
+    let mut note = format!(
+        "{target} labels the array {label}, not {dtype}, over the same bytes: the values are the source's bits under another dtype"
+    );
+    if relabels(target, dtype) == Some("bfloat16") {
+        note.push_str(
+            " (Paddle takes DLPack's uint16 as its bfloat16, and its kernels then treat the tensor as uint16: arithmetic on it fails; cast to int32 first, e.g. x.astype(numpy.int32), to compute with it in Paddle)",
+        );
+    }
+    note
 }
 
 /// PyCUDA's calls need a context on PyCUDA's own context stack (`Context.get_current()`; the one
@@ -91,12 +114,62 @@ pub(super) fn host_failure(source: &TensorReport, target: &TargetFacts) -> Optio
         "cuda_core" if base_and_lanes(&source.dtype).0 == "bfloat16" => {
             Some(fail("NumPy's bfloat16 (ml_dtypes) has no DLPack export for cuda.core to view", None, "cast to float32 first"))
         }
+        "warp" if warp_shape_failure(source, false).is_some() => warp_shape_failure(source, false),
         "warp" if source.shape.is_empty() => {
             Some(fail("Warp has no 0-d arrays", None, "share x.reshape(1), a view of one element"))
         }
         "pycuda" => pycuda_without_context(target),
         _ => None,
     }
+}
+
+/// A bare DLPack capsule (a source of framework `capsule`) handed to a `from_dlpack` as it is, as
+/// the raw call hands it: PyTorch, CuPy, Paddle and MLX take one; NumPy, JAX (since 0.7.2) and
+/// cuda.core want an object with `__dlpack__` and `__dlpack_device__`; Warp takes legacy capsules
+/// only. The `capsule` path hands it to the target's capsule import, which every capsule consumer has.
+fn bare_capsule_failure(source: &TensorReport, target: &TargetFacts, path: &str) -> Option<PredictedOutcome> {
+    if source.framework != "capsule" || path != "dlpack" {
+        return None;
+    }
+    let fix = "hand over the producer itself (the object whose __dlpack__ made the capsule), or use path='capsule' into a framework that imports capsules (torch, CuPy, Paddle, MLX, Warp, TensorFlow)";
+    let words = match target.framework.as_str() {
+        "jax" => "must have __dlpack__ and __dlpack_device__",
+        "numpy" => "has no attribute '__dlpack__'",
+        "cuda_core" => "has no attribute '__dlpack_device__'",
+        "warp" if source.dlpack_version.is_some() => {
+            return Some(fail(
+                "wp.from_dlpack takes legacy (\"dltensor\") capsules only, and this bare capsule is versioned",
+                Some("Expected a valid DLPack capsule"),
+                "use path='capsule' (gpushare forwards a versioned capsule to Warp as a legacy one)",
+            ));
+        }
+        _ => return None,
+    };
+    Some(fail(
+        format!("a bare DLPack capsule: {}'s from_dlpack takes only objects with __dlpack__ and __dlpack_device__", target.framework),
+        Some(words),
+        fix,
+    ))
+}
+
+/// Warp's arrays have at most 4 dimensions, each at most 2**31-1 long (int32 shapes): wp.from_dlpack
+/// and wp.array refuse others (warp-lang 1.19). `dlpack`: the words of wp.from_dlpack.
+fn warp_shape_failure(source: &TensorReport, dlpack: bool) -> Option<PredictedOutcome> {
+    if source.shape.len() > 4 {
+        return Some(fail(
+            format!("Warp arrays have at most 4 dimensions, and this one has {}", source.shape.len()),
+            dlpack.then_some("the maximum number of dimensions is 4"),
+            "reshape to 4 dimensions or fewer first (merge adjacent contiguous axes)",
+        ));
+    }
+    if let Some(long) = source.shape.iter().find(|d| **d > i64::from(i32::MAX)) {
+        return Some(fail(
+            format!("Warp's shapes are int32: a dimension of {long} elements is longer than 2**31-1"),
+            dlpack.then_some("signed 32-bit integer"),
+            "split the array into parts of at most 2**31-1 elements along that axis",
+        ));
+    }
+    None
 }
 
 /// Will the import by `path` fail?
@@ -122,6 +195,9 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
             "use path='dlpack'",
         ));
     }
+    if let Some(f) = bare_capsule_failure(source, target, path) {
+        return Some(f);
+    }
     if path == "capsule" && target.framework == "cuda_core" {
         return Some(fail(
             "cuda.core's StridedMemoryView.from_dlpack takes objects with __dlpack_device__, not raw capsules",
@@ -141,7 +217,9 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
             if let Some(f) = mlx_cuda_import(source, target) {
                 return Some(f);
             }
-            if has_negative_stride(&source.shape, &source.strides) {
+            // Any negative stride, even on an axis of one element, where it moves nothing
+            // (mlx 0.32.4: "Cannot convert DLPack arrays with negative strides").
+            if source.strides.iter().any(|s| *s < 0) {
                 return Some(fail(
                     format!("mx.from_dlpack refuses negative strides {:?}", source.strides),
                     Some("negative strides"),
@@ -164,6 +242,9 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
             if unusual {
                 return Some(fail(format!("Warp cannot import dtype {} over DLPack", source.dtype), None, CAST_FIX));
             }
+            if let Some(f) = warp_shape_failure(source, true) {
+                return Some(f);
+            }
             if source.shape.is_empty() {
                 return Some(fail(
                     "Warp has no 0-d arrays: wp.from_dlpack fails on a 0-d tensor",
@@ -183,9 +264,11 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
                     "go through NumPy (x.numpy() shares, then StridedMemoryView.from_dlpack of that) or PyTorch (torch.from_dlpack(x))",
                 ));
             }
-            // StridedMemoryView describes its dtype as a NumPy dtype: none for bfloat16 or float8
-            // (without ml_dtypes), and its own export, which gpushare reads the result by, refuses them.
-            if base == "bfloat16" || unusual {
+            // StridedMemoryView describes its dtype as a NumPy dtype: ml_dtypes' bfloat16 it views
+            // (StridedMemoryView.from_dlpack(x, stream_ptr=-1) of a torch, JAX, MLX or TensorFlow
+            // bfloat16 array; gpushare describes the view from its attributes, since the view's own
+            // export refuses bfloat16), float8 and float4 it refuses.
+            if unusual {
                 return Some(fail(
                     format!("cuda.core's StridedMemoryView has no NumPy dtype for {} and refuses to export it", source.dtype),
                     Some("Unsupported dtype"),

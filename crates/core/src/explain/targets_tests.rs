@@ -64,11 +64,14 @@ fn warp_has_no_complex_and_no_0_d_arrays_and_writes_read_only_sources() {
 }
 
 #[test]
-fn cuda_core_asks_for_versioned_capsules_and_refuses_bfloat16() {
+fn cuda_core_asks_for_versioned_capsules_views_bfloat16_and_refuses_float8() {
     let mut ro = f32("numpy");
     ro.readonly = true;
     assert_eq!(predict(&ro, &to("cuda_core")), PredictedOutcome::Shared { note: None });
+    // StridedMemoryView.from_dlpack views bfloat16 (its dtype from ml_dtypes); float8 it refuses.
     let p = predict(&src("torch", "bfloat16", vec![4, 6], vec![6, 1]), &to("cuda_core"));
+    assert_eq!(p.verdict(), Verdict::Shared, "{p:?}");
+    let p = predict(&src("torch", "float8_e5m2", vec![4, 6], vec![6, 1]), &to("cuda_core"));
     assert_eq!(p.expected_error(), Some("Unsupported dtype"), "{p:?}");
     // Paddle's host tensors have no device id; the dtype is not looked at before that.
     let p = predict(&src("paddle", "bfloat16", vec![4, 6], vec![6, 1]), &to("cuda_core"));
@@ -230,3 +233,95 @@ fn only_the_facts_a_rule_reads_are_read() {
     assert!(rule_reads(LiveFact::CurrentDevice, &on_cuda(f32("torch"))));
 }
 
+
+#[test]
+fn paddle_labels_uint16_as_bfloat16_and_a_share_says_so() {
+    // paddle.from_dlpack of a uint16 array: a tensor labelled bfloat16 over the same bytes.
+    let u16 = src("numpy", "uint16", vec![4, 6], vec![6, 1]);
+    for path in ["auto", "dlpack", "capsule"] {
+        let p = predict(&u16, &TargetFacts::new("paddle", "3.3.1", path));
+        assert_eq!(p.verdict(), Verdict::Shared, "{path}");
+        let note = p.reason().unwrap_or_default();
+        assert!(note.contains("labels the array bfloat16, not uint16"), "{path}: {note}");
+    }
+    // Other dtypes keep their label; other targets keep uint16.
+    assert_eq!(predict(&src("numpy", "int16", vec![4, 6], vec![6, 1]), &to("paddle")).reason(), None);
+    assert_eq!(predict(&u16, &to("torch")).reason(), None);
+    // The judgement of the result: shared, with the same words.
+    let mut target = u16.clone();
+    target.framework = "paddle".into();
+    target.dtype = "bfloat16".into();
+    let j = judge(&u16, &target);
+    assert_eq!(j.verdict, Verdict::Shared);
+    assert!(j.notes.iter().any(|n| n.contains("labels the array bfloat16, not uint16") && n.contains("arithmetic on it fails")), "{:?}", j.notes);
+    // A target that keeps the source's dtype says nothing of labels.
+    target.dtype = "uint16".into();
+    assert!(judge(&u16, &target).notes.is_empty());
+}
+
+#[test]
+fn a_bare_capsule_goes_where_the_raw_call_takes_one() {
+    let legacy = f32("capsule");
+    let mut versioned = f32("capsule");
+    versioned.dlpack_version = Some((1, 1));
+    let dlpack = |d: &str| TargetFacts::new(d, "", "dlpack");
+    for d in ["jax", "numpy", "cuda_core"] {
+        let p = predict(&legacy, &dlpack(d));
+        assert_eq!(p.verdict(), Verdict::Failed, "{d}");
+        assert!(p.reason().unwrap().contains("bare DLPack capsule"), "{d}: {p:?}");
+        assert!(p.expected_error().is_some(), "{d}");
+    }
+    assert_eq!(predict(&versioned, &dlpack("warp")).verdict(), Verdict::Failed);
+    assert_ne!(predict(&legacy, &dlpack("warp")).verdict(), Verdict::Failed);
+    for d in ["torch", "paddle"] {
+        assert_eq!(predict(&versioned, &dlpack(d)).verdict(), Verdict::Shared, "{d}");
+    }
+    // A producer of no known framework ("unknown") is an object: the general rules.
+    assert_eq!(predict(&f32("unknown"), &dlpack("jax")).verdict(), Verdict::Shared);
+}
+
+#[test]
+fn mlx_refuses_a_negative_stride_even_on_an_axis_of_one() {
+    let p = predict(&src("numpy", "float32", vec![1, 6], vec![-6, 1]), &to("mlx"));
+    assert_eq!(p.expected_error(), Some("negative strides"), "{p:?}");
+}
+
+#[test]
+fn warp_refuses_more_than_four_dimensions_and_int32_overflowing_shapes() {
+    let five = src("torch", "float32", vec![1, 1, 1, 1, 2], vec![2, 2, 2, 2, 1]);
+    for path in ["auto", "dlpack"] {
+        let p = predict(&five, &TargetFacts::new("warp", "", path));
+        assert_eq!(p.expected_error(), Some("the maximum number of dimensions is 4"), "{p:?}");
+    }
+    assert_eq!(predict(&five, &TargetFacts::new("warp", "", "host")).verdict(), Verdict::Failed);
+    let long = src("torch", "float32", vec![1 << 31], vec![0]);
+    assert_eq!(predict(&long, &to("warp")).expected_error(), Some("signed 32-bit integer"));
+    let longest_allowed = src("torch", "float32", vec![(1 << 31) - 1], vec![0]);
+    assert_ne!(predict(&longest_allowed, &to("warp")).verdict(), Verdict::Failed);
+    let four = src("torch", "float32", vec![1, 1, 1, 2], vec![2, 2, 2, 1]);
+    assert_ne!(predict(&four, &to("warp")).verdict(), Verdict::Failed);
+}
+
+#[test]
+fn cupy_copies_an_interface_of_another_device_to_its_current_one() {
+    let mut on_1 = f32("jax");
+    on_1.dlpack_device = (2, 1);
+    on_1.device = "cuda:1".into();
+    on_1.dlpack_device_name = "cuda:1".into();
+    let mut cai = TargetFacts::new("cupy", "14.2.0", "cai");
+    cai.settings.target.current_device = Some(0);
+    let p = predict(&on_1, &cai);
+    assert_eq!(p.verdict(), Verdict::Copied, "{p:?}");
+    assert!(p.reason().unwrap().starts_with("device changed: cuda:1 → cuda:0"), "{p:?}");
+    // By DLPack CuPy makes the producer's device current: shared. On CuPy's current device: shared.
+    let mut dlpack = cai.clone();
+    dlpack.path = "dlpack".into();
+    assert_eq!(predict(&on_1, &dlpack).verdict(), Verdict::Shared);
+    cai.settings.target.current_device = Some(1);
+    assert_eq!(predict(&on_1, &cai).verdict(), Verdict::Shared);
+    // gpushare makes a torch tensor's device current around the import.
+    cai.settings.target.current_device = Some(0);
+    let mut torch_on_1 = on_1.clone();
+    torch_on_1.framework = "torch".into();
+    assert_eq!(predict(&torch_on_1, &cai).verdict(), Verdict::Shared);
+}

@@ -47,8 +47,8 @@ fn a_zero_size_array_labelled_with_another_device_moved_nothing() {
     let src = t("torch", 0, vec![0], vec![1], (2, 0));
     let dst = t("numba", 0, vec![0], vec![1], (2, 1));
     let j = judge(&src, &dst);
-    assert_eq!(j.verdict, Verdict::Shared, "{:?}", j.reason);
-    assert!(j.notes.iter().any(|n| n.contains("zero-size")), "{:?}", j.notes);
+    assert_eq!(j.verdict, Verdict::Copied, "{:?}", j.reason);
+    assert_eq!(j.reason.as_deref(), Some(NOTHING_TO_SHARE));
 }
 
 #[test]
@@ -120,8 +120,11 @@ fn zero_size_and_read_only_notes() {
     let a = t("numpy", 0, vec![0], vec![1], (1, 0));
     let b = t("torch", 0, vec![0], vec![1], (1, 0));
     let j = judge(&a, &b);
-    assert_eq!(j.verdict, Verdict::Shared);
-    assert!(j.notes[0].contains("zero-size"));
+    assert_eq!(j.verdict, Verdict::Copied);
+    assert_eq!(j.reason.as_deref(), Some(NOTHING_TO_SHARE));
+    // A path that copies by design keeps the zero-size words: there was nothing to copy either.
+    let j = judge_path(&a, &b, "host");
+    assert_eq!((j.verdict, j.reason.as_deref()), (Verdict::Copied, Some(NOTHING_TO_SHARE)));
     let mut ro = t("numpy", 0x1000, vec![4], vec![1], (1, 0));
     ro.readonly = true;
     let w = t("torch", 0x1000, vec![4], vec![1], (1, 0));

@@ -25,14 +25,21 @@ impl Error {
     /// where it can carry one. `source` and `target` are framework names, `path` the route.
     pub fn explain(self, stage: Stage, source: &str, target: &str, path: &str, predicted: Option<&PredictedOutcome>) -> Error {
         match self {
-            Error::Framework { text, origin } => {
-                let (target, path, predicted) = match stage {
-                    // Describing the source is not yet a handoff: no prediction, no path.
-                    Stage::Inspect => (source, "inspect", None),
-                    Stage::Convert => (target, path, predicted),
-                };
-                conversion(source, target, path, text, predicted.cloned(), origin)
-            }
+            Error::Framework { text, origin } => match stage {
+                // Describing the source is not yet a handoff: no prediction, no path; the message
+                // names the pair asked for and says the source's description failed.
+                // An inspection of the array alone names no target ("").
+                Stage::Inspect if target.is_empty() => {
+                    explained_conversion(&format!("inspecting the {source} array failed"), text, None, origin)
+                }
+                Stage::Inspect => explained_conversion(
+                    &format!("{source} → {target} failed describing the {source} source"),
+                    text,
+                    None,
+                    origin,
+                ),
+                Stage::Convert => conversion(source, target, path, text, predicted.cloned(), origin),
+            },
             Error::Raised { origin, predicted: None } if stage == Stage::Convert => {
                 Error::Raised { origin, predicted: predicted.cloned() }
             }
@@ -56,6 +63,11 @@ pub fn conversion(
     predicted: Option<PredictedOutcome>,
     origin: Option<Foreign>,
 ) -> Error {
+    explained_conversion(&format!("{source} → {target} via {path} failed"), text, predicted, origin)
+}
+
+/// [`conversion`] under any headline (`source → target …`).
+fn explained_conversion(headline_words: &str, text: String, predicted: Option<PredictedOutcome>, origin: Option<Foreign>) -> Error {
     let foreseen = predicted.as_ref().and_then(|p| match p {
         PredictedOutcome::Failed { reason, expected_error: Some(words), fix }
             if !words.is_empty() && text.to_lowercase().contains(&words.to_lowercase()) =>
@@ -69,7 +81,7 @@ pub fn conversion(
         (None, Some((reason, fix))) => (reason.to_string(), Some(fix.to_string())),
         (None, None) => (headline(&text), None),
     };
-    let mut message = explained_message(&format!("{source} → {target} via {path} failed"), &reason, fix.as_deref());
+    let mut message = explained_message(headline_words, &reason, fix.as_deref());
     if let Some(p) = &predicted
         && !matches!(p, PredictedOutcome::Failed { .. })
     {
@@ -164,7 +176,9 @@ mod tests {
     fn explaining_at_inspection_names_no_path_and_no_prediction() {
         let e = Error::Framework { text: "RuntimeError: x".into(), origin: None };
         let e = e.explain(Stage::Inspect, "jax", "torch", "dlpack", Some(&PredictedOutcome::Shared { note: None }));
-        assert_eq!(e.to_string(), "jax → jax via inspect failed: RuntimeError: x");
+        assert_eq!(e.to_string(), "jax → torch failed describing the jax source: RuntimeError: x");
         assert!(e.predicted().is_none());
+        let alone = Error::Framework { text: "RuntimeError: x".into(), origin: None }.explain(Stage::Inspect, "jax", "", "inspect", None);
+        assert_eq!(alone.to_string(), "inspecting the jax array failed: RuntimeError: x");
     }
 }

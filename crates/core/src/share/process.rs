@@ -31,6 +31,8 @@ pub struct RouteFacts {
     pub on_device: bool,
     pub source_device: Option<i64>,
     pub worker_device: Option<i64>,
+    /// Not non-overlapping and dense (see [`ProcessFacts::strided`]).
+    pub strided: bool,
 }
 
 /// The parent's side of a handoff, read after the handoffs (a path may move the source's storage
@@ -226,6 +228,7 @@ pub fn refusal<R: ProcessRoute>(route: &mut R) -> Result<Option<String>> {
         on_device: f.on_device,
         source_device: f.source_device,
         worker_device: f.worker_device,
+        strided: f.strided,
     };
     let mut probe = Probe { route, error: None };
     let refused = explain::refuse_process(&facts, &mut probe);

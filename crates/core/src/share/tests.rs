@@ -303,7 +303,7 @@ fn a_source_the_framework_will_not_export_fails_at_inspection() {
     let (mut src, dst, route) = (fake("torch"), fake("numpy"), via("dlpack", false));
     src.refuse_export = true;
     let err = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &Options::default()).err().unwrap();
-    assert!(err.to_string().starts_with("torch → torch via inspect failed"), "{err}");
+    assert!(err.to_string().starts_with("torch → numpy failed describing the torch source"), "{err}");
     assert_eq!(route.calls.get(), 0);
 }
 

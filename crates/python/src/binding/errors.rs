@@ -251,6 +251,7 @@ pub fn gpushare_error<'py>(
 pub fn inspect_explained<'py>(py: Python<'py>, adapter: &Bound<'py, PyAny>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     adapter.call_method1("inspect", (obj,)).map_err(|err| {
         let name = adapter.getattr("name").and_then(|n| n.extract::<String>()).unwrap_or_default();
-        to_pyerr(share_error(py, err).explain(Stage::Inspect, &name, &name, "inspect", None))
+        // No target: an inspection of the array alone ("" names none).
+        to_pyerr(share_error(py, err).explain(Stage::Inspect, &name, "", "inspect", None))
     })
 }

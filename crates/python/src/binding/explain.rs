@@ -257,6 +257,16 @@ impl Predictor {
                 None => read.bind(py).call0()?.extract()?,
             };
         }
+        if let Some(read) = &self.target_live.current_device
+            && explain::rule_reads(LiveFact::CurrentDevice, source)
+        {
+            // The target's current device, where a rule reads it (CuPy's `__cuda_array_interface__`
+            // import copies memory of another device to it): the driver's current context, as above.
+            facts.to_mut().settings.target.current_device = match crate::cuda::current_device() {
+                Some(ordinal) => Some(ordinal),
+                None => read.bind(py).call0()?.extract()?,
+            };
+        }
         if facts.path == "pinned" {
             let available = matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. });
             facts.to_mut().settings.cuda_available = Some(available);

@@ -95,7 +95,7 @@ impl crate::explain::ProcessProbe for PyProbe<'_> {
 /// framework whose library implements it; the three callables give the costly facts on demand.
 #[pyfunction]
 #[pyo3(signature = (path, framework, to, targets, library, on_device, source_device, worker_device,
-                    library_unavailable, nccl_unavailable, ipc_refusal))]
+                    library_unavailable, nccl_unavailable, ipc_refusal, strided=false))]
 #[allow(clippy::too_many_arguments)]
 fn process_refusal<'py>(
     path: &str,
@@ -109,6 +109,7 @@ fn process_refusal<'py>(
     library_unavailable: Bound<'py, PyAny>,
     nccl_unavailable: Bound<'py, PyAny>,
     ipc_refusal: Bound<'py, PyAny>,
+    strided: bool,
 ) -> PyResult<Option<String>> {
     let facts = crate::explain::ProcessFacts {
         path,
@@ -119,6 +120,7 @@ fn process_refusal<'py>(
         on_device,
         source_device,
         worker_device,
+        strided,
     };
     let mut probe = PyProbe { library_unavailable, nccl_unavailable, ipc_refusal, error: None };
     let refusal = crate::explain::refuse_process(&facts, &mut probe);

@@ -74,8 +74,9 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
 
     fn facts(&mut self) -> crate::share::Result<RouteFacts> {
         let facts = self.call0("facts")?;
-        let (framework, to, targets, library, on_device, source_device, worker_device) = facts.extract().map_err(carried)?;
-        Ok(RouteFacts { framework, to, targets, library, on_device, source_device, worker_device })
+        let (framework, to, targets, library, on_device, source_device, worker_device, strided) =
+            facts.extract().map_err(carried)?;
+        Ok(RouteFacts { framework, to, targets, library, on_device, source_device, worker_device, strided })
     }
 
     fn library_unavailable(&mut self) -> crate::share::Result<Option<String>> {
