@@ -115,9 +115,10 @@ fn rule3_layouts() {
     offset.byte_offset = 16;
     assert_eq!(predict(&offset, &to("tf")).expected_error(), Some("Unsupported byte_offset"));
     // Zero-size tensors skip the stride checks.
+    // (An array of 0 bytes has nothing to share: each target's array is its own.)
     let empty = src("torch", "float32", 0, vec![0, 3], vec![1, 0]);
-    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Shared);
-    assert_eq!(predict(&empty, &to("tf")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Copied);
+    assert_eq!(predict(&empty, &to("tf")).verdict(), Verdict::Copied);
 }
 
 #[test]
@@ -457,7 +458,8 @@ fn cai_into_jax_keeps_64_bit_dtypes_and_raises_on_strides() {
     let reversed = on_cuda(src("cupy", "float32", 0x7f00_0000_0214, vec![4, 6], vec![6, -1]), 0);
     assert_eq!(predict(&reversed, &TargetFacts::new("jax", "", "cai")).verdict(), Verdict::Failed);
     let empty = numba("float32", 0, vec![0, 6], vec![6, 1]);
-    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Copied);
+    assert!(predict(&empty, &to("jax")).reason().unwrap().contains("nothing to share"));
     // Other CAI consumers take any strides.
     for d in ["torch", "cupy", "numba"] {
         assert_eq!(predict(&broadcast, &TargetFacts::new(d, "", "cai")).verdict(), Verdict::Shared, "{d}");

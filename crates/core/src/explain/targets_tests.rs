@@ -154,11 +154,11 @@ fn mlx_refuses_cuda_memory_before_its_strides_and_its_narrowing() {
     let reversed = on_cuda(src("cupy", "int8", vec![4, 6], vec![6, -1]));
     assert_eq!(predict(&reversed, &at("0.32.4")).expected_error(), Some("CUDA import is not supported"));
     // Managed memory is refused in the same words; a zero-size view cuda.core describes as host
-    // memory is not CUDA memory to MLX (it shared on the H200).
+    // memory is not CUDA memory to MLX (it took it on the H200; 0 bytes: nothing to share).
     let mut managed = f32("torch");
     managed.dlpack_device = (13, 0);
     assert_eq!(predict(&managed, &at("0.32.4")).expected_error(), Some("CUDA import is not supported"));
-    assert_eq!(predict(&src("cuda_core", "float32", vec![0, 6], vec![6, 1]), &at("0.32.4")).verdict(), Verdict::Shared);
+    assert_eq!(predict(&src("cuda_core", "float32", vec![0, 6], vec![6, 1]), &at("0.32.4")).verdict(), Verdict::Copied);
     // The fix works: the host route copies into MLX's own array.
     let host = TargetFacts::new("mlx", "0.32.4", "host");
     assert_eq!(predict(&on_cuda(f32("torch")), &host).verdict(), Verdict::Copied);
