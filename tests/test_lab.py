@@ -370,7 +370,7 @@ def test_bench_stops_cleanly_on_ctrl_c(monkeypatch):
     with pytest.warns(GpushareWarning, match="interrupted: 2 of 4 points"):
         b = gpushare.bench("torch", "numpy", sizes=[1024, 2048], paths="dlpack,copy", repeat=2, progress=False)
     assert b.interrupted and len(b.points) == 2
-    assert "Interrupted: partial results." in repr(b)
+    assert "Interrupted: partial results" in repr(b)
 
 
 def test_bench_progress_bar_falls_back_without_tqdm(monkeypatch, capsys):
@@ -487,6 +487,32 @@ def test_sharebench_magic(lab_shell, run):
     assert isinstance(b, lab.Benchmark)
     assert {(p["size"], p["path"]) for p in b.points} == {(s, p) for s in (4096, 16384) for p in ("dlpack", "copy", "pinned")}
     assert 'src="data:image/svg+xml;base64,' in b._repr_html_()
+
+
+def test_ctrl_c_on_sharebench_gives_one_output(lab_shell, capsys, monkeypatch):
+    """The partial table, which says it was interrupted, and nothing else: no warning, no traceback;
+    the cell still fails, so a notebook's Run All stops there."""
+    from gpushare.lab_magics import SharebenchInterrupted
+
+    calls = {"n": 0}
+    real = lab._path_route
+
+    def interrupting(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab, "_path_route", interrupting)
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = lab_shell.run_cell("%sharebench torch->numpy --sizes 1KiB,2KiB --paths dlpack,copy -r 2")
+    assert isinstance(result.error_in_exec, SharebenchInterrupted)
+    out = capsys.readouterr()
+    assert out.out.count("torch → numpy · float32 on cpu") == 1 and "Interrupted: partial results" in out.out, out.out
+    assert "Traceback" not in out.out + out.err and "KeyboardInterrupt" not in out.out + out.err, out
+    assert not [w for w in caught if "interrupted" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_sharebench_magic_displays(lab_shell, run, capsys):

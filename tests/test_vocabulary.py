@@ -97,13 +97,32 @@ def test_benchmark_plot_draws_with_matplotlib_imported_only_then(benchmark):
     import matplotlib
 
     matplotlib.use("Agg")
-    ax = benchmark.plot()
+    import matplotlib.figure
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    fig = benchmark.plot()
+    # The Figure, not its Axes (a notebook echoed "<Axes: …>" above the plot), and not one pyplot
+    # holds: a notebook shows it once, as the cell's value.
+    assert isinstance(fig, matplotlib.figure.Figure) and plt.get_fignums() == before
+    ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert {"dlpack", "host"} <= set(lines)
     # Each path its own dash and marker, as the SVG: coinciding lines stay visible.
     assert lines["dlpack"].get_linestyle() != lines["host"].get_linestyle()
     assert lines["dlpack"].get_marker() != lines["host"].get_marker()
-    assert ax.get_xlabel() == "size (bytes)"
+    # Human units on the axes: µs/ms and KiB/MiB, never 10⁻⁴ or 2ⁿ.
+    fig.canvas.draw()
+    xticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    yticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert xticks and all(t.endswith((" B", "KiB", "MiB", "GiB")) for t in xticks), xticks
+    assert {"4 KiB", "64 KiB"} <= set(xticks), xticks
+    assert yticks and all(t.endswith((" ns", "µs", "ms", " s")) for t in yticks), yticks
+    assert not any("$" in t for t in xticks + yticks), xticks + yticks  # mathtext: 10⁻⁴, 2¹²
+    assert ax.get_xlabel() == "size"
+    # Given axes, it draws on them and returns their figure.
+    own = matplotlib.figure.Figure().subplots()
+    assert benchmark.plot(own) is own.figure and own.get_lines()
 
 
 def test_process_results_are_read_by_attribute():

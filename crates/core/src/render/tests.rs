@@ -259,3 +259,31 @@ fn lab_tables_read_in_a_notebook_too() {
     assert_cells_read(&html);
     assert_cells_read(&crate::render::lab::tests::bench().html());
 }
+
+#[test]
+fn a_noisy_row_is_named_and_a_single_cold_sample_gets_a_hint() {
+    let mut noisy = row("a", Verdict::Shared, None, 1e-6);
+    noisy.timing = Timing::from_samples(vec![1e-6, 5e-6, 1e-6, 9e-6, 2e-6], 1);
+    let mut cold = row("b", Verdict::Shared, None, 1e-6);
+    cold.timing = Timing::from_samples(vec![382e-6], 1);
+    let steady = row("c", Verdict::Shared, None, 1e-6);
+    let rows = [noisy, cold, steady];
+    for out in [share_table_text(&rows), share_table_html(&rows)] {
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("⚠ a: noisy: IQR is"), "the note names the row: {out}");
+        assert!(flat.contains("1 sample (b): one call, timed once, and the first call also pays one-time costs"), "{out}");
+        assert!(flat.contains("repeat=7, warmup=1"), "{out}");
+        assert!(!flat.contains("(c)") && !flat.contains("⚠ c"), "{out}");
+    }
+}
+
+#[test]
+fn inspect_html_is_in_gpushares_own_style_inline() {
+    let mut t = tensor("tf", 0x1000);
+    t.device = "/job:localhost/replica:0/task:0/device:CPU:0".into();
+    let html = tensor_html(&t);
+    assert!(html.contains("class=\"gpushare gpushare-inspect\" style=\"font-family:monospace"), "{html}");
+    // Every cell carries its alignment and width inline, as the other tables' cells do.
+    assert_cells_read(&html);
+    assert!(html.contains("/<wbr>job:<wbr>localhost"), "{html}");
+}

@@ -148,7 +148,9 @@ fn frame<'py>(py: Python<'py>, rows: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<
             dtypes.set_item(column, dtype)?;
         }
     }
-    frame.call_method1("astype", (dtypes,))
+    // Text missing as None, as every gpushare frame has it (gpushare.records.normalise_frame).
+    let frame = frame.call_method1("astype", (dtypes,))?;
+    py.import("gpushare.records")?.getattr("normalise_frame")?.call1((frame,))
 }
 
 /// One tidy row: the identifying columns, then the path's outcome.
