@@ -13,6 +13,7 @@ import gpushare
 from gpushare.records import Record
 
 torch = pytest.importorskip("torch")
+CUDA = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +140,34 @@ def test_process_results_are_read_by_attribute():
     b = gpushare.bench("torch", "torch", sizes=["4KiB"], paths="shm", repeat=2, across="processes", device="cpu")
     assert b.points[0].size == 4096 and b.points[0].timing.median > 0
     assert b.points[0]["timing"]["median"] == b.points[0].timing.median  # keys still work
+
+
+def test_frames_speak_the_tables_vocabulary_and_one_missing_value_convention(comparison, benchmark):
+    """A path that cannot run here is "not applicable" in every frame, as in the tables, never
+    "failed"; missing text is None in every frame (pandas 3 infers a ``str`` dtype with NaN unless
+    told), missing measurements NaN."""
+    pd = pytest.importorskip("pandas", reason="pandas not installed")
+    frames = {
+        "compare": comparison.to_pandas(),
+        "bench": benchmark.to_pandas(),
+        "advise": gpushare.advise(torch.ones(1024), "jax").to_pandas(),
+        "share": gpushare.share(torch.ones(4), "numpy").to_pandas(),
+    }
+    for name in ("compare", "bench", "advise"):
+        df = frames[name]
+        assert set(df["verdict"]) <= {"shared", "copied", "not applicable", "failed"}, (name, set(df["verdict"]))
+        if "applicable" in df:
+            assert (df.loc[~df["applicable"], "verdict"] == "not applicable").all(), name
+            assert (df.loc[df["verdict"] == "failed", "applicable"]).all(), name
+    if not CUDA:
+        assert "not applicable" in set(frames["compare"]["verdict"]) and "failed" not in set(frames["compare"]["verdict"])
+        assert "not applicable" in set(frames["advise"]["verdict"]) and "failed" not in set(frames["advise"]["verdict"])
+    for name, df in frames.items():
+        for column in df.columns:
+            values = df[column]
+            if values.dtype == object or str(values.dtype) in ("str", "string"):
+                assert values.dtype == object, (name, column, values.dtype)
+                missing = [v for v in values if not isinstance(v, (str, tuple, list, dict, bool, int))]
+                assert all(v is None for v in missing), (name, column, missing)
+    assert frames["compare"]["reason"].map(lambda v: v is None).any(), "dlpack has no reason: None"
+    assert pd.isna(frames["bench"]["median_s"]).any() or CUDA
