@@ -439,3 +439,70 @@ fn bench_input() -> BenchInput {
         warmup: 1,
     }
 }
+
+/// The width JupyterLab gives a bench table, from its HTML: per column the widest cell (0.6 em a
+/// monospace character at 12 px; a text cell at least its min-width), plus 8 px of padding.
+fn estimated_width_px(html: &str) -> f64 {
+    let char_px = 0.6 * 12.0;
+    let mut widths: Vec<f64> = Vec::new();
+    for row in html.split("<tr").skip(1) {
+        let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+        for (c, cell) in row.split("<t").skip(1).filter(|c| c.starts_with('d') || c.starts_with('h')).enumerate() {
+            let open = cell.find('>').unwrap();
+            let style = &cell[..open];
+            let text = &cell[open + 1..cell.find("</t").unwrap_or(cell.len())];
+            let text = text.replace("<b>", "").replace("</b>", "").replace("&#39;", "'").replace("&amp;", "&");
+            // A cell that may wrap at spaces is as wide as its longest word.
+            let chars = if style.contains("white-space:normal") {
+                text.split(' ').map(|w| w.chars().count()).max().unwrap_or(0)
+            } else {
+                text.chars().count()
+            } as f64;
+            let min = if style.contains("min-width:6.1em") { 6.1 * 12.0 } else { 0.0 };
+            let w = (chars * char_px).max(min) + 8.0;
+            if widths.len() <= c {
+                widths.push(w);
+            } else {
+                widths[c] = widths[c].max(w);
+            }
+        }
+    }
+    widths.iter().sum()
+}
+
+#[test]
+fn a_sweep_of_all_seven_paths_fits_a_592_px_output() {
+    // On a GPU every share path applies: seven columns, 4 KiB to 256 MiB, one of them copying in ms.
+    let paths = ["dlpack", "capsule", "cai", "host", "pinned", "copy", "shared"];
+    let sizes = [4096u64, 1 << 20, 64 << 20, 256 << 20];
+    let mut points = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        for (j, path) in paths.iter().enumerate() {
+            let copies = ["host", "pinned", "copy"].contains(path);
+            let t = if copies { 12e-6 * 8f64.powi(i as i32) * (1.0 + j as f64 / 10.0) } else { 9.5e-6 + j as f64 * 1e-6 };
+            let mut r = run(path, if copies { "copied" } else { "shared" }, &[t, t * 1.01, t * 0.99], if copies { size } else { 0 });
+            r.comparable = *path != "shared";
+            points.push(BenchRun { size, run: r });
+        }
+    }
+    let b = BenchmarkReport::from_input(BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "cupy".into(),
+        dtype: "float32".into(),
+        device: "cuda:0".into(),
+        sizes: sizes.to_vec(),
+        paths: paths.iter().map(|p| p.to_string()).collect(),
+        points,
+        interrupted: false,
+        repeat: 3,
+        warmup: 1,
+    });
+    let html = b.html();
+    for table in html.split("<table").skip(1) {
+        let width = estimated_width_px(table);
+        assert!(width <= 592.0, "{width:.0} px wide:\n{table}");
+    }
+    for line in b.text().lines() {
+        assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{line}");
+    }
+}
