@@ -162,6 +162,8 @@ fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &Process
     for (k, v) in row.tidy_outcome() {
         d.set_item(k, json_to_py(py, &v)?)?;
     }
+    // The tables' vocabulary: a path that cannot run here is "not applicable", never "failed".
+    d.set_item("verdict", crate::render::State::of(row.verdict, row.applicable).word())?;
     Ok(d)
 }
 
