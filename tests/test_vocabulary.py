@@ -137,6 +137,17 @@ def test_process_results_are_read_by_attribute():
         assert r.timing.median > 0 and r.source.pid == os.getpid()
         r.release()
     assert c.paths["shm"].timing.median > 0 and c["gloo"].verdict == "copied"
+    if not CUDA:
+        # CUDA IPC cannot run for a host array: "not applicable" in the table and the frame, not "failed".
+        with gpushare.Worker(device="cpu", timeout=60) as w:
+            na = gpushare.compare(torch.ones(1024), "torch", across=w, paths="shm,ipc", repeat=2)
+        assert "not applicable" in repr(na) and "failed" not in repr(na), repr(na)
+        try:
+            frame = na.to_pandas()
+        except ImportError:
+            frame = None
+        if frame is not None:
+            assert dict(zip(frame["path"], frame["verdict"]))["ipc"] == "not applicable"
     b = gpushare.bench("torch", "torch", sizes=["4KiB"], paths="shm", repeat=2, across="processes", device="cpu")
     assert b.points[0].size == 4096 and b.points[0].timing.median > 0
     assert b.points[0]["timing"]["median"] == b.points[0].timing.median  # keys still work
