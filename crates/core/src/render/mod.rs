@@ -313,7 +313,7 @@ fn share_notes(rows: &[ShareReport]) -> Vec<String> {
     let single: Vec<String> = rows.iter().filter(|r| r.timing.is_single()).map(row_label).collect();
     if !single.is_empty() {
         notes.push(format!(
-            "1 sample ({}): one call, timed once, and the first call also pays one-time costs \
+            "1 sample ({}): one call, timed once; without a warm-up it also pays one-time costs \
              (imports, allocation, caches); for a median of warm calls pass repeat=7, warmup=1 (-r 7 in the magics).",
             single.join(", ")
         ));

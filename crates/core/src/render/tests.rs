@@ -271,7 +271,7 @@ fn a_noisy_row_is_named_and_a_single_cold_sample_gets_a_hint() {
     for out in [share_table_text(&rows), share_table_html(&rows)] {
         let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(flat.contains("⚠ a: noisy: IQR is"), "the note names the row: {out}");
-        assert!(flat.contains("1 sample (b): one call, timed once, and the first call also pays one-time costs"), "{out}");
+        assert!(flat.contains("1 sample (b): one call, timed once; without a warm-up it also pays one-time costs"), "{out}");
         assert!(flat.contains("repeat=7, warmup=1"), "{out}");
         assert!(!flat.contains("(c)") && !flat.contains("⚠ c"), "{out}");
     }
