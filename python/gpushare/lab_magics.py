@@ -132,8 +132,10 @@ class GpuShareLab(Magics):
             kwargs["across"] = worker
         try:
             with warnings.catch_warnings():
-                # The table says it was interrupted: the warning would be a second output.
-                warnings.filterwarnings("ignore", message="sharebench interrupted", category=GpushareWarning)
+                if not args.quiet:
+                    # The table shown says it was interrupted: the warning would be a second
+                    # output. With -q the warning is the one output.
+                    warnings.filterwarnings("ignore", message="sharebench interrupted", category=GpushareWarning)
                 if args.across is not None:
                     with worker:
                         result = lab.bench(source, targets[0], sizes, **kwargs)
