@@ -236,26 +236,48 @@ impl ComparisonReport {
     pub fn text(&self) -> String {
         let width = crate::render::TEXT_WIDTH;
         let shown = self.shown();
-        let cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
-        let mut header = vec![String::new()];
-        header.extend(cols.iter().map(|c| c.0.clone()));
-        let mut right = vec![false];
-        right.extend(cols.iter().map(|c| c.1));
-        let body: Vec<Vec<String>> = (0..shown.len())
-            .map(|i| {
-                let mark = if shown[i].fastest { "★" } else if shown[i].tied { "≈" } else { "" };
-                let mut row = vec![mark.to_string()];
-                row.extend(cols.iter().map(|c| c.2[i].clone()));
-                row
-            })
-            .collect();
-        let table = text_table(&header, &body, &right);
+        let mut cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
+        // Columns a row can say on its sub-line instead, dropped from the table (last first) while
+        // it is wider than the terminal: the device time, then the prediction.
+        let mut folded: Vec<(String, Vec<String>)> = Vec::new();
+        let table = loop {
+            let mut header = vec![String::new()];
+            header.extend(cols.iter().map(|c| c.0.clone()));
+            let mut right = vec![false];
+            right.extend(cols.iter().map(|c| c.1));
+            let body: Vec<Vec<String>> = (0..shown.len())
+                .map(|i| {
+                    let mark = if shown[i].fastest { "★" } else if shown[i].tied { "≈" } else { "" };
+                    let mut row = vec![mark.to_string()];
+                    row.extend(cols.iter().map(|c| c.2[i].clone()));
+                    row
+                })
+                .collect();
+            let table = text_table(&header, &body, &right);
+            let wide = table.lines().any(|l| l.chars().count() > width);
+            match cols.iter().rposition(|c| c.0 == "device" || c.0 == "predicted") {
+                Some(at) if wide => {
+                    let (name, _, values) = cols.remove(at);
+                    folded.insert(0, (name, values));
+                }
+                _ => break table,
+            }
+        };
+        let unit = self.columns().iter().find(|c| c.0.starts_with("median") || c.0.starts_with("time")).and_then(|c| {
+            c.0.split_once('(').map(|(_, u)| u.trim_end_matches(')').to_string())
+        });
         let mut lines = crate::render::wrap(&self.caption(), width, "", "  ");
         let mut table_lines = table.lines();
         lines.extend(table_lines.next().map(str::to_string));
-        for (r, line) in shown.iter().zip(table_lines) {
+        for (i, (r, line)) in shown.iter().zip(table_lines).enumerate() {
             lines.push(line.to_string());
-            let why = r.why();
+            let mut parts: Vec<String> = folded
+                .iter()
+                .filter(|(_, values)| values[i] != "-")
+                .map(|(name, values)| format!("{name} {} {}", values[i], unit.as_deref().unwrap_or("")).trim_end().to_string())
+                .collect();
+            parts.push(r.why());
+            let why = parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("; ");
             if !why.is_empty() {
                 lines.extend(crate::render::wrap(&why, width, "     ", "     "));
             }

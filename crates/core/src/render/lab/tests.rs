@@ -506,3 +506,29 @@ fn a_sweep_of_all_seven_paths_fits_a_592_px_output() {
         assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{line}");
     }
 }
+
+#[test]
+fn a_calibrated_cuda_comparison_still_fits_100_columns() {
+    // Every optional column: a prediction (one missed, ⚠) and device time, on a GPU.
+    let p = |s: f64| crate::advice::model::Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None };
+    let mut runs = Vec::new();
+    for (path, verdict, t, bytes) in [("dlpack", "shared", 12.5e-6, 0u64), ("capsule", "shared", 11.0e-6, 0), ("pinned", "copied", 1234.5e-6, 64 << 20), ("copy", "copied", 456.7e-6, 64 << 20)] {
+        let mut r = run(path, verdict, &[t, t * 1.01, t * 0.99, t], bytes);
+        r.device_samples = Some(vec![t * 0.5; 4]);
+        r.predicted = Some(p(if path == "copy" { t * 3.0 } else { t }));
+        r.auto = path == "dlpack";
+        if bytes > 0 {
+            r.reason = Some("copied by design: staged through page-locked host memory by gpushare".into());
+        }
+        runs.push(r);
+    }
+    let c = ComparisonReport::from_input(ComparisonInput { source: tensor(), target_framework: "cupy".into(), runs, repeat: 4, warmup: 1 });
+    let text = c.text();
+    // The prediction stays a column; the device time moves to the row's sub-line rather than
+    // widening the table past the terminal.
+    assert!(text.lines().nth(1).unwrap().contains("predicted"), "{text}");
+    assert!(text.contains("     device 6.25 µs"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{} columns: {line}\n{text}", line.chars().count());
+    }
+}
