@@ -322,7 +322,9 @@ impl BenchmarkReport {
                 "predicted before it ran, cost model ({unit}){}",
                 if warned { "; ⚠ measured beyond its stated error" } else { "" }
             ),
-            Quantity::Bandwidth => format!("bandwidth ({unit})"),
+            // Not the plot's own axis label, "bandwidth (GB/s)": a reader (and the browser test)
+            // tells the table's words from the image's.
+            Quantity::Bandwidth => format!("bandwidth of the copies, in {unit}"),
         }
     }
 

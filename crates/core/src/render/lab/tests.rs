@@ -141,7 +141,7 @@ fn bench_pivots_sizes_by_paths_with_a_unit_per_column() {
     assert!(!header.contains("pinned"), "{header}");
     assert!(text.contains("4 KiB") && text.contains("256 MiB"));
     assert!(text.contains("★ 2.00"), "{text}");
-    assert!(text.contains("bandwidth (GB/s)"));
+    assert!(text.contains("bandwidth of the copies, in GB/s"), "{text}");
     assert!(text.contains("Not applicable here (not run): pinned (pinned needs CUDA: no driver)."), "{text}");
     assert!(!text.contains("failed"), "{text}");
     let json = b.to_json();
