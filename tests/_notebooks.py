@@ -160,10 +160,15 @@ _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _UNIT_HEADER = re.compile(r"\((?:ns|µs|us|ms|s|B|KiB|MiB|GiB|GB/s|MB/s)\)")
 #: Variance warnings come and go with the machine's load.
 _NOISE = re.compile(
-    r";?\s*⚠ (?:noisy: .*?quiet the machine|\d+ noisy points? \([^)]*\)\.?|noisy \(IQR > \d+% of the median\): [^.]*\.)"
+    r";?\s*⚠ (?:[\w-]+: )?(?:noisy: .*?quiet the machine|\d+ noisy points? \([^)]*\)\.?"
+    r"|noisy \(IQR > \d+% of the median[^)]*\)[^.]*\.)"
+    # ...and the marks that point at them: a sweep's noisy cell, and its table's title.
+    r"|; ⚠ noisy(?=\s|$)|(?<=\d) ⚠(?=\s|$)"
 )
 #: Whether the fastest path wins beyond the spread or ties with another depends on the load too.
-_RANKING = re.compile(r"★ fastest: [\w, ]*?beyond the measured spread\.|No ★[^.]*\.|[★≈](?= )")
+_RANKING = re.compile(
+    r"★ on [\w-]+, a copy: .*?when none does\)\.|★ fastest: [\w, ]*?beyond the measured spread\.|No ★[^.]*\.|[★≈](?= )"
+)
 #: ...and so does why `auto` left the ★ row ("auto picks dlpack: copy was faster but copies, ...").
 _AUTO_WHY = re.compile(r"(auto picks [\w-]+): [^.]*\.")
 _NUMBER = re.compile(
@@ -177,6 +182,8 @@ def normalise(text: str) -> str:
     warnings, whitespace."""
     text = _ANSI.sub("", text)
     text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    # Notes wrap at word boundaries, and where depends on the numbers in them: one line first.
+    text = " ".join(text.split())
     text = _NOISE.sub("", text)
     text = _RANKING.sub("", text)
     text = _AUTO_WHY.sub(r"\1.", text)

@@ -57,8 +57,20 @@ CELLS = [
     "%%share torch->jax->numpy -n 1 -r 3\nc = torch.ones(8)",
     "%share x torch->numpy --path all -r 3",
     "%sharebench torch->numpy --sizes 4KiB,64KiB --paths dlpack,host --device cpu -r 3",
+    # Every path: on a machine without CUDA the ones that cannot run are one footnote, on a GPU
+    # all seven are columns; either way the table fits.
+    "%sharebench torch->jax --sizes 4KiB,64KiB,1MiB --paths all -r 3",
+    "gpushare.compare(x, 'jax', repeat=3)",
+    "gpushare.advise(x, 'jax')",
+    "gpushare.inspect(t32)",
+    "%gpuinfo",
     "with gpushare.Worker(device='cpu', timeout=60) as w:\n"
     "    pc = gpushare.compare(torch.ones(1024), 'torch', across=w, repeat=2)\npc",
+]
+#: Cells that fail on purpose: the error a user sees must fit too (tagged raises-exception).
+ERROR_CELLS = [
+    "%share x torch->jxa",
+    "gpushare.share(x, 'jax', path='teleport')",
 ]
 PROBE = "gpushare-layout-probe.html"
 PROBE_NOTEBOOK_MS = 30_000
@@ -105,6 +117,12 @@ function measure(doc, win, tables) {
             cells: [...t.querySelectorAll("td, th")].map(c => cellInfo(doc, win, c))};
   });
 }
+function texts(doc) {
+  // Text outputs (errors, warnings, printed tables): a line wider than the output scrolls.
+  return [...doc.querySelectorAll(".jp-OutputArea-output pre")].map(p => ({
+    text: p.textContent.slice(0, 80), scroll: p.scrollWidth, client: p.clientWidth,
+    error: !!p.closest('[data-mime-type="application/vnd.jupyter.stderr"]') || /Error/.test(p.textContent.slice(0, 400))}));
+}
 async function probe(target) {
   const frame = document.createElement("iframe");
   frame.style.cssText = `width:${target.width}px;height:1800px;border:0`;
@@ -122,7 +140,7 @@ async function probe(target) {
       if (tables.length < target.tables) continue;
       await sleep(500);  // fonts and images settle
       return {ready: true, trusted: !doc.querySelector(".jp-OutputArea-output style") ? false : true,
-              tables: measure(doc, frame.contentWindow, tables)};
+              tables: measure(doc, frame.contentWindow, tables), texts: texts(doc)};
     }
     return {ready: false, seen};
   } finally {
@@ -147,6 +165,7 @@ def _execute(session: nbs.Session, base) -> "os.PathLike":
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": nbs.KERNEL, "display_name": "Python (gpushare)", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    nb.cells += [nbformat.v4.new_code_cell(src, metadata={"tags": ["raises-exception"]}) for src in ERROR_CELLS]
     source, out = base / "src" / f"{NOTEBOOK}.ipynb", base / "executed" / f"{NOTEBOOK}.ipynb"
     source.parent.mkdir()
     nbformat.write(nb, source)
@@ -287,8 +306,13 @@ def test_tables_fit_and_read(lab, name):
         r = report[f"{name}@{w}"]
         assert r["trusted"] == (name == TRUSTED), f"{name} at {w} px: trusted={r['trusted']}"
         kinds |= {k for t in r["tables"] for k in t["classes"].split()}
-        problems = layout_problems(r["tables"])
+        problems = layout_problems(r["tables"]) + [
+            f"text output scrolls: {t['text']!r} is {t['scroll']} px in {t['client']} px"
+            for t in r.get("texts", []) if t["scroll"] > t["client"] + SLACK_PX]
         assert problems == [], f"{name} at {w} px:\n" + "\n".join(problems[:40])
-    # Every kind of table was measured: %share, --path all, %sharebench, the process comparison.
-    assert {"gpushare-comparison", "gpushare-bench", "gpushare-processes"} <= kinds, kinds
+        assert any(t["error"] for t in r.get("texts", [])), f"{name} at {w} px: the error outputs were not measured"
+    # Every kind of table was measured: %share, --path all, %sharebench, compare, advise, inspect,
+    # %gpuinfo, the process comparison.
+    assert {"gpushare-comparison", "gpushare-bench", "gpushare-processes", "gpushare-advice", "gpushare-inspect",
+            "gpushare-gpuinfo-frameworks"} <= kinds, kinds
     _screenshots(lab, name)

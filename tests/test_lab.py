@@ -222,7 +222,8 @@ def test_compare_highlights_exactly_the_fastest_or_a_tie(comparison):
     others = [r for r in worked if r is not best]
     clear = all(_quartiles(r)[0] > _quartiles(best)[1] for r in others)
     text = repr(comparison)
-    star = [line for line in text.splitlines() if line.startswith("★")]
+    # Table rows (the mark's column, then the two spaces between columns), not the notes under it.
+    star = [line for line in text.splitlines() if line.startswith("★  ")]
     if clear:
         assert [r["path"] for r in rows if r["fastest"]] == [best["path"]] == [comparison.fastest]
         assert len(star) == 1 and best["path"] in star[0]
@@ -250,14 +251,18 @@ def test_one_sample_reads_as_1_sample_in_every_lab_table():
 def test_compare_uses_one_unit_per_column(comparison):
     lines = repr(comparison).splitlines()
     header = lines[1]
-    units = re.findall(r"(median|min|IQR) \((ns|µs|ms|s)\)", header)
-    assert [u[0] for u in units] == ["median", "min", "IQR"] and len({u[1] for u in units}) == 1
-    assert "bytes moved (KiB)" in header and "bandwidth (GB/s)" in header
-    # Cells carry bare numbers: the unit is in the header only.
-    numbers = slice(header.index("bytes moved"), header.index("why") if "why" in header else None)
-    for line in lines[2:2 + len(PATH_NAMES)]:
+    # One time unit for every time column, said once (in the median's heading): narrower columns.
+    assert re.search(r"median \((ns|µs|ms|s)\)", header) and re.search(r"\bmin\b", header) and "IQR" in header, header
+    assert "moved (KiB)" in header and "GB/s" in header and "why" not in header
+    assert "all in the median's unit" in " ".join(repr(comparison).split())
+    # Cells carry bare numbers; a row's why is on indented lines under it, not in a column.
+    numbers = slice(header.index("moved"), None)
+    rows = [line for line in lines[2:] if line[:3].strip() in ("", "★", "≈") and line[3:4].isalpha()]
+    assert {line.split()[0 if line[0] == " " else 1] for line in rows} == {"dlpack", "host", "copy"} | ({"pinned"} if CUDA else set())
+    for line in rows:
         cells = line[numbers].split()
         assert cells and all(re.fullmatch(r"-|\d+(\.\d+)?", c) for c in cells), line
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
 
 
 def test_compare_json_dict_and_pandas(comparison):
@@ -316,12 +321,17 @@ def test_bench_points_cover_sizes_times_paths(benchmark):
 def test_bench_table(benchmark):
     text = repr(benchmark)
     assert text.startswith("torch → jax · float32 on cpu · 3 sizes × 6 paths")
-    header = text.splitlines()[2]
-    for col in ("size", "dlpack (", "host (", "copy (", "capsule", "pinned"):
-        assert col in header
+    # The unit once, in the title; a column per path that applies, headed by its name alone.
+    assert re.fullmatch(r"median time per handoff \((ns|µs|ms)\)", text.splitlines()[1]), text
+    header = text.splitlines()[2].split()
+    assert header[:4] == ["size", "dlpack", "host", "copy"] and "capsule" not in header, header
+    assert ("pinned" in header) == CUDA, header
     for size in ("4 KiB", "64 KiB", "1 MiB"):
         assert size in text
-    assert "capsule: " in text and "n/a" in text
+    # A path that cannot run here is one grey footnote with its reason, never "failed".
+    flat = " ".join(text.split())
+    assert "Not applicable here (not run): capsule (jax does not import raw DLPack capsules" in flat, text
+    assert "failed" not in text and all(len(line) <= 100 for line in text.splitlines()), text
     html = benchmark._repr_html_()
     assert 'data-quantity="time"' in html and 'data-quantity="bandwidth"' in html
     # The plot is an <img> of the same SVG: an untrusted notebook drops inline <svg> elements.
@@ -370,7 +380,7 @@ def test_bench_stops_cleanly_on_ctrl_c(monkeypatch):
     with pytest.warns(GpushareWarning, match="interrupted: 2 of 4 points"):
         b = gpushare.bench("torch", "numpy", sizes=[1024, 2048], paths="dlpack,copy", repeat=2, progress=False)
     assert b.interrupted and len(b.points) == 2
-    assert "Interrupted: partial results." in repr(b)
+    assert "Interrupted: partial results" in repr(b)
 
 
 def test_bench_progress_bar_falls_back_without_tqdm(monkeypatch, capsys):
@@ -487,6 +497,32 @@ def test_sharebench_magic(lab_shell, run):
     assert isinstance(b, lab.Benchmark)
     assert {(p["size"], p["path"]) for p in b.points} == {(s, p) for s in (4096, 16384) for p in ("dlpack", "copy", "pinned")}
     assert 'src="data:image/svg+xml;base64,' in b._repr_html_()
+
+
+def test_ctrl_c_on_sharebench_gives_one_output(lab_shell, capsys, monkeypatch):
+    """The partial table, which says it was interrupted, and nothing else: no warning, no traceback;
+    the cell still fails, so a notebook's Run All stops there."""
+    from gpushare.lab_magics import SharebenchInterrupted
+
+    calls = {"n": 0}
+    real = lab._path_route
+
+    def interrupting(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lab, "_path_route", interrupting)
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = lab_shell.run_cell("%sharebench torch->numpy --sizes 1KiB,2KiB --paths dlpack,copy -r 2")
+    assert isinstance(result.error_in_exec, SharebenchInterrupted)
+    out = capsys.readouterr()
+    assert out.out.count("torch → numpy · float32 on cpu") == 1 and "Interrupted: partial results" in out.out, out.out
+    assert "Traceback" not in out.out + out.err and "KeyboardInterrupt" not in out.out + out.err, out
+    assert not [w for w in caught if "interrupted" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_sharebench_magic_displays(lab_shell, run, capsys):

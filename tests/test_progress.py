@@ -92,7 +92,7 @@ def test_ctrl_c_returns_the_partial_table():
     first, _, table = proc.stdout.partition("\n")
     _, n, interrupted = first.split()
     assert interrupted == "True" and 0 < int(n) < 36, proc.stdout
-    assert "Interrupted: partial results." in table and "4 KiB" in table, table
+    assert "Interrupted: partial results" in table and "4 KiB" in table, table
 
 
 def test_a_saved_notebook_keeps_results_not_progress(tmp_path_factory):

@@ -246,7 +246,9 @@ def test_process_frames_are_tidy(process_results):
         assert str(c[column].dtype) == "float64", (column, c[column].dtype)
     by_path = c.set_index("path")
     assert by_path.loc["torch_mp", "verdict"] == "shared" and by_path.loc["torch_mp", "repeats"] == 2
-    assert by_path.loc["ipc", "verdict"] == "failed" and by_path.loc["ipc", "repeats"] is __import__("pandas").NA
+    # ipc on host memory cannot run here: the tables' word, not "failed"; no count.
+    assert by_path.loc["ipc", "verdict"] == ("failed" if by_path.loc["ipc", "applicable"] else "not applicable")
+    assert by_path.loc["ipc", "repeats"] is __import__("pandas").NA
     # gloo moves the bytes on every handoff: a bandwidth; a shared mapping moves none: no bandwidth.
     assert by_path.loc["gloo", "bandwidth_Bps"] > 0 and by_path.loc["torch_mp", "bandwidth_Bps"] != by_path.loc["torch_mp", "bandwidth_Bps"]
 

@@ -13,6 +13,7 @@ import gpushare
 from gpushare.records import Record
 
 torch = pytest.importorskip("torch")
+CUDA = torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +98,32 @@ def test_benchmark_plot_draws_with_matplotlib_imported_only_then(benchmark):
     import matplotlib
 
     matplotlib.use("Agg")
-    ax = benchmark.plot()
+    import matplotlib.figure
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    fig = benchmark.plot()
+    # The Figure, not its Axes (a notebook echoed "<Axes: …>" above the plot), and not one pyplot
+    # holds: a notebook shows it once, as the cell's value.
+    assert isinstance(fig, matplotlib.figure.Figure) and plt.get_fignums() == before
+    ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert {"dlpack", "host"} <= set(lines)
     # Each path its own dash and marker, as the SVG: coinciding lines stay visible.
     assert lines["dlpack"].get_linestyle() != lines["host"].get_linestyle()
     assert lines["dlpack"].get_marker() != lines["host"].get_marker()
-    assert ax.get_xlabel() == "size (bytes)"
+    # Human units on the axes: µs/ms and KiB/MiB, never 10⁻⁴ or 2ⁿ.
+    fig.canvas.draw()
+    xticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    yticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert xticks and all(t.endswith((" B", "KiB", "MiB", "GiB")) for t in xticks), xticks
+    assert {"4 KiB", "64 KiB"} <= set(xticks), xticks
+    assert yticks and all(t.endswith((" ns", "µs", "ms", " s")) for t in yticks), yticks
+    assert not any("$" in t for t in xticks + yticks), xticks + yticks  # mathtext: 10⁻⁴, 2¹²
+    assert ax.get_xlabel() == "size"
+    # Given axes, it draws on them and returns their figure.
+    own = matplotlib.figure.Figure().subplots()
+    assert benchmark.plot(own) is own.figure and own.get_lines()
 
 
 def test_process_results_are_read_by_attribute():
@@ -117,6 +137,48 @@ def test_process_results_are_read_by_attribute():
         assert r.timing.median > 0 and r.source.pid == os.getpid()
         r.release()
     assert c.paths["shm"].timing.median > 0 and c["gloo"].verdict == "copied"
+    if not CUDA:
+        # CUDA IPC cannot run for a host array: "not applicable" in the table and the frame, not "failed".
+        with gpushare.Worker(device="cpu", timeout=60) as w:
+            na = gpushare.compare(torch.ones(1024), "torch", across=w, paths="shm,ipc", repeat=2)
+        assert "not applicable" in repr(na) and "failed" not in repr(na), repr(na)
+        try:
+            frame = na.to_pandas()
+        except ImportError:
+            frame = None
+        if frame is not None:
+            assert dict(zip(frame["path"], frame["verdict"]))["ipc"] == "not applicable"
     b = gpushare.bench("torch", "torch", sizes=["4KiB"], paths="shm", repeat=2, across="processes", device="cpu")
     assert b.points[0].size == 4096 and b.points[0].timing.median > 0
     assert b.points[0]["timing"]["median"] == b.points[0].timing.median  # keys still work
+
+
+def test_frames_speak_the_tables_vocabulary_and_one_missing_value_convention(comparison, benchmark):
+    """A path that cannot run here is "not applicable" in every frame, as in the tables, never
+    "failed"; missing text is None in every frame (pandas 3 infers a ``str`` dtype with NaN unless
+    told), missing measurements NaN."""
+    pd = pytest.importorskip("pandas", reason="pandas not installed")
+    frames = {
+        "compare": comparison.to_pandas(),
+        "bench": benchmark.to_pandas(),
+        "advise": gpushare.advise(torch.ones(1024), "jax").to_pandas(),
+        "share": gpushare.share(torch.ones(4), "numpy").to_pandas(),
+    }
+    for name in ("compare", "bench", "advise"):
+        df = frames[name]
+        assert set(df["verdict"]) <= {"shared", "copied", "not applicable", "failed"}, (name, set(df["verdict"]))
+        if "applicable" in df:
+            assert (df.loc[~df["applicable"], "verdict"] == "not applicable").all(), name
+            assert (df.loc[df["verdict"] == "failed", "applicable"]).all(), name
+    if not CUDA:
+        assert "not applicable" in set(frames["compare"]["verdict"]) and "failed" not in set(frames["compare"]["verdict"])
+        assert "not applicable" in set(frames["advise"]["verdict"]) and "failed" not in set(frames["advise"]["verdict"])
+    for name, df in frames.items():
+        for column in df.columns:
+            values = df[column]
+            if values.dtype == object or str(values.dtype) in ("str", "string"):
+                assert values.dtype == object, (name, column, values.dtype)
+                missing = [v for v in values if not isinstance(v, (str, tuple, list, dict, bool, int))]
+                assert all(v is None for v in missing), (name, column, missing)
+    assert frames["compare"]["reason"].map(lambda v: v is None).any(), "dlpack has no reason: None"
+    assert pd.isna(frames["bench"]["median_s"]).any() or CUDA

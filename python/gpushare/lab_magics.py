@@ -6,6 +6,7 @@ is the one-array form, over :func:`gpushare.lab.compare`.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -15,7 +16,7 @@ from IPython.display import display
 
 from gpushare import api, lab, sweep_sizes
 from gpushare.adapters import framework
-from gpushare.exceptions import UnknownFrameworkError
+from gpushare.exceptions import GpushareWarning, UnknownFrameworkError
 from gpushare.magics import MAX_COUNT, _check_count, parse_magic_line
 
 
@@ -130,19 +131,37 @@ class GpuShareLab(Magics):
             worker = processes.Worker(device=args.worker_device)
             kwargs["across"] = worker
         try:
-            if args.across is not None:
-                with worker:
+            with warnings.catch_warnings():
+                if not args.quiet:
+                    # The table shown says it was interrupted: the warning would be a second
+                    # output. With -q the warning is the one output.
+                    warnings.filterwarnings("ignore", message="sharebench interrupted", category=GpushareWarning)
+                if args.across is not None:
+                    with worker:
+                        result = lab.bench(source, targets[0], sizes, **kwargs)
+                else:
                     result = lab.bench(source, targets[0], sizes, **kwargs)
-            else:
-                result = lab.bench(source, targets[0], sizes, **kwargs)
         except ValueError as e:  # a dtype or device the frameworks refuse
             raise UsageError(str(e)) from None
         if not args.quiet and (not args.output or result.interrupted):
             display(result)
         if result.interrupted:
-            # The cell was interrupted: the partial results are shown, and the cell still fails.
-            raise KeyboardInterrupt("sharebench interrupted: partial results shown above")
+            # The cell still fails (Run All stops there), but the partial table, which says it was
+            # interrupted, is its one output: no warning, no traceback under it.
+            raise SharebenchInterrupted(result)
         return result if args.output else None
+
+
+class SharebenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``%sharebench``: the partial results are shown (``.result``), and nothing
+    else is (IPython renders an exception through ``_render_traceback_``)."""
+
+    def __init__(self, result: Any):
+        super().__init__("sharebench interrupted: partial results shown above")
+        self.result = result
+
+    def _render_traceback_(self) -> list[str]:
+        return []
 
 
 def load(shell: Any) -> GpuShareLab:
@@ -152,4 +171,4 @@ def load(shell: Any) -> GpuShareLab:
     return magics
 
 
-__all__ = ["GpuShareLab", "load"]
+__all__ = ["GpuShareLab", "SharebenchInterrupted", "load"]

@@ -86,7 +86,17 @@ def records(items: Iterable[dict]) -> list[Record]:
 
 def normalise_frame(frame: Any, floats: Iterable[str] = (), counts: Iterable[str] = ()) -> Any:
     """``frame`` with the module's missing-value convention: ``floats`` as float64 (missing: NaN),
-    ``counts`` as nullable Int64 (missing: <NA>). Columns it lacks are left alone."""
+    ``counts`` as nullable Int64 (missing: <NA>), and every text column as Python objects with
+    ``None`` where it has no value (pandas 3 would otherwise infer its ``str`` dtype, missing as
+    NaN, for some frames and not others). Columns it lacks are left alone."""
     cast = {c: "float64" for c in floats if c in frame.columns}
     cast.update({c: "Int64" for c in counts if c in frame.columns})
-    return frame.astype(cast)
+    frame = frame.astype(cast)
+    for column in frame.columns:
+        if column in cast:
+            continue
+        dtype = frame[column].dtype
+        if dtype == object or str(dtype) in ("str", "string"):
+            values = frame[column].astype(object)
+            frame[column] = values.where(values.notna(), None)
+    return frame

@@ -4,7 +4,57 @@ use crate::advice::advise::{Advice, AdviceRow};
 use crate::advice::model::{CostKey, CostModel};
 use crate::advice::producer::Producer;
 use crate::render::lab::columns::text_table;
+use crate::render::state::{self, State};
 use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
+
+/// A row's state: a path the rules say cannot run is not applicable here (nothing was called).
+fn state_of(r: &AdviceRow) -> State {
+    State::predicted(&r.verdict)
+}
+
+/// The path table's words where the row's path copies by design.
+fn design(r: &AdviceRow) -> Option<&'static str> {
+    crate::paths::PathKind::parse(&r.kind)
+        .and_then(|k| crate::paths::copied_by_design(k, &r.path))
+        .filter(|_| state_of(r) == State::Copied)
+}
+
+fn verdict_text(r: &AdviceRow) -> String {
+    if design(r).is_some() { "copied (by design)".into() } else { state_of(r).word().into() }
+}
+
+/// What a table says under the row, as `compare` says it for the same path (state.rs): the
+/// reason, and the ordering where the array lies in device memory; whether the host waits for
+/// the producer's queue only where there is a queue.
+fn why(a: &Advice, r: &AdviceRow) -> String {
+    let mut parts = vec![state::reason_words(design(r), r.reason.as_deref(), None)];
+    parts.extend(state::ordering_words(&r.ordering));
+    if a.place.starts_with("cuda") && r.waits {
+        parts.push("the host waits for the producer's queue".into());
+    }
+    parts.retain(|p| !p.is_empty());
+    parts.join("; ")
+}
+
+/// The rows a table shows: every path that applies (the others are one footnote).
+fn shown(a: &Advice) -> Vec<&AdviceRow> {
+    a.rows.iter().filter(|r| state_of(r) != State::NotApplicable).collect()
+}
+
+/// The footnote of the paths that cannot run here, each with its short reason.
+fn not_applicable_note(a: &Advice) -> Option<String> {
+    let na: Vec<String> = a
+        .rows
+        .iter()
+        .filter(|r| state_of(r) == State::NotApplicable)
+        .map(|r| {
+            let reason = r.reason.as_deref().unwrap_or("the rules say it cannot run");
+            let short = reason.find(" (").filter(|i| *i > 0).map_or(reason, |i| &reason[..i]);
+            format!("{} ({short})", r.path)
+        })
+        .collect();
+    (!na.is_empty()).then(|| format!("{} (not run): {}.", crate::render::lab::NOT_APPLICABLE_LEAD, na.join("; ")))
+}
 
 fn predicted(r: &AdviceRow) -> String {
     match &r.prediction {
@@ -113,6 +163,7 @@ fn footer(a: &Advice) -> String {
     if let Some(note) = &a.model_note {
         lines.push(note.clone());
     }
+    lines.extend(not_applicable_note(a));
     lines.join("\n")
 }
 
@@ -120,13 +171,31 @@ const HEADER: [&str; 5] = ["path", "verdict", "predicted", "error", "bound by"];
 
 fn cells_of(a: &Advice, r: &AdviceRow) -> [String; 5] {
     let star = if a.recommended.as_deref() == Some(r.path.as_str()) { "★ " } else { "" };
-    [format!("{star}{}", r.path), r.verdict.clone(), predicted_in(a, r), error(r), bound(r, a.nbytes)]
+    [format!("{star}{}", r.path), verdict_text(r), predicted_in(a, r), error(r), bound(r, a.nbytes)]
 }
 
+/// Plain text within [`crate::render::TEXT_WIDTH`] columns: each row's why on an indented line
+/// under it (as `compare`'s), the notes wrapped at word boundaries.
 pub fn advice_text(a: &Advice) -> String {
+    let width = crate::render::TEXT_WIDTH;
     let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
-    let body: Vec<Vec<String>> = a.rows.iter().map(|r| cells_of(a, r).to_vec()).collect();
-    format!("{}\n{}\n{}", caption(a), text_table(&header, &body, &[false, false, true, true, false]), footer(a))
+    let rows = shown(a);
+    let body: Vec<Vec<String>> = rows.iter().map(|r| cells_of(a, r).to_vec()).collect();
+    let table = text_table(&header, &body, &[false, false, true, true, false]);
+    let mut lines = crate::render::wrap(&caption(a), width, "", "  ");
+    let mut table_lines = table.lines();
+    lines.extend(table_lines.next().map(str::to_string));
+    for (r, line) in rows.iter().zip(table_lines) {
+        lines.push(line.to_string());
+        let why = why(a, r);
+        if !why.is_empty() {
+            lines.extend(crate::render::wrap(&why, width, "    ", "    "));
+        }
+    }
+    for note in footer(a).lines() {
+        lines.extend(crate::render::wrap(note, width, "", "  "));
+    }
+    lines.join("\n")
 }
 
 pub fn advice_html(a: &Advice) -> String {
@@ -140,27 +209,29 @@ pub fn advice_html(a: &Advice) -> String {
         h.push_str(&if (2..4).contains(&i) { cells::th_num(name) } else { cells::th_text(name) });
     }
     h.push_str("</tr></thead><tbody>");
-    for r in &a.rows {
+    for r in shown(a) {
         let best = a.recommended.as_deref() == Some(r.path.as_str());
         let class = if best { format!(" class=\"best\" style=\"{BEST_STYLE}\"") } else { String::new() };
         h.push_str(&format!("<tr{class} data-path=\"{}\">", escape(&r.path)));
         for (i, cell) in cells_of(a, r).iter().enumerate() {
             let cell = escape(cell);
-            h.push_str(&if (2..4).contains(&i) { cells::td_num(&cell, "") } else { cells::td_text(&cell, "") });
+            h.push_str(&if (2..4).contains(&i) {
+                cells::td_num(&cell, "")
+            } else if i == 1 {
+                let s = state_of(r);
+                format!("<td class=\"{}\" style=\"{};{}\">{cell}</td>", s.class(), cells::TEXT_STYLE, s.style())
+            } else {
+                cells::td_text(&cell, "")
+            });
         }
         h.push_str("</tr>");
-        h.push_str(&cells::detail_row(
-            HEADER.len(),
-            &[
-                ("why", r.reason.clone().unwrap_or_default()),
-                ("ordered by", r.ordering.clone()),
-                ("host waits for the producer's queue", if r.waits { "yes".into() } else { "no".into() }),
-            ],
-        ));
+        h.push_str(&cells::detail_row(HEADER.len(), &[("why", why(a, r))]));
     }
     h.push_str("</tbody></table>");
     for line in footer(a).lines() {
-        h.push_str(&format!("<div class=\"gpushare-note\">{}</div>", escape(line)));
+        let grey = line.starts_with(crate::render::lab::NOT_APPLICABLE_LEAD);
+        let style = if grey { format!(" style=\"color:{}\"", state::GREY) } else { String::new() };
+        h.push_str(&format!("<div class=\"gpushare-note\"{style}>{}</div>", escape(line)));
     }
     h
 }
@@ -295,14 +366,20 @@ mod tests {
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("★ dlpack") && text.contains("copy is predicted faster"), "{text}");
         let html = advice_html(&a);
-        assert!(html.contains("class=\"best\"") && html.contains("data-path=\"copy\"") && html.contains("ordered by"), "{html}");
+        assert!(html.contains("class=\"best\"") && html.contains("data-path=\"copy\""), "{html}");
+        // Host memory has no queue: its rows say nothing about ordering or waiting for one.
+        for out in [&text, &html] {
+            assert!(!out.contains("ordered by") && !out.contains("queue"), "{out}");
+        }
         assert!(!text.contains("auto by size"), "one path at every size says nothing: {text}");
         // Where the model changes its mind with size, the footer says which path takes which sizes.
         let range = |from: u64, below: Option<u64>, path: &str| crate::advice::advise::SizeRange { from, below, path: path.into(), close: None };
         let sized = Advice { auto_by_size: vec![range(0, Some(24_000_000), "move"), range(24_000_000, None, "p2p")], ..a.clone() };
         let text = advice_text(&sized);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("auto by size for this pair: move below 22.9 MiB, p2p from 22.9 MiB up"), "{text}");
         assert!(!text.contains("tie"), "{text}");
         assert_eq!(range(10_000, Some(1 << 20), "copy").words(), "copy from 9.77 KiB to 1.00 MiB");
@@ -319,10 +396,12 @@ mod tests {
             ..a
         };
         let text = advice_text(&noisy);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("a tie it cannot break (the ranges there may change with the next calibration): move and p2p below 13.9 MiB"), "{text}");
         // A range split only by its close second reads as one.
         let split = Advice { auto_by_size: vec![tie(0, Some(1 << 20), "move", "p2p"), range(1 << 20, Some(2 << 20), "move"), range(2 << 20, None, "p2p")], ..noisy.clone() };
         let text = advice_text(&split);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("auto by size for this pair: move below 2.00 MiB, p2p from 2.00 MiB up"), "{text}");
         assert!(text.contains("cannot break (the ranges there may change with the next calibration): move and p2p below 1.00 MiB"), "{text}");
         let words = crate::advice::advise::tie_words(&[tie(0, Some(1 << 20), "dlpack", "cai"), range(1 << 20, Some(2 << 20), "copy"), tie(2 << 20, None, "copy", "pinned")]);
@@ -388,11 +467,13 @@ mod tests {
         }
         .decide(Some("dlpack"));
         let text = advice_text(&a);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("producer busy (amount queued unknown)"), "{text}");
         assert!(text.contains("≥ 8.00 µs + queue") && text.contains("★ cai"), "{text}");
         assert!(text.contains("assumed: producer busy"), "{text}");
         let idle = Advice { producer: Producer::Idle, ..a }.decide(Some("dlpack"));
         let text = advice_text(&idle);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("producer idle") && text.contains("★ dlpack") && !text.contains("+ queue"), "{text}");
     }
 }

@@ -5,7 +5,10 @@ pub mod cells;
 pub mod lab;
 pub mod plot;
 pub mod process;
+pub mod state;
 pub mod units;
+
+pub use state::State;
 
 use crate::report::{ShareReport, TensorReport, Verdict};
 
@@ -30,6 +33,7 @@ pub const STYLE: &str = "<style>.gpushare{border-collapse:collapse;font-size:12p
 .gpushare th,.gpushare td{padding:2px 8px;text-align:left;border-bottom:1px solid #ddd;font-family:monospace}\
 .gpushare .num{text-align:right}.gpushare .shared{color:#1a7f37;font-weight:bold}\
 .gpushare .copied{color:#b35900;font-weight:bold}.gpushare .failed{color:#cf222e;font-weight:bold}\
+.gpushare .na{color:#6e7781}\
 .gpushare .best{background:#dafbe1}.gpushare caption{text-align:left;font-weight:bold}\
 .gpushare-note{font-size:11px;color:#555}</style>";
 
@@ -70,11 +74,7 @@ pub const BEST_STYLE: &str = "background:#dafbe1";
 /// Inline styles repeat what [`STYLE`] says, because JupyterLab drops `<style>` blocks from the outputs
 /// of untrusted notebooks (every notebook a runner wrote) but keeps inline colours and alignment.
 pub fn verdict_style(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Shared => "color:#1a7f37;font-weight:bold",
-        Verdict::Copied => "color:#b35900;font-weight:bold",
-        Verdict::Failed => "color:#cf222e;font-weight:bold",
-    }
+    State::of(v, true).style()
 }
 
 fn shape_text(shape: &[i64]) -> String {
@@ -100,12 +100,8 @@ pub fn context_text(t: &TensorReport) -> String {
 }
 
 fn verdict_text(r: &ShareReport) -> String {
-    let mark = match r.verdict {
-        Verdict::Shared => "shared ✓",
-        Verdict::Copied => "copied ✗",
-        Verdict::Failed => "failed ✗",
-    };
-    let mut text = mark.to_string();
+    // The one vocabulary (state.rs): a copy is an answer, not an error, so it carries no cross.
+    let mut text = State::of(r.verdict, true).word().to_string();
     if r.shares_origin == Some(false) && r.verdict == Verdict::Shared {
         text.push_str(" (not origin)");
     }
@@ -182,8 +178,9 @@ pub fn samples_text(t: &crate::stats::Timing) -> String {
     }
 }
 
-/// The widest a text table may be: an 120-column terminal (and a notebook's text output).
-pub const TEXT_WIDTH: usize = 120;
+/// The widest a text table may be: a 100-column terminal (and a notebook's text output, which
+/// JupyterLab shows in about 100 monospace columns at 1024 px with the file browser open).
+pub const TEXT_WIDTH: usize = 100;
 
 /// `text` wrapped at word boundaries into lines of at most `width` characters, the first starting
 /// with `first` and the rest with `rest`; a word longer than a line is split, never dropped.
@@ -292,7 +289,36 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
             out.extend(wrap(&text, TEXT_WIDTH, &format!("  {label:<9} "), &" ".repeat(12)));
         }
     }
+    for note in share_notes(rows) {
+        out.extend(wrap(&note, TEXT_WIDTH, "", "  "));
+    }
     out.join("\n")
+}
+
+/// What names a handoff in a note: its variable, or its hop and path.
+fn row_label(r: &ShareReport) -> String {
+    r.name.clone().unwrap_or_else(|| format!("{} by {}", hop(r), r.path))
+}
+
+/// The notes under a table of handoffs, each naming the rows it concerns: a noisy median, and a
+/// time from one cold call (it pays what the first call pays: imports, allocation, caches, so it
+/// can read several times a warm call's).
+fn share_notes(rows: &[ShareReport]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for r in rows {
+        if let Some(w) = r.timing.noise_warning() {
+            notes.push(format!("⚠ {}: {w}", row_label(r)));
+        }
+    }
+    let single: Vec<String> = rows.iter().filter(|r| r.timing.is_single()).map(row_label).collect();
+    if !single.is_empty() {
+        notes.push(format!(
+            "1 sample ({}): one call, timed once; without a warm-up it also pays one-time costs \
+             (imports, allocation, caches); for a median of warm calls pass repeat=7, warmup=1 (-r 7 in the magics).",
+            single.join(", ")
+        ));
+    }
+    notes
 }
 
 /// A reason's first clause (what happened, before `: ` or `; ` explains it), and whether that
@@ -369,9 +395,8 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         h.push_str(&cells::detail_row(columns, &details));
     }
     h.push_str("</tbody></table>");
-    let warnings: Vec<String> = rows.iter().filter_map(|r| r.timing.noise_warning()).collect();
-    if let Some(w) = warnings.first() {
-        h.push_str(&format!("<div class=\"gpushare-note\">⚠ {}</div>", escape(w)));
+    for note in share_notes(rows) {
+        h.push_str(&format!("<div class=\"gpushare-note\">{}</div>", escape(&note)));
     }
     h
 }
@@ -408,12 +433,21 @@ pub fn tensor_text(t: &TensorReport) -> String {
     out
 }
 
-/// `TensorInfo` as a two-column HTML table.
+/// `TensorInfo` as a two-column HTML table in gpushare's style, inline (an untrusted notebook
+/// drops the `<style>` block, and JupyterLab's own rules would right-align the values).
 pub fn tensor_html(t: &TensorReport) -> String {
     let mut h = String::from(STYLE);
-    h.push_str("<table class=\"gpushare\"><caption>TensorInfo</caption><tbody>");
+    h.push_str(&format!(
+        "<table class=\"gpushare gpushare-inspect\" style=\"{}\"><caption style=\"text-align:left;font-weight:bold\">TensorInfo</caption><tbody>",
+        cells::TABLE_STYLE
+    ));
     for (k, v) in tensor_fields(t) {
-        h.push_str(&format!("<tr><th>{k}</th><td>{}</td></tr>", escape(&v)));
+        h.push_str(&format!(
+            "<tr><th style=\"{}\">{k}</th><td style=\"{}\">{}</td></tr>",
+            cells::TEXT_STYLE,
+            cells::LONG_TEXT_STYLE.replace("max-width:26em", "max-width:40em"),
+            cells::breakable(&v)
+        ));
     }
     h.push_str("</tbody></table>");
     h

@@ -112,9 +112,11 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
             format!("{}{samples}", time(t.median))
         }
     };
+    // The tables' one vocabulary (super::state): a path that cannot run here is not a failure.
+    let word = super::State::of(row.verdict, row.applicable).word();
     let verdict = match &row.reason {
-        Some(r) if !r.is_empty() => format!("{}: {r}", row.verdict.as_str()),
-        _ => row.verdict.as_str().into(),
+        Some(r) if !r.is_empty() => format!("{word}: {r}"),
+        _ => word.into(),
     };
     [
         row.path.clone(),
@@ -191,14 +193,21 @@ pub fn rows_html(rows: &[ProcessShareReport]) -> String {
         let cells = cells(row);
         let cell = |name: &str| -> String {
             match name {
-                "verdict" => row.verdict.as_str().into(),
+                "verdict" => super::State::of(row.verdict, row.applicable).word().into(),
                 "predicted" => predicted_cell(row),
                 _ => cells[COLUMNS.iter().position(|c| *c == name).unwrap_or(0)].clone(),
             }
         };
         body.push_str("<tr>");
         for name in &columns {
-            body.push_str(&if numeric(name) { td_num(&escape(&cell(name)), "") } else { td_text(&breakable(&cell(name)), "") });
+            body.push_str(&if numeric(name) {
+                td_num(&escape(&cell(name)), "")
+            } else if *name == "verdict" {
+                let state = super::State::of(row.verdict, row.applicable);
+                td_text(&breakable(&cell(name)), state.style())
+            } else {
+                td_text(&breakable(&cell(name)), "")
+            });
         }
         body.push_str("</tr>");
         let mut details: Vec<(&str, String)> = vec![
@@ -348,7 +357,12 @@ mod tests {
         let html = rows_html(&[r]);
         assert!(html.contains("gpushare-processes") && html.contains("gpushare-detail") && html.contains("mechanism"));
         let failed = row("failed", serde_json::Value::Null);
-        assert!(rows_text(&[failed]).contains("time         —"));
+        assert!(rows_text(&[failed.clone()]).contains("time         —"));
+        // A path that cannot run here reads "not applicable" in grey, never "failed" in red.
+        let na = ProcessShareReport { applicable: false, ..failed };
+        let (text, html) = (rows_text(std::slice::from_ref(&na)), rows_html(&[na]));
+        assert!(text.starts_with("gloo         not applicable: ") && !text.contains("failed"), "{text}");
+        assert!(html.contains("color:#6e7781\">not applicable</td>") && !html.contains("failed"), "{html}");
     }
 
     #[test]

@@ -124,7 +124,7 @@ fn base64_matches_rfc_4648_vectors() {
 }
 
 #[test]
-fn text_table_fits_120_columns_and_wraps_what_is_long() {
+fn text_table_fits_100_columns_and_wraps_what_is_long() {
     let tf_device = "/job:localhost/replica:0/task:0/device:CPU:0";
     let reason = "the target framework cannot import this layout without a copy: ".repeat(6);
     let mut r = row("a_rather_long_variable_name", Verdict::Copied, Some(&reason), 1.5e-3);
@@ -146,12 +146,13 @@ fn text_table_fits_120_columns_and_wraps_what_is_long() {
     assert!(text.contains("  why       the target framework"), "{text}");
     assert!(text.contains("  contexts  n/a → 0x1000 primary"), "{text}");
 
-    // A row too wide even for the short columns becomes heading: value pairs, still within 120.
+    // A row too wide even for the short columns becomes heading: value pairs, still within 100.
     let mut wide = row(&"n".repeat(100), Verdict::Shared, None, 1e-6);
     wide.source.shape = vec![1; 12];
     let text = share_table_text(&[wide]);
     assert!(text.lines().all(|l| l.chars().count() <= TEXT_WIDTH), "{text}");
-    assert!(text.contains("name: nnnn") && text.contains("verdict: shared"), "{text}");
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(joined.contains("name: nnnn") && joined.contains("verdict: shared"), "{text}");
 }
 
 #[test]
@@ -254,7 +255,35 @@ fn lab_tables_read_in_a_notebook_too() {
     let c = crate::render::lab::tests::comparison();
     let html = c.html();
     assert!(cells_of_row(&html, "<thead><tr>").len() <= 8);
-    assert!(html.contains(">why</span> pinned needs CUDA"), "the why is on the detail line: {html}");
+    assert!(html.contains("Not applicable here (not run): pinned (pinned needs CUDA"), "a footnote, not a row: {html}");
     assert_cells_read(&html);
     assert_cells_read(&crate::render::lab::tests::bench().html());
+}
+
+#[test]
+fn a_noisy_row_is_named_and_a_single_cold_sample_gets_a_hint() {
+    let mut noisy = row("a", Verdict::Shared, None, 1e-6);
+    noisy.timing = Timing::from_samples(vec![1e-6, 5e-6, 1e-6, 9e-6, 2e-6], 1);
+    let mut cold = row("b", Verdict::Shared, None, 1e-6);
+    cold.timing = Timing::from_samples(vec![382e-6], 1);
+    let steady = row("c", Verdict::Shared, None, 1e-6);
+    let rows = [noisy, cold, steady];
+    for out in [share_table_text(&rows), share_table_html(&rows)] {
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("⚠ a: noisy: IQR is"), "the note names the row: {out}");
+        assert!(flat.contains("1 sample (b): one call, timed once; without a warm-up it also pays one-time costs"), "{out}");
+        assert!(flat.contains("repeat=7, warmup=1"), "{out}");
+        assert!(!flat.contains("(c)") && !flat.contains("⚠ c"), "{out}");
+    }
+}
+
+#[test]
+fn inspect_html_is_in_gpushares_own_style_inline() {
+    let mut t = tensor("tf", 0x1000);
+    t.device = "/job:localhost/replica:0/task:0/device:CPU:0".into();
+    let html = tensor_html(&t);
+    assert!(html.contains("class=\"gpushare gpushare-inspect\" style=\"font-family:monospace"), "{html}");
+    // Every cell carries its alignment and width inline, as the other tables' cells do.
+    assert_cells_read(&html);
+    assert!(html.contains("/<wbr>job:<wbr>localhost"), "{html}");
 }

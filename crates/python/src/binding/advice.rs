@@ -448,7 +448,8 @@ impl PyAdvice {
             let d = PyDict::new(py);
             d.set_item("path", &r.path)?;
             d.set_item("kind", &r.kind)?;
-            d.set_item("verdict", &r.verdict)?;
+            // The tables' vocabulary: a path the rules say cannot run is "not applicable", not "failed".
+            d.set_item("verdict", crate::render::State::predicted(&r.verdict).word())?;
             d.set_item("reason", &r.reason)?;
             d.set_item("ordering", &r.ordering)?;
             d.set_item("ordered", r.ordered)?;
@@ -460,7 +461,11 @@ impl PyAdvice {
             d.set_item("recommended", self.inner.recommended.as_deref() == Some(r.path.as_str()))?;
             rows.append(d)?;
         }
-        pandas.call_method1("DataFrame", (rows,))
+        let frame = pandas.call_method1("DataFrame", (rows,))?;
+        // NaN for a missing measurement, None for missing text, as every gpushare frame.
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("floats", ["predicted_s", "tolerance"])?;
+        py.import("gpushare.records")?.getattr("normalise_frame")?.call((frame,), Some(&kwargs))
     }
     fn __repr__(&self) -> String {
         render::advice_text(&self.inner)

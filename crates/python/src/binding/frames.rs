@@ -38,5 +38,7 @@ pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyR
     for column in FLOAT_COLUMNS {
         dtypes.set_item(column, "float64")?;
     }
-    frame.call_method1("astype", (dtypes,))
+    // Text missing as None, as every gpushare frame has it (gpushare.records.normalise_frame).
+    let frame = frame.call_method1("astype", (dtypes,))?;
+    py.import("gpushare.records")?.getattr("normalise_frame")?.call1((frame,))
 }

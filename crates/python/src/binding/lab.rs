@@ -32,7 +32,9 @@ fn records<'py>(py: Python<'py>, items: Bound<'py, PyAny>) -> PyResult<Bound<'py
 fn flat<'py>(row: &Bound<'py, PyDict>, r: &PathRow) -> PyResult<()> {
     let t = r.timing.as_ref();
     row.set_item("path", &r.path)?;
-    row.set_item("verdict", r.verdict.as_str())?;
+    // The tables' vocabulary (crate::render::State): a path that cannot run here is "not
+    // applicable", never "failed"; `applicable` stays beside it for code that filters on it.
+    row.set_item("verdict", r.state().word())?;
     row.set_item("applicable", r.applicable)?;
     row.set_item("auto", r.auto)?;
     row.set_item("fastest", r.fastest)?;
@@ -213,7 +215,8 @@ impl Benchmark {
         plot::benchmark_svg(&self.report)
     }
     /// Time per handoff against size, one line per path that worked, drawn with matplotlib
-    /// (imported only here) on ``ax`` or a new figure's axes, for restyling; returns the axes.
+    /// (imported only here) on ``ax`` or a new figure's axes, for restyling, time in µs/ms and sizes
+    /// in KiB/MiB; returns the Figure (``fig.axes[0]`` to restyle).
     /// The notebook's built-in plot is :attr:`svg`.
     #[pyo3(signature = (ax=None))]
     fn plot<'py>(slf: &Bound<'py, Self>, ax: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {

@@ -150,7 +150,9 @@ fn frame<'py>(py: Python<'py>, rows: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<
             dtypes.set_item(column, dtype)?;
         }
     }
-    frame.call_method1("astype", (dtypes,))
+    // Text missing as None, as every gpushare frame has it (gpushare.records.normalise_frame).
+    let frame = frame.call_method1("astype", (dtypes,))?;
+    py.import("gpushare.records")?.getattr("normalise_frame")?.call1((frame,))
 }
 
 /// One tidy row: the identifying columns, then the path's outcome.
@@ -162,6 +164,8 @@ fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &Process
     for (k, v) in row.tidy_outcome() {
         d.set_item(k, json_to_py(py, &v)?)?;
     }
+    // The tables' vocabulary: a path that cannot run here is "not applicable", never "failed".
+    d.set_item("verdict", crate::render::State::of(row.verdict, row.applicable).word())?;
     Ok(d)
 }
 

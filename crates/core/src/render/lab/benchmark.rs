@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::columns::{dash, gbps, size_label, text_table};
 use super::rows::{PathRow, PathRun, mark_fastest};
-use crate::render::{BEST_STYLE, STYLE, cells, escape, units, verdict_style};
+use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
 use crate::report::Verdict;
 use crate::report::envelope;
 
@@ -100,23 +100,50 @@ impl BenchmarkReport {
             .collect()
     }
 
-    /// One verdict word per path over the sweep: "shared", "copied", "shared/copied", "n/a", "failed".
+    /// One verdict word per path over the sweep, in the one vocabulary (short form: the
+    /// footnote says the rest): "shared", "copied", "shared / copied", "n/a", "failed".
     pub fn path_verdict(&self, path: &str) -> String {
         let mut seen: Vec<&'static str> = Vec::new();
         for p in self.points.iter().filter(|p| p.row.path == path) {
-            let word = if !p.row.applicable { "n/a" } else { p.row.verdict.as_str() };
+            let word = p.row.state().short();
             if !seen.contains(&word) {
                 seen.push(word);
             }
         }
-        if seen.is_empty() { "-".into() } else { seen.join("/") }
+        if seen.is_empty() { "-".into() } else { seen.join(" / ") }
     }
 
-    /// Why a path failed or did not apply (its first reason in the sweep).
+    /// The state a path's verdict cell is coloured by: its single state, or copied where it
+    /// shared at some sizes and copied at others, failed where any call failed.
+    fn path_state(&self, path: &str) -> crate::render::State {
+        use crate::render::State;
+        let states: Vec<State> = self.points.iter().filter(|p| p.row.path == path).map(|p| p.row.state()).collect();
+        if states.contains(&State::Failed) {
+            State::Failed
+        } else if states.contains(&State::Copied) {
+            State::Copied
+        } else if states.contains(&State::Shared) {
+            State::Shared
+        } else {
+            State::NotApplicable
+        }
+    }
+
+    /// Paths that applied at one size at least: the others are one footnote, not columns.
+    fn applicable_paths(&self) -> Vec<&str> {
+        self.paths
+            .iter()
+            .map(String::as_str)
+            .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && pt.row.applicable))
+            .collect()
+    }
+
+    /// Why a path failed (its first reason in the sweep); the paths that do not apply are in the
+    /// footnote instead.
     fn path_reason(&self, path: &str) -> Option<String> {
         self.points
             .iter()
-            .filter(|p| p.row.path == path && !p.row.worked())
+            .filter(|p| p.row.path == path && p.row.applicable && !p.row.worked())
             .find_map(|p| p.row.reason.clone())
     }
 
@@ -146,23 +173,42 @@ impl BenchmarkReport {
         if self.all_single() { "time per handoff (1 sample)" } else { "median time per handoff" }
     }
 
-    fn footer(&self) -> String {
+    /// The notes under the tables, one per line: how it was timed, then every surprise.
+    fn footer(&self) -> Vec<String> {
         let warmups = format!("{} warm-up run{}", self.warmup, if self.warmup == 1 { "" } else { "s" });
         let mut parts = vec![if self.all_single() {
             format!(
-                "Time per handoff: 1 sample (one call, timed once) after {warmups}; one unit per column; \
+                "Time per handoff: 1 sample (one call, timed once) after {warmups}; \
                  no ★: one sample has no spread to rank by; bandwidth = bytes copied / time (zero-copy paths move nothing)."
             )
         } else {
             format!(
-                "Median time per handoff of {} repeat{} after {warmups}; one unit per column; ★ fastest at each size beyond the measured spread; \
+                "Median time per handoff of {} repeat{} after {warmups}; ★ fastest at each size beyond the measured spread; \
                  bandwidth = bytes copied / median (zero-copy paths move nothing).",
                 self.repeat,
                 if self.repeat == 1 { "" } else { "s" },
             )
         }];
         if self.interrupted {
-            parts.push("Interrupted: partial results.".into());
+            let measured = self.measured_sizes();
+            let partial: Vec<String> = measured
+                .iter()
+                .filter(|s| self.paths.iter().any(|p| self.point(**s, p).is_none()))
+                .map(|s| size_label(*s))
+                .collect();
+            parts.push(if partial.is_empty() {
+                "Interrupted: partial results (the sizes not shown were not measured).".into()
+            } else {
+                format!(
+                    "Interrupted: partial results; at {} not every path was measured (a dash), so no ★ goes to a path measured alone.",
+                    partial.join(", ")
+                )
+            });
+        }
+        for &size in &self.measured_sizes() {
+            if let Some(p) = self.points.iter().find(|p| p.size == size && p.row.fastest && p.row.verdict == Verdict::Copied) {
+                parts.push(super::rows::starred_copy_note(&p.row.path, &size_label(size)));
+            }
         }
         let noisy: Vec<String> = self
             .points
@@ -171,7 +217,7 @@ impl BenchmarkReport {
             .map(|p| format!("{} at {}", p.row.path, size_label(p.size)))
             .collect();
         if !noisy.is_empty() {
-            parts.push(format!("⚠ noisy (IQR > 25% of the median): {}.", noisy.join(", ")));
+            parts.push(format!("⚠ noisy (IQR > 25% of the median; the cell carries ⚠): {}.", noisy.join(", ")));
         }
         let mut ties: Vec<String> = Vec::new();
         for &size in &self.measured_sizes() {
@@ -190,73 +236,68 @@ impl BenchmarkReport {
         if !apart.is_empty() {
             parts.push(format!("{} starts from its own source (a SharedBuffer), so it is not ranked.", apart.join(", ")));
         }
-        parts.join(" ")
+        let na: Vec<&PathRow> = self
+            .paths
+            .iter()
+            .filter(|p| !self.applicable_paths().contains(&p.as_str()))
+            .filter_map(|p| self.points.iter().find(|pt| pt.row.path == *p).map(|pt| &pt.row))
+            .collect();
+        if !na.is_empty() {
+            parts.push(super::rows::not_applicable_note(&na));
+        }
+        parts
     }
 
-    /// A pivot of one quantity: rows = sizes, columns = paths, each column in its own unit.
-    /// Returns (header, cells, fastest flags).
-    fn pivot(&self, quantity: Quantity) -> (Vec<String>, Vec<Vec<String>>, Vec<Vec<bool>>) {
+    /// A pivot of one quantity: rows = sizes, columns = the paths that apply, headed by the path's
+    /// name alone; one unit for the whole table, returned for its title (said once, not per column).
+    /// Returns (unit, header, cells, fastest flags).
+    fn pivot(&self, quantity: Quantity) -> (String, Vec<String>, Vec<Vec<String>>, Vec<Vec<bool>>) {
         let sizes = self.measured_sizes();
+        let applicable = self.applicable_paths();
         let paths: Vec<&str> = match quantity {
-            Quantity::Time => self.paths.iter().map(String::as_str).collect(),
-            Quantity::Predicted => self
-                .paths
-                .iter()
-                .map(String::as_str)
+            Quantity::Time => applicable,
+            Quantity::Predicted => applicable
+                .into_iter()
                 .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && pt.row.predicted.is_some()))
                 .collect(),
-            Quantity::Bandwidth => self
-                .paths
-                .iter()
-                .map(String::as_str)
+            Quantity::Bandwidth => applicable
+                .into_iter()
                 .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && pt.row.bandwidth.is_some()))
                 .collect(),
+        };
+        let of_paths = |f: &dyn Fn(&PathRow) -> Option<f64>| -> Vec<f64> {
+            self.points.iter().filter(|p| paths.contains(&p.row.path.as_str())).filter_map(|p| f(&p.row)).collect()
+        };
+        let tu = match quantity {
+            Quantity::Time => units::time_unit_for(&of_paths(&|r| r.worked().then(|| r.median()).flatten())),
+            Quantity::Predicted => units::time_unit_for(&of_paths(&|r| r.predicted.as_ref().map(|p| p.seconds))),
+            Quantity::Bandwidth => units::TimeUnit { suffix: "GB/s", seconds: 1.0 },
         };
         let mut header = vec!["size".to_string()];
         let mut columns: Vec<Vec<String>> = Vec::new();
         let mut flags: Vec<Vec<bool>> = vec![Vec::new(); sizes.len()];
         for path in &paths {
+            header.push(path.to_string());
             let rows: Vec<Option<&PathRow>> = sizes.iter().map(|s| self.point(*s, path)).collect();
-            match quantity {
-                Quantity::Time => {
-                    let worked: Vec<&PathRow> = rows.iter().flatten().copied().filter(|r| r.worked()).collect();
-                    if worked.is_empty() {
-                        header.push(path.to_string());
-                    } else {
-                        let tu = units::time_unit_for(&worked.iter().filter_map(|r| r.median()).collect::<Vec<_>>());
-                        header.push(format!("{path} ({})", tu.suffix));
-                    }
-                    let tu = units::time_unit_for(&worked.iter().filter_map(|r| r.median()).collect::<Vec<_>>());
-                    columns.push(
-                        rows.iter()
-                            .map(|r| match r {
-                                Some(r) if r.worked() => units::time_in(r.median().unwrap_or(f64::NAN), tu),
-                                Some(r) if !r.applicable => "n/a".into(),
-                                Some(_) => "failed".into(),
-                                None => dash(),
-                            })
-                            .collect(),
-                    );
-                }
-                Quantity::Predicted => {
-                    let predicted: Vec<f64> = rows.iter().flatten().filter_map(|r| r.predicted.as_ref().map(|p| p.seconds)).collect();
-                    let tu = units::time_unit_for(&predicted);
-                    header.push(format!("{path} ({})", tu.suffix));
-                    columns.push(
-                        rows.iter()
-                            .map(|r| match r.and_then(|r| r.predicted.as_ref().map(|p| (p, r.misses_prediction))) {
-                                Some((p, _)) if p.unpredictable.is_some() => crate::advice::model::UNPREDICTABLE_CELL.to_string(),
-                                Some((p, miss)) => format!("{}{}", units::time_in(p.seconds, tu), if miss { " ⚠" } else { "" }),
-                                None => dash(),
-                            })
-                            .collect(),
-                    );
-                }
-                Quantity::Bandwidth => {
-                    header.push(format!("{path} (GB/s)"));
-                    columns.push(rows.iter().map(|r| r.and_then(|r| r.bandwidth).map_or_else(dash, gbps)).collect());
-                }
-            }
+            columns.push(
+                rows.iter()
+                    .map(|r| match (quantity, r) {
+                        (Quantity::Time, Some(r)) if r.worked() => format!(
+                            "{}{}",
+                            units::time_in(r.median().unwrap_or(f64::NAN), tu),
+                            if r.warning.is_some() { " ⚠" } else { "" }
+                        ),
+                        (Quantity::Time, Some(r)) => r.state().short().into(),
+                        (Quantity::Predicted, Some(r)) => match &r.predicted {
+                            Some(p) if p.unpredictable.is_some() => crate::advice::model::UNPREDICTABLE_CELL.to_string(),
+                            Some(p) => format!("{}{}", units::time_in(p.seconds, tu), if r.misses_prediction { " ⚠" } else { "" }),
+                            None => dash(),
+                        },
+                        (Quantity::Bandwidth, Some(r)) => r.bandwidth.map_or_else(dash, gbps),
+                        (_, None) => dash(),
+                    })
+                    .collect(),
+            );
             for (i, r) in rows.iter().enumerate() {
                 flags[i].push(matches!(quantity, Quantity::Time) && r.is_some_and(|r| r.fastest));
             }
@@ -270,21 +311,35 @@ impl BenchmarkReport {
                 row
             })
             .collect();
-        (header, cells, flags)
+        (tu.suffix.to_string(), header, cells, flags)
+    }
+
+    /// A table's title with its unit, and the ⚠ clause only where a cell carries ⚠.
+    fn title(&self, quantity: Quantity, unit: &str, cells: &[Vec<String>]) -> String {
+        let warned = cells.iter().flatten().any(|c| c.ends_with('⚠'));
+        match quantity {
+            Quantity::Time => format!("{} ({unit}){}", self.time_title(), if warned { "; ⚠ noisy" } else { "" }),
+            Quantity::Predicted => format!(
+                "predicted before it ran, cost model ({unit}){}",
+                if warned { "; ⚠ measured beyond its stated error" } else { "" }
+            ),
+            // Not the plot's own axis label, "bandwidth (GB/s)": a reader (and the browser test)
+            // tells the table's words from the image's.
+            Quantity::Bandwidth => format!("bandwidth of the copies, in {unit}"),
+        }
     }
 
     fn reasons(&self) -> Vec<(String, String)> {
         self.paths.iter().filter_map(|p| self.path_reason(p).map(|r| (p.clone(), r))).collect()
     }
 
+    /// Plain text within [`crate::render::TEXT_WIDTH`] columns: a table per quantity, the
+    /// verdicts, the reasons of failures and the notes, wrapped at word boundaries.
     pub fn text(&self) -> String {
-        let mut out = self.caption();
-        for (title, quantity) in [
-            (self.time_title(), Quantity::Time),
-            (PREDICTED_TITLE, Quantity::Predicted),
-            ("bandwidth", Quantity::Bandwidth),
-        ] {
-            let (header, cells, flags) = self.pivot(quantity);
+        let width = crate::render::TEXT_WIDTH;
+        let mut lines = crate::render::wrap(&self.caption(), width, "", "  ");
+        for quantity in [Quantity::Time, Quantity::Predicted, Quantity::Bandwidth] {
+            let (unit, header, cells, flags) = self.pivot(quantity);
             if header.len() < 2 || cells.is_empty() {
                 continue;
             }
@@ -299,25 +354,34 @@ impl BenchmarkReport {
                 })
                 .collect();
             let right: Vec<bool> = (0..header.len()).map(|c| c > 0).collect();
-            out.push_str(&format!("\n{title}\n{}", text_table(&header, &body, &right)));
+            lines.push(self.title(quantity, &unit, &cells));
+            lines.extend(text_table(&header, &body, &right).lines().map(str::to_string));
         }
-        let verdicts: Vec<String> = self.paths.iter().map(|p| format!("{p} {}", self.path_verdict(p))).collect();
-        out.push_str(&format!("\nverdicts: {}", verdicts.join(" · ")));
+        let verdicts: Vec<String> =
+            self.applicable_paths().iter().map(|p| format!("{p} {}", self.path_verdict(p))).collect();
+        if !verdicts.is_empty() {
+            lines.extend(crate::render::wrap(&format!("verdicts: {}", verdicts.join(" · ")), width, "", "  "));
+        }
         for (path, reason) in self.reasons() {
-            out.push_str(&format!("\n{path}: {reason}"));
+            lines.extend(crate::render::wrap(&format!("{path} failed: {reason}"), width, "", "  "));
         }
-        out.push('\n');
-        out.push_str(&self.footer());
-        out
+        for note in self.footer() {
+            lines.extend(crate::render::wrap(&note, width, "", "  "));
+        }
+        lines.join("\n")
     }
 
-    fn html_pivot(&self, title: &str, quantity: Quantity) -> String {
-        let (header, cells, flags) = self.pivot(quantity);
+    fn html_pivot(&self, quantity: Quantity, caption: Option<&str>) -> String {
+        let (unit, header, cells, flags) = self.pivot(quantity);
         if header.len() < 2 || cells.is_empty() {
             return String::new();
         }
+        let title = match caption {
+            Some(c) => format!("{c} — {}", self.title(quantity, &unit, &cells)),
+            None => self.title(quantity, &unit, &cells),
+        };
         let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\" style=\"{}\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
-            match quantity { Quantity::Time => "time", Quantity::Predicted => "predicted", Quantity::Bandwidth => "bandwidth" }, cells::TABLE_STYLE, escape(title));
+            match quantity { Quantity::Time => "time", Quantity::Predicted => "predicted", Quantity::Bandwidth => "bandwidth" }, cells::TABLE_STYLE, escape(&title));
         for (c, name) in header.iter().enumerate() {
             h.push_str(&if c > 0 { cells::th_num(name) } else { cells::th_text(name) });
         }
@@ -333,6 +397,8 @@ impl BenchmarkReport {
                         cells::NUM_STYLE,
                         escape(cell)
                     ));
+                } else if cell == "n/a" {
+                    h.push_str(&cells::td_num(&escape(cell), &format!("color:{}", crate::render::state::GREY)));
                 } else {
                     h.push_str(&cells::td_num(&escape(cell), ""));
                 }
@@ -341,21 +407,14 @@ impl BenchmarkReport {
         }
         if matches!(quantity, Quantity::Time) {
             h.push_str(&format!("<tr><th style=\"{}\">verdict</th>", cells::TEXT_STYLE));
-            for path in &self.paths {
-                let v = self.path_verdict(path);
-                let verdict = if v == "shared" {
-                    Verdict::Shared
-                } else if v.contains("copied") {
-                    Verdict::Copied
-                } else {
-                    Verdict::Failed
-                };
+            for path in self.applicable_paths() {
+                let state = self.path_state(path);
                 h.push_str(&format!(
-                    "<td class=\"{}\" style=\"{};{}\">{}</td>",
-                    verdict.as_str(),
-                    cells::TEXT_STYLE,
-                    verdict_style(verdict),
-                    escape(&v)
+                    "<td class=\"num {}\" style=\"{};{}\">{}</td>",
+                    state.class(),
+                    VERDICT_STYLE,
+                    state.style(),
+                    escape(&self.path_verdict(path))
                 ));
             }
             h.push_str("</tr>");
@@ -368,28 +427,32 @@ impl BenchmarkReport {
     pub fn html(&self) -> String {
         let mut h = String::from(STYLE);
         h.push_str("<div class=\"gpushare-benchmark\">");
-        h.push_str(&self.html_pivot(&format!("{} — {}", self.caption(), self.time_title()), Quantity::Time));
-        h.push_str(&self.html_pivot(PREDICTED_TITLE, Quantity::Predicted));
-        h.push_str(&self.html_pivot("bandwidth", Quantity::Bandwidth));
+        h.push_str(&self.html_pivot(Quantity::Time, Some(&self.caption())));
+        h.push_str(&self.html_pivot(Quantity::Predicted, None));
+        h.push_str(&self.html_pivot(Quantity::Bandwidth, None));
         let alt = format!("{}: time and bandwidth against size", self.caption());
         h.push_str(&crate::render::svg_img(&crate::render::plot::benchmark_svg(self), &alt, None));
         let reasons = self.reasons();
         if !reasons.is_empty() {
             h.push_str("<ul class=\"gpushare-note\">");
             for (path, reason) in reasons {
-                h.push_str(&format!("<li><b>{}</b>: {}</li>", escape(&path), escape(&reason)));
+                h.push_str(&format!("<li><b>{}</b> failed: {}</li>", escape(&path), escape(&reason)));
             }
             h.push_str("</ul>");
         }
-        h.push_str(&format!("<div class=\"gpushare-note\">{}</div></div>", escape(&self.footer())));
+        for note in self.footer() {
+            let style = if note.starts_with(super::rows::NOT_APPLICABLE_LEAD) { format!(" style=\"color:{}\"", crate::render::state::GREY) } else { String::new() };
+            h.push_str(&format!("<div class=\"gpushare-note\"{style}>{}</div>", escape(&note)));
+        }
+        h.push_str("</div>");
         h
     }
 }
 
-/// The title of the predictions' table (shown only where the machine is calibrated).
-const PREDICTED_TITLE: &str = "predicted before it ran (cost model; ⚠ measured beyond its stated error)";
+/// A sweep's verdict cell, in its column of numbers (right-aligned as they are): wraps at the spaces of "shared / copied" rather than widening its column.
+const VERDICT_STYLE: &str = "text-align:right;vertical-align:top;white-space:normal;padding:2px 4px";
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Quantity {
     Time,
     /// The cost model's prediction, made before the point ran (where the machine is calibrated).

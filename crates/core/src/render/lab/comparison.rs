@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::columns::{byte_unit_for, bytes_in, dash, gbps, text_table, time_unit};
 use super::rows::{PathRow, PathRun, mark_fastest};
-use crate::render::{BEST_STYLE, STYLE, cells, escape, units, verdict_style};
+use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
 use crate::report::{TensorReport, Verdict, envelope};
 use crate::stats::Timing;
 
@@ -77,7 +77,8 @@ impl ComparisonReport {
         !timed.is_empty() && timed.iter().all(|t| t.is_single())
     }
 
-    fn footer(&self) -> String {
+    /// The notes under the table, one per line: how it was timed, then every surprise where it is.
+    fn footer(&self) -> Vec<String> {
         let loops: Vec<u64> = self.rows.iter().filter_map(|r| r.timing.as_ref().map(|t| t.loops)).collect();
         let loops_text = match (loops.iter().min(), loops.iter().max()) {
             (Some(a), Some(b)) if a == b => format!("{a} loop{} each", if *a == 1 { "" } else { "s" }),
@@ -87,11 +88,11 @@ impl ComparisonReport {
         let warmups = format!("{} warm-up run{}", self.warmup, if self.warmup == 1 { "" } else { "s" });
         let mut parts = vec![if self.all_single() {
             format!(
-                "Times are per handoff: 1 sample each (one call, timed once), after {warmups}; bandwidth = bytes moved / time."
+                "Times are per handoff: 1 sample each (one call, timed once), after {warmups}; GB/s = bytes moved / time."
             )
         } else {
             format!(
-                "Times are per handoff: median and minimum of {} repeat{} × {loops_text}, after {warmups}; bandwidth = bytes moved / median.",
+                "Times are per handoff: median and minimum of {} repeat{} × {loops_text}, after {warmups}, all in the median's unit; GB/s = bytes moved / median.",
                 self.repeat,
                 if self.repeat == 1 { "" } else { "s" },
             )
@@ -105,8 +106,11 @@ impl ComparisonReport {
         if !single.is_empty() && !self.all_single() {
             parts.push(format!("1 sample (one call, timed once): {}.", single.join(", ")));
         }
-        if let Some(f) = &self.fastest {
-            parts.push(format!("★ fastest: {f}, beyond the measured spread."));
+        if let Some(f) = self.fastest.as_deref().and_then(|f| self.rows.iter().find(|r| r.path == f)) {
+            parts.push(format!("★ fastest: {}, beyond the measured spread.", f.path));
+            if f.verdict == Verdict::Copied {
+                parts.push(super::rows::starred_copy_note(&f.path, &units::bytes(self.source.nbytes)));
+            }
         }
         let tied: Vec<&str> = self.rows.iter().filter(|r| r.tied).map(|r| r.path.as_str()).collect();
         if !tied.is_empty() && self.all_single() {
@@ -116,7 +120,11 @@ impl ComparisonReport {
         }
         let noisy: Vec<&str> = self.rows.iter().filter(|r| r.warning.is_some()).map(|r| r.path.as_str()).collect();
         if !noisy.is_empty() {
-            parts.push(format!("⚠ noisy (IQR > 25% of the median): {}.", noisy.join(", ")));
+            parts.push(format!("⚠ noisy (IQR > 25% of the median) on the row of {}: raise -n/-r or quiet the machine.", noisy.join(", ")));
+        }
+        let na: Vec<&PathRow> = self.rows.iter().filter(|r| !r.applicable).collect();
+        if !na.is_empty() {
+            parts.push(super::rows::not_applicable_note(&na));
         }
         if let Some(a) = &self.auto_path {
             parts.push(match self.why_not_fastest(a) {
@@ -124,7 +132,7 @@ impl ComparisonReport {
                 None => format!("auto picks {a}."),
             });
         }
-        parts.join(" ")
+        parts
     }
 
     /// Why `auto` did not take the ★ row, where the two differ for a reason of correctness: the
@@ -145,19 +153,26 @@ impl ComparisonReport {
         }
     }
 
-    /// Columns shared by the text and HTML forms: (header, right-aligned, cells per row).
+    /// The rows a table shows: every path that applies here (the others are one footnote).
+    fn shown(&self) -> Vec<&PathRow> {
+        self.rows.iter().filter(|r| r.applicable).collect()
+    }
+
+    /// Columns shared by the text and HTML forms: (header, right-aligned, cells per shown row).
+    /// The time columns share the median's unit, said once in its heading.
     fn columns(&self) -> Vec<(String, bool, Vec<String>)> {
-        let refs: Vec<&PathRow> = self.rows.iter().collect();
+        let shown = self.shown();
+        let refs: Vec<&PathRow> = shown.clone();
         let tu = time_unit(&refs);
-        let bu = byte_unit_for(&self.rows.iter().map(|r| r.bytes_moved).collect::<Vec<_>>());
+        let bu = byte_unit_for(&shown.iter().map(|r| r.bytes_moved).collect::<Vec<_>>());
         let time = |f: &dyn Fn(&Timing) -> f64| -> Vec<String> {
-            self.rows
+            shown
                 .iter()
                 .map(|r| r.timing.as_ref().filter(|_| r.worked()).map_or_else(dash, |t| units::time_in(f(t), tu)))
                 .collect()
         };
         let spread_stat = |f: &dyn Fn(&Timing) -> f64| -> Vec<String> {
-            self.rows
+            shown
                 .iter()
                 .map(|r| match r.timing.as_ref().filter(|_| r.worked()) {
                     Some(t) if t.is_single() => "—".into(),
@@ -167,12 +182,12 @@ impl ComparisonReport {
                 .collect()
         };
         let mut cols = vec![
-            ("path".to_string(), false, self.rows.iter().map(PathRow::path_text).collect()),
-            ("verdict".to_string(), false, self.rows.iter().map(PathRow::verdict_text).collect()),
+            ("path".to_string(), false, shown.iter().map(|r| r.path_text()).collect()),
+            ("verdict".to_string(), false, shown.iter().map(|r| r.verdict_text()).collect()),
             (
-                format!("bytes moved ({})", bu.suffix),
+                format!("moved ({})", bu.suffix),
                 true,
-                self.rows.iter().map(|r| if r.worked() { bytes_in(r.bytes_moved, bu) } else { dash() }).collect(),
+                shown.iter().map(|r| if r.worked() { bytes_in(r.bytes_moved, bu) } else { dash() }).collect(),
             ),
             // One sample is a time, not a median; it has no minimum or spread (as in share()'s table).
             (
@@ -180,15 +195,15 @@ impl ComparisonReport {
                 true,
                 time(&|t| t.median),
             ),
-            (format!("min ({})", tu.suffix), true, spread_stat(&|t| t.min)),
-            (format!("IQR ({})", tu.suffix), true, spread_stat(&|t| t.iqr)),
+            ("min".to_string(), true, spread_stat(&|t| t.min)),
+            ("IQR".to_string(), true, spread_stat(&|t| t.iqr)),
             (
-                "bandwidth (GB/s)".to_string(),
+                "GB/s".to_string(),
                 true,
-                self.rows.iter().map(|r| r.bandwidth.map_or_else(dash, gbps)).collect(),
+                shown.iter().map(|r| r.bandwidth.map_or_else(dash, gbps)).collect(),
             ),
         ];
-        if self.rows.iter().any(|r| r.predicted.is_some()) {
+        if shown.iter().any(|r| r.predicted.is_some()) {
             // Beside the measured median: what the cost model said before the path ran.
             let predicted = self
                 .rows
@@ -200,11 +215,11 @@ impl ComparisonReport {
                     None => dash(),
                 })
                 .collect();
-            cols.insert(4, (format!("predicted ({})", tu.suffix), true, predicted));
+            cols.insert(4, ("predicted".to_string(), true, predicted));
         }
-        if self.rows.iter().any(|r| r.device_timing.is_some()) {
+        if shown.iter().any(|r| r.device_timing.is_some()) {
             cols.push((
-                format!("device ({})", tu.suffix),
+                "device".to_string(),
                 true,
                 self.rows
                     .iter()
@@ -212,32 +227,74 @@ impl ComparisonReport {
                     .collect(),
             ));
         }
-        if self.rows.iter().any(|r| !r.why().is_empty()) {
-            cols.push(("why".to_string(), false, self.rows.iter().map(PathRow::why).collect()));
+        if shown.iter().any(|r| !r.why().is_empty()) {
+            cols.push(("why".to_string(), false, shown.iter().map(|r| r.why()).collect()));
         }
         cols
     }
 
+    /// Plain text within [`crate::render::TEXT_WIDTH`] columns: the short columns in the row, the
+    /// why on an indented line under it, wrapped at word boundaries; the notes wrapped below.
     pub fn text(&self) -> String {
-        let cols = self.columns();
-        let mut header = vec![String::new()];
-        header.extend(cols.iter().map(|c| c.0.clone()));
-        let mut right = vec![false];
-        right.extend(cols.iter().map(|c| c.1));
-        let body: Vec<Vec<String>> = (0..self.rows.len())
-            .map(|i| {
-                let mark = if self.rows[i].fastest { "★" } else if self.rows[i].tied { "≈" } else { "" };
-                let mut row = vec![mark.to_string()];
-                row.extend(cols.iter().map(|c| c.2[i].clone()));
-                row
-            })
-            .collect();
-        format!("{}\n{}\n{}", self.caption(), text_table(&header, &body, &right), self.footer())
+        let width = crate::render::TEXT_WIDTH;
+        let shown = self.shown();
+        let mut cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
+        // Columns a row can say on its sub-line instead, dropped from the table (last first) while
+        // it is wider than the terminal: the device time, then the prediction.
+        let mut folded: Vec<(String, Vec<String>)> = Vec::new();
+        let table = loop {
+            let mut header = vec![String::new()];
+            header.extend(cols.iter().map(|c| c.0.clone()));
+            let mut right = vec![false];
+            right.extend(cols.iter().map(|c| c.1));
+            let body: Vec<Vec<String>> = (0..shown.len())
+                .map(|i| {
+                    let mark = if shown[i].fastest { "★" } else if shown[i].tied { "≈" } else { "" };
+                    let mut row = vec![mark.to_string()];
+                    row.extend(cols.iter().map(|c| c.2[i].clone()));
+                    row
+                })
+                .collect();
+            let table = text_table(&header, &body, &right);
+            let wide = table.lines().any(|l| l.chars().count() > width);
+            match cols.iter().rposition(|c| c.0 == "device" || c.0 == "predicted") {
+                Some(at) if wide => {
+                    let (name, _, values) = cols.remove(at);
+                    folded.insert(0, (name, values));
+                }
+                _ => break table,
+            }
+        };
+        let unit = self.columns().iter().find(|c| c.0.starts_with("median") || c.0.starts_with("time")).and_then(|c| {
+            c.0.split_once('(').map(|(_, u)| u.trim_end_matches(')').to_string())
+        });
+        let mut lines = crate::render::wrap(&self.caption(), width, "", "  ");
+        let mut table_lines = table.lines();
+        lines.extend(table_lines.next().map(str::to_string));
+        for (i, (r, line)) in shown.iter().zip(table_lines).enumerate() {
+            lines.push(line.to_string());
+            let mut parts: Vec<String> = folded
+                .iter()
+                .filter(|(_, values)| values[i] != "-")
+                .map(|(name, values)| format!("{name} {} {}", values[i], unit.as_deref().unwrap_or("")).trim_end().to_string())
+                .collect();
+            parts.push(r.why());
+            let why = parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("; ");
+            if !why.is_empty() {
+                lines.extend(crate::render::wrap(&why, width, "     ", "     "));
+            }
+        }
+        for note in self.footer() {
+            lines.extend(crate::render::wrap(&note, width, "", "  "));
+        }
+        lines.join("\n")
     }
 
     /// The HTML table: the short columns in the row (eight at most), the why on a detail line
-    /// under it (as `%share`'s table does), alignment and widths inline (see [`cells`]).
+    /// under it (as `%share`'s table does), alignment and widths inline (see [`cells`]); the paths
+    /// that do not apply here in one grey footnote, not as rows.
     pub fn html(&self) -> String {
+        let shown = self.shown();
         let cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         let mut h = String::with_capacity(2048 + self.rows.len() * 512);
         h.push_str(STYLE);
@@ -248,7 +305,7 @@ impl ComparisonReport {
             h.push_str(&if *right { cells::th_num(name) } else { cells::th_text(name) });
         }
         h.push_str("</tr></thead><tbody>");
-        for (i, r) in self.rows.iter().enumerate() {
+        for (i, r) in shown.iter().enumerate() {
             let class = if r.fastest { format!(" class=\"best\" style=\"{BEST_STYLE}\"") } else { String::new() };
             h.push_str(&format!("<tr{class} data-path=\"{}\">", escape(&r.path)));
             for (c, (name, right, values)) in cols.iter().enumerate() {
@@ -257,13 +314,8 @@ impl ComparisonReport {
                     cell = format!("<b>★ {cell}</b>");
                 }
                 h.push_str(&if name == "verdict" {
-                    let verdict = if r.applicable { r.verdict } else { Verdict::Failed };
-                    format!(
-                        "<td class=\"{}\" style=\"{};{}\">{cell}</td>",
-                        verdict.as_str(),
-                        cells::TEXT_STYLE,
-                        verdict_style(verdict)
-                    )
+                    let state = r.state();
+                    format!("<td class=\"{}\" style=\"{};{}\">{cell}</td>", state.class(), cells::TEXT_STYLE, state.style())
                 } else if *right {
                     cells::td_num(&cell, "")
                 } else {
@@ -274,7 +326,10 @@ impl ComparisonReport {
             h.push_str(&cells::detail_row(cols.len(), &[("why", r.why())]));
         }
         h.push_str("</tbody></table>");
-        h.push_str(&format!("<div class=\"gpushare-note\">{}</div>", escape(&self.footer())));
+        for note in self.footer() {
+            let style = if note.starts_with(super::rows::NOT_APPLICABLE_LEAD) { format!(" style=\"color:{}\"", crate::render::state::GREY) } else { String::new() };
+            h.push_str(&format!("<div class=\"gpushare-note\"{style}>{}</div>", escape(&note)));
+        }
         h
     }
 }

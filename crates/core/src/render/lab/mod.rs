@@ -15,7 +15,7 @@ mod rows;
 pub use benchmark::{BenchInput, BenchPoint, BenchRun, BenchmarkReport};
 pub use columns::{ByteUnit, byte_unit_for, gbps, size_label};
 pub use comparison::{ComparisonInput, ComparisonReport};
-pub use rows::{PathRow, PathRun};
+pub use rows::{NOT_APPLICABLE_LEAD, PathRow, PathRun};
 
 #[cfg(test)]
 pub(crate) mod tests;

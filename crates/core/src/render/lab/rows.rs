@@ -156,31 +156,38 @@ impl PathRow {
         self.timing.as_ref().map(|t| t.median).filter(|m| m.is_finite())
     }
 
-    /// "shared ✓", "copied ✗", "failed ✗", "not applicable".
+    /// The row's state in the one vocabulary (crate::render::state).
+    pub fn state(&self) -> crate::render::State {
+        crate::render::State::of(self.verdict, self.applicable)
+    }
+
+    /// Whether the path copies by design (its reason says so), so a copy is its answer.
+    pub fn copies_by_design(&self) -> bool {
+        self.verdict == Verdict::Copied && self.reason.as_deref().is_some_and(|r| r.contains("by design"))
+    }
+
+    /// "shared", "copied (by design)", "copied", "not applicable", "failed".
     pub fn verdict_text(&self) -> String {
-        let base = if !self.applicable {
-            "not applicable"
+        if self.applicable && self.copies_by_design() {
+            "copied (by design)".into()
         } else {
-            match self.verdict {
-                Verdict::Shared => "shared ✓",
-                Verdict::Copied => "copied ✗",
-                Verdict::Failed => "failed ✗",
-            }
-        };
-        base.to_owned()
+            self.state().word().into()
+        }
     }
 
     pub(super) fn path_text(&self) -> String {
         if self.auto { format!("{} (auto)", self.path) } else { self.path.clone() }
     }
 
-    pub(super) fn why(&self) -> String {
+    /// What a table says under the row: its reason (without the "copied by design: " the verdict
+    /// already says), the fix, notes, a noise or prediction warning, and the ordering where the
+    /// array lies in device memory (host memory has no queue: crate::render::state::ordering_words).
+    pub(crate) fn why(&self) -> String {
+        let design = self.reason.as_deref().filter(|_| self.copies_by_design());
         let mut parts: Vec<String> = Vec::new();
-        if let Some(r) = &self.reason {
-            parts.push(r.clone());
-        }
-        if let Some(f) = &self.fix {
-            parts.push(format!("fix: {f}"));
+        let said = crate::render::state::reason_words(design, self.reason.as_deref(), self.fix.as_deref());
+        if !said.is_empty() {
+            parts.push(said);
         }
         parts.extend(self.notes.iter().cloned());
         if let Some(w) = &self.warning {
@@ -195,11 +202,47 @@ impl PathRow {
                 p.tolerance * 100.0
             ));
         }
-        if let Some(o) = &self.ordering {
-            parts.push(format!("ordered by {o}"));
+        if let Some(o) = self.ordering.as_deref().and_then(crate::render::state::ordering_words) {
+            parts.push(o);
         }
         parts.join("; ")
     }
+
+    /// The reason a path that does not apply gives in a footnote: its first clause (what is
+    /// missing), without the framework's own message in parentheses.
+    pub(crate) fn short_reason(&self) -> String {
+        let r = self.reason.as_deref().unwrap_or("no reason given");
+        let r = match r.find(" (") {
+            Some(i) if i > 0 => &r[..i],
+            _ => r,
+        };
+        r.to_string()
+    }
+}
+
+/// How the footnote of the paths that do not apply here begins (the HTML greys it).
+pub const NOT_APPLICABLE_LEAD: &str = "Not applicable here";
+
+/// One footnote for the paths that cannot run for this pair on this machine: each with the
+/// short reason, in grey, never as a failure (no call was made).
+pub(crate) fn not_applicable_note(rows: &[&PathRow]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for r in rows {
+        let item = format!("{} ({})", r.path, r.short_reason());
+        if !seen.iter().any(|s| s.starts_with(&format!("{} (", r.path))) {
+            seen.push(item);
+        }
+    }
+    format!("{NOT_APPLICABLE_LEAD} (not run): {}.", seen.join("; "))
+}
+
+/// Why a path that copies can be starred fastest: at `size` its copy cost less than the
+/// shares' fixed costs; `auto` still shares, since a share is never a copy's stale value.
+pub(crate) fn starred_copy_note(path: &str, size: &str) -> String {
+    format!(
+        "★ on {path}, a copy: at {size} copying the bytes cost less than a share's fixed import cost; \
+         auto still shares where a path shares (a copy is taken only when none does)."
+    )
 }
 
 /// Fewest samples a row needs before it can be named faster than another: fewer have no spread.
@@ -226,6 +269,11 @@ pub(super) fn mark_fastest(rows: &mut [&mut PathRow]) -> Option<usize> {
         .filter(|(_, r)| r.worked() && r.comparable)
         .filter_map(|(i, r)| r.median().map(|m| (i, m)))
         .collect();
+    // A path measured alone (a sweep interrupted at this size, or one path asked for) is no
+    // faster than anything: no ★.
+    if ranked.len() < 2 {
+        return None;
+    }
     let best = ranked.iter().min_by(|a, b| a.1.total_cmp(&b.1))?.0;
     let others: Vec<usize> = ranked.iter().map(|(i, _)| *i).filter(|i| *i != best).collect();
     let best_spread = spread(rows[best]);

@@ -54,11 +54,16 @@ fn comparison_text_has_one_unit_per_column() {
     let text = comparison().text();
     assert!(text.starts_with("torch → jax · float32 (1024,) on cpu:0 · 4.00 KiB"), "{text}");
     let header = text.lines().nth(1).unwrap();
-    for col in ["path", "verdict", "bytes moved (KiB)", "median (µs)", "min (µs)", "IQR (µs)", "bandwidth (GB/s)", "why"] {
+    // The time columns share the median's unit, said once; the why is on a line of its own.
+    for col in ["path", "verdict", "moved (KiB)", "median (µs)", "min", "IQR", "GB/s"] {
         assert!(header.contains(col), "{col} missing in {header}");
     }
+    assert!(!header.contains("why") && !header.contains("min (µs)"), "{header}");
     assert!(text.contains("★  copy"), "{text}");
-    assert!(text.contains("not applicable") && text.contains("pinned needs CUDA: libcuda not found"));
+    // The path that cannot run here is no row: one footnote with its short reason.
+    assert!(!text.lines().any(|l| l.starts_with("   pinned")), "{text}");
+    assert!(text.contains("Not applicable here (not run): pinned (pinned needs CUDA: libcuda not found)."), "{text}");
+    assert!(!text.contains("failed") && !text.contains('✗'), "{text}");
     assert!(text.contains("dlpack (auto)"));
     // copy was ★ fastest: the footer says why auto did not take it.
     assert!(text.contains("auto picks dlpack: copy was faster but copies, and a copy is taken only when no path shares."), "{text}");
@@ -74,11 +79,9 @@ fn comparison_html_highlights_the_fastest_and_json_has_the_schema() {
     // The highlight is a class and an inline style (JupyterLab drops <style> in untrusted notebooks).
     assert!(html.contains(&format!("<tr class=\"best\" style=\"{}\" data-path=\"copy\">", crate::render::BEST_STYLE)));
     assert!(html.contains("<b>★ copy</b>"));
-    assert!(html.contains(&format!(
-        "class=\"failed\" style=\"{};{}\">not applicable",
-        crate::render::cells::TEXT_STYLE,
-        crate::render::verdict_style(crate::report::Verdict::Failed)
-    )));
+    // A path that cannot run here is a grey footnote, never a row in the failure's red.
+    assert!(!html.contains("data-path=\"pinned\"") && !html.contains("class=\"failed\""), "{html}");
+    assert!(html.contains("<div class=\"gpushare-note\" style=\"color:#6e7781\">Not applicable here (not run): pinned"), "{html}");
     let json = c.to_json();
     assert_eq!(json["schema"], "gpushare.comparison/1");
     assert_eq!(json["data"]["rows"][2]["verdict"], "failed");
@@ -131,12 +134,16 @@ fn bench_pivots_sizes_by_paths_with_a_unit_per_column() {
     assert_eq!(b.working_paths(), vec!["dlpack", "host"]);
     assert_eq!(b.path_verdict("pinned"), "n/a");
     let text = b.text();
+    // The unit once, in the table's title; the columns are the paths that apply here.
+    assert!(text.lines().nth(1).unwrap().ends_with("median time per handoff (µs)"), "{text}");
     let header = text.lines().nth(2).unwrap();
-    assert!(header.contains("dlpack (µs)") && header.contains("host (µs)") && header.contains("pinned"), "{header}");
+    assert!(header.contains("dlpack") && header.contains("host") && !header.contains("(µs)"), "{header}");
+    assert!(!header.contains("pinned"), "{header}");
     assert!(text.contains("4 KiB") && text.contains("256 MiB"));
     assert!(text.contains("★ 2.00"), "{text}");
-    assert!(text.contains("host (GB/s)"));
-    assert!(text.contains("pinned: pinned needs CUDA: no driver"));
+    assert!(text.contains("bandwidth of the copies, in GB/s"), "{text}");
+    assert!(text.contains("Not applicable here (not run): pinned (pinned needs CUDA: no driver)."), "{text}");
+    assert!(!text.contains("failed"), "{text}");
     let json = b.to_json();
     assert_eq!(json["schema"], "gpushare.benchmark/1");
     assert_eq!(json["data"]["points"].as_array().unwrap().len(), 9);
@@ -154,7 +161,8 @@ fn bench_html_has_tables_and_the_plot() {
     let src = html.split("src=\"data:image/svg+xml;base64,").nth(1).expect("the plot as a data URI");
     let encoded = &src[..src.find('"').unwrap()];
     assert_eq!(encoded, crate::render::base64(crate::render::plot::benchmark_svg(&bench()).as_bytes()));
-    assert!(html.contains("<li><b>pinned</b>: pinned needs CUDA: no driver</li>"));
+    assert!(html.contains("Not applicable here (not run): pinned (pinned needs CUDA: no driver)."), "{html}");
+    assert!(!html.contains("<li><b>pinned</b>") && !html.contains("class=\"failed\""), "{html}");
 }
 
 #[test]
@@ -205,7 +213,7 @@ fn a_row_from_another_source_is_shown_but_not_ranked() {
     let c = ComparisonReport::from_input(ComparisonInput {
         source: tensor(),
         target_framework: "jax".into(),
-        runs: vec![run("dlpack", "shared", &[2e-6, 2e-6, 2e-6, 2e-6], 0), shared],
+        runs: vec![run("dlpack", "shared", &[2e-6, 2e-6, 2e-6, 2e-6], 0), run("host", "copied", &[4e-5; 4], 4096), shared],
         repeat: 4,
         warmup: 1,
     });
@@ -310,4 +318,217 @@ fn a_faster_row_auto_left_for_its_ordering_is_explained_in_the_footer() {
     assert_eq!(c.fastest.as_deref(), Some("cai"));
     let text = c.text();
     assert!(text.contains("auto picks dlpack: cai was faster but nothing the consumer honours orders its handoff"), "{text}");
+}
+
+/// A comparison as `compare(x, "jax")` gives it on a machine without CUDA: long reasons, a copy
+/// by design with the path table's words, host-memory ordering words on every row.
+fn wordy_comparison() -> ComparisonReport {
+    let host_order = crate::advice::model::Ordering::None.describe().to_string();
+    let mut dlpack = run("dlpack", "shared", &[143e-6, 71e-6, 300e-6, 90e-6, 200e-6], 0);
+    dlpack.auto = true;
+    dlpack.ordering = Some(host_order.clone());
+    let mut host = run("host", "copied", &[257e-6, 43e-6, 400e-6, 100e-6], 4096);
+    host.reason = Some(crate::paths::copied_by_design(crate::paths::PathKind::Share, "host").unwrap().into());
+    host.ordering = Some(host_order);
+    let mut cai = run("cai", "failed", &[], 0);
+    cai.applicable = false;
+    cai.reason = Some("cai needs an array in CUDA memory; this torch array has no __cuda_array_interface__ (Can't get __cuda_array_interface__ on non-CUDA tensor type: torch.FloatTensor If CUDA data is required use tensor.cuda() to copy tensor to device memory.)".into());
+    ComparisonReport::from_input(ComparisonInput {
+        source: tensor(),
+        target_framework: "jax".into(),
+        runs: vec![dlpack, cai, host],
+        repeat: 4,
+        warmup: 1,
+    })
+}
+
+#[test]
+fn comparison_text_fits_100_columns_with_the_why_on_its_own_lines() {
+    let text = wordy_comparison().text();
+    for line in text.lines() {
+        assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{} columns: {line}\n{text}", line.chars().count());
+    }
+    // Wrapped at word boundaries: every word of the long reason is whole on some line.
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert!(words.iter().any(|w| w.starts_with("__cuda_array_interface__")), "{text}");
+    // The noisy row's warning is on the line under that row, not in a column.
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|l| l.contains("dlpack (auto)")).unwrap();
+    assert!(lines[at + 1].starts_with("     ⚠ noisy"), "{text}");
+    // Host memory has no queue: no ordering words; a copy by design says so once, without ✗.
+    assert!(!text.contains("ordered by") && !text.contains("queue"), "{text}");
+    assert!(text.contains("copied (by design)") && !text.contains('✗'), "{text}");
+    assert!(text.contains("the naive route through NumPy on the host") && !text.contains("copied by design:"), "{text}");
+    // The noisy note names the rows it concerns.
+    assert!(text.split_whitespace().collect::<Vec<_>>().join(" ").contains("on the row of dlpack, host"), "{text}");
+}
+
+#[test]
+fn a_starred_copy_is_explained_where_it_is_starred() {
+    let c = comparison();
+    assert_eq!(c.fastest.as_deref(), Some("copy"));
+    let text = c.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("★ on copy, a copy: at 4.00 KiB copying the bytes cost less"), "{text}");
+    let mut b = bench();
+    // host starred at 4 KiB in a sweep (make demo's): the note names the size.
+    for p in b.points.iter_mut() {
+        p.row.fastest = p.row.path == "host" && p.size == 4096;
+    }
+    let text = b.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("★ on host, a copy: at 4 KiB"), "{text}");
+}
+
+#[test]
+fn at_an_interrupted_size_the_only_path_measured_gets_no_star() {
+    let mut points = Vec::new();
+    for size in [4096u64, 1 << 20] {
+        points.push(BenchRun { size, run: run("dlpack", "shared", &[2e-6; 3], 0) });
+    }
+    points.push(BenchRun { size: 4096, run: run("host", "copied", &[40e-6; 3], 4096) });
+    let b = BenchmarkReport::from_input(BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "numpy".into(),
+        dtype: "float32".into(),
+        device: "cpu".into(),
+        sizes: vec![4096, 1 << 20],
+        paths: vec!["dlpack".into(), "host".into()],
+        points,
+        interrupted: true,
+        repeat: 3,
+        warmup: 1,
+    });
+    assert!(b.point(4096, "dlpack").unwrap().fastest);
+    assert!(!b.point(1 << 20, "dlpack").unwrap().fastest, "dlpack was measured alone at 1 MiB");
+    let text = b.text();
+    assert_eq!(text.matches('★').count(), 1 + text.matches("no ★").count() + text.matches("★ fastest").count(), "{text}");
+    assert!(text.split_whitespace().collect::<Vec<_>>().join(" ").contains("at 1 MiB not every path was measured"), "{text}");
+}
+
+#[test]
+fn a_warning_mark_is_in_the_title_only_where_a_cell_carries_it() {
+    let b = bench();
+    let text = b.text();
+    assert!(!text.contains('⚠'), "nothing noisy, nothing predicted: {text}");
+    let mut points = Vec::new();
+    for size in [4096u64, 1 << 20] {
+        points.push(BenchRun { size, run: run("dlpack", "shared", &[2e-6; 3], 0) });
+        let noisy: &[f64] = if size == 4096 { &[10e-6, 40e-6, 90e-6, 20e-6] } else { &[50e-6; 3] };
+        points.push(BenchRun { size, run: run("host", "copied", noisy, size) });
+    }
+    let b = BenchmarkReport::from_input(BenchInput { points, ..bench_input() });
+    let text = b.text();
+    let title = text.lines().nth(1).unwrap();
+    assert!(title.contains("⚠ noisy"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("4 KiB")).unwrap();
+    assert!(row.contains("⚠"), "the cell carries the mark: {text}");
+    assert!(!text.lines().find(|l| l.starts_with("1 MiB")).unwrap().contains('⚠'), "{text}");
+    assert!(text.contains("host at 4 KiB"), "the note names the row: {text}");
+}
+
+fn bench_input() -> BenchInput {
+    BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "numpy".into(),
+        dtype: "float32".into(),
+        device: "cpu".into(),
+        sizes: vec![4096, 1 << 20],
+        paths: vec!["dlpack".into(), "host".into()],
+        points: Vec::new(),
+        interrupted: false,
+        repeat: 3,
+        warmup: 1,
+    }
+}
+
+/// The width JupyterLab gives a bench table, from its HTML: per column the widest cell (0.6 em a
+/// monospace character at 12 px; a text cell at least its min-width), plus 8 px of padding.
+fn estimated_width_px(html: &str) -> f64 {
+    let char_px = 0.6 * 12.0;
+    let mut widths: Vec<f64> = Vec::new();
+    for row in html.split("<tr").skip(1) {
+        let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+        for (c, cell) in row.split("<t").skip(1).filter(|c| c.starts_with('d') || c.starts_with('h')).enumerate() {
+            let open = cell.find('>').unwrap();
+            let style = &cell[..open];
+            let text = &cell[open + 1..cell.find("</t").unwrap_or(cell.len())];
+            let text = text.replace("<b>", "").replace("</b>", "").replace("&#39;", "'").replace("&amp;", "&");
+            // A cell that may wrap at spaces is as wide as its longest word.
+            let chars = if style.contains("white-space:normal") {
+                text.split(' ').map(|w| w.chars().count()).max().unwrap_or(0)
+            } else {
+                text.chars().count()
+            } as f64;
+            let min = if style.contains("min-width:6.1em") { 6.1 * 12.0 } else { 0.0 };
+            let w = (chars * char_px).max(min) + 8.0;
+            if widths.len() <= c {
+                widths.push(w);
+            } else {
+                widths[c] = widths[c].max(w);
+            }
+        }
+    }
+    widths.iter().sum()
+}
+
+#[test]
+fn a_sweep_of_all_seven_paths_fits_a_592_px_output() {
+    // On a GPU every share path applies: seven columns, 4 KiB to 256 MiB, one of them copying in ms.
+    let paths = ["dlpack", "capsule", "cai", "host", "pinned", "copy", "shared"];
+    let sizes = [4096u64, 1 << 20, 64 << 20, 256 << 20];
+    let mut points = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        for (j, path) in paths.iter().enumerate() {
+            let copies = ["host", "pinned", "copy"].contains(path);
+            let t = if copies { 12e-6 * 8f64.powi(i as i32) * (1.0 + j as f64 / 10.0) } else { 9.5e-6 + j as f64 * 1e-6 };
+            let mut r = run(path, if copies { "copied" } else { "shared" }, &[t, t * 1.01, t * 0.99], if copies { size } else { 0 });
+            r.comparable = *path != "shared";
+            points.push(BenchRun { size, run: r });
+        }
+    }
+    let b = BenchmarkReport::from_input(BenchInput {
+        source_framework: "torch".into(),
+        target_framework: "cupy".into(),
+        dtype: "float32".into(),
+        device: "cuda:0".into(),
+        sizes: sizes.to_vec(),
+        paths: paths.iter().map(|p| p.to_string()).collect(),
+        points,
+        interrupted: false,
+        repeat: 3,
+        warmup: 1,
+    });
+    let html = b.html();
+    for table in html.split("<table").skip(1) {
+        let width = estimated_width_px(table);
+        assert!(width <= 592.0, "{width:.0} px wide:\n{table}");
+    }
+    for line in b.text().lines() {
+        assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{line}");
+    }
+}
+
+#[test]
+fn a_calibrated_cuda_comparison_still_fits_100_columns() {
+    // Every optional column: a prediction (one missed, ⚠) and device time, on a GPU.
+    let p = |s: f64| crate::advice::model::Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, extrapolated_from: None, unpredictable: None, waits_for_queue: 0.0, host_slowdown: None };
+    let mut runs = Vec::new();
+    for (path, verdict, t, bytes) in [("dlpack", "shared", 12.5e-6, 0u64), ("capsule", "shared", 11.0e-6, 0), ("pinned", "copied", 1234.5e-6, 64 << 20), ("copy", "copied", 456.7e-6, 64 << 20)] {
+        let mut r = run(path, verdict, &[t, t * 1.01, t * 0.99, t], bytes);
+        r.device_samples = Some(vec![t * 0.5; 4]);
+        r.predicted = Some(p(if path == "copy" { t * 3.0 } else { t }));
+        r.auto = path == "dlpack";
+        if bytes > 0 {
+            r.reason = Some("copied by design: staged through page-locked host memory by gpushare".into());
+        }
+        runs.push(r);
+    }
+    let c = ComparisonReport::from_input(ComparisonInput { source: tensor(), target_framework: "cupy".into(), runs, repeat: 4, warmup: 1 });
+    let text = c.text();
+    // The prediction stays a column; the device time moves to the row's sub-line rather than
+    // widening the table past the terminal.
+    assert!(text.lines().nth(1).unwrap().contains("predicted"), "{text}");
+    assert!(text.contains("     device 6.25 µs"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{} columns: {line}\n{text}", line.chars().count());
+    }
 }
