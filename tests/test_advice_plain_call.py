@@ -73,7 +73,7 @@ def test_advise_shows_the_plain_call_of_its_pick(tmp_path, monkeypatch):
         a = gpushare.advise(torch.ones(1 << 10), "numpy")
         assert a.recommended == "dlpack", repr(a)
         assert a.code == ("np.from_dlpack(x)", "host memory: nothing to order")
-        assert "dlpack without gpushare: np.from_dlpack(x)  (host memory: nothing to order)" in repr(a)
+        assert "dlpack without gpushare: np.from_dlpack(x) (host memory: nothing to order)" in repr(a)
         assert a.to_dict()["code"] == {"call": "np.from_dlpack(x)", "ordered_by": "host memory: nothing to order"}
     finally:
         advice.forget()
