@@ -31,6 +31,10 @@ def _serve(conn: Any, env: dict) -> None:
     """The worker's main loop: one request at a time, each answered (id, "ok", value) or (id, "error", …)
     with the id of its request, so that the parent matches replies to requests across threads."""
     os.environ.update(env)
+    if os.environ.get("NCCL_DEBUG") and not os.environ.get("NCCL_DEBUG_FILE"):
+        # NCCL's INFO lines (which transport each channel took) go to a file the parent reads,
+        # not into the user's notebook.
+        os.environ["NCCL_DEBUG_FILE"] = nccl_log_path(os.getpid())
     import warnings
 
     # The worker's stderr is the user's (a notebook cell): torch.distributed's notes about its own
@@ -58,6 +62,22 @@ def _serve(conn: Any, env: dict) -> None:
             except Exception:
                 break
     state.release_all()
+    remove_nccl_log(os.getpid())
+
+
+def nccl_log_path(pid: int) -> str:
+    """Where a worker of pid ``pid`` has NCCL write its INFO lines."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"gpushare-nccl-{pid}.log")
+
+
+def remove_nccl_log(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.unlink(nccl_log_path(pid))
+        except OSError:
+            pass
 
 
 class _WorkerState:
@@ -145,11 +165,31 @@ class _WorkerState:
         return self._keep(value, [holder, mapping], ident)
 
     def op_pg_init(self, key: str, backend: str, port: int, rank: int, world: int, device: int | None,
-                   timeout: float) -> dict:
+                   timeout: float, host: str | None = None) -> dict:
+        """Joins a group whose store listens at ``host`` (None: this host's loopback) and ``port``;
+        a worker serving a remote peer has its engines' interface variables set already."""
         steps = self.group_steps[key] = _library(backend).process_steps()
         self.groups[key], seconds = _native.timed_call(
-            lambda: steps.make_group(backend, port, rank, world, device, timeout, False))
+            lambda: steps.make_group(backend, port, rank, world, device, timeout, False,
+                                     **({"host": host} if host else {})))
         return {"seconds": seconds}
+
+    def op_link(self) -> dict:
+        """This side of a link to a remote peer: host, interface, address, and the device it works on."""
+        import socket
+
+        device = os.environ.get("GPUSHARE_WORKER_DEVICE")
+        return {"host": socket.gethostname(), "interface": os.environ.get("GLOO_SOCKET_IFNAME"),
+                "address": os.environ.get("GPUSHARE_LINK_ADDRESS"), "device": int(device) if device else None,
+                "hostid": os.environ.get("NCCL_HOSTID")}
+
+    def op_nccl_log(self) -> list:
+        """NCCL's INFO lines of this process so far."""
+        path = os.environ.get("NCCL_DEBUG_FILE")
+        if not path or not os.path.exists(path):
+            return []
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()
 
     def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0) -> dict:
         steps = self.group_steps[key]
