@@ -123,6 +123,10 @@ def fault(a: dict) -> dict:
             error = error_of(e)
             break
     elapsed = time.monotonic() - acted["at"] if "at" in acted else None
+    if a["action"] == "linkdown":  # the fresh worker is behind the same link
+        from _netns import VethPair
+
+        VethPair(a["tag"]).set_link("b", True)
     out = {"error": error, "elapsed": elapsed, "handoffs": handoffs, "alive": w.alive,
            "intact": torch.equal(x, before), "children": children(),
            "new_ports": sorted(listening_ports() - ports), "established": established_to(a["peer"]),

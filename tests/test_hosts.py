@@ -161,6 +161,37 @@ def test_a_link_down_is_an_error_at_the_timeout_saying_the_peer_stopped_answerin
     assert FAULT_TIMEOUT - 2.0 <= out["elapsed"] <= FAULT_TIMEOUT + 5.0
 
 
+def test_the_transport_is_read_from_nccl_s_own_channel_lines():
+    from gpushare.process_remote import nccl_transport
+
+    net = ["vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0",
+           "vm:2:2 [1] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [receive] via NET/Socket/0",
+           "vm:1:1 [0] NCCL INFO NET/Socket : Using [0]vgsa:198.18.0.1<0>"]
+    assert nccl_transport(net) == ("NET/Socket", True, net[:2])
+    # Two namespaces of one machine without distinct host ids: NCCL's own words say it went around
+    # the network, and the row must not call that a network transfer.
+    shortcut = ["NCCL INFO Channel 00/1 : 0[0] -> 1[1] via P2P/CUMEM/read", "NCCL INFO Channel 01/0 : 0 -> 1 via SHM/direct/direct"]
+    transport, network, _ = nccl_transport(shortcut)
+    assert not network and "P2P" in transport and "SHM" in transport
+    assert nccl_transport(net[:1] + shortcut[:1])[1] is False
+    assert nccl_transport(["NCCL INFO Bootstrap : Using eth0"]) == (None, False, [])
+
+
+def test_addresses_are_checked_before_anything_connects():
+    from gpushare.exceptions import GpushareError
+    from gpushare.process_remote import parse_address
+
+    assert parse_address("10.0.0.2:29600") == ("10.0.0.2", 29600)
+    assert parse_address("[::1]:29600") == ("::1", 29600)
+    for bad in ("10.0.0.2", "10.0.0.2:0", ":29600", "a:b:1"):
+        with pytest.raises(GpushareError):
+            parse_address(bad)
+    import gpushare
+
+    with pytest.raises(GpushareError, match="give host= too"):
+        gpushare.Worker(iface="eth0")
+
+
 def _gpus() -> int:
     import torch
 

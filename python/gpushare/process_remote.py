@@ -300,8 +300,8 @@ def _device_arg(device: str | None) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gpushare.process_remote --listen HOST:PORT [--device cuda:N] [--timeout S]
-    [--iface NAME] [--once]``: what ``gpushare worker`` runs."""
+    """``--listen HOST:PORT [--device cuda:N] [--timeout S] [--iface NAME] [--once]``: what
+    ``gpushare worker`` runs."""
     import argparse
 
     p = argparse.ArgumentParser(prog="gpushare worker", description="Serve handoffs from a remote peer")
@@ -354,7 +354,9 @@ class RemoteGloo(Remote):
         w = self.worker
         self.steps = _steps(self.path)
         _synchronize(self.obj)
-        (self.key, (self.group, _store), fresh), setup = _native.timed_call(lambda: w._open_group("gloo", None, None))
+        # The group stays the worker's alone (looked up at each handoff): once the worker is stopped,
+        # nothing holds it or its store's port open, even an error's traceback through this transport.
+        (self.key, _group, fresh), setup = _native.timed_call(lambda: w._open_group("gloo", None, None))
         self.link = {"engine": "gloo", "transport": f"TCP over {w.interface}", "network": True,
                      "local": self._side(w.interface, w.local_address), "remote": self._remote_side(), "evidence": []}
         self.noted.append(f"first call includes the process group and gloo's connections "
@@ -366,7 +368,7 @@ class RemoteGloo(Remote):
         rid = w._send("pg_recv", key=self.key, shape=tuple(self.obj.shape), dtype=_dtype_name(self.obj),
                       device=None, src=0)
         try:
-            self.steps.send(self.group, self.obj, 1)
+            self.steps.send(w._groups[self.key][0], self.obj, 1)
         except RuntimeError as e:  # gloo's own words: reset by the peer, or its timeout
             raise w._peer_failed("pg_recv", e) from None
         return w._recv("pg_recv", rid=rid)
@@ -450,6 +452,13 @@ def remote_transport(worker: Worker, obj: Any, path: str, asked: str | None, pee
 def _both(a: Worker, a_req: tuple[str, int], b: Worker, b_req: tuple[str, int]) -> tuple[Any, Any]:
     """The replies of two workers' requests, waited for together: a peer that dies is noticed at
     once even while the other waits inside NCCL."""
+    import threading
+
+    for w, (op, rid) in ((a, a_req), (b, b_req)):  # answered here, not by _recv
+        with w._lock:
+            pending = w._pending.get((threading.get_ident(), op))
+            if pending and rid in pending:
+                pending.remove(rid)
     got: dict[int, Any] = {}
     deadline = time.monotonic() + max(a.timeout, b.timeout)
     while len(got) < 2:
@@ -466,7 +475,3 @@ def _both(a: Worker, a_req: tuple[str, int], b: Worker, b_req: tuple[str, int]) 
             raise late._no_answer(a_req[0] if late is a else b_req[0], late.timeout)
         time.sleep(0.002)
     return got[0], got[1]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,9 +9,13 @@ use anyhow::{Context as _, Result};
 
 use super::{Config, EXIT_FAILURE, WorkerArgs};
 
-/// The Python module's arguments for `args`.
+/// The worker's entry point. Called, not run as `-m gpushare.process_remote`: importing the
+/// package imports that module first, and runpy would then run a second copy of it.
+const ENTRY: &str = "import sys; from gpushare.process_remote import main; sys.exit(main(sys.argv[1:]))";
+
+/// The Python arguments for `args`.
 fn module_args(args: &WorkerArgs) -> Vec<String> {
-    let mut argv = vec!["-m".into(), "gpushare.process_remote".into(), "--listen".into(), args.listen.clone()];
+    let mut argv = vec!["-c".into(), ENTRY.into(), "--listen".into(), args.listen.clone()];
     argv.extend(["--timeout".into(), format!("{}", args.timeout.as_secs_f64())]);
     if let Some(device) = &args.device {
         argv.extend(["--device".into(), device.clone()]);
@@ -80,9 +84,8 @@ mod tests {
             iface: Some("eth1".into()),
             once: true,
         };
-        assert_eq!(
-            module_args(&args).join(" "),
-            "-m gpushare.process_remote --listen 10.0.0.2:29600 --timeout 8 --device cuda:1 --iface eth1 --once"
-        );
+        let argv = module_args(&args);
+        assert_eq!(argv[..2], ["-c".to_string(), ENTRY.to_string()]);
+        assert_eq!(argv[2..].join(" "), "--listen 10.0.0.2:29600 --timeout 8 --device cuda:1 --iface eth1 --once");
     }
 }
