@@ -132,7 +132,22 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
-def measure(pair: VethPair, sizes: list[int], repeat: int, port: int) -> tuple[dict, dict]:
+def best(runs: list[dict]) -> dict:
+    """Per size, the run with the lowest median (the rounds alternate gpushare and raw, so a burst
+    of load from elsewhere on the machine does not land on one side only)."""
+    return {s: min((r[s] for r in runs), key=lambda v: v["median"]) for s in runs[0]}
+
+
+def measure(pair: VethPair, sizes: list[int], repeat: int, port: int, rounds: int) -> tuple[dict, dict]:
+    mine, raw = [], []
+    for i in range(rounds):
+        m, r = measure_once(pair, sizes, repeat, port + 2 * i)
+        mine.append(m)
+        raw.append(r)
+    return best(mine), best(raw)
+
+
+def measure_once(pair: VethPair, sizes: list[int], repeat: int, port: int) -> tuple[dict, dict]:
     spec = ",".join(map(str, sizes))
     worker = start_worker(pair, port)
     try:
@@ -157,6 +172,7 @@ def main() -> None:
     p.add_argument("--sizes", default="1MiB,16MiB,64MiB,256MiB")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--rate", default="2gbit", help="the tc tbf rate of the shaped run")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds of gpushare and raw; the best of each")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     why = cannot_create()
@@ -166,9 +182,10 @@ def main() -> None:
     pair = VethPair().create()
     report: dict = {"sizes": sizes, "repeat": a.repeat}
     try:
-        mine, raw = measure(pair, sizes, a.repeat, 29700)
+        mine, raw = measure(pair, sizes, a.repeat, 29700, a.rounds)
         report["veth"] = {"gpushare": mine, "raw": raw}
-        print(f"veth {pair.if_a} -> {pair.if_b} (transport: {mine[sizes[0]]['transport']})")
+        print(f"veth {pair.if_a} -> {pair.if_b} (transport: {mine[sizes[0]]['transport']}); medians, best of "
+              f"{a.rounds} alternating rounds; goal: gpushare within 1.1x of raw")
         print(f"{'size':>10} {'gpushare':>12} {'GB/s':>7} {'raw gloo':>12} {'GB/s':>7} {'ratio':>6}")
         for s in sizes:
             g, r = mine[s]["median"], raw[s]["median"]
@@ -178,13 +195,14 @@ def main() -> None:
         if big:
             pair.shape("a", a.rate)
             rate = parse_rate(a.rate)
-            shaped, _ = measure(pair, big, max(a.repeat // 2, 3), 29710)
-            report["shaped"] = {"rate": a.rate, "bytes_per_s": rate, "gpushare": shaped}
+            shaped, shaped_raw = measure(pair, big, max(a.repeat // 2, 3), 29720, a.rounds)
+            report["shaped"] = {"rate": a.rate, "bytes_per_s": rate, "gpushare": shaped, "raw": shaped_raw}
             print(f"\nshaped by tc tbf rate {a.rate} ({rate / 1e6:.0f} MB/s) on {pair.if_a}")
+            print(f"{'size':>10} {'gpushare':>12} {'MB/s':>8} {'of rate':>8} {'raw MB/s':>9} {'of rate':>8}")
             for s in big:
-                bw = s / shaped[s]["median"]
-                print(f"{s >> 20:>7} MiB {shaped[s]['median'] * 1e3:>9.1f} ms {bw / 1e6:>8.1f} MB/s "
-                      f"{bw / rate:>6.2f} of the rate")
+                bw, rbw = s / shaped[s]["median"], s / shaped_raw[s]["median"]
+                print(f"{s >> 20:>7} MiB {shaped[s]['median'] * 1e3:>9.1f} ms {bw / 1e6:>8.1f} {bw / rate:>8.2f} "
+                      f"{rbw / 1e6:>9.1f} {rbw / rate:>8.2f}")
     finally:
         pair.delete()
     if a.out:

@@ -88,6 +88,10 @@ class _WorkerState:
         self.next_slot = 1
         self.groups: dict[str, Any] = {}
         self.group_steps: dict[str, Any] = {}  # each group's library steps (its backend's adapter)
+        # The last released receive buffer, by (shape, dtype, device): the next receive of the same
+        # kind lands in it, as a raw send/recv loop reuses its buffer, instead of in fresh pages
+        # whose first touch (zeroing, a fault per page: dear in a VM) would be timed as the link's.
+        self.spare: tuple[tuple, Any] | None = None
 
     def _keep(self, value: Any, keep: list, identity: dict | None, extra: dict | None = None) -> dict:
         slot = self.next_slot
@@ -102,6 +106,7 @@ class _WorkerState:
     def release_all(self) -> None:
         for slot in list(self.slots):
             self.op_release(slot)
+        self.spare = None
         # Shut down, not dropped: a group destroyed without shutdown() makes ProcessGroupNCCL print
         # "destroy_process_group() was not called" into the user's notebook as the worker exits.
         for key in list(self.groups):
@@ -193,7 +198,9 @@ class _WorkerState:
 
     def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0) -> dict:
         steps = self.group_steps[key]
-        t = steps.empty(shape, dtype, device)
+        kind = (tuple(shape), dtype, device)
+        spare, self.spare = self.spare, None
+        t = spare[1] if spare is not None and spare[0] == kind else steps.empty(shape, dtype, device)
         group = self.groups[key]
 
         def receive() -> None:
@@ -201,7 +208,9 @@ class _WorkerState:
             steps.synchronize_device(device)
 
         _, seconds = _native.timed_call(receive)
-        return self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
+        info = self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
+        self.slots[info["slot"]]["spare"] = kind
+        return info
 
     def op_pg_pingpong(self, key: str, role: str, slot: int | None, shape: tuple, dtype: str, device: int | None,
                        peer: int, repeat: int) -> dict:
@@ -260,6 +269,9 @@ class _WorkerState:
         if entry is None:
             return
         value = entry.pop("value")
+        if "spare" in entry:  # a receive buffer of the worker's own: kept for the next receive
+            self.spare = (entry["spare"], value)
+            return
         _synchronize(value)
         del value
         # Views go before the memory they view; an mmap with exported views cannot close.
