@@ -76,6 +76,9 @@ def handoff(a: dict) -> dict:
         out = {"row": r.row, "text": repr(r), "values_equal": same, "pid": w.pid}
         table = gpushare.compare(x, "torch", across=w, repeat=2)
         out["compare"] = {row["path"]: [row["verdict"], row["reason"]] for row in table.rows}
+    # ``across="HOST:PORT"``: a worker connected for the one call, and let go after it.
+    once = gpushare.share(x, "torch", across=a["host"])
+    out["once"] = {"verdict": once.verdict, "notes": once.row["notes"]}
     out["intact"] = torch.equal(x, before)
     return out
 

@@ -99,6 +99,7 @@ def test_a_host_tensor_goes_by_gloo_over_the_veth_and_the_row_says_so(pair):
     # In a table, the paths of one host are rows that say why they cannot reach it.
     assert out["compare"]["remote"][0] == "copied"
     assert out["compare"]["shm"][0] == "failed" and "on another" in out["compare"]["shm"][1]
+    assert out["once"]["verdict"] == "copied" and any("started for this call" in n for n in out["once"]["notes"])
     # The worker served that peer by a process of its own, which exited with the connection.
     assert any("serving" in ln for ln in w.lines) and any("done (exit code 0)" in ln for ln in w.lines)
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 GLOO_VAR, NCCL_VAR = "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"
 
 #: What NCCL prints of its set-up and network, to read the transport from (its own words).
-NCCL_LOG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+NCCL_LOG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,P2P"}
 
 
 # -- addresses and interfaces --------------------------------------------------------------------

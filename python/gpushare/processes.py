@@ -32,6 +32,10 @@ tests prove it with a write in one process read in the other. Paths (each a row 
 ``nccl_socket`` NCCL with ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``: sockets on loopback, the
                stand-in for two hosts (run between two helper workers: NCCL reads these once per process)
 ``gloo``       gloo send/recv through ``torch.distributed`` (a copy over TCP loopback; CPU)
+``remote``     to a worker on another host (``Worker(host="HOST:PORT")``, served by ``gpushare
+               worker --listen``): gloo for host tensors, NCCL for device tensors, over the
+               interface that reaches it; the row's ``link`` says what carried the bytes
+               (gpushare.process_remote)
 =============  ==============================================================================
 
 Nothing is left behind: every wait has a timeout, Ctrl-C during a wait stops the worker, a worker
@@ -534,7 +538,9 @@ def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
         return across, False
     if across in ("process", "processes", True):
         return Worker().start(), True
-    raise ValueError(f"across is a gpushare.Worker or 'process', got {across!r}")
+    if isinstance(across, str) and ":" in across:  # HOST:PORT of `gpushare worker --listen`
+        return Worker(host=across).start(), True
+    raise ValueError(f"across is a gpushare.Worker, 'process' or 'HOST:PORT' of a remote worker, got {across!r}")
 
 
 # The tables: every path for one array, and sizes × paths (gpushare.process_tables).
