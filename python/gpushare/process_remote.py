@@ -47,6 +47,13 @@ if TYPE_CHECKING:
 #: The environment variables that name the interface each engine uses.
 GLOO_VAR, NCCL_VAR = "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"
 
+#: Bytes of each gloo send of a remote handoff: well within a socket's send buffer (Linux's default
+#: largest is 4 MiB), so that a send of one piece does not wait on a peer that died: gloo's wait on
+#: a large send does not notice it and waits out the timeout (seen with 16 MiB and 4 MiB pieces,
+#: not with 1 MiB). The cost: each piece is an operation of its own (1.5-2.5x raw gloo at >= 16 MiB
+#: on a loaded 2-core VM, against 0.8-1.1x in one piece; benchmarks/bench_hosts.py).
+SEND_CHUNK = 1 << 20
+
 #: What NCCL prints of its set-up and network, to read the transport from (its own words).
 NCCL_LOG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,P2P"}
 
@@ -187,6 +194,19 @@ def connect(host: str, port: int, timeout: float) -> tuple[Connection, str]:
     keepalive(sock, timeout)
     local = sock.getsockname()[0]
     return Connection(sock.detach()), local
+
+
+def closed(conn: Connection | None) -> bool:
+    """Whether the other end closed ``conn``; what waits to be read there stays unread."""
+    if conn is None or conn.closed:
+        return True
+    with socket.socket(fileno=os.dup(conn.fileno())) as s:
+        try:
+            return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
 
 def keepalive(sock: socket.socket, timeout: float) -> None:
@@ -365,11 +385,23 @@ class RemoteGloo(Remote):
 
     def hand_over(self) -> dict:
         w = self.worker
+        flat = self.obj.contiguous().view(-1)
+        chunk = max(SEND_CHUNK // flat.element_size(), 1)
         rid = w._send("pg_recv", key=self.key, shape=tuple(self.obj.shape), dtype=_dtype_name(self.obj),
-                      device=None, src=0)
+                      device=None, src=0, chunk=chunk)
+        group = w._groups[self.key][0]
+        # gloo's wait() on a send does not notice a peer that died mid-send: it waits out its
+        # timeout. Sent in pieces that fit in the socket's buffer, no wait blocks on the peer, a
+        # dead one shows at the next piece (its connection closed, or gloo's reset), and the bytes
+        # arrive as one tensor all the same (the worker receives the pieces into views of it).
         try:
-            self.steps.send(w._groups[self.key][0], self.obj, 1)
+            for start in range(0, flat.numel(), chunk):
+                if closed(w._conn):
+                    self.steps.abort(group)
+                    raise w._died(detail="the worker's connection closed while gloo was sending")
+                self.steps.send(group, flat[start:start + chunk], 1)
         except RuntimeError as e:  # gloo's own words: reset by the peer, or its timeout
+            self.steps.abort(group)
             raise w._peer_failed("pg_recv", e) from None
         return w._recv("pg_recv", rid=rid)
 

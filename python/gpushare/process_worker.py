@@ -196,7 +196,8 @@ class _WorkerState:
         with open(path, errors="replace") as f:
             return f.read().splitlines()
 
-    def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0) -> dict:
+    def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0,
+                   chunk: int | None = None) -> dict:
         steps = self.group_steps[key]
         kind = (tuple(shape), dtype, device)
         spare, self.spare = self.spare, None
@@ -204,7 +205,12 @@ class _WorkerState:
         group = self.groups[key]
 
         def receive() -> None:
-            steps.recv(group, t, src)
+            if chunk:  # the sender's pieces, in order, into views of the one buffer
+                flat = t.view(-1)
+                for start in range(0, flat.numel(), chunk):
+                    steps.recv(group, flat[start:start + chunk], src)
+            else:
+                steps.recv(group, t, src)
             steps.synchronize_device(device)
 
         _, seconds = _native.timed_call(receive)

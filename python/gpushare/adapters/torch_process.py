@@ -112,6 +112,14 @@ class TorchProcessSteps:
         group.send([obj.contiguous()], peer, tag).wait()
         self.synchronize(obj)
 
+    def abort(self, group: Any) -> None:
+        """Aborts ``group``: its pending operations are abandoned, so that dropping it frees its sockets
+        at once (a blocked ``wait()`` would hold them until the group's timeout)."""
+        try:
+            group.abort()
+        except Exception:
+            pass
+
     def recv(self, group: Any, buffer: Any, peer: int, tag: int = 0) -> None:
         group.recv([buffer], peer, tag).wait()
 
