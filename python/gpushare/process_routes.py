@@ -151,7 +151,15 @@ def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = Non
     """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or
     None: the core's rule (crates/core/src/explain/process.rs) over the path's transport, the one a
     handoff is refused by."""
-    return _native.process_route_refusal(TRANSPORTS[path](worker, obj, path, to, peer))
+    return remote_refusal(worker, path) or _native.process_route_refusal(TRANSPORTS[path](worker, obj, path, to, peer))
+
+
+def remote_refusal(worker: Worker, path: str) -> str | None:
+    """Why ``path``, a path between processes of one host, cannot reach a worker on another host."""
+    host = getattr(worker, "host", None)
+    if host is not None and path != "remote":
+        return f"{path} needs a worker on this host; the worker at {host} is on another (use remote)"
+    return None
 
 
 def in_live_segment(src_id: dict | None) -> bool:
@@ -384,11 +392,14 @@ def _np_dtype(obj: Any) -> str:
     return process_host.typestr(name)
 
 
-# The paths over torch.distributed (gpushare.process_collectives), which build on Transport.
+# The paths over torch.distributed (gpushare.process_collectives, and gpushare.process_remote to
+# another host), which build on Transport.
 from gpushare.process_collectives import SOCKET_ENV, Gloo, Nccl  # noqa: E402,F401
+from gpushare.process_remote import remote_transport  # noqa: E402
 
 #: Each path's transport.
-TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "nccl": Nccl, "nccl_socket": Nccl}
+TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "nccl": Nccl, "nccl_socket": Nccl,
+              "remote": remote_transport}
 
 
 def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: int, peer: Worker | None = None
@@ -397,5 +408,8 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
     model's prediction for it (where this machine is calibrated) asked before it runs."""
     from gpushare import advice
 
+    refused = remote_refusal(worker, path)
+    if refused is not None:
+        raise gpushare_error("path_not_applicable", f"{path}: {refused}", reason=refused)
     transport = TRANSPORTS[path](worker, obj, path, asked, peer)
     return _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device))

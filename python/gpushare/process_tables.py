@@ -37,7 +37,7 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
     rows, results = [], {}
     try:
         for name in names:
-            path = resolve_auto(obj) if name == "auto" else name
+            path = _auto(worker, obj) if name == "auto" else name
             rows.append(_try(worker, obj, path, to, repeat, peer, results, keep))
             if not keep and path in results:
                 # Released before the next path: CUDA maps one allocation once per context, so an
@@ -71,7 +71,7 @@ def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any)
     The one-off cost is not dropped: the note says what the warm-up handoff took."""
     notes: dict[str, str] = {}
     for name in names:
-        path = resolve_auto(obj) if name == "auto" else name
+        path = _auto(worker, obj) if name == "auto" else name
         if path in notes:
             continue
         results: dict = {}
@@ -83,6 +83,11 @@ def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any)
             notes[path] = (f"timed after {WARM_UP_HANDOFFS} warm-up handoffs by {path} to this worker; the first took "
                            f"{first * 1e3:.3g} ms (its first use in the worker, not in these times)")
     return notes
+
+
+def _auto(worker: Any, obj: Any) -> str:
+    """``auto`` for this worker: the one path to a worker on another host, else THE ``auto``."""
+    return "remote" if getattr(worker, "host", None) is not None else resolve_auto(obj)
 
 
 def _source_of(obj: Any, to: str | None) -> tuple:
@@ -172,7 +177,7 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
             if warmed is None:
                 warmed = _warm_up(worker, obj, names, d.name, peer)
             for name in names:
-                path = resolve_auto(obj) if name == "auto" else name
+                path = _auto(worker, obj) if name == "auto" else name
                 results: dict = {}
                 point = _try(worker, obj, path, d.name, repeat, peer, results, False)
                 if path in warmed:

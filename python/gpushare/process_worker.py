@@ -31,6 +31,10 @@ def _serve(conn: Any, env: dict) -> None:
     """The worker's main loop: one request at a time, each answered (id, "ok", value) or (id, "error", …)
     with the id of its request, so that the parent matches replies to requests across threads."""
     os.environ.update(env)
+    if os.environ.get("NCCL_DEBUG") and not os.environ.get("NCCL_DEBUG_FILE"):
+        # NCCL's INFO lines (which transport each channel took) go to a file the parent reads,
+        # not into the user's notebook.
+        os.environ["NCCL_DEBUG_FILE"] = nccl_log_path(os.getpid())
     import warnings
 
     # The worker's stderr is the user's (a notebook cell): torch.distributed's notes about its own
@@ -58,6 +62,22 @@ def _serve(conn: Any, env: dict) -> None:
             except Exception:
                 break
     state.release_all()
+    remove_nccl_log(os.getpid())
+
+
+def nccl_log_path(pid: int) -> str:
+    """Where a worker of pid ``pid`` has NCCL write its INFO lines."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"gpushare-nccl-{pid}.log")
+
+
+def remove_nccl_log(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.unlink(nccl_log_path(pid))
+        except OSError:
+            pass
 
 
 class _WorkerState:
@@ -68,6 +88,10 @@ class _WorkerState:
         self.next_slot = 1
         self.groups: dict[str, Any] = {}
         self.group_steps: dict[str, Any] = {}  # each group's library steps (its backend's adapter)
+        # The last released receive buffer, by (shape, dtype, device): the next receive of the same
+        # kind lands in it, as a raw send/recv loop reuses its buffer, instead of in fresh pages
+        # whose first touch (zeroing, a fault per page: dear in a VM) would be timed as the link's.
+        self.spare: tuple[tuple, Any] | None = None
 
     def _keep(self, value: Any, keep: list, identity: dict | None, extra: dict | None = None) -> dict:
         slot = self.next_slot
@@ -82,6 +106,7 @@ class _WorkerState:
     def release_all(self) -> None:
         for slot in list(self.slots):
             self.op_release(slot)
+        self.spare = None
         # Shut down, not dropped: a group destroyed without shutdown() makes ProcessGroupNCCL print
         # "destroy_process_group() was not called" into the user's notebook as the worker exits.
         for key in list(self.groups):
@@ -145,23 +170,53 @@ class _WorkerState:
         return self._keep(value, [holder, mapping], ident)
 
     def op_pg_init(self, key: str, backend: str, port: int, rank: int, world: int, device: int | None,
-                   timeout: float) -> dict:
+                   timeout: float, host: str | None = None) -> dict:
+        """Joins a group whose store listens at ``host`` (None: this host's loopback) and ``port``;
+        a worker serving a remote peer has its engines' interface variables set already."""
         steps = self.group_steps[key] = _library(backend).process_steps()
         self.groups[key], seconds = _native.timed_call(
-            lambda: steps.make_group(backend, port, rank, world, device, timeout, False))
+            lambda: steps.make_group(backend, port, rank, world, device, timeout, False,
+                                     **({"host": host} if host else {})))
         return {"seconds": seconds}
 
-    def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0) -> dict:
+    def op_link(self) -> dict:
+        """This side of a link to a remote peer: host, interface, address, and the device it works on."""
+        import socket
+
+        device = os.environ.get("GPUSHARE_WORKER_DEVICE")
+        return {"host": socket.gethostname(), "interface": os.environ.get("GLOO_SOCKET_IFNAME"),
+                "address": os.environ.get("GPUSHARE_LINK_ADDRESS"), "device": int(device) if device else None,
+                "hostid": os.environ.get("NCCL_HOSTID")}
+
+    def op_nccl_log(self) -> list:
+        """NCCL's INFO lines of this process so far."""
+        path = os.environ.get("NCCL_DEBUG_FILE")
+        if not path or not os.path.exists(path):
+            return []
+        with open(path, errors="replace") as f:
+            return f.read().splitlines()
+
+    def op_pg_recv(self, key: str, shape: tuple, dtype: str, device: int | None, src: int = 0,
+                   chunk: int | None = None) -> dict:
         steps = self.group_steps[key]
-        t = steps.empty(shape, dtype, device)
+        kind = (tuple(shape), dtype, device)
+        spare, self.spare = self.spare, None
+        t = spare[1] if spare is not None and spare[0] == kind else steps.empty(shape, dtype, device)
         group = self.groups[key]
 
         def receive() -> None:
-            steps.recv(group, t, src)
+            if chunk:  # the sender's pieces, in order, into views of the one buffer
+                flat = t.view(-1)
+                for start in range(0, flat.numel(), chunk):
+                    steps.recv(group, flat[start:start + chunk], src)
+            else:
+                steps.recv(group, t, src)
             steps.synchronize_device(device)
 
         _, seconds = _native.timed_call(receive)
-        return self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
+        info = self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
+        self.slots[info["slot"]]["spare"] = kind
+        return info
 
     def op_pg_pingpong(self, key: str, role: str, slot: int | None, shape: tuple, dtype: str, device: int | None,
                        peer: int, repeat: int) -> dict:
@@ -220,6 +275,9 @@ class _WorkerState:
         if entry is None:
             return
         value = entry.pop("value")
+        if "spare" in entry:  # a receive buffer of the worker's own: kept for the next receive
+            self.spare = (entry["spare"], value)
+            return
         _synchronize(value)
         del value
         # Views go before the memory they view; an mmap with exported views cannot close.

@@ -32,6 +32,10 @@ tests prove it with a write in one process read in the other. Paths (each a row 
 ``nccl_socket`` NCCL with ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``: sockets on loopback, the
                stand-in for two hosts (run between two helper workers: NCCL reads these once per process)
 ``gloo``       gloo send/recv through ``torch.distributed`` (a copy over TCP loopback; CPU)
+``remote``     to a worker on another host (``Worker(host="HOST:PORT")``, served by ``gpushare
+               worker --listen``): gloo for host tensors, NCCL for device tensors, over the
+               interface that reaches it; the row's ``link`` says what carried the bytes
+               (gpushare.process_remote)
 =============  ==============================================================================
 
 Nothing is left behind: every wait has a timeout, Ctrl-C during a wait stops the worker, a worker
@@ -59,7 +63,7 @@ from gpushare.process_routes import (  # noqa: F401
     MECHANISMS, PROCESS_PATHS, SOCKET_ENV, TARGETS, TRANSPORTS, RemoteArray, _framework_of, _library, _steps,
     applicability, hand_over, resolve_auto, shm_copies,
 )
-from gpushare.process_worker import _serve
+from gpushare.process_worker import _serve, remove_nccl_log
 
 # Each handoff is the core's pipeline (crates/core/src/share/process.rs) run over the path's
 # transport (gpushare.process_routes): the refusal, the timing loop, the identity judge and the
@@ -119,9 +123,22 @@ class Worker:
     parent goes away.
     """
 
-    def __init__(self, device: str | None = None, *, env: dict | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 start_timeout: float = START_TIMEOUT):
+    def __init__(self, device: str | None = None, *, host: str | None = None, iface: str | None = None,
+                 env: dict | None = None, timeout: float = DEFAULT_TIMEOUT, start_timeout: float = START_TIMEOUT):
         self.device = device
+        #: ``HOST:PORT`` of a worker on another host (``gpushare worker --listen``), or None.
+        self.host = host
+        self.iface = iface
+        self._remote_link: dict | None = None
+        if host is not None:
+            from gpushare.process_remote import parse_address
+
+            parse_address(host)  # a malformed address fails here, not at start()
+            if device is not None:
+                raise gpushare_error("gpushare", "a remote worker's device is chosen where it runs "
+                                                 "(gpushare worker --listen HOST:PORT --device cuda:N)")
+        elif iface is not None:
+            raise gpushare_error("gpushare", "iface= names the interface that reaches a remote worker: give host= too")
         self.env = {**SAFE_ENV, **QUIET_ENV, **(env or {})}
         self.timeout = process_rules.check_timeout("timeout", timeout)
         self.start_timeout = process_rules.check_timeout("start_timeout", start_timeout)
@@ -147,6 +164,8 @@ class Worker:
     def start(self) -> "Worker":
         if self.alive:
             return self
+        if self.host is not None:
+            return self._start_remote()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
         # Only the child's copy of ``child`` should stay open, so the worker sees EOF when we go.
@@ -176,6 +195,39 @@ class Worker:
             self.stop(timeout=1.0)
             raise
         return self
+
+    def _start_remote(self) -> "Worker":
+        """Connects to the worker at ``host`` (within ``timeout``: the error names the address) over
+        the interface that reaches it, and asks who it is."""
+        from gpushare import process_remote as remote
+
+        host, port = remote.parse_address(self.host)
+        named = self.iface or os.environ.get(remote.GLOO_VAR)
+        self.interface, self.local_address = remote.choose_interface(host, port, named, remote.GLOO_VAR)
+        nccl_named = self.iface or os.environ.get(remote.NCCL_VAR)
+        self.nccl_interface = (remote.choose_interface(host, port, nccl_named, remote.NCCL_VAR)[0] if nccl_named
+                               else self.interface)
+        self._conn, _ = remote.connect(host, port, self.timeout)
+        self._proc = remote.RemoteProcess(self.host)
+        self._closed_reason = None
+        self._preloaded = set()
+        self._remote_link = None
+        _LIVE.add(self)
+        try:
+            self.info = self._call("ping", timeout=self.timeout)
+        except WorkerError:
+            raise
+        except BaseException:
+            self.stop(timeout=1.0)
+            raise
+        self._proc.pid = self.info["pid"]
+        return self
+
+    def _link(self) -> dict:
+        """The remote worker's side of the link: its host, interface, address and device."""
+        if self._remote_link is None:
+            self._remote_link = self._call("link")
+        return self._remote_link
 
     def __enter__(self) -> "Worker":
         return self.start()
@@ -227,6 +279,8 @@ class Worker:
                 proc.join(timeout)
         if conn is not None:
             conn.close()
+        if proc is not None and self.host is None:
+            remove_nccl_log(proc.pid)  # a worker killed before its own clean-up leaves NCCL's lines
         for key in list(self._groups):
             self._close_group(key)
         for helper in list(self._helpers.values()):
@@ -245,7 +299,11 @@ class Worker:
             seg.close()  # a view the user still holds keeps the memory; the name goes now
             seg.unlink()
 
-    def _died(self) -> WorkerError:
+    def _died(self, detail: str | None = None) -> WorkerError:
+        if self.host is not None:
+            return self._remote_failed(
+                f"{self._who()} died: it closed the connection (killed, crashed "
+                f"or exited); start a new one there and a new Worker", detail)
         if self._proc is not None:
             self._proc.join(2.0)  # the pipe closes before the process is reaped: wait for its status
         code = self._proc.exitcode if self._proc is not None else None
@@ -318,26 +376,67 @@ class Worker:
                 if not self._proc.is_alive():
                     raise self._died()
                 if time.monotonic() > deadline:
-                    self._closed_reason = f"request {op!r} timed out"
-                    pid = self.pid
-                    self.stop(timeout=1.0)
-                    raise gpushare_error(
-                        "worker",
-                        f"the gpushare worker (pid {pid}) did not answer {op!r} within "
-                        f"{self.timeout if timeout is None else timeout:g} s; it was stopped"
-                    )
+                    raise self._no_answer(op, self.timeout if timeout is None else timeout)
                 time.sleep(0.001)  # another thread holds the pipe: let it read
         except KeyboardInterrupt:
             # The worker's answer would arrive out of order: stop it, so nothing is left running.
             self._closed_reason = "interrupted (Ctrl-C) during a request"
             self.stop(timeout=1.0)
             raise
+        return self._unpack(op, reply)
+
+    def _unpack(self, op: str, reply: tuple) -> Any:
+        """A reply's value, or the worker's error raised here."""
         if reply[0] == "ok":
             return reply[1]
         _, kind, message, tb = reply
         err = gpushare_error("worker", f"in the worker, {op} failed: {kind}: {message}")
         err.worker_traceback = tb
         raise err
+
+    def _no_answer(self, op: str, seconds: float, detail: str | None = None) -> WorkerError:
+        """The error of a request not answered within ``seconds``; the worker is stopped."""
+        if self.host is not None:
+            return self._remote_failed(
+                f"{self._who()} stopped answering: no reply to {op!r} within "
+                f"{seconds:g} s (the worker is stopped or hung, or the link or its host is down)", detail)
+        self._closed_reason = f"request {op!r} timed out"
+        pid = self.pid
+        self.stop(timeout=1.0)
+        return gpushare_error("worker", f"the gpushare worker (pid {pid}) did not answer {op!r} within {seconds:g} s; "
+                                        f"it was stopped")
+
+    def _who(self) -> str:
+        pid = self.pid
+        return f"the worker at {self.host}" + (f" (pid {pid})" if pid else "")
+
+    def _remote_failed(self, message: str, detail: str | None) -> WorkerError:
+        """A remote worker's failure: the connection, groups and helpers of this side are closed."""
+        self._closed_reason = message
+        self.stop(timeout=0.5)
+        self._closed_reason = message
+        err = gpushare_error("worker", message)
+        if detail:
+            err.framework_error = detail  # the engine's own words (gloo's reset or timeout)
+        return err
+
+    def _peer_failed(self, op: str, error: BaseException) -> WorkerError:
+        """The engine failed while the remote worker took part (gloo's send): a peer that died has
+        closed its connection too, and one that stopped answering made the engine time out."""
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
+        died = any(w in text.lower() for w in ("reset by peer", "closed by peer", "connection closed", "broken pipe"))
+        if not died and self._conn is not None:
+            try:  # a peer that died has closed the control connection as well
+                deadline = time.monotonic() + 0.3
+                while time.monotonic() < deadline:
+                    if self._conn.poll(0.05):
+                        self._conn.recv()
+            except (EOFError, OSError):
+                died = True
+        if died:
+            return self._died(detail=first)
+        return self._no_answer(op, self.timeout, detail=first)
 
     def _call(self, op: str, timeout: float | None = None, **kwargs: Any) -> Any:
         rid = self._send(op, **kwargs)
@@ -376,10 +475,19 @@ class Worker:
             for k, v in SAFE_ENV.items():
                 os.environ.setdefault(k, v)
         steps = _steps(backend)
-        store = steps.store(0, 2, True, self.timeout)
+        # A remote worker reaches this side's store at the address that reaches it, and this side's
+        # gloo connects over the interface holding that address.
+        where = {} if self.host is None else {"host": self.local_address}
+        store = steps.store(0, 2, True, self.timeout, **where)
         rid = self._send("pg_init", key=key, backend=backend, port=store.port, rank=1, world=2,
-                   device=device_worker, timeout=self.timeout)
-        group = steps.make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store)
+                   device=device_worker, timeout=self.timeout, **where)
+        try:
+            group = steps.make_group(backend, store.port, 0, 2, device_parent, self.timeout, True, store=store,
+                                     **({} if self.host is None else {"interface": self.interface}))
+        except RuntimeError as e:
+            if self.host is None:
+                raise
+            raise self._peer_failed("pg_init", e) from None
         self._recv("pg_init", rid=rid)
         self._groups[key] = (group, store)
         return key, self._groups[key], True
@@ -399,6 +507,8 @@ class Worker:
 
     def __repr__(self) -> str:
         state = "alive" if self.alive else (self._closed_reason or "not started")
+        if self.host is not None:
+            return f"Worker(host={self.host!r}, pid={self.pid}, {state})"
         return f"Worker(pid={self.pid}, device={self.device!r}, {state})"
 
 
@@ -426,7 +536,8 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
         raise ValueError("repeat must be at least 1")
     if not worker.alive:
         worker._send("ping")  # raises the WorkerError that says why
-    path = resolve_auto(obj) if path == "auto" else path
+    if path == "auto":  # a worker on another host is reached one way
+        path = "remote" if worker.host is not None else resolve_auto(obj)
     if to is not None:
         from gpushare.adapters import framework
 
@@ -460,7 +571,9 @@ def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
         return across, False
     if across in ("process", "processes", True):
         return Worker().start(), True
-    raise ValueError(f"across is a gpushare.Worker or 'process', got {across!r}")
+    if isinstance(across, str) and ":" in across:  # HOST:PORT of `gpushare worker --listen`
+        return Worker(host=across).start(), True
+    raise ValueError(f"across is a gpushare.Worker, 'process' or 'HOST:PORT' of a remote worker, got {across!r}")
 
 
 # The tables: every path for one array, and sizes × paths (gpushare.process_tables).

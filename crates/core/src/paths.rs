@@ -123,6 +123,10 @@ pub const PATHS: &[PathSpec] = &[
     spec("gloo", Process, "gloo send/recv (torch.distributed, TCP loopback)",
         Some("copied by design: gloo sends the bytes over TCP into the worker's own tensor"), "#8c564b", false,
         "a torch tensor in host memory"),
+    spec("remote", Process,
+        "torch.distributed send/recv to a worker on another host: gloo for host tensors, NCCL for device tensors",
+        Some("copied by design: the worker is on another host; the bytes cross the network into its own tensor"),
+        "#e377c2", false, "a torch tensor, the worker on another host (Worker(host='HOST:PORT'))"),
 ];
 
 /// `auto` itself: a name every kind takes, resolved by [`resolve_auto`].

@@ -27,7 +27,7 @@ fn every_name_is_declared_once_per_kind() {
     }
     assert_eq!(names(Share).collect::<Vec<_>>(), ["dlpack", "capsule", "cai", "host", "pinned", "copy", "shared"]);
     assert_eq!(names(Move).collect::<Vec<_>>(), ["p2p", "pinned", "dlpack", "move"]);
-    assert_eq!(names(Process).collect::<Vec<_>>(), ["ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo"]);
+    assert_eq!(names(Process).collect::<Vec<_>>(), ["ipc", "torch_mp", "shm", "nccl", "nccl_socket", "gloo", "remote"]);
 }
 
 #[test]

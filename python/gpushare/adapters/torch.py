@@ -31,8 +31,8 @@ class TorchAdapter(Adapter):
     tracks_allocator = True
     imports_cai = True
     imports_readonly_cai = False  # torch.as_tensor: "the read only flag is not supported, should always be False"
-    worker_receives = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo")
-    process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo")
+    worker_receives = ("ipc", "shm", "torch_mp", "nccl", "nccl_socket", "gloo", "remote")
+    process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo", "remote")
     process_modules = ("torch.multiprocessing", "torch.distributed")
     shares_host_memory_across_processes = True  # torch_mp: storage moved into shared memory once
     describe_by = "exchange_api"  # from 2.10: one C call fills a DLTensor, ~20x cheaper than __dlpack__

@@ -76,20 +76,28 @@ class TorchProcessSteps:
 
     # -- torch.distributed (gloo, nccl, nccl_socket) --
 
-    def store(self, port: int, world: int, is_master: bool, timeout: float) -> Any:
-        """A TCPStore on loopback (``port`` 0: a free one)."""
-        return _dist().TCPStore("127.0.0.1", port, world, is_master, timeout=timedelta(seconds=timeout),
+    def store(self, port: int, world: int, is_master: bool, timeout: float, host: str = "127.0.0.1") -> Any:
+        """A TCPStore (``port`` 0: a free one); the master listens on every interface, the others
+        reach it at ``host`` (loopback, or the address a remote peer reaches the master at)."""
+        return _dist().TCPStore(host, port, world, is_master, timeout=timedelta(seconds=timeout),
                                 wait_for_workers=False)
 
     def make_group(self, backend: str, port: int, rank: int, world: int, device: int | None, timeout: float,
-                   is_master: bool, store: Any = None) -> Any:
+                   is_master: bool, store: Any = None, host: str = "127.0.0.1", interface: str | None = None) -> Any:
         """A process group of its own (not torch.distributed's default one, which the user may own):
-        a TCPStore on loopback and a gloo or NCCL backend object."""
+        a TCPStore (on loopback unless ``host``) and a gloo or NCCL backend object. ``interface``:
+        the one gloo connects over (else its GLOO_SOCKET_IFNAME, else the hostname's address)."""
         dist = _dist()
         td = timedelta(seconds=timeout)
         if store is None:
-            store = self.store(port, world, is_master, timeout)
+            store = self.store(port, world, is_master, timeout, host)
         if backend == "gloo":
+            if interface is not None:
+                # A device for that interface, without setting GLOO_SOCKET_IFNAME in the caller's process.
+                options = dist.ProcessGroupGloo._Options()
+                options._timeout = td
+                options._devices = [dist.ProcessGroupGloo.create_device(interface=interface)]
+                return dist.ProcessGroupGloo(store, rank, world, options)
             return dist.ProcessGroupGloo(store, rank, world, td)
         if backend == "nccl":
             if not is_master:  # the worker works on its device; the parent's current device is the user's
@@ -103,6 +111,14 @@ class TorchProcessSteps:
         """Sends ``obj`` to ``peer`` and waits until its device has done so."""
         group.send([obj.contiguous()], peer, tag).wait()
         self.synchronize(obj)
+
+    def abort(self, group: Any) -> None:
+        """Aborts ``group``: its pending operations are abandoned, so that dropping it frees its sockets
+        at once (a blocked ``wait()`` would hold them until the group's timeout)."""
+        try:
+            group.abort()
+        except Exception:
+            pass
 
     def recv(self, group: Any, buffer: Any, peer: int, tag: int = 0) -> None:
         group.recv([buffer], peer, tag).wait()

@@ -56,6 +56,9 @@ fn kind(identity: &MemoryIdentity) -> &'static str {
     }
 }
 
+/// Why a handoff to a worker on another host copied.
+const REMOTE_REASON: &str = "the worker is on another host: send/recv copies over the network into its own buffer";
+
 /// The verdict of a handoff by process path `path`: "shared" only when both identities name the
 /// same memory and nothing was copied on the way; `staged` is the segment a private source was
 /// copied into first (`shm`), which the worker then maps: the handoff copied, once.
@@ -65,6 +68,11 @@ pub fn judge_handoff(
     target: Option<&MemoryIdentity>,
     staged: Option<&Segment>,
 ) -> (Verdict, Option<String>) {
+    if path == "remote" {
+        // Identities asked on two hosts name memory of two machines: equal fields (a file of the
+        // same name and inode) are a coincidence, never the same memory.
+        return (Verdict::Copied, Some(REMOTE_REASON.to_string()));
+    }
     let (same, why) = same_memory(source, target);
     if same {
         return match staged {
@@ -155,5 +163,14 @@ mod tests {
         assert_eq!(judge_handoff("gloo", Some(&a), Some(&anonymous), None).1.unwrap(),
                    "gloo send/recv copies into the receiver's own buffer");
         assert!(judge_handoff("nccl", None, None, None).1.unwrap().starts_with("NCCL send/recv"));
+    }
+
+    #[test]
+    fn a_handoff_to_another_host_copies_even_where_the_identities_look_alike() {
+        // The same segment name and inode on two machines is a coincidence, not one memory.
+        let a = host("/dev/shm/psm_1", 364, 0, HostMapping::Shared);
+        let (verdict, reason) = judge_handoff("remote", Some(&a), Some(&a), None);
+        assert_eq!(verdict, Verdict::Copied);
+        assert!(reason.unwrap().contains("another host"));
     }
 }

@@ -70,6 +70,11 @@ pub fn refuse_process(f: &ProcessFacts<'_>, probe: &mut dyn ProcessProbe) -> Opt
                 return Some(why);
             }
         }
+        "remote" if f.on_device => {
+            if let Some(why) = probe.nccl_unavailable() {
+                return Some(why);
+            }
+        }
         "nccl" | "nccl_socket" if !f.on_device => {
             return Some("NCCL sends device memory; this tensor is in host memory (use gloo)".into());
         }
@@ -130,7 +135,7 @@ mod tests {
     }
 
     fn facts<'a>(path: &'a str, framework: &'a str, targets: &'a [String], on_device: bool) -> ProcessFacts<'a> {
-        let library = matches!(path, "torch_mp" | "gloo" | "nccl" | "nccl_socket").then_some("torch");
+        let library = matches!(path, "torch_mp" | "gloo" | "nccl" | "nccl_socket" | "remote").then_some("torch");
         ProcessFacts { path, framework, to: None, targets, library, on_device, source_device: None, worker_device: None, strided: false }
     }
 
@@ -158,5 +163,16 @@ mod tests {
         assert_eq!(refuse_process(&jax, &mut probe).unwrap(), "shm gives the worker numpy or torch arrays, not jax: pass to='numpy'");
         let asked = ProcessFacts { to: Some("jax"), ..facts("shm", "numpy", &both, false) };
         assert_eq!(refuse_process(&asked, &mut probe).unwrap(), "shm gives the worker numpy or torch arrays, not jax");
+    }
+
+    #[test]
+    fn remote_asks_about_nccl_for_device_tensors_only() {
+        let torch = vec!["torch".to_string()];
+        let mut probe = Probe::default();
+        assert_eq!(refuse_process(&facts("remote", "torch", &torch, false), &mut probe), None);
+        assert_eq!(probe.asked, ["library"]);
+        let mut probe = Probe::default();
+        assert_eq!(refuse_process(&facts("remote", "torch", &torch, true), &mut probe), None);
+        assert_eq!(probe.asked, ["library", "nccl"]);
     }
 }

@@ -134,6 +134,16 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
     ]
 }
 
+/// A remote handoff's link: the engine, what carried the bytes (a same-host shortcut said so), and
+/// both ends, caller first.
+fn link_cell(link: &crate::report::process::RemoteLink) -> String {
+    let end = |e: &crate::report::process::LinkEnd| {
+        [&e.host, &e.interface, &e.address].iter().filter_map(|v| v.as_deref()).collect::<Vec<_>>().join(" ")
+    };
+    let shortcut = if link.network { "" } else { " (a same-host shortcut, not the network)" };
+    format!("{} over {}{shortcut}: {} → {}", link.engine, link.transport, end(&link.local), end(&link.remote))
+}
+
 /// What the cost model predicted for a row before it ran (`—` without one), with `⚠` where the
 /// measurement lies beyond the model's stated error.
 fn predicted_cell(row: &ProcessShareReport) -> String {
@@ -170,6 +180,9 @@ pub fn rows_text(rows: &[ProcessShareReport]) -> String {
             if *name == "time" && row.predicted.is_some() {
                 out.push(format!("    {:<12} {}", "predicted", predicted_cell(row)));
             }
+        }
+        if let Some(link) = &row.link {
+            out.push(format!("    {:<12} {}", "link", link_cell(link)));
         }
         for note in row.notes.iter().cloned().chain(missed_prediction(row)) {
             out.push(format!("    note         {note}"));
@@ -216,6 +229,9 @@ pub fn rows_html(rows: &[ProcessShareReport]) -> String {
             ("parent side", cells[7].clone()),
             ("worker side", cells[8].clone()),
         ];
+        if let Some(link) = &row.link {
+            details.push(("link", link_cell(link)));
+        }
         details.extend(row.notes.iter().cloned().chain(missed_prediction(row)).map(|n| ("note", n)));
         body.push_str(&detail_row(columns.len(), &details));
     }

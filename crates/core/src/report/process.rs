@@ -18,7 +18,7 @@ use super::envelope;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessShareReport {
-    /// The process path: `ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket` or `gloo`.
+    /// The process path: `ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket`, `gloo` or `remote`.
     pub path: String,
     /// How the path hands the memory over, in words.
     pub mechanism: String,
@@ -47,6 +47,38 @@ pub struct ProcessShareReport {
     /// the machine is not calibrated for this path, framework and place).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted: Option<crate::advice::model::Prediction>,
+    /// The network link of a handoff to a worker on another host (path `remote`): the engine, the
+    /// transport the engine says carried the bytes, and both ends (absent on other paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<RemoteLink>,
+}
+
+/// The link a handoff to a worker on another host went over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteLink {
+    /// The torch.distributed backend: `gloo` (host tensors) or `nccl` (device tensors).
+    pub engine: String,
+    /// What carried the bytes, in the engine's words where it says them: `NET/Socket`, `NET/IB`,
+    /// `P2P`, `SHM` (NCCL's channel lines), `TCP over IFACE` (gloo).
+    pub transport: String,
+    /// False when the engine took a same-host shortcut (P2P, SHM) instead of the network.
+    pub network: bool,
+    /// The caller's end.
+    pub local: LinkEnd,
+    /// The worker's end.
+    pub remote: LinkEnd,
+    /// The engine's own lines the transport was read from (NCCL's `Channel … via …`).
+    pub evidence: Vec<String>,
+}
+
+/// One end of a link: its host name, the interface its engine used, and that interface's address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEnd {
+    pub host: Option<String>,
+    pub interface: Option<String>,
+    pub address: Option<String>,
 }
 
 /// Wall-clock seconds of the handoffs, measured in the parent.

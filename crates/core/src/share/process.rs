@@ -14,7 +14,9 @@ use super::timing::{self, Sampler, TimingPolicy};
 use crate::explain::{self, ProcessFacts, ProcessProbe};
 use crate::paths::{self, PathKind};
 use crate::report::Verdict;
-use crate::report::process::{MemoryIdentity, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, ProcessTiming, Segment};
+use crate::report::process::{
+    MemoryIdentity, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, ProcessTiming, RemoteLink, Segment,
+};
 
 /// What is known of the array, the path and the worker before anything runs: the facts of the
 /// refusal rule ([`crate::explain::refuse_process`]), owned by the route.
@@ -64,7 +66,7 @@ pub trait ProcessRoute {
     /// What the worker sends back for one handoff (its slot, its array's identity, framework, context).
     type Reply;
 
-    /// The process path's name (`ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket`, `gloo`).
+    /// The process path's name (`ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket`, `gloo`, `remote`).
     fn path(&self) -> &str;
     /// The facts the refusal rule reads, known without asking anything costly.
     fn facts(&mut self) -> Result<RouteFacts>;
@@ -106,6 +108,11 @@ pub trait ProcessRoute {
     }
     /// What the row must say of this handoff (set-up costs, what the path did to the source).
     fn notes(&mut self, reply: &Self::Reply) -> Result<Vec<String>>;
+    /// The network link of a handoff to a worker on another host, read after the handoffs (the
+    /// engine says which transport it took only once it has connected).
+    fn link(&mut self) -> Result<Option<RemoteLink>> {
+        Ok(None)
+    }
 }
 
 /// A handoff's result: its typed row, and the worker's reply to the last handoff (what the
@@ -185,6 +192,7 @@ impl ProcessHandoff {
             notes: route.notes(&reply)?,
             segment: staging.map(|s| s.segment),
             predicted: self.predicted.clone(),
+            link: route.link()?,
             path,
         };
         Ok(Handed { report, reply })
@@ -210,6 +218,7 @@ pub fn failed_report(path: &str, framework: &str, nbytes: u64, reason: String, a
         notes: Vec::new(),
         segment: None,
         predicted: None,
+        link: None,
     }
 }
 

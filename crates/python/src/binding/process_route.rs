@@ -9,7 +9,8 @@
 //! reply; `release(reply)`; optionally `timed_by_worker(repeat)` → `(reply, [seconds, …])`;
 //! `sides(reply)` → `((framework, nbytes, identity, context), (pid, framework, identity,
 //! context))`; `staged()` → `(segment name, offset, bytes copied into it)` or None; `detail` (a
-//! string or None); `notes(reply)` → strings; `result(reply)` → `(remote, local, cleanup)`.
+//! string or None); `notes(reply)` → strings; `link` (a dict or None: the network link of a remote
+//! handoff); `result(reply)` → `(remote, local, cleanup)`.
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -19,7 +20,7 @@ use super::errors::to_pyerr;
 use super::from_python::py_to_json;
 use super::process::PyProcessShareResult;
 use crate::share::Error;
-use crate::report::process::{ProcessTarget, Segment};
+use crate::report::process::{ProcessTarget, RemoteLink, Segment};
 use crate::share::process::{ProcessHandoff, ProcessRoute, RouteFacts, SourceSide, Staging};
 
 /// A Python exception raised by the transport goes back to Python as itself (a WorkerError, a
@@ -125,6 +126,13 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
 
     fn notes(&mut self, reply: &Bound<'py, PyAny>) -> crate::share::Result<Vec<String>> {
         self.transport.call_method1("notes", (reply,)).and_then(|n| n.extract()).map_err(carried)
+    }
+
+    fn link(&mut self) -> crate::share::Result<Option<RemoteLink>> {
+        match self.transport.getattr("link") {
+            Ok(link) => typed(&link).map_err(carried),
+            Err(_) => Ok(None),
+        }
     }
 }
 

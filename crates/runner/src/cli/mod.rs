@@ -16,6 +16,7 @@ mod doctor;
 mod install;
 mod output;
 mod run;
+mod worker;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal as _, Write};
@@ -116,6 +117,30 @@ enum Command {
     /// with the devices, driver and versions it was made for. gpushare.advise and the tables'
     /// predicted times read it.
     Calibrate(CalibrateArgs),
+    /// Serve handoffs from a peer on another host (gpushare.Worker(host="HOST:PORT") reaches it)
+    ///
+    /// Each peer is served by a worker process of its own; the bytes go by torch.distributed (gloo
+    /// for host tensors, NCCL for device tensors), over the interface that reaches the peer.
+    Worker(WorkerArgs),
+}
+
+#[derive(Args, Debug)]
+struct WorkerArgs {
+    /// The address to listen on, HOST:PORT (0.0.0.0:PORT: every interface)
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: String,
+    /// The GPU the worker receives device tensors on [default: none: host tensors only]
+    #[arg(long, value_name = "cuda:N")]
+    device: Option<String>,
+    /// Seconds a peer may stay silent before its handoff fails [default: 60]
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    timeout: Duration,
+    /// The interface the engines use [default: the one holding the address the peer reached]
+    #[arg(long, value_name = "NAME")]
+    iface: Option<String>,
+    /// Exit after serving one peer
+    #[arg(long)]
+    once: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -288,6 +313,11 @@ fn is_stdout(path: Option<&PathBuf>) -> bool {
 /// Checks clap cannot express: two outputs cannot both take stdout, paths of the other kind,
 /// and arguments this machine cannot satisfy (see [`bench_checks`]).
 fn check(cli: &Cli) -> Result<(), clap::Error> {
+    if let Command::Worker(args) = &cli.command
+        && let Err(why) = worker::check_listen(&args.listen)
+    {
+        return Err(clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{why}\n")));
+    }
     if let Command::Bench(args) = &cli.command
         && is_stdout(args.json.as_ref())
         && is_stdout(args.html.as_ref())
@@ -397,6 +427,7 @@ pub fn run_with_os(args: Vec<OsString>, config: &Config, out: &mut dyn Write, er
             Command::Bench(args) => bench::bench(&args, config, &mut cancel, out, err).await,
             Command::Doctor(args) => doctor::doctor(&args, config, &mut cancel, out, err).await,
             Command::Calibrate(args) => calibrate::calibrate(&args, config, &mut cancel, out, err).await,
+            Command::Worker(args) => worker::worker(&args, config, out, err),
         }
     });
     match result {
@@ -439,7 +470,7 @@ mod tests {
     fn usage_errors_exit_2_and_say_why() {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let config = Config::with_env(Environment::empty());
-        let bad: [&[&str]; 8] = [
+        let bad: [&[&str]; 11] = [
             &["gpushare", "run"],
             &["gpushare", "run", "x.ipynb", "--timeout", "-1"],
             &["gpushare", "kernel", "install", "--user", "--sys-prefix"],
@@ -449,6 +480,9 @@ mod tests {
             &["gpushare", "bench", "torch->torch", "--across", "processes", "--paths", "dlpack"],
             &["gpushare", "bench", "torch->torch", "--across", "planets"],
             &["gpushare", "bench", "torch->torch", "--worker-device", "cuda:1"],
+            &["gpushare", "worker"],
+            &["gpushare", "worker", "--listen", "29600"],
+            &["gpushare", "worker", "--listen", "0.0.0.0:29600", "--timeout", "0"],
         ];
         for args in bad {
             let code = run_with(args.iter().map(|a| a.to_string()).collect(), &config, &mut out, &mut err);
