@@ -61,7 +61,8 @@ def test_advise_across_processes_predicts_each_calibrated_path(model):
     predicted = {r["path"] for r in a.rows if r["prediction"] is not None}
     assert {"shm", "torch_mp", "gloo"} <= predicted, a.rows
     assert a.producer == "idle"
-    assert a.recommended is not None and "calibrate" not in a.why, a.why
+    # Calibrated on a loaded machine the fits may be too uncertain to rank by; never "not calibrated".
+    assert a.recommended is not None and "run gpushare.calibrate()" not in a.why, a.why
 
 
 def test_process_tables_show_the_prediction_made_before_each_handoff_and_flag_a_miss(model):

@@ -109,7 +109,7 @@ def test_a_chain_giving_two_hops_one_name_is_refused_before_the_cell_runs(ip, ru
     [
         ("1" * 400, "cannot read size '1{400}': it is beyond any memory"),
         ("1KiB," + "9" * 400 + "MiB", "cannot read size '9{400}MiB'"),
-        (str(2**64), r"size 1\.68e\+07 TiB \(18,446,744,073,709,551,616 bytes\) does not fit in the host memory"),
+        (str(2**64), "cannot read size '18446744073709551616': it is beyond any memory"),
         ("4KiB,1000000TiB", "does not fit in the host memory"),
     ],
 )

@@ -32,7 +32,7 @@ class FakeTransport:
 
     def facts(self):
         self.log.append("facts")
-        return ("numpy", None, ["numpy", "torch"], None, self.on_device, None, None)
+        return ("numpy", None, ["numpy", "torch"], None, self.on_device, None, None, False)
 
     def library_unavailable(self):
         return None

@@ -94,19 +94,24 @@ def doctor_verdict(info: object) -> tuple[bool, str]:
     what the report says of CUDA, and a version that differs from the command's."""
     import importlib.util
 
-    import numpy as np
-
     import gpushare
+    from gpushare import lab
+    from gpushare.adapters import ADAPTERS
 
     problems, notes = [], []
+    # The framework of host memory (gpushare's one dependency): an installed framework whose
+    # arrays never live in device memory.
+    host = next((a for a in ADAPTERS.values() if not a.addresses_device and a.installed()), None)
     try:
-        verdict = gpushare.share(np.arange(4.0), "numpy").verdict
+        if host is None:
+            raise RuntimeError("no framework of host memory is installed")
+        verdict = gpushare.share(lab.make_array(host, 4, "float32", "cpu"), host.name).verdict
         if verdict == "shared":
             notes.append("sharing works on the CPU")
         else:
-            problems.append(f"a NumPy array handed to NumPy on the CPU was {verdict}, not shared")
+            problems.append(f"an array handed to its own framework on the CPU was {verdict}, not shared")
     except Exception as e:  # the verdict names whatever broke, gpushare's or not
-        problems.append(f"sharing a NumPy array on the CPU failed: {type(e).__name__}: {e}")
+        problems.append(f"sharing an array on the CPU failed: {type(e).__name__}: {e}")
     if importlib.util.find_spec("ipykernel") is None:
         problems.append("notebooks cannot run here: ipykernel is not installed "
                         f"({sys.executable} -m pip install 'gpushare-dlpack[kernel]')")

@@ -60,6 +60,14 @@ NCCL_LOG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,P2P"}
 
 # -- addresses and interfaces --------------------------------------------------------------------
 
+
+def _connection(sock: "socket.socket") -> Connection:
+    """A multiprocessing Connection that owns the connected socket's descriptor (the socket object
+    closed, the descriptor kept): the worker's messages travel over it as over a pipe."""
+    fd = os.dup(sock.fileno())
+    sock.close()
+    return Connection(fd)
+
 def parse_address(text: str, what: str = "host") -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` for IPv6) → ``(host, port)``; a gpushare error otherwise."""
     if not isinstance(text, str):
@@ -193,7 +201,7 @@ def connect(host: str, port: int, timeout: float) -> tuple[Connection, str]:
     sock.settimeout(None)
     keepalive(sock, timeout)
     local = sock.getsockname()[0]
-    return Connection(sock.detach()), local
+    return _connection(sock), local
 
 
 def closed(conn: Connection | None) -> bool:
@@ -287,7 +295,7 @@ def listen(address: str, device: str | None = None, timeout: float = 60.0, iface
             env = {**SAFE_ENV, **QUIET_ENV, **link_env(name, addr), "GPUSHARE_LINK_ADDRESS": addr,
                    "GPUSHARE_WORKER_DEVICE": "" if ordinal is None else str(ordinal),
                    "GPUSHARE_WORKER_TIMEOUT": str(timeout)}
-            conn = Connection(sock.detach())
+            conn = _connection(sock)
             child = ctx.Process(target=_serve_peer, args=(conn, env), daemon=True, name="gpushare-remote-worker")
             child.start()
             conn.close()  # the child holds the connection now

@@ -46,7 +46,9 @@ def read_sizes(texts: Iterable[str]) -> list[int]:
     for text in texts:
         try:
             sizes.append(lab.parse_size(text))
-        except OverflowError:
+        except ValueError as e:
+            if "too large" not in str(e):
+                raise
             raise ValueError(
                 f"cannot read size {text!r}: it is beyond any memory; write e.g. 4KiB, 1MiB, 256MiB or 1GiB"
             ) from None

@@ -239,6 +239,14 @@ impl Advice {
             }
             // The rules' choice stands only where it is not predicted to fail.
             None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
+                // Predictions too uncertain to rank by are not missing ones: calibrating again on an
+                // idle machine is the fix, not calibrating at all.
+                Some(path) if pool.iter().any(|r| r.prediction.as_ref().is_some_and(|p| p.unpredictable.is_some())) => (
+                    Some(path.to_string()),
+                    "the rules' choice (the calibrated predictions for these paths are too uncertain to rank: \
+                     calibrate again on an idle machine)"
+                        .to_string(),
+                ),
                 Some(path) => (
                     Some(path.to_string()),
                     "the rules' choice (no calibrated prediction for these paths: run gpushare.calibrate())".to_string(),

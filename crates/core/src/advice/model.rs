@@ -358,8 +358,8 @@ fn weighted_constant(points: &[Observation]) -> f64 {
 /// constant `c` fitted to the other sizes: a constant's error on sizes it did not see. 0 with
 /// fewer than two sizes.
 ///
-/// Why the largest and not a robust quantile: refitting the two recorded 2x H200 runs of
-/// 2026-11-28, the sharing rows measured beyond their stated error were 11 and 20 of 124 with the
+/// Why the largest and not a robust quantile: refitting two recorded 2x H200 runs (docs/gpu-results/),
+/// the sharing rows measured beyond their stated error were 11 and 20 of 124 with the
 /// largest, 22 and 36 with the largest but one. One high size held out can never state 100 % or
 /// more (the constant of the others lies below it); only a size that ran at under half the others'
 /// level can, and then the path's level did move.

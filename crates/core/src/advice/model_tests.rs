@@ -367,7 +367,7 @@ fn a_prediction_past_the_largest_size_calibrated_is_extrapolated_from_it() {
 
 #[test]
 fn a_path_whose_time_does_not_grow_is_priced_one_cost_whatever_its_verdict_said() {
-    // numba→cupy by cai on 2x H200 (2026-11-28), the sweep's noise between its last two sizes
+    // numba→cupy by cai on 2x H200, the sweep's noise between its last two sizes
     // rising: its segments carried that rise on as a cost per byte past the sweep.
     let flat = obs(&[
         (4 * KIB, 9.16e-6), (64 * KIB, 9.10e-6), (512 * KIB, 9.5e-6), (MIB, 9.4e-6),
