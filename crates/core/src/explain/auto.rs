@@ -88,7 +88,8 @@ fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
         let choice = crate::paths::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted);
         let path = choice.path;
         if rank(verdict_by(path)) >= wanted {
-            let why = if path != picked {
+            // The overruling words only where the model's pick would have served this array worse.
+            let why = if path != picked && rank(picked_verdict) < rank(verdict_by(path)) {
                 Some(format!(
                     "the cost model predicts {picked} fastest for arrays like this one, but the rules predict {picked} \
                      {} this one and {path} {}: auto took {path}",

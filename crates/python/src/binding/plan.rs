@@ -441,8 +441,9 @@ pub struct SharePlan {
     /// route of another path, for an array whose own `auto` (`Predictor::auto_for`, the one the
     /// prediction reads) is not the path this plan was made with. `None`: the route always runs.
     route_for: Option<Py<PyAny>>,
-    /// The routes `route_for` built, by path, made once each.
-    others: Mutex<Vec<(String, std::sync::Arc<(PyRoute, bool)>)>>,
+    /// The routes `route_for` built, by path and the note their shares carry (why `auto` took the
+    /// path for such arrays), made once each.
+    others: Mutex<Vec<(String, Option<String>, std::sync::Arc<(PyRoute, bool)>)>>,
 }
 
 impl SharePlan {
@@ -501,7 +502,7 @@ impl SharePlan {
     /// carries.
     fn other_route(&self, py: Python<'_>, path: &str, why: Option<String>) -> PyResult<std::sync::Arc<(PyRoute, bool)>> {
         if let Ok(others) = self.others.lock()
-            && let Some((_, route)) = others.iter().find(|(p, _)| p == path)
+            && let Some((.., route)) = others.iter().find(|(p, w, _)| p == path && *w == why)
         {
             return Ok(route.clone());
         }
@@ -509,11 +510,11 @@ impl SharePlan {
         let (convert, check_source): (Py<PyAny>, bool) = route_for.call1(py, (path,))?.extract(py)?;
         let mut route = PyRoute::new(py, path.to_string(), convert);
         if why.is_some() {
-            route.chosen_why = why;
+            route.chosen_why = why.clone();
         }
         let made = std::sync::Arc::new((route, check_source));
         if let Ok(mut others) = self.others.lock() {
-            others.push((path.to_string(), made.clone()));
+            others.push((path.to_string(), why, made.clone()));
         }
         Ok(made)
     }
