@@ -124,8 +124,6 @@ def _pieces() -> dict:
     made = verdicts.predictor(C, T, "auto")
     if made is not None:
         out["predict cupy->torch (auto)"] = lambda: made(info)
-    if hasattr(api, "_auto_state"):
-        out["api._auto_state cupy->torch"] = lambda: api._auto_state(c, "torch", None)
     out["api.share cupy->torch path=dlpack"] = lambda: gpushare.share(c, "torch", path="dlpack")
     plain = _native.SharePlan(C, T, "dlpack", torch.from_dlpack, None)
     out["plan cupy->torch, raw import as the route"] = lambda: plain.run(c)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import gpushare
-from gpushare import _native, advice, api, paths
+from gpushare import _native, advice, paths
 from gpushare.adapters import framework
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -69,25 +69,22 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
 
 
 def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
+    """Whether `auto` follows the producer is the core's word (explain::auto_follows_producer,
+    cargo-tested with a device array); a share asks the source framework for its stream only then.
+    A host tensor never is asked, with or without a model."""
     m = _model()
     monkeypatch.setattr(advice, "auto_model", lambda: m)
-    api._AUTO_FOLLOWS_PRODUCER.clear()
-    api._AUTO_DEPENDS.clear()
-    src, jax = framework("torch"), framework("jax")
-    # JAX's interface import is not ordered: nothing busy changes its pick.
-    assert paths.auto_depends_on_producer(src, jax, (2, 0)) is False
-    # A consumer like JAX whose interface import is ordered: the pick depends on the producer.
-    monkeypatch.setattr(type(jax), "cai_import_orders", True)
-    assert paths.auto_depends_on_producer(src, jax, (2, 0)) is True
-    assert paths.auto_depends_on_producer(src, jax, (1, 0)) is False  # host memory
-    assert paths.auto_depends_on_producer(src, framework("numpy"), (2, 0)) is False  # not calibrated
-    # A CPU tensor: share never asks the driver (the answer cannot change the path).
+    advice.forget()
+    src = framework("torch")
     asked = []
-    monkeypatch.setattr(advice, "producer_state", lambda s, o: asked.append(o) or "busy")
-    assert api._auto_state(torch.ones(4), "jax", None) == (None, None, None, (None, None))
-    assert asked == []
-    api._AUTO_FOLLOWS_PRODUCER.clear()
-    api._AUTO_DEPENDS.clear()
+    real = type(src).current_stream
+    monkeypatch.setattr(type(src), "current_stream", lambda self, obj: asked.append(obj) or real(self, obj))
+    try:
+        for _ in range(2):
+            assert gpushare.share(torch.ones(4), "jax").verdict in ("shared", "copied")
+        assert asked == []
+    finally:
+        advice.forget()
 
 
 def test_the_producer_state_is_asked_of_the_driver_and_unknown_without_one(monkeypatch):

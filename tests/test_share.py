@@ -332,33 +332,19 @@ def test_the_core_reads_a_capsule_itself_where_the_adapter_says_that_is_all_insp
     assert len(calls) == 1
 
 
-def test_the_common_shares_shortcut_follows_the_plan_caches(monkeypatch):
-    """`share(x, to)` finds its plan in one lookup (api._COMMON) once a share of its kind ran;
-    emptying the plan caches drops the shortcut, and a cache swapped for another is not read
-    through it: the next share plans again, into the cache in use."""
-    from gpushare import api
+def test_a_kind_of_share_is_planned_once_and_each_array_takes_its_own_auto(monkeypatch):
+    """One plan per (array type, target, path) serves arrays of every dtype, layout and size: the
+    plan's `auto` is decided per array in the core, so nothing about an array is in the plan's key.
+    The model changing (advice.forget()) drops the plans."""
+    from gpushare import advice, api
 
-    t = torch.ones(4)
-    for _ in range(2):
-        assert gpushare.share(t, "numpy").verdict == "shared"
-    assert (torch.Tensor, "numpy") in api._COMMON
-    api._PLANS.clear()
-    assert not api._COMMON
-    gpushare.share(t, "numpy")
-    assert [k for k in api._PLANS if k[:2] == (torch.Tensor, "numpy")], "planned again"
-    gpushare.share(t, "numpy")
-    assert (torch.Tensor, "numpy") in api._COMMON
-    # Replacing an entry of the cache (the plan a shortcut may have been read from) drops it too.
-    key = next(k for k in api._PLANS if k[:2] == (torch.Tensor, "numpy"))
-    api._PLANS[key] = api._PLANS[key]
-    assert not api._COMMON
-    gpushare.share(t, "numpy")
-    assert (torch.Tensor, "numpy") in api._COMMON
     monkeypatch.setattr(api, "_PLANS", {})
-    assert gpushare.share(t, "numpy").verdict == "shared"
-    assert len(api._PLANS) == 1, "planned into the cache in use"
-    api._AUTO_DEPENDS.clear()
-    assert not api._COMMON
+    for x in (torch.ones(4), torch.arange(8), torch.ones(2, 6)[:, ::2], torch.zeros(0), torch.ones(1 << 16)):
+        r = gpushare.share(x, "numpy")
+        assert r.prediction["verdict"] == r.verdict, (x.dtype, x.shape, r.prediction)
+    assert [k[:3] for k in api._PLANS] == [(torch.Tensor, "numpy", "auto")]
+    advice.forget()
+    assert not api._PLANS
 
 
 def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):

@@ -126,14 +126,9 @@ def forget() -> None:
     from gpushare import api
 
     _LOADED.clear()
-    paths._ROUTES.clear()
-    paths._SIZE_BREAKS.clear()
-    api._PLANS.clear()
-    api._AUTO_FOLLOWS_PRODUCER.clear()
-    api._AUTO_DEPENDS.clear()
-    api._MOVE_AUTOS.clear()
-    api._COMMON.clear()
-    verdicts._PREDICTORS.clear()
+    paths.forget_routes()
+    api.forget_plans()
+    verdicts.forget_predictors()
 
 
 def model(*, allow_stale: bool = False) -> Any:

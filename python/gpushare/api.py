@@ -13,55 +13,25 @@ from gpushare.arguments import timing as _checked_timing
 from gpushare.adapters.host import values_lost as _values_lost
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
-from gpushare.paths import auto_choice, checks_source, in_device_memory, route
+from gpushare.paths import auto_choice, checks_source, route
 from gpushare.warn_site import user_stacklevel as _user_stacklevel
 
 ShareResult = _native.ShareResult
 TensorInfo = _native.TensorInfo
 
 
-class _Cache(dict):
-    """A cache whose entries the common share's shortcut (``_COMMON``) was read from: emptying or
-    editing it drops the shortcut too, so the next share reads the cache again."""
-
-    def clear(self) -> None:
-        _COMMON.clear()
-        super().clear()
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        if key in self:  # a replaced entry may be the one a shortcut was read from; a new one is not
-            _COMMON.clear()
-        super().__setitem__(key, value)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        _COMMON.clear()
-        super().update(*args, **kwargs)
-
-    def __delitem__(self, key: Any) -> None:
-        _COMMON.clear()
-        super().__delitem__(key)
-
-    def pop(self, *args: Any) -> Any:
-        _COMMON.clear()
-        return super().pop(*args)
-
-    def popitem(self) -> Any:
-        _COMMON.clear()
-        return super().popitem()
+# (type of the array, target, path, source, device, already there) -> the _native.SharePlan that
+# runs such shares. What else decides a share's path (where the array lies, its dtype, layout and
+# size, whether it is read-only, the producer's state, the cost model) the plan's one `auto` reads
+# per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused for an array
+# whose path could differ. Cleared with the model (advice.forget()).
+_PLANS: dict[tuple[Any, ...], Any] = {}
 
 
-# (type of the array, target, path, source) -> the _native.SharePlan that runs such shares.
-_PLANS: dict[tuple[Any, ...], Any] = _Cache()
-
-# (type of the array, target) -> (_PLANS, _AUTO_DEPENDS, the source's adapter or None, plan for
-# host memory, plan for device memory): the plans of `share(x, to)` where `auto` depends on
-# nothing about arrays of that type but the type and, where an adapter is kept, where the array
-# lies (not whether it is read-only, no calibrated device; None for both places without an
-# adapter, a place not planned yet is None). One lookup of a short key instead of two of long
-# ones: on a CPU those lookups were a tenth of what share() adds to the framework's own call. Valid
-# while both caches it was read from are the module's (a test may swap one) and unchanged (both
-# are _Cache, which drops it). See _remember_common.
-_COMMON: dict[tuple[Any, Any], tuple[Any, Any, Any, Any, Any]] = {}
+def forget_plans() -> None:
+    """Drops every plan (the cost model changed: the predictors they hold read the old one)."""
+    _PLANS.clear()
+    _MOVE_AUTOS.clear()
 
 
 def inspect(obj: Any) -> TensorInfo:
@@ -136,43 +106,19 @@ def share(
     """
     repeat, number, warmup, budget = _checked_timing(repeat, number, warmup, budget)
     # The common share, `share(x, "jax")`, once a share of its kind has run: its plan after one
-    # lookup (_COMMON), or two with what `auto` depends on read inline (the full path below costs a
-    # few µs of Python on every share, as much as the framework's own import on a CPU). A
-    # calibrated GPU machine also asks the producer's state: that takes the full path.
+    # lookup (the full path below costs a few µs of Python on every share, as much as the
+    # framework's own import on a CPU).
     if path == "auto" and source is None and device is None and across is None and budget is None \
             and repeat is None and number is None and not warmup:
         try:
-            common = _COMMON.get((type(obj), to))
+            plan = _PLANS.get((type(obj), to, "auto", None, None, False))
         except TypeError:  # an unhashable name: framework() below says what is wrong with it
-            known = None
-        else:
-            if common is not None and common[0] is _PLANS and common[1] is _AUTO_DEPENDS:
-                if common[2] is None:
-                    plan = common[3]
-                else:  # paths.in_device_memory inline: a Python call less on every such share
-                    try:
-                        plan = common[4] if common[2].in_device_memory(obj) else common[3]
-                    except Exception:  # a source that cannot say: the handoff itself reports what is wrong
-                        plan = common[3]
-                if plan is not None:
-                    result = plan.run(obj, None, 1, name, origin, observe=True) if observe \
-                        else plan.run(obj, None, 1, name, origin)
-                    if result.readonly_warning is not None or not result.shared:
-                        _warn_about(obj, result)
-                    return result
-            known = _AUTO_DEPENDS.get((type(obj), to, None))
-        if known is not None and not known[2] and not known[4]:
-            src, place_matters, _, readonly_matters, _ = known
-            on_device = in_device_memory(obj, src) if place_matters else None
-            plan = _PLANS.get((type(obj), to, "auto", None, None, on_device, None,
-                               src.readonly(obj) if readonly_matters else None, None))
-            if plan is not None:
-                if not readonly_matters and type(_PLANS) is _Cache and type(_AUTO_DEPENDS) is _Cache:
-                    _remember_common(type(obj), to, src if place_matters else None, plan, bool(on_device))
-                result = plan.run(obj, None, 1, name, origin, observe=True) if observe else plan.run(obj, None, 1, name, origin)
-                if result.readonly_warning is not None or not result.shared:
-                    _warn_about(obj, result)
-                return result
+            plan = None
+        if plan is not None:
+            result = plan.run(obj, None, 1, name, origin, observe=True) if observe else plan.run(obj, None, 1, name, origin)
+            if result.readonly_warning is not None or not result.shared:
+                _warn_about(obj, result)
+            return result
     if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
     if across is not None and device is not None:
@@ -187,27 +133,15 @@ def share(
     if device is not None:
         path, device, already_there = _move_path(obj, to, path, device, source)
     # What depends only on the array's type, the target and the path is worked out once, into a plan
-    # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs). `auto` into a
-    # framework that cannot address device memory also depends on where the array lies.
-    # With a calibrated model `auto` may also depend on whether the producer's stream has work queued
-    # (asked of the driver only for pairs where the answer changes the path) and, for a source whose
-    # legacy capsule refuses read-only arrays (NumPy), on whether the array is one; and where the
-    # model's choice changes with the array's size, on the range of sizes it lies in.
-    nbytes = None
-    if path == "auto" and device is None:
-        where, busy, readonly, (size_range, nbytes) = _auto_state(obj, to, source)
-    else:
-        where, busy, readonly, size_range = already_there, None, None, None
-    plan_key = (type(obj), to, path, source, device, where, busy, readonly, size_range)
+    # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs),
+    # where `auto` is decided for each array.
+    plan_key = (type(obj), to, path, source, device, already_there)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
-        if device is None:
-            plan = _plan(obj, to, path, source, bool(busy), readonly, nbytes)
-        else:
-            plan = _move_plan(obj, to, path, source, device, already_there)
+        plan = _plan(obj, to, path, source) if device is None else _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
             _PLANS[plan_key] = plan
     if budget is None:
@@ -217,25 +151,6 @@ def share(
     if result.readonly_warning is not None or not result.shared:
         _warn_about(obj, result)
     return result
-
-
-def _remember_common(kind: type, to: str, src: Adapter | None, plan: Any, on_device: bool) -> None:
-    """Keeps ``plan`` as the shortcut of ``share(x, to)`` for arrays of type ``kind`` (``_COMMON``):
-    for both places when ``src`` is None (``auto`` does not depend on where the array lies), else
-    for host memory or device memory, beside the other place's plan if one is kept already."""
-    key = (kind, to)
-    if src is None:
-        _COMMON[key] = (_PLANS, _AUTO_DEPENDS, None, plan, None)
-        return
-    kept = _COMMON.get(key)
-    on_host = in_device = None
-    if kept is not None and kept[0] is _PLANS and kept[1] is _AUTO_DEPENDS:
-        on_host, in_device = kept[3], kept[4]
-    if on_device:
-        in_device = plan
-    else:
-        on_host = plan
-    _COMMON[key] = (_PLANS, _AUTO_DEPENDS, src, on_host, in_device)
 
 
 def _warn_about(obj: Any, result: ShareResult) -> None:
@@ -267,95 +182,24 @@ def values_lost(source: Any, value: Any) -> str | None:
     return _values_lost(src, source, dst, value)
 
 
-# (type of the array, target, source) -> (the source's adapter, whether `auto` depends on where the
-# array lies, whether a model is calibrated in device memory, whether `auto` depends on the array
-# being read-only, whether it depends on the array's size in host memory):
-# worked out once per kind of share, since every share asks; cleared with the model (advice.forget()).
-_AUTO_DEPENDS: dict[tuple[Any, ...], tuple[Adapter, bool, bool, bool, bool]] = _Cache()
-
-# (type of the array, target, source, in device memory) -> whether `auto` takes another path for
-# it when the producer is busy (gpushare.paths.auto_depends_on_producer); cleared with the model.
-_AUTO_FOLLOWS_PRODUCER: dict[tuple[Any, ...], bool] = {}
-
-
-def _auto_state(
-    obj: Any, to: Any, source: str | None,
-) -> tuple[bool | None, bool | None, bool | None, tuple[int | None, int | None]]:
-    """For ``auto`` within the array's device: ``(in device memory, producer busy, read-only,
-    (range of sizes, bytes))``, each None where ``auto`` does not depend on it for arrays like
-    ``obj``. Where the array lies matters
-    into a framework that cannot address device memory (the host route); whether the producer's
-    stream has work queued (``cuStreamQuery``, a microsecond) only on a calibrated machine, for a
-    pair whose path changes with it; whether the array is read-only only there too, for a source
-    whose legacy capsule refuses such arrays (NumPy); the array's size only there too, for a pair
-    whose fastest calibrated path changes with size (the range it lies in, by
-    ``paths.auto_size_breaks``, and its bytes). Unknown or unhashable names give Nones: ``_plan``
-    raises the error that says what is wrong."""
-    unsized = (None, None)
-    try:
-        key = (type(obj), to, source)
-        known = _AUTO_DEPENDS.get(key)
-    except TypeError:
-        return None, None, None, unsized
-    if known is None:
-        try:
-            src = adapter_for(obj, framework(source) if source is not None else None)
-            place_matters = not framework(to).addresses_device
-        except GpushareError:
-            return None, None, None, unsized
-        model = advice.auto_model()
-        # A busy producer can change `auto` only where the model has fits in device memory (a model
-        # made on a machine without a GPU has none): elsewhere the array's place is not asked.
-        device_calibrated = model is not None and any("cuda" in place for *_, place in model.keys())
-        readonly_matters = model is not None and src.legacy_capsule_refuses_readonly
-        sizes_matter = model is not None and bool(paths.auto_size_breaks(src, framework(to), (1, 0)))
-        known = _AUTO_DEPENDS[key] = (src, place_matters, device_calibrated, readonly_matters, sizes_matter)
-    src, place_matters, device_calibrated, readonly_matters, sizes_matter = known
-    on_device = in_device_memory(obj, src) if place_matters or device_calibrated else None
-    busy = _producer_busy_if_it_matters(obj, to, source, src) if device_calibrated and on_device else None
-    sized = unsized
-    if sizes_matter or (device_calibrated and on_device):
-        place, nbytes = _source_place(src, obj, with_size=True)
-        breaks = paths.auto_size_breaks(src, framework(to), place)
-        if breaks and nbytes is not None:
-            sized = (bisect.bisect_right(breaks, nbytes), nbytes)
-    return (on_device if place_matters else None), busy, (src.readonly(obj) if readonly_matters else None), sized
-
-
-def _producer_busy_if_it_matters(obj: Any, to: Any, source: str | None, src: Adapter) -> bool | None:
-    """Whether the producer's stream of ``obj`` (in device memory) has work queued, where ``auto``
-    takes another path for this pair when it has; None where it does not."""
-    key = (type(obj), to, source, True)
-    matters = _AUTO_FOLLOWS_PRODUCER.get(key)
-    if matters is None:
-        try:
-            matters = _AUTO_FOLLOWS_PRODUCER[key] = paths.auto_depends_on_producer(src, framework(to), _source_device(src, obj))
-        except GpushareError:  # an unknown name: _plan says what is wrong
-            return None
-    return advice.producer_state(src, obj) == "busy" if matters else None
-
-
-def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool = False,
-          source_readonly: bool | None = None, nbytes: int | None = None) -> Any:
+def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
     """The SharePlan for arrays like ``obj`` to framework ``to`` by ``path``: names checked, the
-    target imported, the route built. A path that does not apply raises here, with its prediction.
-    ``producer_busy``: ``auto`` for a producer whose stream has work queued; ``source_readonly``:
-    whether the array is read-only, and ``nbytes`` its size, where ``auto`` depends on them."""
+    target imported, the route built. A path that does not apply raises here, with its prediction."""
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
     try:
-        # `auto` may depend on where the array lies (the host route out of device memory into NumPy).
+        # The route `auto` starts from, for where this array lies (each array's own `auto` picks the
+        # route that runs it).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
         try:
-            path_name, convert = route(src, dst, path, source_device, producer_busy, source_readonly, nbytes)
+            path_name, convert = route(src, dst, path, source_device)
         except GpushareError:
-            if path != "auto" or producer_busy:
+            if path != "auto":
                 raise
-            # The model's pick for this kind of array cannot be built here (a model made where the
-            # CUDA driver was usable, say): the plan starts from the rules' own path, and each
-            # array's `auto` (which asks the rules whether a path works) picks its route.
-            path_name = paths.auto_choice(src, dst, source_device, source_readonly=source_readonly, rules_only=True)[0]
+            # The model's pick cannot be built here (a model made where the CUDA driver was usable,
+            # say): the plan starts from the rules' own path.
+            path_name = paths.auto_choice(src, dst, source_device, rules_only=True)[0]
             path_name, convert = route(src, dst, path_name, source_device)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
@@ -365,16 +209,13 @@ def _plan(obj: Any, to: str, path: str, source: str | None, producer_busy: bool 
             raise e from None
         e.predicted = verdicts.predict(src, dst, src_info, path)
         raise
-    # The predictor resolves `auto` by the same one function, from the same facts, for the array it
-    # is given: it then says why auto took the route it took.
-    # A busy producer's `auto` is the path it resolved to (the predictor resolves `auto` for an idle one).
-    by_auto = path == "auto" and not producer_busy
-    # `auto` is decided again for each array by the predictor's own rule (its dtype and layout can
-    # change what a path gives it), and the plan runs that path: the route for another path is
-    # built when an array first takes it.
+    by_auto = path == "auto"
+    # `auto` is decided again for each array by the predictor's own rule (where it lies, its dtype,
+    # layout and size, the producer's state), and the plan runs that path: the route for another
+    # path is built when an array first takes it.
     route_for = (lambda other: (route(src, dst, other, source_device)[1], checks_source(other))) if by_auto else None
     return _native.SharePlan(
-        src, dst, path_name, convert, verdicts.predictor(src, dst, "auto" if by_auto else path_name),
+        src, dst, path_name, convert, verdicts.predictor(src, dst, path),
         _pair_allocators(src, dst), check_source=checks_source(path_name), route_for=route_for,
     )
 

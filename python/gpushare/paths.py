@@ -7,7 +7,6 @@ is converted.
 
 from __future__ import annotations
 
-import bisect
 
 from typing import Any, Callable
 
@@ -161,17 +160,6 @@ def readonly_if_auto_needs(src: Adapter, obj: Any) -> bool | None:
     return src.readonly(obj)
 
 
-def auto_depends_on_producer(
-    src: Adapter, dst: Adapter, source_device: tuple[int, int], destination: tuple[int, int] | None = None,
-) -> bool:
-    """Whether ``auto`` takes another path for this pair when the producer is busy: only then is
-    the producer's stream asked, per handoff (``share``'s plans are kept per state)."""
-    if int(source_device[0]) in _HOST_DEVICE_TYPES:
-        return False
-    idle = auto_choice(src, dst, source_device, destination)[0]
-    return auto_choice(src, dst, source_device, destination, producer_busy=True)[0] != idle
-
-
 def process_auto(obj: Any) -> str:
     """The process path THE ``auto`` takes for handing ``obj`` to another process (``across=``):
     ``ipc`` for device memory, ``shm`` for host memory (gpushare.processes calls this)."""
@@ -231,40 +219,27 @@ def _import_without_stream(src: Adapter, dst: Adapter) -> str:
 _ROUTES: dict[tuple[Any, ...], tuple[str, Route]] = {}
 
 
-def route(
-    src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0), producer_busy: bool = False,
-    source_readonly: bool | None = None, nbytes: int | None = None,
-) -> tuple[str, Route]:
+def forget_routes() -> None:
+    """Drops the routes and size ranges `auto` resolved (the cost model changed)."""
+    _ROUTES.clear()
+    _SIZE_BREAKS.clear()
+
+
+def route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0)) -> tuple[str, Route]:
     """The resolved path name and its conversion function for arrays of ``src`` on
     ``source_device`` (cached: builders depend only on the pair, and ``auto`` on where the array
-    lies only as far as host or device memory, on whether the producer is busy, for NumPy on
-    whether the array is read-only, and, on a calibrated machine, on the range of sizes ``nbytes``
-    lies in where the model's choice changes with size: :func:`auto_size_breaks`)."""
-    on_device = int(source_device[0]) not in _HOST_DEVICE_TYPES
+    lies only as far as host or device memory). A share's ``auto`` is decided again for each
+    array, by the core (``crates/core/src/explain/auto.rs``): this is the route a plan starts from."""
     auto = path == "auto"
-    size_range = None
-    if auto and nbytes is not None:
-        breaks = auto_size_breaks(src, dst, source_device, source_readonly=source_readonly)
-        size_range = bisect.bisect_right(breaks, nbytes) if breaks else None
-    # A range of sizes is a range of that device's fits: the device is part of the key then.
-    key = (src.name, dst.name, path, on_device if auto else None, producer_busy and auto, source_readonly if auto else None,
-           size_range, tuple(source_device) if size_range is not None else None)
+    key = (src.name, dst.name, path, (int(source_device[0]) not in _HOST_DEVICE_TYPES) if auto else None)
     cached = _ROUTES.get(key)
     if cached is None:
-        cached = _ROUTES[key] = _build_route(src, dst, path, source_device, producer_busy, source_readonly,
-                                             nbytes if size_range is not None else None)
+        cached = _ROUTES[key] = _build_route(src, dst, path, source_device)
     return cached
 
 
-def _build_route(
-    src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int], producer_busy: bool = False,
-    source_readonly: bool | None = None, nbytes: int | None = None,
-) -> tuple[str, Route]:
-    name, why = (
-        auto_choice(src, dst, source_device, producer_busy=producer_busy, source_readonly=source_readonly,
-                    nbytes=nbytes)[::2]
-        if path == "auto" else (path, None)
-    )
+def _build_route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int]) -> tuple[str, Route]:
+    name, why = auto_choice(src, dst, source_device)[::2] if path == "auto" else (path, None)
     builder = _BUILDERS.get(name)
     if builder is None:
         known = ", ".join((*PATH_NAMES, "auto"))

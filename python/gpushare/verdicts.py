@@ -30,6 +30,11 @@ Prediction = _native.Prediction
 _PREDICTORS: dict[tuple[str, str, str, str, str], Any] = {}
 
 
+def forget_predictors() -> None:
+    """Drops the predictors of `auto` (the cost model they read changed)."""
+    _PREDICTORS.clear()
+
+
 def predictor(src: Any, dst: Any, path: str) -> Any:
     """The ``_native.Predictor`` for handing arrays of adapter ``src`` to adapter ``dst`` by
     ``path``, or None for a path gpushare does not model. Made once per pair, path and versions: the

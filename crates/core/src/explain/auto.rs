@@ -57,7 +57,8 @@ pub struct ArrayAuto {
 /// path that ran.
 pub fn auto_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
     if target.auto_model.is_none() {
-        return ArrayAuto { path: resolve_auto_with(source, &target.framework, target.endpoints, None), why: None };
+        let rules = resolve_auto(&share_facts(source, &target.framework, target.endpoints, None, false));
+        return ArrayAuto { path: rules.path, why: rules.why };
     }
     let key = ArrayKey::of(source, target);
     if let Some(known) = target.auto_memo.array(&key) {
@@ -68,22 +69,37 @@ pub fn auto_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto 
     chosen
 }
 
+/// Whether `auto`'s pick for arrays like `source` changes when the producer's stream has work
+/// queued: only then is the driver asked, per share (a microsecond, and a call into the source
+/// framework for its stream). Never without a model (the rules' choice does not read the producer)
+/// nor for host memory (nothing is queued for it).
+pub fn auto_follows_producer(source: &TensorReport, target: &TargetFacts) -> bool {
+    let Some(model) = target.auto_model.as_deref() else { return false };
+    if target.path != "auto" || target.destination.is_some() || !matches!(Place::of_dlpack(source.dlpack_device), Place::Device(_)) {
+        return false;
+    }
+    let memo = &target.auto_memo;
+    memo.path(source, &target.framework, target.endpoints, model, false) != memo.path(source, &target.framework, target.endpoints, model, true)
+}
+
 /// [`auto_for_array`] with a model, worked out.
 fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
-    let rules = resolve_auto_with(source, &target.framework, target.endpoints, None);
+    let rules_choice = resolve_auto(&share_facts(source, &target.framework, target.endpoints, None, false));
+    let rules = rules_choice.path;
     let Some(model) = target.auto_model.as_deref() else {
-        return ArrayAuto { path: rules, why: None };
+        return ArrayAuto { path: rules, why: rules_choice.why };
     };
     // The model's word costs a microsecond (its fits for the pair, each read and compared); it is
     // asked once per kind of source and range of sizes, and remembered with the facts it was asked
     // with. Where it keeps the rules' choice and that works, nothing is left to weigh.
-    let picked = target.auto_memo.path(source, &target.framework, target.endpoints, model);
+    let busy = target.settings.producer_busy;
+    let picked = target.auto_memo.path(source, &target.framework, target.endpoints, model, busy);
     let verdict_by = |path: &str| super::predict(source, &explicit(target, path)).verdict();
     let picked_verdict = verdict_by(picked);
     if picked == rules && picked_verdict == crate::report::Verdict::Shared {
-        return ArrayAuto { path: rules, why: None };
+        return ArrayAuto { path: rules, why: rules_choice.why };
     }
-    let facts = share_facts(source, &target.framework, target.endpoints, Some(model));
+    let facts = share_facts(source, &target.framework, target.endpoints, Some(model), busy);
     for wanted in [2, 1] {
         let choice = crate::paths::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted);
         let path = choice.path;
@@ -102,7 +118,7 @@ fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
             return ArrayAuto { path, why };
         }
     }
-    ArrayAuto { path: rules, why: None }
+    ArrayAuto { path: rules, why: rules_choice.why }
 }
 
 fn verdict_words(verdict: crate::report::Verdict) -> &'static str {
@@ -176,7 +192,7 @@ pub struct ArrayKey {
     address_alignment: u64,
     span_from_address: (i128, i128),
     nbytes: u64,
-    settings: (Option<bool>, Option<i32>, Option<bool>, Option<bool>),
+    settings: (Option<bool>, Option<i32>, Option<bool>, Option<bool>, bool),
 }
 
 impl ArrayKey {
@@ -199,32 +215,43 @@ impl ArrayKey {
                 target.settings.source.current_device,
                 target.settings.target.has_current_context,
                 target.settings.cuda_available,
+                target.settings.producer_busy,
             ),
         }
     }
 }
 
-/// One kind of source: (source framework, DLPack place, read-only), the sizes at which the
-/// model's choice may change, and the path of each range between them, once asked.
+/// One kind of source: (source framework, DLPack place, read-only, producer busy), the sizes at
+/// which the model's choice may change, and the path of each range between them, once asked.
 #[derive(Debug, Clone)]
 struct AutoMemoEntry {
     framework: String,
     place: (u32, i32),
     readonly: bool,
+    busy: bool,
     breaks: Vec<u64>,
     paths: Vec<Option<&'static str>>,
 }
 
 impl AutoMemo {
-    fn path(&self, source: &TensorReport, target: &str, endpoints: Option<Endpoints>, model: &crate::advice::model::CostModel) -> &'static str {
-        let same = |e: &AutoMemoEntry| e.framework == source.framework && e.place == source.dlpack_device && e.readonly == source.readonly;
+    fn path(
+        &self,
+        source: &TensorReport,
+        target: &str,
+        endpoints: Option<Endpoints>,
+        model: &crate::advice::model::CostModel,
+        busy: bool,
+    ) -> &'static str {
+        let same = |e: &AutoMemoEntry| {
+            e.framework == source.framework && e.place == source.dlpack_device && e.readonly == source.readonly && e.busy == busy
+        };
         if let Ok(memo) = self.0.lock()
             && let Some(entry) = memo.iter().find(|e| same(e))
             && let Some(Some(path)) = entry.paths.get(crate::advice::crossings::size_class(&entry.breaks, source.nbytes))
         {
             return path;
         }
-        let facts = share_facts(source, target, endpoints, Some(model));
+        let facts = share_facts(source, target, endpoints, Some(model), busy);
         let path = resolve_auto(&facts).path;
         if let Ok(mut memo) = self.0.lock() {
             let index = match memo.iter().position(same) {
@@ -232,7 +259,14 @@ impl AutoMemo {
                 None => {
                     let breaks = auto_size_breaks(&facts);
                     let paths = vec![None; breaks.len() + 1];
-                    memo.push(AutoMemoEntry { framework: source.framework.clone(), place: source.dlpack_device, readonly: source.readonly, breaks, paths });
+                    memo.push(AutoMemoEntry {
+                        framework: source.framework.clone(),
+                        place: source.dlpack_device,
+                        readonly: source.readonly,
+                        busy,
+                        breaks,
+                        paths,
+                    });
                     memo.len() - 1
                 }
             };
@@ -288,7 +322,7 @@ pub fn resolve_auto_with(
     endpoints: Option<Endpoints>,
     model: Option<&crate::advice::model::CostModel>,
 ) -> &'static str {
-    resolve_auto(&share_facts(source, target, endpoints, model)).path
+    resolve_auto(&share_facts(source, target, endpoints, model, false)).path
 }
 
 /// The facts of a handoff of `source` to `target` within its device.
@@ -297,6 +331,7 @@ fn share_facts<'a>(
     target: &'a str,
     endpoints: Option<Endpoints>,
     model: Option<&'a crate::advice::model::CostModel>,
+    producer_busy: bool,
 ) -> AutoFacts<'a> {
     AutoFacts {
         endpoints: endpoints.unwrap_or_else(|| known_endpoints(&source.framework, target)),
@@ -309,8 +344,8 @@ fn share_facts<'a>(
         model,
         source_name: &source.framework,
         nbytes: Some(source.nbytes),
-        // The rules' prediction is of the handoff itself, not of the producer's state.
-        producer_busy: false,
+        // Only the model's pick reads it: the rules' choice is of the handoff itself.
+        producer_busy: producer_busy && model.is_some(),
         // The array described: whether it is read-only (an immutable framework's arrays count as
         // read-only, which only matters for a source that refuses those by capsule: NumPy).
         source_readonly: Some(source.readonly),

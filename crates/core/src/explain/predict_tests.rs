@@ -621,3 +621,37 @@ fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes
         }
     }
 }
+
+#[test]
+fn a_busy_producer_changes_auto_only_where_the_model_says_and_the_prediction_follows_the_path() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // torch→a JAX-like consumer on a GPU whose DLPack import waits on the host for the producer
+    // and whose `__cuda_array_interface__` import is ordered on the device: idle, DLPack (20 µs)
+    // beats cai (40 µs); busy, DLPack would wait for all the queued work, so `auto` takes cai.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), flat(20e-6), Some(true));
+    m.add(&key("cai"), flat(40e-6), Some(true));
+    let endpoints = crate::paths::Endpoints { target_cai_unordered: false, ..super::known_endpoints("torch", "jax") };
+    let idle = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), endpoints: Some(endpoints), ..to("jax") };
+    let mut busy = idle.clone();
+    busy.settings.producer_busy = true;
+    let x = on_cuda(src("torch", "float32", 0x10000, vec![64], vec![1]), 0);
+    assert!(super::auto_follows_producer(&x, &idle));
+    assert_eq!(super::auto_for_array(&x, &idle).path, "dlpack");
+    let chosen = super::auto_for_array(&x, &busy);
+    assert_eq!(chosen.path, "cai");
+    assert!(chosen.why.as_deref().is_some_and(|w| w.contains("busy")), "{chosen:?}");
+    // The prediction of `auto` for a busy producer is cai's own.
+    let by_cai = predict(&x, &TargetFacts { path: "cai".into(), endpoints: Some(endpoints), ..to("jax") });
+    assert_eq!(predict(&x, &busy).reason(), by_cai.reason());
+    // Host memory has no queue, and without a model the rules never read the producer.
+    let on_host = src("torch", "float32", 0x10000, vec![64], vec![1]);
+    assert!(!super::auto_follows_producer(&on_host, &idle));
+    assert!(!super::auto_follows_producer(&x, &TargetFacts { endpoints: Some(endpoints), ..to("jax") }));
+    // A consumer whose interface import ignores the producer's stream (JAX as measured): cai is
+    // never taken on a GPU, so the producer's state changes nothing and is not asked.
+    let jax = TargetFacts { endpoints: Some(super::known_endpoints("torch", "jax")), auto_memo: Default::default(), ..idle.clone() };
+    assert!(!super::auto_follows_producer(&x, &jax));
+}

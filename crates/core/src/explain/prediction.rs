@@ -62,6 +62,10 @@ pub struct Settings {
     pub source_version: String,
     /// Whether the CUDA driver is usable, when known (the `pinned` path needs it).
     pub cuda_available: Option<bool>,
+    /// Whether the producer's stream has work queued (the driver's word, asked per share only
+    /// where `auto`'s pick for the array depends on it: [`crate::explain::auto_follows_producer`]).
+    /// Read by `auto` alone: the rules' prediction of a path is of the handoff itself.
+    pub producer_busy: bool,
 }
 
 /// What gpushare knows about the target of a handoff.

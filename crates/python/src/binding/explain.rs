@@ -210,22 +210,40 @@ pub struct Predictor {
 
 impl Predictor {
     pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Prediction> {
-        let facts = self.facts_for(py, source)?;
+        self.predict_for_producer(py, source, false)
+    }
+
+    /// [`Predictor::predict`] for a producer whose stream has work queued (`busy`), which `auto`
+    /// reads: the prediction of the path `auto` takes for it.
+    pub fn predict_for_producer(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<Prediction> {
+        let mut facts = self.facts_for(py, source)?;
+        if busy {
+            facts.to_mut().settings.producer_busy = true;
+        }
         Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
     }
 
-    /// Whether this predictor resolves `auto` within the source's device with a cost model: then
-    /// the path that runs is the planner's for each array ([`Predictor::auto_for`]). Without a
-    /// model `auto` is the rules' choice, the same for every array the plan serves (its key holds
-    /// where the array lies), and nothing is asked per array.
+    /// Whether this predictor resolves `auto` within the source's device: then the path that runs
+    /// is decided per array ([`Predictor::auto_for`]), by the one `auto` its prediction reads:
+    /// where the array lies, its dtype and layout, its size and the producer's state can each
+    /// change it.
     pub fn resolves_auto(&self) -> bool {
-        self.facts.path == "auto" && self.facts.destination.is_none() && self.facts.auto_model.is_some()
+        self.facts.path == "auto" && self.facts.destination.is_none()
+    }
+
+    /// Whether `auto`'s pick for arrays like `source` depends on the producer's state
+    /// ([`explain::auto_follows_producer`]): only then is its stream asked.
+    pub fn follows_producer(&self, source: &TensorReport) -> bool {
+        explain::auto_follows_producer(source, &self.facts)
     }
 
     /// THE `auto` for the array `source` describes (`explain::auto_for_array`), from the same facts,
     /// live settings included, that its prediction reads: the path the plan runs is the one predicted.
-    pub fn auto_for(&self, py: Python<'_>, source: &TensorReport) -> PyResult<explain::ArrayAuto> {
-        let facts = self.facts_for(py, source)?;
+    pub fn auto_for(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<explain::ArrayAuto> {
+        let mut facts = self.facts_for(py, source)?;
+        if busy {
+            facts.to_mut().settings.producer_busy = true;
+        }
         Ok(explain::auto_for_array(source, &facts))
     }
 
@@ -350,9 +368,9 @@ impl Predictor {
         Ok(match nbytes {
             Some(n) if n != report.nbytes => {
                 let resized = TensorReport { nbytes: n, ..report.clone() };
-                self.auto_for(py, &resized)?.path
+                self.auto_for(py, &resized, false)?.path
             }
-            _ => self.auto_for(py, report)?.path,
+            _ => self.auto_for(py, report, false)?.path,
         }
         .to_string())
     }

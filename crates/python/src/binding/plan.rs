@@ -468,14 +468,26 @@ impl SharePlan {
                 options.timing.validate().map_err(crate::share::Error::Usage)?;
                 let source = handoff.describe(&obj)?;
                 crate::trace::mark("describe the source");
-                let chosen = Python::attach(|py| auto.get().auto_for(py, source.as_ref()).map_err(|e| share_error(py, e)))
+                let predictor = auto.get();
+                // The producer's stream is asked (the driver's cuStreamQuery, which never waits)
+                // only where its state changes `auto`'s pick for arrays like this one.
+                let busy = predictor.follows_producer(source.as_ref()) && self.producer_busy(&obj, source.as_ref())?;
+                let chosen = Python::attach(|py| predictor.auto_for(py, source.as_ref(), busy).map_err(|e| share_error(py, e)))
                     .map_err(|e| e.explain(crate::share::Stage::Inspect, self.source.name(), self.target.name(), "auto", None))?;
-                if chosen.path == self.route.path {
+                // The prediction is of the path `auto` takes for this array in this state.
+                let predict_busy = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
+                    Python::attach(|py| {
+                        predictor.predict_for_producer(py, source, busy).map(|p| Some(p.to_outcome())).map_err(|e| share_error(py, e))
+                    })
+                };
+                let handoff = if busy { Handoff { predictor: Some(&predict_busy), ..handoff } } else { handoff };
+                if chosen.path == self.route.path && chosen.why == self.route.chosen_why {
                     let (source, predicted) = handoff.prepare_described(&obj, source)?;
                     return handoff.convert_prepared(&self.host, &obj, source, predicted, options);
                 }
-                // This array's own `auto` differs from the plan's (its dtype or layout changes the
-                // verdict a path gives): the path predicted is the path that runs.
+                // This array's own `auto` differs from the plan's (where it lies, its dtype, layout
+                // or size, or the producer's state change it), or carries its own words: the path
+                // predicted is the path that runs.
                 let other = Python::attach(|py| self.other_route(py, chosen.path, chosen.why))
                     .map_err(|e| Python::attach(|py| share_error(py, e)))?;
                 let (route, check_source) = &*other;
@@ -488,6 +500,16 @@ impl SharePlan {
         let result = ShareResult::from_outcome(outcome.value, outcome.report);
         crate::trace::mark("the result object");
         Ok(result)
+    }
+
+    /// Whether the producer's stream of `obj` (described by `source`) has work queued: the
+    /// driver's `cuStreamQuery`, which does not wait. Not busy where nobody can say (a framework
+    /// without a current stream, such as JAX; no CUDA driver): nothing is assumed.
+    fn producer_busy(&self, obj: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<bool> {
+        let Some(handle) = self.source.current_stream(obj)? else { return Ok(false) };
+        // The default streams (0, 1, 2) are the current context's: the array's device says which.
+        let ordinal = if handle <= 2 { source.dlpack_device.1 } else { 0 };
+        Ok(crate::cuda::Stream::external(handle, ordinal).is_done().is_ok_and(|done| !done))
     }
 
     /// The predictor that decides `auto` per array, where this plan follows it.
