@@ -12,7 +12,7 @@ import pytest
 
 import gpushare
 from _gpu import need, require_cuda
-from gpushare import _native, advice, paths
+from gpushare import _native, advice, verdicts
 from gpushare.adapters import framework
 
 pytestmark = pytest.mark.gpu
@@ -110,7 +110,7 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
     # Where a calibrated path is ordered and does not wait, a busy producer moves auto to it;
     # where none is (into JAX: its interface import ignores the stream), auto keeps its idle pick.
     # Either way the consumer must read the values the queue wrote.
-    switches = paths.auto_depends_on_producer(src, jax, (2, 0))
+    switches = verdicts.predictor(src, jax, "auto").follows_producer(gpushare.inspect(x))
     # Warm the busy plan: the route, the target's import.
     queue()
     gpushare.share(x, "jax")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import gpushare
-from gpushare import _native, advice, paths
+from gpushare import _native, advice, paths, verdicts
 from gpushare.adapters import framework
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -83,6 +83,8 @@ def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
         for _ in range(2):
             assert gpushare.share(torch.ones(4), "jax").verdict in ("shared", "copied")
         assert asked == []
+        predictor = verdicts.predictor(src, framework("jax"), "auto")
+        assert predictor.follows_producer(gpushare.inspect(torch.ones(4))) is False
     finally:
         advice.forget()
 

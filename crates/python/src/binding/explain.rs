@@ -375,6 +375,13 @@ impl Predictor {
         .to_string())
     }
 
+    /// Whether ``auto``'s pick for arrays like the one ``source`` describes changes when the
+    /// producer's stream has work queued (a share then asks the driver); False for any other path.
+    #[pyo3(name = "follows_producer")]
+    fn py_follows_producer(&self, source: &Bound<'_, TensorInfo>) -> bool {
+        self.follows_producer(&source.get().report)
+    }
+
     fn __repr__(&self) -> String {
         format!("Predictor(target={:?}, version={:?}, path={:?})", self.facts.framework, self.facts.version, self.facts.path)
     }
