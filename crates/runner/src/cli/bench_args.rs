@@ -116,7 +116,7 @@ fn unquoted_pair_hint(s: &str) -> Option<String> {
     ))
 }
 
-pub use crate::render::units::{MAX_SIZE, parse_size};
+pub use crate::render::units::parse_size;
 
 /// `--sizes`: a comma-separated list with at least one size. Kept as written (the kernel parses
 /// it again), only checked here.
@@ -165,6 +165,7 @@ pub fn parse_dtype_name(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::units::MAX_SIZE;
 
     #[test]
     fn pairs_take_known_names_and_aliases_with_or_without_spaces() {
