@@ -49,22 +49,21 @@ def test_the_paths_whose_host_waits_for_the_producer_are_the_cores():
 def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     m = _model()
     jax = framework("jax")
-    facts = dict(model=m, source_name="torch", import_waits=jax.dlpack_import_waits)
-    ends = (True, jax.accepts_objects, jax.accepts_capsules, True)
     # A consumer whose DLPack import waits on the host and whose interface import honours the
     # producer's stream: busy, auto takes the interface, ordered on the device.
-    idle = _native.resolve_auto(ends, (2, 0), None, "jax", **facts)
-    busy = _native.resolve_auto(ends, (2, 0), None, "jax", producer_busy=True, **facts)
+    ordered = _native.Pair("torch", "jax", accepts_capsules=jax.accepts_capsules, import_waits=jax.dlpack_import_waits)
+    idle = ordered.auto((2, 0), model=m)
+    busy = ordered.auto((2, 0), model=m, producer_busy=True)
     assert idle[0] == "dlpack"
     assert busy[0] == "cai"
     assert "busy" in busy[2] and "dlpack waits on the host" in busy[2]
     # Host memory: nothing queued to wait for, the same path either way.
-    assert _native.resolve_auto(ends, (1, 0), None, "jax", producer_busy=True, **facts)[0] == "dlpack"
+    assert ordered.auto((1, 0), model=m, producer_busy=True)[0] == "dlpack"
     # JAX itself ignores the interface's stream (it read the values from before the queue on an
     # H100): cai into it is not ordered, so a busy producer keeps dlpack, which waits but is right.
     assert jax.cai_import_orders is False
-    real = dict(facts, cai_unordered=not jax.cai_import_orders)
-    assert _native.resolve_auto(ends, (2, 0), None, "jax", producer_busy=True, **real)[0] == "dlpack"
+    real = paths.pair(framework("torch"), jax)
+    assert real.auto((2, 0), model=m, producer_busy=True)[0] == "dlpack"
     assert _native.path_ordering("share", "cai", "cuda:0", True, jax.cai_import_orders)[2] is False
 
 

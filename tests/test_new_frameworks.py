@@ -234,7 +234,7 @@ def test_pycuda_takes_and_gives_the_cuda_array_interface_only(stand_in_pycuda):
     # auto: no DLPack either way, so device memory goes by __cuda_array_interface__.
     assert paths.resolve_auto(stand_in_pycuda, torch_adapter, (2, 0)) == "cai"
     assert paths.resolve_auto(torch_adapter, stand_in_pycuda, (2, 0)) == "cai"
-    assert paths.endpoints(stand_in_pycuda, stand_in_pycuda) == _native.known_endpoints("pycuda", "pycuda")
+    assert paths.pair(stand_in_pycuda, stand_in_pycuda).endpoints == _native.known_endpoints("pycuda", "pycuda")
     # Its import is a GPUArray over the same memory that keeps the source alive.
     source = StandInGPUArray((2, 3), np.int16)
     view = stand_in_pycuda.from_cai(source)

@@ -44,24 +44,36 @@ def test_the_adapters_agree_with_what_the_rules_know_of_each_framework():
     facts) resolves ``auto`` from the rules' word on each framework: it must be the adapters'."""
     for s in ADAPTERS.values():
         for d in ADAPTERS.values():
-            assert paths.endpoints(s, d) == _native.known_endpoints(s.name, d.name), (s.name, d.name)
+            assert paths.pair(s, d).endpoints == _native.known_endpoints(s.name, d.name), (s.name, d.name)
 
 
 def test_auto_decides_from_facts():
-    plain = (True, True, True, True)
-    assert _native.resolve_auto(plain, (1, 0)) == ("dlpack", "share", None)
+    plain = _native.Pair()
+    assert plain.auto((1, 0)) == ("dlpack", "share", None)
     # Into a framework that cannot address device memory, from device memory: the host route, and why.
-    path, kind, why = _native.resolve_auto((True, True, False, False), (2, 0), target="numpy")
+    into_numpy = _native.Pair("torch", "numpy", accepts_capsules=False, addresses_device=False)
+    path, kind, why = into_numpy.auto((2, 0))
     assert (path, kind) == ("host", "share") and "numpy cannot address device memory" in why
-    assert _native.resolve_auto((True, True, False, False), (1, 0))[0] == "dlpack"
-    assert _native.resolve_auto((True, False, True, True), (2, 0))[0] == "capsule"
-    assert _native.resolve_auto((False, True, True, True), (2, 0))[0] == "cai"
+    assert into_numpy.auto((1, 0))[0] == "dlpack"
+    assert _native.Pair(accepts_objects=False).auto((2, 0))[0] == "capsule"
+    assert _native.Pair(exports_dlpack=False).auto((2, 0))[0] == "cai"
     # Moves: a peer copy only between two GPUs that reach each other; nothing to move when already there.
-    assert _native.resolve_auto(plain, (2, 0), (2, 1), peer_access=True)[:2] == ("p2p", "move")
-    assert _native.resolve_auto(plain, (2, 0), (2, 1), peer_access=False)[0] == "move"
-    assert _native.resolve_auto(plain, (2, 0), (1, 0), peer_access=True)[0] == "move"
-    path, kind, why = _native.resolve_auto(plain, (1, 0), (1, 0))
+    assert plain.auto((2, 0), (2, 1), peer_access=True)[:2] == ("p2p", "move")
+    assert plain.auto((2, 0), (2, 1), peer_access=False)[0] == "move"
+    assert plain.auto((2, 0), (1, 0), peer_access=True)[0] == "move"
+    path, kind, why = plain.auto((1, 0), (1, 0))
     assert (path, kind) == ("move", "move") and "already on cpu" in why
+
+
+def test_a_pair_reads_what_the_two_adapters_declare_once():
+    torch_adapter, jax_adapter = ADAPTERS["torch"], ADAPTERS["jax"]
+    into_jax = paths.pair(torch_adapter, jax_adapter)
+    assert (into_jax.source, into_jax.target) == ("torch", "jax")
+    assert into_jax == _native.Pair("torch", "jax", accepts_capsules=jax_adapter.accepts_capsules,
+                                    import_waits=jax_adapter.dlpack_import_waits,
+                                    cai_unordered=not jax_adapter.cai_import_orders,
+                                    shares_host_across=torch_adapter.shares_host_memory_across_processes)
+    assert into_jax != _native.Pair("torch", "jax")
 
 
 def test_the_host_only_auto_is_decided_per_array():
@@ -80,7 +92,7 @@ def test_the_process_auto_is_the_one_auto():
     """processes.py can call paths.process_auto: the one auto's word for a handoff across processes."""
     np = pytest.importorskip("numpy")
     assert paths.process_auto(np.ones(4)) == "shm"
-    assert _native.resolve_auto((True, True, True, True), (2, 0), across=True)[:2] == ("ipc", "process")
+    assert _native.Pair().auto((2, 0), across=True)[:2] == ("ipc", "process")
     from gpushare import processes
 
     assert paths.process_auto(np.ones(4)) == processes.resolve_auto(np.ones(4))

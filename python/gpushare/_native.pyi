@@ -318,12 +318,9 @@ class Predictor:
         source_version: str = "",
         target_facts: dict[str, Any] | None = None,
         source_facts: dict[str, Any] | None = None,
-        endpoints: tuple[bool, bool, bool, bool] | None = None,
+        pair: Pair | None = None,
         destination: tuple[int, int] | None = None,
         model: CostModel | None = None,
-        capsule_refuses_readonly: bool = False,
-        import_waits: bool = False,
-        cai_unordered: bool = False,
     ) -> None: ...
     def __call__(self, source: TensorInfo) -> Prediction: ...
     def chosen_path(self, source: TensorInfo, nbytes: int | None = None) -> str: ...
@@ -331,55 +328,66 @@ class Predictor:
 
 # -- the path table and the one `auto` (crates/core/src/paths.rs, crates/python/src/binding/paths.rs) ---------------------------
 def path_table() -> list[dict[str, Any]]: ...
-def resolve_auto(
-    endpoints: tuple[bool, bool, bool, bool],
-    source: tuple[int, int],
-    destination: tuple[int, int] | None = None,
-    target: str = "",
-    peer_access: bool | None = None,
-    across: bool = False,
-    model: CostModel | None = None,
-    source_name: str = "",
-    nbytes: int | None = None,
-    producer_busy: bool = False,
-    import_waits: bool = False,
-    source_shares_host: bool = False,
-    cai_unordered: bool = False,
-    capsule_refuses_readonly: bool = False,
-    source_readonly: bool | None = None,
-) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
-def auto_size_breaks(
-    endpoints: tuple[bool, bool, bool, bool],
-    source: tuple[int, int],
-    destination: tuple[int, int] | None = None,
-    target: str = "",
-    peer_access: bool | None = None,
-    across: bool = False,
-    model: CostModel | None = None,
-    source_name: str = "",
-    producer_busy: bool = False,
-    import_waits: bool = False,
-    source_shares_host: bool = False,
-    cai_unordered: bool = False,
-    capsule_refuses_readonly: bool = False,
-    source_readonly: bool | None = None,
-) -> list[int]: ...
-def auto_ranges(
-    endpoints: tuple[bool, bool, bool, bool],
-    source: tuple[int, int],
-    destination: tuple[int, int] | None = None,
-    target: str = "",
-    peer_access: bool | None = None,
-    across: bool = False,
-    model: CostModel | None = None,
-    source_name: str = "",
-    producer_busy: bool = False,
-    import_waits: bool = False,
-    source_shares_host: bool = False,
-    cai_unordered: bool = False,
-    capsule_refuses_readonly: bool = False,
-    source_readonly: bool | None = None,
-) -> list[tuple[int, int | None, str, str | None]]: ...
+class Pair:
+    """What two adapters declare that ``auto`` decides from, read once."""
+
+    def __init__(
+        self,
+        source: str = "",
+        target: str = "",
+        *,
+        exports_dlpack: bool = True,
+        accepts_objects: bool = True,
+        accepts_capsules: bool = True,
+        addresses_device: bool = True,
+        import_waits: bool = False,
+        cai_unordered: bool = False,
+        capsule_refuses_readonly: bool = False,
+        shares_host_across: bool = False,
+    ) -> None: ...
+    @staticmethod
+    def of(src: Any, dst: Any) -> Pair: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def endpoints(self) -> tuple[bool, bool, bool, bool]: ...
+    def auto(
+        self,
+        source: tuple[int, int],
+        destination: tuple[int, int] | None = None,
+        *,
+        peer_access: bool | None = None,
+        across: bool = False,
+        model: CostModel | None = None,
+        nbytes: int | None = None,
+        producer_busy: bool = False,
+        source_readonly: bool | None = None,
+    ) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
+    def size_breaks(
+        self,
+        source: tuple[int, int],
+        destination: tuple[int, int] | None = None,
+        *,
+        peer_access: bool | None = None,
+        across: bool = False,
+        model: CostModel | None = None,
+        producer_busy: bool = False,
+        source_readonly: bool | None = None,
+    ) -> list[int]: ...
+    def ranges(
+        self,
+        source: tuple[int, int],
+        destination: tuple[int, int] | None = None,
+        *,
+        peer_access: bool | None = None,
+        across: bool = False,
+        model: CostModel | None = None,
+        producer_busy: bool = False,
+        source_readonly: bool | None = None,
+    ) -> list[tuple[int, int | None, str, str | None]]: ...
+
 def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
 

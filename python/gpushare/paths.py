@@ -64,11 +64,10 @@ def available() -> tuple[str, ...]:
     return tuple(name for name in PATH_NAMES if name in _BUILDERS)
 
 
-def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
-    """What the adapters declare that ``auto`` decides from: the source's arrays have
-    ``__dlpack__``; the target's from_dlpack takes objects; it takes raw capsules; it can hold
-    arrays in device memory."""
-    return (src.exports_dlpack, dst.accepts_objects, dst.accepts_capsules, dst.addresses_device)
+def pair(src: Adapter, dst: Adapter) -> Any:
+    """What adapters ``src`` and ``dst`` declare that ``auto`` decides from, as one typed object
+    (``gpushare._native.Pair``): every question put to ``auto`` takes it."""
+    return _native.Pair.of(src, dst)
 
 
 def auto_choice(
@@ -88,12 +87,9 @@ def auto_choice(
     ``rules_only``: the rules' choice, whatever the cost model says."""
     from gpushare import advice  # the cost model, where this machine was calibrated
 
-    return _native.resolve_auto(
-        endpoints(src, dst), tuple(source_device), destination, dst.name,
-        model=None if rules_only else advice.auto_model(), source_name=src.name, nbytes=nbytes,
-        producer_busy=producer_busy, import_waits=dst.dlpack_import_waits,
-        cai_unordered=not dst.cai_import_orders,
-        capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
+    return pair(src, dst).auto(
+        tuple(source_device), destination, model=None if rules_only else advice.auto_model(), nbytes=nbytes,
+        producer_busy=producer_busy, source_readonly=source_readonly,
     )
 
 
@@ -115,10 +111,8 @@ def auto_size_breaks(
     key = (model, src.name, dst.name, tuple(source_device), destination, source_readonly)
     breaks = _SIZE_BREAKS.get(key)
     if breaks is None:
-        breaks = _SIZE_BREAKS[key] = tuple(_native.auto_size_breaks(
-            endpoints(src, dst), tuple(source_device), destination, dst.name, model=model, source_name=src.name,
-            import_waits=dst.dlpack_import_waits, cai_unordered=not dst.cai_import_orders,
-            capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
+        breaks = _SIZE_BREAKS[key] = tuple(pair(src, dst).size_breaks(
+            tuple(source_device), destination, model=model, source_readonly=source_readonly,
         ))
     return breaks
 
@@ -137,10 +131,8 @@ def auto_ranges(
 
     src, dst = arguments.adapter("src", src), arguments.adapter("dst", dst)
 
-    return list(_native.auto_ranges(
-        endpoints(src, dst), tuple(source_device), destination, dst.name, model=advice.auto_model(),
-        source_name=src.name, import_waits=dst.dlpack_import_waits, cai_unordered=not dst.cai_import_orders,
-        capsule_refuses_readonly=src.legacy_capsule_refuses_readonly, source_readonly=source_readonly,
+    return list(pair(src, dst).ranges(
+        tuple(source_device), destination, model=advice.auto_model(), source_readonly=source_readonly,
     ))
 
 
@@ -167,8 +159,7 @@ def process_auto(obj: Any) -> str:
 
     src = adapter_of(obj)
     where = (2, 0) if in_device_memory(obj, src) else (1, 0)
-    return _native.resolve_auto(endpoints(src, src), where, None, src.name, None, True,
-                                source_shares_host=src.shares_host_memory_across_processes)[0]
+    return pair(src, src).auto(where, across=True)[0]
 
 
 def resolve_auto(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> str:
@@ -382,8 +373,7 @@ def _cuda_reason() -> str | None:
 def _shared_buffer_importer(dst: Adapter) -> Route:
     """How ``dst`` takes a SharedBuffer without copying: DLPack, a legacy capsule (TensorFlow), or
     ``__cuda_array_interface__`` (Numba), as ``auto``'s last step says for a source with DLPack."""
-    _, objects, capsules, _ = endpoints(dst, dst)
-    import_by = _native.resolve_auto((True, objects, capsules, True), (1, 0))[0]
+    import_by = _native.Pair(accepts_objects=dst.accepts_objects, accepts_capsules=dst.accepts_capsules).auto((1, 0))[0]
     if import_by == "dlpack":
         # Resolved once, as the dlpack route's is (JAX's starts JAX here, before any handoff).
         return dst.dlpack_importer()

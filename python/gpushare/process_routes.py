@@ -134,7 +134,8 @@ def resolve_auto(obj: Any) -> str:
         return paths.process_auto(obj)
     except NotAnArrayError:  # no adapter knows the object: the core's rule, asked with its address's place
         where = (2, 0) if _is_cuda(obj) else (1, 0)
-        return _native.resolve_auto((False, False, False, False), where, None, "", None, True)[0]
+        return _native.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,
+                            addresses_device=False).auto(where, across=True)[0]
 
 
 #: The frameworks the worker can hold the result in, per path.

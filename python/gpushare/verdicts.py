@@ -62,11 +62,8 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             target_facts=dst.rule_facts(),
             source_facts=src.rule_facts(),
             # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
-            endpoints=paths.endpoints(src, dst),
+            pair=paths.pair(src, dst),
             model=model,
-            capsule_refuses_readonly=src.legacy_capsule_refuses_readonly,
-            import_waits=dst.dlpack_import_waits,
-            cai_unordered=not dst.cai_import_orders,
         )
     return made
 
@@ -88,7 +85,7 @@ def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) 
     if made is None:
         made = _MOVE_PREDICTORS[key] = _native.Predictor(
             dst.name, key[4], path, key[5], target_facts=dst.rule_facts(), source_facts=src.rule_facts(),
-            endpoints=paths.endpoints(src, dst), destination=tuple(destination),
+            pair=paths.pair(src, dst), destination=tuple(destination),
         )
     return made
 

@@ -299,18 +299,13 @@ impl Predictor {
     /// newest behaviour is assumed). ``target_facts`` and ``source_facts``: what the two adapters'
     /// ``rule_facts()`` declare (``keeps_64_bit``, ``per_thread_default_stream``, ``current_device``,
     /// ``has_current_context``: each a value, or a function of no arguments for a fact that can change).
-    /// ``endpoints``: the adapters' facts ``auto`` decides from (``gpushare._native.resolve_auto``);
-    /// None: the rules' own word on the two frameworks.
+    /// ``pair``: what the two adapters declare that ``auto`` decides from (``Pair.of(src, dst)``);
+    /// None: the rules' own word on the two frameworks. With it, `auto` decided here never takes,
+    /// on a GPU, a path that would read the producer's values before its queue wrote them.
     /// ``destination``: a move's (``device=``) as DLPack's ``(device_type, id)``; None: a handoff.
     /// ``model``: the ``CostModel`` ``auto`` consults, so ``auto`` is predicted as the path it takes.
-    /// ``capsule_refuses_readonly``: the source's legacy capsule export refuses read-only arrays
-    /// (the adapter's ``legacy_capsule_refuses_readonly``), with ``endpoints``.
     #[new]
-    /// ``import_waits``: the target's DLPack import waits on the host for the producer's stream;
-    /// ``cai_unordered``: its ``__cuda_array_interface__`` import ignores the producer's stream (the
-    /// adapters' ``dlpack_import_waits`` and not ``cai_import_orders``): `auto` decided here never
-    /// takes, on a GPU, a path that would read the producer's values before its queue wrote them.
-    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, endpoints=None, destination=None, model=None, capsule_refuses_readonly=false, import_waits=false, cai_unordered=false))]
+    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, pair=None, destination=None, model=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
@@ -319,12 +314,9 @@ impl Predictor {
         source_version: &str,
         target_facts: Option<&Bound<'_, PyDict>>,
         source_facts: Option<&Bound<'_, PyDict>>,
-        endpoints: Option<(bool, bool, bool, bool)>,
+        pair: Option<PyRef<'_, super::paths::PyPair>>,
         destination: Option<(u32, i32)>,
         model: Option<PyRef<'_, super::advice::PyCostModel>>,
-        capsule_refuses_readonly: bool,
-        import_waits: bool,
-        cai_unordered: bool,
     ) -> PyResult<Predictor> {
         let (target_known, target_live) = facts_from_py(target_facts)?;
         let (source_known, source_live) = facts_from_py(source_facts)?;
@@ -338,12 +330,7 @@ impl Predictor {
                 source_version: source_version.to_string(),
                 ..Default::default()
             },
-            endpoints: endpoints.map(|e| crate::paths::Endpoints {
-                source_capsule_refuses_readonly: capsule_refuses_readonly,
-                target_import_waits: import_waits,
-                target_cai_unordered: cai_unordered,
-                ..super::paths::endpoints_of(e)
-            }),
+            endpoints: pair.map(|p| p.endpoints),
             destination: destination.map(crate::paths::Place::of_dlpack),
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
             auto_memo: Default::default(),

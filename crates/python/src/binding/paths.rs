@@ -1,5 +1,6 @@
 //! The path table and the one `auto` (`crate::paths`), for the Python side: `path_table()` and
-//! `resolve_auto(...)`, and the sizes at which its choice may change, `auto_size_breaks(...)`.
+//! `Pair`, the two adapters' declared facts, whose `auto(...)`, `size_breaks(...)` and
+//! `ranges(...)` ask it.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -30,166 +31,205 @@ fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     Ok(rows)
 }
 
-/// ``(path, kind, why)``: THE ``auto`` for a handoff. ``endpoints`` are the adapters' facts
-/// ``(source exports __dlpack__, target takes objects, target takes capsules, target can address
-/// device memory)``; ``source`` where the array lies and ``destination`` where it is asked to go
-/// (``device=``; None: where it lies), each as DLPack's ``(device_type, device_id)``. Between two
-/// GPUs the driver is asked whether they reach each other, unless ``peer_access`` says.
-/// ``across``: to another process (``across=``): a process path.
-/// ``model`` (a ``CostModel``, with ``source`` the source framework's name and ``nbytes`` where
-/// known): among the calibrated paths with the rules' choice's verdict, the one it predicts fastest.
-/// ``producer_busy``: the producer's stream has queued work (``gpushare.advice.producer_state``), and
-/// ``import_waits``: the target's DLPack import waits on the host for it (the adapter's
-/// ``dlpack_import_waits``): with the model, a path ordered on the device is preferred.
-#[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", nbytes=None, producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false, capsule_refuses_readonly=false, source_readonly=None))]
-#[allow(clippy::too_many_arguments)]
-fn resolve_auto(
-    py: Python<'_>,
-    endpoints: (bool, bool, bool, bool),
-    source: (u32, i32),
-    destination: Option<(u32, i32)>,
-    target: &str,
-    peer_access: Option<bool>,
-    across: bool,
-    model: Option<PyRef<'_, super::advice::PyCostModel>>,
-    source_name: &str,
-    nbytes: Option<u64>,
-    producer_busy: bool,
-    import_waits: bool,
+/// What two adapters declare that `auto` decides from, read once into one typed object
+/// (``Pair.of(source_adapter, target_adapter)``): every question put to `auto` takes it, where
+/// the functions before took the same nine facts as loose arguments.
+#[pyclass(module = "gpushare", frozen, name = "Pair", eq)]
+#[derive(Clone, Debug, PartialEq)]
+pub struct PyPair {
+    source: String,
+    target: String,
+    pub endpoints: Endpoints,
     source_shares_host: bool,
-    cai_unordered: bool,
-    capsule_refuses_readonly: bool,
-    source_readonly: Option<bool>,
-) -> PyResult<(&'static str, &'static str, Option<String>)> {
-    let facts = auto_facts(
-        py, endpoints, source, destination, target, peer_access, across, model.as_ref().map(|m| &m.inner), source_name, nbytes,
-        producer_busy, import_waits, source_shares_host, cai_unordered, capsule_refuses_readonly, source_readonly,
-    );
-    let choice = paths::resolve_auto(&facts);
-    Ok((choice.path, choice.kind.name(), choice.why))
 }
 
-/// The sizes, in bytes, at which ``resolve_auto``'s choice for the same facts may change (sorted;
-/// empty: the same path at every size). The model decides once per range between them, so a
-/// caller that keeps a plan per kind of array keeps one per range (``bisect_right``).
-#[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false, capsule_refuses_readonly=false, source_readonly=None))]
-#[allow(clippy::too_many_arguments)]
-fn auto_size_breaks(
-    py: Python<'_>,
-    endpoints: (bool, bool, bool, bool),
-    source: (u32, i32),
-    destination: Option<(u32, i32)>,
-    target: &str,
-    peer_access: Option<bool>,
-    across: bool,
-    model: Option<PyRef<'_, super::advice::PyCostModel>>,
-    source_name: &str,
-    producer_busy: bool,
-    import_waits: bool,
-    source_shares_host: bool,
-    cai_unordered: bool,
-    capsule_refuses_readonly: bool,
-    source_readonly: Option<bool>,
-) -> Vec<u64> {
-    let facts = auto_facts(
-        py, endpoints, source, destination, target, peer_access, across, model.as_ref().map(|m| &m.inner), source_name, None,
-        producer_busy, import_waits, source_shares_host, cai_unordered, capsule_refuses_readonly, source_readonly,
-    );
-    paths::auto_size_breaks(&facts)
-}
-
-/// ``(from, below or None, path, close or None)``: THE ``auto``'s path for each range of sizes of
-/// these facts (the ranges of ``auto_size_breaks``, neighbours with the same path and close second
-/// joined), and where another path is predicted within the model's error of it there, that path.
-#[pyfunction]
-#[pyo3(signature = (endpoints, source, destination=None, target="", peer_access=None, across=false, model=None, source_name="", producer_busy=false, import_waits=false, source_shares_host=false, cai_unordered=false, capsule_refuses_readonly=false, source_readonly=None))]
-#[allow(clippy::too_many_arguments)]
-fn auto_ranges(
-    py: Python<'_>,
-    endpoints: (bool, bool, bool, bool),
-    source: (u32, i32),
-    destination: Option<(u32, i32)>,
-    target: &str,
-    peer_access: Option<bool>,
-    across: bool,
-    model: Option<PyRef<'_, super::advice::PyCostModel>>,
-    source_name: &str,
-    producer_busy: bool,
-    import_waits: bool,
-    source_shares_host: bool,
-    cai_unordered: bool,
-    capsule_refuses_readonly: bool,
-    source_readonly: Option<bool>,
-) -> Vec<(u64, Option<u64>, &'static str, Option<&'static str>)> {
-    let facts = auto_facts(
-        py, endpoints, source, destination, target, peer_access, across, model.as_ref().map(|m| &m.inner), source_name, None,
-        producer_busy, import_waits, source_shares_host, cai_unordered, capsule_refuses_readonly, source_readonly,
-    );
-    paths::auto_ranges(&facts).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
-}
-
-/// The facts `auto` decides from, as the functions above take them. Between two GPUs the
-/// driver is asked whether they reach each other, unless ``peer_access`` says.
-#[allow(clippy::too_many_arguments)]
-fn auto_facts<'a>(
-    py: Python<'_>,
-    endpoints: (bool, bool, bool, bool),
-    source: (u32, i32),
-    destination: Option<(u32, i32)>,
-    target: &'a str,
-    peer_access: Option<bool>,
-    across: bool,
-    model: Option<&'a crate::advice::model::CostModel>,
-    source_name: &'a str,
-    nbytes: Option<u64>,
-    producer_busy: bool,
-    import_waits: bool,
-    source_shares_host: bool,
-    cai_unordered: bool,
-    capsule_refuses_readonly: bool,
-    source_readonly: Option<bool>,
-) -> AutoFacts<'a> {
-    let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
-    let peer_access = match (peer_access, source, destination) {
-        (Some(known), ..) => Some(known),
-        (None, Place::Device(a), Some(Place::Device(b))) if a != b => {
-            py.detach(|| crate::cuda::peer_link(a, b)).ok().map(|link| link.can_access)
+impl PyPair {
+    /// The facts of a handoff of an array at `source` (moved to `destination` where given). Between
+    /// two GPUs the driver is asked whether they reach each other, unless `peer_access` says.
+    #[allow(clippy::too_many_arguments)]
+    fn facts<'a>(
+        &'a self,
+        py: Python<'_>,
+        source: (u32, i32),
+        destination: Option<(u32, i32)>,
+        peer_access: Option<bool>,
+        across: bool,
+        model: Option<&'a crate::advice::model::CostModel>,
+        nbytes: Option<u64>,
+        producer_busy: bool,
+        source_readonly: Option<bool>,
+    ) -> AutoFacts<'a> {
+        let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
+        let peer_access = match (peer_access, source, destination) {
+            (Some(known), ..) => Some(known),
+            (None, Place::Device(a), Some(Place::Device(b))) if a != b => {
+                py.detach(|| crate::cuda::peer_link(a, b)).ok().map(|link| link.can_access)
+            }
+            _ => None,
+        };
+        AutoFacts {
+            endpoints: self.endpoints,
+            source,
+            destination,
+            peer_access,
+            target_name: &self.target,
+            across_processes: across,
+            source_shares_host_across: self.source_shares_host,
+            model,
+            source_name: &self.source,
+            nbytes,
+            producer_busy,
+            source_readonly,
         }
-        _ => None,
-    };
-    AutoFacts {
-        endpoints: Endpoints {
-            target_import_waits: import_waits,
-            target_cai_unordered: cai_unordered,
-            source_capsule_refuses_readonly: capsule_refuses_readonly,
-            ..endpoints_of(endpoints)
-        },
-        source,
-        destination,
-        peer_access,
-        target_name: target,
-        across_processes: across,
-        source_shares_host_across: source_shares_host,
-        model,
-        source_name,
-        nbytes,
-        producer_busy,
-        source_readonly,
     }
 }
 
-pub fn endpoints_of((exports, objects, capsules, device): (bool, bool, bool, bool)) -> Endpoints {
-    Endpoints {
-        source_exports_dlpack: exports,
-        target_accepts_objects: objects,
-        target_accepts_capsules: capsules,
-        target_addresses_device: device,
-        // Not among the four facts the explain binding passes: resolve_auto takes them on their own.
-        target_import_waits: false,
-        target_cai_unordered: false,
-        source_capsule_refuses_readonly: false,
+#[pymethods]
+impl PyPair {
+    /// Facts given one by one (a stand-in pair, or a test's): the defaults are a source with
+    /// ``__dlpack__`` and a target that takes objects and capsules and addresses device memory.
+    #[new]
+    #[pyo3(signature = (source="", target="", *, exports_dlpack=true, accepts_objects=true, accepts_capsules=true,
+                        addresses_device=true, import_waits=false, cai_unordered=false, capsule_refuses_readonly=false,
+                        shares_host_across=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        source: &str,
+        target: &str,
+        exports_dlpack: bool,
+        accepts_objects: bool,
+        accepts_capsules: bool,
+        addresses_device: bool,
+        import_waits: bool,
+        cai_unordered: bool,
+        capsule_refuses_readonly: bool,
+        shares_host_across: bool,
+    ) -> PyPair {
+        PyPair {
+            source: source.into(),
+            target: target.into(),
+            endpoints: Endpoints {
+                source_exports_dlpack: exports_dlpack,
+                target_accepts_objects: accepts_objects,
+                target_accepts_capsules: accepts_capsules,
+                target_addresses_device: addresses_device,
+                target_import_waits: import_waits,
+                target_cai_unordered: cai_unordered,
+                source_capsule_refuses_readonly: capsule_refuses_readonly,
+            },
+            source_shares_host: shares_host_across,
+        }
+    }
+
+    /// What adapters ``src`` and ``dst`` declare (``exports_dlpack``, ``accepts_objects``,
+    /// ``accepts_capsules``, ``addresses_device``, ``dlpack_import_waits``, ``cai_import_orders``,
+    /// ``legacy_capsule_refuses_readonly``, ``shares_host_memory_across_processes``).
+    #[staticmethod]
+    fn of(src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<PyPair> {
+        let flag = |adapter: &Bound<'_, PyAny>, name: &str| -> PyResult<bool> { adapter.getattr(name)?.is_truthy() };
+        Ok(PyPair {
+            source: src.getattr("name")?.extract()?,
+            target: dst.getattr("name")?.extract()?,
+            endpoints: Endpoints {
+                source_exports_dlpack: flag(src, "exports_dlpack")?,
+                target_accepts_objects: flag(dst, "accepts_objects")?,
+                target_accepts_capsules: flag(dst, "accepts_capsules")?,
+                target_addresses_device: flag(dst, "addresses_device")?,
+                target_import_waits: flag(dst, "dlpack_import_waits")?,
+                target_cai_unordered: !flag(dst, "cai_import_orders")?,
+                source_capsule_refuses_readonly: flag(src, "legacy_capsule_refuses_readonly")?,
+            },
+            source_shares_host: flag(src, "shares_host_memory_across_processes")?,
+        })
+    }
+
+    #[getter]
+    fn source(&self) -> &str {
+        &self.source
+    }
+
+    #[getter]
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// ``(source exports __dlpack__, target takes objects, target takes capsules, target can
+    /// address device memory)``.
+    #[getter]
+    fn endpoints(&self) -> (bool, bool, bool, bool) {
+        let e = &self.endpoints;
+        (e.source_exports_dlpack, e.target_accepts_objects, e.target_accepts_capsules, e.target_addresses_device)
+    }
+
+    /// ``(path, kind, why)``: THE ``auto`` for an array at ``source`` (DLPack's ``(device_type,
+    /// device_id)``), handed over where it lies or moved to ``destination`` (``device=``), or to
+    /// another process (``across``). ``model`` (a ``CostModel``, with ``nbytes`` where known):
+    /// among the calibrated paths with the rules' choice's verdict, the one it predicts fastest.
+    /// ``producer_busy``: the producer's stream has queued work: with the model, a path ordered on
+    /// the device is preferred. ``source_readonly``: whether the array is read-only, where known.
+    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, nbytes=None,
+                        producer_busy=false, source_readonly=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn auto(
+        &self,
+        py: Python<'_>,
+        source: (u32, i32),
+        destination: Option<(u32, i32)>,
+        peer_access: Option<bool>,
+        across: bool,
+        model: Option<PyRef<'_, super::advice::PyCostModel>>,
+        nbytes: Option<u64>,
+        producer_busy: bool,
+        source_readonly: Option<bool>,
+    ) -> (&'static str, &'static str, Option<String>) {
+        let facts = self.facts(py, source, destination, peer_access, across, model.as_ref().map(|m| &m.inner), nbytes, producer_busy, source_readonly);
+        let choice = paths::resolve_auto(&facts);
+        (choice.path, choice.kind.name(), choice.why)
+    }
+
+    /// The sizes, in bytes, at which ``auto``'s choice for the same facts may change (sorted;
+    /// empty: the same path at every size). The model decides once per range between them.
+    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, producer_busy=false,
+                        source_readonly=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn size_breaks(
+        &self,
+        py: Python<'_>,
+        source: (u32, i32),
+        destination: Option<(u32, i32)>,
+        peer_access: Option<bool>,
+        across: bool,
+        model: Option<PyRef<'_, super::advice::PyCostModel>>,
+        producer_busy: bool,
+        source_readonly: Option<bool>,
+    ) -> Vec<u64> {
+        let facts = self.facts(py, source, destination, peer_access, across, model.as_ref().map(|m| &m.inner), None, producer_busy, source_readonly);
+        paths::auto_size_breaks(&facts)
+    }
+
+    /// ``(from, below or None, path, close or None)``: ``auto``'s path for each range of sizes
+    /// (the ranges of ``size_breaks``, neighbours with the same path and close second joined), and
+    /// where another path is predicted within the model's error of it there, that path.
+    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, producer_busy=false,
+                        source_readonly=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn ranges(
+        &self,
+        py: Python<'_>,
+        source: (u32, i32),
+        destination: Option<(u32, i32)>,
+        peer_access: Option<bool>,
+        across: bool,
+        model: Option<PyRef<'_, super::advice::PyCostModel>>,
+        producer_busy: bool,
+        source_readonly: Option<bool>,
+    ) -> Vec<(u64, Option<u64>, &'static str, Option<&'static str>)> {
+        let facts = self.facts(py, source, destination, peer_access, across, model.as_ref().map(|m| &m.inner), None, producer_busy, source_readonly);
+        paths::auto_ranges(&facts).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Pair({:?} -> {:?}, {:?})", self.source, self.target, self.endpoints)
     }
 }
 
@@ -210,9 +250,7 @@ fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
-    m.add_function(wrap_pyfunction!(resolve_auto, m)?)?;
-    m.add_function(wrap_pyfunction!(auto_size_breaks, m)?)?;
-    m.add_function(wrap_pyfunction!(auto_ranges, m)?)?;
+    m.add_class::<PyPair>()?;
     m.add_function(wrap_pyfunction!(known_endpoints, m)?)?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
