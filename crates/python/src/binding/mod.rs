@@ -24,6 +24,7 @@ mod process_route;
 mod process_tables;
 mod shared;
 mod tensor_info;
+mod trace;
 mod types;
 
 use pyo3::prelude::*;

@@ -25,6 +25,7 @@ use crate::explain::PredictedOutcome;
 use crate::report::{StreamRequest, TensorReport};
 use crate::share::timing::{self, Repeat, TimingPolicy};
 use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
+use crate::trace::Kind::Own;
 
 use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
 
@@ -461,15 +462,16 @@ impl SharePlan {
             predictor: Some(&predictor),
             check_source: self.check_source,
         };
-        crate::trace::mark("start");
+        crate::trace::mark("start", Own);
         let outcome = match self.per_array_auto() {
             None => handoff.run(&self.host, &obj, options),
             Some(auto) => (|| {
                 options.timing.validate().map_err(crate::share::Error::Usage)?;
                 let source = handoff.describe(&obj)?;
-                crate::trace::mark("describe the source");
+                crate::trace::mark("describe the source", Own);
                 let chosen = Python::attach(|py| auto.get().auto_for(py, source.as_ref()).map_err(|e| share_error(py, e)))
                     .map_err(|e| e.explain(crate::share::Stage::Inspect, self.source.name(), self.target.name(), "auto", None))?;
+                crate::trace::mark("plan: auto for this array", Own);
                 if chosen.path == self.route.path {
                     let (source, predicted) = handoff.prepare_described(&obj, source)?;
                     return handoff.convert_prepared(&self.host, &obj, source, predicted, options);
@@ -486,7 +488,7 @@ impl SharePlan {
         }
         .map_err(PyGpushareErr::from)?;
         let result = ShareResult::from_outcome(outcome.value, outcome.report);
-        crate::trace::mark("the result object");
+        crate::trace::mark("the result object", Own);
         Ok(result)
     }
 
@@ -626,16 +628,8 @@ impl SharePlan {
     }
 }
 
-/// Each stage of the shares since the last call, as ``(stage, seconds)`` in order (a share starts
-/// with ``start``), and a fresh start; None unless the extension was built with the
-/// ``stage-trace`` feature (crates/core/src/trace.rs, tools/stage_trace.py).
-#[pyfunction]
-fn _stage_trace() -> Option<Vec<(&'static str, f64)>> {
-    crate::trace::take()
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_stage_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(super::trace::_stage_trace, m)?)?;
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
     m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;
