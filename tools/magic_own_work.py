@@ -1,5 +1,5 @@
-"""Where the default `%share` magic's own work goes (its budget in benchmarks/bench_core.py: at most
-300 µs besides its samples with observation on, torch→jax at 1 MiB): its wall time less every
+"""Where the default `%share` magic's own work goes (benchmarks/bench_core.py holds a `%share` cell
+to its timing budget plus 50 ms), torch→jax at 1 MiB with observation on: its wall time less every
 handoff its timing made, split into the IPython magic around the share, the share's pipeline
 outside its handoffs (stage by stage, by the extension's stage trace), and the table's mime
 bundle. Then the same pieces warm (the magic run again at once) and

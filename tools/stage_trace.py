@@ -42,7 +42,7 @@ def traced(label: str, share, raw=None, rounds: int = 300, warmup: int = 50) -> 
             kinds[stage] = kind
             stages[stage].append(seconds)
         totals.append(total)
-        outside.append(total - sum(s for _, _, s in marks))
+        outside.append(total - sum(s for _, _, s in marks) - (len(marks) + 1) * _native._stage_trace_cost())
     raw_us = None
     if raw is not None:
         for _ in range(warmup):
