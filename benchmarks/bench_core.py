@@ -141,8 +141,13 @@ def own_stages(cases: dict, args, out: dict) -> None:
           + ("" if args.device == "cuda" else " (stated for a GPU; on the CPU for reference)"))
     print(f"   {'pair':<14} {'raw µs':>8} {'share µs':>9} {'added µs':>9} {'own µs':>7} {'reads µs':>9}  verdict")
     for name, (raw, share) in cases.items():
-        raw_s, share_s, added = paired(raw, share, args.number, args.blocks)
-        t = traced(share, raw, args.rounds)
+        try:
+            raw_s, share_s, added = paired(raw, share, args.number, args.blocks)
+            t = traced(share, raw, args.rounds)
+        except Exception as e:  # reported as this line's result: the other lines still run
+            print(f"   {name:<14} failed: {type(e).__name__}: {e}")
+            out["own_stages"].append(dict(pair=name, error=f"{type(e).__name__}: {e}", verdict="FAILED"))
+            continue
         ok = t["own_s"] <= OWN_BUDGET
         print(f"   {name:<14} {raw_s * 1e6:8.2f} {share_s * 1e6:9.2f} {added * 1e6:9.2f} {t['own_s'] * 1e6:7.2f} "
               f"{t['reads_s'] * 1e6:9.2f}  {verdict(ok)}")
@@ -189,8 +194,13 @@ def magic_cells(cells: dict, namespace: dict, args, out: dict) -> None:
 
     print(f"   {'cell':<22} {'first ms':>9} {'median ms':>10} {'max ms':>7} {'limit ms':>9}  verdict")
     for cell in cells:
-        first = run(cell)
-        walls = [run(cell) for _ in range(args.cells)]
+        try:
+            first = run(cell)
+            walls = [run(cell) for _ in range(args.cells)]
+        except Exception as e:  # reported as this line's result: the other lines still run
+            print(f"   {cell:<22} failed: {type(e).__name__}: {e}")
+            out["magic_cells"].append(dict(cell=cell, error=f"{type(e).__name__}: {e}", verdict="FAILED"))
+            continue
         median, most = statistics.median(walls), max(walls)
         ok = most <= limit
         print(f"   {cell:<22} {first * 1e3:9.1f} {median * 1e3:10.1f} {most * 1e3:7.1f} {limit * 1e3:9.1f}  {verdict(ok)}")
