@@ -80,13 +80,15 @@ def paired(raw, ours, number: int, blocks: int) -> tuple[float, float, float]:
     return statistics.median(raw_s), statistics.median(ours_s), statistics.median(added)
 
 
-def traced(share, raw, rounds: int) -> dict:
+def traced(share, raw, rounds: int, settle=lambda: None) -> dict:
     """`rounds` shares with the stage trace on, each beside one raw call: the median of each stage
     (summed within a share where a stage recurs, as describing does for source and target), of
-    gpushare's own stages together, of the check's reads, and of the raw call, in seconds."""
+    gpushare's own stages together, of the check's reads, and of the raw call, in seconds.
+    `settle` runs after each call, untimed (a wait for the device)."""
     for _ in range(max(10, rounds // 10)):
         share()
         raw()
+        settle()
     per_stage: dict[str, list[float]] = defaultdict(list)
     kinds: dict[str, str] = {"the API and the plan's lookup (Python)": "own"}
     own, reads, conversion, raws = [], [], [], []
@@ -99,11 +101,13 @@ def traced(share, raw, rounds: int) -> dict:
             t0 = time.perf_counter_ns()
             raw()
             raws.append((time.perf_counter_ns() - t0) * 1e-9)
+            settle()
             _native._stage_trace()
             t0 = time.perf_counter_ns()
             result = share()
             total = (time.perf_counter_ns() - t0) * 1e-9
             stages = _native._stage_trace()
+            settle()
             del result
             sums: dict[str, float] = defaultdict(float)
             sums["the API and the plan's lookup (Python)"] = total - sum(s for _, _, s in stages) - (len(stages) + 1) * cost
@@ -125,6 +129,7 @@ def traced(share, raw, rounds: int) -> dict:
     return dict(
         raw_s=raw_s,
         stages={stage: (kinds[stage], statistics.median(v), len(v) / rounds) for stage, v in per_stage.items()},
+        own_stages_s=statistics.median(own),
         own_s=statistics.median(own) + max(0.0, route),
         route_s=route,
         reads_s=statistics.median(reads),
@@ -228,13 +233,13 @@ def device_moves(args, out: dict) -> None:
         torch.cuda.synchronize(0)
         torch.cuda.synchronize(1)
 
-    print(f"   {'pair':<26} {'size':>8} {'raw µs':>9} {'share µs':>9} {'added µs':>9}  verdict")
+    print(f"   {'pair':<26} {'size':>8} {'raw µs':>9} {'share µs':>9} {'added µs':>9} {'own µs':>7}  verdict")
     for size in (1 << 20, 256 << 20):
         n = size // 4
         cases = {}
         t = torch.ones(n, device="cuda:0")
-        cases["torch cuda:0 -> cuda:1"] = (lambda: (t.to("cuda:1"), done()),
-                                           lambda: (gpushare.share(t, "torch", device="cuda:1"), done()))
+        # (raw, share), each without its wait: the wait is added to both where they are timed.
+        cases["torch cuda:0 -> cuda:1"] = (lambda: t.to("cuda:1"), lambda: gpushare.share(t, "torch", device="cuda:1"))
         if installed("cupy"):
             import cupy
 
@@ -243,26 +248,35 @@ def device_moves(args, out: dict) -> None:
 
             def cupy_copy(c=c):
                 with cupy.cuda.Device(1):
-                    y = c.copy()  # CuPy copies to the current device
-                done()
-                return y
+                    return c.copy()  # CuPy copies to the current device
 
-            cases["cupy cuda:0 -> cuda:1"] = (cupy_copy, lambda c=c: (gpushare.share(c, "cupy", device="cuda:1"), done()))
+            cases["cupy cuda:0 -> cuda:1"] = (cupy_copy, lambda c=c: gpushare.share(c, "cupy", device="cuda:1"))
         done()
         number = 20 if size <= 1 << 20 else 5
         for name, (raw, share) in cases.items():
             try:
-                raw_s, share_s, added = paired(raw, share, number, args.blocks)
+                raw_s, share_s, added = paired(lambda raw=raw: (raw(), done()), lambda share=share: (share(), done()),
+                                               number, args.blocks)
+                tr = traced(share, raw, max(20, args.rounds // 10), settle=done)
             except Exception as e:  # reported as this line's result: the other lines still run
                 print(f"   {name:<26} {size >> 20:>4} MiB  failed: {type(e).__name__}: {e}")
                 out["device_moves"].append(dict(pair=name, size=size, error=f"{type(e).__name__}: {e}", verdict="FAILED"))
                 continue
             ok = added <= MOVE_BUDGET
-            print(f"   {name:<26} {size >> 20:>4} MiB {raw_s * 1e6:9.1f} {share_s * 1e6:9.1f} {added * 1e6:9.2f}  {verdict(ok)}")
-            out["device_moves"].append(dict(pair=name, size=size, raw_us=round(raw_s * 1e6, 3), share_us=round(share_s * 1e6, 3),
-                                            added_us=round(added * 1e6, 3), budget_us=MOVE_BUDGET * 1e6, verdict=verdict(ok)))
+            print(f"   {name:<26} {size >> 20:>4} MiB {raw_s * 1e6:9.1f} {share_s * 1e6:9.1f} {added * 1e6:9.2f} "
+                  f"{tr['own_stages_s'] * 1e6:7.2f}  {verdict(ok)}")
+            if size == 1 << 20:
+                for stage, (kind, seconds, times) in tr["stages"].items():
+                    repeat = f" ×{times:.0f}" if times > 1 else ""
+                    print(f"       {stage + repeat:<56} {kind:<10} {seconds * 1e6:7.2f}")
+            out["device_moves"].append(dict(
+                pair=name, size=size, raw_us=round(raw_s * 1e6, 3), share_us=round(share_s * 1e6, 3),
+                added_us=round(added * 1e6, 3), own_us=round(tr["own_stages_s"] * 1e6, 3),
+                stages={s: [k, round(v * 1e6, 3)] for s, (k, v, _) in tr["stages"].items()},
+                budget_us=MOVE_BUDGET * 1e6, verdict=verdict(ok)))
         del t, cases
-    print("   raw and share each until both devices are idle; added: the median of the per-block differences.")
+    print("   raw and share each until both devices are idle; added: the median of the per-block differences (the")
+    print("   contract); own: gpushare's own stages of the share, traced as in 1 (stage by stage at 1 MiB).")
 
 
 def cpu_cases() -> tuple[dict, dict, list, list]:

@@ -54,6 +54,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     process::register(m)?;
     ceilings::register(m)?;
     advice::register(m)?;
+    trace::register(m)?;
     m.add_class::<tensor_info::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

@@ -629,8 +629,6 @@ impl SharePlan {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(super::trace::_stage_trace, m)?)?;
-    m.add_function(wrap_pyfunction!(super::trace::_stage_trace_cost, m)?)?;
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
     m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;

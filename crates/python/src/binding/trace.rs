@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 /// off until started.
 #[pyfunction]
 #[pyo3(signature = (on=None))]
-pub fn _stage_trace(on: Option<bool>) -> Vec<(&'static str, &'static str, f64)> {
+fn _stage_trace(on: Option<bool>) -> Vec<(&'static str, &'static str, f64)> {
     if let Some(on) = on {
         crate::trace::enable(on);
     }
@@ -20,6 +20,12 @@ pub fn _stage_trace(on: Option<bool>) -> Vec<(&'static str, &'static str, f64)> 
 /// The trace's own cost per stage, in seconds, that ``_stage_trace`` takes off each stage: measured
 /// on this thread when the trace was last switched on (0 before).
 #[pyfunction]
-pub fn _stage_trace_cost() -> f64 {
+fn _stage_trace_cost() -> f64 {
     crate::trace::mark_cost()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_stage_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(_stage_trace_cost, m)?)?;
+    Ok(())
 }
