@@ -1,8 +1,8 @@
-"""Where the default `%share` magic's own work goes (its budget in benchmarks/bench_core.py: at most
-300 µs besides its samples with observation on, torch→jax at 1 MiB): its wall time less every
+"""Where the default `%share` magic's own work goes (benchmarks/bench_core.py holds a `%share` cell
+to its timing budget plus 50 ms), torch→jax at 1 MiB with observation on: its wall time less every
 handoff its timing made, split into the IPython magic around the share, the share's pipeline
-outside its handoffs (stage by stage where the extension was built with the `stage-trace`
-feature), and the table's mime bundle. Then the same pieces warm (the magic run again at once) and
+outside its handoffs (stage by stage, by the extension's stage trace), and the table's mime
+bundle. Then the same pieces warm (the magic run again at once) and
 cold (after a burst of raw handoffs, as the default timing leaves the caches), and the
 observation's allocator probe on its own.
 
@@ -35,7 +35,7 @@ def main() -> int:
     import jax
     import torch
 
-    traced = _native._stage_trace() is not None
+    _native._stage_trace(True)
     jax.devices()
     if args.device.startswith("cuda"):
         # JAX's start makes the last GPU current; torch's DLPack export refuses a tensor elsewhere.
@@ -68,18 +68,18 @@ def main() -> int:
         t0 = time.perf_counter_ns()
         r = share_chain(t, ["jax"], name="t", observe=True, warmup=1, budget=0.05)[0]
         wall = us(time.perf_counter_ns() - t0)
-        marks = _native._stage_trace() or []
+        marks = _native._stage_trace()
         if i < 3:
             continue
         rows["share: own"].append(wall - handoffs_us(r))
         rows["share: loops × samples"].append(r.timing.loops * 1000 + len(r.timing.samples))
         stages = defaultdict(float)
-        for stage, seconds in marks:
+        for stage, _, seconds in marks:
             stages[stage] += seconds * 1e6
         for stage, value in stages.items():
             rows[f"  stage: {stage}"].append(value)
     print(f"--- share_chain(t, ['jax'], observe=True, warmup=1, budget=0.05) on {args.device}"
-          f"{' (stage-traced)' if traced else ''}")
+          " (stage-traced)")
     for key, values in rows.items():
         print(f"  {key:52s} {statistics.median(values):10.1f}")
 

@@ -1,11 +1,11 @@
 """Where `share()`'s own time goes, stage by stage inside the Rust pipeline (for bench_core.py's
-budgets and `share(device=)`'s cost over the peer copy): a profiler does not see into the
-extension, so the extension is built with the `stage-trace` feature (crates/core/src/trace.rs) and
-each share reports the seconds between its stages. Prints the median of each stage per pair, and
-what the Python side spends before and after the pipeline (the API's checks, the plan's lookup).
+contract and `share(device=)`'s cost over the peer copy): a profiler does not see into the
+extension, so its stage trace (crates/core/src/trace.rs, switched on here) reports the seconds
+between the stages of each share and whose work each was. Prints the median of each stage per
+pair, and what the Python side spends before and after the pipeline (the API's checks, the plan's
+lookup).
 
-A diagnostic, not a benchmark of record. Build the traced extension
-(`maturin build --release --features stage-trace`), install it, then
+A diagnostic, not a benchmark of record (benchmarks/bench_core.py is that):
 `python3 -m tools.stage_trace [--device cuda:0]`.
 """
 
@@ -26,6 +26,7 @@ def traced(label: str, share, raw=None, rounds: int = 300, warmup: int = 50) -> 
     for _ in range(warmup):
         share()
     stages: dict[str, list[float]] = defaultdict(list)
+    kinds: dict[str, str] = {}
     order: list[str] = []
     outside, totals = [], []
     for _ in range(rounds):
@@ -34,13 +35,14 @@ def traced(label: str, share, raw=None, rounds: int = 300, warmup: int = 50) -> 
         result = share()
         total = time.perf_counter() - t0
         del result
-        marks = _native._stage_trace() or []
-        for stage, seconds in marks:
+        marks = _native._stage_trace()
+        for stage, kind, seconds in marks:
             if stage not in order:
                 order.append(stage)
+            kinds[stage] = kind
             stages[stage].append(seconds)
         totals.append(total)
-        outside.append(total - sum(s for _, s in marks))
+        outside.append(total - sum(s for _, _, s in marks) - (len(marks) + 1) * _native._stage_trace_cost())
     raw_us = None
     if raw is not None:
         for _ in range(warmup):
@@ -56,16 +58,14 @@ def traced(label: str, share, raw=None, rounds: int = 300, warmup: int = 50) -> 
     print(f"  {'Python before and after the pipeline':44s} {statistics.median(outside) * 1e6:8.2f} µs")
     for stage in order:
         values = stages[stage]
-        print(f"  {stage:44s} {statistics.median(values) * 1e6:8.2f} µs  ({len(values) / rounds:.0f}× a share)")
+        print(f"  {stage:44s} {statistics.median(values) * 1e6:8.2f} µs  {kinds[stage]:<10} ({len(values) / rounds:.0f}× a share)")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0")
     args = ap.parse_args()
-    if _native._stage_trace() is None:
-        print("stage_trace: this extension was built without the stage-trace feature")
-        return 1
+    _native._stage_trace(True)
     import torch
 
     n = (1 << 20) // 4 if args.device != "cpu" else 1 << 16

@@ -21,6 +21,7 @@ pub use timing::{Measured, Repeat, Sampler, TimingPolicy};
 use crate::explain::{self, PredictedOutcome};
 use crate::report::{MemoryLedger, MemorySnapshot, ShareReport, StreamReport, StreamRequest, TensorReport, Verdict};
 use crate::stats::Timing;
+use crate::trace::Kind::{self as Whose, Conversion, Own, Wait};
 
 use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA};
 
@@ -172,7 +173,7 @@ impl<F: Framework> Handoff<'_, F> {
     /// the pipeline does before converting.
     pub fn prepare(&self, array: &F::Array) -> Result<(F::Info, Option<PredictedOutcome>)> {
         let source = self.describe(array)?;
-        crate::trace::mark("describe the source");
+        crate::trace::mark("describe the source", Own);
         self.prepare_described(array, source)
     }
 
@@ -188,9 +189,9 @@ impl<F: Framework> Handoff<'_, F> {
         if self.check_source {
             self.source.check_source(array).map_err(&inspect)?;
         }
-        crate::trace::mark("check the source");
+        crate::trace::mark("check the source", Whose::Framework);
         let predicted = self.predict(source.as_ref()).map_err(&inspect)?;
-        crate::trace::mark("predict");
+        crate::trace::mark("predict", Own);
         let report = source.as_ref();
         if let Some(r) = explain::refuse(report, self.target.name(), self.path()) {
             return Err(Error::UnsafeInput {
@@ -222,8 +223,11 @@ impl<F: Framework> Handoff<'_, F> {
     ) -> Result<Outcome<F>> {
         let failed = self.explained(Stage::Convert, predicted.as_ref());
         let on_device = source.as_ref().dlpack_device.0 != DL_CPU;
+        crate::trace::mark("refuse", Own);
         let (memory, streams, observed_seconds) = if on_device && options.observe {
             let (m, s, seconds) = self.observe(host, array, source.as_ref()).map_err(&failed)?;
+            // A handoff outside the timing, with its waits and the allocators' figures around it.
+            crate::trace::mark("observe: one untimed handoff and the memory ledger", Conversion);
             (m, Some(s), seconds)
         } else {
             (None, None, 0.0)
@@ -242,9 +246,9 @@ impl<F: Framework> Handoff<'_, F> {
             policy.warmup -= 1;
         }
         let mut sampler = HandoffSampler { handoff: self, host, array, described: source.as_ref(), edges, clock, value: None };
-        crate::trace::mark("refuse, observe, plan the timing");
+        crate::trace::mark("plan the timing", Own);
         let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
-        crate::trace::mark("the timed conversions");
+        crate::trace::mark("the timed conversions", Own);
         measured.warmup += usize::from(observed_as_warmup);
         // The observed handoff is a handoff the measurement made outside its samples, as a warm-up
         // is: its conversion and the waits around it are untimed handoff time, not the caller's
@@ -254,7 +258,7 @@ impl<F: Framework> Handoff<'_, F> {
         // The source is alive: a target inside its allocation is described from its attributes.
         let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
             .map_err(&failed)?;
-        crate::trace::mark("describe the target");
+        crate::trace::mark("describe the target", Own);
         if on_device && !edges.waits_for_target() && self.target.import_settles_later() && !views_as_is(source.as_ref(), target.as_ref()) {
             // Outside the timing: a framework that converts asynchronously (JAX's narrowing
             // kernel) reports its failure only when waited on, and a share must not call "copied"
@@ -262,11 +266,11 @@ impl<F: Framework> Handoff<'_, F> {
             // conversion: waiting for it (tens of µs into JAX on a GPU) could only fail on work
             // the user queued.
             self.target.synchronize(&value).map_err(&failed)?;
+            crate::trace::mark("wait for a target that settles later", Wait);
         }
-        crate::trace::mark("wait for a target that settles later");
         let mut report = self.report(source.into(), target.into(), measured, predicted.as_ref(), memory, streams, options);
         report.notes.extend(self.route.take_notes());
-        crate::trace::mark("judge and report");
+        crate::trace::mark("judge and report", Own);
         Ok(Outcome { value, report })
     }
 
@@ -381,7 +385,7 @@ impl<F: Framework> HandoffSampler<'_, '_, F> {
         let h = self.handoff;
         if self.edges.waits_for_target() {
             h.target.synchronize(value)?;
-            crate::trace::mark("wait: the target's synchronise");
+            crate::trace::mark("wait: the target's synchronise", Wait);
         }
         if self.edges.settle {
             // The context's synchronise waits for every stream in it, the source framework's
@@ -392,7 +396,7 @@ impl<F: Framework> HandoffSampler<'_, '_, F> {
                 h.source.synchronize(self.array)?;
             }
             timing::settle_context(self.described)?;
-            crate::trace::mark("wait: the source context's settle");
+            crate::trace::mark("wait: the source context's settle", Wait);
         }
         Ok(())
     }
@@ -421,7 +425,7 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         // the call would change what allocators hand out, and every other call of the sample
         // pays the release of the result before it too (each call's time is a call and a release).
         self.value = None;
-        crate::trace::mark("sample set-up");
+        crate::trace::mark("sample set-up", Own);
         for i in 0..n {
             let value = h.route.convert_described(self.array, self.described)?;
             if i + 1 == n {
@@ -433,12 +437,13 @@ impl<F: Framework> Sampler for HandoffSampler<'_, '_, F> {
         if clock_started && let Some(c) = self.clock.as_mut() {
             device = c.timer.stop(&c.stream).ok().map(|_| ());
         }
-        crate::trace::mark("convert");
+        crate::trace::mark("convert", Conversion);
         if let Some(v) = &self.value {
             self.wait_for(v)?;
         }
         let host_seconds = t0.elapsed().as_secs_f64();
-        crate::trace::mark("wait at the sample's end");
+        // The waits themselves, where the edges ask for any, are marked as they end (`wait_for`).
+        crate::trace::mark("the sample's end", Own);
         let device_seconds = match (device, self.clock.as_ref()) {
             (Some(()), Some(c)) => c.timer.elapsed_ms().ok().map(|ms| ms / 1e3),
             _ => None,

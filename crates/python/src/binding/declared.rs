@@ -119,7 +119,7 @@ impl Declared {
             // An old producer without max_version, an export that fails: the adapter explains.
             Route::Capsule => versioned_capsule_layout(py, obj).ok(),
         };
-        crate::trace::mark("describe: the framework's layout");
+        crate::trace::mark("describe: the framework's layout", crate::trace::Kind::Framework);
         // Host and CUDA device memory only: the adapter names other kinds (managed, pinned) itself.
         Ok(layout
             .filter(|l| matches!(l.device_type, crate::dlpack::DEVICE_CPU | crate::dlpack::DEVICE_CUDA))
@@ -274,6 +274,7 @@ impl AttributeRecipe {
         let ptr: u64 = obj.call_method0(self.pointer.bind(py))?.extract()?;
         let device_words = words.get_item(0)?;
         let device_words = device_words.cast::<PyString>()?.to_cow()?;
+        crate::trace::mark("describe: the framework's attributes", crate::trace::Kind::Framework);
         report_from_fields(Fields {
             framework,
             device: &device_words,
@@ -354,6 +355,7 @@ impl ExportedCapsule {
         let capsule = export.bind(py).call1((obj,))?;
         let layout = layout_from_capsule(&capsule)?;
         let device = obj.getattr(self.device.bind(py))?;
+        crate::trace::mark("describe: the framework's exporter", crate::trace::Kind::Framework);
         let mut report = TensorReport::from_owned_layout(layout, framework, &device.cast::<PyString>()?.to_cow()?, immutable);
         attach_cuda(&mut report);
         Ok(Some(report))

@@ -61,8 +61,9 @@ pub fn attach_cuda(report: &mut TensorReport) {
         report.cuda = Some(known);
         return;
     }
+    crate::trace::mark("describe: the report", crate::trace::Kind::Own);
     report.cuda = crate::cuda::allocation_report(report.data_ptr);
-    crate::trace::mark("describe: the driver's attributes");
+    crate::trace::mark("describe: the driver's attributes", crate::trace::Kind::Driver);
 }
 
 /// The layout of `obj` by its type's DLPack C exchange API (`api` is the

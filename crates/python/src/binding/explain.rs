@@ -254,13 +254,13 @@ impl Predictor {
         let mut facts = Cow::Borrowed(&self.facts);
         if let Some(read) = &self.target_live.keeps_64_bit
             && explain::rule_reads(LiveFact::Keeps64Bit, source)
-            && read.bind(py).call0()?.is_truthy()?
+            && framework_setting(read.bind(py))?
         {
             facts.to_mut().settings.target.keeps_64_bit = Some(true);
         }
         if let Some(read) = &self.target_live.has_current_context
             && explain::rule_reads(LiveFact::HasCurrentContext, source)
-            && !read.bind(py).call0()?.is_truthy()?
+            && !framework_setting(read.bind(py))?
         {
             facts.to_mut().settings.target.has_current_context = Some(false);
         }
@@ -291,6 +291,15 @@ impl Predictor {
         }
         Ok(facts)
     }
+}
+
+/// A framework's live setting (JAX's x64 flag, a current context), read for a prediction: the
+/// stage trace counts the read as the framework's, not gpushare's.
+fn framework_setting(read: &Bound<'_, PyAny>) -> PyResult<bool> {
+    crate::trace::mark("predict", crate::trace::Kind::Own);
+    let set = read.call0()?.is_truthy();
+    crate::trace::mark("predict: the framework's settings", crate::trace::Kind::Framework);
+    set
 }
 
 #[pymethods]

@@ -24,6 +24,7 @@ mod process_route;
 mod process_tables;
 mod shared;
 mod tensor_info;
+mod trace;
 mod types;
 
 use pyo3::prelude::*;
@@ -53,6 +54,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     process::register(m)?;
     ceilings::register(m)?;
     advice::register(m)?;
+    trace::register(m)?;
     m.add_class::<tensor_info::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;

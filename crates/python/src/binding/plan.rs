@@ -25,6 +25,7 @@ use crate::explain::PredictedOutcome;
 use crate::report::{StreamRequest, TensorReport};
 use crate::share::timing::{self, Repeat, TimingPolicy};
 use crate::share::{Framework, Handoff, Host, Options, Route, ShareError};
+use crate::trace::Kind::Own;
 
 use crate::dlpack::{DEVICE_CPU as DL_CPU, DEVICE_CUDA as DL_CUDA, DEVICE_CUDA_HOST as DL_CUDA_HOST};
 
@@ -461,19 +462,24 @@ impl SharePlan {
             predictor: Some(&predictor),
             check_source: self.check_source,
         };
-        crate::trace::mark("start");
+        crate::trace::mark("start", Own);
         let outcome = match self.per_array_auto() {
             None => handoff.run(&self.host, &obj, options),
             Some(auto) => (|| {
                 options.timing.validate().map_err(crate::share::Error::Usage)?;
                 let source = handoff.describe(&obj)?;
-                crate::trace::mark("describe the source");
+                crate::trace::mark("describe the source", Own);
                 let predictor = auto.get();
                 // The producer's stream is asked (the driver's cuStreamQuery, which never waits)
                 // only where its state changes `auto`'s pick for arrays like this one.
-                let busy = predictor.follows_producer(source.as_ref()) && self.producer_busy(&obj, source.as_ref())?;
+                let busy = predictor.follows_producer(source.as_ref()) && {
+                    let busy = self.producer_busy(&obj, source.as_ref())?;
+                    crate::trace::mark("plan: the producer's state", crate::trace::Kind::Driver);
+                    busy
+                };
                 let chosen = Python::attach(|py| predictor.auto_for(py, source.as_ref(), busy).map_err(|e| share_error(py, e)))
                     .map_err(|e| e.explain(crate::share::Stage::Inspect, self.source.name(), self.target.name(), "auto", None))?;
+                crate::trace::mark("plan: auto for this array", Own);
                 // The prediction is of the path `auto` takes for this array in this state.
                 let predict_busy = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
                     Python::attach(|py| {
@@ -498,7 +504,7 @@ impl SharePlan {
         }
         .map_err(PyGpushareErr::from)?;
         let result = ShareResult::from_outcome(outcome.value, outcome.report);
-        crate::trace::mark("the result object");
+        crate::trace::mark("the result object", Own);
         Ok(result)
     }
 
@@ -648,16 +654,7 @@ impl SharePlan {
     }
 }
 
-/// Each stage of the shares since the last call, as ``(stage, seconds)`` in order (a share starts
-/// with ``start``), and a fresh start; None unless the extension was built with the
-/// ``stage-trace`` feature (crates/core/src/trace.rs, tools/stage_trace.py).
-#[pyfunction]
-fn _stage_trace() -> Option<Vec<(&'static str, f64)>> {
-    crate::trace::take()
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_stage_trace, m)?)?;
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
     m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;
