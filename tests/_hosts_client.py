@@ -93,6 +93,28 @@ def connect(a: dict) -> dict:
     return {"error": None, "elapsed": time.monotonic() - t0}
 
 
+def rendezvous(a: dict) -> dict:
+    """A worker that answers but cannot reach this side's rendezvous (``iface`` names an interface
+    whose address does not lead here from there): what the first handoff's error said and when,
+    and what was left."""
+    ports = listening_ports()
+    x = torch.arange(1024, dtype=torch.float32)
+    before = x.clone()
+    w = gpushare.Worker(host=a["host"], timeout=a["timeout"], iface=a.get("iface")).start()
+    # The worker imports torch first (within its start timeout, not the handoff's): done before
+    # the clock starts, so what is timed is the group's set-up alone.
+    w._call("preload", modules=["torch"], timeout=120)
+    w._preloaded.add("torch")
+    t0, error = time.monotonic(), None
+    try:
+        w.share(x)
+    except GpushareError as e:
+        error = error_of(e)
+    return {"error": error, "elapsed": time.monotonic() - t0, "alive": w.alive, "intact": torch.equal(x, before),
+            "children": children(), "new_ports": sorted(listening_ports() - ports),
+            "established": established_to(a["peer"])}
+
+
 def fault(a: dict) -> dict:
     """Handoffs until ``action`` (kill, stop, linkdown) breaks one; what the error said and when,
     what was left, and a handoff to a fresh worker afterwards."""
@@ -146,4 +168,4 @@ def fault(a: dict) -> dict:
 
 if __name__ == "__main__":
     scenario, args = sys.argv[1], json.loads(sys.argv[2])
-    print(json.dumps({"handoff": handoff, "connect": connect, "fault": fault}[scenario](args), default=str))
+    print(json.dumps({"handoff": handoff, "connect": connect, "fault": fault, "rendezvous": rendezvous}[scenario](args), default=str))

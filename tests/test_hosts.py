@@ -113,6 +113,35 @@ def test_a_worker_that_never_answers_is_an_error_naming_its_address_within_the_t
     assert out["children"] == []
 
 
+def test_a_worker_behind_a_route_that_goes_nowhere_is_an_error_naming_it_within_the_timeout(pair):
+    # A route to the worker's network through the peer, which forwards nothing: the connection's
+    # packets are dropped (no refusal comes back), so only the timeout ends the wait.
+    pair.route("a", "203.0.113.0/24", pair.addr_b)
+    address = "203.0.113.5:29618"
+    out = client(pair, "connect", host=address, timeout=3.0)
+    assert out["error"]["type"] == "WorkerError"
+    assert address in out["error"]["message"]
+    assert out["elapsed"] <= 3.0 + 10.0
+    assert out["children"] == []
+
+
+def test_a_worker_that_cannot_reach_the_rendezvous_is_an_error_naming_both_ends_at_the_timeout(pair):
+    # iface="lo": this side's store listens on 127.0.0.1, which from the worker's namespace is its
+    # own loopback, where nobody listens. The worker answers, but never joins the group.
+    w = Listener(pair, 29617, 5.0)
+    try:
+        out = client(pair, "rendezvous", host=w.address, timeout=5.0, iface="lo", peer=pair.addr_b)
+    finally:
+        w.stop()
+    message = out["error"]["message"]
+    assert out["error"]["type"] == "WorkerError"
+    assert w.address in message and "did not join the rendezvous at 127.0.0.1:" in message
+    assert "wrong interface" in message and "no reply to" not in message
+    assert out["elapsed"] <= 5.0 + 10.0
+    assert out["intact"] and not out["alive"]
+    assert out["children"] == [] and out["new_ports"] == [] and out["established"] == 0
+
+
 def test_a_wrong_interface_names_the_variable_and_the_interfaces_found(pair):
     w = Listener(pair, 29612)
     try:
