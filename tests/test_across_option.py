@@ -5,7 +5,7 @@ two network namespaces in tests/test_hosts.py."""
 
 from __future__ import annotations
 
-import os
+import json
 import select
 import signal
 import socket
@@ -109,3 +109,28 @@ def test_one_parser_reads_across_for_every_entry_point():
         with pytest.raises(ValueError):
             arguments.across_option(bad)
     assert arguments.is_remote("10.0.0.2:29600") and not arguments.is_remote("processes")
+
+
+def test_gpushare_bench_across_host_port_sweeps_the_remote_path(worker, tmp_path):
+    address, _ = worker
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "gpushare", "bench", "torch->torch", "--across", address, "--paths",
+                           "remote", "--sizes", "4KiB,64KiB", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())["data"]
+    assert [(p["path"], p["size"], p["verdict"]) for p in data["points"]] == [("remote", 4096, "copied"),
+                                                                             ("remote", 65536, "copied")]
+    assert all(p["link"]["transport"] == "TCP over lo" for p in data["points"])
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench", "torch->torch", "--across", "nowhere"], "known: processes, or HOST:PORT"),
+    (["bench", "torch->torch", "--across", "10.0.0.2:0"], "is not a port"),
+    (["bench", "torch->torch", "--across", "10.0.0.2:29600", "--worker-device", "cuda:1"],
+     "--worker-device goes with --across processes"),
+    (["calibrate", "--across", "::1:29600"], "IPv6 address in brackets"),
+])
+def test_the_commands_refuse_a_bad_across_in_one_line(argv, says):
+    done = subprocess.run([sys.executable, "-m", "gpushare", *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
