@@ -113,6 +113,25 @@ def test_a_worker_that_never_answers_is_an_error_naming_its_address_within_the_t
     assert out["children"] == []
 
 
+def test_calibrate_across_fits_the_remote_path_to_a_worker_in_the_other_namespace(pair, tmp_path):
+    w = Listener(pair, 29615)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    try:
+        done = subprocess.run(pair.command(pair.a, [sys.executable, "-m", "gpushare", "calibrate", "-f", "torch", "--across",
+                                                    w.address, "--sizes", "4KiB,256KiB,4MiB", "-r", "3"]),
+                              capture_output=True, text=True, timeout=600, env=env)
+    finally:
+        w.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 paths fitted by this run" in done.stdout
+    assert "fitted on the mean of each size's samples" in done.stdout
+    model = json.loads((tmp_path / "gpushare" / "model.json").read_text())
+    assert "remote" in json.dumps(model)
+    # One connection (and one worker process there) per round of sweeps, each let go at its end.
+    assert sum("serving" in ln for ln in w.lines) == 3
+    assert sum("done (exit code 0)" in ln for ln in w.lines) == 3
+
+
 def test_a_worker_behind_a_route_that_goes_nowhere_is_an_error_naming_it_within_the_timeout(pair):
     # A route to the worker's network through the peer, which forwards nothing: the connection's
     # packets are dropped (no refusal comes back), so only the timeout ends the wait.
@@ -246,3 +265,14 @@ def test_a_device_tensor_goes_by_nccl_over_the_network_as_nccl_says(pair, monkey
     assert link["transport"] == "NET/Socket" and link["network"] is True, link
     assert any("via NET/Socket" in line for line in link["evidence"])
     assert link["local"]["interface"] == pair.if_a and link["remote"]["interface"] == pair.if_b
+
+
+def test_the_remote_path_is_fitted_on_the_mean_of_a_bimodal_time_the_others_on_the_median():
+    from gpushare.advice import fitted_time
+
+    # A small gloo message on a 250 Hz kernel: fast, or one timer tick (4 ms) later, in any mix.
+    samples = [0.0003, 0.0004, 0.0041, 0.0042, 0.0043]
+    timing = {"median": 0.0041, "samples": samples}
+    assert fitted_time({"path": "remote", "timing": timing}) == pytest.approx(sum(samples) / 5)
+    assert fitted_time({"path": "gloo", "timing": timing}) == 0.0041
+    assert fitted_time({"path": "remote", "timing": {"median": 0.002}}) == 0.002  # no samples kept: the median

@@ -206,6 +206,20 @@ def _default_frameworks(device: str) -> list[str]:
     return [a.name for a in ADAPTERS.values() if where in a.calibrate_on and a.installed()]
 
 
+def fitted_time(point: dict) -> float:
+    """The time a fit takes from a measured point: the median of its samples, except for the
+    ``remote`` path (a worker on another host), whose fit takes their mean. A small message over
+    the network has a bimodal time (gloo on a 250 Hz kernel: 0.1-0.45 ms, or one timer tick
+    later, about 4 ms, in any mix): the median jumps between the two modes from one sweep to the
+    next, while the mean is the expected cost per handoff, which a mix of the modes keeps. At
+    large sizes the two agree (the tick is small against the bytes' time)."""
+    timing = point["timing"]
+    samples = [float(t) for t in timing.get("samples") or ()]
+    if point.get("path") == "remote" and samples:
+        return sum(samples) / len(samples)
+    return float(timing["median"])
+
+
 def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict],
                 limits: Any = None) -> int:
     """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark, each with the
@@ -223,7 +237,7 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         # `shared` starts from a SharedBuffer, not the pair's own arrays: no path for the pair's auto.
         if p.get("verdict") == "failed" or not timing or p.get("path") in ("auto", "shared"):
             continue
-        by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
+        by_path.setdefault(p["path"], []).append((int(p["size"]), fitted_time(p)))
         speeds_of.setdefault(p["path"], []).append(p.get("host_speed"))
         verdicts_of.setdefault(p["path"], set()).add(p["verdict"])
         if int(p["size"]) >= int(largest.get(p["path"], {}).get("size", -1)):
@@ -277,6 +291,7 @@ def calibrate(
     to_device: str | None = None,
     processes: bool = False,
     worker_device: str | None = None,
+    across: str | None = None,
     repeat: int = 5,
     save: bool = True,
     shares: bool = True,
@@ -288,7 +303,11 @@ def calibrate(
     ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where CUDA is usable, else ``cpu``),
     fits each path's ``fixed + bytes / bandwidth``, and caches the model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
     ``processes=True`` the process paths (``PROCESS_ROUNDS`` sweeps of every size, a fresh worker
-    each; ``worker_device="cuda:1"`` also a worker working on that GPU, where NCCL's paths apply); ``shares=False`` sweeps only
+    each; ``worker_device="cuda:1"`` also a worker working on that GPU, where NCCL's paths apply);
+    ``across="HOST:PORT"`` the ``remote`` path to the worker there (``gpushare worker --listen``),
+    in ``PROCESS_ROUNDS`` sweeps of every size, a fresh connection (and worker process there)
+    each, fitted like any other path but on the mean of each size's samples rather than their
+    median (a small message's time over the network is bimodal: :func:`fitted_time`); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
@@ -307,6 +326,10 @@ def calibrate(
     from gpushare import lab
 
     frameworks = arguments.names("frameworks", frameworks)
+    if across is not None:
+        across = arguments.across_option(across, "across")
+        if across == "processes":  # the same as processes=True
+            processes, across = True, None
     repeat = arguments.count("repeat", repeat, optional=False)  # type: ignore[assignment]
     size_list = list(dict.fromkeys(arguments.sizes("sizes", sizes)))
     if len(size_list) < 3:
@@ -325,6 +348,8 @@ def calibrate(
     total = len(size_list) * (pairs + (len(names) if to_device is not None else 0))
     if processes:
         total += PROCESS_ROUNDS * len(names) * (2 if worker_device is not None else 1)
+    if across is not None:
+        total += PROCESS_ROUNDS * len(names)
     shown = _CalibrationProgress(total, progress)
 
     def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None, **where: Any) -> None:
@@ -363,6 +388,14 @@ def calibrate(
                     if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
                         with Worker(device=worker_device) as worker:
                             measure("process", src, src, size_list, times=per_round, across=worker)
+        if across is not None:  # the remote path alone: the others cannot reach another host
+            from gpushare.processes import Worker
+
+            per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
+            for _ in range(PROCESS_ROUNDS):
+                for src in names:
+                    with Worker(host=across) as worker:
+                        measure("process", src, src, size_list, times=per_round, across=worker, paths=["remote"])
     finally:
         shown.close()
     # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
@@ -548,7 +581,8 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         from gpushare import processes
 
         # An unstarted Worker says where a worker would run (the NCCL paths need another GPU).
-        worker = across if isinstance(across, processes.Worker) else processes.Worker()
+        worker = (across if isinstance(across, processes.Worker) else
+                  processes.Worker(host=across) if arguments.is_remote(across) else processes.Worker())
         kind, where = "process", process_place(place, worker.device)
         rules_choice = paths.process_auto(obj)
         for path in paths.names_of("process"):
