@@ -131,9 +131,9 @@ def across(value: Any) -> Any:
         return None
     from gpushare.processes import Worker
 
-    if isinstance(value, Worker) or value is True:
+    if isinstance(value, Worker) or value is True or value in ("process", "processes"):
         return value
-    if isinstance(value, str):
+    if isinstance(value, str) and ":" in value:
         return across_option(value, "across")
     raise ValueError(f"across is a gpushare.Worker, 'process' or 'HOST:PORT' of a remote worker, got {_shown(value)}")
 
