@@ -119,6 +119,12 @@ class VethPair:
                         "burst", "1mb", "latency", "50ms"], check=True, capture_output=True)
 
 
+    def unshape(self, side: str) -> None:
+        """Removes :meth:`shape`'s rate limit."""
+        ns, ifname = (self.a, self.if_a) if side == "a" else (self.b, self.if_b)
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", ifname, "root"], capture_output=True)
+
+
 def cannot_create() -> str | None:
     """Why two namespaces cannot be made here, or None."""
     if os.geteuid() != 0:

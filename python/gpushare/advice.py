@@ -221,13 +221,15 @@ def fitted_time(point: dict) -> float:
 
 
 def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict],
-                limits: Any = None) -> int:
+                limits: Any = None, link: float | None = None) -> int:
     """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark, each with the
     ``host_speed`` measured before its sweep where there was one) into ``m``, with its verdict:
     True where it shared at every size, False where it copied at every size, None where it did
     both (``auto`` replaces a path only by one with the same verdict, and never one whose verdict
     depends on the array). ``limits`` (:func:`gpushare.ceilings`): each copying path's ceiling at
-    its largest size, below which its cost per byte never falls past the sweep."""
+    its largest size, below which its cost per byte never falls past the sweep; ``link``: the
+    ceiling of the link the ``remote`` path crossed (:func:`gpushare.process_remote.link_ceiling`),
+    in bytes per second, which bounds that path's fit the same way."""
     by_path: dict[str, list[tuple[int, float]]] = {}
     speeds_of: dict[str, list[float | None]] = {}
     verdicts_of: dict[str, set[str]] = {}
@@ -248,6 +250,8 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         # (machine_ceilings.table_problems): only for copies within or between places a ceiling
         # names (a process handoff's is its worker's business).
         p = largest[path]
+        if path == "remote":
+            return link
         if limits is None or kind == "process" or p.get("verdict") != "copied" or not p.get("bytes_moved"):
             return None
         # The ceiling of the sizes past the sweep, where its lines are carried on: a ceiling for n
@@ -307,7 +311,9 @@ def calibrate(
     ``across="HOST:PORT"`` the ``remote`` path to the worker there (``gpushare worker --listen``),
     in ``PROCESS_ROUNDS`` sweeps of every size, a fresh connection (and worker process there)
     each, fitted like any other path but on the mean of each size's samples rather than their
-    median (a small message's time over the network is bimodal: :func:`fitted_time`); ``shares=False`` sweeps only
+    median (a small message's time over the network is bimodal: :func:`fitted_time`), and bounded
+    by the link's ceiling (:func:`gpushare.process_remote.link_ceiling`, measured once for the
+    peer); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
@@ -344,6 +350,7 @@ def calibrate(
     if previous is not None and previous.stale_against(machine_key()) is None:
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
     sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
+    link: float | None = None  # the remote link's ceiling, bytes per second
     pairs = sum(1 for s in names for d in names if shares and (s != d or to_device is not None))
     total = len(size_list) * (pairs + (len(names) if to_device is not None else 0))
     if processes:
@@ -391,11 +398,14 @@ def calibrate(
         if across is not None:  # the remote path alone: the others cannot reach another host
             from gpushare.processes import Worker
 
+            from gpushare import process_remote
+
             per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
             for _ in range(PROCESS_ROUNDS):
                 for src in names:
                     with Worker(host=across) as worker:
                         measure("process", src, src, size_list, times=per_round, across=worker, paths=["remote"])
+                        link = process_remote.link_ceiling(worker)["bandwidth"]  # measured once, then cached
     finally:
         shown.close()
     # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
@@ -408,7 +418,7 @@ def calibrate(
                       "calibrated, predictions carry the measured lines on", GpushareWarning, stacklevel=2)
         limits = None
     for (kind, src, dst, place), points in sweeps.items():
-        _fit_points(m, kind, src, dst, place, points, limits)
+        _fit_points(m, kind, src, dst, place, points, limits, link)
     if save:
         _save(m)
     # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
