@@ -134,3 +134,28 @@ def test_gpushare_bench_across_host_port_sweeps_the_remote_path(worker, tmp_path
 def test_the_commands_refuse_a_bad_across_in_one_line(argv, says):
     done = subprocess.run([sys.executable, "-m", "gpushare", *argv], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+def test_a_second_peer_of_a_busy_worker_is_told_it_serves_one_peer_at_a_time(worker):
+    import gpushare
+    from gpushare.exceptions import GpushareError
+
+    address, _ = worker
+    with gpushare.Worker(host=address, timeout=TIMEOUT):
+        with pytest.raises(GpushareError) as e:
+            gpushare.Worker(host=address, timeout=3.0).start()
+    assert address in str(e.value) and "one peer at a time" in str(e.value)
+    with gpushare.Worker(host=address, timeout=TIMEOUT) as w:  # once the first is gone, the next is served
+        assert w.alive
+
+
+def test_advise_across_host_port_predicts_the_remote_path_without_connecting():
+    import torch
+
+    import gpushare
+
+    port = _free_port()  # nobody listens there: advise runs nothing
+    a = gpushare.advise(torch.ones(1024), "torch", across=f"127.0.0.1:{port}")
+    rows = {row["path"]: row for row in a.rows}
+    assert rows["remote"]["verdict"] == "copied"
+    assert rows["shm"]["verdict"] == "failed" and "on another" in rows["shm"]["reason"]

@@ -215,8 +215,15 @@ class Worker:
         _LIVE.add(self)
         try:
             self.info = self._call("ping", timeout=self.timeout)
-        except WorkerError:
-            raise
+        except WorkerError as e:
+            if "stopped answering" not in str(e):
+                raise
+            # Connected, yet no worker answered: the listener is serving another peer (one at a
+            # time; this connection waits in its queue), or it is stopped. Nothing is left of it here.
+            raise gpushare_error(
+                "worker", f"{self.host} accepted the connection but no worker answered within {self.timeout:g} s: "
+                          f"`gpushare worker --listen` serves one peer at a time (is another connected to it?), "
+                          f"or it is stopped or hung") from None
         except BaseException:
             self.stop(timeout=1.0)
             raise
