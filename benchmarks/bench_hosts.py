@@ -1,12 +1,16 @@
 """A worker on another host, measured in one run: gpushare's ``remote`` handoff (gloo) against raw
 torch.distributed send/recv over the same link, and against a ``tc tbf``-shaped rate.
 
-    python benchmarks/bench_hosts.py [--sizes 1MiB,16MiB,64MiB,256MiB] [--repeat 10] [--rate 2gbit] [--out F]
+    python benchmarks/bench_hosts.py [--sizes 1MiB,16MiB,64MiB,256MiB] [--calibrate 256KiB,4MiB,32MiB]
+                                     [--repeat 10] [--rate 2gbit] [--out F]
 
 Two network namespaces joined by a veth pair stand for two hosts (root; iproute2's ``ip`` and
 ``tc``, or pyroute2 without them): ``gpushare worker --listen`` in one, the caller in the other.
 
-- gpushare: ``Worker(host=…).share(x, repeat=N)``, the median of N acknowledged handoffs.
+- gpushare: ``Worker(host=…).share(x, repeat=N)``, the median of N acknowledged handoffs, against
+  the link's ceiling (``gpushare.process_remote.link_ceiling``, measured at the first handoff) and
+  the prediction of a model calibrated first (``gpushare.calibrate(across=…)``) at ``--calibrate``
+  sizes, in the first round.
 - raw: a gloo process group of two processes started here, one per namespace, on their own
   ``TCPStore``, each send acknowledged by a 4-byte reply, as gpushare's handoff is. Goal:
   gpushare's median within 1.1x of raw at each size.
@@ -53,17 +57,25 @@ def parse_rate(text: str) -> float:
 
 # -- what runs in the namespaces (this file, with a role) ------------------------------------------
 
-def gpushare_side(host: str, sizes: list[int], repeat: int) -> dict:
+def gpushare_side(host: str, sizes: list[int], repeat: int, calibrate: list[int]) -> dict:
     import torch
 
     import gpushare
+    from gpushare import process_remote
 
+    model = None
+    if calibrate:  # first: the listener serves one peer at a time, and calibrate connects its own
+        model = gpushare.calibrate(["torch"], sizes=calibrate, device="cpu", across=host, shares=False, save=False,
+                                   progress=False)
     out = {}
     with gpushare.Worker(host=host, timeout=120) as w:
         for size in sizes:
             x = torch.ones(size // 4)
             r = w.share(x, repeat=repeat)
-            out[size] = {"median": r.timing["median"], "min": r.timing["min"], "transport": r.link["transport"]}
+            p = model.predict("process", "remote", "torch", "torch", "cpu->process", size) if model else None
+            out[size] = {"median": r.timing["median"], "min": r.timing["min"], "transport": r.link["transport"],
+                         "ceiling": process_remote.link_ceiling(w)["bandwidth"],
+                         "predicted": None if p is None else p.seconds}
             r.release()
     return out
 
@@ -138,20 +150,25 @@ def best(runs: list[dict]) -> dict:
     return {s: min((r[s] for r in runs), key=lambda v: v["median"]) for s in runs[0]}
 
 
-def measure(pair: VethPair, sizes: list[int], repeat: int, port: int, rounds: int) -> tuple[dict, dict]:
+def measure(pair: VethPair, sizes: list[int], repeat: int, port: int, rounds: int, calibrate: list[int] = ()
+            ) -> tuple[dict, dict]:
     mine, raw = [], []
     for i in range(rounds):
-        m, r = measure_once(pair, sizes, repeat, port + 2 * i)
+        m, r = measure_once(pair, sizes, repeat, port + 2 * i, list(calibrate) if i == 0 else [])
+        if i > 0:  # the prediction is the first round's (one calibration per run)
+            for size in m:
+                m[size]["predicted"] = mine[0][size]["predicted"]
         mine.append(m)
         raw.append(r)
     return best(mine), best(raw)
 
 
-def measure_once(pair: VethPair, sizes: list[int], repeat: int, port: int) -> tuple[dict, dict]:
+def measure_once(pair: VethPair, sizes: list[int], repeat: int, port: int, calibrate: list[int]) -> tuple[dict, dict]:
     spec = ",".join(map(str, sizes))
     worker = start_worker(pair, port)
     try:
-        mine = result_of(run_in(pair, pair.a, "gpushare", f"{pair.addr_b}:{port}", spec, str(repeat)))
+        mine = result_of(run_in(pair, pair.a, "gpushare", f"{pair.addr_b}:{port}", spec, str(repeat),
+                                ",".join(map(str, calibrate))))
     finally:
         stop(worker)
     store = f"{pair.addr_a}:{port + 1}"
@@ -170,6 +187,8 @@ def measure_once(pair: VethPair, sizes: list[int], repeat: int, port: int) -> tu
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1MiB,16MiB,64MiB,256MiB")
+    p.add_argument("--calibrate", default="256KiB,4MiB,32MiB",
+                   help="sizes the model is calibrated at, before the first round (none: '')")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--rate", default="2gbit", help="the tc tbf rate of the shaped run")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds of gpushare and raw; the best of each")
@@ -182,15 +201,18 @@ def main() -> None:
     pair = VethPair().create()
     report: dict = {"sizes": sizes, "repeat": a.repeat}
     try:
-        mine, raw = measure(pair, sizes, a.repeat, 29700, a.rounds)
+        calibrate = [parse_size(s) for s in a.calibrate.split(",") if s.strip()]
+        mine, raw = measure(pair, sizes, a.repeat, 29700, a.rounds, calibrate)
         report["veth"] = {"gpushare": mine, "raw": raw}
         print(f"veth {pair.if_a} -> {pair.if_b} (transport: {mine[sizes[0]]['transport']}); medians, best of "
               f"{a.rounds} alternating rounds; goal: gpushare within 1.1x of raw")
-        print(f"{'size':>10} {'gpushare':>12} {'GB/s':>7} {'raw gloo':>12} {'GB/s':>7} {'ratio':>6}")
+        print(f"{'size':>10} {'gpushare':>12} {'GB/s':>7} {'ceiling':>8} {'of it':>6} {'predicted':>12} {'error':>7} "
+              f"{'raw gloo':>12} {'GB/s':>7} {'ratio':>6}")
         for s in sizes:
-            g, r = mine[s]["median"], raw[s]["median"]
-            print(f"{s >> 10:>7} KiB {g * 1e3:>9.3f} ms {s / g / 1e9:>7.3f} {r * 1e3:>9.3f} ms {s / r / 1e9:>7.3f} "
-                  f"{g / r:>6.2f}")
+            g, r, c, pred = mine[s]["median"], raw[s]["median"], mine[s]["ceiling"], mine[s]["predicted"]
+            shown = (f"{pred * 1e3:>9.3f} ms {(pred - g) / g:>+7.0%}" if pred is not None else f"{'-':>12} {'-':>7}")
+            print(f"{s >> 10:>7} KiB {g * 1e3:>9.3f} ms {s / g / 1e9:>7.3f} {c / 1e9:>8.3f} {s / g / c:>6.0%} {shown} "
+                  f"{r * 1e3:>9.3f} ms {s / r / 1e9:>7.3f} {g / r:>6.2f}")
         big = [s for s in sizes if s >= 64 << 20]
         if big:
             pair.shape("a", a.rate)
@@ -212,7 +234,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "gpushare":
-        print(json.dumps(gpushare_side(sys.argv[2], [int(s) for s in sys.argv[3].split(",")], int(sys.argv[4]))))
+        print(json.dumps(gpushare_side(sys.argv[2], [int(s) for s in sys.argv[3].split(",")], int(sys.argv[4]),
+                                       [int(s) for s in sys.argv[5].split(",") if s])))
     elif len(sys.argv) > 1 and sys.argv[1] == "raw":
         print(json.dumps(raw_side(int(sys.argv[2]), sys.argv[3], sys.argv[4],
                                   [int(s) for s in sys.argv[5].split(",")], int(sys.argv[6]))))

@@ -12,7 +12,8 @@ nbclient and nbmake go on after it); the cell of notebook parameters is tagged `
 (``gpushare run -p size=4096``, papermill).
 
 The cell lists live beside this script: cells_cpu.py (01, 02), cells_gpu.py (03, 04, 07) and
-cells_multi.py (05, 06), cells_advice.py (08), cells_contexts.py (09), built with md() and code() from cells_common.py.
+cells_multi.py (05, 06), cells_advice.py (08), cells_contexts.py (09), cells_hosts.py (10), built with md()
+and code() from cells_common.py.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from cells_gpu import MEMORY_GPU, PATHS_GPU, TF_GPU  # noqa: E402
 from cells_multi import PROCESSES, SEVERAL_GPUS  # noqa: E402
 from cells_advice import PATH_ADVICE  # noqa: E402
 from cells_contexts import CONTEXT_STORY  # noqa: E402
+from cells_hosts import ACROSS_HOSTS  # noqa: E402
 
 KERNELSPEC = {"name": "gpushare", "display_name": "Python (gpushare)", "language": "python"}
 
@@ -49,6 +51,7 @@ NOTEBOOKS = {
     "07_tensorflow_gpu": TF_GPU,
     "08_path_advice_gpu": PATH_ADVICE,
     "09_pycuda_tensorflow_contexts_gpu": CONTEXT_STORY,
+    "10_across_hosts": ACROSS_HOSTS,
 }
 
 

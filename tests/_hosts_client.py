@@ -93,6 +93,52 @@ def connect(a: dict) -> dict:
     return {"error": None, "elapsed": time.monotonic() - t0}
 
 
+def rendezvous(a: dict) -> dict:
+    """A worker that answers but cannot reach this side's rendezvous (``iface`` names an interface
+    whose address does not lead here from there): what the first handoff's error said and when,
+    and what was left."""
+    ports = listening_ports()
+    x = torch.arange(1024, dtype=torch.float32)
+    before = x.clone()
+    w = gpushare.Worker(host=a["host"], timeout=a["timeout"], iface=a.get("iface")).start()
+    # The worker imports torch first (within its start timeout, not the handoff's): done before
+    # the clock starts, so what is timed is the group's set-up alone.
+    w._call("preload", modules=["torch"], timeout=120)
+    w._preloaded.add("torch")
+    t0, error = time.monotonic(), None
+    try:
+        w.share(x)
+    except GpushareError as e:
+        error = error_of(e)
+    return {"error": error, "elapsed": time.monotonic() - t0, "alive": w.alive, "intact": torch.equal(x, before),
+            "children": children(), "new_ports": sorted(listening_ports() - ports),
+            "established": established_to(a["peer"])}
+
+
+def shaped(a: dict) -> dict:
+    """On a link shaped to a known rate: calibrate the remote path at ``calibrate`` sizes, then
+    measure ``check`` sizes (not calibrated) and set the model's prediction beside each."""
+    import statistics
+
+    from gpushare import process_remote
+
+    m = gpushare.calibrate(["torch"], sizes=a["calibrate"], device="cpu", across=a["host"], shares=False,
+                           save=False, repeat=3, progress=False)
+    out: dict = {"checked": []}
+    with gpushare.Worker(host=a["host"], timeout=a["timeout"]) as w:
+        for n in a["check"]:
+            x = torch.ones(n // 4)
+            r = w.share(x, repeat=a.get("repeat", 5))
+            r.release()
+            median = r.row["timing"]["median"]
+            p = m.predict("process", "remote", "torch", "torch", "cpu->process", n)
+            out["checked"].append({"nbytes": n, "median": median, "samples": r.row["timing"]["samples"],
+                                   "predicted": None if p is None else p.seconds,
+                                   "bandwidth": n / median, "notes": r.row["notes"]})
+        out["ceiling"] = process_remote.link_ceiling(w)
+    return out
+
+
 def fault(a: dict) -> dict:
     """Handoffs until ``action`` (kill, stop, linkdown) breaks one; what the error said and when,
     what was left, and a handoff to a fresh worker afterwards."""
@@ -146,4 +192,4 @@ def fault(a: dict) -> dict:
 
 if __name__ == "__main__":
     scenario, args = sys.argv[1], json.loads(sys.argv[2])
-    print(json.dumps({"handoff": handoff, "connect": connect, "fault": fault}[scenario](args), default=str))
+    print(json.dumps({"handoff": handoff, "connect": connect, "fault": fault, "rendezvous": rendezvous, "shaped": shaped}[scenario](args), default=str))

@@ -100,11 +100,29 @@ class VethPair:
         with NetNS(ns) as n:
             n.link("set", index=n.link_lookup(ifname=ifname)[0], state="up" if up else "down")
 
+    def route(self, side: str, network: str, via: str) -> None:
+        """A route on side ``side`` to ``network`` (``203.0.113.0/24``) through ``via``."""
+        ns = self.a if side == "a" else self.b
+        if self.ip:
+            subprocess.run([self.ip, "-n", ns, "route", "replace", network, "via", via], check=True,
+                           capture_output=True)
+            return
+        from pyroute2 import NetNS
+
+        with NetNS(ns) as n:
+            n.route("replace", dst=network, gateway=via)
+
     def shape(self, side: str, rate: str) -> None:
         """A token-bucket rate limit (``tc qdisc … tbf``) on side ``side``'s interface."""
         ns, ifname = (self.a, self.if_a) if side == "a" else (self.b, self.if_b)
         subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", ifname, "root", "tbf", "rate", rate,
                         "burst", "1mb", "latency", "50ms"], check=True, capture_output=True)
+
+
+    def unshape(self, side: str) -> None:
+        """Removes :meth:`shape`'s rate limit."""
+        ns, ifname = (self.a, self.if_a) if side == "a" else (self.b, self.if_b)
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", ifname, "root"], capture_output=True)
 
 
 def cannot_create() -> str | None:

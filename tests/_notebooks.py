@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 CPU_NOTEBOOKS = ("01_tour_cpu", "02_torch_to_tensorflow")
 GPU_NOTEBOOKS = ("03_transfer_paths_gpu", "04_memory_and_contexts_gpu", "05_several_gpus", "06_processes", "07_tensorflow_gpu",
-                 "08_path_advice_gpu", "09_pycuda_tensorflow_contexts_gpu")
+                 "08_path_advice_gpu", "09_pycuda_tensorflow_contexts_gpu", "10_across_hosts")
 #: Parameters the runner passes to notebook 02 (fewer samples; it also proves injection works).
 PARAMS = {"02_torch_to_tensorflow": ["repeat=5"]}
 #: Per-cell limit, and per-notebook limit of the whole command (kernel start included): guards

@@ -30,8 +30,8 @@ def cache(tmp_path, monkeypatch):
 def test_calibrate_says_what_it_measures_a_line_per_sweep_and_warns_of_an_uncertain_fit(cache, capsys, monkeypatch):
     fit_points = advice._fit_points
 
-    def with_a_drifting_path(m, kind, source, target, place, points, limits=None):
-        added = fit_points(m, kind, source, target, place, points, limits)
+    def with_a_drifting_path(m, kind, source, target, place, points, limits=None, link=None):
+        added = fit_points(m, kind, source, target, place, points, limits, link)
         if (source, target) == ("torch", "numpy"):
             m.add("share", "dlpack", "torch", "numpy", "cpu", JUMPY, None)
         return added

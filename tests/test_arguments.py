@@ -47,7 +47,8 @@ def test_share_takes_integral_timing_arguments_of_any_integer_type():
     ({"queued": "2ms"}, TypeError, "queued is a number of seconds.*2e-3"),
     ({"queued": math.nan}, ValueError, "queued is a finite number"),
     ({"queued": -1.0}, ValueError, "queued must be at least 0"),
-    ({"across": "bogus"}, ValueError, "across is a gpushare.Worker or 'process'"),
+    ({"across": "bogus"}, ValueError, "across is a gpushare.Worker, 'process' or 'HOST:PORT'"),
+    ({"across": "10.0.0.2:0"}, ValueError, "across: port 0 is not in 1..65535"),
 ])
 def test_advise_refuses_odd_arguments(kwargs, error, words):
     with pytest.raises(error, match=words):
@@ -71,6 +72,7 @@ def test_advice_has_a_json_form_valid_against_its_schema():
     ({"sizes": ["4KiB", "nonsense", "1MiB"]}, ValueError, r"sizes\[1\]: cannot read size"),
     ({"repeat": 0}, ValueError, "repeat must be at least 1"),
     ({"sizes": [0, 0, 0]}, ValueError, "at least three sizes"),
+    ({"across": "nowhere"}, ValueError, "across is 'processes' .* or 'HOST:PORT'"),
 ])
 def test_calibrate_refuses_odd_sizes_and_counts_before_measuring(kwargs, error, words):
     with pytest.raises(error, match=words):

@@ -45,7 +45,7 @@ def calibrate_command() -> int:
         m = gpushare.calibrate(
             a["frameworks"] or None, sizes=a["sizes"] or advice.DEFAULT_SIZES, device=a["device"],
             to_device=a["to_device"], processes=a["processes"], worker_device=a["worker_device"],
-            repeat=a["repeat"], record=record, progress="lines",
+            across=a.get("across"), repeat=a["repeat"], record=record, progress="lines",
         )
     except GpushareError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -81,6 +81,9 @@ def calibrate_command() -> int:
         return 1
     print(advice.summary())
     print(f"{len(fitted)} paths fitted by this run")
+    if any(key[1] == "remote" for key in fitted):
+        print(f"remote (the worker at {a.get('across')}): fitted on the mean of each size's samples, not their "
+              "median: a small message's time over the network is bimodal (gpushare.advice.fitted_time)")
     return 0
 
 

@@ -201,14 +201,30 @@ def _default_frameworks(device: str) -> list[str]:
     return [a.name for a in ADAPTERS.values() if where in a.calibrate_on and a.installed()]
 
 
+def fitted_time(point: dict) -> float:
+    """The time a fit takes from a measured point: the median of its samples, except for the
+    ``remote`` path (a worker on another host), whose fit takes their mean. A small message over
+    the network has a bimodal time (gloo on a 250 Hz kernel: 0.1-0.45 ms, or one timer tick
+    later, about 4 ms, in any mix): the median jumps between the two modes from one sweep to the
+    next, while the mean is the expected cost per handoff, which a mix of the modes keeps. At
+    large sizes the two agree (the tick is small against the bytes' time)."""
+    timing = point["timing"]
+    samples = [float(t) for t in timing.get("samples") or ()]
+    if point.get("path") == "remote" and samples:
+        return sum(samples) / len(samples)
+    return float(timing["median"])
+
+
 def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points: Iterable[dict],
-                limits: Any = None) -> int:
+                limits: Any = None, link: float | None = None) -> int:
     """Fits each path of a sweep's points (``to_dict()["points"]`` of a Benchmark, each with the
     ``host_speed`` measured before its sweep where there was one) into ``m``, with its verdict:
     True where it shared at every size, False where it copied at every size, None where it did
     both (``auto`` replaces a path only by one with the same verdict, and never one whose verdict
     depends on the array). ``limits`` (:func:`gpushare.ceilings`): each copying path's ceiling at
-    its largest size, below which its cost per byte never falls past the sweep."""
+    its largest size, below which its cost per byte never falls past the sweep; ``link``: the
+    ceiling of the link the ``remote`` path crossed (:func:`gpushare.process_remote.link_ceiling`),
+    in bytes per second, which bounds that path's fit the same way."""
     by_path: dict[str, list[tuple[int, float]]] = {}
     speeds_of: dict[str, list[float | None]] = {}
     verdicts_of: dict[str, set[str]] = {}
@@ -218,7 +234,7 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         # `shared` starts from a SharedBuffer, not the pair's own arrays: no path for the pair's auto.
         if p.get("verdict") == "failed" or not timing or p.get("path") in ("auto", "shared"):
             continue
-        by_path.setdefault(p["path"], []).append((int(p["size"]), float(timing["median"])))
+        by_path.setdefault(p["path"], []).append((int(p["size"]), fitted_time(p)))
         speeds_of.setdefault(p["path"], []).append(p.get("host_speed"))
         verdicts_of.setdefault(p["path"], set()).add(p["verdict"])
         if int(p["size"]) >= int(largest.get(p["path"], {}).get("size", -1)):
@@ -229,6 +245,8 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
         # (machine_ceilings.table_problems): only for copies within or between places a ceiling
         # names (a process handoff's is its worker's business).
         p = largest[path]
+        if path == "remote":
+            return link
         if limits is None or kind == "process" or p.get("verdict") != "copied" or not p.get("bytes_moved"):
             return None
         # The ceiling of the sizes past the sweep, where its lines are carried on: a ceiling for n
@@ -272,6 +290,7 @@ def calibrate(
     to_device: str | None = None,
     processes: bool = False,
     worker_device: str | None = None,
+    across: str | None = None,
     repeat: int = 5,
     save: bool = True,
     shares: bool = True,
@@ -283,7 +302,13 @@ def calibrate(
     ``sizes`` (three at least) on ``device`` (default ``cuda:0`` where CUDA is usable, else ``cpu``),
     fits each path's ``fixed + bytes / bandwidth``, and caches the model for this machine. ``to_device="cuda:1"`` also fits the move paths there;
     ``processes=True`` the process paths (``PROCESS_ROUNDS`` sweeps of every size, a fresh worker
-    each; ``worker_device="cuda:1"`` also a worker working on that GPU, where NCCL's paths apply); ``shares=False`` sweeps only
+    each; ``worker_device="cuda:1"`` also a worker working on that GPU, where NCCL's paths apply);
+    ``across="HOST:PORT"`` the ``remote`` path to the worker there (``gpushare worker --listen``),
+    in ``PROCESS_ROUNDS`` sweeps of every size, a fresh connection (and worker process there)
+    each, fitted like any other path but on the mean of each size's samples rather than their
+    median (a small message's time over the network is bimodal: :func:`fitted_time`), and bounded
+    by the link's ceiling (:func:`gpushare.process_remote.link_ceiling`, measured once for the
+    peer); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
     ``points`` with their timing samples), so a run can be refitted later without the machine
@@ -302,6 +327,10 @@ def calibrate(
     from gpushare import lab
 
     frameworks = arguments.names("frameworks", frameworks)
+    if across is not None:
+        across = arguments.across_option(across, "across")
+        if across == "processes":  # the same as processes=True
+            processes, across = True, None
     repeat = arguments.count("repeat", repeat, optional=False)  # type: ignore[assignment]
     size_list = list(dict.fromkeys(arguments.sizes("sizes", sizes)))
     if len(size_list) < 3:
@@ -316,10 +345,13 @@ def calibrate(
     if previous is not None and previous.stale_against(machine_key()) is None:
         m = CostModel.from_json(previous.to_json())  # keep what was calibrated before for other places
     sweeps: dict[tuple[str, str, str, str], list[dict]] = {}
+    link: float | None = None  # the remote link's ceiling, bytes per second
     pairs = sum(1 for s in names for d in names if shares and (s != d or to_device is not None))
     total = len(size_list) * (pairs + (len(names) if to_device is not None else 0))
     if processes:
         total += PROCESS_ROUNDS * len(names) * (2 if worker_device is not None else 1)
+    if across is not None:
+        total += PROCESS_ROUNDS * len(names)
     shown = _CalibrationProgress(total, progress)
 
     def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None, **where: Any) -> None:
@@ -358,6 +390,17 @@ def calibrate(
                     if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
                         with Worker(device=worker_device) as worker:
                             measure("process", src, src, size_list, times=per_round, across=worker)
+        if across is not None:  # the remote path alone: the others cannot reach another host
+            from gpushare.processes import Worker
+
+            from gpushare import process_remote
+
+            per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
+            for _ in range(PROCESS_ROUNDS):
+                for src in names:
+                    with Worker(host=across) as worker:
+                        measure("process", src, src, size_list, times=per_round, across=worker, paths=["remote"])
+                        link = process_remote.link_ceiling(worker)["bandwidth"]  # measured once, then cached
     finally:
         shown.close()
     # The machine's ceilings (measured once and cached): past its sweep no copy is predicted faster.
@@ -370,7 +413,7 @@ def calibrate(
                       "calibrated, predictions carry the measured lines on", GpushareWarning, stacklevel=2)
         limits = None
     for (kind, src, dst, place), points in sweeps.items():
-        _fit_points(m, kind, src, dst, place, points, limits)
+        _fit_points(m, kind, src, dst, place, points, limits, link)
     if save:
         _save(m)
     # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
@@ -543,7 +586,8 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         from gpushare import processes
 
         # An unstarted Worker says where a worker would run (the NCCL paths need another GPU).
-        worker = across if isinstance(across, processes.Worker) else processes.Worker()
+        worker = (across if isinstance(across, processes.Worker) else
+                  processes.Worker(host=across) if arguments.is_remote(across) else processes.Worker())
         kind, where = "process", process_place(place, worker.device)
         rules_choice = paths.process_auto(obj)
         for path in paths.names_of("process"):

@@ -125,14 +125,45 @@ def adapter(name: str, value: Any) -> Any:
 
 def across(value: Any) -> Any:
     """Where a handoff goes to another process: a :class:`gpushare.Worker`, ``"process"``
-    (``"processes"``, True: a worker started for the call) or None (this process)."""
+    (``"processes"``, True: a worker started for the call), ``"HOST:PORT"`` (the remote worker
+    there, connected for the call) or None (this process)."""
     if value is None:
         return None
     from gpushare.processes import Worker
 
-    if isinstance(value, Worker) or value is True or (isinstance(value, str) and value in ("process", "processes")):
+    if isinstance(value, Worker) or value is True or value in ("process", "processes"):
         return value
-    raise ValueError(f"across is a gpushare.Worker or 'process', got {_shown(value)}")
+    if isinstance(value, str) and ":" in value:
+        return across_option(value, "across")
+    raise ValueError(f"across is a gpushare.Worker, 'process' or 'HOST:PORT' of a remote worker, got {_shown(value)}")
 
 
-__all__ = ["MAX_BYTES", "MAX_COUNT", "across", "adapter", "count", "names", "seconds", "size", "sizes", "timing"]
+def across_option(text: Any, name: str = "--across") -> str:
+    """The text of ``--across`` (the magics, ``gpushare calibrate``'s Python half): ``"processes"``
+    (``process`` too) for a worker process of this host, or ``"HOST:PORT"`` (``[v6]:PORT``) of a
+    worker on another host (``gpushare worker --listen``), checked and returned as given. One
+    parser, so that every entry point accepts and refuses the same texts in the same words."""
+    if not isinstance(text, str):
+        raise ValueError(f"{name} is 'processes' or 'HOST:PORT' of a remote worker, got {_shown(text)}")
+    value = text.strip()
+    if value in ("process", "processes"):
+        return "processes"
+    if ":" not in value:
+        raise ValueError(f"{name} is 'processes' (a worker process of this host) or 'HOST:PORT' of a worker on "
+                         f"another host (`gpushare worker --listen HOST:PORT`), got {_shown(text)}")
+    from gpushare.exceptions import GpushareError
+    from gpushare.process_remote import parse_address
+
+    try:
+        parse_address(value, name)
+    except GpushareError as e:  # what is wrong with the address, as a ValueError like every check here
+        raise ValueError(str(e)) from None
+    return value
+
+
+def is_remote(across: Any) -> bool:
+    """Whether a checked ``across`` names a worker on another host (``HOST:PORT``)."""
+    return isinstance(across, str) and across not in ("process", "processes")
+
+
+__all__ = ["MAX_BYTES", "MAX_COUNT", "across", "across_option", "adapter", "is_remote", "count", "names", "seconds", "size", "sizes", "timing"]

@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
-from gpushare import api, lab, sweep_sizes
+from gpushare import api, arguments, lab, sweep_sizes
 from gpushare.adapters import framework
 from gpushare.exceptions import GpushareWarning, UnknownFrameworkError
 from gpushare.magics import MAX_COUNT, _check_count, parse_magic_line
@@ -34,7 +34,7 @@ class GpuShareLab(Magics):
     @magic_arguments()
     @kwds(usage=(
         "%(prog)s SRC->DST [--sizes S1,S2,…] [--dtype DTYPE] [--device DEVICE] [--paths P1,P2,…] "
-        "[-n NUMBER] [-r REPEAT] [-q] [-o] [--across processes [--worker-device DEVICE]]\n"
+        "[-n NUMBER] [-r REPEAT] [-q] [-o] [--across processes|HOST:PORT [--worker-device DEVICE]]\n"
         "  (spaces around -> are optional: torch->jax, torch -> jax)"
     ))
     @argument(
@@ -49,9 +49,10 @@ class GpuShareLab(Magics):
               help="Transfer paths to measure, comma-separated, or all (default): dlpack, capsule, cai, host, pinned, copy, shared, auto.")
     @argument("-n", dest="number", type=int, default=None, help=f"Handoffs per timing sample, 1 to {MAX_COUNT:_} (default: enough for 5 ms).")
     @argument("-r", dest="repeat", type=int, default=None, help=f"Timing samples per point, 1 to {MAX_COUNT:_} (default 5); median and min are reported.")
-    @argument("--across", default=None, metavar="processes",
+    @argument("--across", default=None, metavar="processes|HOST:PORT",
               help="processes: hand each array to a worker process instead, by the process paths "
-                   "(ipc, torch_mp, shm, nccl, nccl_socket, gloo; see gpushare.processes).")
+                   "(ipc, torch_mp, shm, nccl, nccl_socket, gloo; see gpushare.processes); HOST:PORT: "
+                   "to the worker there (`gpushare worker --listen HOST:PORT`), by the remote path.")
     @argument("--worker-device", default=None, metavar="DEVICE",
               help="With --across processes: the worker's device (default: the source's), e.g. cuda:1.")
     @argument("-q", dest="quiet", action="store_true", help="Quiet: no progress bar, no table.")
@@ -80,6 +81,7 @@ class GpuShareLab(Magics):
             b = %sharebench cupy->torch --device cuda:0 -o
             %sharebench torch->torch --across processes --sizes 1MiB,256MiB
             %sharebench torch->torch --across processes --worker-device cuda:1 --paths ipc,nccl
+            %sharebench torch->torch --across 10.0.0.2:29600 --sizes 1MiB,64MiB --paths remote
         """
         # bad flags raise UsageError with the usage line
         args, route = parse_magic_line(self.sharebench.parser, line)
@@ -95,10 +97,14 @@ class GpuShareLab(Magics):
             if value is not None and value < 1:
                 raise UsageError(f"{flag} must be at least 1")
             _check_count(flag, value)  # 2**64 would overflow in the Rust core instead
-        if args.across is not None and args.across not in ("processes", "process"):
-            raise UsageError(f"--across takes 'processes', got {args.across!r}")
-        if args.worker_device is not None and args.across is None:
-            raise UsageError("--worker-device goes with --across processes")
+        if args.across is not None:
+            try:
+                args.across = arguments.across_option(args.across)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        if args.worker_device is not None and args.across != "processes":
+            raise UsageError("--worker-device goes with --across processes (a remote worker's device is its "
+                             "own: `gpushare worker --listen HOST:PORT --device cuda:N`)")
         try:
             sizes = sweep_sizes.read_sizes(args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)
             if args.across is not None:
@@ -128,7 +134,8 @@ class GpuShareLab(Magics):
 
             kwargs.pop("progress")
             kwargs.pop("number", None)
-            worker = processes.Worker(device=args.worker_device)
+            worker = (processes.Worker(device=args.worker_device) if args.across == "processes"
+                      else processes.Worker(host=args.across))
             kwargs["across"] = worker
         try:
             with warnings.catch_warnings():

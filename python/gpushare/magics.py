@@ -254,6 +254,7 @@ class GpuShare(Magics):
     @magic_arguments()
     @kwds(usage=(
         "%(prog)s NAME [SRC]->DST[->DST2…] [--as NEW] [-p PATH] [-n NUMBER] [-r REPEAT] [-f] [-q] [-o]\n"
+        "  %(prog)s NAME [SRC]->DST --across processes|HOST:PORT [-p PATH|all] [-r REPEAT] [-q] [-o]\n"
         "  %%%%%(prog)s SRC->DST[->DST2…] [--as TEMPLATE] [-p PATH] [-n NUMBER] [-r REPEAT] [-f] [-q] [-o]\n"
         "  (spaces around -> are optional: torch->tf, torch-> tf, torch -> tf, ->tf, -> tf)"
     ))
@@ -274,6 +275,12 @@ class GpuShare(Magics):
               help="Move to this device on the way (cpu or cuda:N); paths p2p, pinned, dlpack, move, auto.")
     @argument("-f", "--force", dest="force", action="store_true",
               help="Replace existing variables, the source array included, without a warning.")
+    @argument("--across", default=None, metavar="processes|HOST:PORT",
+              help="Line form: hand the array to a worker started for this line instead: 'processes' (a "
+                   "worker process of this host) or HOST:PORT (`gpushare worker --listen HOST:PORT` on another "
+                   "host); -p is then a process path (remote, gloo, shm, ...) or all. Binds nothing: the "
+                   "worker, and the array it received, are gone after the line (gpushare.share(x, to, across=w) "
+                   "keeps them).")
     @argument("--advise", action="store_true",
               help="Line form: predict each applicable path's verdict and time (the cost model of "
                    "gpushare.calibrate) and recommend one, converting nothing (gpushare.advise).")
@@ -311,6 +318,8 @@ class GpuShare(Magics):
 
             %share x ->jax --as xj
             %share x torch -> jax -> tf -r 20
+            %share x ->torch --across 10.0.0.2:29600
+            %share x ->torch --across 10.0.0.2:29600 --path all
         """
         __tracebackhide__ = True  # an error of the user's cell is shown from the user's line
         args, route = parse_magic_line(self.share.parser, line, name_first=cell is None)
@@ -323,6 +332,8 @@ class GpuShare(Magics):
             raise UsageError("-n and -r must be at least 1")
         _check_count("-r", repeat)
         _check_count("-n", number)
+        if args.across is not None:
+            return self._share_across(args, source, targets, cell, args.repeat)
         path = args.path or self.path
         if path not in PATH_CHOICES:
             raise UsageError(f"unknown transfer path {path!r}; known: {', '.join(PATH_CHOICES)}")
@@ -341,6 +352,38 @@ class GpuShare(Magics):
         if cell is None:
             return self._share_line(args, source, targets, opts)
         return self._share_cell(args, source, targets, cell, opts)
+
+    def _share_across(self, args: Any, source: str | None, targets: list[str], cell: str | None,
+                      repeat: int | None) -> Any:
+        """``--across``: the handoff (or, with ``--path all``, every process path) to a worker
+        started for this line, as ``gpushare.share(x, to, across=...)`` and ``gpushare.compare``."""
+        from gpushare import arguments, lab, processes
+
+        if cell is not None or not args.name or len(targets) != 1:
+            raise UsageError("--across: %share NAME [SRC]->DST --across processes|HOST:PORT [-p PATH|all]")
+        for flag, given in (("--as", args.as_), ("--device", args.device), ("--advise", args.advise or None),
+                            ("-n", args.number)):
+            if given is not None:
+                raise UsageError(f"{flag} does not go with --across (the worker's array is its own, and is "
+                                 "gone after the line)")
+        try:
+            across = arguments.across_option(args.across)
+            path = args.path or "auto"
+            if path != "all":
+                processes.parse_process_paths(path)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        obj = self._lookup(args.name)
+        if source is not None and adapter_of(obj).name != source:  # SRC, when given, is checked
+            raise UsageError(f"{args.name} is a {adapter_of(obj).name} array, not {source}")
+        if path == "all":
+            result = self._run(lab.compare, obj, targets[0], paths="all", across=across,
+                               **({"repeat": repeat} if repeat is not None else {}))
+        else:
+            result = self._run(processes.share_across, obj, targets[0], across, path=path, repeat=repeat or 1)
+        if not (args.quiet or self.quiet) and not args.output:
+            display(result)
+        return result if args.output else None
 
     def _lookup(self, name: str) -> Any:
         """The variable ``name`` means, spelt as the user wrote it (``ｙ`` is Python's ``y``)."""

@@ -483,6 +483,79 @@ class RemoteNccl(Remote):
         raise gpushare_error("gpushare", "remote (NCCL) hands over in the workers, timed there (timed_by_worker)")
 
 
+# -- the link's ceiling ----------------------------------------------------------------------------
+
+#: The link ceilings measured in this process, by peer (``HOST:PORT``): each peer's is measured
+#: once, at its first handoff (or calibration), and raised only by a handoff that went faster.
+_CEILINGS: dict[str, dict] = {}
+
+#: The probe's sizes: a first send of the smallest sets the size of the timed ones, which take
+#: about :data:`CEILING_SECONDS` each on the link as far as that first one saw it, between these.
+CEILING_MIN_BYTES, CEILING_MAX_BYTES, CEILING_SECONDS, CEILING_REPEAT = 4 << 20, 64 << 20, 0.25, 3
+
+
+def link_ceiling(worker: Worker, refresh: bool = False) -> dict:
+    """The ceiling of the link to ``worker`` (on another host), in bytes per second: the fastest
+    of :data:`CEILING_REPEAT` raw gloo sends of one host buffer in one piece, each acknowledged
+    (no pieces: what torch.distributed itself reaches on that link), measured once
+    per peer in this process and cached. ``{"bandwidth", "measured", "nbytes", "seconds", "how",
+    "raised"}``: ``measured`` is the probe's, ``bandwidth`` the ceiling, which a handoff that went
+    faster than the probe raises to its own (``raised``; a link shaped by a token bucket lets a
+    small message through faster than its rate, in one burst)."""
+    key = worker.host
+    if key in _CEILINGS and not refresh:
+        return _CEILINGS[key]
+    import torch
+
+    w = worker
+    wkey, (group, _store), _ = w._open_group("gloo", None, None)
+    steps = _steps("gloo")
+
+    def sends(nbytes: int, repeat: int) -> list[float]:
+        # The worker's side is the acknowledged handoff of the two-worker paths (pg_pingpong): each
+        # send is timed here until the worker's one-element reply, so no byte is counted as sent
+        # while it still sits in a socket buffer.
+        buf, ack = torch.empty(nbytes, dtype=torch.uint8), torch.zeros(1)
+        rid = w._send("pg_pingpong", key=wkey, role="recv", slot=None, shape=(nbytes,), dtype="uint8",
+                      device=None, peer=0, repeat=repeat)
+        times = []
+        try:
+            for _ in range(repeat):
+                start = time.perf_counter()
+                group.send([buf], 1, 0).wait()
+                steps.recv(group, ack, 1, 1)
+                times.append(time.perf_counter() - start)
+        except RuntimeError as e:
+            steps.abort(group)
+            raise w._peer_failed("pg_pingpong", e) from None
+        reply = w._recv("pg_pingpong", rid=rid)
+        w._call("release", slot=reply["slot"])
+        return times
+
+    first = sends(CEILING_MIN_BYTES, 1)[0]
+    nbytes = int(min(max(CEILING_MIN_BYTES / max(first, 1e-9) * CEILING_SECONDS, CEILING_MIN_BYTES), CEILING_MAX_BYTES))
+    best = min(sends(nbytes, CEILING_REPEAT))
+    _CEILINGS[key] = found = {
+        "bandwidth": nbytes / best, "measured": nbytes / best, "nbytes": nbytes, "seconds": best, "raised": None,
+        "how": f"raw gloo send of {nbytes >> 20} MiB in one piece, fastest of {CEILING_REPEAT}, once for this peer"}
+    return found
+
+
+def against_ceiling(worker: Worker, bandwidth: float | None) -> str | None:
+    """The note that sets a remote handoff's bandwidth against its link's ceiling; a handoff faster
+    than the probe raises the ceiling to its own (the bytes crossed the link at that rate), so no
+    row stands above the ceiling it is set against."""
+    ceiling = _CEILINGS.get(worker.host)
+    if ceiling is None or not bandwidth:
+        return None
+    if bandwidth > ceiling["bandwidth"]:
+        if ceiling["raised"] is None:
+            ceiling["how"] += "; raised to a handoff that went faster"
+        ceiling["bandwidth"] = ceiling["raised"] = bandwidth
+    return (f"link ceiling {ceiling['bandwidth'] / 1e9:.3g} GB/s ({ceiling['how']}): this handoff reached "
+            f"{bandwidth / ceiling['bandwidth']:.0%} of it")
+
+
 def remote_transport(worker: Worker, obj: Any, path: str, asked: str | None, peer: Worker | None = None) -> Remote:
     """The ``remote`` path's transport for ``obj``: NCCL for a device tensor, gloo for a host one."""
     cls = RemoteNccl if _is_cuda(obj) else RemoteGloo

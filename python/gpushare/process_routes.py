@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpushare import _native, paths, process_rules
 from gpushare.adapters import process_host
-from gpushare.exceptions import gpushare_error
+from gpushare.exceptions import GpushareError, gpushare_error
 from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity
 from gpushare.process_segment import Segment
 from gpushare.process_worker import _context_report, _synchronize
@@ -413,4 +413,25 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
     if refused is not None:
         raise gpushare_error("path_not_applicable", f"{path}: {refused}", reason=refused)
     transport = TRANSPORTS[path](worker, obj, path, asked, peer)
-    return _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device))
+    result = _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device))
+    if path == "remote":
+        _set_against_link(worker, result)
+    return result
+
+
+def _set_against_link(worker: Worker, result: ProcessShareResult) -> None:
+    """A remote handoff's bandwidth against its link's ceiling (measured at the first handoff to
+    that peer, then cached), as a note of its row."""
+    from gpushare import process_remote
+
+    row = result.row
+    median = (row.get("timing") or {}).get("median")
+    bandwidth = row["bytes_moved"] / median if median and row.get("bytes_moved") else None
+    try:
+        process_remote.link_ceiling(worker)
+    except GpushareError as e:  # the handoff itself worked: its row stands, without the ceiling
+        result.add_note(f"the link's ceiling could not be measured: {e}")
+        return
+    note = process_remote.against_ceiling(worker, bandwidth)
+    if note is not None:
+        result.add_note(note)

@@ -215,8 +215,15 @@ class Worker:
         _LIVE.add(self)
         try:
             self.info = self._call("ping", timeout=self.timeout)
-        except WorkerError:
-            raise
+        except WorkerError as e:
+            if "stopped answering" not in str(e):
+                raise
+            # Connected, yet no worker answered: the listener is serving another peer (one at a
+            # time; this connection waits in its queue), or it is stopped. Nothing is left of it here.
+            raise gpushare_error(
+                "worker", f"{self.host} accepted the connection but no worker answered within {self.timeout:g} s: "
+                          f"`gpushare worker --listen` serves one peer at a time (is another connected to it?), "
+                          f"or it is stopped or hung") from None
         except BaseException:
             self.stop(timeout=1.0)
             raise
@@ -487,10 +494,35 @@ class Worker:
         except RuntimeError as e:
             if self.host is None:
                 raise
+            if "wait timeout" in str(e):  # the store never saw the worker's rank: not a handoff's failure
+                raise self._rendezvous_failed(store.port, rid, e) from None
             raise self._peer_failed("pg_init", e) from None
         self._recv("pg_init", rid=rid)
         self._groups[key] = (group, store)
         return key, self._groups[key], True
+
+    def _rendezvous_failed(self, port: int, rid: int, error: BaseException) -> WorkerError:
+        """The worker at ``host`` answered, but did not join the group's rendezvous (this side's
+        TCPStore, at the address that reaches it) within the timeout: from there that address does
+        not lead here (a wrong interface, a route or firewall between the hosts), or the worker
+        stopped answering. The worker's own words, if its attempt has ended, come as the detail."""
+        detail = str(error).strip().splitlines()[0]
+        deadline = time.monotonic() + 0.5
+        try:
+            while time.monotonic() < deadline:
+                reply = self._take_reply(rid)
+                if reply is not None:
+                    if reply[0] != "ok":  # ("err", kind, message, traceback)
+                        detail = f"the worker: {str(reply[2]).strip().splitlines()[0]}"
+                    break
+                time.sleep(0.02)
+        except GpushareError:
+            pass  # the worker went: its words are lost, the rendezvous's are not
+        return self._remote_failed(
+            f"{self._who()} did not join the rendezvous at {self.local_address}:{port} (this side's TCPStore, "
+            f"on {self.interface}) within {self.timeout:g} s: from there that address does not lead here (a "
+            f"wrong interface, iface= or GLOO_SOCKET_IFNAME, or a route or firewall between the hosts), or "
+            f"the worker stopped answering", detail)
 
     def _close_group(self, key: str) -> None:
         group, _store = self._groups.pop(key)

@@ -54,14 +54,20 @@ pub(super) fn bench_code(src: &str, dst: &str, args: &BenchArgs, progress: bool)
         };
         call.push_str(&format!(", paths={value}"));
     }
-    if args.across.is_some() {
-        // A worker process gpushare starts and stops: `with` stops it even when the sweep fails.
-        let device = match &args.worker_device {
-            Some(d) => python_str_literal(d),
-            None => "None".to_string(),
+    if let Some(across) = &args.across {
+        // A worker process gpushare starts and stops, or a connection to the worker on another
+        // host: `with` stops it (or lets the remote one go) even when the sweep fails.
+        let worker = if super::bench_args::is_remote(across) {
+            format!("host={}", python_str_literal(across))
+        } else {
+            let device = match &args.worker_device {
+                Some(d) => python_str_literal(d),
+                None => "None".to_string(),
+            };
+            format!("device={device}")
         };
         return format!(
-            "import gpushare\nwith gpushare.Worker(device={device}) as _gs_w:\n    _b = gpushare.bench({call}, across=_gs_w)\n"
+            "import gpushare\nwith gpushare.Worker({worker}) as _gs_w:\n    _b = gpushare.bench({call}, across=_gs_w)\n"
         );
     }
     if progress {
@@ -466,6 +472,13 @@ mod tests {
         assert_eq!(
             bench_code("torch", "torch", &across, true),
             "import gpushare\nwith gpushare.Worker(device='cuda:1') as _gs_w:\n    _b = gpushare.bench('torch', 'torch', paths=['ipc', 'nccl'], across=_gs_w)\n"
+        );
+        let remote = Cli::try_parse_from(["gpushare", "bench", "torch->torch", "--across", "10.0.0.2:29600", "--paths", "remote"])
+            .unwrap();
+        let Command::Bench(remote) = remote.command else { panic!() };
+        assert_eq!(
+            bench_code("torch", "torch", &remote, true),
+            "import gpushare\nwith gpushare.Worker(host='10.0.0.2:29600') as _gs_w:\n    _b = gpushare.bench('torch', 'torch', paths=['remote'], across=_gs_w)\n"
         );
         // On one it does (the CLI's bar counts its points); tqdm is not imported for it, as the
         // kernel's display is not tqdm's.

@@ -27,12 +27,26 @@ fn known(kind: PathKind) -> Vec<&'static str> {
     crate::paths::names(kind).chain([crate::paths::AUTO.name]).collect()
 }
 
-/// `--across`: where the arrays go; only `processes` (a worker process) so far.
+/// `--across`: where the arrays go: `processes` (a worker process of this host) or `HOST:PORT` of a
+/// worker on another host (`gpushare worker --listen HOST:PORT`), read as the Python side reads it
+/// (`gpushare.arguments.across_option`) and as `--listen` is.
 pub fn parse_across(s: &str) -> Result<String, String> {
     match s.trim() {
         "processes" | "process" => Ok("processes".to_string()),
-        other => Err(format!("unknown --across `{other}`; known: processes")),
+        other if other.contains(':') => {
+            super::worker::check_address("--across", "10.0.0.2:29600", other)?;
+            Ok(other.to_string())
+        }
+        other => Err(format!(
+            "unknown --across `{other}`; known: processes, or HOST:PORT of a worker on another host \
+             (`gpushare worker --listen HOST:PORT`)"
+        )),
     }
+}
+
+/// Whether a parsed `--across` names a worker on another host.
+pub fn is_remote(across: &str) -> bool {
+    across != "processes"
 }
 
 /// With `--across processes` the paths are process paths, without it transfer paths: a name of the

@@ -73,9 +73,9 @@ fn check_arguments(args: &CalibrateArgs) -> Result<(), String> {
 /// between two frameworks (checked after the names, so a misspelt one is named as such).
 fn check_something_to_time(args: &CalibrateArgs) -> Result<(), String> {
     match frameworks(args)[..] {
-        [only] if args.to_device.is_none() && !args.processes => Err(format!(
+        [only] if args.to_device.is_none() && !args.processes && args.across.is_none() => Err(format!(
             "-f {only}: one framework makes no pair to time; name two or more (-f {only},numpy), \
-             or add --to-device or --processes"
+             or add --to-device, --processes or --across HOST:PORT"
         )),
         _ => Ok(()),
     }
@@ -110,7 +110,8 @@ pub(super) async fn calibrate(
         "sizes": sizes,
         "device": args.device,
         "to_device": args.to_device,
-        "processes": args.processes,
+        "processes": args.processes || args.across.as_deref() == Some("processes"),
+        "across": args.across.as_deref().filter(|a| super::bench_args::is_remote(a)),
         "worker_device": args.worker_device,
         "repeat": args.repeat,
     });
@@ -147,5 +148,9 @@ mod tests {
         }
         assert!(checked(&["--sizes", "4KiB,1MiB,2MiB", "-f", "torch,numpy", "--device", "cpu"]).is_ok());
         assert!(checked(&["-f", "torch", "--processes"]).is_ok(), "a process sweep needs one framework");
+        assert!(checked(&["-f", "torch", "--across", "10.0.0.2:29600"]).is_ok(), "nor does a remote one");
+        for bad in ["nowhere", "10.0.0.2:0", "::1:29600"] {
+            assert!(Cli::try_parse_from(["gpushare", "calibrate", "--across", bad]).is_err(), "{bad}");
+        }
     }
 }

@@ -239,8 +239,9 @@ struct BenchArgs {
     /// [default: all]
     #[arg(long, value_name = "PATHS", value_parser = bench_args::parse_paths)]
     paths: Option<String>,
-    /// Hand the arrays to a worker process instead (`processes`): paths are then the process paths
-    /// ipc, torch_mp, shm, nccl, nccl_socket, gloo, auto or all
+    /// Hand the arrays to a worker process instead (`processes`), or to the worker on another host
+    /// at HOST:PORT (`gpushare worker --listen HOST:PORT`): paths are then the process paths ipc,
+    /// torch_mp, shm, nccl, nccl_socket, gloo, remote, auto or all
     #[arg(long, value_name = "WHERE", value_parser = bench_args::parse_across)]
     across: Option<String>,
     /// With --across processes: the worker's device (default: the source's), e.g. cuda:1
@@ -293,6 +294,10 @@ struct CalibrateArgs {
     /// Also fit the process paths (starts a worker process)
     #[arg(long)]
     processes: bool,
+    /// Also fit the remote path to the worker on another host at HOST:PORT (`gpushare worker
+    /// --listen HOST:PORT`); `processes` is --processes
+    #[arg(long, value_name = "HOST:PORT", value_parser = bench_args::parse_across)]
+    across: Option<String>,
     /// With --processes: also fit them to a worker working on this GPU (e.g. cuda:1), where NCCL's
     /// paths apply
     #[arg(long, value_name = "DEVICE", requires = "processes")]
@@ -332,6 +337,16 @@ fn check(cli: &Cli) -> Result<(), clap::Error> {
         && let Err(why) = bench_args::check_paths_across(paths, args.across.is_some())
     {
         return Err(clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{why}\n")));
+    }
+    if let Command::Bench(args) = &cli.command
+        && args.worker_device.is_some()
+        && args.across.as_deref().is_some_and(bench_args::is_remote)
+    {
+        return Err(clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--worker-device goes with --across processes (a remote worker's device is its own: \
+             `gpushare worker --listen HOST:PORT --device cuda:N`)\n",
+        ));
     }
     if let Command::Bench(args) = &cli.command
         && let Err(why) = bench_checks::check_machine(args)

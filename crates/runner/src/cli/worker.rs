@@ -31,16 +31,22 @@ fn module_args(args: &WorkerArgs) -> Vec<String> {
 
 /// `HOST:PORT` (`[v6]:PORT` for IPv6), checked before Python starts.
 pub(super) fn check_listen(listen: &str) -> std::result::Result<(), String> {
-    let (host, port) = match listen.rsplit_once(':') {
+    check_address("--listen", "0.0.0.0:29600", listen)
+}
+
+/// `HOST:PORT` (`[v6]:PORT` for IPv6) given to `option`: `--listen` here, `--across` of `bench`
+/// and `calibrate` (the address a worker listens on); `example` is shown in the error.
+pub(crate) fn check_address(option: &str, example: &str, text: &str) -> std::result::Result<(), String> {
+    let (host, port) = match text.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() => (h, p),
-        _ => return Err(format!("--listen is HOST:PORT (e.g. 0.0.0.0:29600), got {listen:?}")),
+        _ => return Err(format!("{option} is HOST:PORT (e.g. {example}), got {text:?}")),
     };
     if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
-        return Err(format!("--listen: write an IPv6 address in brackets, [ADDR]:PORT, got {listen:?}"));
+        return Err(format!("{option}: write an IPv6 address in brackets, [ADDR]:PORT, got {text:?}"));
     }
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok(()),
-        _ => Err(format!("--listen: {port:?} is not a port (1-65535)")),
+        _ => Err(format!("{option}: {port:?} is not a port (1-65535)")),
     }
 }
 
