@@ -47,6 +47,13 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     if Place::of_dlpack(source.dlpack_device) == destination && path == "move" {
         return share(source, "auto");
     }
+    if path == "dlpack" && target.settings.target.dlpack_takes_device == Some(false) {
+        return PredictedOutcome::Failed {
+            reason: format!("{}'s from_dlpack takes no device here", target.framework),
+            expected_error: None,
+            fix: "use path='move' (the source framework's own move), or move it first and share it".into(),
+        };
+    }
     if path == "dlpack"
         && let Some(gap) = device_argument_gap(&target.framework, Place::of_dlpack(source.dlpack_device), destination)
     {
@@ -223,6 +230,17 @@ fn device_argument_gap(target: &str, from: Place, to: Place) -> Option<Predicted
 mod tests {
     use super::*;
     use crate::report::Verdict;
+
+    #[test]
+    fn a_dlpack_move_into_a_target_whose_import_takes_no_device_is_predicted_to_fail() {
+        let mut target = TargetFacts::new("mlx", "", "dlpack");
+        target.settings.target.dlpack_takes_device = Some(false);
+        let p = predict_move(&torch_cpu(vec![4], vec![1]), &target, Place::Host);
+        assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
+        assert!(p.reason().unwrap().contains("takes no device"));
+        target.settings.target.dlpack_takes_device = None;
+        assert_ne!(predict_move(&torch_cpu(vec![4], vec![1]), &target, Place::Host).verdict(), Verdict::Failed);
+    }
 
     fn torch_cpu(shape: Vec<i64>, strides: Vec<i64>) -> TensorReport {
         TensorReport {
