@@ -115,7 +115,10 @@ class Worker:
         when CUDA is usable. Give another device (``Worker(device="cuda:1")``) for two-GPU paths.
     env : extra environment for the worker (set before it imports any framework).
     timeout : seconds any one request may take before :class:`WorkerError` (default 60).
-    start_timeout : seconds the worker may take to start (default 120).
+    start_timeout : seconds the worker may take to start (default 120), and to import the
+        frameworks of its first handoff of a kind, as long as it works: a worker that uses no CPU
+        time for ``timeout`` seconds meanwhile has stopped answering (Linux; elsewhere the
+        import has ``start_timeout``).
 
     ``with Worker() as w:`` starts it and stops it (also on errors). Several threads may use one
     worker: replies are matched to requests, and handoffs run one at a time. ``w.stop()`` stops it by
