@@ -225,9 +225,13 @@ def test_the_host_route_takes_tensors_that_require_grad(to):
     r = gpushare.share(x, to, path="host")
     assert r.verdict == r.prediction["verdict"] == "copied"
     np.testing.assert_array_equal(np.asarray(r.value), np.arange(8.0, dtype=np.float32))
-    # The routes that export the tensor itself still refuse it, with the fix.
+    # Tensor.__dlpack__ refuses it, with the fix (as the raw from_dlpack does) ...
     with pytest.raises(ConversionError, match="requires grad"):
-        gpushare.share(x, to, path="capsule" if to == "tf" else "dlpack")
+        gpushare.share(x, to, path="dlpack")
+    if to == "tf":
+        # ... and torch.utils.dlpack.to_dlpack, the capsule path's export, takes it: so does gpushare.
+        r = gpushare.share(x, to, path="capsule")
+        assert r.verdict == r.prediction["verdict"] == "shared"
 
 
 def conj_views():

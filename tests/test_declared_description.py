@@ -22,9 +22,9 @@ def _counting(adapter_type, **declared):
         calls["inspect"] += 1
         return adapter_type.inspect(self, obj)
 
-    def check_source(self, obj):
+    def check_source(self, obj, target=None, path=None):
         calls["check_source"] += 1
-        return adapter_type.check_source(self, obj)
+        return adapter_type.check_source(self, obj, target, path)
 
     cls = type("Declared" + adapter_type.__name__, (adapter_type,), {**declared, "inspect": inspect, "check_source": check_source})
     return cls(), calls

@@ -86,11 +86,12 @@ def test_an_unknown_framework_and_a_non_array_carry_the_one_form():
 
 def test_an_unsafe_input_refused_by_an_adapter_or_the_core_reads_subject_reason_fix():
     torch = pytest.importorskip("torch")
-    # The adapter refuses while checking the source, before anything is predicted.
+    # The adapter refuses while checking the source, before any framework call: its refusal is
+    # the prediction (a failure, in its own words).
     err = _raised(lambda: gpushare.share(torch._neg_view(torch.arange(4.0)), "numpy"))
     assert type(err) is UnsafeInputError
     assert str(err) == f"torch: {err.reason}. Fix: {err.fix}" and "negative bit" in err.reason
-    assert err.framework_error is None and err.predicted is None
+    assert err.framework_error is None and tuple(err.predicted)[:3] == ("failed", err.reason, err.fix)
     info = gpushare.inspect(np.arange(8.0)[::-2])
     err = _raised(lambda: info.refuse_for("torch"))
     assert type(err) is UnsafeInputError and str(err) == f"numpy → torch: {err.reason}. Fix: {err.fix}"

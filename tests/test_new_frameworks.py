@@ -301,7 +301,8 @@ def test_each_adapter_declares_its_rule_facts_through_the_one_hook():
     assert callable(facts["jax"]["keeps_64_bit"]) and callable(facts["torch"]["current_device"])
     assert callable(facts["pycuda"]["has_current_context"])
     assert facts["cupy"]["per_thread_default_stream"] in (True, False)
-    assert facts["numpy"] == {} and facts["mlx"] == {}
+    # A target without from_dlpack(x, device=…) says so: a move by `dlpack` into it cannot run.
+    assert facts["numpy"] == {} and facts["mlx"] == {"dlpack_takes_device": False}
     # Every name is one the core knows: a Predictor takes each adapter's facts on both sides.
     for name, declared in facts.items():
         _native.Predictor(name, "", "auto", "", target_facts=declared, source_facts=declared)

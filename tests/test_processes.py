@@ -67,6 +67,29 @@ def test_a_worker_killed_during_a_request_is_noticed_without_waiting_for_the_tim
     assert time.monotonic() - t0 < 300
 
 
+def test_a_worker_that_stops_answering_before_its_first_handoff_is_noticed_by_its_timeout():
+    # The first handoff has the worker import the frameworks, which may take as long as a start
+    # (start_timeout, 120 s): a worker that stops meanwhile is told from one that works by the CPU
+    # time it uses, and noticed by the request timeout (3 s), not after the start's 120.
+    mine = f"gpushare_{os.getpid()}_"
+    before = {n for n in os.listdir("/dev/shm") if n.startswith(mine)}
+    w = gpushare.Worker(device="cpu", timeout=3).start()
+    pid = w.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(WorkerError, match="stopped answering"):
+            w.share(torch.ones(4), path="shm")
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert _gone(pid)
+    assert {n for n in os.listdir("/dev/shm") if n.startswith(mine)} == before  # no segment left
+    with pytest.raises(WorkerError, match="cannot be used"):
+        w.share(torch.ones(4), path="shm")
+
+
 def test_a_request_that_takes_too_long_times_out_and_stops_the_worker(monkeypatch):
     w = gpushare.Worker(device="cpu", timeout=60).start()
     pid = w.pid

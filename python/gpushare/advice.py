@@ -553,6 +553,34 @@ def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src
             "ordered": ordered, "waits": waits, "prediction": prediction}
 
 
+def source_refusal(src: Any, dst: Any, obj: Any, kind: str, path: str) -> Any:
+    """The prediction of the source's own check on a handoff by ``path`` (a share's or a move's),
+    read from flags on ``obj`` the description does not hold (PyTorch's requires_grad, conjugate
+    and negative bits): a failure, or None where the check passes. The same checks the handoff
+    makes (``paths.checks_source``, ``devices.move_route``), so a prediction equals the outcome."""
+    from gpushare import devices
+
+    if kind == "share":
+        if not paths.checks_source(path):
+            return None
+        check = lambda: src.check_source(obj, dst.name, path)  # noqa: E731
+    elif path == "dlpack":
+        check = lambda: (src.check_copying_export if dst.copy_by_producer else src.check_source)(obj, dst.name, path)  # noqa: E731
+    elif path == "move":
+        check = lambda: src.check_view_bits(obj)  # noqa: E731 - the bits survive the framework's move
+    elif devices.move_checks_source(path):
+        check = lambda: src.check_source(obj, dst.name, path)  # noqa: E731
+    else:
+        return None
+    try:
+        check()
+    except GpushareError as e:
+        predicted = getattr(e, "predicted", None)
+        if predicted is not None and predicted.verdict == "failed":
+            return predicted
+    return None
+
+
 def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, queued: float | None = None,
            source: str | None = None) -> Any:
     """What each applicable path would do with ``obj`` and cost, before anything runs.
@@ -622,6 +650,9 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             p = None if predictor is None else predictor(info)
             if p is None:
                 continue
+            refused = source_refusal(src, dst, obj, "move", path)
+            if refused is not None and p.verdict != "failed":
+                p = refused
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     else:
         kind, where = "share", place
@@ -631,6 +662,9 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             p = verdicts.predict(src, dst, info, path)
             if p is None:
                 continue
+            refused = source_refusal(src, dst, obj, "share", path)
+            if refused is not None and p.verdict != "failed":
+                p = refused
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     advised = Advice(src.name, dst.name, nbytes, where, rows, rules_choice, queued, note, state, by_size)
     # The plain framework call of the pick, for code that does not import gpushare.

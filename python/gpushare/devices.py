@@ -198,7 +198,7 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
         check = src.check_copying_export if dst.copy_by_producer else src.check_source
 
         def via_dlpack(obj: Any) -> Any:
-            check(obj)
+            check(obj, dst.name, path)
             return take(obj, on_host, ordinal)
 
         return path, guard(src, via_dlpack, path)

@@ -43,6 +43,16 @@ def explained(kind: str, subject: str, reason: str, fix: str, framework_error: s
     return gpushare_error(kind, subject, reason=reason, fix=fix, framework_error=framework_error)
 
 
+def foreseen(err: GpushareError) -> GpushareError:
+    """``err``, a refusal gpushare's own check makes before any framework call, carrying its own
+    prediction (a failure, for its reason and fix): what the rules would guess of the conversion it
+    never reaches cannot contradict it."""
+    from gpushare import _native
+
+    err.predicted = _native.Prediction("failed", getattr(err, "reason", None) or str(err), getattr(err, "fix", None))
+    return err
+
+
 class GpushareWarning(UserWarning):
     """A handoff that worked but deserves attention (a writable view of read-only memory, a noisy timing)."""
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
-from gpushare.exceptions import GpushareWarning
+from gpushare.exceptions import GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
@@ -75,20 +75,43 @@ def empty_cache() -> None:
 
 def _path_route(
     src: Adapter, dst: Adapter, path: str, is_auto: bool, device: str | None, already_there: bool,
+    described: Any = None,
 ) -> tuple[Any, Any, bool, str]:
     """What the lab's loop (crates/python/src/binding/lab_run.rs) needs of one path, from the adapters:
     ``(convert, predictor, check_source, kind)``. It raises PathNotApplicableError for a path that
     does not apply, which the loop turns into a row with the reason. With ``device``, the path is
     a move there (``already_there``: the array is on that device). ``is_auto``: the row of the path
-    ``auto`` took, predicted as ``auto`` (the predictor then says why auto took it)."""
+    ``auto`` took, predicted as ``auto`` (the predictor then says why auto took it). ``described``:
+    the array's TensorInfo, where the loop has it: a path the rules say cannot run is refused in
+    the rules' own words, the sentence ``advise`` gives for the same path."""
     if device is None:
-        _, convert = route(src, dst, path)
-        return convert, verdicts.predictor(src, dst, "auto" if is_auto else path), checks_source(path), "share"
+        predictor = verdicts.predictor(src, dst, "auto" if is_auto else path)
+        try:
+            _, convert = route(src, dst, path)
+        except PathNotApplicableError as e:
+            raise _in_the_rules_words(e, predictor, described) from None
+        return convert, predictor, checks_source(path), "share"
     from gpushare.devices import check_device, dlpack_place, move_checks_source, move_route
 
-    _, convert = move_route(src, dst, path, device, already_there)
     predictor = verdicts.move_predictor(src, dst, path, dlpack_place(*check_device(device)))
+    try:
+        _, convert = move_route(src, dst, path, device, already_there)
+    except PathNotApplicableError as e:
+        raise _in_the_rules_words(e, predictor, described) from None
     return convert, predictor, move_checks_source(path), "move"
+
+
+def _in_the_rules_words(e: PathNotApplicableError, predictor: Any, described: Any) -> PathNotApplicableError:
+    """``e`` with the reason and fix the prediction rules (crates/core/src/explain/) give where
+    they too say the path cannot run: one sentence per path, whichever of compare, the sweep and
+    advise shows it. The route's own words stay where the rules make no such prediction."""
+    if predictor is None or described is None:
+        return e
+    p = predictor(described)
+    if p.verdict != "failed" or not p.reason:
+        return e
+    e.reason, e.fix = p.reason, p.fix
+    return e
 
 
 def _link_for(device: str | None) -> Any:
@@ -164,7 +187,7 @@ def compare(
     return _native.compare_paths(
         obj, src, dst, names,
         lambda source_device, nbytes, info: _auto_for(src, dst, source_device, device, readonly, nbytes, info),
-        lambda path, is_auto, here: _path_route(src, dst, path, is_auto, device, here),
+        lambda path, is_auto, here, info=None: _path_route(src, dst, path, is_auto, device, here, info),
         repeat=repeat, number=number, warmup=warmup, min_sample_time=min_sample_time, link_for=_link_for(device),
         predict_for=_predict_for(src, dst, device),
     )
@@ -321,7 +344,7 @@ def bench(
     try:
         result = _native.bench_paths(
             s, d, size_list, names, autos, here, make_source,
-            lambda path, is_auto, already_there: _path_route(s, d, path, is_auto, to_device, already_there), bar,
+            lambda path, is_auto, already_there, info=None: _path_route(s, d, path, is_auto, to_device, already_there, info), bar,
             dtype=dtype, device=device, repeat=repeat, number=number, warmup=warmup,
             min_sample_time=min_sample_time, link_for=_link_for(to_device),
             predict_for=_predict_for(s, d, to_device),

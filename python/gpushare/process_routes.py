@@ -187,7 +187,9 @@ def _preload(worker: Worker, obj: Any, path: str, to: str) -> None:
         wanted += list(library.process_modules)
     missing = [m for m in wanted if m not in worker._preloaded]
     if missing:
-        worker._call("preload", modules=missing, timeout=worker.start_timeout)
+        # An import may take as long as a start (start_timeout); a worker that stops working
+        # meanwhile is noticed within the request timeout.
+        worker._call("preload", modules=missing, timeout=worker.start_timeout, idle=worker.timeout)
         worker._preloaded.update(missing)
 
 

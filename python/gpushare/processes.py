@@ -115,7 +115,10 @@ class Worker:
         when CUDA is usable. Give another device (``Worker(device="cuda:1")``) for two-GPU paths.
     env : extra environment for the worker (set before it imports any framework).
     timeout : seconds any one request may take before :class:`WorkerError` (default 60).
-    start_timeout : seconds the worker may take to start (default 120).
+    start_timeout : seconds the worker may take to start (default 120), and to import the
+        frameworks of its first handoff of a kind, as long as it works: a worker that uses no CPU
+        time for ``timeout`` seconds meanwhile has stopped answering (Linux; elsewhere the
+        import has ``start_timeout``).
 
     ``with Worker() as w:`` starts it and stops it (also on errors). Several threads may use one
     worker: replies are matched to requests, and handoffs run one at a time. ``w.stop()`` stops it by
@@ -364,8 +367,11 @@ class Worker:
                 self._replies[reply[0]] = reply[1:]
         return None
 
-    def _recv(self, op: str, timeout: float | None = None, rid: int | None = None) -> Any:
-        """The reply to request ``rid`` (what _send returned), or to this thread's oldest ``op``."""
+    def _recv(self, op: str, timeout: float | None = None, rid: int | None = None, idle: float | None = None) -> Any:
+        """The reply to request ``rid`` (what _send returned), or to this thread's oldest ``op``.
+        ``idle``: a request allowed a long ``timeout`` because it works (an import) ends sooner when
+        the worker stops working: no reply and no CPU time used for ``idle`` seconds (a worker
+        stopped or hung) is a worker that stopped answering."""
         with self._lock:
             pending = self._pending.get((threading.get_ident(), op))
             if rid is None:
@@ -375,6 +381,7 @@ class Worker:
             elif pending and rid in pending:
                 pending.remove(rid)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        watch = _Progress(self.pid, idle) if idle is not None and self.host is None else None
         try:
             while True:
                 reply = self._take_reply(rid)
@@ -384,6 +391,8 @@ class Worker:
                     raise self._died()
                 if time.monotonic() > deadline:
                     raise self._no_answer(op, self.timeout if timeout is None else timeout)
+                if watch is not None and watch.stalled():
+                    raise self._stalled(op, idle)
                 time.sleep(0.001)  # another thread holds the pipe: let it read
         except KeyboardInterrupt:
             # The worker's answer would arrive out of order: stop it, so nothing is left running.
@@ -412,6 +421,14 @@ class Worker:
         self.stop(timeout=1.0)
         return gpushare_error("worker", f"the gpushare worker (pid {pid}) did not answer {op!r} within {seconds:g} s; "
                                         f"it was stopped")
+
+    def _stalled(self, op: str, seconds: float) -> WorkerError:
+        """The error of a worker that stopped working on a long request; the worker is stopped."""
+        self._closed_reason = f"the worker stopped answering during {op!r}"
+        pid = self.pid
+        self.stop(timeout=1.0)
+        return gpushare_error("worker", f"the gpushare worker (pid {pid}) stopped answering: no reply to {op!r} and no "
+                                        f"CPU time used for {seconds:g} s (stopped or hung); it was stopped")
 
     def _who(self) -> str:
         pid = self.pid
@@ -445,9 +462,9 @@ class Worker:
             return self._died(detail=first)
         return self._no_answer(op, self.timeout, detail=first)
 
-    def _call(self, op: str, timeout: float | None = None, **kwargs: Any) -> Any:
+    def _call(self, op: str, timeout: float | None = None, idle: float | None = None, **kwargs: Any) -> Any:
         rid = self._send(op, **kwargs)
-        return self._recv(op, timeout, rid)
+        return self._recv(op, timeout, rid, idle)
 
     # -- public operations --
 
@@ -615,3 +632,38 @@ __all__ = [
     "MECHANISMS", "PROCESS_PATHS", "ProcessBenchmark", "ProcessComparison", "ProcessShareResult", "RemoteArray",
     "Worker", "bench", "compare", "cuda_identity", "host_identity", "same_memory",
 ]
+
+
+class _Progress:
+    """Whether a local worker still works: the CPU time the kernel counts for it (Linux's
+    /proc/<pid>/stat) grew within the last ``idle`` seconds. Where the kernel does not say, it
+    never calls the worker stalled (the request's own timeout still holds)."""
+
+    def __init__(self, pid: int | None, idle: float):
+        self.pid, self.idle = pid, idle
+        self.ticks = self._ticks()
+        self.since = time.monotonic()
+        self.next_look = self.since + 0.1
+
+    def _ticks(self) -> int | None:
+        if self.pid is None:
+            return None
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15)
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def stalled(self) -> bool:
+        now = time.monotonic()
+        if self.ticks is None or now < self.next_look:
+            return False
+        self.next_look = now + 0.1
+        ticks = self._ticks()
+        if ticks is None:
+            return False
+        if ticks != self.ticks:
+            self.ticks, self.since = ticks, now
+            return False
+        return now - self.since > self.idle

@@ -131,6 +131,10 @@ class Adapter:
     # Whether its from_dlpack(x, device=…, copy=True) passes copy=True to the producer's
     # __dlpack__ (the producer makes the copy), rather than copying what a plain export gave it.
     copy_by_producer: ClassVar[bool] = False
+    # Whether its from_dlpack, when the producer's __dlpack__ refuses, exports the array with the
+    # producer framework's own exporter instead (torch.utils.dlpack.to_dlpack, which takes a tensor
+    # that requires grad): what its raw call accepts, gpushare accepts.
+    exports_by_producer_fallback: ClassVar[bool] = False
 
     # Modules that crash the process (SIGSEGV) when imported into it beside this framework: gpushare
     # never imports one while the other is loaded, and says why.
@@ -251,17 +255,18 @@ class Adapter:
         # The Rust core adds the CUDA driver's pointer attributes itself when a driver is present.
         return TensorInfo.from_capsule(self.inspect_capsule(obj), self.name, self.device(obj), self.immutable)
 
-    def check_source(self, obj: Any) -> None:
-        """Raises a ConversionError for sources this framework refuses to export (torch requires_grad)."""
+    def check_source(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
+        """Raises a ConversionError for sources this framework refuses to export (torch requires_grad)
+        into ``target`` (a framework's name) by ``path`` (None: by its DLPack export)."""
 
     def check_view_bits(self, obj: Any) -> None:
         """Raises for a lazy view whose values live partly in a bit on the array (PyTorch's conjugate
         and negative bits): no handoff by memory carries the bit, one-process or across processes."""
 
-    def check_copying_export(self, obj: Any) -> None:
+    def check_copying_export(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
         """``check_source`` for an export asked for a copy (DLPack's ``copy=True``): what the
         framework still refuses then (a copy may resolve a lazy view)."""
-        self.check_source(obj)
+        self.check_source(obj, target, path)
 
     def detached(self, obj: Any) -> Any:
         """``obj``, or where the framework tracks it for gradients (PyTorch's ``requires_grad``,
@@ -350,12 +355,15 @@ class Adapter:
         - ``per_thread_default_stream``: as a target, whether it asks producers for stream 2 (CuPy);
         - ``current_device``: as a source, the CUDA device it exports from, where it exports only
           from its current one (PyTorch);
-        - ``has_current_context``: whether it has the CUDA context its calls need (PyCUDA).
+        - ``has_current_context``: whether it has the CUDA context its calls need (PyCUDA);
+        - ``dlpack_takes_device``: as a target, whether ``from_dlpack_on`` (a move's ``dlpack``
+          path) can run: False here for an adapter that does not provide it.
 
         Each is a value, for a fact that cannot change once the framework is imported (read once per
         predictor), or a function of no arguments, for one that can (called at a prediction, and
-        only where a rule of that handoff reads it). An adapter names only what it knows."""
-        return {}
+        only where a rule of that handoff reads it). An adapter names only what it knows, and
+        keeps what this base says (``{**super().rule_facts(), ...}``)."""
+        return {} if type(self).from_dlpack_on is not Adapter.from_dlpack_on else {"dlpack_takes_device": False}
 
     # -- the host route and the lab's arrays ----------------------------------------------
     def to_numpy(self, obj: Any) -> Any:

@@ -117,7 +117,7 @@ class CudaCoreAdapter(Adapter):
     def data_pointer(self, obj: Any) -> int:
         return int(obj.ptr)
 
-    def check_copying_export(self, obj: Any) -> None:
+    def check_copying_export(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
         raise explained(
             "path_not_applicable", "cuda_core",
             "StridedMemoryView.__dlpack__ refuses copy=True and dl_device (\"Sorry, not supported\")",

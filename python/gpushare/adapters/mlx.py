@@ -21,6 +21,10 @@ class MlxAdapter(Adapter):
     immutable = True
     exports_cai = False  # no __cuda_array_interface__, neither way (0.32.4)
     copy_by_producer = True  # mx.from_dlpack passes copy= to the producer's __dlpack__
+    # Where the producer's __dlpack__ refuses, MLX's binding (nanobind) exports with the producer's
+    # own to_dlpack: mx.from_dlpack(torch.ones(3, requires_grad=True)) works (measured: 0.32.4,
+    # torch 2.15), as its CPU build's copy.
+    exports_by_producer_fallback = True
     tracks_allocator = True
 
     def pip_name(self) -> str:

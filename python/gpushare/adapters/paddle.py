@@ -57,7 +57,7 @@ class PaddleAdapter(Adapter):
     def detached(self, obj: Any) -> Any:
         return obj if obj.stop_gradient else obj.detach()
 
-    def check_source(self, obj: Any) -> None:
+    def check_source(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
         if not obj.stop_gradient:
             raise explained("conversion", "paddle's DLPack export", "tensor requires gradients (stop_gradient=False)", "x.detach()")
 

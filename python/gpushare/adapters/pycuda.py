@@ -98,7 +98,7 @@ class PycudaAdapter(Adapter):
 
     def rule_facts(self) -> dict[str, Any]:
         # `import pycuda.autoprimaryctx` can come at any time: read at each prediction into PyCUDA.
-        return {"has_current_context": self.has_current_context}
+        return {**super().rule_facts(), "has_current_context": self.has_current_context}
 
     def _require_context(self, pycuda: Any) -> None:
         if not self.has_current_context():

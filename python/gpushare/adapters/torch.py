@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from gpushare import _native
 from gpushare.adapters.base import Adapter, TensorInfo, explained, probe_export, versioned_capsule
-from gpushare.exceptions import GpushareError
+from gpushare.exceptions import GpushareError, foreseen
 
 
 class TorchAdapter(Adapter):
@@ -87,29 +87,48 @@ class TorchAdapter(Adapter):
             return None
         return explained("conversion", "torch", reason, fix, framework_error)
 
-    def check_source(self, obj: Any) -> None:
-        if obj.requires_grad:
-            raise explained("conversion", "torch's DLPack export", "tensor requires grad", "x.detach()")
+    def check_source(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
+        if obj.requires_grad and not self._exports_with_grad(target, path):
+            raise foreseen(explained(
+                "conversion", "torch's DLPack export",
+                "tensor requires grad (Tensor.__dlpack__ refuses it: \"Can't export tensors that require gradient\")",
+                "x.detach(), which views the same memory",
+            ))
         self.check_view_bits(obj)
+
+    @staticmethod
+    def _exports_with_grad(target: str | None, path: str | None) -> bool:
+        """Whether the handoff's own call exports a tensor that requires grad (torch 2.15, measured):
+        Tensor.__dlpack__ refuses it, torch.utils.dlpack.to_dlpack (the capsule path's export)
+        exports it as is, and gpushare's own copies read a detached view of the same memory. A
+        target whose from_dlpack falls back to the producer's exporter (MLX's) takes it too."""
+        if path in ("capsule", "copy", "pinned", "p2p", "shared"):
+            return True
+        if path == "dlpack" and target is not None:
+            from gpushare.adapters import ADAPTERS
+
+            adapter = ADAPTERS.get(target)
+            return bool(adapter is not None and adapter.exports_by_producer_fallback)
+        return False
 
     def check_view_bits(self, obj: Any) -> None:
         # Lazy conjugation and negation are bits on the tensor that DLPack cannot carry. PyTorch
         # refuses to export a conjugate view; a negative view it exports as is, and the target
         # reads every value with the wrong sign.
         if obj.is_conj():
-            raise explained(
+            raise foreseen(explained(
                 "conversion", "torch",
                 "the tensor's conjugate bit is set (x.conj() is a lazy view): DLPack cannot carry the bit, "
                 "and PyTorch refuses to export such a tensor",
                 "share x.resolve_conj(), a conjugated copy",
-            )
+            ))
         if obj.is_neg():
-            raise explained(
+            raise foreseen(explained(
                 "unsafe_input", "torch",
                 "the tensor's negative bit is set (a lazy negation such as torch._neg_view(x) or x.conj().imag): "
                 "DLPack cannot carry the bit, so the target would read every value with the wrong sign",
                 "share x.resolve_neg(), a negated copy",
-            )
+            ))
 
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
@@ -216,12 +235,12 @@ class TorchAdapter(Adapter):
     def in_device_memory(self, obj: Any) -> bool:
         return not obj.is_cpu  # 0.1 µs; torch's __dlpack_device__ costs 3.5 (torch 2.15)
 
-    def check_copying_export(self, obj: Any) -> None:
+    def check_copying_export(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
         # With copy=True torch's export negates into the copy (torch 2.15: from_dlpack(neg_view,
         # copy=True) reads the right signs); it still refuses grad and the conjugate bit.
         if obj.is_neg() and not obj.is_conj() and not obj.requires_grad:
             return
-        self.check_source(obj)
+        self.check_source(obj, target, path)
 
     def move(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return obj.detach().to("cpu" if on_host else f"cuda:{ordinal}")

@@ -47,6 +47,21 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     if Place::of_dlpack(source.dlpack_device) == destination && path == "move" {
         return share(source, "auto");
     }
+    if matches!(path, "p2p" | "pinned") && destination == Place::Host {
+        // Both copy into a gpushare buffer on a GPU: the host is no destination of theirs.
+        return PredictedOutcome::Failed {
+            reason: format!("{path} moves device memory to another GPU; for device='cpu' use path='dlpack' or 'move'"),
+            expected_error: None,
+            fix: "use path='dlpack' or 'move'".into(),
+        };
+    }
+    if path == "dlpack" && target.settings.target.dlpack_takes_device == Some(false) {
+        return PredictedOutcome::Failed {
+            reason: format!("{}'s from_dlpack takes no device here", target.framework),
+            expected_error: None,
+            fix: "use path='move' (the source framework's own move), or move it first and share it".into(),
+        };
+    }
     if path == "dlpack"
         && let Some(gap) = device_argument_gap(&target.framework, Place::of_dlpack(source.dlpack_device), destination)
     {
@@ -223,6 +238,26 @@ fn device_argument_gap(target: &str, from: Place, to: Place) -> Option<Predicted
 mod tests {
     use super::*;
     use crate::report::Verdict;
+
+    #[test]
+    fn a_dlpack_move_into_a_target_whose_import_takes_no_device_is_predicted_to_fail() {
+        let mut target = TargetFacts::new("mlx", "", "dlpack");
+        target.settings.target.dlpack_takes_device = Some(false);
+        let p = predict_move(&torch_cpu(vec![4], vec![1]), &target, Place::Host);
+        assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
+        assert!(p.reason().unwrap().contains("takes no device"));
+        target.settings.target.dlpack_takes_device = None;
+        assert_ne!(predict_move(&torch_cpu(vec![4], vec![1]), &target, Place::Host).verdict(), Verdict::Failed);
+    }
+
+    #[test]
+    fn gpushare_s_own_moves_to_the_host_are_predicted_not_to_run() {
+        for path in ["p2p", "pinned"] {
+            let p = predict_move(&torch_cpu(vec![4], vec![1]), &TargetFacts::new("numpy", "", path), Place::Host);
+            assert_eq!(p.verdict(), Verdict::Failed, "{path}: {p:?}");
+            assert!(p.reason().unwrap().starts_with(&format!("{path} moves device memory to another GPU")));
+        }
+    }
 
     fn torch_cpu(shape: Vec<i64>, strides: Vec<i64>) -> TensorReport {
         TensorReport {

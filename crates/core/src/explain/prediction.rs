@@ -28,6 +28,10 @@ pub struct FrameworkFacts {
     /// its own (PyCUDA keeps a context stack of its own: the driver's current context is not
     /// enough); `None`: it needs none, or the adapter does not say.
     pub has_current_context: Option<bool>,
+    /// As a target: whether gpushare can pass a device to its `from_dlpack` (a move's `dlpack`
+    /// path: `from_dlpack(x, device=…, copy=True)`); `Some(false)`: its import takes none, so that
+    /// path cannot run; `None`: it takes one, or the adapter does not say.
+    pub dlpack_takes_device: Option<bool>,
 }
 
 /// A fact of [`FrameworkFacts`] that can change at run time: the binding asks the adapter for it

@@ -38,8 +38,11 @@ pub trait Framework {
     fn name(&self) -> &str;
     /// What an array of this framework is, read without consuming it.
     fn describe(&self, array: &Self::Array) -> Result<Self::Info>;
-    /// Refuses sources this framework will not export (a torch tensor that requires grad).
-    fn check_source(&self, _array: &Self::Array) -> Result<()> {
+    /// Refuses sources this framework will not export by this handoff: `target` (the target
+    /// framework's name) and `path` (the route's) because whether an export refuses can depend on
+    /// the call that makes it (torch's `__dlpack__` refuses a tensor that requires grad, its
+    /// `to_dlpack` exports it).
+    fn check_source(&self, _array: &Self::Array, _target: &str, _path: &str) -> Result<()> {
         Ok(())
     }
     /// Waits for the work queued on the array's device.
@@ -187,7 +190,7 @@ impl<F: Framework> Handoff<'_, F> {
     pub fn prepare_described(&self, array: &F::Array, source: F::Info) -> Result<(F::Info, Option<PredictedOutcome>)> {
         let inspect = self.explained(Stage::Inspect, None);
         if self.check_source {
-            self.source.check_source(array).map_err(&inspect)?;
+            self.source.check_source(array, self.target.name(), self.path()).map_err(&inspect)?;
         }
         crate::trace::mark("check the source", Whose::Framework);
         let predicted = self.predict(source.as_ref()).map_err(&inspect)?;

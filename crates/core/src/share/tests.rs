@@ -77,7 +77,7 @@ impl Framework for Fake {
             cuda: None,
         }))
     }
-    fn check_source(&self, _a: &Buf) -> Result<()> {
+    fn check_source(&self, _a: &Buf, _target: &str, _path: &str) -> Result<()> {
         self.log.borrow_mut().push("check".into());
         if self.refuse_export {
             return Err(Error::Framework { text: "RuntimeError: requires grad".into(), origin: None });

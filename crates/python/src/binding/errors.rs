@@ -187,6 +187,17 @@ fn with_prediction(py: Python<'_>, err: PyErr, predicted: Option<crate::explain:
     if !value.is_instance_of::<GpushareError>() {
         return err;
     }
+    // A refusal gpushare's own check made before calling any framework (an adapter's source
+    // check in a route) carries its own prediction, a failure by construction: the rules' guess for
+    // the conversion it never reached would contradict it.
+    let foreseen = value
+        .getattr("predicted")
+        .ok()
+        .and_then(|p| p.cast_into::<super::explain::Prediction>().ok())
+        .is_some_and(|p| p.get().verdict == crate::report::Verdict::Failed);
+    if foreseen {
+        return err;
+    }
     match predicted.map(|p| Py::new(py, super::explain::Prediction::from_outcome(p))).transpose() {
         Ok(Some(p)) => {
             let _ = value.setattr("predicted", p);

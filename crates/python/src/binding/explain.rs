@@ -164,7 +164,8 @@ struct LiveReaders {
 }
 
 /// The names `Adapter.rule_facts` may use: the fields of the core's `FrameworkFacts`.
-const FACT_NAMES: &str = "keeps_64_bit, per_thread_default_stream, current_device, has_current_context";
+const FACT_NAMES: &str =
+    "keeps_64_bit, per_thread_default_stream, current_device, has_current_context, dlpack_takes_device";
 
 /// An adapter's `rule_facts()` (name → value, or a function of no arguments for a fact that can
 /// change), as the core's typed `FrameworkFacts` and the readers of the facts that can change.
@@ -182,10 +183,11 @@ fn facts_from_py(declared: Option<&Bound<'_, PyDict>>) -> PyResult<(FrameworkFac
             ("current_device", None) => facts.current_device = value.extract()?,
             ("has_current_context", Some(read)) => live.has_current_context = Some(read),
             ("has_current_context", None) => facts.has_current_context = value.extract()?,
-            ("per_thread_default_stream", Some(_)) => {
-                return Err(PyValueError::new_err(
-                    "rule fact 'per_thread_default_stream' is read once, when the framework is imported: give a bool, not a function",
-                ));
+            ("dlpack_takes_device", None) => facts.dlpack_takes_device = value.extract()?,
+            (fixed @ ("per_thread_default_stream" | "dlpack_takes_device"), Some(_)) => {
+                return Err(PyValueError::new_err(format!(
+                    "rule fact {fixed:?} is read once, when the framework is imported: give a bool, not a function"
+                )));
             }
             (other, _) => {
                 return Err(PyValueError::new_err(format!("unknown rule fact {other:?}: the facts are {FACT_NAMES}")));

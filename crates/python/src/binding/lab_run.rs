@@ -38,6 +38,13 @@ fn reason_of(py: Python<'_>, e: &PyErr) -> (String, Option<String>) {
     }
 }
 
+/// The reason and fix of the failure the rules predicted for the handoff that raised `e`, if they did.
+fn rules_refusal(py: Python<'_>, e: &PyErr) -> Option<(String, Option<String>)> {
+    let predicted = e.value(py).getattr("predicted").ok()?.cast_into::<super::explain::Prediction>().ok()?;
+    let p = predicted.get();
+    (p.verdict == crate::report::Verdict::Failed).then(|| p.reason.clone()).flatten().map(|r| (r, p.fix.clone()))
+}
+
 /// The row of a path that failed with `e`; `Err` for Ctrl-C, which stops the lab instead.
 fn failed_run(py: Python<'_>, path: &str, e: PyErr) -> PyResult<PathRun> {
     if e.is_instance_of::<PyKeyboardInterrupt>(py) {
@@ -49,6 +56,11 @@ fn failed_run(py: Python<'_>, path: &str, e: PyErr) -> PyResult<PathRun> {
         let (reason, fix) = reason_of(py, &e);
         (Some(reason), fix)
     };
+    if !run.applicable && let Some((reason, fix)) = rules_refusal(py, &e) {
+        // A path that does not apply, as the prediction rules say it (the sentence `advise`
+        // gives for the same path), where they foresaw it; the route's own words otherwise.
+        (run.reason, run.fix) = (Some(reason), fix);
+    }
     Ok(run)
 }
 
@@ -57,7 +69,8 @@ fn failed_run(py: Python<'_>, path: &str, e: PyErr) -> PyResult<PathRun> {
 struct Lab<'py> {
     source: PyFramework,
     target: PyFramework,
-    /// `route_for(path, is_auto, already_there)` → `(convert, predictor, check_source, kind)`.
+    /// `route_for(path, is_auto, already_there, described)` → `(convert, predictor, check_source,
+    /// kind)`; `described`: the array's `TensorInfo`, or None.
     route_for: Bound<'py, PyAny>,
     /// `link_for(source_ordinal, path)` → the link a move crosses (`gpushare.topology.link_for`), or None.
     link_for: Option<Bound<'py, PyAny>>,
@@ -110,7 +123,9 @@ impl<'py> Lab<'py> {
         already_there: bool,
     ) -> PyResult<(PathRun, Option<ShareResult>)> {
         let py = self.route_for.py();
-        let planned = self.route_for.call1((path, is_auto, already_there)).and_then(|plan| {
+        // The description goes along where the loop has it: a path that does not apply is then
+        // refused in the prediction rules' words, the sentence `advise` gives for it.
+        let planned = self.route_for.call1((path, is_auto, already_there, described)).and_then(|plan| {
             let (convert, predictor, check_source, kind): (Py<PyAny>, Option<Bound<'py, PyAny>>, bool, String) = plan.extract()?;
             let kind = crate::paths::PathKind::parse(&kind)
                 .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("unknown path kind {kind:?}")))?;

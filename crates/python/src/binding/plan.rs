@@ -121,7 +121,7 @@ impl Framework for PyFramework {
         Python::attach(|py| self.describe_report(py, array.bind(py)).map(Described).map_err(|e| share_error(py, e)))
     }
 
-    fn check_source(&self, array: &Py<PyAny>) -> crate::share::Result<()> {
+    fn check_source(&self, array: &Py<PyAny>, target: &str, path: &str) -> crate::share::Result<()> {
         if !self.checks_source {
             return Ok(());
         }
@@ -132,7 +132,11 @@ impl Framework for PyFramework {
             if declared.has_source_flags() && declared.source_flags_clear(py, array.bind(py)) {
                 return Ok(());
             }
-            self.call(py, intern!(py, "check_source"), array).map(drop)
+            self.adapter
+                .bind(py)
+                .call_method1(intern!(py, "check_source"), (array.bind(py), target, path))
+                .map(drop)
+                .map_err(|e| share_error(py, e))
         })
     }
 
