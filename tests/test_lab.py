@@ -411,6 +411,21 @@ def test_sizes_and_paths_are_parsed():
     assert lab.parse_paths("copy, dlpack") == ["copy", "dlpack"]
 
 
+def test_sizes_are_written_by_the_cores_one_formatter(monkeypatch):
+    """Python writes sizes as the core's tables do: the tick of a plot, a size that does not fit,
+    a context's cost and the figures of gpuinfo read alike."""
+    from gpushare import bench_plot, sweep_sizes
+
+    assert [_native.format_bytes(n) for n in (512, 1536, 4096, 256 << 20)] == ["512 B", "1.50 KiB", "4.00 KiB", "256 MiB"]
+    assert [_native.size_label(n) for n in (4096, 1536, 1 << 30)] == ["4 KiB", "1.50 KiB", "1 GiB"]
+    assert [_native.format_bytes(n, signed=True) for n in (64 << 20, -512, 0)] == ["+64 MiB", "-512 B", "±0 B"]
+    with pytest.raises(ValueError, match="not negative"):
+        _native.format_bytes(-1)
+    assert bench_plot.bytes_label(1536.0) == "1.50 KiB" and bench_plot.bytes_label(4096) == "4 KiB"
+    monkeypatch.setattr(sweep_sizes, "device_capacity", lambda device: 1024)
+    with pytest.raises(ValueError, match=r"size 1.50 KiB \(1,536 bytes\) does not fit in the host memory \(1.00 KiB\)"):
+        sweep_sizes.check_fits([1536], ["cpu"])
+
 # -- timing ----------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpushare import _native
+
 #: Per path: colour (matplotlib's tab10, as the SVG), dash pattern and marker.
 STYLES: dict[str, tuple[str, Any, str]] = {
     "dlpack": ("#1f77b4", "solid", "o"),
@@ -32,11 +34,8 @@ def seconds_label(seconds: float, _pos: Any = None) -> str:
 
 
 def bytes_label(nbytes: float, _pos: Any = None) -> str:
-    """A tick's size in binary units: ``512 B``, ``4 KiB``, ``1 MiB``, ``2 GiB``."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.3g} B"
+    """A tick's size in binary units: ``512 B``, ``4 KiB``, ``1 MiB``, ``2 GiB`` (the core's labels)."""
+    return _native.size_label(max(round(nbytes), 0))
 
 
 def plot_benchmark(benchmark: Any, ax: Any = None) -> Any:

@@ -72,6 +72,23 @@ pub fn bytes(n: u64) -> String {
     if i == 0 { format!("{n} B") } else { format!("{} {}", sig_figs(value, 3).trim_end_matches(".0"), UNITS[i]) }
 }
 
+/// A change of bytes, signed as `bytes` writes the amount: `+64 MiB`, `-512 B`, `±0 B` (the memory
+/// ledger's figures, a context's cost).
+pub fn signed_bytes(n: i64) -> String {
+    let sign = match n.signum() {
+        1 => "+",
+        -1 => "-",
+        _ => "±",
+    };
+    format!("{sign}{}", bytes(n.unsigned_abs()))
+}
+
+/// A size as a label (a table's size column, a plot's tick): `bytes` without the zeros of a whole
+/// number, `4 KiB`, `1 MiB`, `1.50 GiB`, `512 B`.
+pub fn size_label(n: u64) -> String {
+    bytes(n).replace(".00 ", " ")
+}
+
 /// Bandwidth in GB/s (decimal, as hardware is quoted).
 pub fn bandwidth(bytes: u64, seconds: f64) -> String {
     // Written so that NaN takes this branch too.
@@ -98,6 +115,15 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(4096), "4.00 KiB");
         assert_eq!(bytes(256 << 20), "256 MiB");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(signed_bytes(64 << 20), "+64 MiB");
+        assert_eq!(signed_bytes(-512), "-512 B");
+        assert_eq!(signed_bytes(0), "±0 B");
+        assert_eq!(signed_bytes(i64::MIN), "-8192 PiB");
+        assert_eq!(size_label(4096), "4 KiB");
+        assert_eq!(size_label(1536), "1.50 KiB");
+        assert_eq!(size_label(1 << 30), "1 GiB");
+        assert_eq!(size_label(100), "100 B");
         assert_eq!(bandwidth(1_000_000_000, 0.5), "2.00 GB/s");
         for seconds in [0.0, -1.0, f64::NAN] {
             assert_eq!(bandwidth(1_000_000_000, seconds), "n/a", "{seconds}");

@@ -347,7 +347,7 @@ fn the_ledger_subtracts_figures_present_both_times() {
     let before = MemorySnapshot { ordinal: 0, driver_free: Some(100 << 20), driver_total: Some(1 << 30), frameworks: figures(0) };
     let after = MemorySnapshot { driver_free: Some(36 << 20), frameworks: figures(64 << 20), ..before.clone() };
     let ledger = MemoryLedger::between(&before, &after, 0.0);
-    assert_eq!(ledger.summary, "driver +64.0 MiB; torch allocated +64.0 MiB");
+    assert_eq!(ledger.summary, "driver +64 MiB; torch allocated +64 MiB");
     assert_eq!(MemoryLedger::between(&before, &before, 0.0).summary, "driver ±0 B");
     let no_driver = MemorySnapshot { driver_free: None, ..before.clone() };
     assert_eq!(MemoryLedger::between(&no_driver, &no_driver, 0.0).summary, "no change");

@@ -448,6 +448,24 @@ fn parse_size(text: &str) -> PyResult<u64> {
     crate::render::units::parse_size(text).map_err(PyValueError::new_err)
 }
 
+/// Bytes in binary units as gpushare writes them everywhere (``4.00 KiB``, ``256 MiB``, ``512 B``);
+/// ``signed=True`` writes a change (``+64 MiB``, ``-512 B``, ``±0 B``): the core's one formatter.
+#[pyfunction]
+#[pyo3(signature = (n, signed = false))]
+fn format_bytes(n: i64, signed: bool) -> PyResult<String> {
+    match (signed, u64::try_from(n)) {
+        (true, _) => Ok(crate::render::units::signed_bytes(n)),
+        (false, Ok(n)) => Ok(crate::render::units::bytes(n)),
+        (false, Err(_)) => Err(PyValueError::new_err(format!("a size is not negative, got {n} bytes (signed=True writes a change)"))),
+    }
+}
+
+/// A size as a label (a table's size column, a plot's tick): ``4 KiB``, ``1 MiB``, ``1.50 GiB``.
+#[pyfunction]
+fn size_label(n: u64) -> String {
+    crate::render::units::size_label(n)
+}
+
 /// Frees the buffers the `copy` and `pinned` paths keep for reuse (waits for the device).
 #[pyfunction]
 fn shared_pool_clear(py: Python<'_>) {
@@ -462,5 +480,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
     m.add_function(wrap_pyfunction!(parse_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(size_label, m)?)?;
     Ok(())
 }

@@ -34,10 +34,7 @@ pub(super) fn bytes_in(n: u64, unit: ByteUnit) -> String {
     if v.fract() == 0.0 && v < 1e6 { format!("{v:.0}") } else { units::sig_figs(v, 3) }
 }
 
-/// A size as a label: `4 KiB`, `1 MiB`, `1.5 GiB`, `512 B`.
-pub fn size_label(bytes: u64) -> String {
-    units::bytes(bytes).replace(".00 ", " ")
-}
+pub use units::size_label;
 
 /// Bandwidth in GB/s (decimal, as hardware is quoted), three significant figures.
 pub fn gbps(bytes_per_second: f64) -> String {
