@@ -448,6 +448,16 @@ fn parse_size(text: &str) -> PyResult<u64> {
     crate::render::units::parse_size(text).map_err(PyValueError::new_err)
 }
 
+/// ``(source, targets)`` of a route: ``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``, ``"->jax"``
+/// → ``(None, ["jax"])``, ``"torch→jax"`` as ``"torch->jax"``: the core's one parser of routes, which
+/// the command line reads them with too; ``ValueError`` saying how to write one. The names are
+/// not checked here (the adapters know which are frameworks).
+#[pyfunction]
+fn parse_route(text: &str) -> PyResult<(Option<String>, Vec<String>)> {
+    let route = gpushare_core::route::Route::parse(text).map_err(PyValueError::new_err)?;
+    Ok((route.source, route.targets))
+}
+
 /// Bytes in binary units as gpushare writes them everywhere (``4.00 KiB``, ``256 MiB``, ``512 B``);
 /// ``signed=True`` writes a change (``+64 MiB``, ``-512 B``, ``±0 B``): the core's one formatter.
 #[pyfunction]
@@ -481,6 +491,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_route, m)?)?;
     m.add_function(wrap_pyfunction!(size_label, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@
 use std::sync::LazyLock;
 
 use crate::paths::PathKind;
+use crate::route::Route;
 use crate::shared::{Device, parse_dtype};
 
 /// Framework names and aliases `gpushare.adapters.framework()` knows: (name, aliases), in the
@@ -78,17 +79,14 @@ pub fn known_frameworks() -> String {
         .join(", ")
 }
 
-/// `SRC->DST`, with or without spaces around `->`; both must be frameworks gpushare knows.
+/// `SRC->DST` (or `SRC→DST`), with or without spaces around the arrow, read by the core's one
+/// parser of routes; both must be frameworks gpushare knows.
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
-    let (src, dst) = s.split_once("->").ok_or_else(|| unquoted_pair_hint(s).unwrap_or_else(|| {
-        format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)")
-    }))?;
-    let (src, dst) = (src.trim(), dst.trim());
-    if src.is_empty() || dst.is_empty() || dst.contains("->") {
-        return Err(format!(
-            "`{s}` is not of the form SRC->DST (e.g. torch->jax)"
-        ));
+    if !Route::has_arrow(s) {
+        return Err(unquoted_pair_hint(s).unwrap_or_else(|| format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)")));
     }
+    let (src, dst) = Route::pair(s)?;
+    let (src, dst) = (src.as_str(), dst.as_str());
     // The names are checked later (bench_checks::check_frameworks), by the adapters' own code in
     // the kernel's Python, which suggests the closest name for a typo; here only that they are
     // names, so a quote or a space cannot reach the kernel's code.
@@ -172,6 +170,7 @@ mod tests {
         assert_eq!(parse_pair("pt -> np"), Ok(("pt".into(), "np".into())));
         assert_eq!(parse_pair("torch ->tf"), Ok(("torch".into(), "tf".into())));
         assert_eq!(parse_pair("TensorFlow-> cupy"), Ok(("TensorFlow".into(), "cupy".into())));
+        assert_eq!(parse_pair("torch→jax"), Ok(("torch".into(), "jax".into())));
         for bad in ["torch", "torch->", "->jax", "torch->jax->tf", "torch->ja'x", "torch->ja x"] {
             assert!(parse_pair(bad).is_err(), "{bad}");
         }
