@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 
 import gpushare
 from gpushare import _native, lab, timing
-from gpushare.exceptions import GpushareWarning, PathNotApplicableError
+from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -149,8 +149,14 @@ def test_a_long_host_copy_stops_on_ctrl_c():
 
 
 def test_lab_paths_are_registered_under_their_design_names():
-    assert gpushare.paths.available() == PATH_NAMES
     assert PATH_NAMES == ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
+    # Every path of the table has a route: it runs, or says why it does not apply to this pair.
+    x = torch.arange(4.0)
+    for name in PATH_NAMES:
+        try:
+            gpushare.share(x, "numpy", path=name)
+        except GpushareError as e:
+            assert "unknown transfer path" not in str(e), (name, e)
 
 
 def test_host_and_copy_paths_copy_correct_data():

@@ -34,7 +34,6 @@ def describe(kind: str) -> dict[str, str]:
 
 #: Paths in the order tables list them. ``auto`` resolves to one of them.
 PATH_NAMES = names_of("share")
-PATH_DESCRIPTIONS = describe("share")
 
 #: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
 _HOST_DEVICE_TYPES = HOST_DEVICE_TYPES
@@ -59,10 +58,6 @@ def checks_source(path: str) -> bool:
     or negative bit set). The host route goes through the framework's own NumPy conversion, which
     detaches and resolves such tensors itself."""
     return path != "host"
-
-
-def available() -> tuple[str, ...]:
-    return tuple(name for name in PATH_NAMES if name in _BUILDERS)
 
 
 def endpoints(src: Adapter, dst: Adapter) -> tuple[bool, bool, bool, bool]:
