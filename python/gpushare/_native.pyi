@@ -330,6 +330,7 @@ class Predictor:
 
 # -- the path table and the one `auto` (crates/core/src/paths.rs, crates/python/src/binding/paths.rs) ---------------------------
 def path_table() -> list[dict[str, Any]]: ...
+def parse_paths(kind: str, texts: list[str]) -> list[str]: ...
 def resolve_auto(
     endpoints: tuple[bool, bool, bool, bool],
     source: tuple[int, int],

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Sequence
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.exceptions import GpushareWarning
-from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
+from gpushare import paths as paths_module
+from gpushare.paths import _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
 
@@ -49,15 +50,7 @@ def parse_size(size: int | str) -> int:
 
 def parse_paths(paths: str | Sequence[str]) -> list[str]:
     """``"all"`` → every path; ``"dlpack,copy"`` or a list → those paths (checked)."""
-    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
-    names = [p for p in names if p]
-    if names in (["all"], []):
-        return list(PATH_NAMES)
-    known = (*PATH_NAMES, "auto")
-    for name in names:
-        if name not in known:
-            raise ValueError(f"unknown transfer path {name!r}; known paths: {', '.join(known)}, all")
-    return list(dict.fromkeys(names))
+    return paths_module.parse_list("share", paths)
 
 
 def _buffer_to(buf: Any, to: Any) -> Any:
@@ -209,13 +202,7 @@ def _probe_info(src: Adapter, dtype: str, device: str) -> Any:
 
 def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
     """The paths of a move (``p2p,pinned,dlpack,move``, and ``auto``: the one it takes), checked."""
-    from gpushare.devices import MOVE_PATHS
-
-    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
-    for name in names:
-        if name not in (*MOVE_PATHS, "auto"):
-            raise ValueError(f"unknown path {name!r} for a move between devices; known: {', '.join(MOVE_PATHS)}, auto, all")
-    return list(dict.fromkeys(n for n in names if n))
+    return paths_module.parse_list("move", paths)
 
 
 def _default_device(src: Adapter) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from gpushare import _native
 from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
@@ -30,6 +30,12 @@ def names_of(kind: str) -> tuple[str, ...]:
 def describe(kind: str) -> dict[str, str]:
     """Path name → description for ``kind``, ``auto`` included."""
     return {p["name"]: p["description"] for p in PATH_TABLE if p["kind"] in (kind, "any")}
+
+
+def parse_list(kind: str, paths: str | Sequence[str]) -> list[str]:
+    """The paths of ``kind`` that ``paths`` names (``"dlpack,copy"``, a list of names, ``"all"``),
+    checked, read by the core's one parser of path lists; ValueError naming the known ones."""
+    return _native.parse_paths(kind, [paths] if isinstance(paths, str) else [str(p) for p in paths])
 
 
 #: Paths in the order tables list them. ``auto`` resolves to one of them.

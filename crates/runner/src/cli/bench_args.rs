@@ -39,18 +39,18 @@ pub fn parse_across(s: &str) -> Result<String, String> {
 /// With `--across processes` the paths are process paths, without it transfer paths: a name of the
 /// other kind is a usage error, made before any kernel starts.
 pub fn check_paths_across(paths: &str, across: bool) -> Result<(), String> {
-    let names: Vec<&str> = paths.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
-    if names == ["all"] {
-        return Ok(());
-    }
-    let (known, what) = if across {
-        (&PROCESS_PATHS[..], "with --across processes the paths are")
+    let (kind, what) = if across {
+        (PathKind::Process, "with --across processes the paths are")
     } else {
-        (&PATHS[..], "without --across the paths are")
+        (PathKind::Share, "without --across the paths are")
     };
-    match names.iter().find(|n| !known.contains(n)) {
-        Some(name) => Err(format!("path `{name}`: {what} {}, all", known.join(", "))),
-        None => Ok(()),
+    match crate::paths::parse_list(kind, [paths]) {
+        Ok(_) => Ok(()),
+        Err(_) => {
+            let known = if across { &PROCESS_PATHS[..] } else { &PATHS[..] };
+            let name = paths.split(',').map(str::trim).find(|n| !n.is_empty() && !known.contains(n)).unwrap_or(paths);
+            Err(format!("path `{name}`: {what} {}, all", known.join(", ")))
+        }
     }
 }
 
@@ -132,19 +132,20 @@ pub fn parse_sizes(s: &str) -> Result<String, String> {
 /// `--paths`: `all` (or nothing, which Python reads as `all`), or a comma-separated list of known
 /// paths.
 pub fn parse_paths(s: &str) -> Result<String, String> {
-    let names: Vec<&str> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
-    if names == ["all"] {
+    // Either kind's names, read by the core's one parser of path lists: which kind applies is
+    // known once --across is read (check_paths_across); `all` stands alone.
+    let of_kind = |k: PathKind, text: &str| crate::paths::parse_list(k, [text]).is_ok();
+    let of_a_kind = |name: &str| name != "all" && (of_kind(PathKind::Share, name) || of_kind(PathKind::Process, name));
+    if of_kind(PathKind::Share, s) || of_kind(PathKind::Process, s) {
         return Ok(s.to_string());
     }
-    for name in names {
-        if !PATHS.contains(&name) && !PROCESS_PATHS.contains(&name) {
-            // The first line lists the transfer paths (crates/runner/tests/cli.rs compares it with Python's).
-            return Err(format!(
-                "unknown transfer path `{name}`; known paths: {}, all (with --across processes: {})",
-                PATHS.join(", "),
-                PROCESS_PATHS.join(", ")
-            ));
-        }
+    if let Some(name) = s.split(',').map(str::trim).filter(|n| !n.is_empty()).find(|n| !of_a_kind(n)) {
+        // The first line lists the transfer paths (crates/runner/tests/cli.rs compares it with Python's).
+        return Err(format!(
+            "unknown transfer path `{name}`; known paths: {}, all (with --across processes: {})",
+            PATHS.join(", "),
+            PROCESS_PATHS.join(", ")
+        ));
     }
     Ok(s.to_string())
 }
