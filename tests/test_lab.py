@@ -45,6 +45,11 @@ def test_one_buffer_shared_by_torch_numpy_jax_and_tf_at_once():
         info = gpushare.inspect(view)
         assert info.data_ptr == buf.data_ptr and tuple(info.shape) == (3, 4)
     assert gpushare.inspect(t).dtype == "float32"
+    # SharedBuffer.to is the public lab.buffer_to, which takes an adapter as well as a name.
+    from gpushare.adapters import framework
+
+    for to in ("numpy", framework("torch")):
+        assert gpushare.inspect(lab.buffer_to(buf, to)).data_ptr == buf.data_ptr
 
 
 def test_host_memory_is_256_byte_aligned():

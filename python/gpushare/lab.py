@@ -53,9 +53,14 @@ def parse_paths(paths: str | Sequence[str]) -> list[str]:
     return paths_module.parse_list("share", paths)
 
 
-def _buffer_to(buf: Any, to: Any) -> Any:
-    """``SharedBuffer.to``: a view of the buffer in framework ``to``, by DLPack (TensorFlow: a legacy
-    capsule; Numba: ``__cuda_array_interface__``)."""
+def buffer_to(buf: Any, to: Any) -> Any:
+    """A view of :class:`SharedBuffer` ``buf`` in framework ``to`` (a name or an adapter), sharing
+    its memory: by DLPack (TensorFlow: a legacy capsule; Numba: ``__cuda_array_interface__``), as
+    the framework's adapter imports one. What ``SharedBuffer.to`` does.
+
+    >>> buf = gpushare.SharedBuffer((4,), "float32", "cpu")   # doctest: +SKIP
+    >>> gpushare.lab.buffer_to(buf, "numpy")                  # doctest: +SKIP
+    """
     dst = to if isinstance(to, Adapter) else framework(to)
     dst.load()
     return _shared_buffer_importer(dst)(buf)
@@ -324,6 +329,6 @@ def bench(
 
 
 __all__ = [
-    "DEFAULT_SIZES", "Benchmark", "Comparison", "SharedBuffer", "bench", "compare", "empty_cache",
+    "DEFAULT_SIZES", "Benchmark", "Comparison", "SharedBuffer", "bench", "buffer_to", "compare", "empty_cache",
     "make_array", "parse_paths", "parse_size",
 ]

@@ -318,9 +318,10 @@ impl PySharedBuffer {
         self.alloc.len()
     }
 
-    /// A view of this memory in `framework` ("torch", "jax", "tf", "numpy", "cupy", "numba").
+    /// A view of this memory in `framework` ("torch", "jax", "tf", "numpy", "cupy", "numba"): the
+    /// framework's own import, which its adapter (Python) knows, through `gpushare.lab.buffer_to`.
     fn to<'py>(slf: &Bound<'py, Self>, framework: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        slf.py().import("gpushare.lab")?.getattr("_buffer_to")?.call1((slf, framework))
+        slf.py().import("gpushare.lab")?.getattr("buffer_to")?.call1((slf, framework))
     }
 
     fn __len__(&self) -> PyResult<usize> {
