@@ -366,6 +366,25 @@ def test_bench_svg_plot(benchmark):
     assert ">4 KiB</text>" in svg and ">1 MiB</text>" in svg
 
 
+def test_the_matplotlib_plot_draws_every_path_as_the_svg_does(benchmark):
+    import re as _re
+
+    from gpushare import bench_plot, paths
+
+    svg, compared = benchmark.svg, []
+    for row in paths.PATH_TABLE:
+        colour, dash, marker = bench_plot.style(row["name"])
+        assert colour == row["colour"], row["name"]
+        assert marker
+        # The SVG's line of the path, where the sweep drew one, has the same dashes.
+        line = _re.search(rf'<g class="series" data-path="{row["name"]}"><polyline ([^>]*)/>', svg)
+        if line:
+            drawn = _re.search(r'stroke-dasharray="([^"]*)"', line.group(1))
+            assert dash == ((0, tuple(int(x) for x in drawn.group(1).split())) if drawn else "solid"), row["name"]
+            compared.append(row["name"])
+    assert {"dlpack", "host", "copy"} <= set(compared), compared
+
+
 def test_bench_pandas_and_json(benchmark):
     df = benchmark.to_pandas()
     assert len(df) == 18 and list(df.columns[:7]) == [
