@@ -43,7 +43,7 @@ def test_calibrate_says_what_it_measures_a_line_per_sweep_and_warns_of_an_uncert
     # Two ordered pairs at three sizes, one sweep each, counted.
     assert len(lines) == 6, lines
     assert lines[0].startswith("calibrate: 1/6 share ") and lines[-1].startswith("calibrate: 6/6 share ")
-    assert any("torch→numpy at 1.0 MiB" in line for line in lines), lines
+    assert any("torch→numpy at 1.00 MiB" in line for line in lines), lines
     # The drifting path among them (on a busy CPU a real copy's may be too), with why.
     assert dict(m.uncertain())["share torch->numpy dlpack @cpu"].startswith("drifting path: ")
 

@@ -182,5 +182,5 @@ def test_advise_does_not_recommend_shm_for_an_array_that_does_not_fit(monkeypatc
     monkeypatch.setattr(process_rules, "free_bytes", lambda directory=process_rules.SHM_DIR: 4 << 20)
     a = gpushare.advise(x, "numpy", across="process")
     row = next(r for r in a.rows if r["path"] == "shm")
-    assert row["verdict"] == "failed" and "4.0 MiB free" in row["reason"], row
+    assert row["verdict"] == "failed" and "4.00 MiB free" in row["reason"], row
     assert a.recommended != "shm"

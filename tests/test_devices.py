@@ -240,7 +240,7 @@ def test_auto_is_a_path_a_move_can_be_compared_and_swept_by():
     assert d["paths"] == [taken] and all(p["auto"] and p["path"] == taken for p in d["points"]), d["points"]
     c = gpushare.compare(torch.ones(8), "numpy", device="cpu", paths="auto", repeat=1)
     assert [(r.path, r.auto) for r in c.rows] == [(taken, True)]
-    with pytest.raises(ValueError, match="known: p2p, pinned, dlpack, move, auto, all"):
+    with pytest.raises(ValueError, match="unknown move path .bogus.; known paths: p2p, pinned, dlpack, move, auto, all"):
         gpushare.compare(torch.ones(8), "numpy", device="cpu", paths="bogus")
 
 

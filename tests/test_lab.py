@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 
 import gpushare
 from gpushare import _native, lab, timing
-from gpushare.exceptions import GpushareWarning, PathNotApplicableError
+from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -45,6 +45,11 @@ def test_one_buffer_shared_by_torch_numpy_jax_and_tf_at_once():
         info = gpushare.inspect(view)
         assert info.data_ptr == buf.data_ptr and tuple(info.shape) == (3, 4)
     assert gpushare.inspect(t).dtype == "float32"
+    # SharedBuffer.to is the public lab.buffer_to, which takes an adapter as well as a name.
+    from gpushare.adapters import framework
+
+    for to in ("numpy", framework("torch")):
+        assert gpushare.inspect(lab.buffer_to(buf, to)).data_ptr == buf.data_ptr
 
 
 def test_host_memory_is_256_byte_aligned():
@@ -149,8 +154,14 @@ def test_a_long_host_copy_stops_on_ctrl_c():
 
 
 def test_lab_paths_are_registered_under_their_design_names():
-    assert gpushare.paths.available() == PATH_NAMES
     assert PATH_NAMES == ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
+    # Every path of the table has a route: it runs, or says why it does not apply to this pair.
+    x = torch.arange(4.0)
+    for name in PATH_NAMES:
+        try:
+            gpushare.share(x, "numpy", path=name)
+        except GpushareError as e:
+            assert "unknown transfer path" not in str(e), (name, e)
 
 
 def test_host_and_copy_paths_copy_correct_data():
@@ -356,6 +367,25 @@ def test_bench_svg_plot(benchmark):
     assert ">4 KiB</text>" in svg and ">1 MiB</text>" in svg
 
 
+def test_the_matplotlib_plot_draws_every_path_as_the_svg_does(benchmark):
+    import re as _re
+
+    from gpushare import bench_plot, paths
+
+    svg, compared = benchmark.svg, []
+    for row in paths.PATH_TABLE:
+        colour, dash, marker = bench_plot.style(row["name"])
+        assert colour == row["colour"], row["name"]
+        assert marker
+        # The SVG's line of the path, where the sweep drew one, has the same dashes.
+        line = _re.search(rf'<g class="series" data-path="{row["name"]}"><polyline ([^>]*)/>', svg)
+        if line:
+            drawn = _re.search(r'stroke-dasharray="([^"]*)"', line.group(1))
+            assert dash == ((0, tuple(int(x) for x in drawn.group(1).split())) if drawn else "solid"), row["name"]
+            compared.append(row["name"])
+    assert {"dlpack", "host", "copy"} <= set(compared), compared
+
+
 def test_bench_pandas_and_json(benchmark):
     df = benchmark.to_pandas()
     assert len(df) == 18 and list(df.columns[:7]) == [
@@ -411,6 +441,21 @@ def test_sizes_and_paths_are_parsed():
     assert lab.parse_paths("all") == list(PATH_NAMES)
     assert lab.parse_paths("copy, dlpack") == ["copy", "dlpack"]
 
+
+def test_sizes_are_written_by_the_cores_one_formatter(monkeypatch):
+    """Python writes sizes as the core's tables do: the tick of a plot, a size that does not fit,
+    a context's cost and the figures of gpuinfo read alike."""
+    from gpushare import bench_plot, sweep_sizes
+
+    assert [_native.format_bytes(n) for n in (512, 1536, 4096, 256 << 20)] == ["512 B", "1.50 KiB", "4.00 KiB", "256 MiB"]
+    assert [_native.size_label(n) for n in (4096, 1536, 1 << 30)] == ["4 KiB", "1.50 KiB", "1 GiB"]
+    assert [_native.format_bytes(n, signed=True) for n in (64 << 20, -512, 0)] == ["+64 MiB", "-512 B", "±0 B"]
+    with pytest.raises(ValueError, match="not negative"):
+        _native.format_bytes(-1)
+    assert bench_plot.bytes_label(1536.0) == "1.50 KiB" and bench_plot.bytes_label(4096) == "4 KiB"
+    monkeypatch.setattr(sweep_sizes, "device_capacity", lambda device: 1024)
+    with pytest.raises(ValueError, match=r"size 1.50 KiB \(1,536 bytes\) does not fit in the host memory \(1.00 KiB\)"):
+        sweep_sizes.check_fits([1536], ["cpu"])
 
 # -- timing ----------------------------------------------------------------------------------------
 

@@ -207,6 +207,9 @@ def test_config_set_before_load_ext_is_checked_at_load(ip, run):
         ("%share -q -p dlpack sp -> numpy", "sp_numpy"),
         ("%%share torch -> tf -q\nsp2 = torch.ones(3)\n", "sp2_tf"),
         ("%%share -> tf -q\nsp2 = torch.ones(3)\n", "sp2_tf"),
+        # The arrow gpushare prints reads as the typed one.
+        ("%share sp torch→ jax → tf -q", "sp_tf"),
+        ("%share sp → numpy -q", "sp_numpy"),
     ],
 )
 def test_routes_parse_with_or_without_spaces(ip, run, line, bound):
@@ -226,6 +229,8 @@ def test_a_variable_named_like_a_framework_is_still_the_name(ip, run):
 def test_sharebench_route_with_spaces(run):
     b = run("%sharebench numpy -> torch --sizes 1KiB --paths dlpack -n 1 -r 1 -q -o")
     assert b is not None
+    b = run("%sharebench numpy→torch --sizes 1KiB --paths dlpack -n 1 -r 1 -q -o")
+    assert b is not None and (b.to_dict()["source_framework"], b.to_dict()["target_framework"]) == ("numpy", "torch")
 
 
 def test_help_shows_the_route_and_every_default(ip):

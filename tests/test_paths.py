@@ -31,7 +31,6 @@ def test_every_path_is_declared_once_in_the_table():
     # Python's names are the table's.
     assert paths.PATH_NAMES == ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
     assert devices.MOVE_PATHS == ("p2p", "pinned", "dlpack", "move")
-    assert set(paths.PATH_DESCRIPTIONS) == {*paths.PATH_NAMES, "auto"}
     assert verdicts.MODELLED_PATHS == ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
     # The process paths processes.py lists are the table's.
     from gpushare import processes

@@ -435,10 +435,8 @@ class _CalibrationProgress:
         self.bar = bar(total, "calibrate", bool(mode) and not self.lines)
 
     def now(self, kind: str, src: str, dst: str, sizes: list[int], where: dict) -> None:
-        from gpushare.gpuinfo import _bytes
-
         to = where.get("to_device")
-        at = _bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes"
+        at = _native.format_bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes"
         what = f"{kind} {src}→{dst}" + (f" to {to}" if to else "") + f" at {at}"
         if self.lines:
             import sys

@@ -316,15 +316,11 @@ def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, al
 
 
 def parse_chain(spec: str) -> tuple[str | None, list[str]]:
-    """``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``; ``"->jax"`` → ``(None, ["jax"])``.
-    Names are checked (with a suggestion for typos)."""
-    parts = [p.strip() for p in spec.split("->")]
-    if len(parts) < 2 or any(p == "" for p in parts[1:]):
-        raise ValueError(f"expected SRC->DST[->DST2…] or ->DST, got {spec!r}")
-    src = parts[0] or None
-    if src is not None:
-        framework(src)
-    return (framework(src).name if src else None), [framework(p).name for p in parts[1:]]
+    """``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``; ``"->jax"`` → ``(None, ["jax"])``;
+    ``"torch→jax"`` as ``"torch->jax"`` (read by the core's one parser of routes). Names are
+    checked (with a suggestion for typos)."""
+    src, targets = _native.parse_route(spec)
+    return (framework(src).name if src else None), [framework(p).name for p in targets]
 
 
 def share_chain(

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Per path: colour (matplotlib's tab10, as the SVG), dash pattern and marker.
-STYLES: dict[str, tuple[str, Any, str]] = {
-    "dlpack": ("#1f77b4", "solid", "o"),
-    "capsule": ("#ff7f0e", (0, (6, 3)), "s"),
-    "cai": ("#2ca02c", (0, (2, 2)), "^"),
-    "host": ("#d62728", (0, (8, 3, 2, 3)), "D"),
-    "pinned": ("#9467bd", (0, (4, 4)), "v"),
-    "copy": ("#8c564b", (0, (1, 3)), "P"),
-    "shared": ("#e377c2", (0, (10, 4)), "x"),
-    "auto": ("#17becf", (0, (6, 2, 2, 2)), "*"),
-}
-_OTHER = ("#7f7f7f", (0, (3, 1)), ".")
+from gpushare import _native
+
+#: matplotlib's markers for the share paths, in the path table's order (the SVG draws rings and
+#: dots instead); ``auto`` a star, any other path a point.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "x")
+
+
+def style(path: str) -> tuple[str, Any, str]:
+    """A path's colour, matplotlib dash pattern and marker: the colour and dashes the core's SVG
+    draws it with (``_native.plot_style``)."""
+    from gpushare.paths import names_of
+
+    colour, dash = _native.plot_style(path)
+    pattern: Any = (0, tuple(int(x) for x in dash.split())) if dash else "solid"
+    share = names_of("share")
+    at = share.index(path) if path in share else len(_MARKERS)
+    return colour, pattern, "*" if path == "auto" else _MARKERS[at] if at < len(_MARKERS) else "."
 
 
 def seconds_label(seconds: float, _pos: Any = None) -> str:
@@ -32,11 +37,8 @@ def seconds_label(seconds: float, _pos: Any = None) -> str:
 
 
 def bytes_label(nbytes: float, _pos: Any = None) -> str:
-    """A tick's size in binary units: ``512 B``, ``4 KiB``, ``1 MiB``, ``2 GiB``."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.3g} B"
+    """A tick's size in binary units: ``512 B``, ``4 KiB``, ``1 MiB``, ``2 GiB`` (the core's labels)."""
+    return _native.size_label(max(round(nbytes), 0))
 
 
 def plot_benchmark(benchmark: Any, ax: Any = None) -> Any:
@@ -62,7 +64,7 @@ def plot_benchmark(benchmark: Any, ax: Any = None) -> Any:
         if p.verdict in ("shared", "copied") and timing is not None and timing.median and timing.median > 0:
             by_path.setdefault(p.path, []).append((p.size, timing.median))
     for path, points in by_path.items():
-        colour, dash, marker = STYLES.get(path, _OTHER)
+        colour, dash, marker = style(path)
         points.sort()
         ax.plot([s for s, _ in points], [t for _, t in points], color=colour, linestyle=dash, marker=marker,
                 markerfacecolor="none" if marker in "osD^v" else colour, label=path)

@@ -27,8 +27,6 @@ from typing import Any, Iterator
 from gpushare import _native
 from gpushare.exceptions import gpushare_error
 
-MIB = 1 << 20
-
 
 def _context_of(info: dict | None) -> str:
     if not info:
@@ -97,7 +95,7 @@ class ContextCost:
     def _cells(self) -> list[str]:
         return [
             self.label,
-            f"{self.taken / MIB:+.0f} MiB",
+            _native.format_bytes(self.taken, signed=True),
             f"{_context_of(self.current_before)} → {_context_of(self.current_after)}",
             f"{_primary_of(self.primary_before)} → {_primary_of(self.primary_after)}",
             self.what_happened,

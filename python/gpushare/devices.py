@@ -20,13 +20,12 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.adapters import ADAPTERS, Adapter
 from gpushare.exceptions import gpushare_error
-from gpushare.paths import _HOST_DEVICE_TYPES, OwnCopy, describe, names_of
+from gpushare.paths import _HOST_DEVICE_TYPES, OwnCopy, names_of
 
 Route = Callable[[Any], Any]
 
 #: The paths of a move between devices, in table order (crates/core/src/paths.rs). ``move`` is the framework's own.
 MOVE_PATHS = names_of("move")
-MOVE_DESCRIPTIONS = describe("move")
 
 
 def parse_device(device: str) -> tuple[bool, int]:

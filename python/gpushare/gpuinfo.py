@@ -182,12 +182,7 @@ def memory_settings() -> dict[str, Optional[str]]:
 def _bytes(n: Optional[int]) -> str:
     if n is None:
         return "n/a"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+    return _native.format_bytes(n)
 
 
 def _hex(n: Optional[int]) -> str:

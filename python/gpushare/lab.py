@@ -21,7 +21,8 @@ from typing import Any, Iterable, Sequence
 from gpushare import _native, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.exceptions import GpushareWarning, PathNotApplicableError
-from gpushare.paths import PATH_NAMES, _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
+from gpushare import paths as paths_module
+from gpushare.paths import _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
 
@@ -49,20 +50,17 @@ def parse_size(size: int | str) -> int:
 
 def parse_paths(paths: str | Sequence[str]) -> list[str]:
     """``"all"`` → every path; ``"dlpack,copy"`` or a list → those paths (checked)."""
-    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
-    names = [p for p in names if p]
-    if names in (["all"], []):
-        return list(PATH_NAMES)
-    known = (*PATH_NAMES, "auto")
-    for name in names:
-        if name not in known:
-            raise ValueError(f"unknown transfer path {name!r}; known paths: {', '.join(known)}, all")
-    return list(dict.fromkeys(names))
+    return paths_module.parse_list("share", paths)
 
 
-def _buffer_to(buf: Any, to: Any) -> Any:
-    """``SharedBuffer.to``: a view of the buffer in framework ``to``, by DLPack (TensorFlow: a legacy
-    capsule; Numba: ``__cuda_array_interface__``)."""
+def buffer_to(buf: Any, to: Any) -> Any:
+    """A view of :class:`SharedBuffer` ``buf`` in framework ``to`` (a name or an adapter), sharing
+    its memory: by DLPack (TensorFlow: a legacy capsule; Numba: ``__cuda_array_interface__``), as
+    the framework's adapter imports one. What ``SharedBuffer.to`` does.
+
+    >>> buf = gpushare.SharedBuffer((4,), "float32", "cpu")   # doctest: +SKIP
+    >>> gpushare.lab.buffer_to(buf, "numpy")                  # doctest: +SKIP
+    """
     dst = to if isinstance(to, Adapter) else framework(to)
     dst.load()
     return _shared_buffer_importer(dst)(buf)
@@ -232,13 +230,7 @@ def _probe_info(src: Adapter, dtype: str, device: str) -> Any:
 
 def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
     """The paths of a move (``p2p,pinned,dlpack,move``, and ``auto``: the one it takes), checked."""
-    from gpushare.devices import MOVE_PATHS
-
-    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
-    for name in names:
-        if name not in (*MOVE_PATHS, "auto"):
-            raise ValueError(f"unknown path {name!r} for a move between devices; known: {', '.join(MOVE_PATHS)}, auto, all")
-    return list(dict.fromkeys(n for n in names if n))
+    return paths_module.parse_list("move", paths)
 
 
 def _default_device(src: Adapter) -> str:
@@ -360,6 +352,6 @@ def bench(
 
 
 __all__ = [
-    "DEFAULT_SIZES", "Benchmark", "Comparison", "SharedBuffer", "bench", "compare", "empty_cache",
+    "DEFAULT_SIZES", "Benchmark", "Comparison", "SharedBuffer", "bench", "buffer_to", "compare", "empty_cache",
     "make_array", "parse_paths", "parse_size",
 ]

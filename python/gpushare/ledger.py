@@ -1,8 +1,8 @@
-"""Device memory around a conversion: the driver's figure and each framework allocator's.
-
-``MemoryLedger.snapshot(ordinal)`` takes both in a few microseconds; ``MemoryLedger.diff(before,
-after)`` says what a conversion cost: a shared handoff moves nothing, a copy shows up in the target
-framework's allocator (and in the driver's figure when the allocator had to grow).
+"""Device memory around a conversion: each framework allocator's figures, the memory ledger's
+Python half. The core reads the driver's figure and takes the difference (``MemoryLedger`` in
+crates/core/src/report.rs, a share's ``.memory`` with ``observe=True``): a shared handoff moves
+nothing, a copy shows up in the target framework's allocator (and in the driver's figure when the
+allocator had to grow).
 
 Only frameworks that are already imported are asked, and never in a way that initialises their GPU
 runtime: asking JAX or TensorFlow for memory before they have touched the GPU would make them
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Callable, Iterable, Optional
 
 from gpushare import _native
 from gpushare.adapters import ADAPTERS
@@ -72,105 +70,3 @@ def allocator_memory(ordinal: int = 0, frameworks: Optional[Iterable[str]] = Non
             if found is not None:
                 figures[name] = found
     return figures
-
-
-@dataclass(frozen=True)
-class MemorySnapshot:
-    """Device memory at one moment: the driver's free/total and each allocator's figures."""
-
-    ordinal: int
-    driver_free: Optional[int]
-    driver_total: Optional[int]
-    frameworks: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    timestamp: float = 0.0
-
-    @property
-    def driver_used(self) -> Optional[int]:
-        if self.driver_free is None or self.driver_total is None:
-            return None
-        return self.driver_total - self.driver_free
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ordinal": self.ordinal,
-            "driver_free": self.driver_free,
-            "driver_total": self.driver_total,
-            "driver_used": self.driver_used,
-            "frameworks": {name: dict(figures) for name, figures in self.frameworks.items()},
-            "timestamp": self.timestamp,
-        }
-
-
-@dataclass(frozen=True)
-class MemoryDiff:
-    """``after - before``, in bytes: the driver's used memory and every allocator figure present
-    in both snapshots. Positive = more memory held afterwards."""
-
-    ordinal: int
-    driver_used: Optional[int]
-    frameworks: Mapping[str, Mapping[str, int]]
-    seconds: float
-
-    def is_zero(self) -> bool:
-        """Nothing moved (as far as the figures can tell)."""
-        return not self.driver_used and all(v == 0 for figs in self.frameworks.values() for v in figs.values())
-
-    def summary(self) -> str:
-        """One line, e.g. ``driver +64.0 MiB; torch reserved +64.0 MiB, allocated +64.0 MiB``."""
-        parts = []
-        if self.driver_used is not None:
-            parts.append(f"driver {_signed_bytes(self.driver_used)}")
-        for name, figures in self.frameworks.items():
-            changed = [f"{key} {_signed_bytes(value)}" for key, value in figures.items() if value]
-            if changed:
-                parts.append(f"{name} " + ", ".join(changed))
-        return "; ".join(parts) if parts else "no change"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ordinal": self.ordinal,
-            "driver_used": self.driver_used,
-            "frameworks": {name: dict(figures) for name, figures in self.frameworks.items()},
-            "seconds": self.seconds,
-        }
-
-    def __repr__(self) -> str:
-        return f"MemoryDiff(cuda:{self.ordinal}: {self.summary()})"
-
-
-def _signed_bytes(n: int) -> str:
-    sign = "+" if n > 0 else "-" if n < 0 else "±"
-    value = float(abs(n))
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
-        value /= 1024
-    return f"{sign}{n} B"
-
-
-class MemoryLedger:
-    """Snapshots and differences of device memory (see the module docstring)."""
-
-    @staticmethod
-    def snapshot(ordinal: int = 0, frameworks: Optional[Iterable[str]] = None) -> MemorySnapshot:
-        """The driver's free/total for ``ordinal`` and the allocator figures of ``frameworks``
-        (default: every tracked framework that is imported). Never imports or initialises one."""
-        figures = allocator_memory(ordinal, frameworks)
-        info = driver_mem_info(ordinal)
-        free, total = info if info is not None else (None, None)
-        return MemorySnapshot(ordinal, free, total, figures, time.perf_counter())
-
-    @staticmethod
-    def diff(before: MemorySnapshot, after: MemorySnapshot) -> MemoryDiff:
-        """``after - before``; figures missing on either side are left out."""
-        if before.ordinal != after.ordinal:
-            raise ValueError(f"snapshots of different devices: cuda:{before.ordinal} and cuda:{after.ordinal}")
-        used_before, used_after = before.driver_used, after.driver_used
-        driver = None if used_before is None or used_after is None else used_after - used_before
-        frameworks = {}
-        for name, figures in after.frameworks.items():
-            earlier = before.frameworks.get(name)
-            if earlier is None:
-                continue
-            frameworks[name] = {key: value - earlier[key] for key, value in figures.items() if key in earlier}
-        return MemoryDiff(after.ordinal, driver, frameworks, after.timestamp - before.timestamp)

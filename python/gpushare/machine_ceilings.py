@@ -218,7 +218,7 @@ class Ceilings:
             points = _points(r)
             r = r if isinstance(r, dict) else {}
             if points:
-                figures = ", ".join(f"{_size(n)}: {bps / 1e9:.1f} GB/s" for n, bps in points)
+                figures = ", ".join(f"{_native.size_label(n)}: {bps / 1e9:.1f} GB/s" for n, bps in points)
             else:
                 figures = str(r.get("note") or "not measured")
             rows.append((str(key), str(r.get("description", "")), figures))
@@ -249,13 +249,6 @@ class Ceilings:
         )
         return (f"<table class='gpushare-ceilings'><caption>{html.escape(self._caption())}</caption>"
                 "<tr><th>resource</th><th>what</th><th>ceiling by copy size</th></tr>" + cells + "</table>")
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
 
 
 def ceilings(refresh: bool = False, *, gpu: bool = True) -> Ceilings:

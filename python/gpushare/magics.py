@@ -38,9 +38,15 @@ MAX_TIME_BUDGET = 60.0
 PATH_CHOICES = (*PATH_NAMES, *(p for p in names_of("move") if p not in PATH_NAMES), "auto", "all")
 
 
+#: The arrows a route is written with (crates/core/src/route.rs): typed, and as gpushare prints it.
+_ARROWS = ("->", "→")
+
+
 def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tuple[list[str], str | None]:
     """Takes the route out of a magic line (argparse would read ``->jax`` as a flag), written with
-    or without spaces around ``->``: ``torch->tf``, ``torch-> tf``, ``torch -> tf``, ``-> tf``.
+    or without spaces around ``->`` (or ``→``): ``torch->tf``, ``torch-> tf``, ``torch -> tf``,
+    ``-> tf``, ``torch → tf``. The route's own parsing is the core's (``api.parse_chain``); this
+    only finds which tokens it spans.
 
     ``parser`` tells which flags take a value (so ``--as x`` is not read as a positional), and
     ``name_first`` says the first positional is a variable name, never a source framework: in
@@ -69,18 +75,18 @@ def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tup
     routes: list[str] = []
     i = 0
     while i < len(tokens):
-        if i not in pos or "->" not in tokens[i]:
+        if i not in pos or not any(a in tokens[i] for a in _ARROWS):
             i += 1
             continue
         start, end = i, i
         # A bare framework before `-> DST` is the source, unless it is the variable's name.
-        if tokens[i].startswith("->") and (i - 1) in pos and not in_route[i - 1]:
+        if tokens[i].startswith(_ARROWS) and (i - 1) in pos and not in_route[i - 1]:
             before = [j for j in positional if j < i - 1 and not in_route[j]]
             if not name_first or before:
                 start = i - 1
         # `SRC->` or `->` continues with the next token; so does a next token that starts with `->`.
         while end + 1 < len(tokens) and (end + 1) in pos and (
-            tokens[end].endswith("->") or tokens[end + 1].startswith("->")
+            tokens[end].endswith(_ARROWS) or tokens[end + 1].startswith(_ARROWS)
         ):
             end += 1
         routes.append("".join(tokens[start : end + 1]))

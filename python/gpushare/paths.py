@@ -8,7 +8,7 @@ is converted.
 from __future__ import annotations
 
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from gpushare import _native
 from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
@@ -31,9 +31,14 @@ def describe(kind: str) -> dict[str, str]:
     return {p["name"]: p["description"] for p in PATH_TABLE if p["kind"] in (kind, "any")}
 
 
+def parse_list(kind: str, paths: str | Sequence[str]) -> list[str]:
+    """The paths of ``kind`` that ``paths`` names (``"dlpack,copy"``, a list of names, ``"all"``),
+    checked, read by the core's one parser of path lists; ValueError naming the known ones."""
+    return _native.parse_paths(kind, [paths] if isinstance(paths, str) else [str(p) for p in paths])
+
+
 #: Paths in the order tables list them. ``auto`` resolves to one of them.
 PATH_NAMES = names_of("share")
-PATH_DESCRIPTIONS = describe("share")
 
 #: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
 _HOST_DEVICE_TYPES = HOST_DEVICE_TYPES
@@ -60,10 +65,6 @@ def checks_source(path: str) -> bool:
     return path != "host"
 
 
-def available() -> tuple[str, ...]:
-    return tuple(name for name in PATH_NAMES if name in _BUILDERS)
-
-
 def pair(src: Adapter, dst: Adapter) -> Any:
     """What adapters ``src`` and ``dst`` declare that ``auto`` decides from, as one typed object
     (``gpushare._native.Pair``): every question put to ``auto`` takes it."""
@@ -75,7 +76,7 @@ def auto_choice(
     destination: tuple[int, int] | None = None, producer_busy: bool = False, source_readonly: bool | None = None,
     nbytes: int | None = None, rules_only: bool = False,
 ) -> tuple[str, str, str | None]:
-    """``(path, kind, why)``: THE ``auto`` (``gpushare._native.resolve_auto``, crates/core/src/paths.rs) for an
+    """``(path, kind, why)``: THE ``auto`` (``gpushare._native.Pair.auto``, crates/core/src/paths.rs) for an
     array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
     where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
     plain handoff (the host route into a framework that cannot address device memory; a move).

@@ -17,6 +17,7 @@ import math
 import os
 from typing import Any
 
+from gpushare import _native
 from gpushare.exceptions import GpushareError
 from gpushare.exceptions import explained as _explained  # "<path>: <reason>. Fix: <fix>", with .reason and .fix
 
@@ -151,15 +152,11 @@ def free_bytes(directory: str = SHM_DIR) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
-
-
 def _no_room(path: str, nbytes: int, what: str, free: int | None, framework_error: str | None = None) -> Exception:
-    have = "has too little room" if free is None else f"has {_size(free)} free"
+    have = "has too little room" if free is None else f"has {_native.format_bytes(free)} free"
     return _explained(
         "path_not_applicable", path,
-        f"{what} needs {_size(nbytes)} of shared memory and {SHM_DIR} {have} "
+        f"{what} needs {_native.format_bytes(nbytes)} of shared memory and {SHM_DIR} {have} "
         f"(a process touching memory past the end of {SHM_DIR} dies of SIGBUS)",
         f"give {SHM_DIR} more room (docker run --shm-size=1g, or mount -o remount,size=2G {SHM_DIR}), "
         f"release earlier handoffs (result.release()), or use another path", framework_error)
@@ -200,7 +197,7 @@ def shm_room_problem(nbytes: int) -> str | None:
     free = free_bytes(SHM_DIR)
     if free is None or nbytes <= free:
         return None
-    return (f"the segment needs {_size(nbytes)} of shared memory and {SHM_DIR} has {_size(free)} free "
+    return (f"the segment needs {_native.format_bytes(nbytes)} of shared memory and {SHM_DIR} has {_native.format_bytes(free)} free "
             f"(give {SHM_DIR} more room, or release earlier handoffs)")
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from gpushare import _native
+from gpushare import paths as gpushare_paths
 from gpushare.exceptions import WorkerError
 from gpushare.process_routes import (
-    PROCESS_PATHS, _device_ordinal, _dtype_name, _framework_of, _is_cuda, _library, _nbytes, resolve_auto,
+    _device_ordinal, _dtype_name, _framework_of, _is_cuda, _library, _nbytes, resolve_auto,
 )
 
 if TYPE_CHECKING:
@@ -134,14 +135,8 @@ def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> Proces
 
 
 def parse_process_paths(paths: str | Sequence[str]) -> list[str]:
-    names = [p.strip() for p in paths.split(",")] if isinstance(paths, str) else [str(p).strip() for p in paths]
-    names = [p for p in names if p]
-    if names in (["all"], []):
-        return list(PROCESS_PATHS)
-    for name in names:
-        if name not in (*PROCESS_PATHS, "auto"):
-            raise ValueError(f"unknown process path {name!r}; known: {', '.join(PROCESS_PATHS)}, auto, all")
-    return list(dict.fromkeys(names))
+    """The process paths ``paths`` names (``"shm,ipc"``, a list, ``"all"``), checked by the core."""
+    return gpushare_paths.parse_list("process", paths)
 
 
 def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64MiB"), dtype: str = "float32",

@@ -14,13 +14,6 @@ from collections.abc import Iterable
 from gpushare import _native, lab
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= factor:
-            return f"{n / factor:.3g} {unit}"
-    return f"{n} B"
-
-
 def device_capacity(device: str) -> int | None:
     """The bytes one array on ``device`` can at most take: the host's physical memory for
     ``cpu``, the GPU's total memory for ``cuda:N``; None when it cannot be told."""
@@ -66,8 +59,8 @@ def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
         if too_big:
             where = "host memory" if lab._ordinal(device)[0] else f"memory of {device}"
             raise ValueError(
-                f"size {_fmt_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
-                f"({_fmt_bytes(capacity)}); sweep sizes below it"
+                f"size {_native.format_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
+                f"({_native.format_bytes(capacity)}); sweep sizes below it"
             )
 
 

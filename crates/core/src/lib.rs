@@ -16,6 +16,7 @@ pub mod explain;
 pub mod paths;
 pub mod render;
 pub mod report;
+pub mod route;
 pub mod schema;
 pub mod share;
 pub mod shared;

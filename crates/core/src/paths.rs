@@ -153,6 +153,34 @@ pub fn names(kind: PathKind) -> impl Iterator<Item = &'static str> {
     PATHS.iter().filter(move |p| p.kind == kind).map(|p| p.name)
 }
 
+/// A list of paths of one kind as people write it: names separated by commas (in one text or
+/// several), `auto` among them, or `all` alone (as nothing at all) for every path of the kind, in
+/// table order. The one parser of path lists: `gpushare.compare`/`bench` (share and move paths),
+/// the process tables, the magics and the command line read them here. Names come back checked
+/// and without repeats, in the order written.
+pub fn parse_list<'a>(kind: PathKind, texts: impl IntoIterator<Item = &'a str>) -> Result<Vec<&'static str>, String> {
+    let written: Vec<&str> = texts.into_iter().flat_map(|t| t.split(',')).map(str::trim).filter(|n| !n.is_empty()).collect();
+    if written.is_empty() || written == ["all"] {
+        return Ok(names(kind).collect());
+    }
+    let mut list: Vec<&'static str> = Vec::new();
+    for name in written {
+        let Some(known) = names(kind).chain([AUTO.name]).find(|k| *k == name) else {
+            let what = match kind {
+                PathKind::Share => "transfer",
+                PathKind::Move => "move",
+                PathKind::Process => "process",
+            };
+            let known: Vec<&str> = names(kind).collect();
+            return Err(format!("unknown {what} path '{name}'; known paths: {}, auto, all", known.join(", ")));
+        };
+        if !list.contains(&known) {
+            list.push(known);
+        }
+    }
+    Ok(list)
+}
+
 /// A path's plot colour, whatever its kind (a name shared by two kinds has one colour).
 pub fn colour(name: &str) -> &'static str {
     if name == AUTO.name {

@@ -312,3 +312,19 @@ fn a_range_whose_second_path_is_predicted_within_the_models_error_says_which() {
     assert_eq!(auto_ranges(&none), vec![AutoRange { from: 0, below: None, path: "p2p", close: None }]);
     assert_eq!(auto_close_second(&none), None);
 }
+
+#[test]
+fn a_path_list_is_read_once_for_every_kind() {
+    let share: Vec<&str> = names(PathKind::Share).collect();
+    assert_eq!(parse_list(PathKind::Share, ["all"]), Ok(share.clone()));
+    assert_eq!(parse_list(PathKind::Share, [""]), Ok(share));
+    assert_eq!(parse_list(PathKind::Share, ["copy, dlpack,copy", "auto"]), Ok(vec!["copy", "dlpack", "auto"]));
+    assert_eq!(parse_list(PathKind::Move, ["p2p,move"]), Ok(vec!["p2p", "move"]));
+    assert_eq!(parse_list(PathKind::Process, ["all"]), Ok(names(PathKind::Process).collect()));
+    let e = parse_list(PathKind::Share, ["dlpack,teleport"]).unwrap_err();
+    assert!(e.starts_with("unknown transfer path 'teleport'; known paths: dlpack, capsule,") && e.ends_with(", auto, all"), "{e}");
+    // A name of another kind is not one of this kind's.
+    assert!(parse_list(PathKind::Move, ["host"]).unwrap_err().starts_with("unknown move path 'host'"));
+    assert!(parse_list(PathKind::Process, ["dlpack"]).unwrap_err().starts_with("unknown process path 'dlpack'"));
+    assert!(parse_list(PathKind::Share, ["all,dlpack"]).is_err(), "all stands alone");
+}

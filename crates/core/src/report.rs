@@ -154,7 +154,7 @@ pub struct MemoryLedger {
     pub driver_used: Option<i64>,
     pub frameworks: BTreeMap<String, BTreeMap<String, i64>>,
     pub seconds: f64,
-    /// One line: `driver +64.0 MiB; torch allocated +64.0 MiB`, or `no change`.
+    /// One line: `driver +64 MiB; torch allocated +64 MiB`, or `no change`.
     pub summary: String,
 }
 
@@ -170,11 +170,11 @@ impl MemoryLedger {
         }
         let mut parts = Vec::new();
         if let Some(d) = driver_used {
-            parts.push(format!("driver {}", signed_bytes(d)));
+            parts.push(format!("driver {}", crate::render::units::signed_bytes(d)));
         }
         for (name, figures) in &frameworks {
             let changed: Vec<String> =
-                figures.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {}", signed_bytes(*v))).collect();
+                figures.iter().filter(|(_, v)| **v != 0).map(|(k, v)| format!("{k} {}", crate::render::units::signed_bytes(*v))).collect();
             if !changed.is_empty() {
                 parts.push(format!("{name} {}", changed.join(", ")));
             }
@@ -182,23 +182,6 @@ impl MemoryLedger {
         let summary = if parts.is_empty() { "no change".to_string() } else { parts.join("; ") };
         MemoryLedger { ordinal: after.ordinal, driver_used, frameworks, seconds, summary }
     }
-}
-
-/// `+64.0 MiB`, `-512 B`, `±0 B`.
-pub fn signed_bytes(n: i64) -> String {
-    let sign = match n.signum() {
-        1 => "+",
-        -1 => "-",
-        _ => "±",
-    };
-    let mut value = n.unsigned_abs() as f64;
-    for unit in ["B", "KiB", "MiB", "GiB"] {
-        if value < 1024.0 || unit == "GiB" {
-            return if unit == "B" { format!("{sign}{value:.0} {unit}") } else { format!("{sign}{value:.1} {unit}") };
-        }
-        value /= 1024.0;
-    }
-    unreachable!("GiB ends the loop")
 }
 
 /// What a consumer asked the producer's `__dlpack__` for during a handoff.

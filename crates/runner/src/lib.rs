@@ -6,4 +6,4 @@ pub mod cli;
 pub mod kernel;
 
 // The core's modules under their old names, so `crate::paths` reads the same here as in the core.
-pub(crate) use gpushare_core::{cuda, paths, render, shared};
+pub(crate) use gpushare_core::{cuda, paths, render, route, shared};

@@ -128,7 +128,7 @@ fn why(r: &ShareReport) -> String {
     parts.join("; ")
 }
 
-/// The ledger's one-line summary (`driver +64.0 MiB; torch allocated +64.0 MiB`), or empty.
+/// The ledger's one-line summary (`driver +64 MiB; torch allocated +64 MiB`), or empty.
 fn memory_text(r: &ShareReport) -> String {
     r.memory.as_ref().map(|m| m.summary.clone()).unwrap_or_default()
 }

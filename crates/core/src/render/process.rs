@@ -3,6 +3,7 @@
 
 use super::cells::{breakable, detail_row, td_num, td_text, th_num, th_text, TABLE_STYLE};
 use super::escape;
+use super::units::size_label;
 use crate::report::process::{MemoryIdentity, ProcessBenchReport, ProcessShareReport};
 #[cfg(test)]
 use crate::report::process::ProcessBenchPoint;
@@ -50,16 +51,6 @@ pub fn time(seconds: Option<f64>) -> String {
         }
     }
     format!("{} ns", g3(s / 1e-9))
-}
-
-/// Bytes in binary units (`64 KiB`), exact below 1 KiB.
-pub fn bytes(n: u64) -> String {
-    for (unit, f) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if n >= f {
-            return format!("{} {unit}", g3(n as f64 / f as f64));
-        }
-    }
-    format!("{n} B")
 }
 
 fn opt<T: std::fmt::Display>(value: Option<T>) -> String {
@@ -122,7 +113,7 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
         row.path.clone(),
         row.mechanism.clone(),
         verdict,
-        if row.bytes_moved == 0 { "0 B".into() } else { bytes(row.bytes_moved) },
+        size_label(row.bytes_moved),
         time_cell,
         gbps(row),
         timing.map(|t| time(Some(t.first_call))).unwrap_or_else(|| NONE.into()),
@@ -258,7 +249,7 @@ fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
         .sizes
         .iter()
         .map(|&size| {
-            let mut cells = vec![bytes(size)];
+            let mut cells = vec![size_label(size)];
             for path in &paths {
                 let point = report.points.iter().find(|q| q.size == size && q.handoff.path == *path).map(|q| &q.handoff);
                 cells.push(match point {
@@ -345,8 +336,8 @@ mod tests {
         assert_eq!(g3(0.00001234), "1.23e-05");
         assert_eq!(time(Some(2.5e-5)), "25 µs");
         assert_eq!(time(None), "—");
-        assert_eq!(bytes(65536), "64 KiB");
-        assert_eq!(bytes(100), "100 B");
+        assert_eq!(size_label(65536), "64 KiB");
+        assert_eq!(size_label(0), "0 B");
     }
 
     fn row(verdict: &str, timing: serde_json::Value) -> ProcessShareReport {

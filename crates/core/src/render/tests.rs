@@ -218,7 +218,7 @@ fn the_html_table_has_seven_columns_and_the_rest_on_a_detail_line() {
         driver_used: Some(0),
         frameworks: Default::default(),
         seconds: 0.0,
-        summary: "driver +64.0 MiB".into(),
+        summary: "driver +64 MiB".into(),
     });
     r.streams = Some(crate::report::StreamReport {
         path: "dlpack".into(),

@@ -72,6 +72,54 @@ pub fn bytes(n: u64) -> String {
     if i == 0 { format!("{n} B") } else { format!("{} {}", sig_figs(value, 3).trim_end_matches(".0"), UNITS[i]) }
 }
 
+/// A change of bytes, signed as `bytes` writes the amount: `+64 MiB`, `-512 B`, `±0 B` (the memory
+/// ledger's figures, a context's cost).
+pub fn signed_bytes(n: i64) -> String {
+    let sign = match n.signum() {
+        1 => "+",
+        -1 => "-",
+        _ => "±",
+    };
+    format!("{sign}{}", bytes(n.unsigned_abs()))
+}
+
+/// A size as a label (a table's size column, a plot's tick): `bytes` without the zeros of a whole
+/// number, `4 KiB`, `1 MiB`, `1.50 GiB`, `512 B`.
+pub fn size_label(n: u64) -> String {
+    bytes(n).replace(".00 ", " ")
+}
+
+/// A byte unit for a column: the largest binary unit in which the smallest non-zero value is ≥ 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ByteUnit {
+    pub suffix: &'static str,
+    pub bytes: f64,
+}
+
+const BYTE_UNITS: [ByteUnit; 5] = [
+    ByteUnit { suffix: "B", bytes: 1.0 },
+    ByteUnit { suffix: "KiB", bytes: 1024.0 },
+    ByteUnit { suffix: "MiB", bytes: 1_048_576.0 },
+    ByteUnit { suffix: "GiB", bytes: 1_073_741_824.0 },
+    ByteUnit { suffix: "TiB", bytes: 1_099_511_627_776.0 },
+];
+
+pub fn byte_unit_for(values: &[u64]) -> ByteUnit {
+    let smallest = values.iter().copied().filter(|v| *v > 0).min();
+    match smallest {
+        None => BYTE_UNITS[0],
+        Some(s) => *BYTE_UNITS.iter().rev().find(|u| s as f64 >= u.bytes).unwrap_or(&BYTE_UNITS[0]),
+    }
+}
+
+pub fn bytes_in(n: u64, unit: ByteUnit) -> String {
+    if n == 0 {
+        return "0".into();
+    }
+    let v = n as f64 / unit.bytes;
+    if v.fract() == 0.0 && v < 1e6 { format!("{v:.0}") } else { sig_figs(v, 3) }
+}
+
 /// Bandwidth in GB/s (decimal, as hardware is quoted).
 pub fn bandwidth(bytes: u64, seconds: f64) -> String {
     // Written so that NaN takes this branch too.
@@ -98,6 +146,15 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(4096), "4.00 KiB");
         assert_eq!(bytes(256 << 20), "256 MiB");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(signed_bytes(64 << 20), "+64 MiB");
+        assert_eq!(signed_bytes(-512), "-512 B");
+        assert_eq!(signed_bytes(0), "±0 B");
+        assert_eq!(signed_bytes(i64::MIN), "-8192 PiB");
+        assert_eq!(size_label(4096), "4 KiB");
+        assert_eq!(size_label(1536), "1.50 KiB");
+        assert_eq!(size_label(1 << 30), "1 GiB");
+        assert_eq!(size_label(100), "100 B");
         assert_eq!(bandwidth(1_000_000_000, 0.5), "2.00 GB/s");
         for seconds in [0.0, -1.0, f64::NAN] {
             assert_eq!(bandwidth(1_000_000_000, seconds), "n/a", "{seconds}");

@@ -347,10 +347,23 @@ fn the_ledger_subtracts_figures_present_both_times() {
     let before = MemorySnapshot { ordinal: 0, driver_free: Some(100 << 20), driver_total: Some(1 << 30), frameworks: figures(0) };
     let after = MemorySnapshot { driver_free: Some(36 << 20), frameworks: figures(64 << 20), ..before.clone() };
     let ledger = MemoryLedger::between(&before, &after, 0.0);
-    assert_eq!(ledger.summary, "driver +64.0 MiB; torch allocated +64.0 MiB");
+    assert_eq!(ledger.summary, "driver +64 MiB; torch allocated +64 MiB");
     assert_eq!(MemoryLedger::between(&before, &before, 0.0).summary, "driver ±0 B");
     let no_driver = MemorySnapshot { driver_free: None, ..before.clone() };
     assert_eq!(MemoryLedger::between(&no_driver, &no_driver, 0.0).summary, "no change");
+    assert_eq!(MemoryLedger::between(&no_driver, &after, 0.0).driver_used, None, "a driver figure missing either time");
+    // A framework or a figure asked only afterwards (imported meanwhile) is left out, not counted
+    // from zero; the figures of one framework are listed together, each with its sign.
+    let mut later = after.clone();
+    later.frameworks.get_mut("torch").unwrap().insert("reserved".into(), 64 << 20);
+    later.frameworks.insert("cupy".into(), BTreeMap::from([("used".to_string(), 5)]));
+    let mut earlier = before.clone();
+    earlier.frameworks.get_mut("torch").unwrap().insert("reserved".into(), 128 << 20);
+    let ledger = MemoryLedger::between(&earlier, &later, 1.5);
+    assert_eq!(ledger.driver_used, Some(64 << 20));
+    assert_eq!(ledger.frameworks.keys().collect::<Vec<_>>(), ["torch"]);
+    assert_eq!(ledger.summary, "driver +64 MiB; torch allocated +64 MiB, reserved -64 MiB");
+    assert_eq!(ledger.seconds, 1.5);
 }
 
 #[test]

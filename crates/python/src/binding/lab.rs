@@ -265,7 +265,16 @@ impl Benchmark {
     }
 }
 
+/// ``(colour, dash)`` a path is drawn with in every plot: the path table's colour and the SVG's
+/// dash pattern (``"6 3"``: on, off, … in points; ``""``: solid), so ``Benchmark.plot()`` draws a
+/// path as the notebook's plot does.
+#[pyfunction]
+fn plot_style(path: &str) -> (&'static str, &'static str) {
+    (plot::colour(path), plot::stroke(path).0)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(plot_style, m)?)?;
     m.add_class::<Comparison>()?;
     m.add_class::<Benchmark>()?;
     super::lab_run::register(m)

@@ -248,9 +248,20 @@ fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
     Ok(paths::copied_by_design(kind, path))
 }
 
+/// The paths of ``kind`` (``share``, ``move``, ``process``) a list names: each text holds names
+/// separated by commas, ``auto`` among them, or ``all`` alone (or nothing) for every path of the
+/// kind; checked, without repeats, in the order written. The core's one parser of path lists,
+/// which the command line reads them with too; ``ValueError`` naming the known paths.
+#[pyfunction]
+fn parse_paths(kind: &str, texts: Vec<String>) -> PyResult<Vec<&'static str>> {
+    let kind = PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
+    paths::parse_list(kind, texts.iter().map(String::as_str)).map_err(PyValueError::new_err)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_class::<PyPair>()?;
+    m.add_function(wrap_pyfunction!(parse_paths, m)?)?;
     m.add_function(wrap_pyfunction!(known_endpoints, m)?)?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())

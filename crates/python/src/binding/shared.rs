@@ -318,9 +318,10 @@ impl PySharedBuffer {
         self.alloc.len()
     }
 
-    /// A view of this memory in `framework` ("torch", "jax", "tf", "numpy", "cupy", "numba").
+    /// A view of this memory in `framework` ("torch", "jax", "tf", "numpy", "cupy", "numba"): the
+    /// framework's own import, which its adapter (Python) knows, through `gpushare.lab.buffer_to`.
     fn to<'py>(slf: &Bound<'py, Self>, framework: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        slf.py().import("gpushare.lab")?.getattr("_buffer_to")?.call1((slf, framework))
+        slf.py().import("gpushare.lab")?.getattr("buffer_to")?.call1((slf, framework))
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -448,6 +449,34 @@ fn parse_size(text: &str) -> PyResult<u64> {
     crate::render::units::parse_size(text).map_err(PyValueError::new_err)
 }
 
+/// ``(source, targets)`` of a route: ``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``, ``"->jax"``
+/// → ``(None, ["jax"])``, ``"torch→jax"`` as ``"torch->jax"``: the core's one parser of routes, which
+/// the command line reads them with too; ``ValueError`` saying how to write one. The names are
+/// not checked here (the adapters know which are frameworks).
+#[pyfunction]
+fn parse_route(text: &str) -> PyResult<(Option<String>, Vec<String>)> {
+    let route = gpushare_core::route::Route::parse(text).map_err(PyValueError::new_err)?;
+    Ok((route.source, route.targets))
+}
+
+/// Bytes in binary units as gpushare writes them everywhere (``4.00 KiB``, ``256 MiB``, ``512 B``);
+/// ``signed=True`` writes a change (``+64 MiB``, ``-512 B``, ``±0 B``): the core's one formatter.
+#[pyfunction]
+#[pyo3(signature = (n, signed = false))]
+fn format_bytes(n: i64, signed: bool) -> PyResult<String> {
+    match (signed, u64::try_from(n)) {
+        (true, _) => Ok(crate::render::units::signed_bytes(n)),
+        (false, Ok(n)) => Ok(crate::render::units::bytes(n)),
+        (false, Err(_)) => Err(PyValueError::new_err(format!("a size is not negative, got {n} bytes (signed=True writes a change)"))),
+    }
+}
+
+/// A size as a label (a table's size column, a plot's tick): ``4 KiB``, ``1 MiB``, ``1.50 GiB``.
+#[pyfunction]
+fn size_label(n: u64) -> String {
+    crate::render::units::size_label(n)
+}
+
 /// Frees the buffers the `copy` and `pinned` paths keep for reuse (waits for the device).
 #[pyfunction]
 fn shared_pool_clear(py: Python<'_>) {
@@ -462,5 +491,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
     m.add_function(wrap_pyfunction!(parse_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_route, m)?)?;
+    m.add_function(wrap_pyfunction!(size_label, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@
 use std::sync::LazyLock;
 
 use crate::paths::PathKind;
+use crate::route::Route;
 use crate::shared::{Device, parse_dtype};
 
 /// Framework names and aliases `gpushare.adapters.framework()` knows: (name, aliases), in the
@@ -52,18 +53,18 @@ pub fn is_remote(across: &str) -> bool {
 /// With `--across processes` the paths are process paths, without it transfer paths: a name of the
 /// other kind is a usage error, made before any kernel starts.
 pub fn check_paths_across(paths: &str, across: bool) -> Result<(), String> {
-    let names: Vec<&str> = paths.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
-    if names == ["all"] {
-        return Ok(());
-    }
-    let (known, what) = if across {
-        (&PROCESS_PATHS[..], "with --across processes the paths are")
+    let (kind, what) = if across {
+        (PathKind::Process, "with --across processes the paths are")
     } else {
-        (&PATHS[..], "without --across the paths are")
+        (PathKind::Share, "without --across the paths are")
     };
-    match names.iter().find(|n| !known.contains(n)) {
-        Some(name) => Err(format!("path `{name}`: {what} {}, all", known.join(", "))),
-        None => Ok(()),
+    match crate::paths::parse_list(kind, [paths]) {
+        Ok(_) => Ok(()),
+        Err(_) => {
+            let known = if across { &PROCESS_PATHS[..] } else { &PATHS[..] };
+            let name = paths.split(',').map(str::trim).find(|n| !n.is_empty() && !known.contains(n)).unwrap_or(paths);
+            Err(format!("path `{name}`: {what} {}, all", known.join(", ")))
+        }
     }
 }
 
@@ -92,17 +93,14 @@ pub fn known_frameworks() -> String {
         .join(", ")
 }
 
-/// `SRC->DST`, with or without spaces around `->`; both must be frameworks gpushare knows.
+/// `SRC->DST` (or `SRC→DST`), with or without spaces around the arrow, read by the core's one
+/// parser of routes; both must be frameworks gpushare knows.
 pub fn parse_pair(s: &str) -> Result<(String, String), String> {
-    let (src, dst) = s.split_once("->").ok_or_else(|| unquoted_pair_hint(s).unwrap_or_else(|| {
-        format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)")
-    }))?;
-    let (src, dst) = (src.trim(), dst.trim());
-    if src.is_empty() || dst.is_empty() || dst.contains("->") {
-        return Err(format!(
-            "`{s}` is not of the form SRC->DST (e.g. torch->jax)"
-        ));
+    if !Route::has_arrow(s) {
+        return Err(unquoted_pair_hint(s).unwrap_or_else(|| format!("`{s}` is not of the form SRC->DST (e.g. torch->jax)")));
     }
+    let (src, dst) = Route::pair(s)?;
+    let (src, dst) = (src.as_str(), dst.as_str());
     // The names are checked later (bench_checks::check_frameworks), by the adapters' own code in
     // the kernel's Python, which suggests the closest name for a typo; here only that they are
     // names, so a quote or a space cannot reach the kernel's code.
@@ -148,19 +146,20 @@ pub fn parse_sizes(s: &str) -> Result<String, String> {
 /// `--paths`: `all` (or nothing, which Python reads as `all`), or a comma-separated list of known
 /// paths.
 pub fn parse_paths(s: &str) -> Result<String, String> {
-    let names: Vec<&str> = s.split(',').map(str::trim).filter(|x| !x.is_empty()).collect();
-    if names == ["all"] {
+    // Either kind's names, read by the core's one parser of path lists: which kind applies is
+    // known once --across is read (check_paths_across); `all` stands alone.
+    let of_kind = |k: PathKind, text: &str| crate::paths::parse_list(k, [text]).is_ok();
+    let of_a_kind = |name: &str| name != "all" && (of_kind(PathKind::Share, name) || of_kind(PathKind::Process, name));
+    if of_kind(PathKind::Share, s) || of_kind(PathKind::Process, s) {
         return Ok(s.to_string());
     }
-    for name in names {
-        if !PATHS.contains(&name) && !PROCESS_PATHS.contains(&name) {
-            // The first line lists the transfer paths (crates/runner/tests/cli.rs compares it with Python's).
-            return Err(format!(
-                "unknown transfer path `{name}`; known paths: {}, all (with --across processes: {})",
-                PATHS.join(", "),
-                PROCESS_PATHS.join(", ")
-            ));
-        }
+    if let Some(name) = s.split(',').map(str::trim).filter(|n| !n.is_empty()).find(|n| !of_a_kind(n)) {
+        // The first line lists the transfer paths (crates/runner/tests/cli.rs compares it with Python's).
+        return Err(format!(
+            "unknown transfer path `{name}`; known paths: {}, all (with --across processes: {})",
+            PATHS.join(", "),
+            PROCESS_PATHS.join(", ")
+        ));
     }
     Ok(s.to_string())
 }
@@ -187,6 +186,7 @@ mod tests {
         assert_eq!(parse_pair("pt -> np"), Ok(("pt".into(), "np".into())));
         assert_eq!(parse_pair("torch ->tf"), Ok(("torch".into(), "tf".into())));
         assert_eq!(parse_pair("TensorFlow-> cupy"), Ok(("TensorFlow".into(), "cupy".into())));
+        assert_eq!(parse_pair("torch→jax"), Ok(("torch".into(), "jax".into())));
         for bad in ["torch", "torch->", "->jax", "torch->jax->tf", "torch->ja'x", "torch->ja x"] {
             assert!(parse_pair(bad).is_err(), "{bad}");
         }

@@ -268,9 +268,9 @@ fn push_stream_or_output(outputs: &mut Vec<Value>, output: Value) {
 /// The stream output that says a cell's output was cut.
 fn limit_notice(limit: usize) -> Value {
     let text = format!(
-        "\n[gpushare] Output limit reached: this cell's output passed {} MiB, and the rest of it \
+        "\n[gpushare] Output limit reached: this cell's output passed {}, and the rest of it \
          was not recorded (raise the limit with `gpushare run --output-limit MIB`).\n",
-        limit as f64 / f64::from(1 << 20)
+        crate::render::units::size_label(limit as u64)
     );
     serde_json::json!({"output_type": "stream", "name": "stderr", "text": text})
 }

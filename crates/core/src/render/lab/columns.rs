@@ -3,41 +3,7 @@
 use super::rows::PathRow;
 use crate::render::units;
 
-/// A byte unit for a column: the largest binary unit in which the smallest non-zero value is ≥ 1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ByteUnit {
-    pub suffix: &'static str,
-    pub bytes: f64,
-}
-
-const BYTE_UNITS: [ByteUnit; 5] = [
-    ByteUnit { suffix: "B", bytes: 1.0 },
-    ByteUnit { suffix: "KiB", bytes: 1024.0 },
-    ByteUnit { suffix: "MiB", bytes: 1_048_576.0 },
-    ByteUnit { suffix: "GiB", bytes: 1_073_741_824.0 },
-    ByteUnit { suffix: "TiB", bytes: 1_099_511_627_776.0 },
-];
-
-pub fn byte_unit_for(values: &[u64]) -> ByteUnit {
-    let smallest = values.iter().copied().filter(|v| *v > 0).min();
-    match smallest {
-        None => BYTE_UNITS[0],
-        Some(s) => *BYTE_UNITS.iter().rev().find(|u| s as f64 >= u.bytes).unwrap_or(&BYTE_UNITS[0]),
-    }
-}
-
-pub(super) fn bytes_in(n: u64, unit: ByteUnit) -> String {
-    if n == 0 {
-        return "0".into();
-    }
-    let v = n as f64 / unit.bytes;
-    if v.fract() == 0.0 && v < 1e6 { format!("{v:.0}") } else { units::sig_figs(v, 3) }
-}
-
-/// A size as a label: `4 KiB`, `1 MiB`, `1.5 GiB`, `512 B`.
-pub fn size_label(bytes: u64) -> String {
-    units::bytes(bytes).replace(".00 ", " ")
-}
+pub use units::{ByteUnit, byte_unit_for, bytes_in, size_label};
 
 /// Bandwidth in GB/s (decimal, as hardware is quoted), three significant figures.
 pub fn gbps(bytes_per_second: f64) -> String {
