@@ -21,7 +21,7 @@ TensorInfo = _native.TensorInfo
 
 
 # (type of the array, target, path, source, device, already there) -> the _native.SharePlan that
-# runs such shares. What else decides a share's path (where the array lies, its dtype, layout and
+# runs such shares; (type of the array, target) for `auto` with none of the others. What else decides a share's path (where the array lies, its dtype, layout and
 # size, whether it is read-only, the producer's state, the cost model) the plan's one `auto` reads
 # per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused for an array
 # whose path could differ. Cleared with the model (advice.forget()).
@@ -104,14 +104,13 @@ def share(
     >>> r.verdict, r.value
     ('shared', array([1., 1., 1.], dtype=float32))
     """
-    repeat, number, warmup, budget = _checked_timing(repeat, number, warmup, budget)
     # The common share, `share(x, "jax")`, once a share of its kind has run: its plan after one
-    # lookup (the full path below costs a few µs of Python on every share, as much as the
-    # framework's own import on a CPU).
-    if path == "auto" and source is None and device is None and across is None and budget is None \
-            and repeat is None and number is None and not warmup:
+    # lookup of a short key, before anything else (the full path below costs a few µs of Python
+    # on every share, as much as the framework's own import on a CPU).
+    common = path == "auto" and source is None and device is None and across is None
+    if common and repeat is None and number is None and budget is None and type(warmup) is int and not warmup:
         try:
-            plan = _PLANS.get((type(obj), to, "auto", None, None, False))
+            plan = _PLANS.get((type(obj), to))
         except TypeError:  # an unhashable name: framework() below says what is wrong with it
             plan = None
         if plan is not None:
@@ -119,6 +118,7 @@ def share(
             if result.readonly_warning is not None or not result.shared:
                 _warn_about(obj, result)
             return result
+    repeat, number, warmup, budget = _checked_timing(repeat, number, warmup, budget)
     if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
     if across is not None and device is not None:
@@ -135,7 +135,8 @@ def share(
     # What depends only on the array's type, the target and the path is worked out once, into a plan
     # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs),
     # where `auto` is decided for each array.
-    plan_key = (type(obj), to, path, source, device, already_there)
+    # `share(x, to)` is keyed by the array's type and the target alone (the common share above).
+    plan_key = (type(obj), to) if common else (type(obj), to, path, source, device, already_there)
     try:
         plan = _PLANS.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it

@@ -212,16 +212,7 @@ pub struct Predictor {
 
 impl Predictor {
     pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Prediction> {
-        self.predict_for_producer(py, source, false)
-    }
-
-    /// [`Predictor::predict`] for a producer whose stream has work queued (`busy`), which `auto`
-    /// reads: the prediction of the path `auto` takes for it.
-    pub fn predict_for_producer(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<Prediction> {
-        let mut facts = self.facts_for(py, source)?;
-        if busy {
-            facts.to_mut().settings.producer_busy = true;
-        }
+        let facts = self.facts_for(py, source)?;
         Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
     }
 
@@ -247,6 +238,17 @@ impl Predictor {
             facts.to_mut().settings.producer_busy = true;
         }
         Ok(explain::auto_for_array(source, &facts))
+    }
+
+    /// THE `auto` for the array `source` describes and the prediction for the path it takes, from
+    /// one reading of the facts (the live settings are asked once a share, not once for each).
+    pub fn decide(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<(explain::ArrayAuto, Prediction)> {
+        let mut facts = self.facts_for(py, source)?;
+        if busy {
+            facts.to_mut().settings.producer_busy = true;
+        }
+        let chosen = explain::auto_for_array(source, &facts);
+        Ok((chosen, Prediction::from_outcome(self.move_memo.predict(source, &facts))))
     }
 
     /// The facts a prediction for `source` reads: the adapters' live settings asked where a rule of

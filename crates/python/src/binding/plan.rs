@@ -481,16 +481,14 @@ impl SharePlan {
                     crate::trace::mark("plan: the producer's state", crate::trace::Kind::Driver);
                     busy
                 };
-                let chosen = Python::attach(|py| predictor.auto_for(py, source.as_ref(), busy).map_err(|e| share_error(py, e)))
+                let (chosen, predicted) = Python::attach(|py| predictor.decide(py, source.as_ref(), busy).map_err(|e| share_error(py, e)))
                     .map_err(|e| e.explain(crate::share::Stage::Inspect, self.source.name(), self.target.name(), "auto", None))?;
-                crate::trace::mark("plan: auto for this array", Own);
-                // The prediction is of the path `auto` takes for this array in this state.
-                let predict_busy = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
-                    Python::attach(|py| {
-                        predictor.predict_for_producer(py, source, busy).map(|p| Some(p.to_outcome())).map_err(|e| share_error(py, e))
-                    })
-                };
-                let handoff = if busy { Handoff { predictor: Some(&predict_busy), ..handoff } } else { handoff };
+                crate::trace::mark("plan: auto for this array, and its prediction", Own);
+                // The prediction, made with the same facts, is of the path `auto` takes for this
+                // array in this state: the handoff's predict step hands it over.
+                let predicted = predicted.to_outcome();
+                let known = |_: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> { Ok(Some(predicted.clone())) };
+                let handoff = Handoff { predictor: Some(&known), ..handoff };
                 if chosen.path == self.route.path && chosen.why == self.route.chosen_why {
                     let (source, predicted) = handoff.prepare_described(&obj, source)?;
                     return handoff.convert_prepared(&self.host, &obj, source, predicted, options);
