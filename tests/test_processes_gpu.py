@@ -128,6 +128,24 @@ def test_nccl_on_one_gpu_is_a_predicted_refusal(worker):
         worker.share(x, path="nccl_socket")
 
 
+_SENT_THEN_STOPPED = r"""
+import torch, gpushare
+x = torch.ones(1 << 20, device="cuda:0")
+with gpushare.Worker(device="cuda:0") as w:
+    print("TORCH_MP", w.share(x, path="torch_mp").verdict, flush=True)
+print("DONE", flush=True)
+"""
+
+
+def test_a_stopped_worker_leaves_no_cuda_tensor_of_torch_multiprocessing_behind():
+    """torch.multiprocessing keeps each CUDA block it sent until the receiver lets go and the
+    producer collects it; a worker stopped normally has let go, so the process ends without torch's
+    warning that the producer ended before all shared CUDA tensors were released."""
+    proc = subprocess.run([sys.executable, "-c", _SENT_THEN_STOPPED], capture_output=True, text=True, timeout=300)
+    assert "TORCH_MP shared" in proc.stdout and "DONE" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert "terminated before all shared CUDA tensors released" not in proc.stderr, proc.stderr[-2000:]
+
+
 _POOL = r"""
 import os, sys, torch, gpushare
 from gpushare.exceptions import PathNotApplicableError

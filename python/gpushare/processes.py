@@ -55,6 +55,7 @@ import weakref
 from typing import Any, Sequence
 
 from gpushare import _native, process_rules
+from gpushare.adapters import ADAPTERS
 from gpushare.exceptions import GpushareError, WorkerError, gpushare_error
 # Identity of memory and its judge (re-exported: part of this module's interface).
 from gpushare.process_identity import cuda_identity, host_identity, same_memory  # noqa: F401
@@ -104,6 +105,21 @@ def _unguarded_main_hint(exitcode: int | None) -> str | None:
         "`if __name__ == \"__main__\":` (the worker process imports the script again, as "
         "multiprocessing's spawn does, and would start a Worker of its own)."
     )
+
+
+def _release_sent_device_memory() -> None:
+    """Once a worker has stopped, each imported framework whose own transport keeps what it sent of
+    device memory until the receiver lets go (torch.multiprocessing's CUDA IPC) frees it."""
+    for adapter in ADAPTERS.values():
+        if not adapter.imported():
+            continue
+        steps = adapter.process_steps()
+        release = getattr(steps, "release_sent", None)
+        if release is not None:
+            try:
+                release()
+            except Exception:  # nothing left to free is not a failure of stop()
+                pass
 
 
 class Worker:
@@ -298,6 +314,7 @@ class Worker:
         self._helpers.clear()
         self._peer_groups.clear()
         self._release_segments()
+        _release_sent_device_memory()
         self._conn = None
         if self._closed_reason is None:
             self._closed_reason = "stopped"

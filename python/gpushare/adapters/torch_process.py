@@ -47,6 +47,15 @@ class TorchProcessSteps:
 
         return tmp.get_sharing_strategy()
 
+    def release_sent(self) -> None:
+        """Frees what torch.multiprocessing keeps of CUDA tensors sent to a worker that has let go of
+        them (``torch.cuda.ipc_collect``). Until then the producer holds each block in limbo, and at
+        exit torch warns "Producer process has been terminated before all shared CUDA tensors
+        released" although the worker released them."""
+        torch = _torch()
+        if torch.cuda.is_initialized():
+            torch.cuda.ipc_collect()
+
     def register_reductions(self) -> None:
         """torch's reductions for the pipe (a tensor pickles as a handle, not as its bytes)."""
         import torch.multiprocessing  # noqa: F401
