@@ -505,8 +505,6 @@ def link_ceiling(worker: Worker, refresh: bool = False) -> dict:
     key = worker.host
     if key in _CEILINGS and not refresh:
         return _CEILINGS[key]
-    import torch
-
     w = worker
     wkey, (group, _store), _ = w._open_group("gloo", None, None)
     steps = _steps("gloo")
@@ -515,7 +513,7 @@ def link_ceiling(worker: Worker, refresh: bool = False) -> dict:
         # The worker's side is the acknowledged handoff of the two-worker paths (pg_pingpong): each
         # send is timed here until the worker's one-element reply, so no byte is counted as sent
         # while it still sits in a socket buffer.
-        buf, ack = torch.empty(nbytes, dtype=torch.uint8), torch.zeros(1)
+        buf, ack = steps.empty((nbytes,), "uint8", None), steps.ack(None)
         rid = w._send("pg_pingpong", key=wkey, role="recv", slot=None, shape=(nbytes,), dtype="uint8",
                       device=None, peer=0, repeat=repeat)
         times = []
