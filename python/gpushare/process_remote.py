@@ -516,16 +516,21 @@ def link_ceiling(worker: Worker, refresh: bool = False) -> dict:
         buf, ack = steps.empty((nbytes,), "uint8", None), steps.ack(None)
         rid = w._send("pg_pingpong", key=wkey, role="recv", slot=None, shape=(nbytes,), dtype="uint8",
                       device=None, peer=0, repeat=repeat)
-        times = []
-        try:
-            for _ in range(repeat):
-                start = time.perf_counter()
+        def one_send() -> RuntimeError | None:
+            try:
                 group.send([buf], 1, 0).wait()
                 steps.recv(group, ack, 1, 1)
-                times.append(time.perf_counter() - start)
-        except RuntimeError as e:
-            steps.abort(group)
-            raise w._peer_failed("pg_pingpong", e) from None
+            except RuntimeError as e:  # the peer's failure, said below in gpushare's words
+                return e
+            return None
+
+        times = []
+        for _ in range(repeat):
+            failed, seconds = _native.timed_call(one_send)  # the core's clock, as every handoff's
+            if failed is not None:
+                steps.abort(group)
+                raise w._peer_failed("pg_pingpong", failed) from None
+            times.append(seconds)
         reply = w._recv("pg_pingpong", rid=rid)
         w._call("release", slot=reply["slot"])
         return times
