@@ -159,7 +159,7 @@ def process_frameworks(names: list[str]) -> list[str]:
 def evaluate_processes(model, device: str, names: list[str], repeat: int,
                        worker_device: str | None = None) -> tuple[list[dict], list[dict], dict]:
     """Processes: each framework's arrays handed to a worker by every process path, and auto's
-    pick (``ipc`` from device memory, ``shm`` from the host: THE auto, paths.process_auto); with
+    pick (``ipc`` from device memory, ``shm`` from the host: THE auto, gpushare.auto.across_processes); with
     ``worker_device`` also to a worker working on that GPU (NCCL's paths).
 
     Measured as the calibration measures (``advice.PROCESS_ROUNDS`` rounds, the frameworks and the
@@ -188,7 +188,7 @@ def evaluate_processes(model, device: str, names: list[str], repeat: int,
         place = advice.process_place(runs[0].get("device", device), where)
         adapter = gpushare.adapters.framework(src)
         on_host, ordinal = devices.parse_device(device)
-        auto_path = paths.process_auto(adapter.ones(16, "float32", on_host, ordinal))
+        auto_path = gpushare.auto.across_processes(adapter.ones(16, "float32", on_host, ordinal))
         pooled = _pooled_points(runs)
         r, a = _score(model, "process", (src, src), place, pooled, True, auto_path)
         rows += r

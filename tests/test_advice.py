@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import gpushare
-from gpushare import _native, advice, paths
+from gpushare import _native, advice, auto, paths
 
 torch = pytest.importorskip("torch", reason="torch not installed")
 np = pytest.importorskip("numpy", reason="numpy not installed")
@@ -168,7 +168,7 @@ def test_without_a_model_the_rules_choice_stands_and_says_how_to_calibrate(tmp_p
     x = torch.ones(16)
     a = gpushare.advise(x, "numpy")
     src, dst = gpushare.adapters.adapter_of(x), gpushare.adapters.framework("numpy")
-    assert a.recommended == paths.resolve_auto(src, dst)
+    assert a.recommended == auto.path_for(src, dst)
     assert "calibrate" in a.why
     assert all(r["prediction"] is None for r in a.rows)
     advice.forget()
@@ -190,7 +190,7 @@ def test_a_faster_legacy_capsule_replaces_dlpack_only_for_a_writable_numpy_array
     m.add("share", "dlpack", "numpy", "torch", "cpu", [(n, 20e-6) for n in sizes], True)
     m.add("share", "capsule", "numpy", "torch", "cpu", [(n, 5e-6) for n in sizes], True)
     m.add("share", "copy", "numpy", "torch", "cpu", [(n, 1e-6) for n in sizes], False)
-    advice._save(m)
+    advice.save(m)
     try:
         for _ in range(2):  # the second share takes the plan by its one lookup
             r = gpushare.share(x, "torch")
@@ -228,7 +228,7 @@ def test_tables_show_the_prediction_beside_the_measurement_and_flag_a_miss(model
     # A model that predicts 1 ns for the host route: the measurement misses it, and the row says so.
     fake = gpushare.CostModel(advice.machine_key(), 0.0)
     fake.add("share", "host", "torch", "numpy", "cpu", [(n, 1e-9) for n in (64 << 10, 1 << 20, 16 << 20)], False)
-    advice._save(fake)
+    advice.save(fake)
     try:
         c = gpushare.compare(x, "numpy", paths="host", repeat=3)
         row = c.to_dict()["rows"][0]
@@ -237,7 +237,7 @@ def test_tables_show_the_prediction_beside_the_measurement_and_flag_a_miss(model
         b = gpushare.bench("torch", "numpy", ["64KiB", "1MiB", "4MiB"], paths="host", repeat=3, progress=False)
         assert "predicted before it ran" in repr(b) and "⚠" in repr(b)
     finally:
-        advice._save(model)
+        advice.save(model)
 
 
 def test_a_path_that_shared_at_some_sizes_and_copied_at_others_is_never_replaced_by_a_copy(tmp_path, monkeypatch):
@@ -259,11 +259,11 @@ def test_a_path_that_shared_at_some_sizes_and_copied_at_others_is_never_replaced
     fits = m.to_dict()["fits"]
     assert fits["share numpy->jax dlpack @cpu"]["shares"] is None
     assert fits["share numpy->jax copy @cpu"]["shares"] is False
-    advice._save(m)
+    advice.save(m)
     try:
         src, dst = gpushare.adapters.framework("numpy"), gpushare.adapters.framework("jax")
-        assert paths.auto_size_breaks(src, dst) == ()
-        assert {paths.auto_choice(src, dst, nbytes=n)[0] for n in (1024, 1 << 18, 1 << 26)} == {"dlpack"}
+        assert auto.size_breaks(src, dst) == ()
+        assert {auto.choice(src, dst, nbytes=n)[0] for n in (1024, 1 << 18, 1 << 26)} == {"dlpack"}
     finally:
         advice.cache_file().unlink()
         advice.forget()

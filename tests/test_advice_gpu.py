@@ -201,7 +201,7 @@ def test_a_move_takes_the_path_fastest_for_its_own_size_in_share_compare_bench_a
     sizes = (1 << 20, 16 << 20, 256 << 20)
     m.add("move", "p2p", "torch", "torch", "cuda:0->cuda:1", [(n, 30e-6 + n / 400e9) for n in sizes], False)
     m.add("move", "move", "torch", "torch", "cuda:0->cuda:1", [(n, 10e-6 + n / 300e9) for n in sizes], False)
-    advice._save(m)
+    advice.save(m)
     try:
         expected = {1 << 20: "move", 64 << 20: "p2p"}
         arrays = [torch.ones(n // 4, device="cuda:0") for n in expected]

@@ -79,7 +79,7 @@ def test_process_tables_show_the_prediction_made_before_each_handoff_and_flag_a_
     # A model that predicts 1 ns for shm: the measurement misses it, and the tables say so.
     fake = gpushare.CostModel(advice.machine_key(), 0.0)
     fake.add("process", "shm", "torch", "torch", "cpu->process", [(n, 1e-9) for n in (64 << 10, 1 << 20, 4 << 20)], False)
-    advice._save(fake)
+    advice.save(fake)
     try:
         c = gpushare.compare(x, "torch", across="processes", paths="shm", repeat=3)
         assert "beyond the model's stated" in repr(c) and "⚠" in c._repr_html_()
@@ -89,7 +89,7 @@ def test_process_tables_show_the_prediction_made_before_each_handoff_and_flag_a_
         if frame is not None:
             assert frame["misses_prediction"].all() and (frame["predicted_s"] == 1e-9).all()
     finally:
-        advice._save(m)
+        advice.save(m)
 
 
 def _has_pandas() -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import gpushare
-from gpushare import _native, advice, paths, verdicts
+from gpushare import _native, advice, auto, model_cache, paths, verdicts
 from gpushare.adapters import framework
 
 torch = pytest.importorskip("torch", reason="torch not installed")
@@ -62,7 +62,7 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     # JAX itself ignores the interface's stream (it read the values from before the queue on an
     # H100): cai into it is not ordered, so a busy producer keeps dlpack, which waits but is right.
     assert jax.cai_import_orders is False
-    real = paths.pair(framework("torch"), jax)
+    real = auto.pair(framework("torch"), jax)
     assert real.auto((2, 0), model=m, producer_busy=True)[0] == "dlpack"
     assert _native.path_ordering("share", "cai", "cuda:0", True, jax.cai_import_orders)[2] is False
 
@@ -72,7 +72,7 @@ def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
     cargo-tested with a device array); a share asks the source framework for its stream only then.
     A host tensor never is asked, with or without a model."""
     m = _model()
-    monkeypatch.setattr(advice, "auto_model", lambda: m)
+    monkeypatch.setattr(model_cache, "auto_model", lambda: m)
     advice.forget()
     src = framework("torch")
     asked = []

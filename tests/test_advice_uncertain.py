@@ -51,7 +51,7 @@ def test_calibrate_says_what_it_measures_a_line_per_sweep_and_warns_of_an_uncert
 def test_advise_repeats_the_uncertainty_beside_a_recommendation_that_rests_on_it(cache):
     m = gpushare.CostModel(advice.machine_key(), 0.0)
     assert m.add("share", "dlpack", "torch", "numpy", "cpu", JUMPY, None)
-    advice._save(m)
+    advice.save(m)
     a = gpushare.advise(torch.ones(1 << 18), "numpy")
     assert a.recommended == "dlpack", repr(a)
     text = repr(a)
@@ -62,5 +62,5 @@ def test_advise_repeats_the_uncertainty_beside_a_recommendation_that_rests_on_it
     # A steady model says nothing of the kind.
     steady = gpushare.CostModel(advice.machine_key(), 0.0)
     assert steady.add("share", "dlpack", "torch", "numpy", "cpu", [(MIB, 5e-6), (16 * MIB, 5e-6), (64 * MIB, 5e-6)], True)
-    advice._save(steady)
+    advice.save(steady)
     assert "too uncertain" not in repr(gpushare.advise(torch.ones(1 << 18), "numpy"))

@@ -16,7 +16,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpushare
-from gpushare import advice, paths, process_rules, processes
+from gpushare import advice, auto, paths, process_rules, processes
 from gpushare.exceptions import PathNotApplicableError, UnknownFrameworkError
 
 np = pytest.importorskip("numpy", reason="numpy not installed")
@@ -103,12 +103,12 @@ def test_ceilings_take_a_size_as_text_and_refuse_nan():
 def test_auto_ranges_names_what_it_takes():
     from gpushare import arguments
 
-    # paths.auto_ranges itself takes adapters; the helper every entry point uses turns a name into one.
+    # auto.ranges itself takes adapters; the helper every entry point uses turns a name into one.
     assert arguments.adapter("src", "torch") is gpushare.adapters.framework("torch")
     with pytest.raises(TypeError, match="src is a framework's name or adapter"):
         arguments.adapter("src", 3)
     src, dst = arguments.adapter("src", "torch"), arguments.adapter("dst", "numpy")
-    assert paths.auto_ranges(src, dst)
+    assert auto.ranges(src, dst)
 
 
 # -- the names the magics bind --------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_a_model_file_that_says_dlpack_copies_does_not_make_auto_copy(cache):
     # THE auto, as every entry point asks it (the predictor, a sweep's auto row).
     numpy, torch_ = gpushare.adapters.framework("numpy"), gpushare.adapters.framework("torch")
     for nbytes in (None, x.nbytes, 1 << 26):
-        assert gpushare.paths.auto_choice(numpy, torch_, nbytes=nbytes)[0] in ("dlpack", "capsule", "cai")
+        assert gpushare.auto.choice(numpy, torch_, nbytes=nbytes)[0] in ("dlpack", "capsule", "cai")
 
 
 @pytest.mark.parametrize("changes, words", [
@@ -177,7 +177,7 @@ def test_a_model_that_cannot_be_saved_says_so_and_leaves_nothing_behind(cache):
     m = gpushare.CostModel(advice.machine_key(), time.time())
     (cache / "model.json").mkdir()
     with pytest.warns(GpushareWarning, match="nothing was saved"):
-        assert advice._save(m) is False
+        assert advice.save(m) is False
     assert sorted(p.name for p in cache.iterdir()) == ["model.json"]
     # The model still serves this process.
     assert advice.auto_model() is m
@@ -195,7 +195,7 @@ def test_a_full_disk_leaves_no_temporary_model_behind(tmp_path):
         "from gpushare import advice\n"
         "m = gpushare.CostModel(advice.machine_key(), time.time())\n"
         "m.add('share', 'dlpack', 'numpy', 'torch', 'cpu', [(n, 2e-5) for n in (65536, 1 << 20, 1 << 24)], True)\n"
-        "print(advice._save(m))\n"
+        "print(advice.save(m))\n"
     )
     done = _run(code, tmp_path)
     assert done.returncode == 0, done.stderr

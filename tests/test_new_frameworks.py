@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpushare
-from gpushare import _native, paths
+from gpushare import _native, auto, paths
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import ConversionError
 
@@ -232,9 +232,9 @@ def test_pycuda_arrays_are_found_and_described_by_their_interface(stand_in_pycud
 def test_pycuda_takes_and_gives_the_cuda_array_interface_only(stand_in_pycuda):
     torch_adapter = ADAPTERS["torch"]
     # auto: no DLPack either way, so device memory goes by __cuda_array_interface__.
-    assert paths.resolve_auto(stand_in_pycuda, torch_adapter, (2, 0)) == "cai"
-    assert paths.resolve_auto(torch_adapter, stand_in_pycuda, (2, 0)) == "cai"
-    assert paths.pair(stand_in_pycuda, stand_in_pycuda).endpoints == _native.known_endpoints("pycuda", "pycuda")
+    assert auto.path_for(stand_in_pycuda, torch_adapter, (2, 0)) == "cai"
+    assert auto.path_for(torch_adapter, stand_in_pycuda, (2, 0)) == "cai"
+    assert auto.pair(stand_in_pycuda, stand_in_pycuda).endpoints == _native.known_endpoints("pycuda", "pycuda")
     # Its import is a GPUArray over the same memory that keeps the source alive.
     source = StandInGPUArray((2, 3), np.int16)
     view = stand_in_pycuda.from_cai(source)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gpushare
-from gpushare import _native, devices, lab, paths, verdicts
+from gpushare import _native, auto, devices, lab, paths, verdicts
 from gpushare.adapters import ADAPTERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def test_the_adapters_agree_with_what_the_rules_know_of_each_framework():
     facts) resolves ``auto`` from the rules' word on each framework: it must be the adapters'."""
     for s in ADAPTERS.values():
         for d in ADAPTERS.values():
-            assert paths.pair(s, d).endpoints == _native.known_endpoints(s.name, d.name), (s.name, d.name)
+            assert auto.pair(s, d).endpoints == _native.known_endpoints(s.name, d.name), (s.name, d.name)
 
 
 def test_auto_decides_from_facts():
@@ -66,7 +66,7 @@ def test_auto_decides_from_facts():
 
 def test_a_pair_reads_what_the_two_adapters_declare_once():
     torch_adapter, jax_adapter = ADAPTERS["torch"], ADAPTERS["jax"]
-    into_jax = paths.pair(torch_adapter, jax_adapter)
+    into_jax = auto.pair(torch_adapter, jax_adapter)
     assert (into_jax.source, into_jax.target) == ("torch", "jax")
     assert into_jax == _native.Pair("torch", "jax", accepts_capsules=jax_adapter.accepts_capsules,
                                     import_waits=jax_adapter.dlpack_import_waits,
@@ -80,21 +80,21 @@ def test_the_host_only_auto_is_decided_per_array():
     is keyed on where the array lies (the GPU side is tests/test_gpu.py's)."""
     torch = pytest.importorskip("torch")
     torch_adapter, numpy_adapter = ADAPTERS["torch"], ADAPTERS["numpy"]
-    assert paths.resolve_auto(torch_adapter, numpy_adapter, (1, 0)) == "dlpack"
-    assert paths.resolve_auto(torch_adapter, numpy_adapter, (2, 0)) == "host"
-    assert paths.resolve_auto(torch_adapter, ADAPTERS["jax"], (2, 0)) == "dlpack"
+    assert auto.path_for(torch_adapter, numpy_adapter, (1, 0)) == "dlpack"
+    assert auto.path_for(torch_adapter, numpy_adapter, (2, 0)) == "host"
+    assert auto.path_for(torch_adapter, ADAPTERS["jax"], (2, 0)) == "dlpack"
     r = gpushare.share(torch.arange(4.0), "numpy")
     assert (r.path, r.verdict) == ("dlpack", "shared")
 
 
 def test_the_process_auto_is_the_one_auto():
-    """processes.py can call paths.process_auto: the one auto's word for a handoff across processes."""
+    """processes.py can call auto.across_processes: the one auto's word for a handoff across processes."""
     np = pytest.importorskip("numpy")
-    assert paths.process_auto(np.ones(4)) == "shm"
+    assert auto.across_processes(np.ones(4)) == "shm"
     assert _native.Pair().auto((2, 0), across=True)[:2] == ("ipc", "process")
     from gpushare import processes
 
-    assert paths.process_auto(np.ones(4)) == processes.resolve_auto(np.ones(4))
+    assert auto.across_processes(np.ones(4)) == processes.resolve_auto(np.ones(4))
 
 
 def test_the_process_auto_takes_the_path_that_shares_host_memory_and_advise_says_shm_copies():
@@ -103,8 +103,8 @@ def test_the_process_auto_takes_the_path_that_shares_host_memory_and_advise_says
     advise predicts shm's copy, as the handoff measures it."""
     torch = pytest.importorskip("torch")
     np = pytest.importorskip("numpy")
-    assert paths.process_auto(torch.ones(4)) == "torch_mp"
-    assert paths.process_auto(np.ones(4)) == "shm"  # NumPy has no transport of its own
+    assert auto.across_processes(torch.ones(4)) == "torch_mp"
+    assert auto.across_processes(np.ones(4)) == "shm"  # NumPy has no transport of its own
     from gpushare import advice
 
     rows = {r["path"]: r for r in advice.advise(np.ones(1024), "numpy", across="process").to_dict()["rows"]}
@@ -147,8 +147,8 @@ def walk(frameworks: list[str]) -> list[str]:
         taken = _path_share_takes(sweep_array, dst, None)
         if b.to_dict()["paths"] != [taken]:
             problems.append(f"{src}→{dst}: bench's auto is {b.to_dict()['paths']}, share took {taken}")
-        if paths.resolve_auto(s_adapter, d_adapter) != taken:
-            problems.append(f"{src}→{dst}: paths.resolve_auto disagrees with share ({taken})")
+        if auto.path_for(s_adapter, d_adapter) != taken:
+            problems.append(f"{src}→{dst}: auto.path_for disagrees with share ({taken})")
     return [*problems, f"walked {walked}"]
 
 
@@ -214,11 +214,11 @@ def test_cai_from_a_framework_whose_interface_is_read_only_into_one_that_refuses
     jax, torch = ADAPTERS["jax"], ADAPTERS["torch"]
     assert jax.immutable and jax.exports_cai and not torch.imports_readonly_cai
     with pytest.raises(PathNotApplicableError, match="read-only") as raised:
-        paths.route(jax, torch, "cai", (2, 0))
+        paths.route(jax, torch, "cai")
     assert "path='dlpack'" in str(raised.value)
     # A consumer that takes read-only interfaces (CuPy), and a writable source (CuPy into torch), build.
-    assert paths.route(jax, ADAPTERS["cupy"], "cai", (2, 0))[0] == "cai"
-    assert paths.route(ADAPTERS["cupy"], torch, "cai", (2, 0))[0] == "cai"
+    assert paths.route(jax, ADAPTERS["cupy"], "cai")[0] == "cai"
+    assert paths.route(ADAPTERS["cupy"], torch, "cai")[0] == "cai"
 
 
 def test_a_calibrated_auto_makes_no_cut_past_the_largest_size_it_measured(tmp_path, monkeypatch):
@@ -236,12 +236,12 @@ def test_a_calibrated_auto_makes_no_cut_past_the_largest_size_it_measured(tmp_pa
     m.add("share", "dlpack", "torch", "torch", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
     # Equal to dlpack at 4 MiB: 1e-6 + 1e-9 n = c + 0.99e-9 n there.
     m.add("share", "capsule", "torch", "torch", "cpu", [(n, 1e-6 + 1e-11 * (4 << 20) + 0.99e-9 * n) for n in sizes], False)
-    advice._save(m)
+    advice.save(m)
     try:
         src = dst = gpushare.adapters.framework("torch")
-        assert paths.auto_size_breaks(src, dst) == ()
+        assert auto.size_breaks(src, dst) == ()
         for nbytes in (4096, 1 << 20, 16 << 20, 1 << 30):
-            assert paths.auto_choice(src, dst, (1, 0), nbytes=nbytes)[0] == "dlpack", nbytes
+            assert auto.choice(src, dst, (1, 0), nbytes=nbytes)[0] == "dlpack", nbytes
         big = torch.ones((16 << 20) // 4)
         r = gpushare.share(big, "torch")
         assert r.path == "dlpack" and not r.unexpected
@@ -269,11 +269,11 @@ def test_a_calibrated_auto_that_changes_with_size_is_the_same_path_in_share_comp
     sizes = (1 << 10, 1 << 16, 1 << 20)
     m.add("share", "dlpack", "torch", "torch", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
     m.add("share", "capsule", "torch", "torch", "cpu", [(n, 1e-5 + 1e-10 * n) for n in sizes], False)
-    advice._save(m)
+    advice.save(m)
     try:
         small, large = torch.ones(1024), torch.ones(16384)  # 4 KiB, 64 KiB
         src = dst = gpushare.adapters.framework("torch")
-        assert paths.auto_size_breaks(src, dst) == (10_000,)
+        assert auto.size_breaks(src, dst) == (10_000,)
         expected = {4096: "dlpack", 65536: "capsule"}
         for _ in range(2):
             for x in (small, large):
@@ -303,7 +303,7 @@ def test_advise_says_where_autos_ranges_are_a_tie_within_the_models_error(tmp_pa
     """Two paths of torch→torch the model says copied (zero-copy by design both) whose lines cross at 10 000 bytes but lie within a few
     percent of each other everywhere (as `move` and `p2p` between two H200s below 14 MiB, notebook
     08): `auto` still changes path at the crossing, and `advise` says both ranges are a tie the
-    model cannot break, in its footer and its JSON (`close`); `paths.auto_ranges` gives the same."""
+    model cannot break, in its footer and its JSON (`close`); `auto.ranges` gives the same."""
     import torch
     from gpushare import advice
 
@@ -313,11 +313,11 @@ def test_advise_says_where_autos_ranges_are_a_tie_within_the_models_error(tmp_pa
     sizes = (1 << 10, 1 << 16, 1 << 20)
     m.add("share", "dlpack", "torch", "torch", "cpu", [(n, 1e-6 + 1e-9 * n) for n in sizes], False)
     m.add("share", "capsule", "torch", "torch", "cpu", [(n, 1.5e-6 + 0.95e-9 * n) for n in sizes], False)
-    advice._save(m)
+    advice.save(m)
     try:
         src = dst = gpushare.adapters.framework("torch")
-        assert paths.auto_size_breaks(src, dst) == (10_000,)
-        assert paths.auto_ranges(src, dst) == [(0, 10_000, "dlpack", "capsule"), (10_000, None, "capsule", "dlpack")]
+        assert auto.size_breaks(src, dst) == (10_000,)
+        assert auto.ranges(src, dst) == [(0, 10_000, "dlpack", "capsule"), (10_000, None, "capsule", "dlpack")]
         a = gpushare.advise(torch.ones(1024), "torch")
         assert a.to_dict()["auto_by_size"] == [{"from": 0, "below": 10_000, "path": "dlpack", "close": "capsule"},
                                                {"from": 10_000, "below": None, "path": "capsule", "close": "dlpack"}]

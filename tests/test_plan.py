@@ -62,7 +62,7 @@ def model_where(tmp_path, monkeypatch):
 
     def install(fastest: str) -> None:
         advice.forget()
-        advice._save(_fastest_model(fastest))
+        advice.save(_fastest_model(fastest))
         assert advice.auto_model() is not None
 
     yield install

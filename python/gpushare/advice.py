@@ -13,13 +13,15 @@ keeps the cache.
 
 from __future__ import annotations
 
-import importlib.metadata
 import time
 import warnings
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native, arguments, cache_files, machine_ceilings, paths, verdicts
+from gpushare import _native, arguments, auto, machine_ceilings, model_cache, paths, verdicts
+# The cached model: `advice.model()`, `advice.forget()` and the rest read as they always did.
+from gpushare.model_cache import (  # noqa: F401  (re-exported: gpushare.advice is where users look)
+    auto_model, cache_file, forget, machine_key, made_at, model, save, stale_note, summary,
+)
 from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
 
@@ -37,30 +39,6 @@ Advice = _native.Advice
 #: a small array costs there 2-6x one of 1 MiB and more. Sizes above the largest (or 4x below the
 #: smallest) are predicted as extrapolated, from that size.
 DEFAULT_SIZES = ("4KiB", "64KiB", "512KiB", "1MiB", "8MiB", "16MiB", "64MiB")
-
-
-def cache_file() -> Path:
-    """``$XDG_CACHE_HOME/gpushare/model.json`` (``~/.cache`` by default), beside the ceilings."""
-    return machine_ceilings.cache_path().with_name("model.json")
-
-
-def _installed_versions() -> dict[str, str]:
-    """Installed framework versions by distribution metadata: read without importing anything."""
-    versions = {}
-    for adapter in ADAPTERS.values():
-        for dist in adapter.distributions():
-            try:
-                versions[adapter.name] = importlib.metadata.version(dist)
-                break
-            except importlib.metadata.PackageNotFoundError:
-                continue
-    return versions
-
-
-def machine_key() -> dict[str, Any]:
-    """What a model is made for: the ceilings' key (host, CPU, devices, driver, gpushare) and the
-    framework versions. A model made for another is stale."""
-    return {**machine_ceilings.machine_key(), "frameworks": _installed_versions()}
 
 
 def _host_work() -> int:
@@ -107,92 +85,6 @@ def host_speed(samples: int = 9, rounds: int = 6) -> float:
         times.append(time.perf_counter() - started)
     times.sort()
     return times[len(times) // 2]
-
-
-_LOADED: dict[str, Any] = {}
-
-
-def auto_model() -> Any:
-    """The model ``auto`` consults: the cached one, read once per process (a stat per handoff
-    would cost every share), replaced by :func:`calibrate`. None without a current model."""
-    if "auto" not in _LOADED:
-        _LOADED["auto"] = model()
-    return _LOADED["auto"]
-
-
-def forget() -> None:
-    """Drops the model this process holds and every route, plan and predictor chosen with it, so
-    the next handoff reads the cache again (after :func:`calibrate`, or a test's own cache)."""
-    from gpushare import api
-
-    _LOADED.clear()
-    paths.forget_routes()
-    api.forget_plans()
-    verdicts.forget_predictors()
-
-
-def model(*, allow_stale: bool = False) -> Any:
-    """The cached model of this machine, or None when there is none (or it is stale, unless
-    ``allow_stale``: then ``model().stale_against(machine_key())`` says what changed)."""
-    path = cache_file()
-    mtime = cache_files.state(path)
-    if mtime is None:
-        return None
-    cached = _LOADED.get("model")
-    if cached is None or _LOADED.get("mtime") != mtime:
-        # A file that cannot be a model (not a regular file, too large, a number no calibration
-        # makes: CostModel.from_json checks them all) is named once and treated as absent: the
-        # rules alone decide, as on a machine never calibrated.
-        try:
-            text = cache_files.read_text(path)
-            if text is None:
-                return None
-            cached = CostModel.from_json(text)
-        except (cache_files.Unusable, ValueError) as e:
-            cache_files.warn_unusable(path, "cost model", str(e),
-                                      "the rules alone choose paths until gpushare.calibrate() makes a new one")
-            return None
-        _LOADED.update(model=cached, mtime=mtime)
-    if not allow_stale and cached.stale_against(machine_key()) is not None:
-        return None
-    return cached
-
-
-def stale_note() -> str | None:
-    """Why the cached model cannot be used here, in words; None when it can."""
-    m = model(allow_stale=True)
-    if m is None:
-        return "no cost model of this machine: run gpushare.calibrate() (or `gpushare calibrate`)"
-    why = m.stale_against(machine_key())
-    return None if why is None else f"the cost model is stale ({why}): run gpushare.calibrate() again"
-
-
-def summary() -> str:
-    """One line on what the cache holds, for ``%gpuinfo``."""
-    note = stale_note()
-    if note is not None:
-        return f"cost model: {note}"
-    m = model()
-    return f"cost model: {len(m)} paths fitted, made {made_at(m.created)} ({cache_file()}); gpushare.advise(x, to) predicts"
-
-
-def made_at(created: float) -> str:
-    """When a model was made, in words: its ``created`` time (seconds since the epoch) in local
-    time, or "an unknown time" for 0 or one the platform cannot show (a year past 9999)."""
-    try:
-        return time.strftime("%Y-%m-%d %H:%M", time.localtime(created)) if created else "an unknown time"
-    except (OverflowError, OSError, ValueError):
-        return "an unknown time"
-
-
-def _save(m: Any) -> bool:
-    """Caches ``m`` for this machine; False (and a warning that says so) when it cannot be saved.
-    Either way it serves this process."""
-    saved = cache_files.write_text(cache_file(), m.to_json(), "cost model",
-                                   "it serves this process only; calibrate again where the cache directory is writable")
-    forget()
-    _LOADED.update(model=m, mtime=None, auto=m)
-    return saved
 
 
 def _default_frameworks(device: str) -> list[str]:
@@ -324,7 +216,7 @@ def calibrate(
     than 20 % (up to 2.5x) from where it lay half a minute later for half of the paths that share,
     in both directions. A pair measured at four moments of the calibration is fitted to the level
     the machine keeps, and the error its fit states includes how far those moments differ."""
-    from gpushare import lab
+    from gpushare import devices, lab
 
     frameworks = arguments.names("frameworks", frameworks)
     if across is not None:
@@ -339,6 +231,8 @@ def calibrate(
         raise ValueError("sizes: a fit needs arrays of at least 1 byte, got 0")
     if device is None:
         device = "cuda:0" if machine_ceilings.cuda_devices() else "cpu"
+    # One spelling from here on (gpu:1, CUDA:1 and cuda:1 are one device; the core's parser).
+    device = devices.device_name(*devices.check_device(device))
     names = [framework(n).name for n in frameworks] if frameworks else _default_frameworks(device)
     previous = model(allow_stale=True)
     m = CostModel(machine_key(), time.time())
@@ -415,7 +309,7 @@ def calibrate(
     for (kind, src, dst, place), points in sweeps.items():
         _fit_points(m, kind, src, dst, place, points, limits, link)
     if save:
-        _save(m)
+        model_cache.save(m)
     # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
     line = m.uncertainty_line()
     if line is not None:
@@ -615,7 +509,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         worker = (across if isinstance(across, processes.Worker) else
                   processes.Worker(host=across) if arguments.is_remote(across) else processes.Worker())
         kind, where = "process", process_place(place, worker.device)
-        rules_choice = paths.process_auto(obj)
+        rules_choice = auto.across_processes(obj)
         for path in paths.names_of("process"):
             why = processes.applicability(obj, path, worker, to=to)
             if why is None and path == "shm" and processes.shm_copies(obj):
@@ -641,7 +535,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         target = devices.device_name(on_host, ordinal)
         kind, where = "move", f"{place}->{target}"
         destination = devices.dlpack_place(on_host, ordinal)
-        rules_choice = paths.auto_choice(src, dst, tuple(info.dlpack_device), destination)[0]
+        rules_choice = auto.choice(src, dst, tuple(info.dlpack_device), destination)[0]
         by_size = _auto_by_size(src, dst, tuple(info.dlpack_device), destination)
         for path in paths.names_of("move"):
             predictor = verdicts.move_predictor(src, dst, path, destination)
@@ -654,8 +548,8 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     else:
         kind, where = "share", place
-        rules_choice = paths.resolve_auto(src, dst, tuple(info.dlpack_device))
-        by_size = _auto_by_size(src, dst, tuple(info.dlpack_device), None, paths.readonly_if_auto_needs(src, obj))
+        rules_choice = auto.path_for(src, dst, tuple(info.dlpack_device))
+        by_size = _auto_by_size(src, dst, tuple(info.dlpack_device), None, auto.readonly_if_needed(src, obj))
         for path in paths.names_of("share"):
             p = verdicts.predict(src, dst, info, path)
             if p is None:
@@ -712,7 +606,7 @@ def plain_call(kind: str, path: str, source: str, target: str, place: str, devic
         template = dst.import_calls.get(path)
         call = None if template is None else template.format(x="x")
     elif kind == "move" and path == "move" and device is not None and src.move_call is not None:
-        ordinal = device.split(":")[1] if ":" in device else "0"
+        ordinal = _native.parse_device(device)[1]
         call = src.move_call.format(x="x", device=device, ordinal=ordinal)
     if call is None:
         return None
@@ -728,8 +622,8 @@ def _auto_by_size(src: Any, dst: Any, source_device: tuple[int, int], destinatio
                   source_readonly: bool | None = None) -> list[tuple[int, int | None, str, str | None]]:
     """``(from, below or None, path, close or None)``: the path THE ``auto`` takes for each range of
     sizes of this pair, where the model's choice changes with size, and a path predicted within the
-    model's error of it there (``paths.auto_ranges``); empty where one path serves every size."""
-    if not paths.auto_size_breaks(src, dst, source_device, destination, source_readonly):
+    model's error of it there (``auto.ranges``); empty where one path serves every size."""
+    if not auto.size_breaks(src, dst, source_device, destination, source_readonly):
         return []  # one path at every size (asked of the kept breaks: no range is worked out)
-    ranges = paths.auto_ranges(src, dst, source_device, destination, source_readonly)
+    ranges = auto.ranges(src, dst, source_device, destination, source_readonly)
     return ranges if len({path for _, _, path, _ in ranges}) > 1 else []

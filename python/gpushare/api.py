@@ -7,13 +7,13 @@ import functools
 import warnings
 from typing import Any, Iterator, Sequence
 
-from gpushare import _native, advice, devices, paths, verdicts
+from gpushare import _native, advice, auto, devices, model_cache, verdicts
 from gpushare.adapters import Adapter, adapter_for, adapter_of, framework
 from gpushare.arguments import timing as _checked_timing
 from gpushare.adapters.host import values_lost as _values_lost
 from gpushare.exceptions import GpushareError, GpushareWarning
 from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
-from gpushare.paths import auto_choice, checks_source, route
+from gpushare.paths import checks_source, route
 from gpushare.warn_site import user_stacklevel as _user_stacklevel
 
 ShareResult = _native.ShareResult
@@ -24,14 +24,9 @@ TensorInfo = _native.TensorInfo
 # runs such shares; (type of the array, target) for `auto` with none of the others. What else decides a share's path (where the array lies, its dtype, layout and
 # size, whether it is read-only, the producer's state, the cost model) the plan's one `auto` reads
 # per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused for an array
-# whose path could differ. Cleared with the model (advice.forget()).
+# whose path could differ. Cleared with the model (model_cache.forget()).
 _PLANS: dict[tuple[Any, ...], Any] = {}
-
-
-def forget_plans() -> None:
-    """Drops every plan (the cost model changed: the predictors they hold read the old one)."""
-    _PLANS.clear()
-    _MOVE_AUTOS.clear()
+model_cache.when_forgotten(_PLANS.clear)
 
 
 def inspect(obj: Any) -> TensorInfo:
@@ -193,15 +188,16 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
         # The route `auto` starts from, for where this array lies (each array's own `auto` picks the
         # route that runs it).
         source_device = _source_device(src, obj) if path == "auto" else (1, 0)
-        try:
-            path_name, convert = route(src, dst, path, source_device)
-        except GpushareError:
-            if path != "auto":
-                raise
-            # The model's pick cannot be built here (a model made where the CUDA driver was usable,
-            # say): the plan starts from the rules' own path.
-            path_name = paths.auto_choice(src, dst, source_device, rules_only=True)[0]
-            path_name, convert = route(src, dst, path_name, source_device)
+        if path != "auto":
+            path_name, convert = route(src, dst, path)
+        else:
+            try:
+                path_name, convert = auto.route(src, dst, source_device)
+            except GpushareError:
+                # The model's pick cannot be built here (a model made where the CUDA driver was
+                # usable, say): the plan starts from the rules' own path.
+                path_name = auto.choice(src, dst, source_device, rules_only=True)[0]
+                path_name, convert = route(src, dst, path_name)
     except GpushareError as e:  # the path does not apply to this pair: predicted too
         try:
             src_info = src.inspect(obj)
@@ -214,7 +210,7 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
     # `auto` is decided again for each array by the predictor's own rule (where it lies, its dtype,
     # layout and size, the producer's state), and the plan runs that path: the route for another
     # path is built when an array first takes it.
-    route_for = (lambda other: (route(src, dst, other, source_device)[1], checks_source(other))) if by_auto else None
+    route_for = (lambda other: (route(src, dst, other)[1], checks_source(other))) if by_auto else None
     return _native.SharePlan(
         src, dst, path_name, convert, verdicts.predictor(src, dst, path),
         _pair_allocators(src, dst), check_source=checks_source(path_name), route_for=route_for,
@@ -263,7 +259,7 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     src = adapter_for(obj, framework(source) if source is not None else None)
     # With a calibrated model the move's path may depend on the array's size (a peer copy starts
     # later and streams faster than the framework's own move): asked of the array, not assumed.
-    calibrated = path == "auto" and advice.auto_model() is not None
+    calibrated = path == "auto" and model_cache.auto_model() is not None
     source_device, nbytes = _source_place(src, obj, calibrated)
     destination = devices.dlpack_place(on_host, ordinal)
     here = devices.already_on(source_device, destination)
@@ -274,11 +270,12 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     return path, devices.device_name(on_host, ordinal), here
 
 
-# (source, target, source place, destination, range of sizes of paths.auto_size_breaks, calibrated)
+# (source, target, source place, destination, range of sizes of auto.size_breaks, calibrated)
 # -> (the path for an idle producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
 # time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
 # the host work around a peer copy that share(device=) adds. Cleared with the model.
 _MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
+model_cache.when_forgotten(_MOVE_AUTOS.clear)
 
 
 def _move_auto(obj: Any, src: Adapter, dst: Adapter, source_device: tuple[int, int], destination: tuple[int, int],
@@ -286,15 +283,15 @@ def _move_auto(obj: Any, src: Adapter, dst: Adapter, source_device: tuple[int, i
     """The path THE ``auto`` takes to move ``obj`` from ``source_device`` to ``destination``."""
     size_range = None
     if calibrated:
-        breaks = paths.auto_size_breaks(src, dst, source_device, destination)
+        breaks = auto.size_breaks(src, dst, source_device, destination)
         size_range = bisect.bisect_right(breaks, nbytes) if breaks and nbytes is not None else None
     key = (src.name, dst.name, source_device, destination, size_range, calibrated)
     known = _MOVE_AUTOS.get(key)
     if known is None:
-        idle = auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0]
+        idle = auto.choice(src, dst, source_device, destination, nbytes=nbytes)[0]
         # With a calibrated model, a busy producer may change the move (a peer copy waits on the host
         # for the producer's queue; the framework's own move is queued after it on the device).
-        busy = auto_choice(src, dst, source_device, destination, producer_busy=True, nbytes=nbytes)[0] \
+        busy = auto.choice(src, dst, source_device, destination, producer_busy=True, nbytes=nbytes)[0] \
             if calibrated and not here else idle
         known = _MOVE_AUTOS[key] = (idle, busy)
     idle, busy = known

@@ -18,9 +18,9 @@ import re
 from typing import Any, Callable
 
 from gpushare import _native
-from gpushare.adapters import ADAPTERS, Adapter
+from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, Adapter
 from gpushare.exceptions import gpushare_error
-from gpushare.paths import _HOST_DEVICE_TYPES, OwnCopy, names_of
+from gpushare.paths import OwnCopy, names_of
 
 Route = Callable[[Any], Any]
 
@@ -49,7 +49,7 @@ def dlpack_place(on_host: bool, ordinal: int) -> tuple[int, int]:
 def already_on(source_device: tuple[int, int], destination: tuple[int, int]) -> bool:
     """Whether an array on DLPack device ``source_device`` is already where ``destination`` is:
     memory the host addresses (pageable, page-locked, managed) is the host's."""
-    src_on_host, dst_on_host = int(source_device[0]) in _HOST_DEVICE_TYPES, int(destination[0]) in _HOST_DEVICE_TYPES
+    src_on_host, dst_on_host = int(source_device[0]) in HOST_DEVICE_TYPES, int(destination[0]) in HOST_DEVICE_TYPES
     if src_on_host or dst_on_host:
         return src_on_host and dst_on_host
     return int(source_device[1]) == int(destination[1])
@@ -178,7 +178,8 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
     :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of crates/core/src/paths.rs). With
     ``already_there`` the arrays are on ``device`` already and ``move`` is the handoff alone.
     Raises PathNotApplicableError when the path cannot make this move."""
-    from gpushare.paths import _shared_buffer_importer, route
+    from gpushare import auto
+    from gpushare.paths import _shared_buffer_importer
 
     on_host, ordinal = check_device(device)
     target = device_name(on_host, ordinal)
@@ -203,7 +204,7 @@ def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there
         return path, guard(src, via_dlpack, path)
     if path == "move":
         # The handoff after the move is the one auto's for an array where the move put it.
-        _, handoff = route(src, dst, "auto", destination) if src is not dst else ("", lambda x: x)
+        _, handoff = auto.route(src, dst, destination) if src is not dst else ("", lambda x: x)
         # A lazy view whose values live partly in a bit (PyTorch's negative and conjugate bits)
         # keeps the bit through the framework's move, and no handoff by memory carries it: the
         # one-process path's refusal (the adapter's check_view_bits), applied to what is handed over.

@@ -18,11 +18,11 @@ from __future__ import annotations
 import warnings
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native, verdicts
+from gpushare import _native, auto, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.exceptions import GpushareWarning, PathNotApplicableError
 from gpushare import paths as paths_module
-from gpushare.paths import _shared_buffer_importer, auto_choice, checks_source, readonly_if_auto_needs, route
+from gpushare.paths import _shared_buffer_importer, checks_source, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
 
@@ -178,7 +178,7 @@ def compare(
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     dst.load()
-    readonly = readonly_if_auto_needs(src, obj)  # as share's auto takes it for this array
+    readonly = auto.readonly_if_needed(src, obj)  # as share's auto takes it for this array
     # The loop describes the array once; each path checks the source itself where its route needs
     # it (not the host route): a torch tensor that requires grad or has its conjugate bit set gets a
     # failed row with the fix for DLPack and a working one for the host.
@@ -211,11 +211,11 @@ def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None
     if device is None:
         if info is not None:
             return verdicts.predictor(src, dst, "auto").chosen_path(info, nbytes), False
-        return auto_choice(src, dst, source_device, source_readonly=source_readonly, nbytes=nbytes)[0], False
+        return auto.choice(src, dst, source_device, source_readonly=source_readonly, nbytes=nbytes)[0], False
     from gpushare.devices import already_on, check_device, dlpack_place
 
     destination = dlpack_place(*check_device(device))
-    return auto_choice(src, dst, source_device, destination, nbytes=nbytes)[0], already_on(source_device, destination)
+    return auto.choice(src, dst, source_device, destination, nbytes=nbytes)[0], already_on(source_device, destination)
 
 
 def _probe_info(src: Adapter, dtype: str, device: str) -> Any:

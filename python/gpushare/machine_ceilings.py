@@ -326,8 +326,8 @@ def _data_problem(data: Any) -> str | None:
 
 def dlpack_place(device: str) -> tuple[int, int]:
     """``"cpu"`` → ``(1, 0)``, ``"cuda:1"`` → ``(2, 1)``: a bench's device as DLPack names it."""
-    name, _, index = str(device).partition(":")
-    return (1, 0) if name == "cpu" else (2, int(index or 0))
+    on_host, ordinal = _native.parse_device(str(device))  # the core's one parser of device names
+    return (1, 0) if on_host else (2, ordinal)
 
 
 def _memory_place(info: dict[str, Any] | None, default: tuple[int, int]) -> tuple[int, int]:

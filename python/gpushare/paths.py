@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from gpushare import _native
-from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
+from gpushare.adapters import Adapter
 from gpushare.exceptions import gpushare_error
 
 Route = Callable[[Any], Any]
@@ -41,7 +41,6 @@ def parse_list(kind: str, paths: str | Sequence[str]) -> list[str]:
 PATH_NAMES = names_of("share")
 
 #: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
-_HOST_DEVICE_TYPES = HOST_DEVICE_TYPES
 
 _BUILDERS: dict[str, Callable[[Adapter, Adapter], Route]] = {}
 
@@ -63,109 +62,6 @@ def checks_source(path: str) -> bool:
     or negative bit set). The host route goes through the framework's own NumPy conversion, which
     detaches and resolves such tensors itself."""
     return path != "host"
-
-
-def pair(src: Adapter, dst: Adapter) -> Any:
-    """What adapters ``src`` and ``dst`` declare that ``auto`` decides from, as one typed object
-    (``gpushare._native.Pair``): every question put to ``auto`` takes it."""
-    return _native.Pair.of(src, dst)
-
-
-def auto_choice(
-    src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
-    destination: tuple[int, int] | None = None, producer_busy: bool = False, source_readonly: bool | None = None,
-    nbytes: int | None = None, rules_only: bool = False,
-) -> tuple[str, str, str | None]:
-    """``(path, kind, why)``: THE ``auto`` (``gpushare._native.Pair.auto``, crates/core/src/paths.rs) for an
-    array of ``src`` lying on ``source_device`` (DLPack's ``(device_type, id)``), handed to ``dst``
-    where it lies or, with ``destination``, moved there. ``why`` says why where the choice is not the
-    plain handoff (the host route into a framework that cannot address device memory; a move).
-    ``producer_busy``: the producer's stream has queued work (``gpushare.advice.producer_state``):
-    where the machine is calibrated, a path ordered on the device replaces one that waits on the host.
-    ``source_readonly``: whether the array is read-only, where known (a legacy capsule replaces
-    DLPack for NumPy only for a writable array). ``nbytes``: the array's size, where known: the
-    model decides for the range of sizes it lies in (:func:`auto_size_breaks`); None: at 1 MiB.
-    ``rules_only``: the rules' choice, whatever the cost model says."""
-    from gpushare import advice  # the cost model, where this machine was calibrated
-
-    return pair(src, dst).auto(
-        tuple(source_device), destination, model=None if rules_only else advice.auto_model(), nbytes=nbytes,
-        producer_busy=producer_busy, source_readonly=source_readonly,
-    )
-
-
-def auto_size_breaks(
-    src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
-    destination: tuple[int, int] | None = None, source_readonly: bool | None = None,
-) -> tuple[int, ...]:
-    """The sizes, in bytes, at which :func:`auto_choice`'s path for these facts may change with the
-    array's size (empty: one path at every size, as for every pair whose paths share: they move no
-    bytes). The cost model decides once per range between them, so one choice, one route and one
-    plan serve a whole range (``bisect.bisect_right(breaks, nbytes)`` names it). Worked out once per
-    pair, places and read-only flag, and kept with the model (``advice.forget()`` drops them): a
-    share whose choice changes with size asks on every call."""
-    from gpushare import advice
-
-    model = advice.auto_model()
-    if model is None:
-        return ()
-    key = (model, src.name, dst.name, tuple(source_device), destination, source_readonly)
-    breaks = _SIZE_BREAKS.get(key)
-    if breaks is None:
-        breaks = _SIZE_BREAKS[key] = tuple(pair(src, dst).size_breaks(
-            tuple(source_device), destination, model=model, source_readonly=source_readonly,
-        ))
-    return breaks
-
-
-def auto_ranges(
-    src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
-    destination: tuple[int, int] | None = None, source_readonly: bool | None = None,
-) -> list[tuple[int, int | None, str, str | None]]:
-    """``(from, below or None, path, close or None)``: the path THE ``auto`` takes for each range of
-    sizes of these facts (the ranges of :func:`auto_size_breaks`, neighbours with the same path
-    joined; one range where one path serves every size), and ``close``, another path it could take
-    that the model predicts within its stated error there: a tie the model cannot break
-    (``crates/core/src/paths.rs``, ``auto_ranges``). Without a model, the rules' one range.
-    ``src`` and ``dst``: adapters, or the frameworks' names."""
-    from gpushare import advice, arguments
-
-    src, dst = arguments.adapter("src", src), arguments.adapter("dst", dst)
-
-    return list(pair(src, dst).ranges(
-        tuple(source_device), destination, model=advice.auto_model(), source_readonly=source_readonly,
-    ))
-
-
-# (the model, source, target, source place, destination, read-only) -> auto_size_breaks' answer;
-# cleared with the model (advice.forget()), as the routes are.
-_SIZE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}
-
-
-def readonly_if_auto_needs(src: Adapter, obj: Any) -> bool | None:
-    """Whether ``obj`` is read-only, where ``auto`` depends on it: on a calibrated machine, for a
-    source whose legacy capsule export refuses read-only arrays (NumPy's), the model may take a
-    capsule for a writable array only. None elsewhere (asked of nothing)."""
-    from gpushare import advice
-
-    if not src.legacy_capsule_refuses_readonly or advice.auto_model() is None:
-        return None
-    return src.readonly(obj)
-
-
-def process_auto(obj: Any) -> str:
-    """The process path THE ``auto`` takes for handing ``obj`` to another process (``across=``):
-    ``ipc`` for device memory, ``shm`` for host memory (gpushare.processes calls this)."""
-    from gpushare.adapters import adapter_of
-
-    src = adapter_of(obj)
-    where = (2, 0) if in_device_memory(obj, src) else (1, 0)
-    return pair(src, src).auto(where, across=True)[0]
-
-
-def resolve_auto(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> str:
-    """The path ``auto`` takes for an array of ``src`` on ``source_device`` handed to ``dst``."""
-    return auto_choice(src, dst, source_device)[0]
 
 
 def in_device_memory(obj: Any, src: Adapter) -> bool:
@@ -208,39 +104,25 @@ def _import_without_stream(src: Adapter, dst: Adapter) -> str:
     )
 
 
-_ROUTES: dict[tuple[Any, ...], tuple[str, Route]] = {}
+_ROUTES: dict[tuple[str, str, str], Route] = {}
 
 
-def forget_routes() -> None:
-    """Drops the routes and size ranges `auto` resolved (the cost model changed)."""
-    _ROUTES.clear()
-    _SIZE_BREAKS.clear()
+def route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
+    """``(path, conversion)`` for arrays of ``src`` handed to ``dst`` by ``path``, built once per
+    pair and path (a builder depends on nothing else). ``auto`` is not a path here: its pick is
+    :func:`gpushare.auto.route`'s."""
+    key = (src.name, dst.name, path)
+    convert = _ROUTES.get(key)
+    if convert is None:
+        builder = _BUILDERS.get(path)
+        if builder is None:
+            known = ", ".join((*PATH_NAMES, "auto"))
+            raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
+        # Whatever device another framework made current, the handoff runs with the source's.
+        from gpushare.devices import guard
 
-
-def route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int] = (1, 0)) -> tuple[str, Route]:
-    """The resolved path name and its conversion function for arrays of ``src`` on
-    ``source_device`` (cached: builders depend only on the pair, and ``auto`` on where the array
-    lies only as far as host or device memory). A share's ``auto`` is decided again for each
-    array, by the core (``crates/core/src/explain/auto.rs``): this is the route a plan starts from."""
-    auto = path == "auto"
-    key = (src.name, dst.name, path, (int(source_device[0]) not in _HOST_DEVICE_TYPES) if auto else None)
-    cached = _ROUTES.get(key)
-    if cached is None:
-        cached = _ROUTES[key] = _build_route(src, dst, path, source_device)
-    return cached
-
-
-def _build_route(src: Adapter, dst: Adapter, path: str, source_device: tuple[int, int]) -> tuple[str, Route]:
-    name, why = auto_choice(src, dst, source_device)[::2] if path == "auto" else (path, None)
-    builder = _BUILDERS.get(name)
-    if builder is None:
-        known = ", ".join((*PATH_NAMES, "auto"))
-        raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
-    # Whatever device another framework made current, the handoff runs with the source's.
-    from gpushare.devices import guard
-
-    convert = guard(src, builder(src, dst), name)
-    return name, (convert if why is None else ChosenRoute(convert, why))
+        convert = _ROUTES[key] = guard(src, builder(src, dst), path)
+    return path, convert
 
 
 @register("dlpack")

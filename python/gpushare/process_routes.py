@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from gpushare import _native, paths, process_rules
+from gpushare import _native, auto, paths, process_rules
 from gpushare.adapters import process_host
 from gpushare.exceptions import GpushareError, gpushare_error
 from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity
@@ -119,19 +119,17 @@ def _device_ordinal(obj: Any) -> int | None:
 def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
     if worker.device is None:
         return source_ordinal
-    d = worker.device.lower()
-    if d == "cpu":
-        return None
-    return int(d.split(":")[1]) if ":" in d else 0
+    on_host, ordinal = _native.parse_device(worker.device)  # the core's one parser of device names
+    return None if on_host else ordinal
 
 
 def resolve_auto(obj: Any) -> str:
-    """THE ``auto`` across processes: the core's (``gpushare.paths.process_auto``, from the path
+    """THE ``auto`` across processes: the core's (``gpushare.auto.across_processes``, from the path
     table in crates/core/src/paths.rs), asked with where the array's memory lies."""
     from gpushare.exceptions import NotAnArrayError
 
     try:
-        return paths.process_auto(obj)
+        return auto.across_processes(obj)
     except NotAnArrayError:  # no adapter knows the object: the core's rule, asked with its address's place
         where = (2, 0) if _is_cuda(obj) else (1, 0)
         return _native.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,

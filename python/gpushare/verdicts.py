@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpushare import _native, paths
+from gpushare import _native, auto, model_cache
 
 #: Paths the Rust rules model (the path table's word, crates/core/src/paths.rs); for any other path gpushare
 #: makes no prediction.
@@ -27,12 +27,9 @@ MODELLED_PATHS = ("auto", *(p["name"] for p in _native.path_table() if p["kind"]
 Prediction = _native.Prediction
 
 
+# Predictors of `auto` read the cost model: dropped with it.
 _PREDICTORS: dict[tuple[str, str, str, str, str], Any] = {}
-
-
-def forget_predictors() -> None:
-    """Drops the predictors of `auto` (the cost model they read changed)."""
-    _PREDICTORS.clear()
+model_cache.when_forgotten(_PREDICTORS.clear)
 
 
 def predictor(src: Any, dst: Any, path: str) -> Any:
@@ -44,11 +41,9 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
     rule needs them."""
     if path not in MODELLED_PATHS:
         return None
-    from gpushare import advice
-
-    # `auto` is predicted as the path it takes, which the cost model may choose (advice.forget()
+    # `auto` is predicted as the path it takes, which the cost model may choose (model_cache.forget()
     # drops these predictors when the model changes).
-    model = advice.auto_model() if path == "auto" else None
+    model = model_cache.auto_model() if path == "auto" else None
     # The versions are part of the key: one read before the framework was imported is unknown ("").
     key = (src.name, dst.name, path, dst.version() or "", src.version() or "")
     made = _PREDICTORS.get(key)
@@ -62,7 +57,7 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             target_facts=dst.rule_facts(),
             source_facts=src.rule_facts(),
             # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
-            pair=paths.pair(src, dst),
+            pair=auto.pair(src, dst),
             model=model,
         )
     return made
@@ -85,7 +80,7 @@ def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) 
     if made is None:
         made = _MOVE_PREDICTORS[key] = _native.Predictor(
             dst.name, key[4], path, key[5], target_facts=dst.rule_facts(), source_facts=src.rule_facts(),
-            pair=paths.pair(src, dst), destination=tuple(destination),
+            pair=auto.pair(src, dst), destination=tuple(destination),
         )
     return made
 

@@ -354,7 +354,7 @@ impl PyAdvice {
     /// for the producer's queued work). ``rules_choice`` is the rules' ``auto``, which stands where
     /// nothing is calibrated. ``producer``: the state assumed, ``idle``, ``busy`` or ``unknown``.
     /// ``auto_by_size``: ``(from, below or None, path, close or None)`` per range of sizes where
-    /// ``auto``'s path for this pair changes with size (``gpushare.paths.auto_ranges``); ``close``:
+    /// ``auto``'s path for this pair changes with size (``gpushare.auto.ranges``); ``close``:
     /// another path predicted within the model's error there.
     #[new]
     #[pyo3(signature = (source, target, nbytes, place, rows, rules_choice = None, queued = 0.0, model_note = None, producer = "idle", auto_by_size = Vec::new(), code = None))]
