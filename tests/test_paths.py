@@ -327,3 +327,19 @@ def test_advise_says_where_autos_ranges_are_a_tie_within_the_models_error(tmp_pa
     finally:
         advice.cache_file().unlink()
         advice.forget()
+
+
+def test_the_table_of_paths_knows_no_policy_and_no_model():
+    """paths.py is the data (each path's route); auto's policy over the model is auto.py's, and the
+    model is model_cache.py's: the table imports neither, so the two never import each other."""
+    import ast
+
+    import gpushare.paths as table
+
+    tree = ast.parse(open(table.__file__).read())
+    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "gpushare"
+                for a in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & {"advice", "auto", "model_cache", "gpushare.advice", "gpushare.auto", "gpushare.model_cache"}
+    with pytest.raises(gpushare.GpushareError, match="unknown transfer path 'auto'"):
+        table.route(ADAPTERS["numpy"], ADAPTERS["torch"], "auto")  # auto's pick is auto.route's
