@@ -64,3 +64,27 @@ def test_advise_repeats_the_uncertainty_beside_a_recommendation_that_rests_on_it
     assert steady.add("share", "dlpack", "torch", "numpy", "cpu", [(MIB, 5e-6), (16 * MIB, 5e-6), (64 * MIB, 5e-6)], True)
     advice.save(steady)
     assert "too uncertain" not in repr(gpushare.advise(torch.ones(1 << 18), "numpy"))
+
+
+def test_an_array_the_rules_say_is_shared_is_not_priced_by_a_fit_of_copies(cache):
+    """A calibration whose arrays a path copied (JAX copies a NumPy array that is not 64-byte
+    aligned, and shares one that is) fits that path a copy's line; an array the rules say it
+    shares moves no bytes, so `compare`, `bench` and `advise` give no number for it and say why,
+    rather than a copy's time (a 200 MiB share was once predicted 136x what it took)."""
+    import numpy as np
+
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (4 << 10, 64 << 10, MIB, 16 * MIB)
+    m.add("share", "dlpack", "numpy", "torch", "cpu", [(n, 30e-6 + n / 8e9) for n in sizes], None)
+    m.add("share", "capsule", "numpy", "torch", "cpu", [(n, 3e-6) for n in sizes], True)
+    advice.save(m)
+    x = np.ones(4 * MIB // 4, np.float32)
+    rows = {
+        "compare": gpushare.compare(x, "torch", paths="dlpack,capsule", repeat=2)["dlpack"].predicted,
+        "bench": gpushare.bench("numpy", "torch", sizes=[4 * MIB], paths="dlpack", repeat=2, progress=False).points[0].predicted,
+        "advise": next(r for r in gpushare.advise(x, "torch").to_dict()["rows"] if r["path"] == "dlpack")["prediction"],
+    }
+    for where, predicted in rows.items():
+        assert "this array is shared" in (predicted["unpredictable"] or ""), (where, predicted)
+    # The fit of shares still prices a share.
+    assert gpushare.compare(x, "torch", paths="capsule", repeat=2)["capsule"].predicted.unpredictable is None

@@ -357,7 +357,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     kind = "share" if device is None else "move"
     consumer = framework(target)
 
-    def predict(path: str, nbytes: int, dlpack_device: tuple[int, int]) -> tuple[Any, str | None]:
+    def predict(path: str, nbytes: int, dlpack_device: tuple[int, int], shares: bool | None = None) -> tuple[Any, str | None]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
         place = where if device is None else f"{where}->{device}"
         ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
@@ -366,7 +366,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
         # The host's speed right before the row runs: a share's fixed cost is host work (a move's
         # fit carries no speed, so it is not measured for one).
         speed = host_speed() if kind == "share" else None
-        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, speed), words
+        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, speed, shares=shares), words
 
     return predict
 
@@ -440,7 +440,9 @@ def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src
     waits = _native.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
     # A path whose host waits for the producer's queue is predicted with the queued work added.
     ordering = "host_synchronise" if waits else ordering
-    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued, speed)
+    # The rules' verdict for this array: a fit measured with another prices it not (no number).
+    shares = {"shared": True, "copied": False}.get(verdict)
+    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued, speed, shares=shares)
     return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
             "ordered": ordered, "waits": waits, "prediction": prediction}
 

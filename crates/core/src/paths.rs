@@ -344,30 +344,35 @@ pub fn resolve_auto(facts: &AutoFacts<'_>) -> AutoChoice {
 pub fn resolve_auto_admitting(facts: &AutoFacts<'_>, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
     let rules = rules_auto(facts);
     match facts.model {
-        Some(model) => by_model(facts, model, rules, admits, false),
+        Some(model) => by_model(facts, model, rules, admits, None),
         None => rules,
     }
 }
 
 /// [`resolve_auto_admitting`] for one described array, where `admits` holds the rules' verdict of
 /// each path for it: every calibrated path of the pair is a candidate, whatever its sweep's
-/// verdict (an int64 array into JAX without x64 is copied by DLPack as by the host route).
-pub fn resolve_auto_for_array(facts: &AutoFacts<'_>, admits: &dyn Fn(&str) -> bool) -> AutoChoice {
+/// verdict (an int64 array into JAX without x64 is copied by DLPack as by the host route), where
+/// its fit prices this array's verdict by it (`shares_by`: whether the rules say that path shares
+/// it; a fit of copies does not price a share, nor one of shares a copy:
+/// [`crate::advice::model::CostModel::predict_for_array`], whose rows `advise` ranks the same way).
+pub fn resolve_auto_for_array(facts: &AutoFacts<'_>, admits: &dyn Fn(&str) -> bool, shares_by: &dyn Fn(&str) -> Option<bool>) -> AutoChoice {
     let rules = rules_auto(facts);
     match facts.model {
-        Some(model) => by_model(facts, model, rules, admits, true),
+        Some(model) => by_model(facts, model, rules, admits, Some(shares_by)),
         None => rules,
     }
 }
 
 /// The model's word on the rules' choice: the fastest calibrated path with the same verdict, when
 /// it is another path. Process paths stay the rules' (the worker maps the source's own memory).
+/// `for_array`: one array's verdict by each path, where known: then every calibrated path whose
+/// fit prices that verdict is a candidate, whatever its sweep's verdict.
 fn by_model(
     facts: &AutoFacts<'_>,
     model: &crate::advice::model::CostModel,
     rules: AutoChoice,
     admits: &dyn Fn(&str) -> bool,
-    any_sweep_verdict: bool,
+    for_array: Option<&dyn Fn(&str) -> Option<bool>>,
 ) -> AutoChoice {
     let Some(place) = model_place(facts, &rules) else {
         return rules;
@@ -385,11 +390,11 @@ fn by_model(
     let waits = |path: &str| crate::advice::producer::host_waits(kind, path, &wait_facts(facts));
     let calm = |path: &str| general(path) && !waits(path);
     let fastest_among = |allowed: &dyn Fn(&str) -> bool| {
-        if any_sweep_verdict {
+        if let Some(shares_by) = for_array {
             model
                 .pair_fits(kind, facts.source_name, facts.target_name, &place)
                 .into_iter()
-                .filter(|(path, _)| allowed(path))
+                .filter(|(path, fit)| allowed(path) && shares_by(path).is_none_or(|shares| fit.prices(shares)))
                 .map(|(path, fit)| (path, fit.seconds(decided_at)))
                 .filter(|(_, seconds)| seconds.is_finite())
                 .min_by(|a, b| a.1.total_cmp(&b.1))

@@ -429,7 +429,9 @@ pub struct Prediction {
     pub extrapolated_from: Option<u64>,
     /// Why this prediction is not a number to hold the path to, in words, where its stated error
     /// is 100 % or more ([`UNPREDICTABLE_TOLERANCE`]): the fit missed sizes it did not see by
-    /// that much, so the measured time may lie anywhere from half to twice `seconds` or beyond.
+    /// that much, so the measured time may lie anywhere from half to twice `seconds` or beyond;
+    /// or where the rules predict this array a verdict the calibration's arrays did not have
+    /// ([`CostModel::predict_for_array`]: a fit of copies does not price a handoff that shares).
     /// Tables show these words instead of the time. `None`: `seconds` is predicted within
     /// `tolerance`.
     #[serde(default)]
@@ -460,6 +462,31 @@ fn unpredictable_words(tolerance: f64, fit: &Fit, bytes: u64) -> Option<String> 
         None => format!("its fit missed sizes it did not see (or its repeated measurements differed) by up to {:.0} %", fit.error * 100.0),
     };
     Some(format!("not predictable within 2x here: {why}"))
+}
+
+/// The words a prediction gives instead of its time where the rules predict this array a verdict
+/// (`shares`) its fit was not measured with: a line fitted to copies prices bytes a handoff that
+/// shares does not move (JAX copies a NumPy array that is not 64-byte aligned and shares one that
+/// is, so a calibration of such a pair can fit copies, and a 200 MiB array that shares was
+/// predicted 136x its time), and a constant fitted to handoffs that moved no bytes prices none of
+/// the bytes a copy moves (a dtype the target converts, a layout it compacts).
+fn verdict_unlike_its_fit(fit: &Fit, shares: bool) -> Option<String> {
+    let priced_by_bytes = fit.per_byte > 0.0 || !fit.knots.is_empty();
+    let why = if shares && priced_by_bytes && fit.shares != Some(true) {
+        "this array is shared, and the calibration's arrays were copied (at some sizes or all): its fit prices bytes this handoff does not move"
+    } else if !shares && !priced_by_bytes && fit.shares != Some(false) {
+        "this array is copied, and the calibration's arrays were not: its fit prices none of the bytes this copy moves"
+    } else {
+        return None;
+    };
+    Some(format!("not predictable within 2x here: {why}"))
+}
+
+impl Fit {
+    /// Whether this fit prices a handoff whose verdict is `shares` ([`verdict_unlike_its_fit`]).
+    pub fn prices(&self, shares: bool) -> bool {
+        verdict_unlike_its_fit(self, shares).is_none()
+    }
 }
 
 impl Prediction {
@@ -667,6 +694,28 @@ impl CostModel {
             waits_for_queue: waits,
             host_slowdown: (fit.host_speed.is_some() && host_speed.is_some()).then(|| fit.slowdown(host_speed)),
         })
+    }
+
+    /// [`CostModel::predict`] for one array whose verdict the rules predict (`shares`: whether it
+    /// is shared; `None`: not known, or a failure): where that verdict is not the one its fit was
+    /// measured with, the prediction says it cannot be held to a number
+    /// ([`Prediction::unpredictable`]) instead of pricing the handoff as the calibration's arrays.
+    #[allow(clippy::too_many_arguments)]
+    pub fn predict_for_array(
+        &self,
+        key: &CostKey,
+        bytes: u64,
+        ordering: Ordering,
+        queued: f64,
+        host_speed: Option<f64>,
+        shares: Option<bool>,
+    ) -> Option<Prediction> {
+        let mut prediction = self.predict(key, bytes, ordering, queued, host_speed)?;
+        if prediction.unpredictable.is_none() {
+            let fit = self.fit(key)?;
+            prediction.unpredictable = shares.and_then(|shares| verdict_unlike_its_fit(fit, shares));
+        }
+        Some(prediction)
     }
 
     /// The path of `kind` from `source` to `target` at `place` that the model predicts fastest for

@@ -52,6 +52,31 @@ fn a_path_that_shared_at_every_size_has_no_per_byte_cost() {
 }
 
 #[test]
+fn an_array_whose_verdict_its_fit_never_had_is_not_priced_by_that_fit() {
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    // numpy→jax by dlpack on the CPU: JAX copied the sweep's arrays that were not 64-byte aligned
+    // and shared the others, so its fit is a copy's line (the sweep's verdict: both).
+    assert!(m.add(&key("dlpack"), points(30e-6, 8e9, &[4 * KIB, 64 * KIB, MIB, 16 * MIB, 64 * MIB]), None));
+    let big = 200 * MIB;
+    let plain = m.predict(&key("dlpack"), big, Ordering::None, 0.0, None).unwrap();
+    assert!(plain.seconds > 20e-3 && plain.unpredictable.is_none(), "{plain:?}");
+    // A page-aligned 200 MiB array that the rules say is shared moves no bytes: no number.
+    let shared = m.predict_for_array(&key("dlpack"), big, Ordering::None, 0.0, None, Some(true)).unwrap();
+    let words = shared.unpredictable.as_deref().unwrap();
+    assert!(words.contains("this array is shared") && words.contains("copied"), "{words}");
+    assert!(!shared.misses(120e-6), "a prediction with no number promises nothing");
+    // The same array copied is what the line prices.
+    assert_eq!(m.predict_for_array(&key("dlpack"), big, Ordering::None, 0.0, None, Some(false)), Some(plain.clone()));
+    assert_eq!(m.predict_for_array(&key("dlpack"), big, Ordering::None, 0.0, None, None), Some(plain));
+    // A constant fitted to shares prices a share, and says it cannot price a copy.
+    assert!(m.add(&key("capsule"), points(3e-6, 1e18, &[4 * KIB, MIB, 64 * MIB]), Some(true)));
+    assert!(m.predict_for_array(&key("capsule"), big, Ordering::None, 0.0, None, Some(true)).unwrap().unpredictable.is_none());
+    let copied = m.predict_for_array(&key("capsule"), big, Ordering::None, 0.0, None, Some(false)).unwrap();
+    assert!(copied.unpredictable.unwrap().contains("this array is copied"));
+}
+
+#[test]
 fn a_process_handoff_by_a_handle_costs_the_same_at_every_size_and_one_by_a_collective_grows() {
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     // The 2-core CPU: `shm` handoffs (the array copied into its segment once, before

@@ -101,7 +101,12 @@ fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
     }
     let facts = share_facts(source, &target.framework, target.endpoints, Some(model), busy);
     for wanted in [2, 1] {
-        let choice = crate::paths::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted);
+        let shares_by = |path: &str| match verdict_by(path) {
+            crate::report::Verdict::Shared => Some(true),
+            crate::report::Verdict::Copied => Some(false),
+            _ => None,
+        };
+        let choice = crate::paths::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted, &shares_by);
         let path = choice.path;
         if rank(verdict_by(path)) >= wanted {
             // The overruling words only where the model's pick would have served this array worse.

@@ -562,24 +562,25 @@ fn one_facts_remembers_auto_per_kind_of_source_and_never_across_kinds() {
 #[test]
 fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind() {
     use crate::advice::model::{CostKey, CostModel, Observation};
-    // Two paths whose lines cross at 10 000 bytes: 1 µs + 1 ns/B against 10 µs + 0.1 ns/B.
+    // Two copies whose lines cross at 10 000 bytes: 1 µs + 1 ns/B against 10 µs + 0.1 ns/B.
     // Each array takes the path fastest for its own size, asked in either order, again and again.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    // (An int64 array into JAX with x64 off: DLPack copies it, narrowing, as the host route does.
+    // Only copies have lines: a handoff that shares moves no bytes and is fitted one cost.)
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
     let line = |fixed: f64, per_byte: f64| -> Vec<Observation> {
         [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
     };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    // (Two paths that share by design and copied in this sweep: one of gpushare's copies never
-    // replaces DLPack, whatever a model says.)
-    m.add(&key("dlpack"), line(1e-6, 1e-9), Some(false));
-    m.add(&key("capsule"), line(1e-5, 1e-10), Some(false));
-    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
-    let sized = |nbytes: u64| TensorReport { nbytes, ..f32("numpy", 0x1000) };
+    m.add(&key("dlpack"), line(1e-6, 1e-9), None);
+    m.add(&key("host"), line(1e-5, 1e-10), Some(false));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
+    let sized = |nbytes: u64| TensorReport { nbytes, ..src("numpy", "int64", 0x1000, vec![nbytes as i64 / 8], vec![1]) };
+    assert_eq!(predict(&sized(4096), &TargetFacts { path: "dlpack".into(), ..to("jax") }).verdict(), Verdict::Copied);
     for order in [[4096, 1 << 20, 9_000, 12_000], [12_000, 9_000, 1 << 20, 4096]] {
         let memo = facts.clone();
         for _ in 0..2 {
             for n in order {
-                let expected = if n < 10_000 { "dlpack" } else { "capsule" };
+                let expected = if n < 10_000 { "dlpack" } else { "host" };
                 assert_eq!(resolve_path(&sized(n), &memo), expected, "{n} bytes");
             }
         }
@@ -599,7 +600,7 @@ fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), flat(20e-6), Some(true));
     m.add(&key("cai"), flat(5e-6), Some(true));
-    m.add(&key("copy"), flat(1e-6), Some(true)); // a model that lies: copy never shares
+    m.add(&key("copy"), flat(1e-6), Some(false));
     let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
     for dtype in ["float32", "int64", "bfloat16", "int8"] {
         let x = on_cuda(src("torch", dtype, 0x10000, vec![64], vec![1]), 0);
@@ -615,7 +616,8 @@ fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes
             assert_eq!(predicted.verdict(), Verdict::Shared, "{dtype}: took {}", chosen.path);
             assert_eq!(chosen.path, "dlpack", "{dtype}: the model's word never changes a verdict");
         } else {
-            // Nothing ordered shares: the fastest of the copies, and the prediction says why.
+            // Nothing ordered shares: the fastest of the copies whose fits price a copy (DLPack's
+            // was fitted to handoffs that shared, which moved no bytes), and the prediction says why.
             assert_eq!(predicted.verdict(), Verdict::Copied, "{dtype}");
             assert_eq!(chosen.path, "copy", "{dtype}");
         }

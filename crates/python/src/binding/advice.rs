@@ -254,7 +254,10 @@ impl PyCostModel {
     /// ``ordering`` (see ``path_ordering``) and ``queued`` (seconds of the producer's queued work)
     /// add the wait of a host-side synchronise. ``host_speed``: the host's speed now
     /// (``gpushare.advice.host_speed()``), which scales the fixed cost; None: as calibrated.
-    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0, host_speed = None))]
+    /// ``shares``: whether the rules predict this array is shared (None: not known, or a failure);
+    /// where the calibration's arrays had another verdict, the prediction gives no number and says
+    /// why (``Prediction.unpredictable``).
+    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0, host_speed = None, shares = None))]
     #[allow(clippy::too_many_arguments)]
     fn predict(
         &self,
@@ -267,9 +270,11 @@ impl PyCostModel {
         ordering: &str,
         queued: f64,
         host_speed: Option<f64>,
+        shares: Option<bool>,
     ) -> PyResult<Option<PyPrediction>> {
         let ordering = self::ordering(ordering)?;
-        Ok(self.inner.predict(&key(kind, path, source, target, place), nbytes, ordering, queued, host_speed).map(|inner| PyPrediction { inner }))
+        let key = key(kind, path, source, target, place);
+        Ok(self.inner.predict_for_array(&key, nbytes, ordering, queued, host_speed, shares).map(|inner| PyPrediction { inner }))
     }
 
     /// What changed since the model was made (``None``: it is current for ``machine``).

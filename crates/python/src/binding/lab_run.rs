@@ -74,7 +74,7 @@ struct Lab<'py> {
     route_for: Bound<'py, PyAny>,
     /// `link_for(source_ordinal, path)` → the link a move crosses (`gpushare.topology.link_for`), or None.
     link_for: Option<Bound<'py, PyAny>>,
-    /// `predict_for(path, nbytes, dlpack_device)` → `(CostPrediction or None, ordering in words)`:
+    /// `predict_for(path, nbytes, dlpack_device, shares)` → `(CostPrediction or None, ordering in words)`:
     /// what the cost model said before the path ran (`gpushare.advice.lab_predictor`).
     predict_for: Option<Bound<'py, PyAny>>,
     options: Options,
@@ -151,17 +151,24 @@ impl<'py> Lab<'py> {
                 Some(info) => Described(info.get().report.clone()),
                 None => handoff.describe(obj)?,
             };
+            let (source, predicted) = handoff.prepare_described(obj, source)?;
             if let Some(predict_for) = &self.predict_for {
                 let report: &TensorReport = source.as_ref();
+                // The rules' verdict for this array: a fit measured with another verdict does not
+                // price it (a copy's line for a handoff that shares).
+                let shares = match predicted.as_ref().map(|p| p.verdict()) {
+                    Some(Verdict::Shared) => Some(true),
+                    Some(Verdict::Copied) => Some(false),
+                    _ => None,
+                };
                 match predict_for
-                    .call1((path, report.nbytes, report.dlpack_device))
+                    .call1((path, report.nbytes, report.dlpack_device, shares))
                     .and_then(|p| p.extract::<(Option<Py<super::advice::PyPrediction>>, Option<String>)>())
                 {
                     Ok(p) => cost_prediction = Some(p),
                     Err(e) => predict_failure = Some(e),
                 }
             }
-            let (source, predicted) = handoff.prepare_described(obj, source)?;
             handoff.convert_prepared(&self.host, obj, source, predicted, &self.options)
         })();
         if let Some(e) = predict_failure {
