@@ -175,6 +175,28 @@ def test_a_segment_in_an_unwritable_shm_directory_is_a_gpushare_error(monkeypatc
     assert caught.value.fix and "another path" in caught.value.fix
 
 
+def test_advise_does_not_recommend_shm_where_dev_shm_is_read_only(monkeypatch):
+    """A container's --read-only without a tmpfs for /dev/shm: the handoff is refused
+    (unwritable_error), so advise says so instead of recommending shm."""
+    import os
+    import types
+
+    x = np.ones(1 << 10)
+    real = os.statvfs
+
+    def statvfs(path):
+        st = real(path)
+        if str(path) != process_rules.SHM_DIR:
+            return st
+        return types.SimpleNamespace(f_flag=st.f_flag | os.ST_RDONLY, f_bavail=st.f_bavail, f_frsize=st.f_frsize)
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    a = gpushare.advise(x, "numpy", across="process")
+    row = next(r for r in a.rows if r["path"] == "shm")
+    assert row["verdict"] == "failed" and "read-only" in row["reason"], row
+    assert a.recommended != "shm"
+
+
 def test_advise_does_not_recommend_shm_for_an_array_that_does_not_fit(monkeypatch):
     x = np.ones(1 << 21)  # 16 MiB
     assert processes.shm_copies(x)

@@ -192,8 +192,16 @@ def unwritable_error(path: str, error: OSError) -> Exception:
 
 
 def shm_room_problem(nbytes: int) -> str | None:
-    """Why a new segment of ``nbytes`` does not fit in /dev/shm now, in words (what ``advise`` says
-    of ``shm`` before recommending it), or None where it fits or nobody can say."""
+    """Why a new segment of ``nbytes`` cannot be made in /dev/shm now, in words (what ``advise``
+    says of ``shm`` before recommending it): a read-only /dev/shm, or too little room; None where
+    it fits or nobody can say."""
+    try:
+        readonly = bool(os.statvfs(SHM_DIR).f_flag & os.ST_RDONLY)
+    except OSError:
+        readonly = False
+    if readonly:
+        return (f"{SHM_DIR} is read-only, so gpushare cannot make the shared memory segment the worker maps "
+                f"(make {SHM_DIR} a writable tmpfs, or use another path)")
     free = free_bytes(SHM_DIR)
     if free is None or nbytes <= free:
         return None
