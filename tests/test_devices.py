@@ -279,3 +279,22 @@ def test_jax_ignores_copy_true_for_aligned_host_memory_and_it_is_predicted():
     unaligned = base[offset:offset + 8]
     r = gpushare.share(unaligned, "jax", device="cpu", path="dlpack")
     assert (r.verdict, r.prediction["verdict"], r.unexpected) == ("copied", "copied", False), r
+
+
+def test_a_negative_stride_view_moved_to_the_host_by_dlpack_follows_each_consumers_copy():
+    """from_dlpack(x, device="cpu", copy=True): PyTorch asks NumPy's __dlpack__ for the copy, which
+    arrives compact, so its raw call takes a reversed view and gpushare must too (its refusal of
+    negative strides guards torch's own import of them); JAX imports the view's layout itself and
+    refuses it, which gpushare predicts rather than calling it a copy."""
+    import numpy as np
+
+    x = np.arange(8.0)[::-1]
+    raw = torch.from_dlpack(x, device="cpu", copy=True)
+    r = gpushare.share(x, "torch", path="dlpack", device="cpu")
+    assert r.verdict == "copied" and r.prediction["verdict"] == "copied" and not r.unexpected
+    assert torch.equal(r.value, raw)
+    pytest.importorskip("jax")
+    with pytest.raises(gpushare.GpushareError) as raised:
+        gpushare.share(x, "jax", path="dlpack", device="cpu")
+    assert raised.value.predicted is not None and raised.value.predicted.verdict == "failed"
+    assert "UNEXPECTED" not in str(raised.value)

@@ -72,6 +72,15 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
     {
         return gap;
     }
+    // JAX's from_dlpack(x, device=…, copy=True) imports the source's own layout and copies after
+    // it (it does not ask the producer for the copy): a layout its import refuses (negative
+    // strides, "Only DLPack tensors with trivial (compact) striding") fails the move too.
+    if path == "dlpack"
+        && target.framework == "jax"
+        && let failed @ PredictedOutcome::Failed { .. } = share(source, "dlpack")
+    {
+        return failed;
+    }
     // JAX's from_dlpack(x, device=cpu, copy=True) of host memory its CPU client can view (64-byte
     // aligned, a dtype it keeps) ignores copy=True and views the source (jax 0.10.2: torch's
     // allocations, NumPy's aligned ones); unaligned memory it copies, as asked.

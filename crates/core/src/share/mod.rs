@@ -61,6 +61,13 @@ pub trait Framework {
     fn views_gpushare_buffers(&self) -> bool {
         false
     }
+    /// Whether its `from_dlpack(x, device=…, copy=True)` asks the producer's `__dlpack__` for the
+    /// copy (PyTorch's, NumPy's, MLX's): a move by `dlpack` into it then receives a compact copy,
+    /// never the source's own layout, so the layouts its import refuses (negative strides into
+    /// PyTorch) are no reason to refuse that move.
+    fn copy_by_producer(&self) -> bool {
+        false
+    }
     /// The handle of this framework's current CUDA stream on the array's device, if it has one.
     fn current_stream(&self, _array: &Self::Array) -> Result<Option<u64>> {
         Ok(None)
@@ -196,7 +203,9 @@ impl<F: Framework> Handoff<'_, F> {
         let predicted = self.predict(source.as_ref()).map_err(&inspect)?;
         crate::trace::mark("predict", Own);
         let report = source.as_ref();
-        if let Some(r) = explain::refuse(report, self.target.name(), self.path()) {
+        let producer_copies =
+            self.route.kind() == crate::paths::PathKind::Move && self.path() == "dlpack" && self.target.copy_by_producer();
+        if let Some(r) = explain::refuse(report, self.target.name(), self.path()).filter(|_| !producer_copies) {
             return Err(Error::UnsafeInput {
                 subject: format!("{} → {}", report.framework, self.target.name()),
                 reason: r.reason,
