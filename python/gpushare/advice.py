@@ -550,7 +550,10 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             rows.append(_row(kind, path, p.verdict, p.reason, where, src.name, dst.name, nbytes, m, queued, speed))
     else:
         kind, where = "share", place
-        rules_choice = auto.path_for(src, dst, tuple(info.dlpack_device))
+        # Where no row's prediction can rank the paths, the rules' own choice stands, as it does for
+        # the core's auto of this array (a model's pick for arrays like the calibration's is no pick
+        # where its fits cannot price this one).
+        rules_choice = auto.choice(src, dst, tuple(info.dlpack_device), rules_only=True)[0]
         by_size = _auto_by_size(src, dst, tuple(info.dlpack_device), None, auto.readonly_if_needed(src, obj))
         for path in paths.names_of("share"):
             p = verdicts.predict(src, dst, info, path)

@@ -547,6 +547,24 @@ fn model_place(facts: &AutoFacts<'_>, rules: &AutoChoice) -> Option<String> {
     }
 }
 
+/// Whether the model's fit of the rules' own path for these facts prices a handoff whose verdict
+/// is `shares` (true where that path has no fit, or there is no model): where it does not, the
+/// rules' path is no default the model confirms, and `auto` weighs the fits that do price it, as
+/// `advise` does ([`crate::advice::model::Fit::prices`]).
+pub fn rules_path_priced(facts: &AutoFacts<'_>, shares: bool) -> bool {
+    let Some(model) = facts.model else { return true };
+    let rules = rules_auto(facts);
+    let Some(place) = model_place(facts, &rules) else { return true };
+    let key = crate::advice::model::CostKey {
+        kind: rules.kind.name().into(),
+        path: rules.path.into(),
+        source: facts.source_name.into(),
+        target: facts.target_name.into(),
+        place,
+    };
+    model.fit(&key).is_none_or(|fit| fit.prices(shares))
+}
+
 /// The sizes at which THE `auto`'s choice for these facts may change (empty: the same path at
 /// every size). A caller that keeps a choice per kind of array keeps one per range of these
 /// ([`crate::advice::crossings::size_class`]): `auto` decides at one size per range.

@@ -657,3 +657,21 @@ fn a_busy_producer_changes_auto_only_where_the_model_says_and_the_prediction_fol
     let jax = TargetFacts { endpoints: Some(super::known_endpoints("torch", "jax")), auto_memo: Default::default(), ..idle.clone() };
     assert!(!super::auto_follows_producer(&x, &jax));
 }
+
+#[test]
+fn a_rules_path_whose_fit_cannot_price_this_array_is_weighed_like_the_others() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // A model whose sweep of numpy→torch by DLPack copied (a cache file that says so, or a sweep
+    // of arrays DLPack copied) prices DLPack by the byte; a float32 array that DLPack shares is
+    // not priced by that line, so auto weighs the paths whose fits do price a share, as advise
+    // does, and takes the legacy capsule the model prices at 1 µs.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let sizes = [1u64 << 12, 1 << 16, 1 << 20];
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), sizes.iter().map(|&n| Observation { bytes: n, seconds: 1e-3 + n as f64 * 1e-6 }).collect(), Some(false));
+    m.add(&key("capsule"), sizes.iter().map(|&n| Observation { bytes: n, seconds: 1e-6 }).collect(), Some(true));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
+    let x = TensorReport { nbytes: 1 << 18, ..f32("numpy", 0x10000) };
+    assert_eq!(super::auto_for_array(&x, &facts).path, "capsule");
+    assert_eq!(predict(&x, &facts).verdict(), Verdict::Shared);
+}
