@@ -403,3 +403,5 @@ def test_a_cuda_core_view_moved_by_dlpack_copy_true_is_refused_as_predicted():
     with pytest.raises(gpushare.GpushareError) as e:
         gpushare.share(view, "numpy", path="dlpack", device="cpu")
     assert e.value.predicted is not None and e.value.predicted.verdict == "failed", e.value.predicted
+    # One refusal, one fix: the error's is the prediction's.
+    assert e.value.fix == e.value.predicted.fix, (e.value.fix, e.value.predicted.fix)

@@ -121,7 +121,9 @@ class CudaCoreAdapter(Adapter):
         raise explained(
             "path_not_applicable", "cuda_core",
             "StridedMemoryView.__dlpack__ refuses copy=True and dl_device (\"Sorry, not supported\")",
-            "move it with the target framework (path='move'), or view it there first and copy",
+            # The prediction's fix (crates/core/src/explain/moves.rs, copying_export_gap): one
+            # sentence for one refusal, before and after.
+            "use path='move' (the source framework's own move) or path='copy'",
         )
 
     def to_numpy(self, obj: Any) -> Any:
