@@ -356,6 +356,24 @@ def test_a_paddle_bfloat16_tensor_on_shm_reaches_the_worker_as_bfloat16():
     assert out.returncode == 0, out.stderr[-3000:]
 
 
+def test_a_paddle_bfloat16_tensor_on_shm_into_torch_is_refused_naming_the_pair_and_the_path():
+    """The worker hands the segment's NumPy view to torch by DLPack, which NumPy cannot export for
+    bfloat16: the refusal names the pair and the path, not NumPy alone."""
+    if any(importlib.util.find_spec(m) is None for m in ("paddle", "ml_dtypes", "torch")):
+        pytest.skip("paddle, ml_dtypes or torch not installed")
+    out = _child("""
+        import numpy as np, paddle, gpushare
+        x = paddle.to_tensor(np.array([1.5, -2.0], dtype=np.float32)).astype("bfloat16")
+        with gpushare.Worker(device="cpu") as w:
+            try:
+                gpushare.share(x, "torch", across=w, path="shm")
+            except gpushare.GpushareError as e:
+                print(str(e))
+    """)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("paddle → torch via shm: ") and "bfloat16" in out.stdout, out.stdout
+
+
 def test_ctrl_c_while_a_worker_starts_leaves_no_worker_running(monkeypatch):
     """A KeyboardInterrupt during Worker.start() (here: while it waits for the worker's first
     answer) left the worker process running; start() stops it before the interrupt goes on."""

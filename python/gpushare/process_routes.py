@@ -266,7 +266,7 @@ class _Shm(Transport):
         if in_live_segment(src_id):
             # Already in a segment (e.g. the ``local`` view of an earlier shm handoff): hand it as it is,
             # with its layout and read-only flag.
-            self.layout = process_rules.shm_layout(host, self.to)
+            self.layout = process_rules.shm_layout(host, self.to, _framework_of(self.obj))
             self.name, self.offset, self.local = src_id["file"][len("/dev/shm/"):], src_id["offset"], host
             return 0.0
         process_rules.check_shm_space(self.path, host.nbytes, "the copy of the array into a segment")
@@ -278,7 +278,7 @@ class _Shm(Transport):
         (self.segment, self.local), seconds = _native.timed_call(stage)
         self.staged_bytes, self.name, self.offset = host.nbytes, self.segment.name, 0
         try:
-            self.layout = process_rules.shm_layout(self.local, self.to)
+            self.layout = process_rules.shm_layout(self.local, self.to, _framework_of(self.obj))
         except Exception:
             self.segment.unlink()
             raise

@@ -98,19 +98,23 @@ def _unviewable(obj: Any, error: Exception) -> Exception:
                       framework_error)
 
 
-def shm_layout(view: Any, to: str) -> dict:
+def shm_layout(view: Any, to: str, source: str | None = None) -> dict:
     """What the worker needs to rebuild ``view`` over the segment: shape, strides in bytes (a
     transposed, sliced or stepped view is not its shape alone), the dtype itself (structured and
     ml_dtypes types pickle whole; their ``str`` is raw bytes ``|V8``) and the read-only flag.
 
     Where the worker hands the view on to another framework, the view must pass the core's
-    description and refusals for that framework, as a one-process share into it would."""
+    description and refusals for that framework, as a one-process share into it would.
+    ``source``: the framework of the array handed over, named in a refusal beside the target."""
     host = _adapter(view)  # the framework of the host view itself (NumPy's)
     if host is not None and to != host.name:
         try:
             info = host.inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
-        except GpushareError:
-            raise
+        except GpushareError as e:  # NumPy's words for its own export, said of this handoff
+            subject = f"{source} → {to} via shm" if source else f"shm to {to}"
+            raise _explained("conversion", subject,
+                             f"the worker views the segment through NumPy and hands that view to {to} by DLPack: "
+                             f"{e.reason}", e.fix, e.framework_error) from e
         except Exception as e:  # what the core's description has no words for (a byte order)
             raise _explained("conversion", "shm", f"{to} cannot view an array of dtype {view.dtype.str} in the worker",
                              f"make a native copy first (x.astype(x.dtype.newbyteorder('='))), or hand it "
