@@ -403,6 +403,24 @@ fn by_model(
             model.fastest_like(kind, facts.source_name, facts.target_name, &place, rules.path, decided_at, allowed)
         }
     };
+    // For one array: where the rules' own path is calibrated but its fit was measured with another
+    // verdict than this array's by it, the model has no word on it and does not overrule it (a
+    // faster-looking path is only one the model could price, not one it knows to be faster).
+    if let Some(shares_by) = for_array
+        && general(rules.path)
+        && let Some(shares) = shares_by(rules.path)
+    {
+        let key = crate::advice::model::CostKey {
+            kind: kind.into(),
+            path: rules.path.into(),
+            source: facts.source_name.into(),
+            target: facts.target_name.into(),
+            place: place.clone(),
+        };
+        if model.fit(&key).is_some_and(|fit| !fit.prices(shares)) {
+            return rules;
+        }
+    }
     let busy_pick = if facts.producer_busy { fastest_among(&calm) } else { None };
     let avoided_waiting = busy_pick.is_some() && waits(rules.path);
     let Some((fastest, _)) = busy_pick.or_else(|| fastest_among(&general)) else {
@@ -545,24 +563,6 @@ fn model_place(facts: &AutoFacts<'_>, rules: &AutoChoice) -> Option<String> {
         (Move, Some(to)) if to != facts.source => Some(format!("{}->{}", facts.source.name(), to.name())),
         _ => None,
     }
-}
-
-/// Whether the model's fit of the rules' own path for these facts prices a handoff whose verdict
-/// is `shares` (true where that path has no fit, or there is no model): where it does not, the
-/// rules' path is no default the model confirms, and `auto` weighs the fits that do price it, as
-/// `advise` does ([`crate::advice::model::Fit::prices`]).
-pub fn rules_path_priced(facts: &AutoFacts<'_>, shares: bool) -> bool {
-    let Some(model) = facts.model else { return true };
-    let rules = rules_auto(facts);
-    let Some(place) = model_place(facts, &rules) else { return true };
-    let key = crate::advice::model::CostKey {
-        kind: rules.kind.name().into(),
-        path: rules.path.into(),
-        source: facts.source_name.into(),
-        target: facts.target_name.into(),
-        place,
-    };
-    model.fit(&key).is_none_or(|fit| fit.prices(shares))
 }
 
 /// The sizes at which THE `auto`'s choice for these facts may change (empty: the same path at

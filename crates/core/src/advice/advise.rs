@@ -183,7 +183,17 @@ impl Advice {
                 seconds: r.prediction.as_ref().filter(|p| p.unpredictable.is_none()).map(|p| p.seconds),
             })
             .collect();
-        let by_model = fastest_correct(&candidates).map(str::to_string);
+        // The rules' own choice whose fit was measured with another verdict than this array's: the
+        // model has no word on it, and a path it can price is no path it knows to be faster (the
+        // one auto, crate::paths::resolve_auto_for_array, alike).
+        let any_shares = pool.iter().any(|r| r.verdict == "shared");
+        let unpriced_rules = rules_choice.and_then(|c| pool.iter().find(|r| r.path == c)).filter(|r| {
+            (r.verdict == "shared") == any_shares && r.prediction.as_ref().is_some_and(|p| p.unlike_its_fit)
+        });
+        let by_model = match unpriced_rules {
+            Some(_) => None,
+            None => fastest_correct(&candidates).map(str::to_string),
+        };
         let (recommended, why) = match by_model {
             Some(path) => {
                 let row = self.rows.iter().find(|r| r.path == path).expect("a candidate is a row");
@@ -237,6 +247,12 @@ impl Advice {
                     .unwrap_or_default();
                 (Some(path), format!("{verdict}, {fastest}: {}, {bound}{waits}{busy}{close}", crate::render::units::time(p.seconds)))
             }
+            None if unpriced_rules.is_some() => (
+                rules_choice.map(str::to_string),
+                "the rules' choice (the calibration measured it with another verdict than this array's, so its \
+                 time is not predicted here, and the model does not overrule it)"
+                    .to_string(),
+            ),
             // The rules' choice stands only where it is not predicted to fail.
             None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
                 // Predictions too uncertain to rank by are not missing ones: calibrating again on an
@@ -439,6 +455,23 @@ mod tests {
         let failed = advice(vec![row("shm", "failed", None)]).decide(Some("shm"));
         assert_eq!(failed.recommended, None);
         assert_eq!(failed.why, "no path applies");
+    }
+
+    #[test]
+    fn a_rules_choice_its_fit_cannot_price_for_this_array_is_not_overruled() {
+        // The rules' DLPack shares this array, and its fit was measured with copies: no number for
+        // it, and the capsule's number is no evidence that the capsule is faster.
+        let mut dlpack = row("dlpack", "shared", Some(2e-3));
+        if let Some(p) = dlpack.prediction.as_mut() {
+            p.unlike_its_fit = true;
+            p.unpredictable = Some("not predictable within 2x here: this array is shared".into());
+        }
+        let a = advice(vec![dlpack.clone(), row("capsule", "shared", Some(1e-6))]).decide(Some("dlpack"));
+        assert_eq!(a.recommended.as_deref(), Some("dlpack"));
+        assert!(a.why.contains("another verdict"), "{}", a.why);
+        // Where the rules' choice is priced, the model ranks as always.
+        let priced = advice(vec![row("dlpack", "shared", Some(2e-6)), row("capsule", "shared", Some(1e-6))]).decide(Some("dlpack"));
+        assert_eq!(priced.recommended.as_deref(), Some("capsule"));
     }
 
     #[test]

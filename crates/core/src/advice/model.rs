@@ -436,6 +436,12 @@ pub struct Prediction {
     /// `tolerance`.
     #[serde(default)]
     pub unpredictable: Option<String>,
+    /// Whether `unpredictable` says so because the rules predict this array a verdict its fit was
+    /// not measured with: the model has no word on this path for this array, so where it is the
+    /// rules' own choice it is not overruled ([`crate::advice::advise::Advice::decide`], and `auto`
+    /// alike: crate::paths::resolve_auto_for_array).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlike_its_fit: bool,
     /// Seconds added for the producer's queued work a host-side synchronise waits for.
     #[serde(default)]
     pub waits_for_queue: f64,
@@ -691,6 +697,7 @@ impl CostModel {
             extrapolated: extrapolated_from.is_some(),
             extrapolated_from,
             unpredictable: unpredictable_words(tolerance, fit, bytes),
+            unlike_its_fit: false,
             waits_for_queue: waits,
             host_slowdown: (fit.host_speed.is_some() && host_speed.is_some()).then(|| fit.slowdown(host_speed)),
         })
@@ -711,9 +718,10 @@ impl CostModel {
         shares: Option<bool>,
     ) -> Option<Prediction> {
         let mut prediction = self.predict(key, bytes, ordering, queued, host_speed)?;
-        if prediction.unpredictable.is_none() {
-            let fit = self.fit(key)?;
-            prediction.unpredictable = shares.and_then(|shares| verdict_unlike_its_fit(fit, shares));
+        let fit = self.fit(key)?;
+        if let Some(words) = shares.and_then(|shares| verdict_unlike_its_fit(fit, shares)) {
+            prediction.unlike_its_fit = true;
+            prediction.unpredictable.get_or_insert(words);
         }
         Some(prediction)
     }

@@ -96,10 +96,10 @@ fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
     let picked = target.auto_memo.path(source, &target.framework, target.endpoints, model, busy);
     let verdict_by = |path: &str| super::predict(source, &explicit(target, path)).verdict();
     let picked_verdict = verdict_by(picked);
-    let facts = share_facts(source, &target.framework, target.endpoints, Some(model), busy);
-    if picked == rules && picked_verdict == crate::report::Verdict::Shared && crate::paths::rules_path_priced(&facts, true) {
+    if picked == rules && picked_verdict == crate::report::Verdict::Shared {
         return ArrayAuto { path: rules, why: rules_choice.why };
     }
+    let facts = share_facts(source, &target.framework, target.endpoints, Some(model), busy);
     for wanted in [2, 1] {
         let shares_by = |path: &str| match verdict_by(path) {
             crate::report::Verdict::Shared => Some(true),

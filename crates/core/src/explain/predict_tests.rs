@@ -616,10 +616,11 @@ fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes
             assert_eq!(predicted.verdict(), Verdict::Shared, "{dtype}: took {}", chosen.path);
             assert_eq!(chosen.path, "dlpack", "{dtype}: the model's word never changes a verdict");
         } else {
-            // Nothing ordered shares: the fastest of the copies whose fits price a copy (DLPack's
-            // was fitted to handoffs that shared, which moved no bytes), and the prediction says why.
+            // Nothing ordered shares, and the rules' DLPack copies it: its fit, measured with
+            // handoffs that shared (no bytes moved), cannot price this copy, so the model has no
+            // word on it and does not overrule it with a copy it can price.
             assert_eq!(predicted.verdict(), Verdict::Copied, "{dtype}");
-            assert_eq!(chosen.path, "copy", "{dtype}");
+            assert_eq!(chosen.path, "dlpack", "{dtype}");
         }
     }
 }
@@ -659,12 +660,12 @@ fn a_busy_producer_changes_auto_only_where_the_model_says_and_the_prediction_fol
 }
 
 #[test]
-fn a_rules_path_whose_fit_cannot_price_this_array_is_weighed_like_the_others() {
+fn a_rules_path_whose_fit_cannot_price_this_array_is_not_overruled() {
     use crate::advice::model::{CostKey, CostModel, Observation};
     // A model whose sweep of numpy→torch by DLPack copied (a cache file that says so, or a sweep
     // of arrays DLPack copied) prices DLPack by the byte; a float32 array that DLPack shares is
-    // not priced by that line, so auto weighs the paths whose fits do price a share, as advise
-    // does, and takes the legacy capsule the model prices at 1 µs.
+    // not priced by that line, so the model has no word on DLPack for it and does not overrule
+    // the rules' DLPack, whatever it says of the capsule (advise alike).
     let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
     let sizes = [1u64 << 12, 1 << 16, 1 << 20];
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
@@ -672,6 +673,6 @@ fn a_rules_path_whose_fit_cannot_price_this_array_is_weighed_like_the_others() {
     m.add(&key("capsule"), sizes.iter().map(|&n| Observation { bytes: n, seconds: 1e-6 }).collect(), Some(true));
     let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
     let x = TensorReport { nbytes: 1 << 18, ..f32("numpy", 0x10000) };
-    assert_eq!(super::auto_for_array(&x, &facts).path, "capsule");
+    assert_eq!(super::auto_for_array(&x, &facts).path, "dlpack");
     assert_eq!(predict(&x, &facts).verdict(), Verdict::Shared);
 }
