@@ -131,7 +131,10 @@ def shaped(a: dict) -> dict:
             r = w.share(x, repeat=a.get("repeat", 5))
             r.release()
             median = r.row["timing"]["median"]
-            p = m.predict("process", "remote", "torch", "torch", "cpu->process", n)
+            # The remote path's fit is this peer's link (cpu->remote:HOST), no other host's.
+            place = gpushare.advice.process_place("cpu", None, a["host"])
+            assert place.startswith("cpu->remote:"), place
+            p = m.predict("process", "remote", "torch", "torch", place, n)
             out["checked"].append({"nbytes": n, "median": median, "samples": r.row["timing"]["samples"],
                                    "predicted": None if p is None else p.seconds,
                                    "bandwidth": n / median, "notes": r.row["notes"]})

@@ -106,6 +106,10 @@ def test_a_worker_on_another_gpu_has_a_place_of_its_own():
     assert advice.process_place("cuda:0", "cuda") == "cuda:0->process"
     assert advice.process_place("cuda:0", "cuda:1") == "cuda:0->process@cuda:1"
     assert advice.process_place("cpu", "cuda:1") == "cpu->process", "host memory goes the same way to any worker"
+    # A worker on another host: its link, fitted apart from every other host's (any port).
+    assert advice.process_place("cpu", None, "10.0.0.2:29500") == "cpu->remote:10.0.0.2"
+    assert advice.process_place("cpu", "cuda:0", "10.0.0.2:29501") == "cpu->remote:10.0.0.2"
+    assert advice.process_place("cpu", None, "10.0.0.3:29500") != advice.process_place("cpu", None, "10.0.0.2:29500")
 
 
 def test_the_process_paths_are_measured_in_rounds_apart_each_with_a_fresh_worker(model):

@@ -258,7 +258,7 @@ def calibrate(
             place = f"{place}->{where['to_device']}"
         elif kind == "process":
             across = where["across"]
-            place = process_place(place, getattr(across, "device", None))
+            place = process_place(place, getattr(across, "device", None), getattr(across, "host", None))
         points = [{**p, "host_speed": speed} for p in d["points"]]
         sweeps.setdefault((kind, src, dst, place), []).extend(points)
         if record is not None:
@@ -390,11 +390,16 @@ def producer_state(src: Any, obj: Any) -> str:
     return "unknown" if busy is None else ("busy" if busy else "idle")
 
 
-def process_place(place: str, worker_device: str | None) -> str:
+def process_place(place: str, worker_device: str | None, peer: str | None = None) -> str:
     """The cost model's place of a handoff to a worker from memory at ``place`` (``cpu``,
     ``cuda:0``): ``cuda:0->process`` for a worker on the memory's device (or on none), and
     ``cuda:0->process@cuda:1`` for one working on another GPU, where NCCL applies and a CUDA IPC
-    mapping is opened from another device's context."""
+    mapping is opened from another device's context. ``peer``: a worker on another host
+    (``HOST:PORT``), whose handoffs cross the link to that host: ``cpu->remote:HOST``, fitted
+    apart from every other host's (one calibration never predicts another link)."""
+    if peer is not None:
+        host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+        return f"{place}->remote:{host}"
     if worker_device == "cuda":  # the worker's default GPU
         worker_device = "cuda:0"
     if worker_device is None or worker_device == place or place == "cpu":
@@ -402,10 +407,11 @@ def process_place(place: str, worker_device: str | None) -> str:
     return f"{place}->process@{worker_device}"
 
 
-def process_prediction(obj: Any, path: str, to: str | None, worker_device: str | None = None) -> Any:
+def process_prediction(obj: Any, path: str, to: str | None, worker_device: str | None = None,
+                       peer: str | None = None) -> Any:
     """The cost model's time for handing ``obj`` to a worker by process ``path``, the worker holding
     it in framework ``to`` (None: the source's) on ``worker_device`` (None: the memory's device),
-    asked before the handoff runs; None where this
+    on another host at ``peer`` (``HOST:PORT``; None: this host), asked before the handoff runs; None where this
     machine is not calibrated for that path, pair and place (``calibrate(processes=True)``).
     Process paths' fits carry no host-speed scaling (it made them worse on the 2x H200)."""
     from gpushare.exceptions import GpushareError
@@ -417,7 +423,7 @@ def process_prediction(obj: Any, path: str, to: str | None, worker_device: str |
         src = adapter_for(obj, None)
         info = src.inspect(obj)
         nbytes = int(info.nbytes)
-        place = process_place(_place(src, obj, info), worker_device)
+        place = process_place(_place(src, obj, info), worker_device, peer)
     except GpushareError:  # an object no adapter describes (the worker can take it by its address
         return None  # alone): no fit is keyed by it, and the handoff itself says what it makes of it
     target = framework(to).name if to is not None else src.name
@@ -510,7 +516,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
         # An unstarted Worker says where a worker would run (the NCCL paths need another GPU).
         worker = (across if isinstance(across, processes.Worker) else
                   processes.Worker(host=across) if arguments.is_remote(across) else processes.Worker())
-        kind, where = "process", process_place(place, worker.device)
+        kind, where = "process", process_place(place, worker.device, worker.host)
         rules_choice = auto.across_processes(obj)
         for path in paths.names_of("process"):
             why = processes.applicability(obj, path, worker, to=to)

@@ -413,7 +413,7 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
     if refused is not None:
         raise gpushare_error("path_not_applicable", f"{path}: {refused}", reason=refused)
     transport = TRANSPORTS[path](worker, obj, path, asked, peer)
-    result = _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device))
+    result = _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device, worker.host))
     if path == "remote":
         _set_against_link(worker, result)
     return result
