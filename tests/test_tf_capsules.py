@@ -114,12 +114,12 @@ def test_tensorflow_export_refuses_a_stream_and_gpushare_passes_none():
 
 
 def test_tf_routes_say_how_they_order_the_work():
-    from gpushare import paths
+    from gpushare import auto
 
     torch = pytest.importorskip("torch", reason="torch not installed")
-    _, into_tf = paths.route(framework("torch"), framework("tf"), "auto")
+    _, into_tf = auto.route(framework("torch"), framework("tf"))
     assert "waited for torch's queued work" in into_tf.ordering
-    _, out_of_tf = paths.route(framework("tf"), framework("torch"), "auto")
+    _, out_of_tf = auto.route(framework("tf"), framework("torch"))
     assert "TensorFlow's export waits" in out_of_tf.ordering
     r = gpushare.share(torch.arange(4.0), "tf")
     assert r.verdict == "shared"

@@ -26,7 +26,8 @@ TensorInfo = _native.TensorInfo
 # per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused for an array
 # whose path could differ. Cleared with the model (model_cache.forget()).
 _PLANS: dict[tuple[Any, ...], Any] = {}
-model_cache.when_forgotten(_PLANS.clear)
+# Looked up when called: the dict bound then is the one dropped (a test may rebind it).
+model_cache.when_forgotten(lambda: _PLANS.clear())
 
 
 def inspect(obj: Any) -> TensorInfo:
@@ -275,7 +276,7 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
 # time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
 # the host work around a peer copy that share(device=) adds. Cleared with the model.
 _MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
-model_cache.when_forgotten(_MOVE_AUTOS.clear)
+model_cache.when_forgotten(lambda: _MOVE_AUTOS.clear())
 
 
 def _move_auto(obj: Any, src: Adapter, dst: Adapter, source_device: tuple[int, int], destination: tuple[int, int],

@@ -51,8 +51,9 @@ def path_for(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)
 # (source, target, host or device memory) -> the route of auto's pick: both decided with the model.
 _SIZE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}
 _ROUTES: dict[tuple[Any, ...], tuple[str, paths.Route]] = {}
-model_cache.when_forgotten(_SIZE_BREAKS.clear)
-model_cache.when_forgotten(_ROUTES.clear)
+# Looked up when called: the dicts bound then are the ones dropped (a test may rebind them).
+model_cache.when_forgotten(lambda: _SIZE_BREAKS.clear())
+model_cache.when_forgotten(lambda: _ROUTES.clear())
 
 
 def size_breaks(

@@ -29,7 +29,7 @@ Prediction = _native.Prediction
 
 # Predictors of `auto` read the cost model: dropped with it.
 _PREDICTORS: dict[tuple[str, str, str, str, str], Any] = {}
-model_cache.when_forgotten(_PREDICTORS.clear)
+model_cache.when_forgotten(lambda: _PREDICTORS.clear())  # looked up when called
 
 
 def predictor(src: Any, dst: Any, path: str) -> Any:
