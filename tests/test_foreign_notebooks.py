@@ -52,13 +52,18 @@ COMMAND_TIMEOUT_S = 900
 #: that a notebook of these sizes outlasts only by hanging.
 NBCLIENT_GUARD_S = 300
 NBCLIENT_ATTEMPTS = 3
+#: After a cell's reply, nbclient waits only ``iopub_timeout`` (4 s by default) for the cell's
+#: remaining output, then goes on without it: on a loaded machine it once recorded a failing cell
+#: with no error output at all. The reference waits as long as a cell may run: until the kernel
+#: says it is idle, as ``gpushare run`` does.
+NBCLIENT_IOPUB_TIMEOUT_S = 240
 
 NBCLIENT = r"""
 import json, sys, nbformat, nbclient
-path, timeout, startup = sys.argv[1], int(sys.argv[2]) or None, int(sys.argv[4])
+path, timeout, startup, iopub = sys.argv[1], int(sys.argv[2]) or None, int(sys.argv[4]), int(sys.argv[5])
 nb = nbformat.read(path, as_version=4)
 client = nbclient.NotebookClient(nb, timeout=timeout, startup_timeout=startup, kernel_name="python3",
-                                 resources={"metadata": {"path": sys.argv[3]}})
+                                 iopub_timeout=iopub, resources={"metadata": {"path": sys.argv[3]}})
 error = ""
 try:
     client.execute()
@@ -90,7 +95,7 @@ def cell_limit(path: Path) -> int | None:
 
 def outcome_under_nbclient(path: Path, env: dict) -> dict:
     command = [sys.executable, "-c", NBCLIENT, str(path), str(cell_limit(path) or 0), str(path.parent),
-               str(STARTUP_TIMEOUT_S)]
+               str(STARTUP_TIMEOUT_S), str(NBCLIENT_IOPUB_TIMEOUT_S)]
     for attempt in range(1, NBCLIENT_ATTEMPTS + 1):
         try:
             proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=path.parent,
@@ -101,7 +106,8 @@ def outcome_under_nbclient(path: Path, env: dict) -> dict:
                 raise
     assert proc.returncode == 0, f"the nbclient script itself failed on {path.name}:\n{proc.stderr[-3000:]}"
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"succeeded": result["error"] == "", "errors": result["enames"]}
+    return {"succeeded": result["error"] == "", "errors": result["enames"], "raised": result["error"],
+            "log": proc.stderr[-2000:]}
 
 
 def outcome_under_gpushare(path: Path, out: Path, env: dict) -> dict:
@@ -144,7 +150,8 @@ def test_foreign_notebooks_have_the_same_outcome_as_under_nbclient(tmp_path):
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(both, NOTEBOOKS))
     differ = [
-        f"{label}: nbclient {ref} / gpushare run {ours['succeeded']}, {ours['errors']}\n{ours['log']}"
+        f"{label}: nbclient {ref['succeeded']}, {ref['errors']} (raised {ref['raised'] or 'nothing'}) / "
+        f"gpushare run {ours['succeeded']}, {ours['errors']}\nnbclient:\n{ref['log']}\ngpushare run:\n{ours['log']}"
         for label, ref, ours in results
         if (ref["succeeded"], ref["errors"]) != (ours["succeeded"], ours["errors"])
     ]
