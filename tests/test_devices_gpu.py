@@ -347,3 +347,33 @@ def test_an_own_copy_from_another_framework_moves_its_values(src):
     r = gpushare.share(x, "torch", device="cuda:1", path="p2p")
     assert r.verdict == "copied" and r.value.device.index == 1, r.reason
     np.testing.assert_array_equal(r.value.cpu().numpy(), values)
+
+
+@two
+def test_a_jax_array_on_the_second_gpu_into_cupy_is_predicted_on_every_path_and_auto_shares():
+    """CuPy's ``__cuda_array_interface__`` import allocates on the current device: a JAX array on
+    cuda:1 taken by ``cai`` once arrived as a copy on cuda:0 where the rules said shared, and
+    ``auto`` took that path from a model. Each path's outcome is the predicted one, and ``auto``
+    never takes a path that copies where another shares."""
+    need("jax")
+    need("cupy")
+    import jax
+    import jax.numpy as jnp
+
+    from gpushare.exceptions import GpushareError
+
+    x = jax.device_put(jnp.arange(4096, dtype=jnp.float32), jax.devices("gpu")[1])
+    shared_by = []
+    for path in ("cai", "dlpack", "capsule"):
+        try:
+            r = gpushare.share(x, "cupy", path=path)
+        except GpushareError as e:
+            assert getattr(e, "predicted", None), f"{path}: refused without a prediction: {e}"
+            continue
+        assert r.unexpected is False, (path, r.verdict, r.reason, r.prediction)
+        if r.verdict == "shared":
+            assert r.target.dlpack_device == x.__dlpack_device__(), (path, r.target.dlpack_device)
+            shared_by.append(path)
+    assert shared_by, "no path shares a JAX array on cuda:1 with CuPy"
+    r = gpushare.share(x, "cupy")
+    assert r.verdict == "shared" and r.unexpected is False, (r.path, r.verdict, r.reason)

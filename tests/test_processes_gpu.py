@@ -128,6 +128,30 @@ def test_nccl_on_one_gpu_is_a_predicted_refusal(worker):
         worker.share(x, path="nccl_socket")
 
 
+def test_a_strided_cuda_tensor_is_refused_for_nccl_with_the_fix_before_anything_is_sent(worker):
+    """torch.distributed's send takes only dense tensors: ``x[::2]`` once failed inside the worker in
+    torch's words. The refusal comes first, names the fix, and the worker goes on serving."""
+    x = torch.arange(64.0, device="cuda:0")[::2]
+    for path in ("nccl", "nccl_socket"):
+        with pytest.raises(PathNotApplicableError, match=r"x\.contiguous\(\)"):
+            worker.share(x, path=path)
+    r = worker.share(x.contiguous(), path="ipc")
+    assert r.verdict == "shared"
+    r.release()
+
+
+@two_gpus
+def test_the_dense_copy_of_a_strided_tensor_goes_by_nccl_to_a_second_gpu():
+    x = torch.arange(64.0, device="cuda:0")[::2]
+    with gpushare.Worker(device="cuda:1") as w:
+        with pytest.raises(PathNotApplicableError, match=r"x\.contiguous\(\)"):
+            w.share(x, path="nccl")
+        r = w.share(x.contiguous(), path="nccl")
+        assert r.verdict == "copied"
+        assert (r.remote.read() == x.cpu().numpy()).all()
+        r.release()
+
+
 _SENT_THEN_STOPPED = r"""
 import torch, gpushare
 x = torch.ones(1 << 20, device="cuda:0")
