@@ -330,13 +330,20 @@ class _TorchMp(Transport):
         process_rules.check_shm_space(self.path, self.steps.shared_memory_needed(self.obj),
                                       "torch.multiprocessing's move of the tensor's storage into shared memory")
         self.before = _address(self.obj)[0]
+        self.handle: str | None = None  # torch's IPC handle of the block, read from the first send
         if not self.cuda:
             self.noted.append(f"sharing strategy {strategy!r}")
         self.detail = "CUDA IPC of the allocator block + offset" if self.cuda else f"{strategy} strategy (shared-memory file)"
         return 0.0
 
     def hand_over(self) -> dict:
-        return self.worker._call("recv_object", obj=self.obj)
+        # A CUDA tensor goes as an alias of its own (TorchProcessSteps.sendable), dropped once sent:
+        # torch keeps the memory until the worker lets go, and the caller's tensor is never marked.
+        sent = self.steps.sendable(self.obj)
+        reply = self.worker._call("recv_object", obj=sent)
+        if self.cuda and self.handle is None:
+            self.handle = self.steps.ipc_handle(sent)
+        return reply
 
     def identities(self, reply: dict) -> tuple[dict | None, dict | None]:
         if not self.cuda and _address(self.obj)[0] != self.before:
@@ -348,7 +355,7 @@ class _TorchMp(Transport):
             # it sees (size and offset) and by torch's own handle, which is the allocation's IPC handle.
             # The handle torch sent (cudaIpcGetMemHandle of the allocator's segment) is what the worker
             # opened; the driver's handle of the same allocation is kept beside it.
-            torch_handle = self.steps.ipc_handle(self.obj)
+            torch_handle = self.handle or self.steps.ipc_handle(self.steps.sendable(self.obj))
             if src_id.get("handle") not in (None, torch_handle):
                 self.noted.append("torch's IPC handle bytes differ from the driver's for the same allocation; "
                                   "judged by torch's")

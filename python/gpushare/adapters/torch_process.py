@@ -24,6 +24,23 @@ def _dist() -> Any:
     return dist
 
 
+def _alias(obj: Any) -> Any:
+    """``obj`` over a storage of its own that views the same memory from the same start (torch's
+    export looks the start up in the caching allocator, so a storage starting mid-block would be
+    refused): the whole storage's bytes through DLPack, then ``obj``'s dtype, shape, strides and
+    offset over them."""
+    torch = _torch()
+    storage = obj.untyped_storage()
+    if storage.nbytes() == 0 or storage.nbytes() % obj.element_size():
+        return obj
+    data = torch.empty(0, dtype=torch.uint8, device=obj.device).set_(storage)
+    whole = torch.from_dlpack(data)
+    alias = whole.view(obj.dtype).as_strided(obj.shape, obj.stride(), obj.storage_offset())
+    if obj.requires_grad:
+        alias.requires_grad_(True)
+    return alias
+
+
 class TorchProcessSteps:
     """What the process paths ask of PyTorch, in the parent and in the worker."""
 
@@ -70,10 +87,30 @@ class TorchProcessSteps:
     def storage_nbytes(self, obj: Any) -> int:
         return int(obj.untyped_storage().nbytes()) if hasattr(obj, "untyped_storage") else 0
 
+    def sendable(self, obj: Any) -> Any:
+        """What torch.multiprocessing sends for ``obj``: a CUDA tensor goes as an alias over the same
+        memory with a storage of its own (a DLPack view). torch marks every CUDA storage it sends for
+        good: the storage keeps a slot of torch's reference-count file until it is freed, and a
+        producer that still holds it at exit warns "Producer process has been terminated before all
+        shared CUDA tensors released" although the consumer let go (plain torch does so too). The
+        alias is what gets marked; the parent drops it once sent, torch keeps the memory until the
+        worker lets go (its limbo), and ``release_sent`` frees it once the worker has stopped. The
+        user's tensor is never marked."""
+        if not obj.is_cuda or (obj.requires_grad and not obj.is_leaf):
+            return obj  # host memory has no such mark; torch's own refusal of a non-leaf stays
+        return _alias(obj)
+
     def ipc_handle(self, obj: Any) -> str:
         """The CUDA IPC handle torch sends for ``obj`` (cudaIpcGetMemHandle of the caching
-        allocator's segment), hex."""
-        return bytes(obj.untyped_storage()._share_cuda_()[1]).hex()
+        allocator's segment), hex. torch counts each export as one more consumer of the block, so
+        this one, which nobody receives, is counted back at once: else the block would never leave
+        torch's limbo."""
+        torch = _torch()
+        shared = obj.untyped_storage()._share_cuda_()
+        handle, counter_file, counter_offset = shared[1], shared[4], shared[5]
+        if counter_file:
+            torch.UntypedStorage._release_ipc_counter(counter_file, counter_offset, device=obj.device)
+        return bytes(handle).hex()
 
     def unmoved_source(self, obj: Any, path: str) -> tuple[Any, str | None]:
         """What a comparison hands over by ``path``, and a note if it is not ``obj``: torch moves a
