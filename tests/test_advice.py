@@ -314,7 +314,13 @@ def test_every_table_carries_the_prediction_beside_the_measured_time(model):
     assert columns | {"ordering", "median_s"} <= set(c.columns), list(c.columns)
     host = c[c["path"] == "host"].iloc[0]
     expected = model.predict("share", "host", "torch", "numpy", "cpu", 1 << 20)
-    assert host["tolerance"] == pytest.approx(expected.tolerance)
+
+    def stated_error(row) -> float:
+        # The fit's own, widened by how far the correction for the host's speed now moved the
+        # prediction from the one as calibrated (``expected``, asked with no host speed).
+        return expected.tolerance + abs(row["predicted_s"] - expected.seconds) / row["predicted_s"]
+
+    assert host["tolerance"] == pytest.approx(stated_error(host))
     assert host["extrapolated"] == False  # noqa: E712 (a numpy bool)
     assert host["predicted_s"] > 0 or host["unpredictable"]
     # A bench past the largest size calibrated (8 MiB): extrapolated, from 8 MiB.
@@ -324,4 +330,5 @@ def test_every_table_carries_the_prediction_beside_the_measured_time(model):
     assert past["extrapolated"] == True and past["extrapolated_from"] == 8 << 20  # noqa: E712
     a = gpushare.advise(x, "numpy").to_pandas()
     assert columns | {"ordering", "ordered"} <= set(a.columns), list(a.columns)
-    assert a[a["path"] == "host"].iloc[0]["tolerance"] == pytest.approx(expected.tolerance)
+    advised = a[a["path"] == "host"].iloc[0]
+    assert advised["tolerance"] == pytest.approx(stated_error(advised))

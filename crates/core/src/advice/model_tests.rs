@@ -209,6 +209,33 @@ fn a_fixed_cost_follows_the_hosts_speed_and_a_per_byte_cost_does_not() {
 }
 
 #[test]
+fn the_stated_error_spans_the_prediction_as_calibrated_and_as_corrected_for_the_hosts_speed() {
+    // jax->torch by pinned at 3 KiB on an H200: 37 us as calibrated and as measured, 55 us once
+    // corrected for a host read as 1.9x slower; the correction is a guess the stated error owns.
+    let key = CostKey { kind: "share".into(), path: "pinned".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
+    let speeds = vec![1.0e-6, 1.0e-6, 1.0e-6];
+    let pts: Vec<Observation> = [64 * KIB, MIB, 16 * MIB].iter().map(|&n| Observation { bytes: n, seconds: 37e-6 + n as f64 / 20e9 }).collect();
+    let mut model = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(model.add_measured(&key, pts, Some(speeds), Some(false)));
+    let fit = model.fit(&key).unwrap().clone();
+    let at = |speed: Option<f64>| model.predict(&key, 3 * KIB, Ordering::None, 0.0, speed).unwrap();
+    // As calibrated (the same speed, or none measured): the fit's own stated error.
+    assert_eq!(at(Some(1.0e-6)).tolerance, fit.tolerance(3 * KIB));
+    assert_eq!(at(None).tolerance, fit.tolerance(3 * KIB));
+    // Corrected: wider by the share of the prediction the correction moved, so both lie inside it.
+    let slow = at(Some(1.9e-6));
+    let as_calibrated = fit.seconds(3 * KIB);
+    assert!(slow.seconds > as_calibrated * 1.3, "{slow:?}");
+    assert!((slow.tolerance - fit.tolerance(3 * KIB) - (slow.seconds - as_calibrated) / slow.seconds).abs() < 1e-12);
+    assert!((slow.seconds - as_calibrated).abs() / slow.seconds <= slow.tolerance);
+    assert!(slow.unpredictable.is_none(), "{slow:?}");
+    // A host so much faster now that the correction alone reaches 2x: no number, and the words say why.
+    let fast = at(Some(0.01e-6));
+    let why = fast.unpredictable.expect("a correction past 2x gives no number");
+    assert!(why.contains("faster than when this path was calibrated"), "{why}");
+}
+
+#[test]
 fn a_share_in_host_memory_follows_the_hosts_speed_one_for_one() {
     // On the host a share's fixed cost is all host work: twice as slow a host, twice the time.
     // The same sweep on a device keeps HOST_SPEED_EXPONENT (part of it is the driver's and the
