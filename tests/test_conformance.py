@@ -254,12 +254,14 @@ def _cuda_source(fw, dtype, layout):
 
 
 def _h200_predict(src, dst, dtype, layout):
-    from gpushare import _native
+    from gpushare import _native, auto
+    from gpushare.adapters import ADAPTERS
 
     predictor = _native.Predictor(
         dst, _H200_VERSIONS[dst], "auto", _H200_VERSIONS[src],
         target_facts={"keeps_64_bit": lambda: False} if dst == "jax" else None,
         source_facts={"current_device": lambda: 0} if src == "torch" else None,
+        pair=auto.pair(ADAPTERS[src], ADAPTERS[dst]),
     )
     verdict, reason, fix, expected_error = predictor(_cuda_source(src, dtype, layout))
     return {"verdict": verdict, "reason": reason, "fix": fix, "expected_error": expected_error}

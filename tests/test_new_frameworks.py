@@ -234,7 +234,8 @@ def test_pycuda_takes_and_gives_the_cuda_array_interface_only(stand_in_pycuda):
     # auto: no DLPack either way, so device memory goes by __cuda_array_interface__.
     assert auto.path_for(stand_in_pycuda, torch_adapter, (2, 0)) == "cai"
     assert auto.path_for(torch_adapter, stand_in_pycuda, (2, 0)) == "cai"
-    assert auto.pair(stand_in_pycuda, stand_in_pycuda).endpoints == _native.known_endpoints("pycuda", "pycuda")
+    # Neither side speaks DLPack: no __dlpack__, no object or capsule import.
+    assert auto.pair(stand_in_pycuda, stand_in_pycuda).endpoints == (False, False, False, True)
     # Its import is a GPUArray over the same memory that keeps the source alive.
     source = StandInGPUArray((2, 3), np.int16)
     view = stand_in_pycuda.from_cai(source)
@@ -252,6 +253,11 @@ def test_pycuda_without_a_context_says_which_module_makes_one(stand_in_pycuda, m
 # -- What the CUDA matrix on 2x H200 showed (MLX, Warp, cuda.core and PyCUDA on the GPU) ---------
 
 
+def _pair(source: str, target: str):
+    """What the two adapters declare, as every Predictor gpushare makes is given it."""
+    return auto.pair(ADAPTERS[source], ADAPTERS[target])
+
+
 def _cuda_info(framework: str, dtype_code: int = 2, bits: int = 32, shape=(4, 6), strides=(6, 1), ptr=0x7F0000000000):
     return _native.tensor_info_from_fields(framework, "cuda:0", ptr, list(shape), list(strides), dtype_code, bits, 2, 0, False)
 
@@ -264,7 +270,7 @@ def test_mlx_refuses_cuda_memory_in_the_words_the_prediction_expects():
     capsule = _native.capsule_over(host, host.ctypes.data, [4, 6], [6, 1], 2, 32, 2, 0)
     with pytest.raises(ValueError) as raised:
         mx.from_dlpack(capsule)
-    predicted = _native.Predictor("mlx", mx.__version__, "dlpack", "")(_cuda_info("torch"))
+    predicted = _native.Predictor("mlx", mx.__version__, "dlpack", "", pair=_pair("torch", "mlx"))(_cuda_info("torch"))
     assert predicted.verdict == "failed" and predicted.expected_error in str(raised.value), (predicted, raised.value)
     assert "path='host'" in predicted.fix
 
@@ -277,7 +283,8 @@ def test_the_rule_facts_hook_reads_a_changing_fact_at_each_prediction_and_only_w
         calls.append("context")
         return context["current"]
 
-    into_pycuda = _native.Predictor("pycuda", "2026.1", "auto", "", target_facts={"has_current_context": has_context})
+    into_pycuda = _native.Predictor("pycuda", "2026.1", "auto", "", target_facts={"has_current_context": has_context},
+                                    pair=_pair("torch", "pycuda"))
     source = _cuda_info("torch")
     p = into_pycuda(source)
     assert p.verdict == "failed" and "pycuda.autoprimaryctx" in p.fix, p
@@ -287,13 +294,14 @@ def test_the_rule_facts_hook_reads_a_changing_fact_at_each_prediction_and_only_w
     # JAX's x64 flag is asked only of a 64-bit dtype, the only ones it narrows.
     x64_reads = []
     into_jax = _native.Predictor("jax", "0.11.2", "auto", "",
-                                 target_facts={"keeps_64_bit": lambda: x64_reads.append(1) or True})
+                                 target_facts={"keeps_64_bit": lambda: x64_reads.append(1) or True}, pair=_pair("torch", "jax"))
     assert into_jax(_cuda_info("torch")).verdict == "shared" and x64_reads == []
     assert into_jax(_cuda_info("torch", 2, 64)).verdict == "shared" and x64_reads == [1]
     with pytest.raises(ValueError, match="unknown rule fact"):
-        _native.Predictor("jax", "", "auto", "", target_facts={"jax_x64": True})
+        _native.Predictor("jax", "", "auto", "", target_facts={"jax_x64": True}, pair=_pair("torch", "jax"))
     with pytest.raises(ValueError, match="read once"):
-        _native.Predictor("torch", "", "auto", "", target_facts={"per_thread_default_stream": lambda: True})
+        _native.Predictor("torch", "", "auto", "", target_facts={"per_thread_default_stream": lambda: True},
+                          pair=_pair("cupy", "torch"))
 
 
 def test_each_adapter_declares_its_rule_facts_through_the_one_hook():
@@ -305,7 +313,7 @@ def test_each_adapter_declares_its_rule_facts_through_the_one_hook():
     assert facts["numpy"] == {} and facts["mlx"] == {"dlpack_takes_device": False}
     # Every name is one the core knows: a Predictor takes each adapter's facts on both sides.
     for name, declared in facts.items():
-        _native.Predictor(name, "", "auto", "", target_facts=declared, source_facts=declared)
+        _native.Predictor(name, "", "auto", "", target_facts=declared, source_facts=declared, pair=_pair(name, name))
 
 
 def test_pycuda_facts_follow_its_context_stack(stand_in_pycuda, monkeypatch):

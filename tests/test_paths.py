@@ -38,12 +38,16 @@ def test_every_path_is_declared_once_in_the_table():
     assert tuple(processes.PROCESS_PATHS) == paths.names_of("process")
 
 
-def test_the_adapters_agree_with_what_the_rules_know_of_each_framework():
-    """A prediction made from names alone (the rules' tests, a Predictor not given the adapters'
-    facts) resolves ``auto`` from the rules' word on each framework: it must be the adapters'."""
-    for s in ADAPTERS.values():
-        for d in ADAPTERS.values():
-            assert auto.pair(s, d).endpoints == _native.known_endpoints(s.name, d.name), (s.name, d.name)
+def test_the_rules_keep_no_copy_of_what_the_adapters_declare():
+    """``auto`` and every prediction decide from the facts the adapters declare, read once per
+    pair (``Pair.of``): the binding has no names-only fallback, and a Predictor cannot be made
+    without the pair's facts."""
+    assert not hasattr(_native, "known_endpoints")
+    with pytest.raises(TypeError, match="pair"):
+        _native.Predictor("jax", "", "auto", "")
+    numba, torch_ = ADAPTERS["numba"], ADAPTERS["torch"]
+    # The facts come from the adapters themselves: Numba's arrays have no __dlpack__.
+    assert auto.pair(numba, torch_).endpoints[0] is False and auto.pair(torch_, numba).endpoints[0] is True
 
 
 def test_auto_decides_from_facts():

@@ -321,7 +321,8 @@ class Predictor:
         source_version: str = "",
         target_facts: dict[str, Any] | None = None,
         source_facts: dict[str, Any] | None = None,
-        pair: Pair | None = None,
+        *,
+        pair: Pair,
         destination: tuple[int, int] | None = None,
         model: CostModel | None = None,
     ) -> None: ...
@@ -393,7 +394,6 @@ class Pair:
 
 def plot_style(path: str) -> tuple[str, str]: ...
 def parse_paths(kind: str, texts: list[str]) -> list[str]: ...
-def known_endpoints(source: str, target: str) -> tuple[bool, bool, bool, bool]: ...
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
 
 # -- one kind of share, run in Rust (crates/python/src/binding/plan.rs) --------------------------------------------

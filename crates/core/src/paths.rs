@@ -261,7 +261,9 @@ pub struct Endpoints {
 }
 
 impl Default for Endpoints {
-    fn default() -> Self {
+    /// The plain handoff: a source with `__dlpack__`, a target that takes objects and capsules,
+    /// addresses device memory and orders its imports (`_native.Pair()`'s defaults).
+    fn default() -> Endpoints {
         Endpoints {
             source_exports_dlpack: true,
             target_accepts_objects: true,

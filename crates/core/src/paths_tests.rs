@@ -170,7 +170,7 @@ fn on_the_host_a_faster_capsule_replaces_dlpack_where_it_loses_no_flag() {
 }
 
 fn known_endpoints_for(source: &str) -> Endpoints {
-    crate::explain::known_endpoints(source, "torch")
+    crate::explain::fixtures::endpoints(source, "torch")
 }
 
 #[test]

@@ -1,35 +1,12 @@
-//! `auto` as the rules see it: the one [`crate::paths::resolve_auto`], from the adapters' facts
-//! where the caller has them, else from what the rules know of each framework.
+//! `auto` as the rules see it: the one [`crate::paths::resolve_auto`], from the facts the adapters
+//! declare ([`Endpoints`], read once per pair by the binding): the rules keep no copy of them.
 
 use super::TargetFacts;
 use crate::paths::{AutoFacts, Endpoints, Place, auto_size_breaks, resolve_auto};
 use crate::report::TensorReport;
 
-/// What the rules know of each framework's DLPack import and export, for a prediction made from
-/// names alone (the Rust tests, a `Predictor` not given the adapters' facts). The adapters declare
-/// the same facts (`accepts_objects`, …); tests/test_paths.py checks that the two agree.
-pub fn known_endpoints(source: &str, target: &str) -> Endpoints {
-    Endpoints {
-        // Numba's device arrays and PyCUDA's GPUArray have no __dlpack__.
-        source_exports_dlpack: !matches!(source, "numba" | "pycuda"),
-        // TensorFlow's from_dlpack takes capsules only; Numba and PyCUDA take __cuda_array_interface__ only.
-        target_accepts_objects: !matches!(target, "tf" | "numba" | "pycuda"),
-        // JAX removed capsule import in 0.7.2; NumPy never had it; cuda.core's StridedMemoryView
-        // wants an object with __dlpack_device__.
-        target_accepts_capsules: !matches!(target, "numba" | "jax" | "numpy" | "pycuda" | "cuda_core"),
-        // NumPy arrays live in host memory only.
-        target_addresses_device: target != "numpy",
-        // JAX's DLPack import waits on the host for the producer's stream (measured on 2× H200).
-        target_import_waits: target == "jax",
-        // JAX's __cuda_array_interface__ import ignores the producer's stream (measured on an H100).
-        target_cai_unordered: target == "jax",
-        // NumPy's legacy __dlpack__() raises BufferError for a read-only array.
-        source_capsule_refuses_readonly: source == "numpy",
-    }
-}
-
 /// The path a handoff of `source` to `target` by `target.path` takes: `auto` resolved by the one
-/// [`crate::paths::resolve_auto`], from the adapters' facts where the caller gave them.
+/// [`crate::paths::resolve_auto`], from the adapters' facts.
 pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a str {
     if target.path != "auto" {
         return &target.path;
@@ -243,7 +220,7 @@ impl AutoMemo {
         &self,
         source: &TensorReport,
         target: &str,
-        endpoints: Option<Endpoints>,
+        endpoints: Endpoints,
         model: &crate::advice::model::CostModel,
         busy: bool,
     ) -> &'static str {
@@ -314,17 +291,12 @@ impl PartialEq for AutoMemo {
     }
 }
 
-/// `auto` for handing `source` to framework `target` within its device, by the rules alone.
-pub fn resolve_auto_for(source: &TensorReport, target: &str, endpoints: Option<Endpoints>) -> &'static str {
-    resolve_auto_with(source, target, endpoints, None)
-}
-
-/// `auto` within the source's device, with the cost model where there is one, for this array's
-/// size.
+/// `auto` within the source's device for the adapters' `endpoints`, with the cost model where
+/// there is one, for this array's size.
 pub fn resolve_auto_with(
     source: &TensorReport,
     target: &str,
-    endpoints: Option<Endpoints>,
+    endpoints: Endpoints,
     model: Option<&crate::advice::model::CostModel>,
 ) -> &'static str {
     resolve_auto(&share_facts(source, target, endpoints, model, false)).path
@@ -334,12 +306,12 @@ pub fn resolve_auto_with(
 fn share_facts<'a>(
     source: &'a TensorReport,
     target: &'a str,
-    endpoints: Option<Endpoints>,
+    endpoints: Endpoints,
     model: Option<&'a crate::advice::model::CostModel>,
     producer_busy: bool,
 ) -> AutoFacts<'a> {
     AutoFacts {
-        endpoints: endpoints.unwrap_or_else(|| known_endpoints(&source.framework, target)),
+        endpoints,
         source: Place::of_dlpack(source.dlpack_device),
         destination: None,
         peer_access: None,

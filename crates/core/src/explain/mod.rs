@@ -15,6 +15,8 @@
 //!   prediction that differs from the judgement is shown as UNEXPECTED, never hidden.
 
 mod auto;
+#[cfg(test)]
+pub(crate) mod fixtures;
 mod gaps;
 mod identity;
 mod judgement;
@@ -30,7 +32,7 @@ pub use process::{ProcessFacts, ProcessProbe, refuse_process};
 pub use judgement::{Judgement, NOTHING_TO_SHARE, copied_by_design, copy_reason, judge, judge_path, judge_route};
 pub use known::explain_failure;
 pub use moves::MoveMemo;
-pub use auto::{ArrayAuto, auto_follows_producer, auto_for_array, known_endpoints, resolve_auto_for, resolve_auto_with, resolve_path};
+pub use auto::{ArrayAuto, auto_follows_producer, auto_for_array, resolve_auto_with, resolve_path};
 pub use prediction::{FrameworkFacts, LiveFact, PredictedOutcome, Settings, TargetFacts, parse_version, predict, rule_reads};
 pub use refusal::{Refusal, refuse};
 

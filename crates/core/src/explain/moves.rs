@@ -98,8 +98,7 @@ pub fn predict_move(source: &TensorReport, target: &TargetFacts, destination: Pl
         "move" => (share(&arrived(source, &source.framework, destination), "auto"), None),
         "dlpack" => (share(&arrived(source, &source.framework, destination), "dlpack"), words),
         "p2p" | "pinned" => {
-            let endpoints = target.endpoints.unwrap_or_else(|| super::known_endpoints(&source.framework, &target.framework));
-            let import = import_path(&Endpoints { source_exports_dlpack: true, ..endpoints });
+            let import = import_path(&Endpoints { source_exports_dlpack: true, ..target.endpoints });
             (share(&arrived(source, "gpushare", destination), import), words)
         }
         // Not a move path: the route refuses it before anything runs.

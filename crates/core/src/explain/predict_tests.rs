@@ -332,7 +332,7 @@ fn failures_come_before_copies() {
 
 #[test]
 fn paths() {
-    let auto = |source: &str, target: &str| resolve_path(&f32(source, 0x10000), &to(target)).to_string();
+    let auto = |source: &str, target: &str| resolve_path(&f32(source, 0x10000), &TargetFacts::between(source, target, "", "auto")).to_string();
     assert_eq!(auto("torch", "tf"), "capsule");
     assert_eq!(auto("torch", "jax"), "dlpack");
     assert_eq!(auto("numba", "torch"), "cai");
@@ -436,7 +436,7 @@ fn cai_into_jax_keeps_64_bit_dtypes_and_raises_on_strides() {
             numba(dtype, 0x7f00_0000_0200, vec![], vec![]),
             numba(dtype, 0x7f00_0000_0208, vec![23], vec![1]),
         ] {
-            let p = predict(&t, &to("jax"));
+            let p = predict(&t, &TargetFacts::between("numba", "jax", "", "auto"));
             assert_eq!(p.verdict(), Verdict::Shared, "{dtype} {t:?}");
             assert!(p.reason().unwrap().contains(&format!("JAX keeps {dtype}")));
         }
@@ -444,7 +444,7 @@ fn cai_into_jax_keeps_64_bit_dtypes_and_raises_on_strides() {
     let said = "JaxRuntimeError: UNIMPLEMENTED: Only arrays with trivial (compact) striding are supported; i.e., arrays whose striding represents a transposition of the underlying buffer but not broadcasting.";
     for dtype in ["bool", "int8", "float32", "int64", "complex128"] {
         let sliced = numba(dtype, 0x7f00_0000_0220, vec![2, 4], vec![6, 1]);
-        let p = predict(&sliced, &to("jax"));
+        let p = predict(&sliced, &TargetFacts::between("numba", "jax", "", "auto"));
         assert_eq!(p.verdict(), Verdict::Failed, "{dtype}");
         assert!(said.contains(p.expected_error().unwrap()));
         assert!(p.reason().unwrap().contains("raises rather than copying"));
@@ -458,8 +458,8 @@ fn cai_into_jax_keeps_64_bit_dtypes_and_raises_on_strides() {
     let reversed = on_cuda(src("cupy", "float32", 0x7f00_0000_0214, vec![4, 6], vec![6, -1]), 0);
     assert_eq!(predict(&reversed, &TargetFacts::new("jax", "", "cai")).verdict(), Verdict::Failed);
     let empty = numba("float32", 0, vec![0, 6], vec![6, 1]);
-    assert_eq!(predict(&empty, &to("jax")).verdict(), Verdict::Copied);
-    assert!(predict(&empty, &to("jax")).reason().unwrap().contains("nothing to share"));
+    assert_eq!(predict(&empty, &TargetFacts::between("numba", "jax", "", "auto")).verdict(), Verdict::Copied);
+    assert!(predict(&empty, &TargetFacts::between("numba", "jax", "", "auto")).reason().unwrap().contains("nothing to share"));
     // Other CAI consumers take any strides.
     for d in ["torch", "cupy", "numba"] {
         assert_eq!(predict(&broadcast, &TargetFacts::new(d, "", "cai")).verdict(), Verdict::Shared, "{d}");
@@ -636,8 +636,8 @@ fn a_busy_producer_changes_auto_only_where_the_model_says_and_the_prediction_fol
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), flat(20e-6), Some(true));
     m.add(&key("cai"), flat(40e-6), Some(true));
-    let endpoints = crate::paths::Endpoints { target_cai_unordered: false, ..super::known_endpoints("torch", "jax") };
-    let idle = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), endpoints: Some(endpoints), ..to("jax") };
+    let endpoints = crate::paths::Endpoints { target_cai_unordered: false, ..super::fixtures::endpoints("torch", "jax") };
+    let idle = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), endpoints, ..to("jax") };
     let mut busy = idle.clone();
     busy.settings.producer_busy = true;
     let x = on_cuda(src("torch", "float32", 0x10000, vec![64], vec![1]), 0);
@@ -647,15 +647,15 @@ fn a_busy_producer_changes_auto_only_where_the_model_says_and_the_prediction_fol
     assert_eq!(chosen.path, "cai");
     assert!(chosen.why.as_deref().is_some_and(|w| w.contains("busy")), "{chosen:?}");
     // The prediction of `auto` for a busy producer is cai's own.
-    let by_cai = predict(&x, &TargetFacts { path: "cai".into(), endpoints: Some(endpoints), ..to("jax") });
+    let by_cai = predict(&x, &TargetFacts { path: "cai".into(), endpoints, ..to("jax") });
     assert_eq!(predict(&x, &busy).reason(), by_cai.reason());
     // Host memory has no queue, and without a model the rules never read the producer.
     let on_host = src("torch", "float32", 0x10000, vec![64], vec![1]);
     assert!(!super::auto_follows_producer(&on_host, &idle));
-    assert!(!super::auto_follows_producer(&x, &TargetFacts { endpoints: Some(endpoints), ..to("jax") }));
+    assert!(!super::auto_follows_producer(&x, &TargetFacts { endpoints, ..to("jax") }));
     // A consumer whose interface import ignores the producer's stream (JAX as measured): cai is
     // never taken on a GPU, so the producer's state changes nothing and is not asked.
-    let jax = TargetFacts { endpoints: Some(super::known_endpoints("torch", "jax")), auto_memo: Default::default(), ..idle.clone() };
+    let jax = TargetFacts { endpoints: super::fixtures::endpoints("torch", "jax"), auto_memo: Default::default(), ..idle.clone() };
     assert!(!super::auto_follows_producer(&x, &jax));
 }
 

@@ -3,7 +3,7 @@
 use super::refuse;
 use super::{XLA_CPU_ALIGNMENT, XLA_GPU_PARAMETER_ALIGNMENT};
 use crate::dlpack::has_zero_stride;
-use super::auto::{known_endpoints, resolve_path};
+use super::auto::resolve_path;
 use super::gaps::{device_gap, dtype_gap, itemsize_of, layout_gap, numpy_size_overflows, producer_or_path_gap};
 use crate::paths::{Endpoints, Place, import_path};
 use crate::report::{Prediction, TensorReport, Verdict};
@@ -83,8 +83,8 @@ pub struct TargetFacts {
     pub path: String,
     pub settings: Settings,
     /// What the adapters declare about the two frameworks' DLPack import and export, which `auto`
-    /// decides from; `None`: what the rules know of them ([`known_endpoints`]).
-    pub endpoints: Option<Endpoints>,
+    /// decides from (the binding reads them once per pair: `Pair.of`).
+    pub endpoints: Endpoints,
     /// Where a move (`device=`) takes the array; `None`: a handoff where it lies.
     pub destination: Option<Place>,
     /// The cost model `auto` consults (the same one the route was chosen with), so `auto` is
@@ -94,9 +94,24 @@ pub struct TargetFacts {
     pub auto_memo: super::auto::AutoMemo,
 }
 
+#[cfg(test)]
 impl TargetFacts {
+    /// A target for the rules' tests, as the adapters describe it when a torch array is handed to
+    /// it ([`TargetFacts::between`] for another source).
     pub fn new(framework: &str, version: &str, path: &str) -> TargetFacts {
-        TargetFacts { framework: framework.into(), version: version.into(), path: path.into(), ..Default::default() }
+        TargetFacts::between("torch", framework, version, path)
+    }
+
+    /// A target for the rules' tests, with the facts the adapters of `source` and `framework`
+    /// declare ([`super::fixtures::endpoints`]).
+    pub fn between(source: &str, framework: &str, version: &str, path: &str) -> TargetFacts {
+        TargetFacts {
+            framework: framework.into(),
+            version: version.into(),
+            path: path.into(),
+            endpoints: super::fixtures::endpoints(source, framework),
+            ..Default::default()
+        }
     }
 }
 
@@ -271,8 +286,7 @@ fn predict_staged(source: &TensorReport, target: &TargetFacts, path: &str) -> Pr
         ..source.clone()
     };
     // gpushare's buffer exports DLPack: the target takes it as `auto`'s last step says.
-    let endpoints = target.endpoints.unwrap_or_else(|| known_endpoints(&source.framework, &target.framework));
-    let import = import_path(&Endpoints { source_exports_dlpack: true, ..endpoints });
+    let import = import_path(&Endpoints { source_exports_dlpack: true, ..target.endpoints });
     let checks = [
         producer_or_path_gap(&buffer, target, import),
         device_gap(&buffer, target, import),

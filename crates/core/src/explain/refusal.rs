@@ -22,10 +22,10 @@ pub struct Refusal {
 /// strides but not the start, so the tensor reads memory outside the source (garbage values seen
 /// with Paddle 3.3 on the CPU); a read outside the allocation can crash the process.
 ///
-/// `path` is the transfer path: the routes that hand the target a fresh copy (`host`, and `copy`
-/// and `pinned`, whose copy is compact) never show it the source's layout, so nothing is refused there.
+/// `path` is the transfer path the route runs (`auto` already resolved: a route is made for one
+/// concrete path): the routes that hand the target a fresh copy (`host`, and `copy` and `pinned`,
+/// whose copy is compact) never show it the source's layout, so nothing is refused there.
 pub fn refuse(src: &TensorReport, target: &str, path: &str) -> Option<Refusal> {
-    let path = if path == "auto" { super::resolve_auto_for(src, target, None) } else { path };
     if matches!(path, "host" | "copy" | "pinned") {
         return None;
     }

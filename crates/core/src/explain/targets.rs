@@ -2,7 +2,7 @@
 //! in ways [`super::predict`]'s general rules do not cover: MLX, NVIDIA Warp and cuda.core
 //! (measured on the CPU with mlx 0.32.4, warp-lang 1.19.0 and cuda-core 1.2.2; their CUDA rows are
 //! the CPU rules until the CUDA matrix has run them). PyCUDA's rules are its endpoints alone
-//! ([`super::known_endpoints`]: `__cuda_array_interface__` only, both ways).
+//! (its adapter declares `__cuda_array_interface__` only, both ways).
 //!
 //! Each target answers two questions, asked by `predict` after the path, producer and device rules
 //! (before the general dtype rule) and after the zero-size rule: will its import fail, and will it copy?

@@ -95,16 +95,16 @@ fn a_byte_offset_is_refused_into_paddle_and_warp_and_told_to_tensorflow() {
 
 #[test]
 fn pycuda_speaks_the_cuda_array_interface_only() {
-    let e = known_endpoints("pycuda", "pycuda");
+    let e = super::fixtures::endpoints("pycuda", "pycuda");
     assert!(!e.source_exports_dlpack && !e.target_accepts_objects && !e.target_accepts_capsules);
-    assert!(!known_endpoints("torch", "cuda_core").target_accepts_capsules);
+    assert!(!super::fixtures::endpoints("torch", "cuda_core").target_accepts_capsules);
     let mut gpu = f32("pycuda");
     gpu.dlpack_device = (2, 0);
-    assert_eq!(resolve_auto_for(&gpu, "torch", None), "cai");
+    assert_eq!(resolve_auto_with(&gpu, "torch", super::fixtures::endpoints("pycuda", "torch"), None), "cai");
     // Into TensorFlow (capsules only) auto takes a capsule gpushare makes from the interface, as
     // from Numba: it shares (on an H100, 56 cells predicted failed that shared). A consumer
     // asking the PyCUDA array itself for __dlpack__ finds none.
-    assert_eq!(resolve_auto_for(&gpu, "tf", None), "capsule");
+    assert_eq!(resolve_auto_with(&gpu, "tf", super::fixtures::endpoints("pycuda", "tf"), None), "capsule");
     let to_tf = |p: &str| TargetFacts::new("tf", "", p);
     assert_eq!(predict(&gpu, &to_tf("capsule")).verdict(), Verdict::Shared);
     assert_eq!(predict(&gpu, &to_tf("auto")).verdict(), Verdict::Shared);
@@ -171,7 +171,7 @@ fn mlx_refuses_cuda_memory_before_its_strides_and_its_narrowing() {
 #[test]
 fn complex_into_warp_by_the_interface_says_it_has_no_warp_type() {
     for source in ["numba", "pycuda"] {
-        let p = predict(&on_cuda(src(source, "complex64", vec![4, 6], vec![6, 1])), &to("warp"));
+        let p = predict(&on_cuda(src(source, "complex64", vec![4, 6], vec![6, 1])), &TargetFacts::between(source, "warp", "", "auto"));
         assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
         assert_eq!(p.expected_error(), Some("to a Warp type"), "{source}: {p:?}");
     }
@@ -184,17 +184,18 @@ fn complex_into_warp_by_the_interface_says_it_has_no_warp_type() {
 fn warp_bfloat16_is_refused_to_interface_consumers_which_would_read_uint16() {
     let bf16 = on_cuda(src("warp", "bfloat16", vec![4, 6], vec![6, 1]));
     for target in ["numba", "pycuda"] {
-        let r = refuse(&bf16, target, "auto").expect(target);
+        // auto takes __cuda_array_interface__ into both (they import nothing else).
+        let r = refuse(&bf16, target, "cai").expect(target);
         assert!(r.reason.contains("'<u2'"), "{r:?}");
         let p = predict(&bf16, &to(target));
         assert_eq!(p.verdict(), Verdict::Failed, "{p:?}");
         assert!(p.reason().unwrap().contains("gpushare refuses it"), "{p:?}");
     }
     // Zero-size too: the interface mislabels it all the same (the H200 shared one, predicted failed).
-    assert!(refuse(&on_cuda(src("warp", "bfloat16", vec![0, 6], vec![6, 1])), "numba", "auto").is_some());
+    assert!(refuse(&on_cuda(src("warp", "bfloat16", vec![0, 6], vec![6, 1])), "numba", "cai").is_some());
     // By DLPack bfloat16 is bfloat16; float32 by the interface is float32.
-    assert!(refuse(&bf16, "torch", "auto").is_none());
-    assert!(refuse(&on_cuda(f32("warp")), "numba", "auto").is_none());
+    assert!(refuse(&bf16, "torch", "dlpack").is_none());
+    assert!(refuse(&on_cuda(f32("warp")), "numba", "cai").is_none());
 }
 
 #[test]

@@ -318,7 +318,7 @@ impl Predictor {
     /// ``destination``: a move's (``device=``) as DLPack's ``(device_type, id)``; None: a handoff.
     /// ``model``: the ``CostModel`` ``auto`` consults, so ``auto`` is predicted as the path it takes.
     #[new]
-    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, pair=None, destination=None, model=None))]
+    #[pyo3(signature = (target, version, path, source_version="", target_facts=None, source_facts=None, *, pair, destination=None, model=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         target: &str,
@@ -327,7 +327,7 @@ impl Predictor {
         source_version: &str,
         target_facts: Option<&Bound<'_, PyDict>>,
         source_facts: Option<&Bound<'_, PyDict>>,
-        pair: Option<PyRef<'_, super::paths::PyPair>>,
+        pair: PyRef<'_, super::paths::PyPair>,
         destination: Option<(u32, i32)>,
         model: Option<PyRef<'_, super::advice::PyCostModel>>,
     ) -> PyResult<Predictor> {
@@ -343,7 +343,7 @@ impl Predictor {
                 source_version: source_version.to_string(),
                 ..Default::default()
             },
-            endpoints: pair.map(|p| p.endpoints),
+            endpoints: pair.endpoints,
             destination: destination.map(crate::paths::Place::of_dlpack),
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
             auto_memo: Default::default(),

@@ -233,14 +233,6 @@ impl PyPair {
     }
 }
 
-/// The rules' own word on what a framework's DLPack import and export take (used for predictions
-/// from names alone), as ``resolve_auto``'s ``endpoints``: the adapters must agree with it.
-#[pyfunction]
-fn known_endpoints(source: &str, target: &str) -> (bool, bool, bool, bool) {
-    let e = crate::explain::known_endpoints(source, target);
-    (e.source_exports_dlpack, e.target_accepts_objects, e.target_accepts_capsules, e.target_addresses_device)
-}
-
 /// Why a path of ``kind`` copies whenever it copies, where it copies by design; None otherwise.
 #[pyfunction]
 fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
@@ -262,7 +254,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_class::<PyPair>()?;
     m.add_function(wrap_pyfunction!(parse_paths, m)?)?;
-    m.add_function(wrap_pyfunction!(known_endpoints, m)?)?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
 }
