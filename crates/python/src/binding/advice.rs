@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 
-use super::json::{dict_with_schema, json_to_py, to_py};
+use super::json::{json_to_py, to_py};
 use crate::advice::advise::{Advice, AdviceRow, SizeRange};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
 use crate::advice::producer::{self, Producer, WaitFacts};
@@ -437,15 +437,6 @@ impl PyAdvice {
     fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.inner.rows)
     }
-    /// The payload with the schema key added, as every result's ``to_dict()`` is.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "advice", &self.inner)
-    }
-    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.advice/1", "data": …}``,
-    /// as every result's ``to_json()`` is.
-    fn to_json(&self) -> PyResult<String> {
-        super::json::envelope_json("advice", &self.inner)
-    }
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let pandas = py.import("pandas")?;
         let rows = PyList::empty(py);
@@ -472,23 +463,22 @@ impl PyAdvice {
         kwargs.set_item("floats", ["predicted_s", "tolerance"])?;
         py.import("gpushare.records")?.getattr("normalise_frame")?.call((frame,), Some(&kwargs))
     }
-    fn __repr__(&self) -> String {
+}
+
+impl super::forms::Forms for PyAdvice {
+    const KIND: &'static str = "advice";
+    type Data = Advice;
+    fn data(&self) -> &Advice {
+        &self.inner
+    }
+    fn text(&self) -> String {
         render::advice_text(&self.inner)
     }
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         render::advice_html(&self.inner)
     }
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(
-        &self,
-        py: Python<'py>,
-        include: Option<Bound<'py, PyAny>>,
-        exclude: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "advice", &self.inner, self.__repr__(), self._repr_html_())
-    }
 }
+super::forms::result_forms!(PyAdvice);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCostModel>()?;

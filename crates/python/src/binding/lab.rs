@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyImportError, PyKeyError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::json::{dict_with_schema, envelope_json, to_py};
+use super::json::to_py;
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::plot;
 
@@ -147,14 +147,6 @@ impl Comparison {
             None => Err(PyKeyError::new_err(path.to_string())),
         }
     }
-    /// The JSON form's ``data``, with its ``schema`` (``gpushare.comparison/1``).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "comparison", &self.report)
-    }
-    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.comparison/1", "data": …}``.
-    fn to_json(&self) -> PyResult<String> {
-        envelope_json("comparison", &self.report)
-    }
     /// One row per path; the source (frameworks, dtype, shape, device, bytes) on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let s = &self.report.source;
@@ -172,23 +164,22 @@ impl Comparison {
         }
         frame(py, rows)
     }
-    fn __repr__(&self) -> String {
+}
+
+impl super::forms::Forms for Comparison {
+    const KIND: &'static str = "comparison";
+    type Data = ComparisonReport;
+    fn data(&self) -> &ComparisonReport {
+        &self.report
+    }
+    fn text(&self) -> String {
         self.report.text()
     }
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         self.report.html()
     }
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(
-        &self,
-        py: Python<'py>,
-        include: Option<Bound<'py, PyAny>>,
-        exclude: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "comparison", &self.report, self.report.text(), self.report.html())
-    }
 }
+super::forms::result_forms!(Comparison);
 
 /// A sweep over sizes × paths. ``points`` (one Record per size × path: ``p.size``, ``p.path``,
 /// ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib), ``to_dict()``,
@@ -223,14 +214,6 @@ impl Benchmark {
         let py = slf.py();
         py.import("gpushare.bench_plot")?.getattr("plot_benchmark")?.call1((slf, ax))
     }
-    /// The JSON form's ``data``, with its ``schema`` (``gpushare.benchmark/1``).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "benchmark", &self.report)
-    }
-    /// The ``application/vnd.gpushare+json`` payload: ``{"schema": "gpushare.benchmark/1", "data": …}``.
-    fn to_json(&self) -> PyResult<String> {
-        envelope_json("benchmark", &self.report)
-    }
     /// One row per size × path, with the frameworks, dtype and device of the sweep on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let b = &self.report;
@@ -247,23 +230,22 @@ impl Benchmark {
         }
         frame(py, rows)
     }
-    fn __repr__(&self) -> String {
+}
+
+impl super::forms::Forms for Benchmark {
+    const KIND: &'static str = "benchmark";
+    type Data = BenchmarkReport;
+    fn data(&self) -> &BenchmarkReport {
+        &self.report
+    }
+    fn text(&self) -> String {
         self.report.text()
     }
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         self.report.html()
     }
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(
-        &self,
-        py: Python<'py>,
-        include: Option<Bound<'py, PyAny>>,
-        exclude: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "benchmark", &self.report, self.report.text(), self.report.html())
-    }
 }
+super::forms::result_forms!(Benchmark);
 
 /// ``(colour, dash)`` a path is drawn with in every plot: the path table's colour and the SVG's
 /// dash pattern (``"6 3"``: on, off, … in points; ``""``: solid), so ``Benchmark.plot()`` draws a

@@ -8,6 +8,7 @@ mod declared;
 mod describe;
 mod errors;
 mod explain;
+mod forms;
 mod frames;
 mod from_python;
 mod ipc;

@@ -10,12 +10,11 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use serde::Serialize;
 
 use super::from_python::py_to_json;
-use super::json::{dict_with_schema, json_to_py, to_py};
+use super::json::{json_to_py, to_py};
 use crate::report::process::{
     MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, ProcessShareReport, Segment, TIDY_DTYPES,
     from_value,
 };
-use crate::report::envelope_text;
 use crate::render::process as render;
 
 fn value_error(e: impl ToString) -> PyErr {
@@ -266,31 +265,22 @@ impl PyProcessShareResult {
         Self::_release_local(slf);
         Ok(())
     }
+}
 
-    /// The JSON form's ``data``, with its ``schema`` (``gpushare.process-share/1``) kept as a key.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "process-share", &self.report)
+impl super::forms::Forms for PyProcessShareResult {
+    const KIND: &'static str = "process-share";
+    type Data = ProcessShareReport;
+    fn data(&self) -> &ProcessShareReport {
+        &self.report
     }
-
-    /// The ``application/vnd.gpushare+json`` payload (schema ``process-share.schema.json``).
-    fn to_json(&self) -> PyResult<String> {
-        envelope_text("process-share", &self.report).map_err(value_error)
-    }
-
-    fn __repr__(&self) -> String {
+    fn text(&self) -> String {
         render::rows_text(std::slice::from_ref(&self.report))
     }
-
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         render::rows_html(std::slice::from_ref(&self.report))
     }
-
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "process-share", &self.report, self.__repr__(), self._repr_html_())
-    }
 }
+super::forms::result_forms!(PyProcessShareResult);
 
 /// One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
 /// the identity of the memory on each side. ``source`` identifies the array (source_framework,
@@ -357,16 +347,6 @@ impl PyProcessComparison {
         Ok(d.into_any())
     }
 
-    /// The JSON form's ``data``, with its ``schema`` (``gpushare.process-comparison/1``) kept as a key.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "process-comparison", &self.report)
-    }
-
-    /// The ``application/vnd.gpushare+json`` payload (schema ``process-comparison.schema.json``).
-    fn to_json(&self) -> PyResult<String> {
-        envelope_text("process-comparison", &self.report).map_err(value_error)
-    }
-
     /// One row per path, the array's framework, dtype, shape, device and bytes on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let r = &self.report;
@@ -389,21 +369,22 @@ impl PyProcessComparison {
             .collect::<PyResult<Vec<_>>>()?;
         frame(py, rows)
     }
+}
 
-    fn __repr__(&self) -> String {
+impl super::forms::Forms for PyProcessComparison {
+    const KIND: &'static str = "process-comparison";
+    type Data = ProcessComparisonReport;
+    fn data(&self) -> &ProcessComparisonReport {
+        &self.report
+    }
+    fn text(&self) -> String {
         render::rows_text(&self.report.rows)
     }
-
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         render::rows_html(&self.report.rows)
     }
-
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "process-comparison", &self.report, self.__repr__(), self._repr_html_())
-    }
 }
+super::forms::result_forms!(PyProcessComparison);
 
 /// Sizes × process paths: ``points`` (one per size and path, with verdict and timing).
 #[pyclass(module = "gpushare._native", name = "ProcessBenchmark")]
@@ -442,16 +423,6 @@ impl PyProcessBenchmark {
         record(py, &data_dict(py, &self.report.points)?)
     }
 
-    /// The JSON form's ``data``, with its ``schema`` (``gpushare.process-bench/1``) kept as a key.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "process-bench", &self.report)
-    }
-
-    /// The ``application/vnd.gpushare+json`` payload (schema ``process-bench.schema.json``).
-    fn to_json(&self) -> PyResult<String> {
-        envelope_text("process-bench", &self.report).map_err(value_error)
-    }
-
     /// One row per size × path, the sweep's frameworks, dtype and device on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let r = &self.report;
@@ -472,21 +443,22 @@ impl PyProcessBenchmark {
             .collect::<PyResult<Vec<_>>>()?;
         frame(py, rows)
     }
+}
 
-    fn __repr__(&self) -> String {
+impl super::forms::Forms for PyProcessBenchmark {
+    const KIND: &'static str = "process-bench";
+    type Data = ProcessBenchReport;
+    fn data(&self) -> &ProcessBenchReport {
+        &self.report
+    }
+    fn text(&self) -> String {
         render::bench_text(&self.report)
     }
-
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         render::bench_html(&self.report)
     }
-
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(&self, py: Python<'py>, include: Option<Bound<'py, PyAny>>, exclude: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "process-bench", &self.report, self.__repr__(), self._repr_html_())
-    }
 }
+super::forms::result_forms!(PyProcessBenchmark);
 
 /// The typed result of kind ``kind`` (``process-share``, ``process-comparison``,
 /// ``process-bench``) from its data as Python objects: a ValueError names the key or value that

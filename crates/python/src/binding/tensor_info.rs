@@ -1,11 +1,10 @@
 //! `TensorInfo`: what one array is, as Python reads it (attributes, text, HTML, JSON, `to_dict`).
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use super::describe::{Fields, attach_cuda, layout_from_capsule, report_from_fields};
 use super::errors::to_pyerr;
-use super::json::{dict_with_schema, envelope_json, json_to_py};
+use super::json::json_to_py;
 use crate::explain;
 use crate::render;
 use crate::report::TensorReport;
@@ -91,30 +90,6 @@ impl TensorInfo {
         self.report.cuda.as_ref().map(|c| json_to_py(py, c)).transpose()
     }
 
-    /// The JSON form's `data` as a dict, with its `schema` (`gpushare.tensor/1`).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "tensor", &self.report)
-    }
-    fn to_json(&self) -> PyResult<String> {
-        envelope_json("tensor", &self.report)
-    }
-    fn __repr__(&self) -> String {
-        render::tensor_text(&self.report)
-    }
-    fn _repr_html_(&self) -> String {
-        render::tensor_html(&self.report)
-    }
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(
-        &self,
-        py: Python<'py>,
-        include: Option<Bound<'py, PyAny>>,
-        exclude: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "tensor", &self.report, self.__repr__(), self._repr_html_())
-    }
-
     /// Raises UnsafeInputError when the target framework must not be handed this tensor.
     #[pyo3(signature = (target, path="dlpack"))]
     fn refuse_for(&self, target: &str, path: &str) -> PyResult<()> {
@@ -130,6 +105,21 @@ impl TensorInfo {
         }
     }
 }
+
+impl super::forms::Forms for TensorInfo {
+    const KIND: &'static str = "tensor";
+    type Data = TensorReport;
+    fn data(&self) -> &TensorReport {
+        &self.report
+    }
+    fn text(&self) -> String {
+        render::tensor_text(&self.report)
+    }
+    fn html(&self) -> String {
+        render::tensor_html(&self.report)
+    }
+}
+super::forms::result_forms!(TensorInfo);
 
 /// A TensorInfo from raw fields, for producers without DLPack (`__cuda_array_interface__`).
 #[pyfunction]

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::frames::shares_frame;
-use super::json::{dict_with_schema, envelope_json, json_to_py, to_py};
+use super::json::{envelope_json, json_to_py, to_py};
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
@@ -314,34 +314,26 @@ impl ShareResult {
         self.report.streams.as_ref().map(|s| to_py(py, s)).transpose()
     }
 
-    /// The JSON form's `data` as a dict, with its `schema` (`gpushare.share/1`).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dict_with_schema(py, "share", &self.report)
-    }
-    fn to_json(&self) -> PyResult<String> {
-        envelope_json("share", &self.report)
-    }
     /// One tidy row: identifying columns first, raw seconds and bytes, integer counts.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shares_frame(py, std::slice::from_ref(&self.report))
     }
-    fn __repr__(&self) -> String {
+}
+
+impl super::forms::Forms for ShareResult {
+    const KIND: &'static str = "share";
+    type Data = ShareReport;
+    fn data(&self) -> &ShareReport {
+        &self.report
+    }
+    fn text(&self) -> String {
         render::share_table_text(std::slice::from_ref(&self.report))
     }
-    fn _repr_html_(&self) -> String {
+    fn html(&self) -> String {
         render::share_table_html(std::slice::from_ref(&self.report))
     }
-    #[pyo3(signature = (include=None, exclude=None))]
-    fn _repr_mimebundle_<'py>(
-        &self,
-        py: Python<'py>,
-        include: Option<Bound<'py, PyAny>>,
-        exclude: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let _ = (include, exclude);
-        super::json::mime_bundle(py, "share", &self.report, self.__repr__(), self._repr_html_())
-    }
 }
+super::forms::result_forms!(ShareResult);
 
 fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
     let mut out = Vec::new();
