@@ -277,14 +277,13 @@ def _gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-@pytest.mark.skipif(_gpus() < 2, reason="needs two CUDA devices (one per namespace)")
-def test_a_device_tensor_goes_by_nccl_over_the_network_as_nccl_says(pair, monkeypatch):
+def _nccl_over_the_veth(pair, monkeypatch, port: int, worker_device: str, client_device: str) -> None:
     # Both ranks of one machine: only a distinct NCCL_HOSTID per side (set by gpushare) keeps NCCL
     # off P2P and SHM; IB is kept out so that the veth is the only way between the two.
     monkeypatch.setenv("NCCL_IB_DISABLE", "1")
-    w = Listener(pair, 29631, device="cuda:1")
+    w = Listener(pair, port, device=worker_device)
     try:
-        out = client(pair, "handoff", host=w.address, timeout=TIMEOUT, n=1 << 20, device="cuda:0")
+        out = client(pair, "handoff", host=w.address, timeout=TIMEOUT, n=1 << 20, device=client_device)
     finally:
         w.stop()
     row = out["row"]
@@ -295,6 +294,20 @@ def test_a_device_tensor_goes_by_nccl_over_the_network_as_nccl_says(pair, monkey
     assert link["transport"] == "NET/Socket" and link["network"] is True, link
     assert any("via NET/Socket" in line for line in link["evidence"])
     assert link["local"]["interface"] == pair.if_a and link["remote"]["interface"] == pair.if_b
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="needs two CUDA devices (one per namespace)")
+def test_a_device_tensor_goes_by_nccl_over_the_network_as_nccl_says(pair, monkeypatch):
+    _nccl_over_the_veth(pair, monkeypatch, 29631, "cuda:1", "cuda:0")
+
+
+@pytest.mark.skipif(_gpus() < 1, reason="no CUDA")
+def test_one_gpu_seen_from_two_namespaces_is_two_hosts_to_nccl(pair, monkeypatch):
+    """NCCL refuses two ranks on one GPU of one host ("Duplicate GPU detected"), and it knows a host
+    by its host id: with the distinct NCCL_HOSTID gpushare gives each side, both ranks on the one
+    GPU are two hosts to it, and the bytes cross the veth (a machine with one GPU runs the network
+    path for real)."""
+    _nccl_over_the_veth(pair, monkeypatch, 29633, "cuda:0", "cuda:0")
 
 
 def test_the_remote_path_is_fitted_on_the_mean_of_a_bimodal_time_the_others_on_the_median():

@@ -64,7 +64,11 @@ def calibrate_command() -> int:
     fitted = measured & set(m.keys())
     if not fitted:
         what = "no sweep ran" if not record else f"every one of the {len(record)} sweeps failed"
-        print(f"error: calibrate fitted no path ({what}): the model is unchanged", file=sys.stderr)
+        # The first failure's own words: a sweep that failed for one reason usually failed for all.
+        why = next((p.get("reason") for r in record for p in r["points"] if p.get("verdict") == "failed" and p.get("reason")),
+                   None)
+        print(f"error: calibrate fitted no path ({what}{': ' + why if why else ''}): the model is unchanged",
+              file=sys.stderr)
         return 1
     path = advice.cache_file()
     saved = False

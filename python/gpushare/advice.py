@@ -248,12 +248,13 @@ def calibrate(
         total += PROCESS_ROUNDS * len(names)
     shown = _CalibrationProgress(total, progress)
 
-    def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None, **where: Any) -> None:
+    def measure(kind: str, src: str, dst: str, sweep_sizes: list[int], times: int | None = None,
+                on: str | None = None, **where: Any) -> None:
         shown.now(kind, src, dst, sweep_sizes, where)
         started, speed = time.time(), host_speed()
         times = times or repeat
-        d = lab.bench(src, dst, sweep_sizes, device=device, repeat=times, progress=False, **where).to_dict()
-        place = d.get("device", device)
+        d = lab.bench(src, dst, sweep_sizes, device=on or device, repeat=times, progress=False, **where).to_dict()
+        place = d.get("device", on or device)
         if kind == "move":
             place = f"{place}->{where['to_device']}"
         elif kind == "process":
@@ -293,7 +294,12 @@ def calibrate(
             for _ in range(PROCESS_ROUNDS):
                 for src in names:
                     with Worker(host=across) as worker:
-                        measure("process", src, src, size_list, times=per_round, across=worker, paths=["remote"])
+                        # A worker without a GPU takes host tensors only (gloo; NCCL needs a GPU on
+                        # both sides): its remote path is calibrated from host memory, wherever the
+                        # shares were.
+                        on = device if worker._link().get("device") is not None else "cpu"
+                        measure("process", src, src, size_list, times=per_round, on=on, across=worker,
+                                paths=["remote"])
                         link = process_remote.link_ceiling(worker)["bandwidth"]  # measured once, then cached
     finally:
         shown.close()
