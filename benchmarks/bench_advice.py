@@ -105,7 +105,7 @@ def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dic
         # `shared` hands over a SharedBuffer, not the user's array: not a path auto could take;
         # nor a path whose consumer may read before the producer's queued work lands.
         cai_orders = gpushare.adapters.framework(dst).cai_import_orders
-        ordered = lambda p: gpushare._native.path_ordering(kind, p["path"], place, takes_objects, cai_orders)[2]  # noqa: E731
+        ordered = lambda p: gpushare._native.paths.path_ordering(kind, p["path"], place, takes_objects, cai_orders)[2]  # noqa: E731
         correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
         if not correct:
             continue
@@ -283,9 +283,9 @@ def busy_producer(model, repeat: int) -> tuple[list[dict], list[dict]]:
                 torch.cuda.synchronize()
                 continue
             torch.cuda.synchronize()
-            ordering, _, ordered = gpushare._native.path_ordering("share", taken, "cuda:0", target.accepts_objects,
+            ordering, _, ordered = gpushare._native.paths.path_ordering("share", taken, "cuda:0", target.accepts_objects,
                                                                   target.cai_import_orders)
-            waits = gpushare._native.path_waits("share", taken, "cuda:0", target.accepts_objects, target.dlpack_import_waits)
+            waits = gpushare._native.paths.path_waits("share", taken, "cuda:0", target.accepts_objects, target.dlpack_import_waits)
             p = model.predict("share", taken, "torch", dst, "cuda:0", nbytes, "host_synchronise" if waits else ordering, queued)
             measured.append(dict(pair=f"torch->{dst}", path=path, took=taken, verdict=verdict, queued_s=queued,
                                  measured_s=statistics.median(samples), predicted_s=None if p is None else p.seconds,
@@ -384,7 +384,7 @@ def report(title: str, summary: dict) -> None:
 
 
 def gpu_count() -> int:
-    status = gpushare._native.cuda_driver_status()
+    status = gpushare._native.cuda.driver_status()
     return int(status.get("device_count") or 0) if status.get("available") else 0
 
 

@@ -92,21 +92,21 @@ def traced(share, raw, rounds: int, settle=lambda: None) -> dict:
     per_stage: dict[str, list[float]] = defaultdict(list)
     kinds: dict[str, str] = {"the API and the plan's lookup (Python)": "own"}
     own, reads, conversion, raws = [], [], [], []
-    _native._stage_trace(True)
+    _native.share._stage_trace(True)
     # The trace's own cost in each stage is taken off it; between the share's call and its return
     # there is one such cost more than stages (the first mark's start and the last one's end).
-    cost = _native._stage_trace_cost()
+    cost = _native.share._stage_trace_cost()
     try:
         for _ in range(rounds):
             t0 = time.perf_counter_ns()
             raw()
             raws.append((time.perf_counter_ns() - t0) * 1e-9)
             settle()
-            _native._stage_trace()
+            _native.share._stage_trace()
             t0 = time.perf_counter_ns()
             result = share()
             total = (time.perf_counter_ns() - t0) * 1e-9
-            stages = _native._stage_trace()
+            stages = _native.share._stage_trace()
             settle()
             del result
             sums: dict[str, float] = defaultdict(float)
@@ -120,7 +120,7 @@ def traced(share, raw, rounds: int, settle=lambda: None) -> dict:
             reads.append(sum(s for stage, s in sums.items() if kinds[stage] in READ_KINDS))
             conversion.append(sum(s for stage, s in sums.items() if kinds[stage] == "conversion"))
     finally:
-        _native._stage_trace(False)
+        _native.share._stage_trace(False)
     raw_s = statistics.median(raws)
     # The conversion stage is the route's call into the framework's import: what it takes beyond
     # the raw call is the route's own work (a path `auto` chose that is faster than the raw call
@@ -164,11 +164,11 @@ def own_stages(cases: dict, args, out: dict) -> None:
             pair=name, raw_us=round(raw_s * 1e6, 3), share_us=round(share_s * 1e6, 3), added_us=round(added * 1e6, 3),
             own_us=round(t["own_s"] * 1e6, 3), reads_us=round(t["reads_s"] * 1e6, 3), route_us=round(t["route_s"] * 1e6, 3),
             stages={s: [k, round(v * 1e6, 3)] for s, (k, v, _) in t["stages"].items()},
-            trace_cost_ns_a_stage=round(_native._stage_trace_cost() * 1e9, 1),
+            trace_cost_ns_a_stage=round(_native.share._stage_trace_cost() * 1e9, 1),
             budget_us=OWN_BUDGET * 1e6, verdict=verdict(ok)))
     print("   raw: the framework's own call; share: gpushare.share, untraced; added: share less raw, the median of")
     print(f"   {args.blocks} alternating blocks. own and reads: medians over {args.rounds} traced shares, each stage less")
-    print(f"   the trace's own cost ({_native._stage_trace_cost() * 1e9:.0f} ns a stage); reads: the framework and driver calls")
+    print(f"   the trace's own cost ({_native.share._stage_trace_cost() * 1e9:.0f} ns a stage); reads: the framework and driver calls")
     print("   the check makes.")
 
 

@@ -124,7 +124,7 @@ def main() -> int:
         row["host_speed_us"] = advice.host_speed() * 1e6  # not "_s": those keys become bandwidths below
         row["torch_copy_s"] = timed(lambda: b.copy_(a), sync, args.repeat)
         stream = torch.cuda.current_stream(0).cuda_stream
-        copy_of = _native.SharedBuffer._copy_of
+        copy_of = _native.share.SharedBuffer._copy_of
         copy_source = framework("torch").copy_source  # what the p2p route reads its source from
         keep = []
 

@@ -164,7 +164,7 @@ class Run:
                     for step in steps if order.random() < 0.5 else steps[::-1]:
                         step()
             for rec, times in ((ours, ours_s), (theirs, theirs_s)):
-                t = _native.Timing(times, number)
+                t = _native.share.Timing(times, number)
                 rec.update(median_s=t.median, min_s=t.min, iqr_s=t.iqr, repeats=len(times), loops=number,
                            warning=t.warning, threads=AGREEMENT_THREADS, samples_s=times,
                            bandwidth_GBps=(moved / t.median / 1e9) if moved and t.median > 0 else None)
@@ -349,7 +349,7 @@ def environment(device: str) -> dict:
         if mod in sys.modules:
             env[mod] = getattr(sys.modules[mod], "__version__", "?")
     try:
-        env["cuda_driver"] = _native.cuda_driver_status()
+        env["cuda_driver"] = _native.cuda.driver_status()
         if device.startswith("cuda"):
             env["gpu"] = torch.cuda.get_device_name(torch.device(device))
     except Exception as e:
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=240.0, help="seconds for the whole run (default 240)")
     args = ap.parse_args(argv)
 
-    cuda = bool(_native.cuda_driver_status().get("available")) and torch.cuda.is_available()
+    cuda = bool(_native.cuda.driver_status().get("available")) and torch.cuda.is_available()
     device = args.device or ("cuda:0" if cuda else "cpu")
     on_gpu = device.startswith("cuda")
     repeat = args.repeat or (5 if args.quick else 7)

@@ -94,7 +94,7 @@ for dst in ("jax", OTHER):
 print("== the observed handoff's parts")
 if ON_GPU:
     row("torch.cuda.synchronize()", timed(torch.cuda.synchronize))
-    row("driver mem info (cuMemGetInfo)", timed(lambda: _native.cuda_mem_info(0)))
+    row("driver mem info (cuMemGetInfo)", timed(lambda: _native.cuda.mem_info(0)))
 row("ledger.allocator_memory(0), every imported framework", timed(lambda: ledger.allocator_memory(0)))
 for name in ledger.TRACKED_FRAMEWORKS:
     if name in sys.modules:
@@ -136,7 +136,7 @@ class Recorder:
 
 def snapshot():
     if ON_GPU:
-        _native.cuda_mem_info(0)
+        _native.cuda.mem_info(0)
     return pair_probe(0)
 
 

@@ -36,11 +36,11 @@ variants = {
     "jax import, then 300 µs asleep": (lambda: jax.dlpack.from_dlpack(t), lambda: time.sleep(300e-6)),
 }
 steps = {
-    "cuMemGetInfo": lambda: _native.cuda_mem_info(0),
+    "cuMemGetInfo": lambda: _native.cuda.mem_info(0),
     "torch allocator": lambda: ledger.framework_memory("torch", 0),
     "jax allocator": lambda: ledger.framework_memory("jax", 0),
     "torch.cuda.synchronize": torch.cuda.synchronize,
-    "cuMemGetInfo again": lambda: _native.cuda_mem_info(0),
+    "cuMemGetInfo again": lambda: _native.cuda.mem_info(0),
 }
 print(f"{'after':<32}" + "".join(f"{name:>24}" for name in steps) + "   (median µs, 300 rounds)")
 for label, (make, pause) in variants.items():

@@ -80,11 +80,11 @@ rows = {
     **{f"route {k} (guarded)": (lambda r=r, x=x: r(x)) for (k, r), x in zip(routes.items(), (t, c, t, jt))},
     **{f"route {k} inner": (lambda r=r, x=x: getattr(r, "convert", r)(x)) for (k, r), x in zip(routes.items(), (t, c, t, jt))},
     "torch.cuda.current_device()": torch.cuda.current_device,
-    "describe_declared torch": lambda: _native.describe_declared(t, T),
+    "describe_declared torch": lambda: _native.share.describe_declared(t, T),
     "jax adapter inspect": lambda: J.inspect(jt),
     "cupy adapter inspect": lambda: C.inspect(c),
     "cupy __dlpack__": lambda: c.__dlpack__(max_version=(1, 0)),
-    "_native.cuda_pointer_attributes": lambda: _native.cuda_pointer_attributes(t.data_ptr()),
+    "_native.cuda.pointer_attributes": lambda: _native.cuda.pointer_attributes(t.data_ptr()),
     "ctypes cuPointerGetAttributes x8": lambda: lib.cuPointerGetAttributes(8, attrs8, data8, ptr),
     "ctypes cuPointerGetAttributes x3": lambda: lib.cuPointerGetAttributes(3, attrs3, data8, ptr),
     "ctypes cuDevicePrimaryCtxGetState": lambda: lib.cuDevicePrimaryCtxGetState(0, ctypes.byref(state_flags), ctypes.byref(state_active)),
@@ -98,15 +98,15 @@ rows = {
     "share_chain torch->jax observe + html": lambda: api.ShareTable(gpushare.share_chain(t, ["jax"], observe=True))._repr_html_()
     if hasattr(gpushare, "share_chain") else None,
     "html of one row (observed)": (lambda r=gpushare.share(t, "jax", observe=True): api.ShareTable([r])._repr_html_()),
-    "plan torch->torch identity": (lambda p=_native.SharePlan(T, T, "dlpack", lambda x: x, None): p.run(t)),
-    "plan torch->torch identity observe": (lambda p=_native.SharePlan(T, T, "dlpack", lambda x: x, None, ledger.allocator_memory): p.run(t, observe=True)),
-    "plan torch->jax observe": (lambda p=_native.SharePlan(T, J, "dlpack", jax.dlpack.from_dlpack, None, ledger.allocator_memory): p.run(t, observe=True)),
-    "plan torch->jax observe, no allocators": (lambda p=_native.SharePlan(T, J, "dlpack", jax.dlpack.from_dlpack, None): p.run(t, observe=True)),
-    "plan torch->jax": (lambda p=_native.SharePlan(T, J, "dlpack", jax.dlpack.from_dlpack, None): p.run(t)),
+    "plan torch->torch identity": (lambda p=_native.share.SharePlan(T, T, "dlpack", lambda x: x, None): p.run(t)),
+    "plan torch->torch identity observe": (lambda p=_native.share.SharePlan(T, T, "dlpack", lambda x: x, None, ledger.allocator_memory): p.run(t, observe=True)),
+    "plan torch->jax observe": (lambda p=_native.share.SharePlan(T, J, "dlpack", jax.dlpack.from_dlpack, None, ledger.allocator_memory): p.run(t, observe=True)),
+    "plan torch->jax observe, no allocators": (lambda p=_native.share.SharePlan(T, J, "dlpack", jax.dlpack.from_dlpack, None): p.run(t, observe=True)),
+    "plan torch->jax": (lambda p=_native.share.SharePlan(T, J, "dlpack", jax.dlpack.from_dlpack, None): p.run(t)),
     "raw torch->jax + block_until_ready": lambda: jax.dlpack.from_dlpack(t).block_until_ready(),
     "inspect(t) (origin)": lambda: gpushare.inspect(t),
     "share_chain torch->jax observe": lambda: gpushare.share_chain(t, ["jax"], observe=True),
-    "cuda_mem_info": lambda: _native.cuda_mem_info(0),
+    "cuda_mem_info": lambda: _native.cuda.mem_info(0),
     "allocator_memory(0)": lambda: ledger.allocator_memory(0),
     **{f"probe {fw}": (lambda fw=fw: ledger.framework_memory(fw, 0)) for fw in ("torch", "jax", "cupy")},
 }
@@ -116,8 +116,8 @@ rows = {
 def _pieces() -> dict:
     out = {}
     try:
-        out["describe cupy (declared)"] = lambda: _native.describe_declared(c, C)
-        out["describe torch (declared)"] = lambda: _native.describe_declared(t, T)
+        out["describe cupy (declared)"] = lambda: _native.share.describe_declared(c, C)
+        out["describe torch (declared)"] = lambda: _native.share.describe_declared(t, T)
     except AttributeError:
         pass
     info = C.inspect(c)
@@ -125,9 +125,9 @@ def _pieces() -> dict:
     if made is not None:
         out["predict cupy->torch (auto)"] = lambda: made(info)
     out["api.share cupy->torch path=dlpack"] = lambda: gpushare.share(c, "torch", path="dlpack")
-    plain = _native.SharePlan(C, T, "dlpack", torch.from_dlpack, None)
+    plain = _native.share.SharePlan(C, T, "dlpack", torch.from_dlpack, None)
     out["plan cupy->torch, raw import as the route"] = lambda: plain.run(c)
-    out["plan cupy->torch identity (no import)"] = (lambda p=_native.SharePlan(C, C, "dlpack", lambda x: x, None): p.run(c))
+    out["plan cupy->torch identity (no import)"] = (lambda p=_native.share.SharePlan(C, C, "dlpack", lambda x: x, None): p.run(c))
     out["cupy.cuda.get_current_stream()"] = cupy.cuda.get_current_stream
     out["torch.cuda.current_stream()"] = torch.cuda.current_stream
     return out

@@ -54,7 +54,7 @@ def refit(run: dict) -> object:
     from gpushare import _native
 
     recorded = run["model"]
-    model = _native.CostModel(recorded.get("machine") or {}, recorded.get("created", 0.0))
+    model = _native.advice.CostModel(recorded.get("machine") or {}, recorded.get("created", 0.0))
     for key, points in recorded["observations"].items():
         head, place = key.rsplit(" @", 1)
         kind, pair, path = head.split(" ")

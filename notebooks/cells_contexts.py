@@ -36,7 +36,7 @@ import numpy as np
 import gpushare
 from gpushare import _native
 
-driver = _native.cuda_driver_status()
+driver = _native.cuda.driver_status()
 HAVE_PYCUDA = importlib.util.find_spec("pycuda") is not None
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
 RUN = driver["available"] and HAVE_PYCUDA
@@ -212,14 +212,14 @@ else:
 """),
     code("""
 if RUN:
-    primary = _native.cuda_primary_context(0)
+    primary = _native.cuda.primary_context(0)
     try:
         pycuda.driver.Context(primary["handle"])
         print("PyCUDA made a Context from a handle")
     except Exception as e:
         print("PyCUDA's Context from a handle:", type(e).__name__, "-", e)
     print("the device's primary context (driver):      ", hex(primary["handle"]))
-    print("this thread's current context (driver):     ", _native.cuda_current_context())
+    print("this thread's current context (driver):     ", _native.cuda.current_context())
     print("PyCUDA's context from pycuda.autoprimaryctx:", hex(pycuda.autoprimaryctx.context.handle),
           "= primary" if pycuda.autoprimaryctx.context.handle == primary["handle"] else "NOT the primary one")
     print("PyCUDA's context from pycuda.autoinit:      ", hex(own_context),

@@ -21,7 +21,7 @@ degrades to a message on one GPU or none.
     code("""
 %load_ext gpushare
 import gpushare
-status = gpushare._native.cuda_driver_status()
+status = gpushare._native.cuda.driver_status()
 count = int(status.get("device_count") or 0) if status.get("available") else 0
 enough = count >= 2
 print(f"{count} CUDA device(s) here" + ("" if enough else

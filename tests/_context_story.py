@@ -23,7 +23,7 @@ from gpushare import _native  # noqa: E402
 
 
 def main() -> None:
-    out: dict = {"primary_at_start": _native.cuda_primary_context(0)}
+    out: dict = {"primary_at_start": _native.cuda.primary_context(0)}
     meter = gpushare.ContextMeter(0)
     out["meter_context"] = meter.context
 
@@ -33,14 +33,14 @@ def main() -> None:
     import pycuda.gpuarray as gpuarray
 
     out["own_handle"] = int(pycuda.autoinit.context.handle)
-    out["current_after_autoinit"] = _native.cuda_current_context()
+    out["current_after_autoinit"] = _native.cuda.current_context()
     a = gpuarray.to_gpu(np.arange(1 << 16, dtype=np.float32))
     out["working_under_autoinit"] = gpushare.working_contexts(["pycuda"]).to_dict()
 
     with meter.measure("import pycuda.autoprimaryctx"):
         import pycuda.autoprimaryctx
     out["primary_handle_of_pycuda"] = int(pycuda.autoprimaryctx.context.handle)
-    out["current_after_autoprimaryctx"] = _native.cuda_current_context()
+    out["current_after_autoprimaryctx"] = _native.cuda.current_context()
     b = gpuarray.to_gpu(np.arange(1 << 16, dtype=np.float32))
 
     import torch
@@ -61,7 +61,7 @@ def main() -> None:
     out["costs"] = meter.to_dict()["rows"]
     targets = ["torch"] + (["tf"] if tf_gpu else [])
     out["working"] = gpushare.working_contexts(["pycuda", *targets]).to_dict()
-    out["primary"] = _native.cuda_primary_context(0)
+    out["primary"] = _native.cuda.primary_context(0)
 
     shares, values = {}, {}
     for label, array in (("own", a), ("primary", b)):

@@ -16,7 +16,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 def require_cuda():
     """Skips the calling test module with the condition when there is no usable GPU; returns torch."""
-    status = getattr(_native, "cuda_driver_status", None)
+    status = getattr(_native.cuda, "driver_status", None)
     if not (status and status()["available"]):
         pytest.skip("no CUDA", allow_module_level=True)
     torch = pytest.importorskip("torch", reason="torch not installed")
@@ -39,7 +39,7 @@ def start_jax() -> None:
 
 def cuda_devices() -> list[str]:
     """``cuda:0`` and, where present, ``cuda:1``: what the GPU suites parametrise over."""
-    count = int(_native.cuda_driver_status().get("device_count") or 0) if _native.cuda_driver_status().get("available") else 0
+    count = int(_native.cuda.driver_status().get("device_count") or 0) if _native.cuda.driver_status().get("available") else 0
     return [f"cuda:{i}" for i in range(min(max(count, 1), 2))]
 
 

@@ -133,8 +133,8 @@ def test_fixed_costs_follow_the_hosts_speed_when_predicted(model, monkeypatch):
     at = lambda path, speed: model.predict("share", path, "torch", "numpy", "cpu", nbytes, host_speed=speed)  # noqa: E731
     same, slow = at("dlpack", calibrated), at("dlpack", 2 * calibrated)
     assert same.host_slowdown == pytest.approx(1.0) and slow.host_slowdown == pytest.approx(2.0)
-    assert fit["speed_exponent"] == _native.HOST_MEMORY_SPEED_EXPONENT == 1.0
-    assert 0 < _native.HOST_SPEED_EXPONENT < 1
+    assert fit["speed_exponent"] == _native.advice.HOST_MEMORY_SPEED_EXPONENT == 1.0
+    assert 0 < _native.advice.HOST_SPEED_EXPONENT < 1
     assert slow.seconds == pytest.approx(2 * same.seconds)
     copy_same, copy_slow = at("host", calibrated), at("host", 2 * calibrated)
     host_fit = model.to_dict()["fits"]["share torch->numpy host @cpu"]

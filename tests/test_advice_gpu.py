@@ -127,7 +127,7 @@ def test_auto_takes_a_path_ordered_on_the_device_and_the_consumer_reads_finished
         assert total == value * N, f"{r.path} read {total}, not {value * N}: the handoff was not ordered"
         if switches:
             assert r.path != idle.path, (r.path, idle.path)
-            assert not _native.path_waits("share", r.path, "cuda:0", jax.accepts_objects, jax.dlpack_import_waits)
+            assert not _native.paths.path_waits("share", r.path, "cuda:0", jax.accepts_objects, jax.dlpack_import_waits)
             assert any("producer is busy" in n for n in r.notes), r.notes
             assert took < queue.seconds / 2, f"{r.path} took {took * 1e3:.2f} ms with {queue.seconds * 1e3:.2f} ms queued"
         else:  # no calibrated path into JAX is both ordered and free of the wait (cai is not ordered)

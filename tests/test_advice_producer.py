@@ -29,18 +29,18 @@ def _model() -> gpushare.CostModel:
 def test_the_paths_whose_host_waits_for_the_producer_are_the_cores():
     # From device memory: a capsule into TensorFlow (gpushare synchronises first), JAX's DLPack
     # import, the host and pinned copies, peer moves, process handles.
-    assert _native.path_waits("share", "capsule", "cuda:0", target_takes_objects=False)
-    assert not _native.path_waits("share", "capsule", "cuda:0", target_takes_objects=True)
-    assert _native.path_waits("share", "dlpack", "cuda:0", True, import_waits=True)
-    assert not _native.path_waits("share", "dlpack", "cuda:0", True, import_waits=False)
-    assert not _native.path_waits("share", "cai", "cuda:0")
-    assert _native.path_waits("share", "host", "cuda:0") and _native.path_waits("share", "pinned", "cuda:0")
-    assert _native.path_waits("move", "p2p", "cuda:0->cuda:1") and not _native.path_waits("move", "move", "cuda:0->cuda:1")
-    assert _native.path_waits("move", "move", "cuda:0->cpu")
-    assert _native.path_waits("process", "ipc", "cuda:0->process") and not _native.path_waits("process", "nccl", "cuda:0->process")
+    assert _native.paths.path_waits("share", "capsule", "cuda:0", target_takes_objects=False)
+    assert not _native.paths.path_waits("share", "capsule", "cuda:0", target_takes_objects=True)
+    assert _native.paths.path_waits("share", "dlpack", "cuda:0", True, import_waits=True)
+    assert not _native.paths.path_waits("share", "dlpack", "cuda:0", True, import_waits=False)
+    assert not _native.paths.path_waits("share", "cai", "cuda:0")
+    assert _native.paths.path_waits("share", "host", "cuda:0") and _native.paths.path_waits("share", "pinned", "cuda:0")
+    assert _native.paths.path_waits("move", "p2p", "cuda:0->cuda:1") and not _native.paths.path_waits("move", "move", "cuda:0->cuda:1")
+    assert _native.paths.path_waits("move", "move", "cuda:0->cpu")
+    assert _native.paths.path_waits("process", "ipc", "cuda:0->process") and not _native.paths.path_waits("process", "nccl", "cuda:0->process")
     # Host memory has no queue to wait for.
     for path in ("dlpack", "capsule", "host", "pinned"):
-        assert not _native.path_waits("share", path, "cpu", False, True)
+        assert not _native.paths.path_waits("share", path, "cpu", False, True)
     # The adapters declare the import that waits (JAX's, as measured); the others do not.
     assert framework("jax").dlpack_import_waits is True
     assert framework("torch").dlpack_import_waits is False
@@ -51,7 +51,7 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     jax = framework("jax")
     # A consumer whose DLPack import waits on the host and whose interface import honours the
     # producer's stream: busy, auto takes the interface, ordered on the device.
-    ordered = _native.Pair("torch", "jax", accepts_capsules=jax.accepts_capsules, import_waits=jax.dlpack_import_waits)
+    ordered = _native.paths.Pair("torch", "jax", accepts_capsules=jax.accepts_capsules, import_waits=jax.dlpack_import_waits)
     idle = ordered.auto((2, 0), model=m)
     busy = ordered.auto((2, 0), model=m, producer_busy=True)
     assert idle[0] == "dlpack"
@@ -64,7 +64,7 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     assert jax.cai_import_orders is False
     real = auto.pair(framework("torch"), jax)
     assert real.auto((2, 0), model=m, producer_busy=True)[0] == "dlpack"
-    assert _native.path_ordering("share", "cai", "cuda:0", True, jax.cai_import_orders)[2] is False
+    assert _native.paths.path_ordering("share", "cai", "cuda:0", True, jax.cai_import_orders)[2] is False
 
 
 def test_share_asks_the_producer_only_where_auto_depends_on_it(monkeypatch):
@@ -94,15 +94,15 @@ def test_the_producer_state_is_asked_of_the_driver_and_unknown_without_one(monke
     # A stand-in for a tensor on a GPU: its stream handle goes to the driver's cuStreamQuery.
     monkeypatch.setattr(paths, "in_device_memory", lambda obj, adapter: True)
     monkeypatch.setattr(type(src), "current_stream", lambda self, obj: 0x7F00)
-    driver = _native.cuda_driver_status().get("available")
+    driver = _native.cuda.driver_status().get("available")
     if not driver:
         # No CUDA here: the driver cannot say, and nothing is assumed.
-        assert _native.cuda_stream_busy(0x7F00, 0) is None
+        assert _native.cuda.stream_busy(0x7F00, 0) is None
         assert advice.producer_state(src, torch.ones(4)) == "unknown"
     asked = []
-    monkeypatch.setattr(_native, "cuda_stream_busy", lambda handle, ordinal=0: asked.append(handle) or True)
+    monkeypatch.setattr(_native.cuda, "stream_busy", lambda handle, ordinal=0: asked.append(handle) or True)
     assert advice.producer_state(src, torch.ones(4)) == "busy"
-    monkeypatch.setattr(_native, "cuda_stream_busy", lambda handle, ordinal=0: False)
+    monkeypatch.setattr(_native.cuda, "stream_busy", lambda handle, ordinal=0: False)
     assert advice.producer_state(src, torch.ones(4)) == "idle"
     assert asked == [0x7F00]
     # A framework without a current stream cannot say.

@@ -95,15 +95,15 @@ def test_a_bandwidth_above_its_ceiling_or_a_shared_row_with_one_is_caught(limits
 
 
 def test_each_copy_crosses_the_resources_between_its_ends():
-    assert _native.copy_resources("share", "copy", None, None) == [("host_memory", "host memory copy")]
-    keys = lambda *a: [k for k, _ in _native.copy_resources(*a)]  # noqa: E731
+    assert _native.advice.copy_resources("share", "copy", None, None) == [("host_memory", "host memory copy")]
+    keys = lambda *a: [k for k, _ in _native.advice.copy_resources(*a)]  # noqa: E731
     assert keys("share", "copy", 0, 0) == ["device_memory:0"]
     assert keys("share", "host", 0, 0) == ["device_to_host:0", "host_to_device:0"]
     assert keys("share", "host", 0, None) == ["device_to_host:0"]
     assert keys("move", "p2p", 0, 1) == ["peer:0->1"]
     assert keys("move", "pinned", 1, 0) == ["device_to_host:1", "host_to_device:0"]
     with pytest.raises(ValueError, match="unknown path kind"):
-        _native.copy_resources("teleport", "copy", None, None)
+        _native.advice.copy_resources("teleport", "copy", None, None)
 
 
 def test_the_ceilings_are_cached_per_machine_and_measured_again_when_it_changes(tmp_path, monkeypatch):
@@ -139,7 +139,7 @@ def test_ceilings_show_as_text_html_and_data(limits):
     data = limits.to_dict()
     points = data["resources"]["host_memory"]["points"]
     assert [n for n, _ in points] == list(mc.HOST_SIZES) and all(bps > 0 for _, bps in points)
-    if not _native.cuda_driver_status()["available"]:
+    if not _native.cuda.driver_status()["available"]:
         note = data["resources"]["gpu"]["note"]
         assert note.startswith("not measured: "), note
         assert "not measured" in text

@@ -33,7 +33,7 @@ def limits(tmp_path_factory):
 
 
 def test_every_gpu_resource_has_a_measured_ceiling(limits):
-    count = int(_native.cuda_driver_status()["device_count"])
+    count = int(_native.cuda.driver_status()["device_count"])
     resources = limits.resources
     for d in range(count):
         for key in (f"device_memory:{d}", f"host_to_device:{d}", f"device_to_host:{d}"):

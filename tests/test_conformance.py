@@ -250,14 +250,14 @@ def _cuda_source(fw, dtype, layout):
         shape, strides, ptr = [23], [1], _H200_BASE + isz
     if fw == "numba" and layout != "sliced":
         strides = None  # Numba's __cuda_array_interface__ gives no strides for these
-    return _native.tensor_info_from_fields(fw, "cuda:0", ptr, shape, strides, code, bits, 2, 0, False)
+    return _native.share.tensor_info_from_fields(fw, "cuda:0", ptr, shape, strides, code, bits, 2, 0, False)
 
 
 def _h200_predict(src, dst, dtype, layout):
     from gpushare import _native, auto
     from gpushare.adapters import ADAPTERS
 
-    predictor = _native.Predictor(
+    predictor = _native.paths.Predictor(
         dst, _H200_VERSIONS[dst], "auto", _H200_VERSIONS[src],
         target_facts={"keeps_64_bit": lambda: False} if dst == "jax" else None,
         source_facts={"current_device": lambda: 0} if src == "torch" else None,
@@ -298,12 +298,12 @@ def test_numba_view_of_a_broadcast_is_judged_shared():
     from gpushare import _native
 
     src = _cuda_source("torch", "float32", "zero_stride")
-    numba_view = _native.tensor_info_from_fields("numba", "cuda:0", _H200_BASE, [4, 6], None, 2, 32, 2, 0, False)
-    r = _native.ShareResult(None, src, numba_view, "cai", [1e-6])
+    numba_view = _native.share.tensor_info_from_fields("numba", "cuda:0", _H200_BASE, [4, 6], None, 2, 32, 2, 0, False)
+    r = _native.share.ShareResult(None, src, numba_view, "cai", [1e-6])
     assert r.verdict == "shared"
     assert any("Numba's __cuda_array_interface__" in n for n in r.notes), r.notes
-    elsewhere = _native.tensor_info_from_fields("numba", "cuda:0", _H200_BASE + (1 << 20), [4, 6], None, 2, 32, 2, 0, False)
-    r = _native.ShareResult(None, src, elsewhere, "cai", [1e-6])
+    elsewhere = _native.share.tensor_info_from_fields("numba", "cuda:0", _H200_BASE + (1 << 20), [4, 6], None, 2, 32, 2, 0, False)
+    r = _native.share.ShareResult(None, src, elsewhere, "cai", [1e-6])
     assert r.verdict == "copied" and "own copy" in r.reason
 
 

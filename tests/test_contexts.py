@@ -16,7 +16,7 @@ import gpushare
 from gpushare import _native, context_access
 from gpushare.context_costs import ContextCost
 
-NO_CUDA = not _native.cuda_driver_status()["available"]
+NO_CUDA = not _native.cuda.driver_status()["available"]
 needs_no_cuda = pytest.mark.skipif(not NO_CUDA, reason="a CUDA driver is here: the no-CUDA answers are not what it gives")
 
 OWN, PRIMARY = 0x5A000, 0x7B000
@@ -62,7 +62,7 @@ def _meter_with(row):
 
 @needs_no_cuda
 def test_without_cuda_the_meter_and_working_contexts_raise_with_the_reason():
-    reason = _native.cuda_driver_status()["reason"]
+    reason = _native.cuda.driver_status()["reason"]
     with pytest.raises(gpushare.GpushareError, match="no CUDA") as e:
         gpushare.ContextMeter(0)
     assert reason in str(e.value)
@@ -92,7 +92,7 @@ def test_the_child_answers_on_one_marked_line():
 def test_the_parent_reports_a_child_that_refused_or_died(monkeypatch):
     """Driven as if CUDA were here, the parent runs the real child and reads its answer: a refusal
     becomes the problem; a child that prints no answer is reported with its exit code."""
-    monkeypatch.setattr(context_access._native, "cuda_driver_status", lambda: {"available": True})
+    monkeypatch.setattr(context_access._native.cuda, "driver_status", lambda: {"available": True})
     monkeypatch.setenv("GPUSHARE_DISABLE_CUDA", "1")
     access = context_access.cross_context_access(0, nbytes=4096)
     assert access.problem == "CudaError: no CUDA: disabled by GPUSHARE_DISABLE_CUDA=1" and access.kernels_share is None
@@ -128,8 +128,8 @@ def test_gpuinfo_names_pycudas_context_by_the_driver_not_by_the_module_imported(
     for name in ("pycuda.autoinit", "pycuda.autoprimaryctx"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
-    monkeypatch.setattr(pycuda_adapter._native, "cuda_current_context", lambda: ctx(current.handle, current.handle == PRIMARY))
-    monkeypatch.setattr(pycuda_adapter._native, "cuda_primary_context", lambda ordinal=0: {"active": True, "handle": PRIMARY})
+    monkeypatch.setattr(pycuda_adapter._native.cuda, "current_context", lambda: ctx(current.handle, current.handle == PRIMARY))
+    monkeypatch.setattr(pycuda_adapter._native.cuda, "primary_context", lambda ordinal=0: {"active": True, "handle": PRIMARY})
     info = types.SimpleNamespace(notes=[])
     ADAPTERS["pycuda"].describe_runtime(info, None)
     (note,) = [n for n in info.notes if n.startswith("context")]

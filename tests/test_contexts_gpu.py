@@ -24,7 +24,7 @@ from gpushare import _native
 
 pytestmark = pytest.mark.gpu
 
-if not _native.cuda_driver_status()["available"]:
+if not _native.cuda.driver_status()["available"]:
     pytest.skip("no CUDA", allow_module_level=True)
 if importlib.util.find_spec("pycuda") is None:
     pytest.skip("framework not installed: pycuda (docs/pycuda-on-gpu.md builds it)", allow_module_level=True)

@@ -20,7 +20,7 @@ from gpushare import _native
 from gpushare.gpuinfo import FRAMEWORKS, MEMORY_SETTINGS, GpuInfo, describe_framework, gpuinfo
 
 needs_cuda_bindings = pytest.mark.skipif(
-    not hasattr(_native, "cuda_driver_status"),
+    not hasattr(_native.cuda, "driver_status"),
     reason="gpushare._native was built without the CUDA bindings (cuda::register not wired yet)",
 )
 
@@ -69,18 +69,18 @@ def test_without_cuda_reports_answer_none_and_primitives_raise():
     result = run_python(
         """
         import json
-        from gpushare import _native as n
+        from gpushare._native import cuda as n
         from gpushare.exceptions import CudaError, GpushareError
-        out = {"status": n.cuda_driver_status()}
-        out["reports"] = [n.cuda_pointer_attributes(4096), n.cuda_devices(), n.cuda_mem_info(0),
-                          n.cuda_peer_matrix(), n.cuda_current_context(), n.cuda_primary_context(0),
-                          n.cuda_same_allocation(4096, 4096, 1)]
+        out = {"status": n.driver_status()}
+        out["reports"] = [n.pointer_attributes(4096), n.devices(), n.mem_info(0),
+                          n.peer_matrix(), n.current_context(), n.primary_context(0),
+                          n.same_allocation(4096, 4096, 1)]
         raised = []
         for make in (lambda: n.DeviceAllocation(16), lambda: n.PrivateContextAllocation(16),
                      lambda: n.PinnedStager(), lambda: n.EventTimer(), lambda: n.copy_dtod(8192, 4096, 16),
-                     lambda: n.stage_through_pinned(4096, 8192, 16), lambda: n.cuda_synchronize(),
-                     lambda: n.cuda_synchronize_context(0), lambda: n.MemoryMeter(0),
-                     lambda: n.cuda_cross_context_access(0)):
+                     lambda: n.stage_through_pinned(4096, 8192, 16), lambda: n.synchronize(),
+                     lambda: n.synchronize_context(0), lambda: n.MemoryMeter(0),
+                     lambda: n.cross_context_access(0)):
             try:
                 make()
                 raised.append(None)
@@ -109,10 +109,10 @@ def test_empty_cuda_visible_devices_is_a_reason_not_a_crash():
     result = run_python(
         """
         import json
-        from gpushare import _native as n
+        from gpushare._native import cuda as n
         from gpushare.gpuinfo import gpuinfo
         info = gpuinfo()
-        print(json.dumps({"status": n.cuda_driver_status(), "visible": n.cuda_visible_devices(),
+        print(json.dumps({"status": n.driver_status(), "visible": n.visible_devices(),
                           "text": repr(info), "settings": info.memory_settings}))
         """,
         CUDA_VISIBLE_DEVICES="",
@@ -131,7 +131,7 @@ def test_empty_cuda_visible_devices_is_a_reason_not_a_crash():
 @needs_cuda_bindings
 def test_visible_devices_are_read_like_the_driver(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0,-1,2")
-    v = _native.cuda_visible_devices()
+    v = _native.cuda.visible_devices()
     assert v == {"raw": "1,0,-1,2", "entries": ["1", "0"], "ignored": ["-1", "2"], "hides_all": False}
 
 

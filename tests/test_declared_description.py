@@ -42,7 +42,7 @@ def test_cuda_core_is_described_by_the_exchange_api_read_only_flag_included():
     cuda_core = framework("cuda_core")
     assert cuda_core.describe_by == "exchange_api"
     counted, calls = _counting(type(cuda_core))
-    plan = _native.SharePlan(counted, counted, "dlpack", lambda v: v, None)
+    plan = _native.share.SharePlan(counted, counted, "dlpack", lambda v: v, None)
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     frozen = base.copy()
     frozen.flags.writeable = False
@@ -52,7 +52,7 @@ def test_cuda_core_is_described_by_the_exchange_api_read_only_flag_included():
         slow = Adapter.inspect(cuda_core, view).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
         assert fast == slow, (array.shape, array.strides)
-        assert _native.describe_declared(view, cuda_core).readonly == (array is frozen)
+        assert _native.share.describe_declared(view, cuda_core).readonly == (array is frozen)
     assert calls["inspect"] == 0, "the core read the exchange API itself"
 
 
@@ -64,8 +64,8 @@ def test_a_declared_route_that_cannot_describe_hands_the_array_to_inspect():
         pytest.skip("this NumPy has the exchange API")
     counted, calls = _counting(type(numpy_adapter), describe_by="exchange_api")
     x = np.ones(3)
-    assert _native.describe_declared(x, counted) is None
-    r = _native.SharePlan(counted, numpy_adapter, "dlpack", np.from_dlpack, None).run(x)
+    assert _native.share.describe_declared(x, counted) is None
+    r = _native.share.SharePlan(counted, numpy_adapter, "dlpack", np.from_dlpack, None).run(x)
     assert r.source.to_dict() == numpy_adapter.inspect(x).to_dict()
     assert calls["inspect"] == 1
 
@@ -75,7 +75,7 @@ def test_source_flags_decide_whether_check_source_runs():
     one is set (here ``ndim``: set on a vector, clear on a scalar; ``all()`` a method)."""
     numpy_adapter = framework("numpy")
     counted, calls = _counting(type(numpy_adapter), source_flags=("ndim", "all()"))
-    plan = _native.SharePlan(counted, numpy_adapter, "dlpack", np.from_dlpack, None, check_source=True)
+    plan = _native.share.SharePlan(counted, numpy_adapter, "dlpack", np.from_dlpack, None, check_source=True)
     plan.run(np.zeros(()))  # ndim 0, all() False: nothing set
     assert calls["check_source"] == 0
     plan.run(np.zeros(3))  # ndim 1
@@ -84,7 +84,7 @@ def test_source_flags_decide_whether_check_source_runs():
     assert calls["check_source"] == 2
     # Without declared flags, an adapter that overrides check_source is asked every time.
     undeclared, calls = _counting(type(numpy_adapter))
-    _native.SharePlan(undeclared, numpy_adapter, "dlpack", np.from_dlpack, None, check_source=True).run(np.zeros(()))
+    _native.share.SharePlan(undeclared, numpy_adapter, "dlpack", np.from_dlpack, None, check_source=True).run(np.zeros(()))
     assert calls["check_source"] == 1
 
 
@@ -105,7 +105,7 @@ def test_an_unknown_route_is_refused_in_words():
     numpy_adapter = framework("numpy")
     wrong, _ = _counting(type(numpy_adapter), describe_by="by magic")
     with pytest.raises(ValueError, match="describe_by"):
-        _native.describe_declared(np.ones(1), wrong)
+        _native.share.describe_declared(np.ones(1), wrong)
 
 
 def test_tensorflow_is_described_from_its_exporters_capsule_without_inspect():
@@ -117,7 +117,7 @@ def test_tensorflow_is_described_from_its_exporters_capsule_without_inspect():
 
     tf_adapter = framework("tf")
     counted, calls = _counting(type(tf_adapter))
-    plan = _native.SharePlan(counted, counted, "dlpack", lambda v: v, None)
+    plan = _native.share.SharePlan(counted, counted, "dlpack", lambda v: v, None)
     arrays = (tf.ones((3, 4)), tf.constant([1, 2, 3], dtype=tf.int64), tf.zeros((0, 2)), tf.constant(True),
               tf.transpose(tf.ones((2, 3))), tf.constant(1.5, dtype=tf.float16))
     for t in arrays:
@@ -126,6 +126,6 @@ def test_tensorflow_is_described_from_its_exporters_capsule_without_inspect():
         assert fast["device"] == t.device
     assert calls["inspect"] == 0, "the core read the capsule itself"
     text = tf.constant(["a"])
-    assert _native.describe_declared(text, tf_adapter) is None
+    assert _native.share.describe_declared(text, tf_adapter) is None
     with pytest.raises(gpushare.exceptions.UnsafeInputError, match="tf.string"):
         gpushare.share(text, "numpy")

@@ -27,7 +27,7 @@ Legend:
 
 
 def no_cuda() -> bool:
-    return not gpushare._native.cuda_driver_status().get("available")
+    return not gpushare._native.cuda.driver_status().get("available")
 
 
 def test_topo_matrix_is_parsed_and_priced():

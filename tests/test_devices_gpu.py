@@ -126,7 +126,7 @@ def test_pinned_host_memory_viewed_by_jax_on_the_gpu_is_shared_when_it_is():
 
     x = torch.arange(4096, dtype=torch.float32).pin_memory()
     gpu = jax.devices("gpu")[0]
-    plan = gpushare._native.SharePlan(
+    plan = gpushare._native.share.SharePlan(
         framework("torch"), framework("jax"), "dlpack", lambda t: jax.dlpack.from_dlpack(t, device=gpu), None, None
     )
     try:
@@ -238,7 +238,7 @@ def test_a_peer_move_left_running_is_waited_for_by_an_interface_reader():
     x = torch.arange(n, dtype=torch.float32, device="cuda:0")
     torch.cuda.synchronize(0)
     torch.cuda._sleep(int(2e8))
-    buf = gpushare._native.SharedBuffer._copy_of(
+    buf = gpushare._native.share.SharedBuffer._copy_of(
         gpushare.adapters.framework("torch").copy_source(x), "p2p", torch.cuda.current_stream(0).cuda_stream, "cuda:1")
     interface = buf.__cuda_array_interface__
     assert interface["stream"] is None, "the copy was waited for: no stream left to wait on"

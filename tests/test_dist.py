@@ -166,7 +166,8 @@ def test_sdist_holds_what_a_build_needs_and_nothing_else(sdist):
     assert sdist.name == f"{root}.tar.gz" and meta["Name"] == NAME
     for needed in ("pyproject.toml", "Cargo.toml", "Cargo.lock", "README.md", "LICENSE-MIT", "LICENSE-APACHE",
                    "crates/core/src/lib.rs", "crates/python/src/lib.rs", "crates/python/src/binding/mod.rs",
-                   "crates/runner/src/lib.rs", "kernelspec/kernel.json", "python/gpushare/__init__.py", "python/gpushare/_native.pyi"):
+                   "crates/runner/src/lib.rs", "kernelspec/kernel.json", "python/gpushare/__init__.py", "python/gpushare/_native/__init__.pyi",
+                   "python/gpushare/_native/cuda.pyi"):
         assert needed in names, needed
     assert not any(n.startswith((".venv", "target/", "dist/", ".git/")) or n.endswith(".so") for n in names)
 

@@ -105,9 +105,9 @@ def test_a_path_that_does_not_apply_carries_the_one_form_and_its_prediction():
 
 
 def test_a_cuda_error_without_cuda_carries_the_one_form_and_its_cuda_kind():
-    if _native.cuda_driver_status()["available"]:
+    if _native.cuda.driver_status()["available"]:
         pytest.skip("a CUDA driver is present: there is no CUDA-less failure to provoke")
-    err = _raised(lambda: _native.SharedBuffer(4, "float32", device="cuda:0"))
+    err = _raised(lambda: _native.share.SharedBuffer(4, "float32", device="cuda:0"))
     assert type(err) is CudaError and str(err).startswith("no CUDA: ")
     assert (err.kind, err.code) == ("unavailable", None) and _one_form(err) == (str(err), None, None, None)
     err = _raised(lambda: gpushare.share(np.ones(3), "numpy", device="cuda:1"))
@@ -155,15 +155,15 @@ class _Broken:
 
 def test_an_inspection_failure_is_explained_in_rust_with_the_frameworks_exception_as_cause():
     boom = RuntimeError("boom")
-    err = _raised(lambda: _native.inspect_explained(_Broken(boom), object()))
+    err = _raised(lambda: _native.share.inspect_explained(_Broken(boom), object()))
     assert type(err) is ConversionError and str(err) == "inspecting the fake array failed: RuntimeError: boom"
     assert (err.reason, err.framework_error, err.predicted) == ("RuntimeError: boom", "RuntimeError: boom", None)
     assert err.__cause__ is boom
     # gpushare's own errors and Ctrl-C pass through as themselves.
     own = gpushare_error("not_an_array", "not one")
-    assert _raised(lambda: _native.inspect_explained(_Broken(own), object())) is own
+    assert _raised(lambda: _native.share.inspect_explained(_Broken(own), object())) is own
     with pytest.raises(KeyboardInterrupt):
-        _native.inspect_explained(_Broken(KeyboardInterrupt()), object())
+        _native.share.inspect_explained(_Broken(KeyboardInterrupt()), object())
 
 
 def test_a_failure_while_describing_the_source_names_the_pair_asked_for():

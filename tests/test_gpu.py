@@ -134,7 +134,7 @@ def test_torch_context_is_the_primary_context():
     x = torch.ones(16, device="cuda")
     info = gpushare.inspect(x)
     assert info.cuda["context_is_primary"] is True
-    ctx = _native.cuda_current_context()
+    ctx = _native.cuda.current_context()
     assert ctx is not None and ctx["is_primary"] is True
 
 
@@ -154,13 +154,13 @@ def test_source_deleted_while_target_lives_is_not_reused():
 
 
 def test_private_context_memory_is_reported_as_not_primary():
-    alloc = _native.PrivateContextAllocation(1 << 20, 0)
-    attrs = _native.cuda_pointer_attributes(alloc.ptr)
+    alloc = _native.cuda.PrivateContextAllocation(1 << 20, 0)
+    attrs = _native.cuda.pointer_attributes(alloc.ptr)
     assert attrs["context_is_primary"] is False
     assert attrs["context"] == alloc.context
     # The thread's current context is unchanged by the private allocation.
     torch.ones(1, device="cuda")
-    assert _native.cuda_current_context()["is_primary"] is True
+    assert _native.cuda.current_context()["is_primary"] is True
 
 
 def test_gpuinfo_reports_the_device():

@@ -16,7 +16,7 @@ from gpushare.adapters import Adapter, framework  # noqa: E402
 
 
 def _same(adapter, x):
-    declared = _native.describe_declared(x, adapter)
+    declared = _native.share.describe_declared(x, adapter)
     assert declared is not None, f"{adapter.name}'s declared route declined {x!r}"
     fast, slow = declared.to_dict(), Adapter.inspect(adapter, x).to_dict()
     fast.pop("dlpack_version"), slow.pop("dlpack_version")

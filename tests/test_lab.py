@@ -22,12 +22,12 @@ torch = pytest.importorskip("torch", reason="torch not installed")
 jax = pytest.importorskip("jax", reason="jax not installed")
 tf = pytest.importorskip("tensorflow", reason="tensorflow not installed")
 
-CUDA = _native.cuda_driver_status()["available"]
+CUDA = _native.cuda.driver_status()["available"]
 
 
 def alive() -> int:
     gc.collect()
-    return _native.shared_buffers_alive()
+    return _native.share.shared_buffers_alive()
 
 
 # -- SharedBuffer ------------------------------------------------------------------------------
@@ -111,25 +111,25 @@ def test_fields_repr_and_arguments():
 
 def test_copy_of_makes_strided_layouts_compact():
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()  # strides (1, 4)
-    buf = _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
+    buf = _native.share.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
     assert buf.shape == (4, 3) and buf.strides == (3, 1) and buf.nbytes == 48
     y = buf.to("torch")
     assert torch.equal(y, x) and y.data_ptr() != x.data_ptr() and y.is_contiguous()
     # A broadcast view becomes its full array; an offset view starts the buffer.
     b = torch.arange(3.0)[1:].reshape(2, 1).expand(2, 5)
-    buf = _native.SharedBuffer._copy_of(b.__dlpack__(max_version=(1, 0)), "copy", None)
+    buf = _native.share.SharedBuffer._copy_of(b.__dlpack__(max_version=(1, 0)), "copy", None)
     assert buf.strides == (5, 1) and buf.nbytes == 40 and buf.data_ptr % 256 == 0
     assert torch.equal(buf.to("torch"), b)
     with pytest.raises(PathNotApplicableError, match="path='copy'"):
-        _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "pinned", None)
+        _native.share.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "pinned", None)
 
 
 def test_shared_buffer_of_finds_views_only():
     buf = gpushare.SharedBuffer(16, "float32")
     view = buf.to("torch")[4:8]
-    found = _native.SharedBuffer._of(view.__dlpack__(max_version=(1, 0)))
+    found = _native.share.SharedBuffer._of(view.__dlpack__(max_version=(1, 0)))
     assert found is not None and found.data_ptr == buf.data_ptr + 16 and found.shape == (4,)
-    assert _native.SharedBuffer._of(torch.ones(4).__dlpack__(max_version=(1, 0))) is None
+    assert _native.share.SharedBuffer._of(torch.ones(4).__dlpack__(max_version=(1, 0))) is None
 
 
 def test_a_long_host_copy_stops_on_ctrl_c():
@@ -142,7 +142,7 @@ def test_a_long_host_copy_stops_on_ctrl_c():
     try:
         with pytest.raises(KeyboardInterrupt):
             for _ in range(50):  # the alarm lands inside one of these copies, or between them
-                _native.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
+                _native.share.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -447,11 +447,11 @@ def test_sizes_are_written_by_the_cores_one_formatter(monkeypatch):
     a context's cost and the figures of gpuinfo read alike."""
     from gpushare import bench_plot, sweep_sizes
 
-    assert [_native.format_bytes(n) for n in (512, 1536, 4096, 256 << 20)] == ["512 B", "1.50 KiB", "4.00 KiB", "256 MiB"]
-    assert [_native.size_label(n) for n in (4096, 1536, 1 << 30)] == ["4 KiB", "1.50 KiB", "1 GiB"]
-    assert [_native.format_bytes(n, signed=True) for n in (64 << 20, -512, 0)] == ["+64 MiB", "-512 B", "±0 B"]
+    assert [_native.text.format_bytes(n) for n in (512, 1536, 4096, 256 << 20)] == ["512 B", "1.50 KiB", "4.00 KiB", "256 MiB"]
+    assert [_native.text.size_label(n) for n in (4096, 1536, 1 << 30)] == ["4 KiB", "1.50 KiB", "1 GiB"]
+    assert [_native.text.format_bytes(n, signed=True) for n in (64 << 20, -512, 0)] == ["+64 MiB", "-512 B", "±0 B"]
     with pytest.raises(ValueError, match="not negative"):
-        _native.format_bytes(-1)
+        _native.text.format_bytes(-1)
     assert bench_plot.bytes_label(1536.0) == "1.50 KiB" and bench_plot.bytes_label(4096) == "4 KiB"
     monkeypatch.setattr(sweep_sizes, "device_capacity", lambda device: 1024)
     with pytest.raises(ValueError, match=r"size 1.50 KiB \(1,536 bytes\) does not fit in the host memory \(1.00 KiB\)"):

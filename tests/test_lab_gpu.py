@@ -27,7 +27,7 @@ torch = require_cuda()
 
 def alive() -> int:
     gc.collect()
-    return _native.shared_buffers_alive()
+    return _native.share.shared_buffers_alive()
 
 
 @pytest.mark.parametrize("device", cuda_devices())
@@ -227,13 +227,13 @@ def test_copy_path_reuses_pooled_device_memory_and_empties_the_cache():
     ptr = first.data_ptr()
     del first
     gc.collect()
-    assert _native.shared_pool_usage() == (1, 4 << 20)
+    assert _native.share.shared_pool_usage() == (1, 4 << 20)
     second = convert(x)  # same stream as the last user: reused without waiting
     assert second.data_ptr() == ptr and torch.equal(second, x)
     del second
     gc.collect()
     lab.empty_cache()
-    assert _native.shared_pool_usage() == (0, 0)
+    assert _native.share.shared_pool_usage() == (0, 0)
 
 
 def test_compare_on_the_gpu_reports_device_paths_and_device_time():

@@ -178,7 +178,7 @@ def test_device_memory_stays_flat(capsys):
             pass  # JAX without a GPU backend here (e.g. JAX_PLATFORMS=cpu)
     from gpushare import _native
 
-    mem_info = getattr(_native, "cuda_mem_info", None)
+    mem_info = getattr(_native.cuda, "mem_info", None)
     for dst in targets:
         for _ in range(WARMUP):
             gpushare.share(torch.ones(N, device="cuda"), dst)

@@ -16,7 +16,7 @@ torch = require_cuda()
 def test_sharebench_refuses_a_size_beyond_the_devices_memory(ip, run, monkeypatch):
     from gpushare import _native, lab
 
-    total = next(d["total_memory"] for d in _native.cuda_devices() if d["ordinal"] == 0)
+    total = next(d["total_memory"] for d in _native.cuda.devices() if d["ordinal"] == 0)
     made = []
     monkeypatch.setattr(lab, "make_array", lambda *a, **k: made.append(a))
     with pytest.raises(UsageError, match=r"does not fit in the memory of cuda:0") as caught:

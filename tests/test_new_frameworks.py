@@ -57,7 +57,7 @@ def test_an_mlx_slice_with_a_byte_offset_is_refused_into_paddle_and_warp():
     the offset and would view the bytes before the slice: gpushare refuses, with the fix."""
     mx = need("mlx.core")
     a = mx.arange(25, dtype=mx.float32)[1:]
-    assert _native.TensorInfo.from_capsule(a.__dlpack__(), "mlx", "cpu", False).byte_offset == 4
+    assert _native.share.TensorInfo.from_capsule(a.__dlpack__(), "mlx", "cpu", False).byte_offset == 4
     for target in ("warp", "paddle"):
         if not ADAPTERS[target].installed():
             continue
@@ -154,7 +154,7 @@ def test_gpuinfo_reports_the_new_frameworks():
     """Version, DLPack support and devices, through each adapter's describe_runtime hook."""
     info = gpushare.gpuinfo(import_frameworks=True)
     expected = {"mlx.core": "legacy", "warp": "legacy", "cuda.core": "versioned"}
-    status = _native.cuda_driver_status()
+    status = _native.cuda.driver_status()
     driver_devices = [f"cuda:{i}" for i in range(status.get("device_count") or 0)] if status["available"] else []
     checked = 0
     for module, export in expected.items():
@@ -259,7 +259,7 @@ def _pair(source: str, target: str):
 
 
 def _cuda_info(framework: str, dtype_code: int = 2, bits: int = 32, shape=(4, 6), strides=(6, 1), ptr=0x7F0000000000):
-    return _native.tensor_info_from_fields(framework, "cuda:0", ptr, list(shape), list(strides), dtype_code, bits, 2, 0, False)
+    return _native.share.tensor_info_from_fields(framework, "cuda:0", ptr, list(shape), list(strides), dtype_code, bits, 2, 0, False)
 
 
 def test_mlx_refuses_cuda_memory_in_the_words_the_prediction_expects():
@@ -267,10 +267,10 @@ def test_mlx_refuses_cuda_memory_in_the_words_the_prediction_expects():
     capsule that says kDLCUDA over host memory gets the CPU build's answer, which the rule predicts."""
     mx = need("mlx.core")
     host = np.arange(24, dtype=np.float32)
-    capsule = _native.capsule_over(host, host.ctypes.data, [4, 6], [6, 1], 2, 32, 2, 0)
+    capsule = _native.share.capsule_over(host, host.ctypes.data, [4, 6], [6, 1], 2, 32, 2, 0)
     with pytest.raises(ValueError) as raised:
         mx.from_dlpack(capsule)
-    predicted = _native.Predictor("mlx", mx.__version__, "dlpack", "", pair=_pair("torch", "mlx"))(_cuda_info("torch"))
+    predicted = _native.paths.Predictor("mlx", mx.__version__, "dlpack", "", pair=_pair("torch", "mlx"))(_cuda_info("torch"))
     assert predicted.verdict == "failed" and predicted.expected_error in str(raised.value), (predicted, raised.value)
     assert "path='host'" in predicted.fix
 
@@ -283,7 +283,7 @@ def test_the_rule_facts_hook_reads_a_changing_fact_at_each_prediction_and_only_w
         calls.append("context")
         return context["current"]
 
-    into_pycuda = _native.Predictor("pycuda", "2026.1", "auto", "", target_facts={"has_current_context": has_context},
+    into_pycuda = _native.paths.Predictor("pycuda", "2026.1", "auto", "", target_facts={"has_current_context": has_context},
                                     pair=_pair("torch", "pycuda"))
     source = _cuda_info("torch")
     p = into_pycuda(source)
@@ -293,14 +293,14 @@ def test_the_rule_facts_hook_reads_a_changing_fact_at_each_prediction_and_only_w
     assert calls == ["context", "context"]
     # JAX's x64 flag is asked only of a 64-bit dtype, the only ones it narrows.
     x64_reads = []
-    into_jax = _native.Predictor("jax", "0.11.2", "auto", "",
+    into_jax = _native.paths.Predictor("jax", "0.11.2", "auto", "",
                                  target_facts={"keeps_64_bit": lambda: x64_reads.append(1) or True}, pair=_pair("torch", "jax"))
     assert into_jax(_cuda_info("torch")).verdict == "shared" and x64_reads == []
     assert into_jax(_cuda_info("torch", 2, 64)).verdict == "shared" and x64_reads == [1]
     with pytest.raises(ValueError, match="unknown rule fact"):
-        _native.Predictor("jax", "", "auto", "", target_facts={"jax_x64": True}, pair=_pair("torch", "jax"))
+        _native.paths.Predictor("jax", "", "auto", "", target_facts={"jax_x64": True}, pair=_pair("torch", "jax"))
     with pytest.raises(ValueError, match="read once"):
-        _native.Predictor("torch", "", "auto", "", target_facts={"per_thread_default_stream": lambda: True},
+        _native.paths.Predictor("torch", "", "auto", "", target_facts={"per_thread_default_stream": lambda: True},
                           pair=_pair("cupy", "torch"))
 
 
@@ -313,7 +313,7 @@ def test_each_adapter_declares_its_rule_facts_through_the_one_hook():
     assert facts["numpy"] == {} and facts["mlx"] == {"dlpack_takes_device": False}
     # Every name is one the core knows: a Predictor takes each adapter's facts on both sides.
     for name, declared in facts.items():
-        _native.Predictor(name, "", "auto", "", target_facts=declared, source_facts=declared, pair=_pair(name, name))
+        _native.paths.Predictor(name, "", "auto", "", target_facts=declared, source_facts=declared, pair=_pair(name, name))
 
 
 def test_pycuda_facts_follow_its_context_stack(stand_in_pycuda, monkeypatch):

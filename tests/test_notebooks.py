@@ -208,7 +208,7 @@ def test_the_context_story_sets_the_claim_against_what_tensorflow_offers(nb_sess
     assert all(n.startswith("tf.distribute.") or n == "tf.test.is_built_with_cuda" for n in listed), listed
     from gpushare import _native
 
-    if not (_native.cuda_driver_status()["available"] and have("pycuda")):
+    if not (_native.cuda.driver_status()["available"] and have("pycuda")):
         # Every part that needs PyCUDA on a GPU says it was skipped, and why.
         assert text.count("skipped: no CUDA or no PyCUDA") == 7, text
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_path_is_declared_once_in_the_table():
-    table = _native.path_table()
+    table = _native.paths.path_table()
     assert table[-1]["name"] == "auto" and table[-1]["kind"] == "any"
     keys = [(p["kind"], p["name"]) for p in table]
     assert len(keys) == len(set(keys))
@@ -42,24 +42,24 @@ def test_the_rules_keep_no_copy_of_what_the_adapters_declare():
     """``auto`` and every prediction decide from the facts the adapters declare, read once per
     pair (``Pair.of``): the binding has no names-only fallback, and a Predictor cannot be made
     without the pair's facts."""
-    assert not hasattr(_native, "known_endpoints")
+    assert not any(hasattr(m, "known_endpoints") for m in (_native, *vars(_native).values()))
     with pytest.raises(TypeError, match="pair"):
-        _native.Predictor("jax", "", "auto", "")
+        _native.paths.Predictor("jax", "", "auto", "")
     numba, torch_ = ADAPTERS["numba"], ADAPTERS["torch"]
     # The facts come from the adapters themselves: Numba's arrays have no __dlpack__.
     assert auto.pair(numba, torch_).endpoints[0] is False and auto.pair(torch_, numba).endpoints[0] is True
 
 
 def test_auto_decides_from_facts():
-    plain = _native.Pair()
+    plain = _native.paths.Pair()
     assert plain.auto((1, 0)) == ("dlpack", "share", None)
     # Into a framework that cannot address device memory, from device memory: the host route, and why.
-    into_numpy = _native.Pair("torch", "numpy", accepts_capsules=False, addresses_device=False)
+    into_numpy = _native.paths.Pair("torch", "numpy", accepts_capsules=False, addresses_device=False)
     path, kind, why = into_numpy.auto((2, 0))
     assert (path, kind) == ("host", "share") and "numpy cannot address device memory" in why
     assert into_numpy.auto((1, 0))[0] == "dlpack"
-    assert _native.Pair(accepts_objects=False).auto((2, 0))[0] == "capsule"
-    assert _native.Pair(exports_dlpack=False).auto((2, 0))[0] == "cai"
+    assert _native.paths.Pair(accepts_objects=False).auto((2, 0))[0] == "capsule"
+    assert _native.paths.Pair(exports_dlpack=False).auto((2, 0))[0] == "cai"
     # Moves: a peer copy only between two GPUs that reach each other; nothing to move when already there.
     assert plain.auto((2, 0), (2, 1), peer_access=True)[:2] == ("p2p", "move")
     assert plain.auto((2, 0), (2, 1), peer_access=False)[0] == "move"
@@ -72,11 +72,11 @@ def test_a_pair_reads_what_the_two_adapters_declare_once():
     torch_adapter, jax_adapter = ADAPTERS["torch"], ADAPTERS["jax"]
     into_jax = auto.pair(torch_adapter, jax_adapter)
     assert (into_jax.source, into_jax.target) == ("torch", "jax")
-    assert into_jax == _native.Pair("torch", "jax", accepts_capsules=jax_adapter.accepts_capsules,
+    assert into_jax == _native.paths.Pair("torch", "jax", accepts_capsules=jax_adapter.accepts_capsules,
                                     import_waits=jax_adapter.dlpack_import_waits,
                                     cai_unordered=not jax_adapter.cai_import_orders,
                                     shares_host_across=torch_adapter.shares_host_memory_across_processes)
-    assert into_jax != _native.Pair("torch", "jax")
+    assert into_jax != _native.paths.Pair("torch", "jax")
 
 
 def test_the_host_only_auto_is_decided_per_array():
@@ -95,7 +95,7 @@ def test_the_process_auto_is_the_one_auto():
     """processes.py can call auto.across_processes: the one auto's word for a handoff across processes."""
     np = pytest.importorskip("numpy")
     assert auto.across_processes(np.ones(4)) == "shm"
-    assert _native.Pair().auto((2, 0), across=True)[:2] == ("ipc", "process")
+    assert _native.paths.Pair().auto((2, 0), across=True)[:2] == ("ipc", "process")
     from gpushare import processes
 
     assert auto.across_processes(np.ones(4)) == processes.resolve_auto(np.ones(4))

@@ -50,7 +50,7 @@ def _fastest_model(fastest: str) -> gpushare.CostModel:
             fixed = 1e-7 if path == fastest else 1e-4 * (1 + 0.1 * i)
             # A path that copies by design is said to have copied (a model file that says
             # otherwise is refused when read: tests/test_cache_files.py).
-            shares = _native.copied_by_design("share", path) is None
+            shares = _native.paths.copied_by_design("share", path) is None
             m.add("share", path, src, dst, "cpu", [(n, fixed) for n in sizes], shares)
     return m
 

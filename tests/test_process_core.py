@@ -31,7 +31,7 @@ def worker():
 def test_results_are_the_cores_typed_reports(worker):
     r = worker.share(np.arange(6, dtype=np.float32), path="shm", repeat=4)
     try:
-        assert type(r) is _native.ProcessShareResult
+        assert type(r) is _native.processes.ProcessShareResult
         payload = json.loads(r.to_json())
         assert r.to_dict() == {"schema": payload["schema"], **payload["data"]}
         assert r._repr_mimebundle_()["application/vnd.gpushare+json"] == payload
@@ -42,7 +42,7 @@ def test_results_are_the_cores_typed_reports(worker):
     finally:
         r.release()
     c = gpushare.compare(torch.ones(8), "torch", across=worker, paths="shm,gloo", repeat=2)
-    assert type(c) is _native.ProcessComparison
+    assert type(c) is _native.processes.ProcessComparison
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
 
 
@@ -57,7 +57,7 @@ def test_the_timing_is_the_cores_loop_and_median(worker):
         r.release()
     # The loop releases the last handoff before each timed one, never inside the timing.
     calls: list[str] = []
-    last, timing = _native.measure_handoffs(lambda: calls.append("handoff") or len(calls),
+    last, timing = _native.processes.measure_handoffs(lambda: calls.append("handoff") or len(calls),
                                             lambda v: calls.append(f"release {v}"), 3)
     assert calls == ["handoff", "release 1", "handoff", "release 3", "handoff", "release 5", "handoff"]
     assert last == 7 and timing["repeats"] == 3 and len(timing["samples"]) == 3
@@ -66,25 +66,25 @@ def test_the_timing_is_the_cores_loop_and_median(worker):
 def test_the_verdict_is_the_cores_identity_judge():
     seg = {"kind": "host", "file": "/dev/shm/s", "unlinked": False, "mapping": "shared", "dev": "00:1b",
            "inode": 7, "offset": 0, "address": 4096}
-    assert _native.same_memory(seg, {**seg, "address": 8192}) == (True, "same file and offset, mapped shared by both processes")
-    assert _native.judge_handoff("shm", seg, {**seg, "offset": 64}) == ("copied", "same file, different offsets")
-    verdict, reason = _native.judge_handoff("shm", seg, seg, {"name": "s", "offset": 0})
+    assert _native.processes.same_memory(seg, {**seg, "address": 8192}) == (True, "same file and offset, mapped shared by both processes")
+    assert _native.processes.judge_handoff("shm", seg, {**seg, "offset": 64}) == ("copied", "same file, different offsets")
+    verdict, reason = _native.processes.judge_handoff("shm", seg, seg, {"name": "s", "offset": 0})
     assert verdict == "copied" and "(s + 0)" in reason
     with pytest.raises(ValueError, match="colour"):
-        _native.same_memory({**seg, "colour": "blue"}, seg)
+        _native.processes.same_memory({**seg, "colour": "blue"}, seg)
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("process*.py")))
 def test_the_process_modules_read_no_clock_and_write_no_json(module):
     source = (PACKAGE / module).read_text(encoding="utf-8")
     assert "perf_counter" not in source and "json.dumps" not in source and "json.loads" not in source
-    assert not hasattr(_native, "process_report_json")
+    assert not hasattr(_native.processes, "report_json") and not hasattr(_native, "process_report_json")
 
 
 def test_processes_keeps_the_transport_only():
     lines = (PACKAGE / "processes.py").read_text(encoding="utf-8").count("\n")
     assert lines < 700, lines
-    assert processes.ProcessShareResult is _native.ProcessShareResult
+    assert processes.ProcessShareResult is _native.processes.ProcessShareResult
 
 
 def test_whether_a_path_applies_is_the_cores_rule_asking_costly_facts_only_when_needed():
@@ -94,7 +94,7 @@ def test_whether_a_path_applies_is_the_cores_rule_asking_costly_facts_only_when_
         return lambda: asked.append(name) or answer
 
     def refusal(path: str, framework: str, on_device: bool, library: str | None = None, ipc: str | None = None):
-        return _native.process_refusal(path, framework, None, ["numpy", "torch"], library, on_device, 0, 0,
+        return _native.processes.refusal(path, framework, None, ["numpy", "torch"], library, on_device, 0, 0,
                                        probe("library"), probe("nccl"), probe("ipc", ipc))
 
     assert "in host memory" in refusal("ipc", "numpy", False) and asked == []

@@ -73,40 +73,40 @@ class FakeTransport:
 
 def test_the_core_times_judges_and_builds_the_row_over_a_transport():
     t = FakeTransport()
-    r = _native.process_handoff(t, 2)
-    assert type(r) is _native.ProcessShareResult
+    r = _native.processes.handoff(t, 2)
+    assert type(r) is _native.processes.ProcessShareResult
     assert t.log == ["facts", "set_up", "hand_over 1", "release 1", "hand_over 2", "release 2", "hand_over 3"]
     assert (r.verdict, r.reason, r.bytes_moved, r.nbytes) == ("shared", None, 0, 32)
     assert r.timing.repeats == 2 and r.timing.first_call >= 0.25
     assert (r.remote, r.local, r.notes, r.source.pid) == ("remote", "local", ["last slot 3"], os.getpid())
     assert r.mechanism == "torch.multiprocessing reduce_tensor"
-    copied = _native.process_handoff(FakeTransport(target={**SEGMENT, "offset": 64}), 1)
+    copied = _native.processes.handoff(FakeTransport(target={**SEGMENT, "offset": 64}), 1)
     assert (copied.verdict, copied.reason, copied.bytes_moved) == ("copied", "same file, different offsets", 32)
 
 
 def test_a_transports_exception_comes_back_as_itself():
     t = FakeTransport(fail_at=2)
     with pytest.raises(WorkerError, match="the worker died"):
-        _native.process_handoff(t, 3)
+        _native.processes.handoff(t, 3)
     assert t.log == ["facts", "set_up", "hand_over 1", "release 1"]
 
 
 def test_a_path_that_does_not_apply_is_refused_before_set_up_asking_costly_facts_only_when_needed():
     t = FakeTransport(path="ipc")
     with pytest.raises(PathNotApplicableError) as e:
-        _native.process_handoff(t, 1)
+        _native.processes.handoff(t, 1)
     assert e.value.reason.startswith("CUDA IPC shares device memory") and t.log == ["facts"]
     t = FakeTransport(path="ipc", on_device=True)
-    assert _native.process_route_refusal(t) == "legacy IPC cannot export it"
+    assert _native.processes.route_refusal(t) == "legacy IPC cannot export it"
     assert t.log == ["facts", "ipc_refusal"]
 
 
 def test_a_failed_path_is_the_cores_row():
-    r = _native.process_failure("gloo", "numpy", 32, "gloo hands torch tensors; this is a numpy array", False)
+    r = _native.processes.failure("gloo", "numpy", 32, "gloo hands torch tensors; this is a numpy array", False)
     assert (r.verdict, r.applicable, r.timing, r.target) == ("failed", False, None, None)
-    c = _native.process_comparison("numpy", None, "float32", [8], "cpu", [r])
+    c = _native.processes.comparison("numpy", None, "float32", [8], "cpu", [r])
     assert c["gloo"].reason == "gloo hands torch tensors; this is a numpy array"
-    b = _native.process_bench("numpy", "numpy", "float32", "cpu", [32], [(32, r)], False, 2)
+    b = _native.processes.bench("numpy", "numpy", "float32", "cpu", [32], [(32, r)], False, 2)
     assert b.points[0].size == 32 and b.points[0].path == "gloo"
 
 

@@ -434,6 +434,6 @@ def test_a_strided_cuda_tensor_is_refused_for_nccl_before_it_is_sent():
     assert not process_routes._dense(x[::2]) and not process_routes._dense(torch.ones(1).expand(4))
     none = lambda: None  # noqa: E731
     args = ("nccl", "torch", None, ["torch"], "torch", True, 0, 1, none, none, none)
-    why = _native.process_refusal(*args, strided=True)
+    why = _native.processes.refusal(*args, strided=True)
     assert why is not None and "x.contiguous()" in why, why
-    assert _native.process_refusal(*args) is None
+    assert _native.processes.refusal(*args) is None

@@ -201,7 +201,7 @@ def test_memory_legacy_ipc_cannot_export_gets_a_predicted_explained_refusal(conf
 
 
 def test_gpu_memory_and_processes_are_released_when_the_worker_stops():
-    free_before, _ = _native.cuda_mem_info(0, True)
+    free_before, _ = _native.cuda.mem_info(0, True)
     x = torch.ones(1 << 22, device="cuda:0")
     w = gpushare.Worker(device="cuda:0").start()
     pid = w.pid
@@ -216,7 +216,7 @@ def test_gpu_memory_and_processes_are_released_when_the_worker_stops():
     # parent's own caching allocator, which keeps x).
     deadline = time.monotonic() + 10
     while True:
-        free_after, _ = _native.cuda_mem_info(0, True)
+        free_after, _ = _native.cuda.mem_info(0, True)
         if free_after >= free_before - x.nbytes - (64 << 20) or time.monotonic() > deadline:
             break
         time.sleep(0.2)

@@ -208,19 +208,19 @@ def test_a_process_dict_the_schema_does_not_describe_is_refused():
             "nbytes": 32, "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
             "source": {"pid": 1, "framework": "numpy", "identity": None, "context": None}, "target": None, "notes": []}
     # The dicts reach the Rust types as Python objects (pyo3), no JSON text on the way.
-    payload = json.loads(_native.process_report("process-share", good).to_json())
+    payload = json.loads(_native.processes.report("process-share", good).to_json())
     validate("process-share", payload)
     with pytest.raises(ValueError, match="unknown field `colour`"):
-        _native.process_report("process-share", {**good, "colour": "blue"})
+        _native.processes.report("process-share", {**good, "colour": "blue"})
     with pytest.raises(ValueError, match="maybe"):
-        _native.process_report("process-share", {**good, "verdict": "maybe"})
+        _native.processes.report("process-share", {**good, "verdict": "maybe"})
     point = {**good, "size": 4096, "surprise": 1}  # a bench point: flattened in Rust, checked all the same
     bench = {"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32", "device": "cpu",
              "sizes": [4096], "points": [point], "interrupted": False, "repeat": 1}
     with pytest.raises(ValueError, match=r"data\.points\[0\]\.surprise"):
-        _native.process_report("process-bench", bench)
+        _native.processes.report("process-bench", bench)
     with pytest.raises(ValueError, match="unknown process result kind"):
-        _native.process_report("process-nothing", {})
+        _native.processes.report("process-nothing", {})
     # And the schema itself says the same, for anyone validating without gpushare.
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"schema": "gpushare.process-share/1", "data": {**good, "colour": "blue"}},

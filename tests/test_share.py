@@ -275,7 +275,7 @@ def test_jax_attribute_inspection_equals_the_dlpack_reading(make):
     for _ in range(2):
         x = make()
         # The attribute route declines only extended dtypes (bfloat16): those read the DLPack capsule.
-        assert (_native.describe_declared(x, jax_adapter) is None) == (x.dtype == jnp.bfloat16)
+        assert (_native.share.describe_declared(x, jax_adapter) is None) == (x.dtype == jnp.bfloat16)
         fast = jax_adapter.inspect(x).to_dict()
         slow = Adapter.inspect(jax_adapter, x).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
@@ -292,7 +292,7 @@ def test_torch_exchange_api_inspection_equals_the_capsule_reading():
     torch_adapter = framework("torch")
     grad = torch.ones(2, requires_grad=True)
     for x in (torch.ones(3, 4), torch.ones(4, 6)[1:3, ::2], torch.tensor(1.5), torch.zeros(0, 2), grad):
-        assert _native.describe_declared(x, torch_adapter) is not None
+        assert _native.share.describe_declared(x, torch_adapter) is not None
         fast = torch_adapter.inspect(x).to_dict()
         slow = Adapter.inspect(torch_adapter, x).to_dict()
         fast.pop("dlpack_version"), slow.pop("dlpack_version")
@@ -319,7 +319,7 @@ def test_the_core_reads_a_capsule_itself_where_the_adapter_says_that_is_all_insp
             return Adapter.inspect(self, obj)
 
     by_capsule = ByCapsule()
-    plan = _native.SharePlan(by_capsule, numpy_adapter, "dlpack", np.from_dlpack, None)
+    plan = _native.share.SharePlan(by_capsule, numpy_adapter, "dlpack", np.from_dlpack, None)
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     for x in (base, base[1:3, ::2], base.T, np.full((), 1.5), np.zeros((0, 2)), base[::-1]):
         r = plan.run(x)
@@ -430,14 +430,14 @@ def test_ctrl_c_during_a_conversion_is_not_turned_into_a_conversion_error():
     def interrupted(obj):
         raise KeyboardInterrupt
 
-    plan = _native.SharePlan(src, dst, "dlpack", interrupted, None, api.allocator_memory)
+    plan = _native.share.SharePlan(src, dst, "dlpack", interrupted, None, api.allocator_memory)
     with pytest.raises(KeyboardInterrupt):
         plan.run(torch.ones(2))
 
     def broken(obj):
         raise RuntimeError("the framework broke")
 
-    plan = _native.SharePlan(src, dst, "dlpack", broken, None, api.allocator_memory)
+    plan = _native.share.SharePlan(src, dst, "dlpack", broken, None, api.allocator_memory)
     with pytest.raises(ConversionError, match="the framework broke") as e:
         plan.run(torch.ones(2))
     assert isinstance(e.value.__cause__, RuntimeError)
@@ -461,8 +461,8 @@ def test_jax_arrays_without_a_layout_key_are_each_asked_their_layout():
         )
 
     adapter = framework("jax")
-    row_major = _native.describe_declared(fake((0, 1)), adapter)
-    transposed = _native.describe_declared(fake((1, 0)), adapter)
+    row_major = _native.share.describe_declared(fake((0, 1)), adapter)
+    transposed = _native.share.describe_declared(fake((1, 0)), adapter)
     assert row_major.strides == [3, 1]
     assert transposed.strides == [1, 2]
 

@@ -14,18 +14,18 @@ KINDS = {"own", "framework", "driver", "conversion", "wait"}
 @pytest.fixture
 def trace_off():
     yield
-    _native._stage_trace(False)
+    _native.share._stage_trace(False)
 
 
 def test_a_share_is_traced_stage_by_stage_only_while_the_trace_is_on(trace_off):
     torch = pytest.importorskip("torch", reason="torch not installed")
     t = torch.ones(16)
     gpushare.share(t, "numpy")
-    assert _native._stage_trace() == []
+    assert _native.share._stage_trace() == []
 
-    _native._stage_trace(True)
+    _native.share._stage_trace(True)
     gpushare.share(t, "numpy")
-    stages = _native._stage_trace()
+    stages = _native.share._stage_trace()
     names = [stage for stage, _, _ in stages]
     assert names[-1] == "the result object"
     assert {kind for _, kind, _ in stages} <= KINDS
@@ -34,8 +34,8 @@ def test_a_share_is_traced_stage_by_stage_only_while_the_trace_is_on(trace_off):
     assert ("convert", "conversion") in {(stage, kind) for stage, kind, _ in stages}
     assert ("describe: the framework's layout", "framework") in {(stage, kind) for stage, kind, _ in stages}
     assert ("judge and report", "own") in {(stage, kind) for stage, kind, _ in stages}
-    assert _native._stage_trace() == []  # taken: a fresh start
+    assert _native.share._stage_trace() == []  # taken: a fresh start
 
-    _native._stage_trace(False)
+    _native.share._stage_trace(False)
     gpushare.share(t, "numpy")
-    assert _native._stage_trace() == []
+    assert _native.share._stage_trace() == []

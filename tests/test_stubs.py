@@ -1,16 +1,29 @@
-"""The type stubs of gpushare._native (python/gpushare/_native.pyi) match the compiled module:
-the same public names, and the same parameter names and defaults-ness for every callable."""
+"""The type stubs of gpushare._native (python/gpushare/_native/, one file per submodule) match the
+compiled module: the same submodules, the same public names in each, and the same parameter names
+and defaults-ness for every callable."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import types
 from pathlib import Path
+
+import pytest
 
 import gpushare
 from gpushare import _native
 
-STUB = Path(gpushare.__file__).with_name("_native.pyi")
+STUBS = Path(gpushare.__file__).with_name("_native")
+SUBMODULES = sorted(n for n, v in vars(_native).items() if isinstance(v, types.ModuleType))
+
+
+def _module(sub: str):
+    return _native if sub == "" else getattr(_native, sub)
+
+
+def _stub_file(sub: str) -> Path:
+    return STUBS / ("__init__.pyi" if sub == "" else f"{sub}.pyi")
 KEPT_DUNDERS = {"__init__", "__dlpack__", "__dlpack_device__", "__len__", "__getitem__", "__iter__", "__call__", "__enter__", "__exit__"}
 
 
@@ -24,8 +37,8 @@ def _params(fn: ast.FunctionDef) -> list[str]:
     return [n for n in names if n != "self"]
 
 
-def _stub() -> tuple[dict[str, ast.FunctionDef], dict[str, dict[str, ast.FunctionDef]], set[str]]:
-    tree = ast.parse(STUB.read_text())
+def _stub(sub: str) -> tuple[dict[str, ast.FunctionDef], dict[str, dict[str, ast.FunctionDef]], set[str]]:
+    tree = ast.parse(_stub_file(sub).read_text())
     functions, classes, names = {}, {}, set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
@@ -51,24 +64,36 @@ def _runtime_params(obj) -> list[str] | None:
     return None if out == ["*args", "kwargs"] else out
 
 
-def test_every_public_name_is_stubbed_and_exists():
-    functions, classes, names = _stub()
-    runtime = {n for n in dir(_native) if not n.startswith("__") or n == "__version__"}
+def test_the_submodules_are_the_stubs_files_and_importable_by_name():
+    assert SUBMODULES == ["advice", "cuda", "errors", "lab", "paths", "processes", "share", "text"]
+    assert {p.stem for p in STUBS.glob("*.pyi")} == {"__init__", *SUBMODULES}
+    for sub in SUBMODULES:
+        module = __import__(f"gpushare._native.{sub}", fromlist=["_"])
+        assert module is getattr(_native, sub) and module.__name__ == f"gpushare._native.{sub}"
+
+
+@pytest.mark.parametrize("sub", ["", *SUBMODULES])
+def test_every_public_name_is_stubbed_and_exists(sub):
+    functions, classes, names = _stub(sub)
+    module = _module(sub)
+    runtime = {n for n, v in vars(module).items() if (not n.startswith("__") or n == "__version__") and not isinstance(v, types.ModuleType)}
     assert runtime == set(functions) | set(classes) | names
 
 
-def test_function_signatures_match():
-    functions, _, _ = _stub()
+@pytest.mark.parametrize("sub", ["", *SUBMODULES])
+def test_function_signatures_match(sub):
+    functions, _, _ = _stub(sub)
     for name, node in functions.items():
-        params = _runtime_params(getattr(_native, name))
+        params = _runtime_params(getattr(_module(sub), name))
         if params is not None:
             assert params == _params(node), name
 
 
-def test_class_members_match():
-    _, classes, _ = _stub()
+@pytest.mark.parametrize("sub", ["", *SUBMODULES])
+def test_class_members_match(sub):
+    _, classes, _ = _stub(sub)
     for cls_name, members in classes.items():
-        cls = getattr(_native, cls_name)
+        cls = getattr(_module(sub), cls_name)
         if issubclass(cls, BaseException):
             continue
         runtime = {m for m in vars(cls) if not m.startswith("__") or m in KEPT_DUNDERS} - {"__init__"}

@@ -31,7 +31,7 @@ def test_a_versioned_capsule_reaches_tensorflow_as_the_same_memory():
     assert capsule_name(versioned) == "dltensor_versioned"
     with pytest.raises(Exception, match="dltensor"):
         tf.experimental.dlpack.from_dlpack(a.__dlpack__(max_version=(1, 0)))  # what TensorFlow does alone
-    legacy = _native.legacy_capsule(versioned)
+    legacy = _native.share.legacy_capsule(versioned)
     assert capsule_name(legacy) == "dltensor"
     assert capsule_name(versioned) == "used_dltensor_versioned", "the versioned capsule is consumed"
     t = tf.experimental.dlpack.from_dlpack(legacy)
@@ -44,13 +44,13 @@ def test_the_versioned_tensor_is_deleted_once_whoever_lets_go():
     a = np.ones(1000, dtype=np.float64)
     base = sys.getrefcount(a)
     # Consumed by TensorFlow, then TensorFlow's tensor dropped.
-    t = tf.experimental.dlpack.from_dlpack(_native.legacy_capsule(a.__dlpack__(max_version=(1, 0))))
+    t = tf.experimental.dlpack.from_dlpack(_native.share.legacy_capsule(a.__dlpack__(max_version=(1, 0))))
     assert sys.getrefcount(a) > base
     del t
     gc.collect()
     assert sys.getrefcount(a) == base
     # Never consumed: the capsule's own destructor deletes it.
-    cap = _native.legacy_capsule(a.__dlpack__(max_version=(1, 0)))
+    cap = _native.share.legacy_capsule(a.__dlpack__(max_version=(1, 0)))
     assert sys.getrefcount(a) > base
     del cap
     gc.collect()
@@ -60,13 +60,13 @@ def test_the_versioned_tensor_is_deleted_once_whoever_lets_go():
 def test_legacy_and_consumed_capsules():
     a = np.ones(4, dtype=np.float32)
     legacy = a.__dlpack__()
-    assert _native.legacy_capsule(legacy) is legacy
+    assert _native.share.legacy_capsule(legacy) is legacy
     used = a.__dlpack__(max_version=(1, 0))
-    _native.legacy_capsule(used)
+    _native.share.legacy_capsule(used)
     with pytest.raises(DLPackError, match="consumed"):
-        _native.legacy_capsule(used)
+        _native.share.legacy_capsule(used)
     with pytest.raises(DLPackError):
-        _native.legacy_capsule(object())
+        _native.share.legacy_capsule(object())
 
 
 def test_tensorflow_capsule_importer_takes_a_versioned_capsule():
@@ -80,7 +80,7 @@ def test_capsule_over_memory_an_owner_keeps_alive():
     """The capsule gpushare makes over a Numba device array's memory, tried on host memory."""
     owner = np.arange(10, dtype=np.float32)
     base = sys.getrefcount(owner)
-    cap = _native.capsule_over(owner, owner.ctypes.data, [2, 5], [5, 1], 2, 32, 1, 0)
+    cap = _native.share.capsule_over(owner, owner.ctypes.data, [2, 5], [5, 1], 2, 32, 1, 0)
     assert capsule_name(cap) == "dltensor" and sys.getrefcount(owner) == base + 1
     t = tf.experimental.dlpack.from_dlpack(cap)
     assert t.numpy().tolist() == owner.reshape(2, 5).tolist()
@@ -90,11 +90,11 @@ def test_capsule_over_memory_an_owner_keeps_alive():
     gc.collect()
     assert sys.getrefcount(owner) == base, "the owner is released when the consumer lets go"
     # A capsule never consumed releases its owner too.
-    _native.capsule_over(owner, owner.ctypes.data, [10], [1], 2, 32, 1, 0)
+    _native.share.capsule_over(owner, owner.ctypes.data, [10], [1], 2, 32, 1, 0)
     gc.collect()
     assert sys.getrefcount(owner) == base
     with pytest.raises(DLPackError, match="differ in length"):
-        _native.capsule_over(owner, owner.ctypes.data, [10], [], 2, 32, 1, 0)
+        _native.share.capsule_over(owner, owner.ctypes.data, [10], [], 2, 32, 1, 0)
     assert sys.getrefcount(owner) == base
 
 

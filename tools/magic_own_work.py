@@ -35,7 +35,7 @@ def main() -> int:
     import jax
     import torch
 
-    _native._stage_trace(True)
+    _native.share._stage_trace(True)
     jax.devices()
     if args.device.startswith("cuda"):
         # JAX's start makes the last GPU current; torch's DLPack export refuses a tensor elsewhere.
@@ -64,11 +64,11 @@ def main() -> int:
     # The share alone, with the magic's default policy (observed, one warm-up, within 0.05 s).
     rows = defaultdict(list)
     for i in range(args.rounds):
-        _native._stage_trace()
+        _native.share._stage_trace()
         t0 = time.perf_counter_ns()
         r = share_chain(t, ["jax"], name="t", observe=True, warmup=1, budget=0.05)[0]
         wall = us(time.perf_counter_ns() - t0)
-        marks = _native._stage_trace()
+        marks = _native.share._stage_trace()
         if i < 3:
             continue
         rows["share: own"].append(wall - handoffs_us(r))

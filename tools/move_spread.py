@@ -25,7 +25,7 @@ PAIRS = 80
 def block(a, label: str) -> None:
     s0 = torch.cuda.current_stream(0)
     stream = s0.cuda_stream
-    copy_of, copy_source = _native.SharedBuffer._copy_of, framework("torch").copy_source
+    copy_of, copy_source = _native.share.SharedBuffer._copy_of, framework("torch").copy_source
     keep: list = []
 
     def core() -> None:

@@ -47,10 +47,10 @@ def main() -> int:
         "cupy": arrays["cupy"].data.ptr,
     }
     for name, ptr in pointers.items():
-        attrs = _native.cuda_pointer_attributes(ptr) or {}
+        attrs = _native.cuda.pointer_attributes(ptr) or {}
         span = (attrs.get("range_start"), attrs.get("range_size"))
-        print(f"{name:6} pointer attributes {best_us(lambda: _native.cuda_pointer_attributes(ptr)):6.2f} µs, "
-              f"device of the pointer {best_us(lambda: _native.cuda_pointer_device(ptr)):5.2f} µs; "
+        print(f"{name:6} pointer attributes {best_us(lambda: _native.cuda.pointer_attributes(ptr)):6.2f} µs, "
+              f"device of the pointer {best_us(lambda: _native.cuda.pointer_device(ptr)):5.2f} µs; "
               f"memory {attrs.get('memory_type')}, range {span}, mempool {attrs.get('mempool')}")
     return 0
 

@@ -30,19 +30,19 @@ def traced(label: str, share, raw=None, rounds: int = 300, warmup: int = 50) -> 
     order: list[str] = []
     outside, totals = [], []
     for _ in range(rounds):
-        _native._stage_trace()
+        _native.share._stage_trace()
         t0 = time.perf_counter()
         result = share()
         total = time.perf_counter() - t0
         del result
-        marks = _native._stage_trace()
+        marks = _native.share._stage_trace()
         for stage, kind, seconds in marks:
             if stage not in order:
                 order.append(stage)
             kinds[stage] = kind
             stages[stage].append(seconds)
         totals.append(total)
-        outside.append(total - sum(s for _, _, s in marks) - (len(marks) + 1) * _native._stage_trace_cost())
+        outside.append(total - sum(s for _, _, s in marks) - (len(marks) + 1) * _native.share._stage_trace_cost())
     raw_us = None
     if raw is not None:
         for _ in range(warmup):
@@ -65,7 +65,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0")
     args = ap.parse_args()
-    _native._stage_trace(True)
+    _native.share._stage_trace(True)
     import torch
 
     n = (1 << 20) // 4 if args.device != "cpu" else 1 << 16

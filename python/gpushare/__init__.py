@@ -28,7 +28,7 @@ from gpushare.gpuinfo import GpuInfo, gpuinfo
 from gpushare.processes import Worker
 
 __version__: str = _native.__version__
-Timing = _native.Timing
+Timing = _native.share.Timing
 
 _loaded: dict[int, Any] = {}
 

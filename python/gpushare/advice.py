@@ -25,8 +25,8 @@ from gpushare.model_cache import (  # noqa: F401  (re-exported: gpushare.advice 
 from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framework
 from gpushare.exceptions import GpushareError, GpushareWarning
 
-CostModel = _native.CostModel
-Advice = _native.Advice
+CostModel = _native.advice.CostModel
+Advice = _native.advice.Advice
 
 #: Seven sizes, no two neighbours more than 16x apart and none more than 8x apart from 64 KiB up
 #: (three is the fewest a fit of two numbers can check itself against): a copy's line per range of
@@ -336,7 +336,7 @@ class _CalibrationProgress:
 
     def now(self, kind: str, src: str, dst: str, sizes: list[int], where: dict) -> None:
         to = where.get("to_device")
-        at = _native.format_bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes"
+        at = _native.text.format_bytes(sizes[0]) if len(sizes) == 1 else f"{len(sizes)} sizes"
         what = f"{kind} {src}→{dst}" + (f" to {to}" if to else "") + f" at {at}"
         if self.lines:
             import sys
@@ -366,7 +366,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int], shares: bool | None = None) -> tuple[Any, str | None]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
         place = where if device is None else f"{where}->{device}"
-        ordering, words, _ = _native.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
+        ordering, words, _ = _native.paths.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
         if m is None:
             return None, (words if where != "cpu" else None)
         # The host's speed right before the row runs: a share's fixed cost is host work (a move's
@@ -392,7 +392,7 @@ def producer_state(src: Any, obj: Any) -> str:
         ordinal = int(src.inspect(obj).dlpack_device[1]) if int(handle) <= 2 else 0
     except Exception:  # a framework that cannot say: nothing is assumed
         return "unknown"
-    busy = _native.cuda_stream_busy(int(handle), ordinal)
+    busy = _native.cuda.stream_busy(int(handle), ordinal)
     return "unknown" if busy is None else ("busy" if busy else "idle")
 
 
@@ -433,7 +433,7 @@ def process_prediction(obj: Any, path: str, to: str | None, worker_device: str |
     except GpushareError:  # an object no adapter describes (the worker can take it by its address
         return None  # alone): no fit is keyed by it, and the handoff itself says what it makes of it
     target = framework(to).name if to is not None else src.name
-    ordering = "host_synchronise" if _native.path_waits("process", path, place) else "none"
+    ordering = "host_synchronise" if _native.paths.path_waits("process", path, place) else "none"
     return m.predict("process", path, src.name, target, place, nbytes, ordering)
 
 
@@ -448,8 +448,8 @@ def _place(src: Any, obj: Any, info: Any = None) -> str:
 def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
          nbytes: int, m: Any, queued: float, speed: float | None = None) -> dict:
     target = framework(dst)
-    ordering, words, ordered = _native.path_ordering(kind, path, place, target.accepts_objects, target.cai_import_orders)
-    waits = _native.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
+    ordering, words, ordered = _native.paths.path_ordering(kind, path, place, target.accepts_objects, target.cai_import_orders)
+    waits = _native.paths.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
     # A path whose host waits for the producer's queue is predicted with the queued work added.
     ordering = "host_synchronise" if waits else ordering
     # The rules' verdict for this array: a fit measured with another prices it not (no number).
@@ -534,7 +534,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             if why is not None:
                 rows.append(_row(kind, path, "failed", why, where, src.name, dst.name, nbytes, None, queued))
                 continue
-            copies = _native.copied_by_design("process", path)
+            copies = _native.paths.copied_by_design("process", path)
             if path == "shm" and copies is None and processes.shm_copies(obj):
                 # Once, before the first handoff: the handoffs predicted here pass the segment's name
                 # (crates/core/src/paths.rs, handoff_moves_bytes).
@@ -592,7 +592,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
 
 
 #: What keeps a plain call ordered against the producer's queued work, by the handoff's ordering
-#: (``_native.path_ordering``'s name).
+#: (``_native.paths.path_ordering``'s name).
 _KEEP_ORDERED = {
     "device_event": "ordered on the device: the consumer passes its stream to __dlpack__; nothing more to do",
     "consumer_orders": "ordered by the consumer, which waits for the producer's stream that "
@@ -623,13 +623,13 @@ def plain_call(kind: str, path: str, source: str, target: str, place: str, devic
         template = dst.import_calls.get(path)
         call = None if template is None else template.format(x="x")
     elif kind == "move" and path == "move" and device is not None and src.move_call is not None:
-        ordinal = _native.parse_device(device)[1]
+        ordinal = _native.text.parse_device(device)[1]
         call = src.move_call.format(x="x", device=device, ordinal=ordinal)
     if call is None:
         return None
     where = place.split("->")[0]
-    ordering, _, _ = _native.path_ordering(kind, path, where, dst.accepts_objects, dst.cai_import_orders)
-    waits = _native.path_waits(kind, path, place, dst.accepts_objects, dst.dlpack_import_waits)
+    ordering, _, _ = _native.paths.path_ordering(kind, path, where, dst.accepts_objects, dst.cai_import_orders)
+    waits = _native.paths.path_waits(kind, path, place, dst.accepts_objects, dst.dlpack_import_waits)
     if waits and ordering != "none":
         ordering = "host_synchronise"
     return call, _KEEP_ORDERED.get(ordering, ordering)

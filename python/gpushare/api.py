@@ -16,11 +16,11 @@ from gpushare.ledger import TRACKED_FRAMEWORKS, allocator_memory
 from gpushare.paths import checks_source, route
 from gpushare.warn_site import user_stacklevel as _user_stacklevel
 
-ShareResult = _native.ShareResult
-TensorInfo = _native.TensorInfo
+ShareResult = _native.share.ShareResult
+TensorInfo = _native.share.TensorInfo
 
 
-# (type of the array, target, path, source, device, already there) -> the _native.SharePlan that
+# (type of the array, target, path, source, device, already there) -> the _native.share.SharePlan that
 # runs such shares; (type of the array, target) for `auto` with none of the others. What else decides a share's path (where the array lies, its dtype, layout and
 # size, whether it is read-only, the producer's state, the cost model) the plan's one `auto` reads
 # per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused for an array
@@ -37,7 +37,7 @@ def inspect(obj: Any) -> TensorInfo:
     Inspection reads a DLPack capsule without consuming it: the array is left as it was.
     """
     # A framework's failure is explained in Rust, as every share's is (its exception as __cause__).
-    return _native.inspect_explained(adapter_of(obj), obj)
+    return _native.share.inspect_explained(adapter_of(obj), obj)
 
 
 def share(
@@ -212,7 +212,7 @@ def _plan(obj: Any, to: str, path: str, source: str | None) -> Any:
     # layout and size, the producer's state), and the plan runs that path: the route for another
     # path is built when an array first takes it.
     route_for = (lambda other: (route(src, dst, other)[1], checks_source(other))) if by_auto else None
-    return _native.SharePlan(
+    return _native.share.SharePlan(
         src, dst, path_name, convert, verdicts.predictor(src, dst, path),
         _pair_allocators(src, dst), check_source=checks_source(path_name), route_for=route_for,
     )
@@ -308,7 +308,7 @@ def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, al
     dst.load()
     path_name, convert = devices.move_route(src, dst, path, device, already_there)
     predictor = verdicts.move_predictor(src, dst, path_name, devices.dlpack_place(*devices.check_device(device)))
-    return _native.SharePlan(
+    return _native.share.SharePlan(
         src, dst, path_name, convert, predictor, _pair_allocators(src, dst),
         check_source=devices.move_checks_source(path_name), kind="move",
     )
@@ -318,7 +318,7 @@ def parse_chain(spec: str) -> tuple[str | None, list[str]]:
     """``"torch->jax->tf"`` → ``("torch", ["jax", "tf"])``; ``"->jax"`` → ``(None, ["jax"])``;
     ``"torch→jax"`` as ``"torch->jax"`` (read by the core's one parser of routes). Names are
     checked (with a suggestion for typos)."""
-    src, targets = _native.parse_route(spec)
+    src, targets = _native.text.parse_route(spec)
     return (framework(src).name if src else None), [framework(p).name for p in targets]
 
 
@@ -383,20 +383,20 @@ class ShareTable:
         return [r.to_dict() for r in self.results]
 
     def to_json(self) -> str:
-        return _native.render_shares(self.results, "json")
+        return _native.share.render_shares(self.results, "json")
 
     def to_pandas(self) -> Any:
         """One tidy row per handoff (as ``ShareResult.to_pandas()``), identifying columns first."""
-        return _native.shares_dataframe(self.results)
+        return _native.share.shares_dataframe(self.results)
 
     def __repr__(self) -> str:
-        return _native.render_shares(self.results, "text")
+        return _native.share.render_shares(self.results, "text")
 
     def _repr_html_(self) -> str:
-        return _native.render_shares(self.results, "html")
+        return _native.share.render_shares(self.results, "html")
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return _native.shares_mimebundle(self.results)
+        return _native.share.shares_mimebundle(self.results)
 
 
 from gpushare.lab import bench, compare  # noqa: E402  (the transfer-path lab; %share --path all calls api.compare)

@@ -2,7 +2,7 @@
 cost model (:mod:`gpushare.model_cache`).
 
 THE ``auto`` is one function of the core (``crates/core/src/paths.rs``, reached through
-``gpushare._native.Pair``); this module asks it questions with what the two adapters declare and
+``gpushare._native.paths.Pair``); this module asks it questions with what the two adapters declare and
 the model this process holds, and builds the route of its pick. Its one cache (routes, size
 ranges) is dropped with the model.
 """
@@ -17,8 +17,8 @@ from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
 
 def pair(src: Adapter, dst: Adapter) -> Any:
     """What adapters ``src`` and ``dst`` declare that ``auto`` decides from, as one typed object
-    (``gpushare._native.Pair``): every question put to ``auto`` takes it."""
-    return _native.Pair.of(src, dst)
+    (``gpushare._native.paths.Pair``): every question put to ``auto`` takes it."""
+    return _native.paths.Pair.of(src, dst)
 
 
 def choice(

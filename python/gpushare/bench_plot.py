@@ -18,10 +18,10 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "x")
 
 def style(path: str) -> tuple[str, Any, str]:
     """A path's colour, matplotlib dash pattern and marker: the colour and dashes the core's SVG
-    draws it with (``_native.plot_style``)."""
+    draws it with (``_native.lab.plot_style``)."""
     from gpushare.paths import names_of
 
-    colour, dash = _native.plot_style(path)
+    colour, dash = _native.lab.plot_style(path)
     pattern: Any = (0, tuple(int(x) for x in dash.split())) if dash else "solid"
     share = names_of("share")
     at = share.index(path) if path in share else len(_MARKERS)
@@ -38,7 +38,7 @@ def seconds_label(seconds: float, _pos: Any = None) -> str:
 
 def bytes_label(nbytes: float, _pos: Any = None) -> str:
     """A tick's size in binary units: ``512 B``, ``4 KiB``, ``1 MiB``, ``2 GiB`` (the core's labels)."""
-    return _native.size_label(max(round(nbytes), 0))
+    return _native.text.size_label(max(round(nbytes), 0))
 
 
 def plot_benchmark(benchmark: Any, ax: Any = None) -> Any:

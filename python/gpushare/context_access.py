@@ -100,7 +100,7 @@ class CrossContextAccess:
 def cross_context_access(device: int = 0, nbytes: int = 1 << 20, timeout: float = 120.0) -> CrossContextAccess:
     """Tries the primary context's kernels on another context's memory of CUDA device ``device``, in
     a child process (see the module's docstring). Without CUDA the answer says so and nothing runs."""
-    status = _native.cuda_driver_status()
+    status = _native.cuda.driver_status()
     if not status["available"]:
         return CrossContextAccess(device, problem=f"no CUDA: {status.get('reason')}")
     command = [sys.executable, "-m", "gpushare.context_access", "--device", str(device), "--nbytes", str(nbytes)]
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nbytes", type=int, default=1 << 20)
     args = parser.parse_args(argv)
     try:
-        answer = _native.cuda_cross_context_access(args.device, args.nbytes)
+        answer = _native.cuda.cross_context_access(args.device, args.nbytes)
     except Exception as e:  # the driver refused before any access: the parent shows why
         answer = {"error": f"{type(e).__name__}: {e}"}
     print(_MARK + json.dumps(answer), flush=True)

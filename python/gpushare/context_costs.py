@@ -95,7 +95,7 @@ class ContextCost:
     def _cells(self) -> list[str]:
         return [
             self.label,
-            _native.format_bytes(self.taken, signed=True),
+            _native.text.format_bytes(self.taken, signed=True),
             f"{_context_of(self.current_before)} → {_context_of(self.current_after)}",
             f"{_primary_of(self.primary_before)} → {_primary_of(self.primary_after)}",
             self.what_happened,
@@ -116,10 +116,10 @@ class ContextMeter:
     rows: list[ContextCost] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        status = _native.cuda_driver_status()
+        status = _native.cuda.driver_status()
         if not status["available"]:
             raise gpushare_error("no_cuda", f"no CUDA: {status.get('reason')}")
-        self._meter = _native.MemoryMeter(self.device)
+        self._meter = _native.cuda.MemoryMeter(self.device)
 
     @property
     def context(self) -> int:
@@ -128,10 +128,10 @@ class ContextMeter:
 
     def _state(self) -> tuple[int, int, dict | None, dict | None]:
         free, total = self._meter.read()
-        current = _native.cuda_current_context()
+        current = _native.cuda.current_context()
         if current is not None and current.get("device") != self.device:
             current = None  # a context of another device is not this device's story
-        return free, total, current, _native.cuda_primary_context(self.device)
+        return free, total, current, _native.cuda.primary_context(self.device)
 
     @contextmanager
     def measure(self, label: str) -> Iterator[ContextCost]:
@@ -147,7 +147,7 @@ class ContextMeter:
     def fresh_context(self, label: str = "a context of gpushare's own (cuCtxCreate), destroyed again") -> ContextCost:
         """What one more context of its own costs on this device, measured on one gpushare creates
         with ``cuCtxCreate`` and default flags (what ``make_context`` does) and destroys again."""
-        current, primary = _native.cuda_current_context(), _native.cuda_primary_context(self.device)
+        current, primary = _native.cuda.current_context(), _native.cuda.primary_context(self.device)
         step = self._meter.fresh_context_cost()
         row = ContextCost(label, step["free_before"], step["free_after"], step["total"], current, current, primary, primary)
         self.rows.append(row)

@@ -106,17 +106,17 @@ def separate_context_report(
 
     if frameworks is None:
         frameworks = [a.name for a in ADAPTERS.values() if a.imports_cai]
-    status = _native.cuda_driver_status()
+    status = _native.cuda.driver_status()
     if not status["available"]:
         raise gpushare_error("no_cuda", str(status.get("reason")))
-    alloc = _native.PrivateContextAllocation(nbytes, ordinal)
-    attrs = _native.cuda_pointer_attributes(alloc.ptr) or {}
+    alloc = _native.cuda.PrivateContextAllocation(nbytes, ordinal)
+    attrs = _native.cuda.pointer_attributes(alloc.ptr) or {}
     report = SeparateContextReport(
         ptr=alloc.ptr,
         nbytes=nbytes,
         private_context=alloc.context,
         private_context_is_primary=attrs.get("context_is_primary"),
-        current_context=_native.cuda_current_context(),
+        current_context=_native.cuda.current_context(),
     )
     view = _CudaArrayView(alloc.ptr, nbytes // 4)
     for fw in frameworks:
@@ -132,7 +132,7 @@ def separate_context_report(
         except Exception as e:  # the framework's own refusal is the finding
             report.rows.append(ContextRow(fw, "refused", detail=f"{type(e).__name__}: {e}"[:300]))
             continue
-        t = _native.cuda_pointer_attributes(ptr) or {}
+        t = _native.cuda.pointer_attributes(ptr) or {}
         aliased = ptr == alloc.ptr
         report.rows.append(
             ContextRow(
@@ -221,7 +221,7 @@ def working_contexts(frameworks: Sequence[str], device: int = 0) -> WorkingConte
     thread afterwards. Allocating may start the framework's GPU runtime, as its first array would."""
     from gpushare.adapters import framework
 
-    status = _native.cuda_driver_status()
+    status = _native.cuda.driver_status()
     if not status["available"]:
         raise gpushare_error("no_cuda", str(status.get("reason")))
     report = WorkingContexts(device, None)
@@ -236,14 +236,14 @@ def working_contexts(frameworks: Sequence[str], device: int = 0) -> WorkingConte
             value = adapter.ones(256, "float32", False, device)
             adapter.synchronize(value)
             # Its description's address (TensorFlow's tensors have no __cuda_array_interface__).
-            attributes = _native.cuda_pointer_attributes(adapter.inspect(value).data_ptr) or {}
+            attributes = _native.cuda.pointer_attributes(adapter.inspect(value).data_ptr) or {}
         except Exception as e:  # the framework's own refusal is the finding
             report.rows.append(WorkingContext(fw, detail=f"{type(e).__name__}: {e}"[:300]))
             continue
         report.rows.append(WorkingContext(
-            fw, attributes.get("context"), attributes.get("context_is_primary"), _native.cuda_current_context(),
+            fw, attributes.get("context"), attributes.get("context_is_primary"), _native.cuda.current_context(),
             f"{attributes.get('memory_type')} memory at {int(attributes.get('range_start') or 0):#x}",
         ))
         del value
-    report.primary = _native.cuda_primary_context(device)
+    report.primary = _native.cuda.primary_context(device)
     return report

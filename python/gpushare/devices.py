@@ -34,7 +34,7 @@ def parse_device(device: str) -> tuple[bool, int]:
     if not isinstance(device, str):
         raise ValueError(f"unknown device {device!r}: a device is a name such as cpu or cuda:1")
     # The core's one parser (crates/core/src/shared/names.rs), which SharedBuffer reads too.
-    return _native.parse_device(device)
+    return _native.text.parse_device(device)
 
 
 def device_name(on_host: bool, ordinal: int) -> str:
@@ -64,7 +64,7 @@ def move_checks_source(path: str) -> bool:
 
 def cuda_problem(ordinal: int) -> str | None:
     """None when CUDA device ``ordinal`` exists here, else why not (in words)."""
-    status = getattr(_native, "cuda_driver_status", None)
+    status = getattr(_native.cuda, "driver_status", None)
     if status is None:
         return "this build of gpushare has no CUDA layer"
     s = status()
@@ -106,7 +106,7 @@ def check_device(device: str) -> tuple[bool, int]:
 def current_device() -> int | None:
     """The ordinal of the CUDA context current on this thread, as the driver says; None without one."""
     try:
-        info = _native.cuda_current_context()
+        info = _native.cuda.current_context()
     except Exception:
         return None
     return None if info is None else int(info["device"])
@@ -235,6 +235,6 @@ def link_between(a: int, b: int) -> dict | None:
     """The driver's facts on the link from device ``a`` to ``b`` (``can_access``,
     ``performance_rank``, ``native_atomics``); None without CUDA."""
     try:
-        return _native.cuda_peer_link(a, b)
+        return _native.cuda.peer_link(a, b)
     except Exception:
         return None

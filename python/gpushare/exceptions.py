@@ -20,7 +20,7 @@ reason=, fix=, framework_error=)`` or ``explained(kind, subject, reason, fix)``,
 
 from __future__ import annotations
 
-from gpushare._native import (
+from gpushare._native.errors import (
     ConversionError,
     CudaError,
     DLPackError,
@@ -49,7 +49,7 @@ def foreseen(err: GpushareError) -> GpushareError:
     never reaches cannot contradict it."""
     from gpushare import _native
 
-    err.predicted = _native.Prediction("failed", getattr(err, "reason", None) or str(err), getattr(err, "fix", None))
+    err.predicted = _native.paths.Prediction("failed", getattr(err, "reason", None) or str(err), getattr(err, "fix", None))
     return err
 
 

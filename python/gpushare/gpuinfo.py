@@ -79,20 +79,20 @@ class FrameworkInfo:
 
 
 def _native_call(name: str, problems: list[str], default: Any = None) -> Any:
-    """Calls ``_native.<name>`` if this build has it. Report functions answer None/[] without CUDA
-    themselves; an exception here is a driver error: noted in ``problems``, the default used."""
-    fn = getattr(_native, name, None)
+    """Calls ``_native.cuda.<name>`` if this build has it. Report functions answer None/[] without
+    CUDA themselves; an exception here is a driver error: noted in ``problems``, the default used."""
+    fn = getattr(_native.cuda, name, None)
     if fn is None:
         return default
     try:
         return fn()
     except Exception as e:
-        problems.append(f"{name}: {type(e).__name__}: {e}")
+        problems.append(f"cuda.{name}: {type(e).__name__}: {e}")
         return default
 
 
 def _driver_status() -> dict[str, Any]:
-    fn = getattr(_native, "cuda_driver_status", None)
+    fn = getattr(_native.cuda, "driver_status", None)
     if fn is None:
         return {
             "available": False,
@@ -100,7 +100,7 @@ def _driver_status() -> dict[str, Any]:
             "version": None,
             "version_string": None,
             "device_count": 0,
-            "reason": "this build of gpushare has no CUDA support (gpushare._native lacks cuda_driver_status)",
+            "reason": "this build of gpushare has no CUDA support (gpushare._native.cuda lacks driver_status)",
             "visible_devices": None,
         }
     return fn()
@@ -182,7 +182,7 @@ def memory_settings() -> dict[str, Optional[str]]:
 def _bytes(n: Optional[int]) -> str:
     if n is None:
         return "n/a"
-    return _native.format_bytes(n)
+    return _native.text.format_bytes(n)
 
 
 def _hex(n: Optional[int]) -> str:
@@ -402,9 +402,9 @@ def gpuinfo(import_frameworks: bool = False) -> GpuInfo:
     problems: list[str] = []
     driver = _driver_status()
     available = bool(driver.get("available"))
-    devices = _native_call("cuda_devices", problems, default=[]) if available else []
-    current = _native_call("cuda_current_context", problems) if available else None
-    peers = _native_call("cuda_peer_matrix", problems, default=[]) if available else []
+    devices = _native_call("devices", problems, default=[]) if available else []
+    current = _native_call("current_context", problems) if available else None
+    peers = _native_call("peer_matrix", problems, default=[]) if available else []
     ordinals = [d["ordinal"] for d in devices or []]
     frameworks = {name: describe_framework(name, ordinals, import_frameworks) for name in FRAMEWORKS}
     info = GpuInfo(driver, devices or [], current, peers or [], frameworks, memory_settings(), problems)

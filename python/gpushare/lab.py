@@ -26,11 +26,11 @@ from gpushare.paths import _shared_buffer_importer, checks_source, route
 from gpushare.progress import bar as progress_bar
 from gpushare.warn_site import user_stacklevel
 
-SharedBuffer = _native.SharedBuffer
+SharedBuffer = _native.share.SharedBuffer
 #: Every transfer path for one array (crates/python/src/binding/lab.rs): rows, text, HTML, JSON, to_pandas().
-Comparison = _native.Comparison
+Comparison = _native.lab.Comparison
 #: A sweep over sizes × paths (crates/python/src/binding/lab.rs): points, tables, SVG plot, plot(), to_pandas().
-Benchmark = _native.Benchmark
+Benchmark = _native.lab.Benchmark
 
 #: Sizes ``bench`` and ``%sharebench`` sweep when none are given.
 DEFAULT_SIZES = ("4KiB", "1MiB", "256MiB")
@@ -45,7 +45,7 @@ def parse_size(size: int | str) -> int:
     if not isinstance(size, str):
         raise ValueError(f"cannot read size {size!r}: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes")
     # The core's one parser of sizes, which the command line reads them with too.
-    return _native.parse_size(size)
+    return _native.text.parse_size(size)
 
 
 def parse_paths(paths: str | Sequence[str]) -> list[str]:
@@ -68,7 +68,7 @@ def buffer_to(buf: Any, to: Any) -> Any:
 
 def empty_cache() -> None:
     """Frees the device buffers the ``copy`` and ``pinned`` paths keep for reuse."""
-    _native.shared_pool_clear()
+    _native.share.shared_pool_clear()
 
 
 def _path_route(
@@ -182,7 +182,7 @@ def compare(
     # The loop describes the array once; each path checks the source itself where its route needs
     # it (not the host route): a torch tensor that requires grad or has its conjugate bit set gets a
     # failed row with the fix for DLPack and a working one for the host.
-    return _native.compare_paths(
+    return _native.lab.compare_paths(
         obj, src, dst, names,
         lambda source_device, nbytes, info: _auto_for(src, dst, source_device, device, readonly, nbytes, info),
         lambda path, is_auto, here, info=None: _path_route(src, dst, path, is_auto, device, here, info),
@@ -235,7 +235,7 @@ def parse_move_paths(paths: str | Sequence[str]) -> list[str]:
 
 def _default_device(src: Adapter) -> str:
     """``cuda:0`` when the CUDA driver is usable and the source framework can place arrays there."""
-    status = getattr(_native, "cuda_driver_status", None)
+    status = getattr(_native.cuda, "driver_status", None)
     if status is None or not status().get("available"):
         return "cpu"
     try:
@@ -334,7 +334,7 @@ def bench(
 
     bar = progress_bar(len(size_list) * len(names), f"sharebench {s.name}→{d.name}", progress)
     try:
-        result = _native.bench_paths(
+        result = _native.lab.bench_paths(
             s, d, size_list, names, autos, here, make_source,
             lambda path, is_auto, already_there, info=None: _path_route(s, d, path, is_auto, to_device, already_there, info), bar,
             dtype=dtype, device=device, repeat=repeat, number=number, warmup=warmup,

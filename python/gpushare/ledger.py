@@ -26,7 +26,7 @@ TRACKED_FRAMEWORKS = tuple(a.module for a in ADAPTERS.values() if a.tracks_alloc
 def driver_mem_info(ordinal: int = 0) -> Optional[tuple[int, int]]:
     """``(free, total)`` bytes of the device as the driver sees it (every process, every
     allocator), or None without CUDA or before any context exists on the device."""
-    fn = getattr(_native, "cuda_mem_info", None)
+    fn = getattr(_native.cuda, "mem_info", None)
     if fn is None:
         return None
     try:

@@ -2,7 +2,7 @@
 
 A table's bandwidth (bytes copied / time) can never exceed the ceiling of the slowest resource its
 copy crosses; a figure above it is a timing bug (a copy timed before it landed), and the tests check
-every compare/bench table against these ceilings. The resources (``gpushare._native.copy_resources``,
+every compare/bench table against these ceilings. The resources (``gpushare._native.advice.copy_resources``,
 crates/core/src/advice/ceilings.rs, says which ones a path's copy crosses):
 
 - ``host_memory``: a copy from host memory into host memory, measured here with NumPy;
@@ -70,8 +70,8 @@ def _cpu_model() -> str:
 
 def _driver() -> tuple[dict, list[dict]]:
     """The CUDA driver's status and the devices it shows (none without a usable driver)."""
-    status = dict(_native.cuda_driver_status())
-    devices = list(_native.cuda_devices()) if status.get("available") else []
+    status = dict(_native.cuda.driver_status())
+    devices = list(_native.cuda.devices()) if status.get("available") else []
     return status, devices
 
 
@@ -117,13 +117,13 @@ def _gpu_resources(devices: list[dict]) -> list[tuple[str, str]]:
     ordinals = [int(d.get("ordinal", i)) for i, d in enumerate(devices)]
     keys: list[tuple[str, str]] = []
     for d in ordinals:
-        keys += _native.copy_resources("share", "copy", d, d)
-        keys += _native.copy_resources("move", "move", d, None)
-        keys += _native.copy_resources("move", "move", None, d)
+        keys += _native.advice.copy_resources("share", "copy", d, d)
+        keys += _native.advice.copy_resources("move", "move", d, None)
+        keys += _native.advice.copy_resources("move", "move", None, d)
     for a in ordinals:
         for b in ordinals:
             if a != b:
-                keys += _native.copy_resources("move", "p2p", a, b)
+                keys += _native.advice.copy_resources("move", "p2p", a, b)
     return keys
 
 
@@ -147,7 +147,7 @@ def measure(*, gpu: bool = True, repeats: int = 5) -> dict[str, Any]:
             points, note = [], None
             for n in DEVICE_SIZES:
                 try:
-                    points.append([n, float(_native.measure_ceiling(key, n, repeats))])
+                    points.append([n, float(_native.advice.measure_ceiling(key, n, repeats))])
                 except Exception as e:  # out of memory on a busy GPU: say so, keep the others
                     note = f"not measured at {n} bytes: {e}"
             resources[key] = {"description": words, "points": points, "note": note}
@@ -194,7 +194,7 @@ class Ceilings:
             return None if int(device[0]) in _HOST_DEVICE_TYPES else int(device[1] or 0)
 
         nbytes = arguments.size("nbytes", nbytes)
-        crossed = _native.copy_resources(kind, path, ordinal(source), ordinal(target))
+        crossed = _native.advice.copy_resources(kind, path, ordinal(source), ordinal(target))
         limits = [self.ceiling(key, nbytes) for key, _ in crossed]
         if not crossed or any(x is None for x in limits):
             return None, [key for key, _ in crossed]
@@ -218,7 +218,7 @@ class Ceilings:
             points = _points(r)
             r = r if isinstance(r, dict) else {}
             if points:
-                figures = ", ".join(f"{_native.size_label(n)}: {bps / 1e9:.1f} GB/s" for n, bps in points)
+                figures = ", ".join(f"{_native.text.size_label(n)}: {bps / 1e9:.1f} GB/s" for n, bps in points)
             else:
                 figures = str(r.get("note") or "not measured")
             rows.append((str(key), str(r.get("description", "")), figures))
@@ -326,7 +326,7 @@ def _data_problem(data: Any) -> str | None:
 
 def dlpack_place(device: str) -> tuple[int, int]:
     """``"cpu"`` → ``(1, 0)``, ``"cuda:1"`` → ``(2, 1)``: a bench's device as DLPack names it."""
-    on_host, ordinal = _native.parse_device(str(device))  # the core's one parser of device names
+    on_host, ordinal = _native.text.parse_device(str(device))  # the core's one parser of device names
     return (1, 0) if on_host else (2, ordinal)
 
 

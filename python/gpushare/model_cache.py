@@ -16,7 +16,7 @@ from typing import Any, Callable
 from gpushare import _native, cache_files, machine_ceilings
 from gpushare.adapters import ADAPTERS
 
-CostModel = _native.CostModel
+CostModel = _native.advice.CostModel
 
 _LOADED: dict[str, Any] = {}
 _FORGET: list[Callable[[], None]] = []

@@ -18,7 +18,7 @@ Route = Callable[[Any], Any]
 
 #: THE path table (crates/core/src/paths.rs), read once: every path of every kind, with its description,
 #: whether it copies by design, its plot colour, whether the rules model it and when it applies.
-PATH_TABLE: tuple[dict, ...] = tuple(_native.path_table())
+PATH_TABLE: tuple[dict, ...] = tuple(_native.paths.path_table())
 
 
 def names_of(kind: str) -> tuple[str, ...]:
@@ -34,7 +34,7 @@ def describe(kind: str) -> dict[str, str]:
 def parse_list(kind: str, paths: str | Sequence[str]) -> list[str]:
     """The paths of ``kind`` that ``paths`` names (``"dlpack,copy"``, a list of names, ``"all"``),
     checked, read by the core's one parser of path lists; ValueError naming the known ones."""
-    return _native.parse_paths(kind, [paths] if isinstance(paths, str) else [str(p) for p in paths])
+    return _native.text.parse_paths(kind, [paths] if isinstance(paths, str) else [str(p) for p in paths])
 
 
 #: Paths in the order tables list them. ``auto`` resolves to one of them.
@@ -246,7 +246,7 @@ def _cuda_reason() -> str | None:
     """None when the CUDA driver is usable, else why not."""
     from gpushare import _native
 
-    status = getattr(_native, "cuda_driver_status", None)
+    status = getattr(_native.cuda, "driver_status", None)
     if status is None:
         return "this build of gpushare has no CUDA layer"
     s = status()
@@ -256,7 +256,7 @@ def _cuda_reason() -> str | None:
 def _shared_buffer_importer(dst: Adapter) -> Route:
     """How ``dst`` takes a SharedBuffer without copying: DLPack, a legacy capsule (TensorFlow), or
     ``__cuda_array_interface__`` (Numba), as ``auto``'s last step says for a source with DLPack."""
-    import_by = _native.Pair(accepts_objects=dst.accepts_objects, accepts_capsules=dst.accepts_capsules).auto((1, 0))[0]
+    import_by = _native.paths.Pair(accepts_objects=dst.accepts_objects, accepts_capsules=dst.accepts_capsules).auto((1, 0))[0]
     if import_by == "dlpack":
         # Resolved once, as the dlpack route's is (JAX's starts JAX here, before any handoff).
         return dst.dlpack_importer()
@@ -281,7 +281,7 @@ class OwnCopy:
         #: The source's current stream on the array's device: the copy is queued after its work.
         self.stream_of = src.current_stream
         # Bound once, as every route binds what it calls on each handoff.
-        self._copy_source, self._detached, self._copy_of = src.copy_source, src.detached, _native.SharedBuffer._copy_of
+        self._copy_source, self._detached, self._copy_of = src.copy_source, src.detached, _native.share.SharedBuffer._copy_of
 
     def __call__(self, obj: Any) -> Any:
         obj = self._detached(obj)
@@ -315,7 +315,7 @@ def _shared(src: Adapter, dst: Adapter) -> Route:
         raise gpushare_error("path_not_applicable", f"shared finds the source's memory through DLPack and {src.name} arrays have none")
     importer = _shared_buffer_importer(dst)
     inspect_capsule, detached = src.inspect_capsule, src.detached
-    owner_of = _native.SharedBuffer._of
+    owner_of = _native.share.SharedBuffer._of
 
     def convert(obj: Any) -> Any:
         obj = detached(obj)

@@ -29,7 +29,7 @@ class Gloo(Transport):
     def _set_up(self) -> float:
         self.steps = _steps(self.path)
         _synchronize(self.obj)
-        (self.key, (self.group, _store), fresh), setup = _native.timed_call(
+        (self.key, (self.group, _store), fresh), setup = _native.processes.timed_call(
             lambda: self.worker._open_group("gloo", None, None))
         self.noted.append(f"first call includes the process group and communicator set-up "
                           f"({(setup if fresh else 0.0) * 1e3:.3g} ms for the group)")
@@ -81,7 +81,7 @@ class Nccl(Transport):
         self.receiver = receiver = _helper(worker, dst_ord, env) if self.socket else worker
         _synchronize(obj)
         # torch.multiprocessing: the sender maps the tensor
-        self.sent, to_sender = _native.timed_call(lambda: sender._call("recv_object", obj=obj))
+        self.sent, to_sender = _native.processes.timed_call(lambda: sender._call("recv_object", obj=obj))
         self.key = key = f"{self.path}:{src_ord}:{dst_ord}:{sender.pid}"
 
         def open_group() -> None:
@@ -94,7 +94,7 @@ class Nccl(Transport):
             receiver._recv("pg_init", rid=r_rid)
             receiver._peer_groups[key] = store  # the store lives as long as the group
 
-        setup = _native.timed_call(open_group)[1] if key not in receiver._peer_groups else 0.0
+        setup = _native.processes.timed_call(open_group)[1] if key not in receiver._peer_groups else 0.0
         if self.socket:
             self.noted.append("stand-in for two hosts: NCCL NET/Socket over loopback (NCCL_P2P_DISABLE=1 "
                               "NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo) in both ranks")

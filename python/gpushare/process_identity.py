@@ -156,7 +156,7 @@ def cuda_identity(ptr: int, nbytes: int, export: bool = True) -> dict | None:
     """The allocation device address ``ptr`` lies in, as this process sees it: base, size, offset,
     owning context (and whether it is the primary one), and, with ``export``, the allocation's CUDA
     IPC handle (or why legacy IPC cannot export it). None without CUDA."""
-    attrs = _native.cuda_pointer_attributes(ptr)
+    attrs = _native.cuda.pointer_attributes(ptr)
     if not attrs or attrs.get("memory_type") in (None, "pageable_host"):
         return None
     ident = {
@@ -174,7 +174,7 @@ def cuda_identity(ptr: int, nbytes: int, export: bool = True) -> dict | None:
     }
     if export:
         try:
-            ident["handle"] = _native.cuda_ipc_export(ptr, nbytes)["handle"].hex()
+            ident["handle"] = _native.cuda.ipc_export(ptr, nbytes)["handle"].hex()
         except GpushareError as e:
             ident["ipc_refusal"] = str(e)
     return ident
@@ -205,4 +205,4 @@ def _address(value: Any) -> tuple[int | None, bool]:
 def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
     """Whether two identities (each from its own process) name the same physical memory, and why:
     the core's judge (crates/core/src/explain/identity.rs)."""
-    return _native.same_memory(a, b)
+    return _native.processes.same_memory(a, b)

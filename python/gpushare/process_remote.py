@@ -384,7 +384,7 @@ class RemoteGloo(Remote):
         _synchronize(self.obj)
         # The group stays the worker's alone (looked up at each handoff): once the worker is stopped,
         # nothing holds it or its store's port open, even an error's traceback through this transport.
-        (self.key, _group, fresh), setup = _native.timed_call(lambda: w._open_group("gloo", None, None))
+        (self.key, _group, fresh), setup = _native.processes.timed_call(lambda: w._open_group("gloo", None, None))
         self.link = {"engine": "gloo", "transport": f"TCP over {w.interface}", "network": True,
                      "local": self._side(w.interface, w.local_address), "remote": self._remote_side(), "evidence": []}
         self.noted.append(f"first call includes the process group and gloo's connections "
@@ -436,7 +436,7 @@ class RemoteNccl(Remote):
         _synchronize(obj)
         self.src_ord, self.dst_ord = _device_ordinal(obj), w._link()["device"]
         self.sender = sender = _helper(w, self.src_ord, link_env(w.nccl_interface, w.local_address))
-        self.sent, to_sender = _native.timed_call(lambda: sender._call("recv_object", obj=obj))
+        self.sent, to_sender = _native.processes.timed_call(lambda: sender._call("recv_object", obj=obj))
         self.key = key = f"remote:nccl:{self.src_ord}:{sender.pid}"
 
         def open_group() -> None:
@@ -448,7 +448,7 @@ class RemoteNccl(Remote):
             _both(w, ("pg_init", r_rid), sender, ("pg_init", s_rid))
             w._peer_groups[key] = store  # the store lives as long as the group
 
-        setup = _native.timed_call(open_group)[1] if key not in w._peer_groups else 0.0
+        setup = _native.processes.timed_call(open_group)[1] if key not in w._peer_groups else 0.0
         self.noted.append(f"between a sender worker on cuda:{self.src_ord} of this host (given the tensor by "
                           f"torch.multiprocessing, zero-copy, {to_sender * 1e3:.3g} ms) and the worker at {w.host} "
                           f"on cuda:{self.dst_ord}; each handoff acknowledged")
@@ -526,7 +526,7 @@ def link_ceiling(worker: Worker, refresh: bool = False) -> dict:
 
         times = []
         for _ in range(repeat):
-            failed, seconds = _native.timed_call(one_send)  # the core's clock, as every handoff's
+            failed, seconds = _native.processes.timed_call(one_send)  # the core's clock, as every handoff's
             if failed is not None:
                 steps.abort(group)
                 raise w._peer_failed("pg_pingpong", failed) from None

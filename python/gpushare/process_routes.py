@@ -1,5 +1,5 @@
 """Each process path's transport: how it hands one array to the worker and releases it, and what
-each side's memory identity is. The core's pipeline drives it (``_native.process_handoff``;
+each side's memory identity is. The core's pipeline drives it (``_native.processes.handoff``;
 crates/core/src/share/process.rs): it refuses a path that does not apply (the rule of
 crates/core/src/explain/process.rs, over ``facts()``), times ``hand_over``/``release`` with the one
 timing loop, judges the two identities and builds the typed row (``ProcessShareResult``). The
@@ -22,7 +22,7 @@ from gpushare.process_worker import _context_report, _synchronize
 if TYPE_CHECKING:
     from gpushare.processes import Worker
 
-ProcessShareResult = _native.ProcessShareResult
+ProcessShareResult = _native.processes.ProcessShareResult
 
 #: Process paths, in table order, and how each hands the memory over: THE path table's
 #: (crates/core/src/paths.rs), as every path is declared there once.
@@ -111,7 +111,7 @@ def _device_ordinal(obj: Any) -> int | None:
         return obj.device.index or 0
     ptr, is_cuda = _address(obj)
     if is_cuda:
-        attrs = _native.cuda_pointer_attributes(ptr) or {}
+        attrs = _native.cuda.pointer_attributes(ptr) or {}
         return attrs.get("device_ordinal", 0)
     return None
 
@@ -119,7 +119,7 @@ def _device_ordinal(obj: Any) -> int | None:
 def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
     if worker.device is None:
         return source_ordinal
-    on_host, ordinal = _native.parse_device(worker.device)  # the core's one parser of device names
+    on_host, ordinal = _native.text.parse_device(worker.device)  # the core's one parser of device names
     return None if on_host else ordinal
 
 
@@ -132,7 +132,7 @@ def resolve_auto(obj: Any) -> str:
         return auto.across_processes(obj)
     except NotAnArrayError:  # no adapter knows the object: the core's rule, asked with its address's place
         where = (2, 0) if _is_cuda(obj) else (1, 0)
-        return _native.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,
+        return _native.paths.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,
                             addresses_device=False).auto(where, across=True)[0]
 
 
@@ -150,7 +150,7 @@ def applicability(obj: Any, path: str, worker: Worker, peer: Worker | None = Non
     """Why ``path`` does not apply to ``obj`` with this worker (predicted, before anything runs), or
     None: the core's rule (crates/core/src/explain/process.rs) over the path's transport, the one a
     handoff is refused by."""
-    return remote_refusal(worker, path) or _native.process_route_refusal(TRANSPORTS[path](worker, obj, path, to, peer))
+    return remote_refusal(worker, path) or _native.processes.route_refusal(TRANSPORTS[path](worker, obj, path, to, peer))
 
 
 def remote_refusal(worker: Worker, path: str) -> str | None:
@@ -224,7 +224,7 @@ class Transport:
         return library.process_steps().nccl_unavailable() if library is not None else None
 
     def ipc_refusal(self) -> str | None:
-        return _native.cuda_ipc_refusal(_address(self.obj)[0])
+        return _native.cuda.ipc_refusal(_address(self.obj)[0])
 
     def set_up(self) -> float:
         process_rules.check_source(self.obj)  # the one-process share's refusals of lazy views
@@ -275,7 +275,7 @@ class _Shm(Transport):
             seg = Segment(max(host.nbytes, 1), self.path)
             return seg, process_host.copy_into(seg.mm, host)
 
-        (self.segment, self.local), seconds = _native.timed_call(stage)
+        (self.segment, self.local), seconds = _native.processes.timed_call(stage)
         self.staged_bytes, self.name, self.offset = host.nbytes, self.segment.name, 0
         try:
             self.layout = process_rules.shm_layout(self.local, self.to, _framework_of(self.obj))
@@ -382,7 +382,7 @@ class _Ipc(Transport):
 
     def hand_over(self) -> dict:
         span = self.layout["span"]
-        export = _native.cuda_ipc_export(self.ptr, span)
+        export = _native.cuda.ipc_export(self.ptr, span)
         # Opened on the device the memory lives on (the worker holds its own context there), so the
         # framework's view is on that device and nothing is copied.
         return self.worker._call("ipc_open", handle=export["handle"], ordinal=export["ordinal"], offset=export["offset"],
@@ -420,7 +420,7 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
     if refused is not None:
         raise gpushare_error("path_not_applicable", f"{path}: {refused}", reason=refused)
     transport = TRANSPORTS[path](worker, obj, path, asked, peer)
-    result = _native.process_handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device, worker.host))
+    result = _native.processes.handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device, worker.host))
     if path == "remote":
         _set_against_link(worker, result)
     return result

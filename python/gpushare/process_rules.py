@@ -157,10 +157,10 @@ def free_bytes(directory: str = SHM_DIR) -> int | None:
 
 
 def _no_room(path: str, nbytes: int, what: str, free: int | None, framework_error: str | None = None) -> Exception:
-    have = "has too little room" if free is None else f"has {_native.format_bytes(free)} free"
+    have = "has too little room" if free is None else f"has {_native.text.format_bytes(free)} free"
     return _explained(
         "path_not_applicable", path,
-        f"{what} needs {_native.format_bytes(nbytes)} of shared memory and {SHM_DIR} {have} "
+        f"{what} needs {_native.text.format_bytes(nbytes)} of shared memory and {SHM_DIR} {have} "
         f"(a process touching memory past the end of {SHM_DIR} dies of SIGBUS)",
         f"give {SHM_DIR} more room (docker run --shm-size=1g, or mount -o remount,size=2G {SHM_DIR}), "
         f"release earlier handoffs (result.release()), or use another path", framework_error)
@@ -209,7 +209,7 @@ def shm_room_problem(nbytes: int) -> str | None:
     free = free_bytes(SHM_DIR)
     if free is None or nbytes <= free:
         return None
-    return (f"the segment needs {_native.format_bytes(nbytes)} of shared memory and {SHM_DIR} has {_native.format_bytes(free)} free "
+    return (f"the segment needs {_native.text.format_bytes(nbytes)} of shared memory and {SHM_DIR} has {_native.text.format_bytes(free)} free "
             f"(give {SHM_DIR} more room, or release earlier handoffs)")
 
 

@@ -17,9 +17,9 @@ from gpushare.process_routes import (
 if TYPE_CHECKING:
     from gpushare.processes import Worker
 
-ProcessShareResult = _native.ProcessShareResult
-ProcessComparison = _native.ProcessComparison
-ProcessBenchmark = _native.ProcessBenchmark
+ProcessShareResult = _native.processes.ProcessShareResult
+ProcessComparison = _native.processes.ProcessComparison
+ProcessBenchmark = _native.processes.ProcessBenchmark
 
 
 def _transport() -> Any:
@@ -50,7 +50,7 @@ def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all",
                 r.release()
         if owned:
             worker.stop()
-    return _native.process_comparison(*_source_of(obj, to), rows, results if keep else {})
+    return _native.processes.comparison(*_source_of(obj, to), rows, results if keep else {})
 
 
 #: Untimed handoffs by each path before a sweep times any. One was not enough: on 2x H200
@@ -131,7 +131,7 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
 
 
 def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> ProcessShareResult:
-    return _native.process_failure(path, _framework_of(obj), _nbytes(obj), reason, applicable)
+    return _native.processes.failure(path, _framework_of(obj), _nbytes(obj), reason, applicable)
 
 
 def parse_process_paths(paths: str | Sequence[str]) -> list[str]:
@@ -166,7 +166,7 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
                 obj = lab.make_array(s, n, dtype, device)
             except Exception as e:
                 why = f"could not make the source array: {e}"
-                points += [(size, _native.process_failure(name if name != "auto" else "ipc", s.name, size, why))
+                points += [(size, _native.processes.failure(name if name != "auto" else "ipc", s.name, size, why))
                            for name in names]
                 continue
             if warmed is None:
@@ -186,4 +186,4 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
     finally:
         if owned:
             worker.stop()
-    return _native.process_bench(s.name, d.name, dtype, device, size_list, points, interrupted, repeat)
+    return _native.processes.bench(s.name, d.name, dtype, device, size_list, points, interrupted, repeat)

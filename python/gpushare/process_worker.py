@@ -123,7 +123,7 @@ class _WorkerState:
     def op_context(self, device: int) -> dict | None:
         """This process's context on ``device`` (created by the process library's framework if needed)."""
         _worker_steps().make_context(device)
-        return _native.cuda_current_context()
+        return _native.cuda.current_context()
 
     def op_recv_shm(self, name: str, offset: int, layout: dict, to: str) -> dict:
         import mmap
@@ -157,7 +157,7 @@ class _WorkerState:
 
     def op_ipc_open(self, handle: bytes, ordinal: int, offset: int, nbytes: int, shape: tuple, dtype: str,
                     to: str, strides: tuple | None = None) -> dict:
-        mapping = _native.IpcMapping(handle, ordinal, offset, nbytes)
+        mapping = _native.cuda.IpcMapping(handle, ordinal, offset, nbytes)
         holder = _CudaView(mapping, shape, dtype, strides)
         value = _cuda_to_framework(holder, to, ordinal)
         # The identity of what the framework holds, not of the mapping: a framework that copied
@@ -174,7 +174,7 @@ class _WorkerState:
         """Joins a group whose store listens at ``host`` (None: this host's loopback) and ``port``;
         a worker serving a remote peer has its engines' interface variables set already."""
         steps = self.group_steps[key] = _library(backend).process_steps()
-        self.groups[key], seconds = _native.timed_call(
+        self.groups[key], seconds = _native.processes.timed_call(
             lambda: steps.make_group(backend, port, rank, world, device, timeout, False,
                                      **({"host": host} if host else {})))
         return {"seconds": seconds}
@@ -213,7 +213,7 @@ class _WorkerState:
                 steps.recv(group, t, src)
             steps.synchronize_device(device)
 
-        _, seconds = _native.timed_call(receive)
+        _, seconds = _native.processes.timed_call(receive)
         info = self._keep(t, [], _identity_of(t, t.nbytes, export=False), {"seconds": seconds})
         self.slots[info["slot"]]["spare"] = kind
         return info
@@ -238,7 +238,7 @@ class _WorkerState:
             steps.synchronize_device(device)
 
         # Timed by the core's loop: each sample one acknowledged handoff, nothing to release between.
-        _, timing = _native.measure_handoffs(handoff, lambda _: None, repeat - 1)
+        _, timing = _native.processes.measure_handoffs(handoff, lambda _: None, repeat - 1)
         times = [timing["first_call"], *timing["samples"]] if repeat > 1 else [timing["first_call"]]
         if role == "send":
             return {"seconds": times}
@@ -333,7 +333,7 @@ def _context_report(value: Any) -> dict | None:
     ptr, is_cuda = _address(value)
     if not is_cuda or ptr is None:
         return None
-    attrs = _native.cuda_pointer_attributes(ptr) or {}
+    attrs = _native.cuda.pointer_attributes(ptr) or {}
     return {"context": attrs.get("context"), "primary": attrs.get("context_is_primary"),
             "device": attrs.get("device_ordinal"), "pid": os.getpid()}
 

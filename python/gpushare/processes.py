@@ -70,9 +70,9 @@ from gpushare.process_worker import _serve, remove_nccl_log
 # transport (gpushare.process_routes): the refusal, the timing loop, the identity judge and the
 # typed report (crates/core/src/report/process.rs, rendered by crates/core/src/render/process.rs)
 # are the core's. This module keeps the transport: the worker process, its requests and replies.
-ProcessShareResult = _native.ProcessShareResult
-ProcessComparison = _native.ProcessComparison
-ProcessBenchmark = _native.ProcessBenchmark
+ProcessShareResult = _native.processes.ProcessShareResult
+ProcessComparison = _native.processes.ProcessComparison
+ProcessBenchmark = _native.processes.ProcessBenchmark
 
 #: Environment a worker always gets: NVLink multicast off (NCCL NVLS, torch symmetric memory,
 #: NVSHMEM), which the shared GPU machines do not allow.

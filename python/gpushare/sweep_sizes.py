@@ -24,7 +24,7 @@ def device_capacity(device: str) -> int | None:
         except (AttributeError, ValueError, OSError):  # not a POSIX system that reports it
             return None
     try:
-        devices = _native.cuda_devices()
+        devices = _native.cuda.devices()
     except Exception:  # no driver: the sweep's own device check says so
         return None
     for d in devices:
@@ -59,8 +59,8 @@ def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
         if too_big:
             where = "host memory" if lab._ordinal(device)[0] else f"memory of {device}"
             raise ValueError(
-                f"size {_native.format_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
-                f"({_native.format_bytes(capacity)}); sweep sizes below it"
+                f"size {_native.text.format_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
+                f"({_native.text.format_bytes(capacity)}); sweep sizes below it"
             )
 
 

@@ -53,8 +53,8 @@ class Measurement:
         """``gpushare.Timing``: median, min, max, mean, IQR, the noise warning, device median."""
         device = None
         if self.device_samples:
-            device = _native.Timing(self.device_samples, self.number).median
-        return _native.Timing(self.samples, self.number, device)
+            device = _native.share.Timing(self.device_samples, self.number).median
+        return _native.share.Timing(self.samples, self.number, device)
 
     @property
     def warning(self) -> str | None:
@@ -65,11 +65,11 @@ class _DeviceClock:
     """CUDA events on the source framework's current stream: device time of what each sample queued."""
 
     def __init__(self, ordinal: int, stream: int):
-        self.timer = _native.EventTimer(ordinal, stream)
+        self.timer = _native.cuda.EventTimer(ordinal, stream)
 
     @classmethod
     def for_source(cls, src: Any, obj: Any, dlpack_device: tuple[int, int]) -> _DeviceClock | None:
-        if dlpack_device[0] != 2 or getattr(_native, "EventTimer", None) is None:
+        if dlpack_device[0] != 2 or getattr(_native.cuda, "EventTimer", None) is None:
             return None
         current_stream = getattr(src, "current_stream", None)
         if current_stream is None:
@@ -132,7 +132,7 @@ def measure(
     if number is not None and number < 1:
         raise ValueError("number must be at least 1")
     # The loop itself is the core's, the one every share runs (crates/core/src/share/timing.rs).
-    samples, device, number, warmup, value = _native.measure(
+    samples, device, number, warmup, value = _native.share.measure(
         fn, arg, synchronize, repeat, number, max(warmup, 0), min_sample_time, max_overhead, disable_gc, device_clock,
     )
     m = Measurement(samples, number, warmup, device or None, value)

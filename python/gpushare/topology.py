@@ -101,7 +101,7 @@ def nvidia_smi_links() -> dict[tuple[int, int], str]:
 
 def _devices() -> list[dict]:
     try:
-        return list(_native.cuda_devices())
+        return list(_native.cuda.devices())
     except Exception:
         return []
 
@@ -187,7 +187,7 @@ def topology() -> Topology:
     from gpushare.devices import current_device
     from gpushare.ledger import allocator_memory
 
-    status = _native.cuda_driver_status()
+    status = _native.cuda.driver_status()
     devices = _devices()
     data: dict[str, Any] = {"reason": status.get("reason"), "devices": [], "pairs": [],
                             "current_device": current_device() if devices else None}
@@ -202,7 +202,7 @@ def topology() -> Topology:
         links, majors = nvidia_smi_links(), {d["ordinal"]: d["compute_capability"][0] for d in devices}
         for a in range(len(devices)):
             for b in range(a + 1, len(devices)):
-                ab, ba = _native.cuda_peer_link(a, b) or {}, _native.cuda_peer_link(b, a) or {}
+                ab, ba = _native.cuda.peer_link(a, b) or {}, _native.cuda.peer_link(b, a) or {}
                 kind = links.get((a, b))
                 data["pairs"].append({
                     "a": a, "b": b, "link": link_words(kind), "nvidia_smi": kind,

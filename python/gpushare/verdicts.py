@@ -20,11 +20,11 @@ from gpushare import _native, auto, model_cache
 
 #: Paths the Rust rules model (the path table's word, crates/core/src/paths.rs); for any other path gpushare
 #: makes no prediction.
-MODELLED_PATHS = ("auto", *(p["name"] for p in _native.path_table() if p["kind"] == "share" and p["modelled"]))
+MODELLED_PATHS = ("auto", *(p["name"] for p in _native.paths.path_table() if p["kind"] == "share" and p["modelled"]))
 
 
 #: ``(verdict, reason, fix, expected_error)``, a 4-tuple with named fields (``crates/python/src/binding/explain.rs``).
-Prediction = _native.Prediction
+Prediction = _native.paths.Prediction
 
 
 # Predictors of `auto` read the cost model: dropped with it.
@@ -33,7 +33,7 @@ model_cache.when_forgotten(lambda: _PREDICTORS.clear())  # looked up when called
 
 
 def predictor(src: Any, dst: Any, path: str) -> Any:
-    """The ``_native.Predictor`` for handing arrays of adapter ``src`` to adapter ``dst`` by
+    """The ``_native.paths.Predictor`` for handing arrays of adapter ``src`` to adapter ``dst`` by
     ``path``, or None for a path gpushare does not model. Made once per pair, path and versions: the
     facts it holds (versions, the adapters' constant rule facts such as CuPy's stream setting) do not
     change once the frameworks are imported; the ones that can (JAX's x64 flag, PyTorch's current
@@ -48,7 +48,7 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
     key = (src.name, dst.name, path, dst.version() or "", src.version() or "")
     made = _PREDICTORS.get(key)
     if made is None:
-        made = _PREDICTORS[key] = _native.Predictor(
+        made = _PREDICTORS[key] = _native.paths.Predictor(
             dst.name,
             key[3],
             path,
@@ -64,13 +64,13 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
 
 
 #: Move paths the Rust rules model (crates/core/src/explain/moves.rs).
-MODELLED_MOVES = tuple(p["name"] for p in _native.path_table() if p["kind"] == "move" and p["modelled"])
+MODELLED_MOVES = tuple(p["name"] for p in _native.paths.path_table() if p["kind"] == "move" and p["modelled"])
 
 _MOVE_PREDICTORS: dict[tuple[Any, ...], Any] = {}
 
 
 def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) -> Any:
-    """The ``_native.Predictor`` of a move (``device=``) of ``src``'s arrays by move path ``path``
+    """The ``_native.paths.Predictor`` of a move (``device=``) of ``src``'s arrays by move path ``path``
     to ``destination`` (DLPack's ``(device_type, id)``), handed to ``dst``; None for a path the
     rules do not model. Made once per pair, path, destination and versions."""
     if path not in MODELLED_MOVES:
@@ -78,7 +78,7 @@ def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) 
     key = (src.name, dst.name, path, tuple(destination), dst.version() or "", src.version() or "")
     made = _MOVE_PREDICTORS.get(key)
     if made is None:
-        made = _MOVE_PREDICTORS[key] = _native.Predictor(
+        made = _MOVE_PREDICTORS[key] = _native.paths.Predictor(
             dst.name, key[4], path, key[5], target_facts=dst.rule_facts(), source_facts=src.rule_facts(),
             pair=auto.pair(src, dst), destination=tuple(destination),
         )

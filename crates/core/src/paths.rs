@@ -2,7 +2,7 @@
 //! paths between devices, process paths to another process), declared once, and the one `auto`.
 //!
 //! paths.py, devices.py, processes.py, the predictor, the lab's tables and plot, the magics and the
-//! CLI read this table (`gpushare._native.path_table`); `auto` is [`resolve_auto`] and nothing else,
+//! CLI read this table (`gpushare._native.paths.path_table`); `auto` is [`resolve_auto`] and nothing else,
 //! so `share`, `compare`, `bench`, `%share`, the predictor and `gpushare bench` cannot disagree on it.
 
 /// Which kind of handoff a path makes.
@@ -262,7 +262,7 @@ pub struct Endpoints {
 
 impl Default for Endpoints {
     /// The plain handoff: a source with `__dlpack__`, a target that takes objects and capsules,
-    /// addresses device memory and orders its imports (`_native.Pair()`'s defaults).
+    /// addresses device memory and orders its imports (`_native.paths.Pair()`'s defaults).
     fn default() -> Endpoints {
         Endpoints {
             source_exports_dlpack: true,

@@ -9,7 +9,7 @@ from typing import Any
 from gpushare import _native
 from gpushare.exceptions import gpushare_error
 
-TensorInfo = _native.TensorInfo
+TensorInfo = _native.share.TensorInfo
 
 _TYPESTR_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
@@ -89,7 +89,7 @@ def info_from_cai(cai: dict, framework: str, device: str) -> TensorInfo:
     strides_el = None if strides is None else tuple(s // itemsize for s in strides)
     ptr, readonly = cai["data"]
     device_id = int(device.rsplit(":", 1)[1]) if device.startswith("cuda:") else 0
-    return _native.tensor_info_from_fields(
+    return _native.share.tensor_info_from_fields(
         framework, device, ptr, shape, strides_el, code, itemsize * 8, 2, device_id, readonly
     )
 
@@ -117,8 +117,8 @@ def capsule_over_interface(obj: Any, strides: Any, device: Any, framework: str) 
     # The capsule is gpushare's word, and its consumer (TensorFlow) places the tensor on the GPU it
     # names: the driver's ordinal of the memory, not the current device a framework's label comes
     # from (with JAX imported cuda:1 is current, and TensorFlow put cuda:0's memory on /GPU:1).
-    attributes = _native.cuda_pointer_attributes(ptr) if ptr else None
+    attributes = _native.cuda.pointer_attributes(ptr) if ptr else None
     ordinal = (attributes or {}).get("device_ordinal")
     if ordinal is None:
         ordinal = int(device().rsplit(":", 1)[1])
-    return _native.capsule_over(obj, ptr, list(shape), strides_el, code, itemsize * 8, 2, int(ordinal))
+    return _native.share.capsule_over(obj, ptr, list(shape), strides_el, code, itemsize * 8, 2, int(ordinal))

@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar
 from gpushare import _native
 from gpushare.exceptions import explained, gpushare_error
 
-TensorInfo = _native.TensorInfo
+TensorInfo = _native.share.TensorInfo
 
 # Array types whose ``__dlpack__`` predates the ``max_version`` keyword (NumPy < 2.1, CuPy < 13.?,
 # PyTorch < 2.4): found on the first TypeError that names the keyword and remembered, so that

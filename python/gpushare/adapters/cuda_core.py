@@ -86,7 +86,7 @@ class CudaCoreAdapter(Adapter):
             if getattr(getattr(obj, "dtype", None), "name", None) != "bfloat16":
                 raise
             on_host = obj.device_id < 0
-            return _native.tensor_info_from_fields(
+            return _native.share.tensor_info_from_fields(
                 self.name, self.device(obj), int(obj.ptr), list(obj.shape),
                 None if obj.strides is None else list(obj.strides),
                 4, 16,  # DLPack's kDLBfloat, 16 bits
@@ -151,7 +151,7 @@ class CudaCoreAdapter(Adapter):
         the NumPy array ``host``, ordered after the legacy default stream, and waits."""
         core = self.load()
         device = core.Device(obj.device_id)
-        if _native.cuda_current_context() is None:
+        if _native.cuda.current_context() is None:
             device.set_current()  # the primary context, which the frameworks cuda.core views share
         stream = device.default_stream
         source = core.Buffer.from_handle(ptr, host.nbytes)  # neither owns the memory

@@ -77,7 +77,7 @@ class _OneCapsule:
         if capsule is None:
             raise BufferError("this producer's capsule was already handed over")
         if max_version is None or int(max_version[0]) < 1:
-            return _native.legacy_capsule(capsule)
+            return _native.share.legacy_capsule(capsule)
         return capsule
 
 

@@ -57,7 +57,7 @@ class JaxAdapter(Adapter):
     _platform_codes: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cuda": 2}
 
     def inspect(self, obj: Any) -> TensorInfo:
-        info = _native.describe_declared(obj, self)
+        info = _native.share.describe_declared(obj, self)
         if info is not None:
             return info
         # The attribute route declines deleted arrays (reading a deleted array's layout crashes the

@@ -51,7 +51,7 @@ class NumbaAdapter(Adapter):
         device; its current device costs microseconds of its context machinery on every share and
         is the device current now, not the array's. That is the answer only where the driver has
         none (a zero-size array's null pointer)."""
-        ordinal = _native.cuda_pointer_device(int(ptr)) if ptr else None
+        ordinal = _native.cuda.pointer_device(int(ptr)) if ptr else None
         if ordinal is None:
             ordinal = self.load().cuda.get_current_device().id
         return f"cuda:{ordinal}"
@@ -71,7 +71,7 @@ class NumbaAdapter(Adapter):
         if code is None or not itemsize or any(step % itemsize for step in strides):
             return self._inspect_interface(obj)  # what the interface path says of such an array
         device = self._device_at(pointer)
-        return _native.tensor_info_from_fields(
+        return _native.share.tensor_info_from_fields(
             self.name, device, pointer, tuple(shape), tuple(step // itemsize for step in strides), code,
             itemsize * 8, 2, int(device.rsplit(":", 1)[1]), False,
         )

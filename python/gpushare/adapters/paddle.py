@@ -48,7 +48,7 @@ class PaddleAdapter(Adapter):
         # a share into Paddle says the dtype is not the source's (the rules' words: targets.rs).
         if info.dtype == "uint16" and str(obj.dtype).endswith("bfloat16"):
             kind, ordinal = info.dlpack_device
-            info = _native.tensor_info_from_fields(
+            info = _native.share.tensor_info_from_fields(
                 self.name, info.device, info.data_ptr + info.byte_offset, list(info.shape), list(info.strides),
                 4, 16, kind, ordinal, info.readonly,  # DLPack's kDLBfloat, 16 bits
             )

@@ -50,7 +50,7 @@ class PycudaAdapter(Adapter):
 
     def device(self, obj: Any) -> str:
         ptr = int(obj.__cuda_array_interface__["data"][0] or 0)
-        attributes = _native.cuda_pointer_attributes(ptr) if ptr else None
+        attributes = _native.cuda.pointer_attributes(ptr) if ptr else None
         # The interface has no ordinal; the driver knows the pointer's (none for a zero-size array).
         return f"cuda:{int((attributes or {}).get('device_ordinal') or 0)}"
 
@@ -141,7 +141,7 @@ class PycudaAdapter(Adapter):
         info.gpu_devices = [f"cuda:{i}" for i in range(driver.Device.count())]
         # The driver's word, not which module was imported: both may be, in either order.
         handle = int(getattr(context, "handle", 0) or 0)
-        ordinal = int((_native.cuda_current_context() or {}).get("device") or 0)
-        primary = (_native.cuda_primary_context(ordinal) or {}).get("handle") == handle
+        ordinal = int((_native.cuda.current_context() or {}).get("device") or 0)
+        primary = (_native.cuda.primary_context(ordinal) or {}).get("handle") == handle
         info.notes.append(f"context {handle:#x}: " + ("the device's primary context" if primary else
                           "PyCUDA's own (pycuda.autoinit or make_context), not the primary one"))

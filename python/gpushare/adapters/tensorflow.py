@@ -130,7 +130,7 @@ class TensorFlowAdapter(Adapter):
         # passes through untouched.
         if TensorFlowAdapter._import_capsule is None:
             from_dlpack = self._dlpack_functions()[1]
-            legacy = _native.legacy_capsule
+            legacy = _native.share.legacy_capsule
 
             def import_capsule(capsule: Any) -> Any:
                 return from_dlpack(legacy(capsule))

@@ -59,7 +59,7 @@ class TorchAdapter(Adapter):
         # The exchange API (describe_by) where this PyTorch has it, else a capsule; a tensor it cannot
         # export (sparse, meta, nested) is refused in a sentence instead of PyTorch's backtrace.
         try:
-            info = _native.describe_declared(obj, self)
+            info = _native.share.describe_declared(obj, self)
             return info if info is not None else super().inspect(obj)
         except GpushareError:
             raise
@@ -154,7 +154,7 @@ class TorchAdapter(Adapter):
         # device (the driver's word) keeps the handoff a view instead of a copy to the current GPU.
         device = "cuda"
         if torch.cuda.device_count() > 1:
-            attrs = _native.cuda_pointer_attributes(obj.__cuda_array_interface__["data"][0])
+            attrs = _native.cuda.pointer_attributes(obj.__cuda_array_interface__["data"][0])
             if attrs is not None and attrs.get("memory_type") == "device" and attrs.get("device_ordinal", -1) >= 0:
                 device = f"cuda:{attrs['device_ordinal']}"
         return torch.as_tensor(obj, device=device)

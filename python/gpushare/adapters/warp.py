@@ -64,7 +64,7 @@ class WarpAdapter(Adapter):
     def capsule_importer(self) -> Callable[[Any], Any]:
         # wp.from_dlpack takes "dltensor" capsules only; a versioned one (CuPy's toDlpack) is
         # forwarded as a legacy one over the same tensor, as into TensorFlow.
-        from_dlpack, legacy = self._started().from_dlpack, _native.legacy_capsule
+        from_dlpack, legacy = self._started().from_dlpack, _native.share.legacy_capsule
         return _Import(lambda capsule: from_dlpack(legacy(capsule)))
 
     def from_cai(self, obj: Any) -> Any:
@@ -72,7 +72,7 @@ class WarpAdapter(Adapter):
         # the interface has no device ordinal, so the driver's word on the pointer places it.
         cai = obj.__cuda_array_interface__
         ptr = int(cai["data"][0] or 0)
-        attributes = _native.cuda_pointer_attributes(ptr) if ptr else None
+        attributes = _native.cuda.pointer_attributes(ptr) if ptr else None
         ordinal = (attributes or {}).get("device_ordinal", 0)
         return self._started().array(data=obj, device=f"cuda:{int(ordinal)}")
 

@@ -95,6 +95,7 @@ fn path_waits(kind: &str, path: &str, place: &str, target_takes_objects: bool, i
 /// None where the driver cannot say (no CUDA). Asks, never waits: about a microsecond.
 #[pyfunction]
 #[pyo3(signature = (stream, ordinal = 0))]
+#[pyo3(name = "stream_busy")]
 fn cuda_stream_busy(stream: u64, ordinal: i32) -> Option<bool> {
     crate::cuda::Stream::external(stream, ordinal).is_done().ok().map(|done| !done)
 }
@@ -484,12 +485,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCostModel>()?;
     m.add_class::<PyPrediction>()?;
     m.add_class::<PyAdvice>()?;
-    m.add_function(wrap_pyfunction!(path_ordering, m)?)?;
-    m.add_function(wrap_pyfunction!(path_waits, m)?)?;
-    m.add_function(wrap_pyfunction!(cuda_stream_busy, m)?)?;
     // How a share's fixed cost follows the host's speed (the slowdown to this power).
     m.add("HOST_SPEED_EXPONENT", crate::advice::model::HOST_SPEED_EXPONENT)?;
     // The same for a share in host memory, whose fixed cost is all host work.
     m.add("HOST_MEMORY_SPEED_EXPONENT", crate::advice::model::HOST_MEMORY_SPEED_EXPONENT)?;
     Ok(())
+}
+
+/// How each path is ordered against the producer's queued work, to `gpushare._native.paths`.
+pub fn register_paths(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(path_ordering, m)?)?;
+    m.add_function(wrap_pyfunction!(path_waits, m)?)
+}
+
+/// Whether a producer's stream has queued work, to `gpushare._native.cuda`.
+pub fn register_cuda(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cuda_stream_busy, m)?)
 }

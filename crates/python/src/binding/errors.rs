@@ -77,8 +77,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnsafeInputError", py.get_type::<UnsafeInputError>())?;
     m.add("PathNotApplicableError", py.get_type::<PathNotApplicableError>())?;
     m.add_function(wrap_pyfunction!(gpushare_error, m)?)?;
-    m.add_function(wrap_pyfunction!(inspect_explained, m)?)?;
     Ok(())
+}
+
+/// `inspect`, explained as a share's failure is, to `gpushare._native.share`.
+pub fn register_share(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(inspect_explained, m)?)
 }
 
 /// The core's error on its way to Python. The orphan rule forbids `From<Error> for PyErr` in this

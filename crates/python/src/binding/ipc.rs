@@ -13,6 +13,7 @@ use crate::cuda::{self, CudaError};
 /// `base`, `size`, `offset`, `nbytes`, `ordinal`, `context`, `buffer_id`. Memory legacy IPC cannot
 /// export (stream-ordered pools, VMM) raises `CudaError` (kind "invalid_argument") with the reason.
 #[pyfunction]
+#[pyo3(name = "ipc_export")]
 fn cuda_ipc_export(py: Python<'_>, ptr: u64, nbytes: u64) -> PyResult<Bound<'_, PyDict>> {
     let export = py.detach(|| cuda::ipc_export(ptr, nbytes)).map_err(to_pyerr)?;
     let d = PyDict::new(py);
@@ -30,6 +31,7 @@ fn cuda_ipc_export(py: Python<'_>, ptr: u64, nbytes: u64) -> PyResult<Bound<'_, 
 /// Why legacy CUDA IPC cannot export the memory at `ptr`, or None when it can (or without CUDA,
 /// where nothing can be said).
 #[pyfunction]
+#[pyo3(name = "ipc_refusal")]
 fn cuda_ipc_refusal(py: Python<'_>, ptr: u64) -> Option<String> {
     py.detach(|| cuda::pointer_attributes(ptr).ok().and_then(|a| cuda::ipc_refusal(&a)))
 }

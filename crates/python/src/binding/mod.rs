@@ -39,22 +39,39 @@ fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
     py.detach(|| gpushare_runner::cli::run(argv))
 }
 
-#[pymodule]
-#[pyo3(name = "_native")]
-fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+/// `gpushare._native` is grouped by what each part is about, one submodule each; the stubs
+/// mirror it (python/gpushare/_native/).
+const SUBMODULES: [(&str, Register); 8] = [
+    // gpushare's exceptions and how a framework's failure is explained.
+    ("errors", register_errors),
+    // One share: its plan, its result, what an array is, memory owned by gpushare.
+    ("share", register_share),
+    // The table of paths, `auto` over it, how a path is ordered, its prediction.
+    ("paths", register_paths),
+    // Every path for one array, and sizes x paths.
+    ("lab", register_lab),
+    // The cost model, the machine's ceilings and `advise`.
+    ("advice", register_advice),
+    // The CUDA driver: reports, transfers, contexts, allocations, IPC.
+    ("cuda", register_cuda),
+    // Handoffs to another process.
+    ("processes", register_processes),
+    // The one parser or formatter of each kind of word: devices, sizes, bytes, routes, path lists.
+    ("text", register_text),
+];
+
+type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
+
+fn register_errors(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
-    explain::register(m)?;
+    m.add_function(wrap_pyfunction!(types::explain_failure, m)?)
+}
+
+fn register_share(m: &Bound<'_, PyModule>) -> PyResult<()> {
     plan::register(m)?;
-    lab::register(m)?;
-    paths::register(m)?;
-    cuda::register(m)?;
+    errors::register_share(m)?;
     shared::register(m)?;
     capsules::register(m)?;
-    ipc::register(m)?;
-    process::register(m)?;
-    ceilings::register(m)?;
-    advice::register(m)?;
     trace::register(m)?;
     m.add_class::<tensor_info::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
@@ -62,8 +79,56 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(types::render_shares, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_info::tensor_info_from_fields, m)?)?;
     m.add_function(wrap_pyfunction!(types::shares_mimebundle, m)?)?;
-    m.add_function(wrap_pyfunction!(types::explain_failure, m)?)?;
-    m.add_function(wrap_pyfunction!(types::shares_dataframe, m)?)?;
+    m.add_function(wrap_pyfunction!(types::shares_dataframe, m)?)
+}
+
+fn register_paths(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    paths::register(m)?;
+    explain::register(m)?;
+    advice::register_paths(m)
+}
+
+fn register_lab(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    lab::register(m)
+}
+
+fn register_advice(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    advice::register(m)?;
+    ceilings::register(m)
+}
+
+fn register_cuda(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    cuda::register(m)?;
+    ipc::register(m)?;
+    advice::register_cuda(m)
+}
+
+fn register_processes(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    process::register(m)
+}
+
+fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    shared::register_text(m)?;
+    paths::register_text(m)
+}
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Importable by their dotted names too (`import gpushare._native.cuda`, the stubs' checker):
+    // pyo3 makes a submodule an attribute only.
+    let modules = py.import("sys")?.getattr("modules")?;
+    for (name, register) in SUBMODULES {
+        let submodule = PyModule::new(py, name)?;
+        register(&submodule)?;
+        // Added under its short name first: pyo3 names the attribute after `__name__`.
+        m.add_submodule(&submodule)?;
+        let qualified = format!("gpushare._native.{name}");
+        submodule.setattr("__name__", &qualified)?;
+        modules.set_item(qualified, submodule)?;
+    }
     m.add_function(wrap_pyfunction!(types::json_schema, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     // The inline styles of every table cell, for the tables Python renders (gpushare.html_cells):

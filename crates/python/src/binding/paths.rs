@@ -250,10 +250,14 @@ fn parse_paths(kind: &str, texts: Vec<String>) -> PyResult<Vec<&'static str>> {
     paths::parse_list(kind, texts.iter().map(String::as_str)).map_err(PyValueError::new_err)
 }
 
+/// The one parser of path lists, to `gpushare._native.text`.
+pub fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_paths, m)?)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_class::<PyPair>()?;
-    m.add_function(wrap_pyfunction!(parse_paths, m)?)?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
 }

@@ -96,6 +96,7 @@ impl crate::explain::ProcessProbe for PyProbe<'_> {
 #[pyo3(signature = (path, framework, to, targets, library, on_device, source_device, worker_device,
                     library_unavailable, nccl_unavailable, ipc_refusal, strided=false))]
 #[allow(clippy::too_many_arguments)]
+#[pyo3(name = "refusal")]
 fn process_refusal<'py>(
     path: &str,
     framework: &str,
@@ -177,7 +178,7 @@ fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Boun
 /// ``target`` show each side's identity; ``local`` is the parent's array over the shared memory
 /// (the source itself, or for ``shm`` the segment's view); ``remote`` the worker's array. Every
 /// key of the JSON form reads as an attribute (``r.timing.median``).
-#[pyclass(module = "gpushare._native", name = "ProcessShareResult", weakref)]
+#[pyclass(module = "gpushare._native.processes", name = "ProcessShareResult", weakref)]
 pub struct PyProcessShareResult {
     report: ProcessShareReport,
     #[pyo3(get, set)]
@@ -285,7 +286,7 @@ super::forms::result_forms!(PyProcessShareResult);
 /// One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
 /// the identity of the memory on each side. ``source`` identifies the array (source_framework,
 /// target_framework, dtype, shape, device); ``results`` the kept handoffs (``keep=True``).
-#[pyclass(module = "gpushare._native", name = "ProcessComparison")]
+#[pyclass(module = "gpushare._native.processes", name = "ProcessComparison")]
 pub struct PyProcessComparison {
     report: ProcessComparisonReport,
     #[pyo3(get, set)]
@@ -387,7 +388,7 @@ impl super::forms::Forms for PyProcessComparison {
 super::forms::result_forms!(PyProcessComparison);
 
 /// Sizes × process paths: ``points`` (one per size and path, with verdict and timing).
-#[pyclass(module = "gpushare._native", name = "ProcessBenchmark")]
+#[pyclass(module = "gpushare._native.processes", name = "ProcessBenchmark")]
 pub struct PyProcessBenchmark {
     report: ProcessBenchReport,
 }
@@ -464,6 +465,7 @@ super::forms::result_forms!(PyProcessBenchmark);
 /// ``process-bench``) from its data as Python objects: a ValueError names the key or value that
 /// does not fit the Rust types the published schemas are generated from.
 #[pyfunction]
+#[pyo3(name = "report")]
 fn process_report<'py>(py: Python<'py>, kind: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match kind {
         "process-share" => Bound::new(py, PyProcessShareResult::new(py, data, None, None, None)?)?.into_any(),

@@ -144,6 +144,7 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
 /// before it runs and kept in the row beside the measurement.
 #[pyfunction]
 #[pyo3(signature = (transport, repeat=1, predicted=None))]
+#[pyo3(name = "handoff")]
 fn process_handoff<'py>(
     py: Python<'py>,
     transport: Bound<'py, PyAny>,
@@ -159,8 +160,9 @@ fn process_handoff<'py>(
 }
 
 /// Why ``transport``'s path does not apply to its array and worker (predicted, before anything
-/// runs), or None: the rule ``process_handoff`` refuses by.
+/// runs), or None: the rule ``processes.handoff`` refuses by.
 #[pyfunction]
+#[pyo3(name = "route_refusal")]
 fn process_route_refusal(transport: Bound<'_, PyAny>) -> PyResult<Option<String>> {
     crate::share::process::refusal(&mut PyProcessRoute::new(transport)?).map_err(to_pyerr)
 }

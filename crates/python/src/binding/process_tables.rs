@@ -13,6 +13,7 @@ use crate::share::process::failed_report;
 /// ``reason`` the refusal's) or that failed while it ran (``reason`` the error's words).
 #[pyfunction]
 #[pyo3(signature = (path, framework, nbytes, reason, applicable=true))]
+#[pyo3(name = "failure")]
 fn process_failure(py: Python<'_>, path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> PyProcessShareResult {
     PyProcessShareResult::from_report(failed_report(path, framework, nbytes, reason, applicable), py.None(), py.None(), Vec::new())
 }
@@ -22,6 +23,7 @@ fn process_failure(py: Python<'_>, path: &str, framework: &str, nbytes: u64, rea
 #[pyfunction]
 #[pyo3(signature = (source_framework, target_framework, dtype, shape, device, rows, results=None))]
 #[allow(clippy::too_many_arguments)]
+#[pyo3(name = "comparison")]
 fn process_comparison(
     py: Python<'_>,
     source_framework: String,
@@ -40,6 +42,7 @@ fn process_comparison(
 /// A sweep over sizes × process paths, from each point's size and result.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
+#[pyo3(name = "bench")]
 fn process_bench(
     source_framework: String,
     target_framework: String,

@@ -483,12 +483,18 @@ fn shared_pool_clear(py: Python<'_>) {
     py.detach(shared::clear_pool);
 }
 
-/// Adds SharedBuffer and the lab's functions to `gpushare._native`.
+/// Adds SharedBuffer and its pool's functions to `gpushare._native.share`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySharedBuffer>()?;
     m.add_function(wrap_pyfunction!(shared_buffers_alive, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_usage, m)?)?;
     m.add_function(wrap_pyfunction!(shared_pool_clear, m)?)?;
+    Ok(())
+}
+
+/// Adds the one parser or formatter of each kind of word (devices, sizes, bytes, routes) to
+/// `gpushare._native.text`.
+pub fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_device, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;

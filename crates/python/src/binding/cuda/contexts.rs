@@ -91,6 +91,7 @@ impl PyMemoryMeter {
 /// child process.
 #[pyfunction]
 #[pyo3(signature = (ordinal = 0, nbytes = 1 << 20))]
+#[pyo3(name = "cross_context_access")]
 fn cuda_cross_context_access(py: Python<'_>, ordinal: i32, nbytes: usize) -> PyResult<Bound<'_, PyAny>> {
     let answer = py.detach(|| cuda::cross_context_access(ordinal, nbytes)).map_err(to_pyerr)?;
     to_py(py, &answer)

@@ -2,7 +2,7 @@
 //! transfer primitives of the `pinned` and `copy` paths. Conversions only; the logic is in
 //! `crate::cuda`.
 //!
-//! Report functions (`cuda_driver_status`, `cuda_pointer_attributes`, `cuda_devices`, ...) treat a
+//! Report functions (`driver_status`, `pointer_attributes`, `devices`, ...) treat a
 //! missing driver as an answer, not an error. Everything that allocates or copies raises
 //! `gpushare.exceptions.CudaError` (with `.kind` and `.code`) instead. Calls that can block release the
 //! GIL; waits for the GPU honour Ctrl-C.
@@ -79,7 +79,7 @@ fn ordinal_of(ptr: u64) -> cuda::Result<i32> {
     Ok(attributes.device_ordinal)
 }
 
-/// Adds the CUDA functions and classes to `gpushare._native`.
+/// Adds the CUDA functions and classes to `gpushare._native.cuda`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     reports::register(m)?;
     transfers::register(m)?;

@@ -17,6 +17,7 @@ use crate::cuda::{self, Stream};
 /// stream of device `ordinal`). Ctrl-C interrupts the wait.
 #[pyfunction]
 #[pyo3(signature = (stream = None, ordinal = 0))]
+#[pyo3(name = "synchronize")]
 fn cuda_synchronize(py: Python<'_>, stream: Option<&Bound<'_, PyAny>>, ordinal: i32) -> PyResult<()> {
     let stream = Stream::external(stream_handle(stream)?, ordinal);
     interruptible(py, to_pyerr, |keep_waiting| stream.wait_interruptibly(keep_waiting))
@@ -25,6 +26,7 @@ fn cuda_synchronize(py: Python<'_>, stream: Option<&Bound<'_, PyAny>>, ordinal: 
 /// Waits for all work in device `ordinal`'s primary context (every framework's streams).
 #[pyfunction]
 #[pyo3(signature = (ordinal = 0))]
+#[pyo3(name = "synchronize_context")]
 fn cuda_synchronize_context(py: Python<'_>, ordinal: i32) -> PyResult<()> {
     py.detach(|| cuda::synchronize_context(ordinal)).map_err(to_pyerr)
 }

@@ -1,0 +1,113 @@
+"""gpushare._native.paths: The table of paths, `auto` over it, how each path is ordered, and the prediction of a handoff (crates/python/src/binding/paths.rs, explain.rs)."""
+
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+
+from gpushare._native.advice import CostModel
+
+from gpushare._native.share import TensorInfo
+
+class Prediction:
+    """``(verdict, reason, fix, expected_error)``: a 4-tuple with named fields."""
+
+    def __init__(
+        self, verdict: str, reason: str | None = None, fix: str | None = None, expected_error: str | None = None
+    ) -> None: ...
+    @property
+    def verdict(self) -> Literal["shared", "copied", "failed"]: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def fix(self) -> str | None: ...
+    @property
+    def expected_error(self) -> str | None: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: int) -> str | None: ...
+    def __iter__(self) -> Iterator[str | None]: ...
+
+class Predictor:
+    """Predicts handoffs of one (source framework, target framework, path)."""
+
+    def __init__(
+        self,
+        target: str,
+        version: str,
+        path: str,
+        source_version: str = "",
+        target_facts: dict[str, Any] | None = None,
+        source_facts: dict[str, Any] | None = None,
+        *,
+        pair: Pair,
+        destination: tuple[int, int] | None = None,
+        model: CostModel | None = None,
+    ) -> None: ...
+    def __call__(self, source: TensorInfo) -> Prediction: ...
+    def chosen_path(self, source: TensorInfo, nbytes: int | None = None) -> str: ...
+    def follows_producer(self, source: TensorInfo) -> bool: ...
+
+def path_table() -> list[dict[str, Any]]: ...
+
+class Pair:
+    """What two adapters declare that ``auto`` decides from, read once."""
+
+    def __init__(
+        self,
+        source: str = "",
+        target: str = "",
+        *,
+        exports_dlpack: bool = True,
+        accepts_objects: bool = True,
+        accepts_capsules: bool = True,
+        addresses_device: bool = True,
+        import_waits: bool = False,
+        cai_unordered: bool = False,
+        capsule_refuses_readonly: bool = False,
+        shares_host_across: bool = False,
+    ) -> None: ...
+    @staticmethod
+    def of(src: Any, dst: Any) -> Pair: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def endpoints(self) -> tuple[bool, bool, bool, bool]: ...
+    def auto(
+        self,
+        source: tuple[int, int],
+        destination: tuple[int, int] | None = None,
+        *,
+        peer_access: bool | None = None,
+        across: bool = False,
+        model: CostModel | None = None,
+        nbytes: int | None = None,
+        producer_busy: bool = False,
+        source_readonly: bool | None = None,
+    ) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
+    def size_breaks(
+        self,
+        source: tuple[int, int],
+        destination: tuple[int, int] | None = None,
+        *,
+        peer_access: bool | None = None,
+        across: bool = False,
+        model: CostModel | None = None,
+        producer_busy: bool = False,
+        source_readonly: bool | None = None,
+    ) -> list[int]: ...
+    def ranges(
+        self,
+        source: tuple[int, int],
+        destination: tuple[int, int] | None = None,
+        *,
+        peer_access: bool | None = None,
+        across: bool = False,
+        model: CostModel | None = None,
+        producer_busy: bool = False,
+        source_readonly: bool | None = None,
+    ) -> list[tuple[int, int | None, str, str | None]]: ...
+
+def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
+
+def path_ordering(kind: str, path: str, place: str, target_takes_objects: bool = True, cai_orders: bool = True) -> tuple[str, str, bool]: ...
+
+def path_waits(kind: str, path: str, place: str, target_takes_objects: bool = True, import_waits: bool = False) -> bool: ...
