@@ -79,7 +79,8 @@ def prepare(frameworks: Sequence[str], device: str = "cpu", jax_x64: bool | None
         if fw == "jax" and jax_x64 is not None:
             mod.config.update("jax_enable_x64", jax_x64)
         env.frameworks.append(fw)
-        env.versions[fw] = str(getattr(mod, "__version__", "?"))
+        # PyCUDA names its version VERSION_TEXT, not __version__.
+        env.versions[fw] = str(getattr(mod, "__version__", None) or getattr(mod, "VERSION_TEXT", "?"))
     import gpushare
 
     env.versions["gpushare"] = str(getattr(gpushare, "__version__", "?"))
