@@ -466,20 +466,12 @@ impl PyAdvice {
     }
 }
 
-impl super::forms::Forms for PyAdvice {
-    const KIND: &'static str = "advice";
-    type Data = Advice;
-    fn data(&self) -> &Advice {
-        &self.inner
-    }
-    fn text(&self) -> String {
-        render::advice_text(&self.inner)
-    }
-    fn html(&self) -> String {
-        render::advice_html(&self.inner)
-    }
-}
-super::forms::result_forms!(PyAdvice);
+super::forms::result_forms!(PyAdvice {
+    kind: "advice",
+    data: inner: Advice,
+    text: |r| render::advice_text(r),
+    html: |r| render::advice_html(r),
+});
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCostModel>()?;

@@ -1,6 +1,6 @@
 //! The forms every result shows itself in: text, HTML, the JSON envelope, a dict, and the MIME
-//! bundle a notebook renders. A result class implements [`Forms`] once (its schema's name, its
-//! data, its text and its HTML) and [`result_forms!`] gives it the five Python methods, so no
+//! bundle a notebook renders. A result class names, in one [`result_forms!`], its schema's name, its
+//! data, its text and its HTML; the macro gives it [`Forms`] and the five Python methods, so no
 //! class writes them again and every result reads alike (`to_pandas()`, whose columns differ by
 //! result, stays with each class).
 
@@ -30,10 +30,36 @@ pub(crate) trait Forms {
     }
 }
 
-/// The Python methods of a [`Forms`] result: `to_dict`, `to_json`, `__repr__`, `_repr_html_` and
-/// `_repr_mimebundle_`.
+/// A result class's [`Forms`] and its Python methods (`to_dict`, `to_json`, `__repr__`,
+/// `_repr_html_` and `_repr_mimebundle_`), from what differs by class: its schema's name, the field
+/// holding its data, and how that data renders as text and as HTML.
+///
+/// ```ignore
+/// result_forms!(ShareResult {
+///     kind: "share",
+///     data: report: ShareReport,
+///     text: |r| render::share_table_text(std::slice::from_ref(r)),
+///     html: |r| render::share_table_html(std::slice::from_ref(r)),
+/// });
+/// ```
 macro_rules! result_forms {
-    ($class:ty) => {
+    ($class:ty { kind: $kind:literal, data: $field:ident: $data:ty, text: $text:expr, html: $html:expr $(,)? }) => {
+        impl $crate::binding::forms::Forms for $class {
+            const KIND: &'static str = $kind;
+            type Data = $data;
+            fn data(&self) -> &$data {
+                &self.$field
+            }
+            fn text(&self) -> String {
+                let render: fn(&$data) -> String = $text;
+                render(&self.$field)
+            }
+            fn html(&self) -> String {
+                let render: fn(&$data) -> String = $html;
+                render(&self.$field)
+            }
+        }
+
         #[pyo3::pymethods]
         impl $class {
             /// The JSON form's ``data`` as a dict, with its ``schema`` kept as a key.

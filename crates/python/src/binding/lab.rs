@@ -166,20 +166,12 @@ impl Comparison {
     }
 }
 
-impl super::forms::Forms for Comparison {
-    const KIND: &'static str = "comparison";
-    type Data = ComparisonReport;
-    fn data(&self) -> &ComparisonReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        self.report.text()
-    }
-    fn html(&self) -> String {
-        self.report.html()
-    }
-}
-super::forms::result_forms!(Comparison);
+super::forms::result_forms!(Comparison {
+    kind: "comparison",
+    data: report: ComparisonReport,
+    text: |r| r.text(),
+    html: |r| r.html(),
+});
 
 /// A sweep over sizes × paths. ``points`` (one Record per size × path: ``p.size``, ``p.path``,
 /// ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib), ``to_dict()``,
@@ -232,20 +224,12 @@ impl Benchmark {
     }
 }
 
-impl super::forms::Forms for Benchmark {
-    const KIND: &'static str = "benchmark";
-    type Data = BenchmarkReport;
-    fn data(&self) -> &BenchmarkReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        self.report.text()
-    }
-    fn html(&self) -> String {
-        self.report.html()
-    }
-}
-super::forms::result_forms!(Benchmark);
+super::forms::result_forms!(Benchmark {
+    kind: "benchmark",
+    data: report: BenchmarkReport,
+    text: |r| r.text(),
+    html: |r| r.html(),
+});
 
 /// ``(colour, dash)`` a path is drawn with in every plot: the path table's colour and the SVG's
 /// dash pattern (``"6 3"``: on, off, … in points; ``""``: solid), so ``Benchmark.plot()`` draws a

@@ -268,20 +268,12 @@ impl PyProcessShareResult {
     }
 }
 
-impl super::forms::Forms for PyProcessShareResult {
-    const KIND: &'static str = "process-share";
-    type Data = ProcessShareReport;
-    fn data(&self) -> &ProcessShareReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        render::rows_text(std::slice::from_ref(&self.report))
-    }
-    fn html(&self) -> String {
-        render::rows_html(std::slice::from_ref(&self.report))
-    }
-}
-super::forms::result_forms!(PyProcessShareResult);
+super::forms::result_forms!(PyProcessShareResult {
+    kind: "process-share",
+    data: report: ProcessShareReport,
+    text: |r| render::rows_text(std::slice::from_ref(r)),
+    html: |r| render::rows_html(std::slice::from_ref(r)),
+});
 
 /// One row per process path: path, mechanism, verdict, bytes moved, time, first-call cost, and
 /// the identity of the memory on each side. ``source`` identifies the array (source_framework,
@@ -372,20 +364,12 @@ impl PyProcessComparison {
     }
 }
 
-impl super::forms::Forms for PyProcessComparison {
-    const KIND: &'static str = "process-comparison";
-    type Data = ProcessComparisonReport;
-    fn data(&self) -> &ProcessComparisonReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        render::rows_text(&self.report.rows)
-    }
-    fn html(&self) -> String {
-        render::rows_html(&self.report.rows)
-    }
-}
-super::forms::result_forms!(PyProcessComparison);
+super::forms::result_forms!(PyProcessComparison {
+    kind: "process-comparison",
+    data: report: ProcessComparisonReport,
+    text: |r| render::rows_text(&r.rows),
+    html: |r| render::rows_html(&r.rows),
+});
 
 /// Sizes × process paths: ``points`` (one per size and path, with verdict and timing).
 #[pyclass(module = "gpushare._native.processes", name = "ProcessBenchmark")]
@@ -446,20 +430,12 @@ impl PyProcessBenchmark {
     }
 }
 
-impl super::forms::Forms for PyProcessBenchmark {
-    const KIND: &'static str = "process-bench";
-    type Data = ProcessBenchReport;
-    fn data(&self) -> &ProcessBenchReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        render::bench_text(&self.report)
-    }
-    fn html(&self) -> String {
-        render::bench_html(&self.report)
-    }
-}
-super::forms::result_forms!(PyProcessBenchmark);
+super::forms::result_forms!(PyProcessBenchmark {
+    kind: "process-bench",
+    data: report: ProcessBenchReport,
+    text: |r| render::bench_text(r),
+    html: |r| render::bench_html(r),
+});
 
 /// The typed result of kind ``kind`` (``process-share``, ``process-comparison``,
 /// ``process-bench``) from its data as Python objects: a ValueError names the key or value that

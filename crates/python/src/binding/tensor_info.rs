@@ -106,20 +106,12 @@ impl TensorInfo {
     }
 }
 
-impl super::forms::Forms for TensorInfo {
-    const KIND: &'static str = "tensor";
-    type Data = TensorReport;
-    fn data(&self) -> &TensorReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        render::tensor_text(&self.report)
-    }
-    fn html(&self) -> String {
-        render::tensor_html(&self.report)
-    }
-}
-super::forms::result_forms!(TensorInfo);
+super::forms::result_forms!(TensorInfo {
+    kind: "tensor",
+    data: report: TensorReport,
+    text: |r| render::tensor_text(r),
+    html: |r| render::tensor_html(r),
+});
 
 /// A TensorInfo from raw fields, for producers without DLPack (`__cuda_array_interface__`).
 #[pyfunction]

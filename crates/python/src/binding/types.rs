@@ -320,20 +320,12 @@ impl ShareResult {
     }
 }
 
-impl super::forms::Forms for ShareResult {
-    const KIND: &'static str = "share";
-    type Data = ShareReport;
-    fn data(&self) -> &ShareReport {
-        &self.report
-    }
-    fn text(&self) -> String {
-        render::share_table_text(std::slice::from_ref(&self.report))
-    }
-    fn html(&self) -> String {
-        render::share_table_html(std::slice::from_ref(&self.report))
-    }
-}
-super::forms::result_forms!(ShareResult);
+super::forms::result_forms!(ShareResult {
+    kind: "share",
+    data: report: ShareReport,
+    text: |r| render::share_table_text(std::slice::from_ref(r)),
+    html: |r| render::share_table_html(std::slice::from_ref(r)),
+});
 
 fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
     let mut out = Vec::new();
