@@ -506,3 +506,23 @@ def test_the_warnings_a_share_owes_name_the_pair_and_what_was_lost():
     assert messages[1].startswith("numpy → jax: the copy changed the dtype float64 → float32 and 1 of 2 values changed"), messages
     assert len(messages) == 2, messages
     assert all(w.filename == __file__ for w in seen), [w.filename for w in seen]
+
+
+def test_a_timed_share_into_jax_on_the_host_waits_for_the_copy_it_queued(monkeypatch):
+    """JAX's CPU client copies a NumPy array it cannot view after ``from_dlpack`` has returned (a
+    200 MiB copy returned in 0.6 ms and landed 150 ms later): a timed share ends each sample by
+    waiting for the target, as on a GPU, or it would report the copy as nearly free. One conversion
+    alone stays the raw call's host time, with no wait."""
+    from gpushare.adapters import framework
+
+    jax_adapter = type(framework("jax"))
+    waited = []
+    real = jax_adapter.synchronize
+    monkeypatch.setattr(jax_adapter, "synchronize", lambda self, obj: waited.append(obj) or real(self, obj))
+    x = np.ones(4097, np.float32)[1:]  # 4 bytes past the allocation: not 64-byte aligned, so JAX copies
+    r = gpushare.share(x, "jax", path="dlpack", repeat=3, number=2)
+    assert r.verdict == "copied"
+    assert len(waited) >= 3 and all(isinstance(y, jax.Array) for y in waited)
+    waited.clear()
+    gpushare.share(x, "jax", path="dlpack")
+    assert waited == []

@@ -80,6 +80,11 @@ class Adapter:
     # such a handoff then ends when gpushare's copy has (the source context's settle), without the
     # framework's own synchronise waiting for the same copy again (crates/core/src/share/timing.rs).
     views_gpushare_buffers: ClassVar[bool] = False
+    # Whether a call can return while its work on host memory is still queued (JAX's CPU client
+    # copies a NumPy array it cannot view after `from_dlpack` returned: 200 MiB returned in 0.6 ms
+    # and landed 150 ms later). A timed sample in host memory then waits for it (`synchronize`) at
+    # its edges, as one on a device does (crates/core/src/share/timing.rs, `Edges`).
+    queues_host_work: ClassVar[bool] = False
     # Whether its DLPack import waits on the host for the producer's stream (JAX's does: 11.1 ms
     # with 10.8 ms of matmuls queued on torch's stream, on 2x H200): with a busy producer such a
     # handoff costs all of the queued work, and `auto` prefers a path ordered on the device

@@ -28,6 +28,7 @@ class JaxAdapter(Adapter):
     immutable = True
     accepts_capsules = False  # removed in JAX 0.7.2
     import_settles_later = True  # the narrowing kernel of 64-bit types without x64
+    queues_host_work = True  # its CPU client copies an array it cannot view after the call returned
     cai_import_orders = False  # measured on an H100: read the values from before the queued work
     dlpack_import_waits = True  # measured: its DLPack import waits on the host for the producer's queue
     keep_64_bit_fix = "let the target keep 64-bit types (JAX: jax_enable_x64)"

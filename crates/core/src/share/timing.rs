@@ -97,7 +97,8 @@ impl TimingPolicy {
 /// How a sample's edges wait for the device, for one route.
 ///
 /// `synchronise`: every framework is synchronised at both edges of a sample (anything more than one
-/// conversion on device memory), so queued device work lands in the sample it belongs to.
+/// conversion on device memory, or in host memory where a framework queues host work:
+/// `Framework::queues_host_work`), so queued work lands in the sample it belongs to.
 /// `settle`: the route copies (the path table says it copies by design, or it is a move), so the
 /// sample ends when the copy has landed: the target, the source and the source's CUDA context are
 /// waited for inside the timing. A copy queued on the source's stream (gpushare's `copy` on
@@ -119,14 +120,15 @@ pub struct Edges {
 }
 
 impl Edges {
-    /// The edges of route `path` of `kind` for an array in device memory (`on_device`) under
-    /// `policy`, into a target that views gpushare's own buffers in place (`target_views_own_copy`)
-    /// or not.
-    pub fn of(kind: PathKind, path: &str, on_device: bool, policy: &TimingPolicy, target_views_own_copy: bool) -> Edges {
+    /// The edges of route `path` of `kind` for an array in device memory (`on_device`), where
+    /// work can still be queued when a call returns (`queued`: on a device, or a framework's host
+    /// work), under `policy`, into a target that views gpushare's own buffers in place
+    /// (`target_views_own_copy`) or not.
+    pub fn of(kind: PathKind, path: &str, on_device: bool, queued: bool, policy: &TimingPolicy, target_views_own_copy: bool) -> Edges {
         let copies = kind == PathKind::Move || crate::paths::copied_by_design(kind, path).is_some();
         let settle = on_device && copies;
         let settle_covers_all = settle && target_views_own_copy && crate::paths::copies_in_source_context(kind, path);
-        Edges { synchronise: on_device && !policy.is_once(), settle, target: !settle_covers_all }
+        Edges { synchronise: (on_device || queued) && !policy.is_once(), settle, target: !settle_covers_all }
     }
 
     /// Whether the target is waited for inside the timed part of a sample.
@@ -371,18 +373,31 @@ mod tests {
         use PathKind::{Move, Share};
         let (once, fixed) = (TimingPolicy::once(), TimingPolicy::fixed(3, 2, 1));
         for path in ["copy", "pinned", "host"] {
-            assert_eq!(Edges::of(Share, path, true, &once, false), Edges { synchronise: false, settle: true, target: true }, "{path}");
-            assert_eq!(Edges::of(Share, path, true, &fixed, false), Edges { synchronise: true, settle: true, target: true }, "{path}");
+            assert_eq!(Edges::of(Share, path, true, true, &once, false), Edges { synchronise: false, settle: true, target: true }, "{path}");
+            assert_eq!(Edges::of(Share, path, true, true, &fixed, false), Edges { synchronise: true, settle: true, target: true }, "{path}");
         }
         for path in ["p2p", "pinned", "dlpack", "move"] {
-            assert!(Edges::of(Move, path, true, &once, false).settle, "a move copies whenever it moves: {path}");
+            assert!(Edges::of(Move, path, true, true, &once, false).settle, "a move copies whenever it moves: {path}");
         }
         for path in ["dlpack", "capsule", "cai", "shared"] {
-            assert_eq!(Edges::of(Share, path, true, &once, true), Edges { synchronise: false, settle: false, target: true }, "{path}");
-            assert_eq!(Edges::of(Share, path, true, &fixed, true), Edges { synchronise: true, settle: false, target: true }, "{path}");
+            assert_eq!(Edges::of(Share, path, true, true, &once, true), Edges { synchronise: false, settle: false, target: true }, "{path}");
+            assert_eq!(Edges::of(Share, path, true, true, &fixed, true), Edges { synchronise: true, settle: false, target: true }, "{path}");
         }
-        // Host memory: a copy has landed when the call returns.
-        assert_eq!(Edges::of(Share, "copy", false, &fixed, true), Edges { synchronise: false, settle: false, target: true });
+        // Host memory: a copy has landed when the call returns, unless a framework queues host work.
+        assert_eq!(Edges::of(Share, "copy", false, false, &fixed, true), Edges { synchronise: false, settle: false, target: true });
+    }
+
+    #[test]
+    fn host_memory_is_waited_for_at_a_samples_edges_where_a_framework_queues_host_work() {
+        use PathKind::Share;
+        let (once, fixed) = (TimingPolicy::once(), TimingPolicy::fixed(3, 2, 1));
+        for path in ["dlpack", "capsule", "host"] {
+            let edges = Edges::of(Share, path, false, true, &fixed, false);
+            assert!(edges.synchronise && edges.waits_for_target() && !edges.settle, "{path}");
+            // One conversion alone stays the raw call's host time.
+            assert!(!Edges::of(Share, path, false, true, &once, false).waits_for_target(), "{path}");
+            assert!(!Edges::of(Share, path, false, false, &fixed, false).waits_for_target(), "{path}");
+        }
     }
 
     #[test]
@@ -391,16 +406,16 @@ mod tests {
         let (once, fixed) = (TimingPolicy::once(), TimingPolicy::fixed(3, 2, 1));
         for (kind, path) in [(Move, "p2p"), (Move, "pinned"), (Share, "copy"), (Share, "pinned")] {
             for policy in [&once, &fixed] {
-                let edges = Edges::of(kind, path, true, policy, true);
+                let edges = Edges::of(kind, path, true, true, policy, true);
                 assert!(edges.settle && !edges.waits_for_target(), "{path}: the settle covers the copy");
                 // A target that may work on the import (JAX's narrowing) is still waited for.
-                assert!(Edges::of(kind, path, true, policy, false).waits_for_target(), "{path}");
+                assert!(Edges::of(kind, path, true, true, policy, false).waits_for_target(), "{path}");
             }
         }
         // Copies that are not gpushare's run where the settle may not reach (the consumer's copy
         // on its own device, the framework's move, NumPy on the host): the target is waited for.
         for (kind, path) in [(Move, "dlpack"), (Move, "move"), (Share, "host")] {
-            assert!(Edges::of(kind, path, true, &once, true).waits_for_target(), "{path}");
+            assert!(Edges::of(kind, path, true, true, &once, true).waits_for_target(), "{path}");
         }
     }
 

@@ -61,6 +61,8 @@ pub struct PyFramework {
     settles_later: bool,
     /// The adapter's `views_gpushare_buffers`.
     views_own_buffers: bool,
+    /// The adapter's `queues_host_work`.
+    queues_host_work: bool,
     /// The adapter's `copy_by_producer`.
     copy_by_producer: bool,
 }
@@ -79,6 +81,7 @@ impl PyFramework {
             has_streams: overrides(intern!(py, "current_stream"))?,
             settles_later: adapter.getattr(intern!(py, "import_settles_later"))?.is_truthy()?,
             views_own_buffers: adapter.getattr(intern!(py, "views_gpushare_buffers"))?.is_truthy()?,
+            queues_host_work: adapter.getattr(intern!(py, "queues_host_work"))?.is_truthy()?,
             copy_by_producer: adapter.getattr(intern!(py, "copy_by_producer"))?.is_truthy()?,
             adapter: adapter.clone().unbind(),
             name,
@@ -153,6 +156,10 @@ impl Framework for PyFramework {
 
     fn views_gpushare_buffers(&self) -> bool {
         self.views_own_buffers
+    }
+
+    fn queues_host_work(&self) -> bool {
+        self.queues_host_work
     }
 
     fn copy_by_producer(&self) -> bool {
