@@ -52,18 +52,18 @@ def test_the_one_auto_takes_a_path_ordered_on_the_device_for_a_busy_producer():
     # A consumer whose DLPack import waits on the host and whose interface import honours the
     # producer's stream: busy, auto takes the interface, ordered on the device.
     ordered = _native.paths.Pair("torch", "jax", accepts_capsules=jax.accepts_capsules, import_waits=jax.dlpack_import_waits)
-    idle = ordered.auto((2, 0), model=m)
-    busy = ordered.auto((2, 0), model=m, producer_busy=True)
+    idle = ordered.auto(_native.paths.HandoffFacts((2, 0), model=m))
+    busy = ordered.auto(_native.paths.HandoffFacts((2, 0), model=m, producer_busy=True))
     assert idle[0] == "dlpack"
     assert busy[0] == "cai"
     assert "busy" in busy[2] and "dlpack waits on the host" in busy[2]
     # Host memory: nothing queued to wait for, the same path either way.
-    assert ordered.auto((1, 0), model=m, producer_busy=True)[0] == "dlpack"
+    assert ordered.auto(_native.paths.HandoffFacts((1, 0), model=m, producer_busy=True))[0] == "dlpack"
     # JAX itself ignores the interface's stream (it read the values from before the queue on an
     # H100): cai into it is not ordered, so a busy producer keeps dlpack, which waits but is right.
     assert jax.cai_import_orders is False
     real = auto.pair(framework("torch"), jax)
-    assert real.auto((2, 0), model=m, producer_busy=True)[0] == "dlpack"
+    assert real.auto(_native.paths.HandoffFacts((2, 0), model=m, producer_busy=True))[0] == "dlpack"
     assert _native.paths.path_ordering("share", "cai", "cuda:0", True, jax.cai_import_orders)[2] is False
 
 

@@ -52,19 +52,19 @@ def test_the_rules_keep_no_copy_of_what_the_adapters_declare():
 
 def test_auto_decides_from_facts():
     plain = _native.paths.Pair()
-    assert plain.auto((1, 0)) == ("dlpack", "share", None)
+    assert plain.auto(_native.paths.HandoffFacts((1, 0))) == ("dlpack", "share", None)
     # Into a framework that cannot address device memory, from device memory: the host route, and why.
     into_numpy = _native.paths.Pair("torch", "numpy", accepts_capsules=False, addresses_device=False)
-    path, kind, why = into_numpy.auto((2, 0))
+    path, kind, why = into_numpy.auto(_native.paths.HandoffFacts((2, 0)))
     assert (path, kind) == ("host", "share") and "numpy cannot address device memory" in why
-    assert into_numpy.auto((1, 0))[0] == "dlpack"
-    assert _native.paths.Pair(accepts_objects=False).auto((2, 0))[0] == "capsule"
-    assert _native.paths.Pair(exports_dlpack=False).auto((2, 0))[0] == "cai"
+    assert into_numpy.auto(_native.paths.HandoffFacts((1, 0)))[0] == "dlpack"
+    assert _native.paths.Pair(accepts_objects=False).auto(_native.paths.HandoffFacts((2, 0)))[0] == "capsule"
+    assert _native.paths.Pair(exports_dlpack=False).auto(_native.paths.HandoffFacts((2, 0)))[0] == "cai"
     # Moves: a peer copy only between two GPUs that reach each other; nothing to move when already there.
-    assert plain.auto((2, 0), (2, 1), peer_access=True)[:2] == ("p2p", "move")
-    assert plain.auto((2, 0), (2, 1), peer_access=False)[0] == "move"
-    assert plain.auto((2, 0), (1, 0), peer_access=True)[0] == "move"
-    path, kind, why = plain.auto((1, 0), (1, 0))
+    assert plain.auto(_native.paths.HandoffFacts((2, 0), (2, 1), peer_access=True))[:2] == ("p2p", "move")
+    assert plain.auto(_native.paths.HandoffFacts((2, 0), (2, 1), peer_access=False))[0] == "move"
+    assert plain.auto(_native.paths.HandoffFacts((2, 0), (1, 0), peer_access=True))[0] == "move"
+    path, kind, why = plain.auto(_native.paths.HandoffFacts((1, 0), (1, 0)))
     assert (path, kind) == ("move", "move") and "already on cpu" in why
 
 
@@ -95,7 +95,7 @@ def test_the_process_auto_is_the_one_auto():
     """processes.py can call auto.across_processes: the one auto's word for a handoff across processes."""
     np = pytest.importorskip("numpy")
     assert auto.across_processes(np.ones(4)) == "shm"
-    assert _native.paths.Pair().auto((2, 0), across=True)[:2] == ("ipc", "process")
+    assert _native.paths.Pair().auto(_native.paths.HandoffFacts((2, 0), across=True))[:2] == ("ipc", "process")
     from gpushare import processes
 
     assert auto.across_processes(np.ones(4)) == processes.resolve_auto(np.ones(4))

@@ -36,10 +36,10 @@ def choice(
     array). ``nbytes``: the array's size, where known: the model decides for the range of sizes it
     lies in (:func:`size_breaks`); None: at 1 MiB. ``rules_only``: the rules' choice, whatever the
     cost model says."""
-    return pair(src, dst).auto(
+    return pair(src, dst).auto(_native.paths.HandoffFacts(
         tuple(source_device), destination, model=None if rules_only else model_cache.auto_model(), nbytes=nbytes,
         producer_busy=producer_busy, source_readonly=source_readonly,
-    )
+    ))
 
 
 def path_for(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> str:
@@ -72,9 +72,9 @@ def size_breaks(
     key = (model, src.name, dst.name, tuple(source_device), destination, source_readonly)
     breaks = _SIZE_BREAKS.get(key)
     if breaks is None:
-        breaks = _SIZE_BREAKS[key] = tuple(pair(src, dst).size_breaks(
+        breaks = _SIZE_BREAKS[key] = tuple(pair(src, dst).size_breaks(_native.paths.HandoffFacts(
             tuple(source_device), destination, model=model, source_readonly=source_readonly,
-        ))
+        )))
     return breaks
 
 
@@ -89,9 +89,9 @@ def ranges(
     (``crates/core/src/paths.rs``, ``auto_ranges``). Without a model, the rules' one range.
     ``src`` and ``dst``: adapters, or the frameworks' names."""
     src, dst = arguments.adapter("src", src), arguments.adapter("dst", dst)
-    return list(pair(src, dst).ranges(
+    return list(pair(src, dst).ranges(_native.paths.HandoffFacts(
         tuple(source_device), destination, model=model_cache.auto_model(), source_readonly=source_readonly,
-    ))
+    )))
 
 
 def readonly_if_needed(src: Adapter, obj: Any) -> bool | None:
@@ -110,7 +110,7 @@ def across_processes(obj: Any) -> str:
 
     src = adapter_of(obj)
     where = (2, 0) if paths.in_device_memory(obj, src) else (1, 0)
-    return pair(src, src).auto(where, across=True)[0]
+    return pair(src, src).auto(_native.paths.HandoffFacts(where, across=True))[0]
 
 
 def route(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> tuple[str, paths.Route]:

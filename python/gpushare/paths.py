@@ -256,7 +256,7 @@ def _cuda_reason() -> str | None:
 def _shared_buffer_importer(dst: Adapter) -> Route:
     """How ``dst`` takes a SharedBuffer without copying: DLPack, a legacy capsule (TensorFlow), or
     ``__cuda_array_interface__`` (Numba), as ``auto``'s last step says for a source with DLPack."""
-    import_by = _native.paths.Pair(accepts_objects=dst.accepts_objects, accepts_capsules=dst.accepts_capsules).auto((1, 0))[0]
+    import_by = _native.paths.Pair(accepts_objects=dst.accepts_objects, accepts_capsules=dst.accepts_capsules).auto(_native.paths.HandoffFacts((1, 0)))[0]
     if import_by == "dlpack":
         # Resolved once, as the dlpack route's is (JAX's starts JAX here, before any handoff).
         return dst.dlpack_importer()

@@ -133,7 +133,7 @@ def resolve_auto(obj: Any) -> str:
     except NotAnArrayError:  # no adapter knows the object: the core's rule, asked with its address's place
         where = (2, 0) if _is_cuda(obj) else (1, 0)
         return _native.paths.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,
-                            addresses_device=False).auto(where, across=True)[0]
+                            addresses_device=False).auto(_native.paths.HandoffFacts(where, across=True))[0]
 
 
 #: The frameworks the worker can hold the result in, per path.

@@ -71,7 +71,14 @@ class Pair:
     def target(self) -> str: ...
     @property
     def endpoints(self) -> tuple[bool, bool, bool, bool]: ...
-    def auto(
+    def auto(self, facts: HandoffFacts) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
+    def size_breaks(self, facts: HandoffFacts) -> list[int]: ...
+    def ranges(self, facts: HandoffFacts) -> list[tuple[int, int | None, str, str | None]]: ...
+
+class HandoffFacts:
+    """What ``auto`` reads of one handoff besides the two frameworks."""
+
+    def __init__(
         self,
         source: tuple[int, int],
         destination: tuple[int, int] | None = None,
@@ -82,29 +89,7 @@ class Pair:
         nbytes: int | None = None,
         producer_busy: bool = False,
         source_readonly: bool | None = None,
-    ) -> tuple[str, Literal["share", "move", "process"], str | None]: ...
-    def size_breaks(
-        self,
-        source: tuple[int, int],
-        destination: tuple[int, int] | None = None,
-        *,
-        peer_access: bool | None = None,
-        across: bool = False,
-        model: CostModel | None = None,
-        producer_busy: bool = False,
-        source_readonly: bool | None = None,
-    ) -> list[int]: ...
-    def ranges(
-        self,
-        source: tuple[int, int],
-        destination: tuple[int, int] | None = None,
-        *,
-        peer_access: bool | None = None,
-        across: bool = False,
-        model: CostModel | None = None,
-        producer_busy: bool = False,
-        source_readonly: bool | None = None,
-    ) -> list[tuple[int, int | None, str, str | None]]: ...
+    ) -> None: ...
 
 def copied_by_design(kind: Literal["share", "move", "process"], path: str) -> str | None: ...
 

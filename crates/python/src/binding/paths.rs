@@ -43,24 +43,67 @@ pub struct PyPair {
     source_shares_host: bool,
 }
 
-impl PyPair {
-    /// The facts of a handoff of an array at `source` (moved to `destination` where given). Between
-    /// two GPUs the driver is asked whether they reach each other, unless `peer_access` says.
+/// What `auto` reads of one handoff besides the two frameworks: where the array lies and where it
+/// goes, whether to another process, the cost model with the array's size, the producer's state
+/// and whether the array is read-only. One typed object, so `Pair.auto`, `Pair.size_breaks` and
+/// `Pair.ranges` take the same question in one form.
+#[pyclass(module = "gpushare._native.paths", name = "HandoffFacts", frozen)]
+pub struct PyHandoffFacts {
+    source: (u32, i32),
+    destination: Option<(u32, i32)>,
+    peer_access: Option<bool>,
+    across: bool,
+    model: Option<Py<super::advice::PyCostModel>>,
+    nbytes: Option<u64>,
+    producer_busy: bool,
+    source_readonly: Option<bool>,
+}
+
+#[pymethods]
+impl PyHandoffFacts {
+    /// ``source``: where the array lies (DLPack's ``(device_type, device_id)``); ``destination``:
+    /// where it is moved (``device=``), None to stay; ``peer_access``: whether two GPUs reach each
+    /// other (None: the driver is asked); ``across``: to another process; ``model`` (a
+    /// ``CostModel``, with ``nbytes`` where known): among the calibrated paths with the rules'
+    /// choice's verdict, the one it predicts fastest; ``producer_busy``: the producer's stream has
+    /// queued work; ``source_readonly``: whether the array is read-only, where known.
+    #[new]
+    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, nbytes=None,
+                        producer_busy=false, source_readonly=None))]
     #[allow(clippy::too_many_arguments)]
-    fn facts<'a>(
-        &'a self,
-        py: Python<'_>,
+    fn new(
         source: (u32, i32),
         destination: Option<(u32, i32)>,
         peer_access: Option<bool>,
         across: bool,
-        model: Option<&'a crate::advice::model::CostModel>,
+        model: Option<Py<super::advice::PyCostModel>>,
         nbytes: Option<u64>,
         producer_busy: bool,
         source_readonly: Option<bool>,
-    ) -> AutoFacts<'a> {
-        let (source, destination) = (Place::of_dlpack(source), destination.map(Place::of_dlpack));
-        let peer_access = match (peer_access, source, destination) {
+    ) -> Self {
+        Self { source, destination, peer_access, across, model, nbytes, producer_busy, source_readonly }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "HandoffFacts(source={:?}, destination={:?}, across={}, model={}, nbytes={:?}, producer_busy={}, source_readonly={:?})",
+            self.source,
+            self.destination,
+            self.across,
+            self.model.is_some(),
+            self.nbytes,
+            self.producer_busy,
+            self.source_readonly
+        )
+    }
+}
+
+impl PyPair {
+    /// `auto`'s facts of a handoff of `facts` between this pair. Between two GPUs the driver is
+    /// asked whether they reach each other, unless `peer_access` says.
+    fn facts<'a>(&'a self, py: Python<'_>, facts: &PyHandoffFacts, model: Option<&'a crate::advice::model::CostModel>) -> AutoFacts<'a> {
+        let (source, destination) = (Place::of_dlpack(facts.source), facts.destination.map(Place::of_dlpack));
+        let peer_access = match (facts.peer_access, source, destination) {
             (Some(known), ..) => Some(known),
             (None, Place::Device(a), Some(Place::Device(b))) if a != b => {
                 py.detach(|| crate::cuda::peer_link(a, b)).ok().map(|link| link.can_access)
@@ -73,13 +116,13 @@ impl PyPair {
             destination,
             peer_access,
             target_name: &self.target,
-            across_processes: across,
+            across_processes: facts.across,
             source_shares_host_across: self.source_shares_host,
             model,
             source_name: &self.source,
-            nbytes,
-            producer_busy,
-            source_readonly,
+            nbytes: facts.nbytes,
+            producer_busy: facts.producer_busy,
+            source_readonly: facts.source_readonly,
         }
     }
 }
@@ -161,71 +204,29 @@ impl PyPair {
         (e.source_exports_dlpack, e.target_accepts_objects, e.target_accepts_capsules, e.target_addresses_device)
     }
 
-    /// ``(path, kind, why)``: THE ``auto`` for an array at ``source`` (DLPack's ``(device_type,
-    /// device_id)``), handed over where it lies or moved to ``destination`` (``device=``), or to
-    /// another process (``across``). ``model`` (a ``CostModel``, with ``nbytes`` where known):
-    /// among the calibrated paths with the rules' choice's verdict, the one it predicts fastest.
-    /// ``producer_busy``: the producer's stream has queued work: with the model, a path ordered on
-    /// the device is preferred. ``source_readonly``: whether the array is read-only, where known.
-    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, nbytes=None,
-                        producer_busy=false, source_readonly=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn auto(
-        &self,
-        py: Python<'_>,
-        source: (u32, i32),
-        destination: Option<(u32, i32)>,
-        peer_access: Option<bool>,
-        across: bool,
-        model: Option<PyRef<'_, super::advice::PyCostModel>>,
-        nbytes: Option<u64>,
-        producer_busy: bool,
-        source_readonly: Option<bool>,
-    ) -> (&'static str, &'static str, Option<String>) {
-        let facts = self.facts(py, source, destination, peer_access, across, model.as_ref().map(|m| &m.inner), nbytes, producer_busy, source_readonly);
-        let choice = paths::resolve_auto(&facts);
+    /// ``(path, kind, why)``: THE ``auto`` for a handoff of ``facts`` (a ``HandoffFacts``):
+    /// handed over where the array lies, moved to its destination (``device=``), or to another
+    /// process (``across``).
+    fn auto(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> (&'static str, &'static str, Option<String>) {
+        let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
+        let choice = paths::resolve_auto(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)));
         (choice.path, choice.kind.name(), choice.why)
     }
 
-    /// The sizes, in bytes, at which ``auto``'s choice for the same facts may change (sorted;
-    /// empty: the same path at every size). The model decides once per range between them.
-    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, producer_busy=false,
-                        source_readonly=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn size_breaks(
-        &self,
-        py: Python<'_>,
-        source: (u32, i32),
-        destination: Option<(u32, i32)>,
-        peer_access: Option<bool>,
-        across: bool,
-        model: Option<PyRef<'_, super::advice::PyCostModel>>,
-        producer_busy: bool,
-        source_readonly: Option<bool>,
-    ) -> Vec<u64> {
-        let facts = self.facts(py, source, destination, peer_access, across, model.as_ref().map(|m| &m.inner), None, producer_busy, source_readonly);
-        paths::auto_size_breaks(&facts)
+    /// The sizes, in bytes, at which ``auto``'s choice for ``facts`` may change (sorted; empty:
+    /// the same path at every size; ``facts.nbytes`` is not read). The model decides once per range
+    /// between them.
+    fn size_breaks(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> Vec<u64> {
+        let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
+        paths::auto_size_breaks(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)))
     }
 
     /// ``(from, below or None, path, close or None)``: ``auto``'s path for each range of sizes
     /// (the ranges of ``size_breaks``, neighbours with the same path and close second joined), and
     /// where another path is predicted within the model's error of it there, that path.
-    #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, producer_busy=false,
-                        source_readonly=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn ranges(
-        &self,
-        py: Python<'_>,
-        source: (u32, i32),
-        destination: Option<(u32, i32)>,
-        peer_access: Option<bool>,
-        across: bool,
-        model: Option<PyRef<'_, super::advice::PyCostModel>>,
-        producer_busy: bool,
-        source_readonly: Option<bool>,
-    ) -> Vec<(u64, Option<u64>, &'static str, Option<&'static str>)> {
-        let facts = self.facts(py, source, destination, peer_access, across, model.as_ref().map(|m| &m.inner), None, producer_busy, source_readonly);
-        paths::auto_ranges(&facts).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
+    fn ranges(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> Vec<(u64, Option<u64>, &'static str, Option<&'static str>)> {
+        let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
+        paths::auto_ranges(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner))).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
     }
 
     fn __repr__(&self) -> String {
@@ -258,6 +259,7 @@ pub fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_class::<PyPair>()?;
+    m.add_class::<PyHandoffFacts>()?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
 }
