@@ -22,8 +22,11 @@ then prefers a path ordered on the device), each against the model's prediction 
 work added where the host waits for it, and `auto`'s pick against the fastest correct path
 measured busy.
 
+``--rounds N`` measures the share grid N times against the one calibration and reports each round's
+medians and how far they lie apart (goal: within 3 points of each other).
+
 Run: ``.venv/bin/python benchmarks/bench_advice.py [--device cuda] [--busy] [--no-moves]
-[--no-processes] [--json F]``. CPU pairs: torch, jax, tf, numpy; GPU: torch, jax, cupy, numba, tf
+[--no-processes] [--rounds N] [--json F]``. CPU pairs: torch, jax, tf, numpy; GPU: torch, jax, cupy, numba, tf
 (where installed).
 """
 
@@ -396,6 +399,8 @@ def main() -> int:
     parser.add_argument("--no-moves", action="store_true", help="skip the moves to a second GPU")
     parser.add_argument("--no-processes", action="store_true", help="skip the process paths")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure the share grid this many times against the one calibration: the spread of the medians")
     parser.add_argument("--grid", choices=("default", "untuned"), default="default",
                         help="untuned: sizes between and past the calibrated ones (3 KiB to 200 MiB) in float32, "
                              "int8 and float16, where nothing was tuned")
@@ -421,6 +426,11 @@ def main() -> int:
     print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
           f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted")
     kinds: dict[str, tuple[list[dict], list[dict]]] = {"shares": evaluate(model, device, names, args.repeat)}
+    rounds = [summarise(*kinds["shares"])] if args.rounds > 1 else []
+    for k in range(2, args.rounds + 1):
+        rounds.append(summarise(*evaluate(model, device, names, args.repeat)))
+        print(f"shares, round {k} of {args.rounds}: median error >= 1 MiB {rounds[-1]['median_error_large']*100:.1f} %, "
+              f"< 1 MiB {rounds[-1]['median_error_small']*100:.1f} %", flush=True)
     if movers:
         kinds["moves"] = evaluate_moves(model, device, to_device, movers, args.repeat)
     elif device.startswith("cuda") and not args.no_moves:
@@ -460,6 +470,14 @@ def main() -> int:
     for a in busy_autos:
         print(f"busy producer: {a['pair']}: auto took {a['auto']} {a['auto_s']*1e6:.0f} µs, fastest correct measured busy "
               f"{a['fastest']} {a['fastest_s']*1e6:.0f} µs ({a['ratio']:.2f}x); advise ({a['advise_producer']}) recommends {a['advise_pick']}")
+    if rounds:
+        print(f"\nshares, {len(rounds)} rounds of the grid against one calibration:")
+        for key, words in (("median_error_large", ">= 1 MiB"), ("median_error_small", "<  1 MiB")):
+            medians = [r[key] * 100 for r in rounds if r[key] is not None]
+            print(f"  median error {words}: {', '.join(f'{m:.1f}' for m in medians)} %; "
+                  f"spread {max(medians) - min(medians):.1f} points (goal: within 3 points of each other)")
+        summaries["rounds"] = {"shares": [{k: r[k] for k in ("median_error_large", "median_error_small", "coverage", "worst_ratio")}
+                                          for r in rounds]}
     if busy_autos:
         summaries["busy"] = summarise([], busy_autos)
         report("busy producer, auto's pick", summaries["busy"])
