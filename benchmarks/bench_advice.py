@@ -53,8 +53,9 @@ from gpushare import advice, devices, paths  # noqa: E402
 
 #: The sizes `gpushare calibrate` sweeps for its users: the model measured is theirs.
 CALIBRATION_SIZES = advice.DEFAULT_SIZES
-#: Sizes the model was not fitted at, inside its sweep (none of them a calibration size).
-EVALUATION_SIZES = ("16KiB", "256KiB", "4MiB", "32MiB")
+#: Sizes the model was not fitted at, inside its sweep: none of them a calibration size, nor the
+#: middle of a gap calibrate measures where a copy's cost bends (16 KiB and 32 MiB are).
+EVALUATION_SIZES = ("12KiB", "256KiB", "4MiB", "40MiB")
 #: ``--grid untuned``: sizes between and beyond the calibrated ones (200 MiB past its 64 MiB), in
 #: dtypes the calibration did not use, as a user's arrays come: the stated error's promise is
 #: checked where nothing was tuned.

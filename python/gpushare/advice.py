@@ -68,6 +68,10 @@ PROCESS_REPEAT = 15
 #: apart lies nearer it, as the share calibration's one-size-at-a-time order does for shares.
 PROCESS_ROUNDS = 3
 
+#: How many times calibrate measures inside the bends of copying paths' costs (CostModel.refinements):
+#: each pass halves, on a logarithmic scale, the gaps beside the knot its neighbours missed most.
+REFINE_PASSES = 2
+
 
 def host_speed(samples: int = 9, rounds: int = 6) -> float:
     """The host's speed now: seconds that a fixed piece of interpreter work takes, the median of
@@ -285,6 +289,25 @@ def calibrate(
                     if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
                         with Worker(device=worker_device) as worker:
                             measure("process", src, src, size_list, times=per_round, across=worker)
+        # Where a copying path's cost bends between two sizes of the sweep (a knot its neighbours'
+        # line misses by REFINE_ERROR or more), the middle of each gap beside it is measured, in
+        # REFINE_PASSES passes at most: the bend is placed, not drawn through as a straight line
+        # (which predicted torch→jax by `host` at 3 MiB at 3.3x its time on an H200). A bend that
+        # stays between two sizes is stated there as a step: those sizes get words, not a number.
+        for _ in range(REFINE_PASSES):
+            draft = CostModel(machine_key(), time.time())
+            for (kind, src, dst, place), points in sweeps.items():
+                if kind in ("share", "move"):
+                    _fit_points(draft, kind, src, dst, place, points)
+            wanted: dict[tuple[str, str, str, int], list[str]] = {}
+            for kind, path, src, dst, _place, nbytes in draft.refinements():
+                wanted.setdefault((kind, src, dst, nbytes), []).append(path)
+            if not wanted:
+                break
+            shown.more(len(wanted))
+            for (kind, src, dst, nbytes), refined in sorted(wanted.items()):
+                where = {"to_device": to_device} if kind == "move" else {}
+                measure(kind, src, dst, [nbytes], paths=sorted(refined), **where)
         if across is not None:  # the remote path alone: the others cannot reach another host
             from gpushare.processes import Worker
 
@@ -344,6 +367,14 @@ class _CalibrationProgress:
             print(f"calibrate: {self.n + 1}/{self.total} {what}", file=sys.stderr, flush=True)
         else:
             self.bar.set_postfix_str(what)
+
+    def more(self, n: int) -> None:
+        """``n`` sweeps more than counted at the start (sizes inside a bend)."""
+        self.total += n
+        if hasattr(self.bar, "total"):
+            self.bar.total = self.total
+        if hasattr(self.bar, "refresh"):
+            self.bar.refresh()
 
     def done(self) -> None:
         self.n += 1

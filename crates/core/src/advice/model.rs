@@ -162,6 +162,14 @@ pub struct Fit {
     /// measured, as it did between each two of them). `None`: `error` holds there too (a constant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beyond_error: Option<f64>,
+    /// For a path that copies: each knot's time predicted by the segments made without it, as a
+    /// relative error (0 at the two ends, which nothing on both sides predicts). A knot missed by
+    /// [`STEP_ERROR`] or more marks a step in the cost that lies between its neighbours: the two
+    /// segments beside it are stated with that error ([`Fit::step_at`]), and `error` is that of the
+    /// other knots, so one step does not take the numbers from every size of the path. Empty: a
+    /// model cached before this was kept (`error` then holds everywhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_out: Vec<f64>,
 }
 
 impl Fit {
@@ -202,7 +210,7 @@ impl Fit {
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
         }
-        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None, beyond_error: None };
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None, beyond_error: None, held_out: Vec::new() };
         fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
         Some(fit)
     }
@@ -227,12 +235,62 @@ impl Fit {
     /// of it, and never less than the spread of repeated measurements of one size; past the sweep,
     /// the largest size predicted without it ([`Fit::beyond_error`]). With fewer than
     /// [`MIN_SIZES`] sizes, as [`Fit::from_observations`].
+    /// A knot missed by [`STEP_ERROR`] or more marks a step in the cost (on an H200 the `host`
+    /// path torch→jax cost 0.19 ms per MiB up to 3 MiB and 1.05 ms per MiB from 8 MiB): only the
+    /// segments beside it are stated with that error.
     pub fn segmented(points: &[Observation]) -> Option<Fit> {
         let mut fit = Fit::from_observations(points)?;
         fit.knots = segments::knots(points)?;
-        fit.error = segments::leave_one_out_error(&fit.knots, fit.per_byte).max(rounds_spread(points));
+        fit.held_out = segments::held_out_errors(&fit.knots, fit.per_byte);
+        // One step: one knot missed that far, or two side by side (a step between them can throw
+        // both off their neighbours' lines). Knots missed that far in two places are not a step
+        // but a path that did not hold still: every size is stated with the worst.
+        let missed: Vec<usize> = (0..fit.held_out.len()).filter(|&i| fit.held_out[i] >= STEP_ERROR).collect();
+        let one_step = match missed.as_slice() {
+            [] | [_] => true,
+            [a, b] => b - a == 1,
+            _ => false,
+        };
+        let stated = fit.held_out.iter().copied().filter(|e| !one_step || *e < STEP_ERROR).fold(0.0, f64::max);
+        fit.error = stated.max(rounds_spread(points));
         fit.beyond_error = Some(segments::leave_last_out_error(&fit.knots, fit.per_byte).max(fit.error));
         Some(fit)
+    }
+
+    /// `(from, to, error)` of the segment holding `bytes` where a step in the cost lies beside
+    /// it: one of its two knots was missed by [`STEP_ERROR`] or more when predicted without it,
+    /// so the cost between `from` and `to` bends where the calibration cannot place it. `None`
+    /// elsewhere, and outside the sweep (past it [`Fit::beyond_error`] speaks).
+    pub fn step_at(&self, bytes: u64) -> Option<(u64, u64, f64)> {
+        if self.held_out.len() != self.knots.len() || self.knots.len() < 3 {
+            return None;
+        }
+        let i = self.knots.windows(2).position(|w| bytes >= w[0].bytes && bytes <= w[1].bytes)?;
+        let error = self.held_out[i].max(self.held_out[i + 1]);
+        (error >= STEP_ERROR).then(|| (self.knots[i].bytes, self.knots[i + 1].bytes, error))
+    }
+
+    /// The size a calibration should measure next for this fit, if any: where a knot's time lay
+    /// [`REFINE_ERROR`] or more from its neighbours' line, the cost bends near it, and the
+    /// geometric middle of each gap beside it wider than [`REFINE_GAP`] tells in which range
+    /// (rounded to 4 KiB). Empty for a fit with no knots (a path that moves no bytes).
+    pub fn refinements(&self) -> Vec<u64> {
+        if self.held_out.len() != self.knots.len() || self.knots.len() < 3 {
+            return Vec::new();
+        }
+        let Some((worst, error)) = self.held_out.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+            return Vec::new();
+        };
+        if error < REFINE_ERROR {
+            return Vec::new();
+        }
+        [(worst.saturating_sub(1), worst), (worst, worst + 1)]
+            .into_iter()
+            .filter(|&(lo, hi)| lo < hi && hi < self.knots.len())
+            .map(|(lo, hi)| (self.knots[lo].bytes, self.knots[hi].bytes))
+            .filter(|&(lo, hi)| lo > 0 && hi as f64 > REFINE_GAP * lo as f64)
+            .map(|(lo, hi)| (((lo as f64 * hi as f64).sqrt() as u64) / 4096 * 4096).max(lo + 1))
+            .collect()
     }
 
     /// `(fixed, per_byte)` of the line that holds at `bytes`.
@@ -318,7 +376,8 @@ impl Fit {
     pub fn tolerance(&self, bytes: u64) -> f64 {
         let goal = if bytes >= LARGE_BYTES { GOAL_LARGE } else { GOAL_SMALL };
         let beyond = if bytes > self.largest() { self.beyond_error.unwrap_or(0.0) } else { 0.0 };
-        self.error.max(beyond).max(goal)
+        let step = self.step_at(bytes).map_or(0.0, |(_, _, error)| error);
+        self.error.max(beyond).max(step).max(goal)
     }
 
     /// The largest size it was fitted from, bytes (0 when it names none).
@@ -395,6 +454,19 @@ pub fn rounds_spread(points: &[Observation]) -> f64 {
 /// be promised within 2x, and says so instead ([`Prediction::unpredictable`]).
 pub const UNPREDICTABLE_TOLERANCE: f64 = 1.0;
 
+/// A knot of a copying path's segments missed by this much when predicted from its neighbours
+/// marks a step in the cost between them ([`Fit::step_at`]): the segments beside it cannot be
+/// promised within 2x, the rest of the path can be held to the other knots' error.
+pub const STEP_ERROR: f64 = UNPREDICTABLE_TOLERANCE;
+
+/// A knot missed by this much when predicted from its neighbours is worth measuring around
+/// ([`Fit::refinements`]): a calibration measures the middle of each gap beside it.
+pub const REFINE_ERROR: f64 = GOAL_SMALL;
+
+/// A gap between two calibrated sizes that [`Fit::refinements`] splits is wider than this (the
+/// larger over the smaller): halving a gap of 2x leaves two of 1.4x, too close to tell apart.
+pub const REFINE_GAP: f64 = 2.0;
+
 /// Over a fit's sweep, a host whose own speed varied by more than this factor was busy: the 2-core
 /// CPU shared by other work read 1.3x between quiet moments, and 2x and more under load.
 pub const BUSY_HOST_SPREAD: f64 = 1.5;
@@ -459,6 +531,7 @@ fn unpredictable_words(tolerance: f64, fit: &Fit, bytes: u64, slowdown: f64) -> 
         return None;
     }
     let beyond = fit.beyond_error.filter(|b| bytes > fit.largest() && *b > fit.error);
+    let step = fit.step_at(bytes).filter(|_| beyond.is_none());
     let why = match beyond {
         // The fit alone would have held: the host's speed moved too far since it was calibrated.
         _ if fit.tolerance(bytes) < UNPREDICTABLE_TOLERANCE => format!(
@@ -472,6 +545,16 @@ fn unpredictable_words(tolerance: f64, fit: &Fit, bytes: u64, slowdown: f64) -> 
             crate::render::units::bytes(fit.largest()),
             b * 100.0
         ),
+        None if step.is_some() => {
+            let (from, to, error) = step.expect("checked");
+            format!(
+                "its cost steps somewhere between the sizes calibrated at {} and {} (the line through its neighbours \
+                 missed one of them by {:.0} %); calibrate with sizes inside that range to place it",
+                crate::render::units::bytes(from),
+                crate::render::units::bytes(to),
+                error * 100.0
+            )
+        }
         None => format!("its fit missed sizes it did not see (or its repeated measurements differed) by up to {:.0} %", fit.error * 100.0),
     };
     Some(format!("not predictable within 2x here: {why}"))
@@ -646,19 +729,38 @@ impl CostModel {
     pub fn uncertain(&self) -> Vec<(String, String)> {
         self.fits
             .iter()
-            .filter(|(_, fit)| fit.error.max(fit.beyond_error.unwrap_or(0.0)) >= UNPREDICTABLE_TOLERANCE)
-            .map(|(label, fit)| {
+            .filter_map(|(label, fit)| {
                 let spread = self.host_speeds.get(label).and_then(|s| {
                     let (lo, hi) = s.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
                     (lo > 0.0 && hi.is_finite()).then(|| hi / lo)
                 });
-                let error = fit.error.max(fit.beyond_error.unwrap_or(0.0)) * 100.0;
+                // A step in the cost measured on a steady host is the path's own ([`Fit::step_at`]
+                // flags the sizes beside it); on a busy one it may be the machine's noise.
+                let busy = spread.is_some_and(|s| s > BUSY_HOST_SPREAD);
+                let step = if busy { fit.held_out.iter().copied().fold(0.0, f64::max) } else { 0.0 };
+                let error = fit.error.max(fit.beyond_error.unwrap_or(0.0)).max(step);
+                (error >= UNPREDICTABLE_TOLERANCE).then_some((label, spread, error))
+            })
+            .map(|(label, spread, error)| {
+                let error = error * 100.0;
                 let why = match spread {
                     Some(s) if s > BUSY_HOST_SPREAD => format!("busy machine: the host's speed varied {s:.1}x during its sweep, and the fit missed held-out sizes by {error:.0} %"),
                     _ => format!("drifting path: its times missed held-out sizes by {error:.0} % while the host's speed held"),
                 };
                 (label.clone(), why)
             })
+            .collect()
+    }
+
+    /// The sizes a calibration should measure next, each `(key, bytes)`: where a copying path's
+    /// cost bends between two sizes it measured ([`Fit::refinements`]), so that the bend is placed
+    /// rather than drawn as a straight line (which, on an H200, predicted torch→jax by `host` at
+    /// 3 MiB 3.3x its time).
+    pub fn refinements(&self) -> Vec<(CostKey, u64)> {
+        self.fits
+            .iter()
+            .filter_map(|(label, fit)| Some((CostKey::parse(label)?, fit.refinements())))
+            .flat_map(|(key, sizes)| sizes.into_iter().map(move |bytes| (key.clone(), bytes)))
             .collect()
     }
 
@@ -863,6 +965,12 @@ fn fit_problem(label: &str, fit: &Fit) -> Option<String> {
     }
     if fit.knots.windows(2).any(|w| w[0].bytes >= w[1].bytes) {
         return Some("its knots are not in increasing order of size".into());
+    }
+    if !fit.held_out.is_empty() && fit.held_out.len() != fit.knots.len() {
+        return Some(format!("{} held-out errors for {} knots", fit.held_out.len(), fit.knots.len()));
+    }
+    if let Some(e) = fit.held_out.iter().find(|e| !(e.is_finite() && **e >= 0.0)) {
+        return Some(format!("held-out error {e} is not a relative error"));
     }
     if let Some(s) = fit.host_speed.filter(|s| !host_speed_ok(*s)) {
         return Some(format!("host speed {s} is not one a calibration measures"));

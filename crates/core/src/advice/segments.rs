@@ -92,13 +92,23 @@ pub fn seconds(knots: &[Observation], bytes: u64, tail_per_byte: f64) -> f64 {
 /// without it: the error of a size the sweep did not measure, as the sweep itself shows it. 0 with
 /// no inner knot (two sizes: nothing to check them against).
 pub fn leave_one_out_error(knots: &[Observation], tail_per_byte: f64) -> f64 {
-    (1..knots.len().saturating_sub(1))
+    held_out_errors(knots, tail_per_byte).into_iter().fold(0.0, f64::max)
+}
+
+/// Each knot's |predicted − measured| / measured by the segments made without it, 0 for the first
+/// and the last (nothing lies beyond them to predict them from inside the sweep): where a cost
+/// bends, the knots beside the bend are the ones missed.
+pub fn held_out_errors(knots: &[Observation], tail_per_byte: f64) -> Vec<f64> {
+    (0..knots.len())
         .map(|i| {
+            if i == 0 || i + 1 >= knots.len() {
+                return 0.0;
+            }
             let mut without = knots.to_vec();
             let left_out = without.remove(i);
             (seconds(&without, left_out.bytes, tail_per_byte) - left_out.seconds).abs() / left_out.seconds
         })
-        .fold(0.0, f64::max)
+        .collect()
 }
 
 /// |predicted − measured| / measured of the last knot predicted by the segments made without it

@@ -294,6 +294,16 @@ impl PyCostModel {
         self.inner.uncertainty_line()
     }
 
+    /// The sizes a calibration should measure next, each ``(kind, path, source, target, place,
+    /// bytes)``: the middle of a gap between two calibrated sizes where a copying path's cost bends.
+    fn refinements(&self) -> Vec<(String, String, String, String, String, u64)> {
+        self.inner
+            .refinements()
+            .into_iter()
+            .map(|(k, bytes)| (k.kind, k.path, k.source, k.target, k.place, bytes))
+            .collect()
+    }
+
     /// The calibrated paths: ``(kind, path, source, target, place)`` each.
     fn keys(&self) -> Vec<(String, String, String, String, String)> {
         self.inner
