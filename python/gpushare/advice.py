@@ -289,9 +289,10 @@ def calibrate(
                     if worker_device is not None:  # a worker on another GPU: NCCL's paths apply there
                         with Worker(device=worker_device) as worker:
                             measure("process", src, src, size_list, times=per_round, across=worker)
-        # Where a copying path's cost bends between two sizes of the sweep (a knot its neighbours'
-        # line misses by REFINE_ERROR or more), the middle of each gap beside it is measured, in
-        # REFINE_PASSES passes at most: the bend is placed, not drawn through as a straight line
+        # A copying path is measured in the middle of every gap of its sweep wider than 4x, and
+        # where its cost bends (a knot its neighbours' line misses by 30 % or more) in the middle
+        # of each gap beside it, in REFINE_PASSES passes at most (CostModel.refinements, the
+        # core's rule): the bend is placed, not drawn through as a straight line
         # (which predicted torch→jax by `host` at 3 MiB at 3.3x its time on an H200). A bend that
         # stays between two sizes is stated there as a step: those sizes get words, not a number.
         for _ in range(REFINE_PASSES):

@@ -270,27 +270,39 @@ impl Fit {
         (error >= STEP_ERROR).then(|| (self.knots[i].bytes, self.knots[i + 1].bytes, error))
     }
 
-    /// The size a calibration should measure next for this fit, if any: where a knot's time lay
-    /// [`REFINE_ERROR`] or more from its neighbours' line, the cost bends near it, and the
-    /// geometric middle of each gap beside it wider than [`REFINE_GAP`] tells in which range
-    /// (rounded to 4 KiB). Empty for a fit with no knots (a path that moves no bytes).
+    /// The sizes a calibration should measure next for this fit: the geometric middle (rounded
+    /// to 4 KiB) of every gap between two of its sizes wider than [`REFINE_WIDE`], where a copy's
+    /// cost per byte can change with nothing at the gap's ends to show it (on the 2-core CPU
+    /// torch→tf by `host` ran 0.13 ms per MiB from 1 to 3 MiB and far more from there to 8 MiB,
+    /// while 512 KiB, 1 and 8 MiB lay on one line), and of each gap wider than [`REFINE_GAP`]
+    /// beside the knot its neighbours' line missed most, where that is [`REFINE_ERROR`] or more.
+    /// Empty for a fit with no knots (a path that moves no bytes).
     pub fn refinements(&self) -> Vec<u64> {
         if self.held_out.len() != self.knots.len() || self.knots.len() < 3 {
             return Vec::new();
         }
-        let Some((worst, error)) = self.held_out.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1)) else {
-            return Vec::new();
-        };
-        if error < REFINE_ERROR {
-            return Vec::new();
+        let middle = |lo: u64, hi: u64| (((lo as f64 * hi as f64).sqrt() as u64) / 4096 * 4096).max(lo + 1);
+        let gaps = |lo: usize, hi: usize| (self.knots[lo].bytes, self.knots[hi].bytes);
+        let mut sizes: Vec<u64> = (1..self.knots.len())
+            .map(|i| gaps(i - 1, i))
+            .filter(|&(lo, hi)| lo > 0 && hi as f64 > REFINE_WIDE * lo as f64)
+            .map(|(lo, hi)| middle(lo, hi))
+            .collect();
+        if let Some((worst, error)) = self.held_out.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            if error >= REFINE_ERROR {
+                sizes.extend(
+                    [(worst.saturating_sub(1), worst), (worst, worst + 1)]
+                        .into_iter()
+                        .filter(|&(lo, hi)| lo < hi && hi < self.knots.len())
+                        .map(|(lo, hi)| gaps(lo, hi))
+                        .filter(|&(lo, hi)| lo > 0 && hi as f64 > REFINE_GAP * lo as f64)
+                        .map(|(lo, hi)| middle(lo, hi)),
+                );
+            }
         }
-        [(worst.saturating_sub(1), worst), (worst, worst + 1)]
-            .into_iter()
-            .filter(|&(lo, hi)| lo < hi && hi < self.knots.len())
-            .map(|(lo, hi)| (self.knots[lo].bytes, self.knots[hi].bytes))
-            .filter(|&(lo, hi)| lo > 0 && hi as f64 > REFINE_GAP * lo as f64)
-            .map(|(lo, hi)| (((lo as f64 * hi as f64).sqrt() as u64) / 4096 * 4096).max(lo + 1))
-            .collect()
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
     }
 
     /// `(fixed, per_byte)` of the line that holds at `bytes`.
@@ -462,6 +474,11 @@ pub const STEP_ERROR: f64 = UNPREDICTABLE_TOLERANCE;
 /// A knot missed by this much when predicted from its neighbours is worth measuring around
 /// ([`Fit::refinements`]): a calibration measures the middle of each gap beside it.
 pub const REFINE_ERROR: f64 = GOAL_SMALL;
+
+/// A copy's gap between two calibrated sizes wider than this (the larger over the smaller) is
+/// always measured in the middle ([`Fit::refinements`]): the default sweep's 64 KiB to 512 KiB and
+/// 1 to 8 MiB are 8x.
+pub const REFINE_WIDE: f64 = 4.0;
 
 /// A gap between two calibrated sizes that [`Fit::refinements`] splits is wider than this (the
 /// larger over the smaller): halving a gap of 2x leaves two of 1.4x, too close to tell apart.
