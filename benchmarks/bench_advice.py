@@ -428,10 +428,12 @@ def main() -> int:
           f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted")
     kinds: dict[str, tuple[list[dict], list[dict]]] = {"shares": evaluate(model, device, names, args.repeat)}
     rounds = [summarise(*kinds["shares"])] if args.rounds > 1 else []
-    for k in range(2, args.rounds + 1):
-        rounds.append(summarise(*evaluate(model, device, names, args.repeat)))
-        print(f"shares, round {k} of {args.rounds}: median error >= 1 MiB {rounds[-1]['median_error_large']*100:.1f} %, "
-              f"< 1 MiB {rounds[-1]['median_error_small']*100:.1f} %", flush=True)
+    for k in range(1, args.rounds + 1):
+        if k > 1:
+            rounds.append(summarise(*evaluate(model, device, names, args.repeat)))
+        if args.rounds > 1:  # each round as it ends: a run stopped before the last keeps the rest
+            print(f"shares, round {k} of {args.rounds}: median error >= 1 MiB {rounds[-1]['median_error_large']*100:.1f} %, "
+                  f"< 1 MiB {rounds[-1]['median_error_small']*100:.1f} %", flush=True)
     if movers:
         kinds["moves"] = evaluate_moves(model, device, to_device, movers, args.repeat)
     elif device.startswith("cuda") and not args.no_moves:

@@ -274,8 +274,8 @@ impl Fit {
     /// to 4 KiB) of every gap between two of its sizes wider than [`REFINE_WIDE`], where a copy's
     /// cost per byte can change with nothing at the gap's ends to show it (on the 2-core CPU
     /// torch→tf by `host` ran 0.13 ms per MiB from 1 to 3 MiB and far more from there to 8 MiB,
-    /// while 512 KiB, 1 and 8 MiB lay on one line), and of each gap wider than [`REFINE_GAP`]
-    /// beside the knot its neighbours' line missed most, where that is [`REFINE_ERROR`] or more.
+    /// while 512 KiB, 1 and 8 MiB lay on one line), and of each gap at least [`REFINE_GAP`] wide
+    /// beside every knot its neighbours' line missed by [`REFINE_ERROR`] or more.
     /// Empty for a fit with no knots (a path that moves no bytes).
     pub fn refinements(&self) -> Vec<u64> {
         if self.held_out.len() != self.knots.len() || self.knots.len() < 3 {
@@ -288,17 +288,15 @@ impl Fit {
             .filter(|&(lo, hi)| lo > 0 && hi as f64 > REFINE_WIDE * lo as f64)
             .map(|(lo, hi)| middle(lo, hi))
             .collect();
-        if let Some((worst, error)) = self.held_out.iter().copied().enumerate().max_by(|a, b| a.1.total_cmp(&b.1)) {
-            if error >= REFINE_ERROR {
-                sizes.extend(
-                    [(worst.saturating_sub(1), worst), (worst, worst + 1)]
-                        .into_iter()
-                        .filter(|&(lo, hi)| lo < hi && hi < self.knots.len())
-                        .map(|(lo, hi)| gaps(lo, hi))
-                        .filter(|&(lo, hi)| lo > 0 && hi as f64 > REFINE_GAP * lo as f64)
-                        .map(|(lo, hi)| middle(lo, hi)),
-                );
-            }
+        for (knot, _) in self.held_out.iter().enumerate().filter(|(_, e)| **e >= REFINE_ERROR) {
+            sizes.extend(
+                [(knot.saturating_sub(1), knot), (knot, knot + 1)]
+                    .into_iter()
+                    .filter(|&(lo, hi)| lo < hi && hi < self.knots.len())
+                    .map(|(lo, hi)| gaps(lo, hi))
+                    .filter(|&(lo, hi)| lo > 0 && hi as f64 >= REFINE_GAP * lo as f64)
+                    .map(|(lo, hi)| middle(lo, hi)),
+            );
         }
         sizes.sort_unstable();
         sizes.dedup();
@@ -480,8 +478,10 @@ pub const REFINE_ERROR: f64 = GOAL_SMALL;
 /// 1 to 8 MiB are 8x.
 pub const REFINE_WIDE: f64 = 4.0;
 
-/// A gap between two calibrated sizes that [`Fit::refinements`] splits is wider than this (the
-/// larger over the smaller): halving a gap of 2x leaves two of 1.4x, too close to tell apart.
+/// A gap between two calibrated sizes that [`Fit::refinements`] splits beside a missed knot is at
+/// least this wide (the larger over the smaller). On an H200 the `host` path cupy→torch cost
+/// 3.9 ms at 16 MiB and 17.2 ms at 32 MiB, and 4.9 ms at 24 MiB (host allocations of 32 MiB and up
+/// are mapped afresh each time): the line across that 2x gap predicted 24 MiB at 2.1x its time.
 pub const REFINE_GAP: f64 = 2.0;
 
 /// Over a fit's sweep, a host whose own speed varied by more than this factor was busy: the 2-core
