@@ -135,3 +135,50 @@ def test_a_plan_made_for_one_array_runs_another_arrays_own_path(model_where):
     assert first.verdict == "copied" and not first.unexpected and first.path != "cai"
     then = gpushare.share(torch.ones(16), "jax")  # float32: DLPack shares
     assert then.path == "dlpack" and then.verdict == "shared" and not then.unexpected
+
+
+@pytest.mark.skipif(not (have("numpy") and have("jax")), reason="numpy or jax not installed")
+def test_a_sweeps_auto_row_is_the_path_a_share_of_its_own_array_takes(tmp_path, monkeypatch):
+    """JAX copies a NumPy array that is not 64-byte aligned and shares one that is, so where the
+    allocator placed a sweep's array decides what ``auto`` takes for it. Under a model whose DLPack
+    sweep shared at some sizes and copied at others (as a calibration on the CPU measures), and
+    where gpushare's ``copy`` copies faster, a share of the unaligned array takes ``copy`` and one
+    of the aligned array keeps DLPack, which shares: ``bench`` marks, at each size, the path a
+    share of the array it measured takes, not the path for an array like it."""
+    import numpy as np
+
+    from gpushare import lab
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 10, 1 << 16, 1 << 20)
+    m.add("share", "dlpack", "numpy", "jax", "cpu", [(n, 1e-4 + n * 1e-9) for n in sizes], None)
+    m.add("share", "copy", "numpy", "jax", "cpu", [(n, 1e-6 + n * 1e-12) for n in sizes], False)
+    advice.forget()
+    advice.save(m)
+    aligned, unaligned = 64 << 10, 96 << 10
+    made = {}
+
+    def make_array(src, n, dtype, device):
+        size = n * np.dtype(dtype).itemsize
+        buf = np.ones(n + 64, dtype=dtype)
+        start = (-buf.ctypes.data % 64) // buf.itemsize + (16 // buf.itemsize if size == unaligned else 0)
+        made[size] = buf[start:start + n]
+        return made[size]
+
+    monkeypatch.setattr(lab, "make_array", make_array)
+    try:
+        b = gpushare.bench("numpy", "jax", [aligned, unaligned], paths=["auto", "dlpack"], repeat=1, progress=False)
+        marked = {p.size: p.path for p in b.points if p.auto}
+        assert made[aligned].ctypes.data % 64 == 0 and made[unaligned].ctypes.data % 64 == 16
+        taken = {size: gpushare.share(made[size], "jax").path for size in (aligned, unaligned)}
+        assert taken == {aligned: "dlpack", unaligned: "copy"}, taken
+        assert marked == taken, (marked, taken)
+        # The path auto took for the unaligned array was measured there, as every other row.
+        row = [p for p in b.points if p.size == unaligned and p.auto][0]
+        assert row.verdict == "copied", row
+        # Every path, as benchmarks/bench_advice.py sweeps: the marks are the same.
+        every = gpushare.bench("numpy", "jax", [aligned, unaligned], repeat=1, progress=False)
+        assert {p.size: p.path for p in every.points if p.auto} == taken
+    finally:
+        advice.forget()

@@ -319,13 +319,16 @@ def bench(
     def elements(size: int) -> int:
         return max(size // itemsize, 1) if size else 0
 
-    # What auto takes for each size's array (a calibrated model may change its mind with size). The
-    # sweep's arrays are new, so writable (what auto takes may depend on that: NumPy's capsules).
+    # What auto takes for an array like each size's (a calibrated model may change its mind with
+    # size): those paths are measured at every size, and the sweep marks the one a share of the
+    # array it made takes. The sweep's arrays are new, so writable (what auto takes may depend on
+    # that: NumPy's capsules).
     place, writable = dlpack_place(*_ordinal(device)), False if s.legacy_capsule_refuses_readonly else None
     probe = _probe_info(s, dtype, device) if to_device is None else None
     taken = [_auto_for(s, d, place, to_device, writable, elements(size) * itemsize, probe) for size in size_list]
     autos, here = [path for path, _ in taken], taken[0][1]
     # "auto" stands for every path it takes over the sweep, each measured at every size.
+    wants_auto = "auto" in names
     names = list(dict.fromkeys(p for name in names for p in (dict.fromkeys(autos) if name == "auto" else [name])))
 
     def make_source(size: int, shared: bool) -> Any:
@@ -340,6 +343,10 @@ def bench(
             dtype=dtype, device=device, repeat=repeat, number=number, warmup=warmup,
             min_sample_time=min_sample_time, link_for=_link_for(to_device),
             predict_for=_predict_for(s, d, to_device),
+            # The path marked auto is the one a share of the sweep's own array takes (where the
+            # allocator placed it can decide: JAX copies a NumPy array that is not 64-byte aligned).
+            auto_for=lambda source_device, nbytes, info: _auto_for(s, d, source_device, to_device, writable, nbytes, info),
+            measure_auto=wants_auto,
         )
     finally:
         bar.close()

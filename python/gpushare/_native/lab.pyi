@@ -75,4 +75,6 @@ def bench_paths(
     min_sample_time: float,
     link_for: Callable[[int | None, str], dict[str, Any] | None] | None = None,
     predict_for: Callable[[str, int, tuple[int, int]], tuple[CostPrediction | None, str]] | None = None,
+    auto_for: Callable[[tuple[int, int], int, TensorInfo], tuple[str, bool]] | None = None,
+    measure_auto: bool = False,
 ) -> Benchmark: ...

@@ -302,11 +302,17 @@ type SourceArray = (Py<PyAny>, Option<Py<TensorInfo>>);
 
 /// `bench`: for each size, the arrays `make_source(size, shared)` makes (`shared`: the `shared`
 /// path's, a SharedBuffer viewed by the source framework), each described once, handed through
-/// every path; `autos` names the path `auto` takes at each size (its rows are marked). `progress` is a bar with `set_postfix_str` and `update`. Ctrl-C stops the sweep:
-/// the result holds the points measured so far and says it was interrupted.
+/// every path; `autos` names the path `auto` takes at each size for an array like the sweep's,
+/// and `auto_for(dlpack_device, nbytes, info)` (as `compare`'s) the path it takes for the array
+/// the sweep made, which is the one marked (a share of that array takes it: JAX copies a NumPy
+/// array that is not 64-byte aligned, so where the allocator placed it decides; with
+/// `measure_auto`, a path it takes that the sweep does not hold is measured too). `progress` is a bar with `set_postfix_str` and
+/// `update`. Ctrl-C stops the sweep: the result holds the points measured so far and says it was
+/// interrupted.
 #[pyfunction]
 #[pyo3(signature = (source, target, sizes, paths, autos, already_there, make_source, route_for, progress, *,
-                    dtype, device, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None))]
+                    dtype, device, repeat, number, warmup, min_sample_time, link_for=None, predict_for=None, auto_for=None,
+                    measure_auto=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn bench_paths<'py>(
     py: Python<'py>,
@@ -327,37 +333,62 @@ pub fn bench_paths<'py>(
     min_sample_time: f64,
     link_for: Option<Bound<'py, PyAny>>,
     predict_for: Option<Bound<'py, PyAny>>,
+    auto_for: Option<Bound<'py, PyAny>>,
+    measure_auto: bool,
 ) -> PyResult<Benchmark> {
     if autos.len() != sizes.len() {
         return Err(pyo3::exceptions::PyValueError::new_err(format!("{} sizes but {} autos: one per size", sizes.len(), autos.len())));
     }
     let lab = Lab::new(source, target, route_for, link_for, predict_for, repeat, number, warmup, min_sample_time)?;
     let mut points = Vec::with_capacity(sizes.len() * paths.len());
+    let mut measured_paths = paths.clone();
     let swept = (|| -> PyResult<()> {
-        for (&size, auto) in sizes.iter().zip(&autos) {
+        for (&size, like_the_sweeps) in sizes.iter().zip(&autos) {
             // The plain array and the SharedBuffer's view, made and described once per size.
             let mut arrays: [Option<PyResult<SourceArray>>; 2] = [None, None];
-            for path in &paths {
+            let make = |shared: bool| -> PyResult<PyResult<SourceArray>> {
+                match make_source.call1((size, shared)) {
+                    Ok(obj) => Ok(Ok((obj.clone().unbind(), lab.source.describe_py(py, &obj).ok()))),
+                    Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(e),
+                    Err(e) => Ok(Err(e)),
+                }
+            };
+            // `auto` as a share of this very array decides it.
+            let mut auto = like_the_sweeps.clone();
+            if let Some(auto_for) = auto_for.as_ref().filter(|_| paths.iter().any(|p| p != "shared")) {
+                let plain = make(false)?;
+                if let Ok((_, Some(info))) = &plain {
+                    let report = &info.get().report;
+                    let (chosen, _): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, info.bind(py)))?.extract()?;
+                    auto = chosen;
+                }
+                arrays[0] = Some(plain);
+            }
+            // A path auto took for this array that the sweep does not hold is measured too where
+            // auto was asked for (`measure_auto`); elsewhere no row of this size is marked.
+            let extra = (measure_auto && !paths.contains(&auto)).then(|| auto.clone());
+            if let Some(path) = &extra {
+                if !measured_paths.contains(path) {
+                    measured_paths.push(path.clone());
+                }
+            }
+            for path in paths.iter().chain(extra.as_ref()) {
                 let path = path.as_str();
                 progress.call_method1("set_postfix_str", (format!("{} {path}", size_label(size)),))?;
                 let shared = path == "shared";
                 let slot = &mut arrays[usize::from(shared)];
                 if slot.is_none() {
-                    *slot = Some(match make_source.call1((size, shared)) {
-                        Ok(obj) => Ok((obj.clone().unbind(), lab.source.describe_py(py, &obj).ok())),
-                        Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => return Err(e),
-                        Err(e) => Err(e),
-                    });
+                    *slot = Some(make(shared)?);
                 }
                 let mut run = match slot.as_ref().expect("made above") {
-                    Ok((obj, info)) => lab.try_path(obj, info.as_ref(), path, path == auto, already_there)?.0,
+                    Ok((obj, info)) => lab.try_path(obj, info.as_ref(), path, path == auto.as_str(), already_there)?.0,
                     Err(e) => {
                         let mut run = failed_run(py, path, e.clone_ref(py))?;
                         run.reason = run.reason.map(|r| format!("could not make the source array: {r}"));
                         run
                     }
                 };
-                run.auto = path == auto;
+                run.auto = path == auto.as_str();
                 // The shared path starts from a SharedBuffer, not from the array the others start
                 // from: shown, never ranked against them.
                 run.comparable = !shared;
@@ -379,7 +410,7 @@ pub fn bench_paths<'py>(
         dtype,
         device,
         sizes,
-        paths,
+        paths: measured_paths,
         points,
         interrupted,
         repeat: repeat as u64,
