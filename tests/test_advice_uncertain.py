@@ -15,8 +15,10 @@ pytest.importorskip("numpy", reason="numpy not installed")
 
 SIZES = ("64KiB", "1MiB", "8MiB")
 MIB = 1 << 20
-#: A copy flat to 16 MiB that jumped 9x by 64 MiB: its 16 MiB, held out, is predicted 186 % off.
-JUMPY = [(MIB, 100e-6), (16 * MIB, 110e-6), (64 * MIB, 1000e-6)]
+#: A copy whose sizes its neighbours' lines miss in two places apart, 4 MiB by 180 % and 32 MiB by
+#: 1011 %: not one step in its cost (which would be stated beside it alone) but a path that did not
+#: hold still.
+DRIFTING = [(MIB, 100e-6), (4 * MIB, 100e-6), (16 * MIB, 1000e-6), (32 * MIB, 150e-6), (64 * MIB, 3000e-6)]
 
 
 @pytest.fixture()
@@ -33,7 +35,7 @@ def test_calibrate_says_what_it_measures_a_line_per_sweep_and_warns_of_an_uncert
     def with_a_drifting_path(m, kind, source, target, place, points, limits=None, link=None):
         added = fit_points(m, kind, source, target, place, points, limits, link)
         if (source, target) == ("torch", "numpy"):
-            m.add("share", "dlpack", "torch", "numpy", "cpu", JUMPY, None)
+            m.add("share", "dlpack", "torch", "numpy", "cpu", DRIFTING, None)
         return added
 
     monkeypatch.setattr(advice, "_fit_points", with_a_drifting_path)
@@ -41,16 +43,19 @@ def test_calibrate_says_what_it_measures_a_line_per_sweep_and_warns_of_an_uncert
         m = gpushare.calibrate(["torch", "numpy"], sizes=SIZES, repeat=3, device="cpu", progress="lines")
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("calibrate: ")]
     # Two ordered pairs at three sizes, one sweep each, counted.
-    assert len(lines) == 6, lines
-    assert lines[0].startswith("calibrate: 1/6 share ") and lines[-1].startswith("calibrate: 6/6 share ")
-    assert any("torch→numpy at 1.00 MiB" in line for line in lines), lines
+    assert lines[0].startswith("calibrate: 1/6 share ") and lines[5].startswith("calibrate: 6/6 share "), lines
+    assert any("torch→numpy at 1.00 MiB" in line for line in lines[:6]), lines
+    # Then the copies inside the gaps wider than 4x (64 KiB to 1 MiB, 1 to 8 MiB), the count
+    # growing by the sweeps added.
+    assert len(lines) > 6 and lines[6].startswith("calibrate: 7/"), lines
+    assert any(" at 256 KiB" in line for line in lines[6:]) and any(" at 2.83 MiB" in line for line in lines[6:]), lines
     # The drifting path among them (on a busy CPU a real copy's may be too), with why.
     assert dict(m.uncertain())["share torch->numpy dlpack @cpu"].startswith("drifting path: ")
 
 
 def test_advise_repeats_the_uncertainty_beside_a_recommendation_that_rests_on_it(cache):
     m = gpushare.CostModel(advice.machine_key(), 0.0)
-    assert m.add("share", "dlpack", "torch", "numpy", "cpu", JUMPY, None)
+    assert m.add("share", "dlpack", "torch", "numpy", "cpu", DRIFTING, None)
     advice.save(m)
     a = gpushare.advise(torch.ones(1 << 18), "numpy")
     assert a.recommended == "dlpack", repr(a)
