@@ -68,8 +68,9 @@ PROCESS_REPEAT = 15
 #: apart lies nearer it, as the share calibration's one-size-at-a-time order does for shares.
 PROCESS_ROUNDS = 3
 
-#: How many times calibrate measures inside the bends of copying paths' costs (CostModel.refinements):
-#: each pass halves, on a logarithmic scale, the gaps beside the knot its neighbours missed most.
+#: How many times calibrate measures inside copying paths' sweeps (CostModel.refinements): each pass
+#: measures the middle, on a logarithmic scale, of every gap wider than 4x and of each gap of 2x or
+#: more beside a size its neighbours' line missed by 30 % or more.
 REFINE_PASSES = 2
 
 

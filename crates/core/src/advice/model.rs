@@ -235,6 +235,7 @@ impl Fit {
     /// of it, and never less than the spread of repeated measurements of one size; past the sweep,
     /// the largest size predicted without it ([`Fit::beyond_error`]). With fewer than
     /// [`MIN_SIZES`] sizes, as [`Fit::from_observations`].
+    ///
     /// A knot missed by [`STEP_ERROR`] or more marks a step in the cost (on an H200 the `host`
     /// path torch→jax cost 0.19 ms per MiB up to 3 MiB and 1.05 ms per MiB from 8 MiB): only the
     /// segments beside it are stated with that error.
