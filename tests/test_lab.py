@@ -14,7 +14,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpushare
-from gpushare import _native, lab, timing
+from gpushare import _native, lab
 from gpushare.exceptions import GpushareError, GpushareWarning, PathNotApplicableError
 from gpushare.paths import PATH_NAMES
 
@@ -458,71 +458,46 @@ def test_sizes_are_written_by_the_cores_one_formatter(monkeypatch):
         sweep_sizes.check_fits([1536], ["cpu"])
 
 # -- timing ----------------------------------------------------------------------------------------
+# The loop itself (warm-up, auto-ranging, budgets, each result dropped before the next call) is the
+# core's, tested with fake samplers in crates/core/src/share/timing.rs. Here: what it does to Python.
 
 
-def test_measure_warms_up_synchronises_and_autoranges():
-    calls, syncs = [], []
-    m = timing.measure(lambda x: calls.append(x) or x, 1, synchronize=syncs.append, repeat=4, number=3, warmup=2)
-    assert len(calls) == 2 + 4 * 3 and m.number == 3 and len(m.samples) == 4
-    assert len(syncs) == 2 + 4 * 2, "after each warm-up, before and after each sample"
-    t = m.timing
-    assert t.repeats == 4 and t.loops == 3 and t.min <= t.median
-    auto = timing.measure(lambda x: x, 1, repeat=2, min_sample_time=0.002)
-    assert auto.number > 1 and auto.samples[0] * auto.number >= 0.001
+class _CountingProducer:
+    """A DLPack producer that notes, at every export, whether Python's garbage collector was on."""
+
+    def __init__(self):
+        self.array = np.arange(8.0)
+        self.collector_on: list[bool] = []
+
+    def __dlpack__(self, **kwargs):
+        self.collector_on.append(gc.isenabled())
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
 
 
-def test_autorange_amortises_the_cost_of_synchronising_as_torch_does():
-    """torch.utils.benchmark grows a block until the timer's own cost (synchronisation included) is
-    a negligible part of it; measure() too, within ten times min_sample_time."""
-    import time as _time
-
-    def work(n):
-        return sum(range(n))  # about a microsecond
-
-    quick = timing.measure(work, 40, repeat=1, min_sample_time=0.002)  # nothing to amortise: ~2 ms
-    slow_sync = timing.measure(work, 40, synchronize=lambda v: _time.sleep(0.002), repeat=1, min_sample_time=0.002)
-    # 2 ms of synchronisation is not 0.1 % of any sample under 20 ms: the sample is stretched to 20 ms,
-    # about ten times the calls.
-    assert slow_sync.number >= 3 * quick.number, (slow_sync.number, quick.number)
+@pytest.mark.parametrize("target", ["numpy", "torch"])
+def test_a_timed_share_warms_up_then_samples_with_the_garbage_collector_off(target):
+    producer = _CountingProducer()
+    assert gc.isenabled()
+    r = gpushare.share(producer, target, repeat=2, number=3, warmup=2)
+    assert r.verdict == "shared" and (r.timing.repeats, r.timing.loops) == (2, 3)
+    # Two warm-up handoffs with the collector as it was, then 2 samples of 3 handoffs without it,
+    # as timeit does; it is on again afterwards.
+    assert producer.collector_on == [True, True] + [False] * 6
+    assert gc.isenabled()
 
 
-def test_measure_drops_each_result_before_the_next_call():
-    """As timeit does, in the warm-up too: never two results alive at once."""
-    alive: list[int] = []
-    live = 0
-
-    class Result:
-        def __init__(self):
-            nonlocal live
-            live += 1
-            alive.append(live)
-
-        def __del__(self):
-            nonlocal live
-            live -= 1
-
-    m = timing.measure(lambda _: Result(), None, repeat=3, number=4, warmup=3)
-    assert max(alive) == 1, alive
-    assert isinstance(m.value, Result)
-
-
-def test_measure_turns_the_garbage_collector_off_during_samples():
-    seen: list[bool] = []
-    gc_was = gc.isenabled()
-    timing.measure(lambda _: seen.append(gc.isenabled()), None, repeat=2, number=3, warmup=1)
-    assert seen == [gc_was] + [False] * 6 and gc.isenabled() == gc_was
-    seen.clear()
-    timing.measure(lambda _: seen.append(gc.isenabled()), None, repeat=1, number=2, warmup=0, disable_gc=False)
-    assert seen == [gc_was] * 2
-
-
-def test_measure_warns_when_noisy():
-    import time as _time
-
-    sleeps = iter([0.0, 0.0, 0.02, 0.0, 0.0, 0.02, 0.0, 0.02])
-    with pytest.warns(GpushareWarning, match="noisy"):
-        m = timing.measure(lambda x: _time.sleep(next(sleeps, 0.0)), None, repeat=6, number=1, warmup=1, warn=True)
-    assert m.warning is not None
+def test_a_timed_share_leaves_a_collector_the_caller_turned_off_turned_off():
+    producer = _CountingProducer()
+    gc.disable()
+    try:
+        gpushare.share(producer, "numpy", repeat=2, number=2, warmup=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert producer.collector_on == [False] * 5
 
 
 # -- magics ----------------------------------------------------------------------------------------

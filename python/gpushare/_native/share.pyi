@@ -195,19 +195,6 @@ class StreamRecorder:
     def __dlpack__(self, **kwargs: Any) -> Any: ...
     def __dlpack_device__(self) -> Any: ...
 
-def measure(
-    call: Callable[[Any], Any],
-    arg: Any,
-    synchronize: Callable[[Any], Any] | None = None,
-    repeat: int = 7,
-    number: int | None = None,
-    warmup: int = 1,
-    min_sample_time: float = 0.01,
-    max_overhead: float = 0.001,
-    disable_gc: bool = True,
-    device_clock: Any = None,
-) -> tuple[list[float], list[float] | None, int, int, Any]: ...
-
 def inspect_explained(adapter: Any, obj: Any) -> TensorInfo: ...
 
 def describe_declared(obj: Any, adapter: Any) -> TensorInfo | None: ...

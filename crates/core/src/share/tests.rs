@@ -8,17 +8,26 @@ use crate::explain::TargetFacts;
 
 /// An array: an address, a length in elements of `dtype` (`float32` or `float64`), strides, and on
 /// which device.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct Buf {
     ptr: u64,
     len: i64,
     strides: Vec<i64>,
     device: (u32, i32),
     dtype: &'static str,
+    /// Held by every result of a route, so the route can count the results still alive.
+    result_of: Option<std::rc::Rc<()>>,
+}
+
+/// Two arrays are equal when they describe the same memory, whichever route made them.
+impl PartialEq for Buf {
+    fn eq(&self, other: &Buf) -> bool {
+        (self.ptr, self.len, &self.strides, self.device, self.dtype) == (other.ptr, other.len, &other.strides, other.device, other.dtype)
+    }
 }
 
 fn buf(ptr: u64, len: i64) -> Buf {
-    Buf { ptr, len, strides: vec![1], device: (1, 0), dtype: "float32" }
+    Buf { ptr, len, strides: vec![1], device: (1, 0), dtype: "float32", result_of: None }
 }
 
 struct Fake {
@@ -104,10 +113,23 @@ struct Via {
     calls: Cell<u64>,
     /// How long each conversion takes.
     takes: std::time::Duration,
+    /// Every result holds a clone: the count beyond this one is the results alive.
+    results: std::rc::Rc<()>,
+    /// The most results alive when a conversion began.
+    most_alive_at_a_call: Cell<usize>,
 }
 
 fn via(path: &'static str, copy: bool) -> Via {
-    Via { path, copy, narrows: false, fail_with: None, calls: Cell::new(0), takes: std::time::Duration::ZERO }
+    Via {
+        path,
+        copy,
+        narrows: false,
+        fail_with: None,
+        calls: Cell::new(0),
+        takes: std::time::Duration::ZERO,
+        results: std::rc::Rc::new(()),
+        most_alive_at_a_call: Cell::new(0),
+    }
 }
 
 impl Route<Buf> for Via {
@@ -116,17 +138,20 @@ impl Route<Buf> for Via {
     }
     fn convert(&self, a: &Buf) -> Result<Buf> {
         self.calls.set(self.calls.get() + 1);
+        let alive = std::rc::Rc::strong_count(&self.results) - 1;
+        self.most_alive_at_a_call.set(self.most_alive_at_a_call.get().max(alive));
         std::thread::sleep(self.takes);
         if let Some(text) = self.fail_with {
             return Err(Error::Framework { text: text.into(), origin: None });
         }
-        Ok(if self.copy {
+        let result = if self.copy {
             Buf { ptr: a.ptr + 0x10_0000, strides: vec![1], ..a.clone() }
         } else if self.narrows {
             Buf { dtype: "float32", ..a.clone() }
         } else {
             a.clone()
-        })
+        };
+        Ok(Buf { result_of: Some(self.results.clone()), ..result })
     }
 }
 
@@ -259,6 +284,21 @@ fn a_fixed_policy_times_repeat_samples_and_synchronises_device_memory() {
     assert_eq!(route.calls.get(), 1 + 3 * 2);
     let syncs = |f: &Fake| f.log.borrow().iter().filter(|s| *s == "sync").count();
     assert_eq!((syncs(&src), syncs(&dst)), (3, 4), "both edges of each of 3 samples, and after the warm-up");
+}
+
+#[test]
+fn each_result_is_dropped_before_the_next_conversion_in_warm_ups_and_samples_alike() {
+    // As timeit does: holding a result alive across the next call would change what an allocator
+    // hands out, and each call's time is a call and the release of the result before it.
+    let (src, dst) = (fake("numpy"), fake("torch"));
+    for copy in [false, true] {
+        let route = via("dlpack", copy);
+        let options = Options { timing: TimingPolicy::fixed(3, 4, 3), ..Options::default() };
+        let out = handoff(&src, &dst, &route, None).run(&NoHost, &buf(0x1000, 8), &options).unwrap();
+        assert_eq!(route.calls.get(), 3 + 3 * 4);
+        assert_eq!(route.most_alive_at_a_call.get(), 0, "copy={copy}: a result was alive at the next call");
+        drop(out);
+    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! How a share is timed: the one timing loop of gpushare (the API, the magics, the lab and
-//! `gpushare.timing.measure` all run it).
+//! How a share is timed: the one timing loop of gpushare (the API, the magics, the lab, the
+//! calibration and process handoffs all run it).
 //!
 //! Where it changes the figure the method is `torch.utils.benchmark.Timer`'s: warm-up runs first;
 //! every framework is synchronised at the edges of a sample and never between its calls; the
@@ -358,6 +358,20 @@ mod tests {
         assert!(m.number > 1, "a 10 µs call is grouped: {}", m.number);
         assert!(m.samples.len() >= 3);
         assert!(spent < 0.2, "{spent}");
+    }
+
+    #[test]
+    fn auto_ranging_grows_a_sample_until_its_fixed_cost_is_amortised_as_torch_does() {
+        // torch.utils.benchmark grows a block until the timer's own cost is 0.1 % of it, within ten
+        // times the minimum sample time. The fake's times are the ones it reports, so the counts
+        // below do not depend on how busy the machine is.
+        let policy = TimingPolicy { number: None, min_sample_time: 0.002, ..TimingPolicy::fixed(1, 1, 0) };
+        let quick = measure(&policy, &mut Fake { fixed: 0.0, ..fake(1e-6) }).unwrap();
+        let slow_edges = measure(&policy, &mut Fake { fixed: 0.002, ..fake(1e-6) }).unwrap();
+        // Nothing to amortise: a sample of 2 ms is 2,000 calls of 1 µs.
+        assert!((2_000..4_000).contains(&quick.number), "{}", quick.number);
+        // 2 ms of fixed cost is not 0.1 % of any sample under 20 ms: about 18,000 calls.
+        assert!((18_000..36_000).contains(&slow_edges.number), "{}", slow_edges.number);
     }
 
     #[test]

@@ -15,7 +15,6 @@ mod ipc;
 mod json;
 mod lab;
 mod lab_run;
-mod measure;
 mod own_copy;
 mod paths;
 mod plan;

@@ -673,7 +673,6 @@ impl SharePlan {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharePlan>()?;
     m.add_class::<StreamRecorder>()?;
-    m.add_function(wrap_pyfunction!(super::measure::measure, m)?)?;
     m.add_function(wrap_pyfunction!(super::declared::describe_declared, m)?)?;
     Ok(())
 }
