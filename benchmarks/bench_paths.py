@@ -9,8 +9,12 @@ figures "n/a"):
   its ``copy`` path (cuMemcpyDtoD into gpushare memory, then a zero-copy handoff) and the naive
   ``host`` path (``.cpu().numpy()`` → ``torch.from_numpy(...).to(dev)``), all torch → torch;
 - zero-copy paths (``dlpack``, ``cai``, ``shared``) from 1 KiB to 1 GiB, to every framework present;
-- gpushare's medians (``gpushare.timing.measure``) against ``torch.utils.benchmark.Timer`` on the
-  same operations, A/B: one input, the same calls per block, the tools taking turns (``Run.agreement``).
+- gpushare's own timing (``gpushare.share(..., repeat=, number=)``, the loop every share, table and
+  calibration runs) against ``torch.utils.benchmark.Timer`` on the same route, A/B: one input, the
+  same calls per block, the tools taking turns (``Run.agreement``).
+
+gpushare's paths are timed by ``gpushare.share``; PyTorch's references by ``torch.utils.benchmark``.
+The A/B section is what makes the two comparable: it checks the two timers agree on one route.
 
 Targets (printed as ratios, and stored with ``ok`` in the JSON):
 pinned ≥ 80 % of torch's pinned bandwidth and ≥ 10× host at 256 MiB; copy ≥ 90 % of clone
@@ -46,12 +50,16 @@ import torch  # noqa: E402
 import torch.utils.benchmark as tbench  # noqa: E402
 
 import gpushare  # noqa: E402
-from gpushare import _native, lab, paths, timing  # noqa: E402
+from gpushare import _native, lab, paths  # noqa: E402
 from gpushare.adapters import framework  # noqa: E402
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
-#: Torch threads while gpushare.timing and torch.utils.benchmark are compared: Timer's own default.
+#: The tool column of a row: gpushare's paths are timed by the product's own loop, PyTorch's
+#: references by PyTorch's timer.
+SHARE, REFERENCE = "gpushare.share", "torch.utils.benchmark"
+
+#: Torch threads while gpushare.share and torch.utils.benchmark are compared: Timer's own default.
 #: CUDA work does not depend on it; on a busy CPU a multi-threaded copy of a few MiB waits for the
 #: scheduler to run its workers, and both tools would time that noise instead of the copy.
 AGREEMENT_THREADS = 1
@@ -84,10 +92,6 @@ class Run:
         self.measurements: list[dict] = []
         self.errors: list[dict] = []
 
-    def sync(self, _value: Any = None) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-
     def _record(self, rec: dict) -> dict:
         self.measurements.append(rec)
         shown = rec.get("error") or rec.get("skipped")
@@ -99,36 +103,54 @@ class Run:
                   f"{rec['median_s'] * 1e6:12.2f} µs {bw}", flush=True)
         return rec
 
-    def measure(self, name: str, size: int, fn: Callable[[Any], Any], arg: Any, *, moved: int,
-                sync: Callable[[Any], None] | None = None, device_stream: bool = True,
-                extra: dict | None = None) -> dict:
-        """gpushare's timing of ``fn(arg)``: warm-up, autoranged loops, synchronised samples."""
-        rec: dict[str, Any] = {"name": name, "size": size, "tool": "gpushare.timing", "bytes_moved": moved, **(extra or {})}
+    def _spent(self, rec: dict) -> bool:
         if time.monotonic() > self.deadline:
             rec["skipped"] = "time budget spent"
+            return True
+        return False
+
+    def _failed(self, rec: dict, e: Exception) -> None:
+        rec["error"] = f"{type(e).__name__}: {e}"
+        self.errors.append({"name": rec["name"], "size": rec["size"], "traceback": traceback.format_exc(limit=4)})
+
+    def reference(self, name: str, size: int, fn: Callable[[Any], Any], arg: Any, *, moved: int) -> dict:
+        """A raw framework call ``fn(arg)`` timed by torch.utils.benchmark (blocked auto-range)."""
+        rec: dict[str, Any] = {"name": name, "size": size, "tool": REFERENCE, "bytes_moved": moved}
+        if self._spent(rec):
             return self._record(rec)
         try:
-            clock = None
-            if self.cuda and device_stream:
-                ordinal = torch.device(self.device).index or 0
-                clock = timing._DeviceClock(ordinal, torch.cuda.current_stream(ordinal).cuda_stream)
-            m = timing.measure(fn, arg, synchronize=sync or self.sync, repeat=self.repeat, number=None,
-                               warmup=2, min_sample_time=0.02, device_clock=clock)
-            t = m.timing
-            rec.update(median_s=t.median, min_s=t.min, iqr_s=t.iqr, repeats=t.repeats, loops=t.loops,
-                       device_median_s=t.device_median, warning=t.warning,
-                       bandwidth_GBps=(moved / t.median / 1e9) if moved and t.median > 0 else None)
-            del m
+            timer = tbench.Timer(stmt="fn(arg)", globals={"fn": fn, "arg": arg}, num_threads=torch.get_num_threads())
+            m = timer.blocked_autorange(min_run_time=0.02 * self.repeat)
+            rec.update(median_s=m.median, min_s=min(m.times), iqr_s=m.iqr, repeats=len(m.times),
+                       loops=m.number_per_run,
+                       bandwidth_GBps=(moved / m.median / 1e9) if moved and m.median > 0 else None)
         except Exception as e:
-            rec["error"] = f"{type(e).__name__}: {e}"
-            self.errors.append({"name": name, "size": size, "traceback": traceback.format_exc(limit=4)})
+            self._failed(rec, e)
         return self._record(rec)
 
-    def agreement(self, name: str, size: int, fn: Callable[[Any], Any], arg: Any, *, moved: int,
-                  rounds: int = 60, max_block: float = 0.01) -> tuple[dict, dict]:
-        """``fn(arg)`` through gpushare.timing and torch.utils.benchmark.Timer, measured fairly.
+    def share(self, name: str, size: int, obj: Any, target: str, path: str, *, moved: int) -> dict:
+        """gpushare's ``path`` from ``obj`` into ``target``, timed as a user's ``share`` times it:
+        warm-up, auto-ranged calls per sample, ``repeat`` samples; with its checked verdict."""
+        rec: dict[str, Any] = {"name": name, "size": size, "tool": SHARE, "bytes_moved": moved}
+        if self._spent(rec):
+            return self._record(rec)
+        try:
+            r = gpushare.share(obj, target, path=path, repeat=self.repeat, warmup=2)
+            t = r.timing
+            rec.update(median_s=t.median, min_s=t.min, iqr_s=t.iqr, repeats=t.repeats, loops=t.loops,
+                       device_median_s=t.device_median, warning=t.warning, verdict=r.verdict,
+                       bandwidth_GBps=(moved / t.median / 1e9) if moved and t.median > 0 else None)
+            del r
+        except Exception as e:
+            self._failed(rec, e)
+        return self._record(rec)
 
-        Both time the same call on the same input (already allocated, warmed up by torch's own
+    def agreement(self, name: str, size: int, path: str, arg: Any, *, moved: int,
+                  rounds: int = 60, max_block: float = 0.01) -> tuple[dict, dict]:
+        """gpushare's ``path`` torch → torch through ``gpushare.share`` and the same route's call
+        through torch.utils.benchmark.Timer, measured fairly.
+
+        Both time the same route on the same input (already allocated, warmed up by torch's own
         ``blocked_autorange``), with the same number of calls per block (the one
         ``blocked_autorange`` chose, divided by 10 while a block would last over ``max_block``, so
         the tools can take turns often), the same synchronisation (``torch.cuda.synchronize`` at
@@ -138,14 +160,15 @@ class Run:
         block beside it, which cancels what the machine does to both (a busy neighbour, clocks);
         the ratio of the two medians is kept too.
         """
-        ours: dict[str, Any] = {"name": name, "size": size, "tool": "gpushare.timing", "bytes_moved": moved,
+        ours: dict[str, Any] = {"name": name, "size": size, "tool": SHARE, "bytes_moved": moved,
                                 "section": "agreement"}
-        theirs: dict[str, Any] = {"name": name, "size": size, "tool": "torch.utils.benchmark", "bytes_moved": moved,
+        theirs: dict[str, Any] = {"name": name, "size": size, "tool": REFERENCE, "bytes_moved": moved,
                                   "section": "agreement"}
         if time.monotonic() > self.deadline:
             ours["skipped"] = theirs["skipped"] = "time budget spent"
             return self._record(ours), self._record(theirs)
         try:
+            fn = route("torch", "torch", path)
             with torch_threads(AGREEMENT_THREADS):
                 timer = tbench.Timer(stmt="fn(arg)", globals={"fn": fn, "arg": arg}, label=name,
                                      sub_label=size_label(size), num_threads=AGREEMENT_THREADS)
@@ -156,8 +179,8 @@ class Run:
                 warmup = max(number // 100, 2)  # what Timer.timeit(number) runs untimed first
                 ours_s: list[float] = []
                 theirs_s: list[float] = []
-                steps = (lambda: ours_s.extend(timing.measure(fn, arg, synchronize=self.sync, repeat=1,
-                                                              number=number, warmup=warmup).samples),
+                steps = (lambda: ours_s.extend(gpushare.share(arg, "torch", path=path, repeat=1, number=number,
+                                                              warmup=warmup).timing.samples),
                          lambda: theirs_s.extend(timer.timeit(number).times))
                 order = random.Random(size)
                 for _ in range(rounds):
@@ -177,11 +200,10 @@ class Run:
             self.errors.append({"name": name, "size": size, "traceback": traceback.format_exc(limit=4)})
         return self._record(ours), self._record(theirs)
 
-    def find(self, name: str, size: int, tool: str = "gpushare.timing") -> dict | None:
+    def find(self, name: str, size: int) -> dict | None:
         """The sweep's measurement (not the A/B agreement's) of ``name`` at ``size``."""
         for r in self.measurements:
-            if (r["name"] == name and r["size"] == size and r["tool"] == tool and "median_s" in r
-                    and r.get("section") != "agreement"):
+            if r["name"] == name and r["size"] == size and "median_s" in r and r.get("section") != "agreement":
                 return r
         return None
 
@@ -197,12 +219,12 @@ def make(n_bytes: int, device: str) -> torch.Tensor:
 def copies(run: Run, sizes: list[int]) -> None:
     """References (clone, torch pinned round trip) and gpushare's copy, pinned and host paths."""
     dev = run.device
-    copy, pinned, host = route("torch", "torch", "copy"), None, None
+    pinned = True
     try:
-        pinned = route("torch", "torch", "pinned")
+        route("torch", "torch", "pinned")
     except Exception as e:
         print(f"  pinned path not applicable here: {e}")
-    host = route("torch", "torch", "host")
+        pinned = False
 
     def torch_pinned(x: torch.Tensor) -> torch.Tensor:
         return x.to("cpu", non_blocking=True).to(dev, non_blocking=True)
@@ -214,14 +236,14 @@ def copies(run: Run, sizes: list[int]) -> None:
             run._record({"name": "make source", "size": size, "tool": "torch", "error": f"{type(e).__name__}: {e}"})
             continue
         n = x.numel() * x.element_size()
-        run.measure("torch clone", size, torch.clone, x, moved=n)
-        run.measure("gpushare copy", size, copy, x, moved=n)
+        run.reference("torch clone", size, torch.clone, x, moved=n)
+        run.share("gpushare copy", size, x, "torch", "copy", moved=n)
         if run.cuda:
-            run.measure("torch pinned round trip", size, torch_pinned, x, moved=n)
-        if pinned is not None and run.cuda:
-            run.measure("gpushare pinned", size, pinned, x, moved=n)
+            run.reference("torch pinned round trip", size, torch_pinned, x, moved=n)
+        if pinned and run.cuda:
+            run.share("gpushare pinned", size, x, "torch", "pinned", moved=n)
         if size <= 256 * MiB:
-            run.measure("gpushare host", size, host, x, moved=n)
+            run.share("gpushare host", size, x, "torch", "host", moved=n)
         del x
         lab.empty_cache()
         if run.cuda:
@@ -244,7 +266,6 @@ def zero_copy(run: Run, sizes: list[int]) -> None:
             targets.append(fw)
         except Exception:
             pass
-    src = framework("torch")
     for size in sizes:
         try:
             x = make(size, dev)
@@ -253,47 +274,34 @@ def zero_copy(run: Run, sizes: list[int]) -> None:
             run._record({"name": "make source", "size": size, "tool": "torch", "error": f"{type(e).__name__}: {e}"})
             continue
         for dst_name in targets:
-            dst = framework(dst_name)
             for path in ("dlpack", "cai", "shared"):
                 if path == "cai" and dst_name not in ("cupy",):
                     continue
                 obj = shared_src if path == "shared" else x
                 try:
-                    fn = route("torch", dst_name, path)
+                    route("torch", dst_name, path)
                 except Exception as e:
-                    run._record({"name": f"{path} torch→{dst_name}", "size": size, "tool": "gpushare.timing",
+                    run._record({"name": f"{path} torch→{dst_name}", "size": size, "tool": SHARE,
                                  "error": f"not applicable: {e}"})
                     continue
-                rec = run.measure(f"{path} torch→{dst_name}", size, fn, obj, moved=0,
-                                  sync=timing.synchronizer(src, obj, dst), device_stream=False)
-                if "median_s" in rec and size == sizes[0]:
-                    try:
-                        info = gpushare.inspect(fn(obj))
-                        rec["shared"] = info.data_ptr == gpushare.inspect(obj).data_ptr
-                    except Exception as e:
-                        rec["shared_check_error"] = str(e)
+                run.share(f"{path} torch→{dst_name}", size, obj, dst_name, path, moved=0)
         del x, shared_src
         if run.cuda:
             torch.cuda.empty_cache()
 
 
 def against_torch_timer(run: Run, sizes: list[int]) -> None:
-    """The same operations through gpushare.timing and torch.utils.benchmark, A/B on one input:
-    medians must agree."""
+    """The same routes through gpushare.share and torch.utils.benchmark, A/B on one input: medians
+    must agree."""
     dev = run.device
-    ops: list[tuple[str, Callable[[Any], Any]]] = [("torch clone", torch.clone), ("gpushare copy", route("torch", "torch", "copy")),
-                                                 ("dlpack torch→torch", route("torch", "torch", "dlpack"))]
+    ops = [("gpushare copy", "copy"), ("dlpack torch→torch", "dlpack")]
     if run.cuda:
-        try:
-            ops.append(("gpushare pinned", route("torch", "torch", "pinned")))
-        except Exception:
-            pass
+        ops.append(("gpushare pinned", "pinned"))
     for size in sizes:
         x = make(size, dev)
         n = x.numel() * x.element_size()
-        for name, fn in ops:
-            moved = 0 if name.startswith("dlpack") else n
-            run.agreement(name, size, fn, x, moved=moved)
+        for name, path in ops:
+            run.agreement(name, size, path, x, moved=0 if path == "dlpack" else n)
         del x
         lab.empty_cache()
         if run.cuda:
@@ -323,7 +331,7 @@ def targets(run: Run, zero_sizes: list[int], big: int) -> list[dict]:
         ratio = c / cl if c and cl else None
         target(f"copy / clone bandwidth @ {size_label(size)}", ratio, "≥ 0.90", None if ratio is None else ratio >= 0.9,
                "" if run.cuda or ratio is None else f"CPU: clone runs on {torch.get_num_threads()} torch threads, copy on one")
-    sweep = [r for r in run.measurements if r["tool"] == "gpushare.timing" and r.get("section") != "agreement"]
+    sweep = [r for r in run.measurements if r["tool"] == SHARE and r.get("section") != "agreement"]
     names = sorted({r["name"] for r in sweep if r["name"].split(" ")[0] in ("dlpack", "cai", "shared")})
     for name in names:
         medians = [r["median_s"] for r in sweep if r["name"] == name and "median_s" in r and r["size"] in zero_sizes]
@@ -382,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print(f"bench_paths on {device} (repeat {repeat}, budget {args.budget:.0f} s)", flush=True)
     for title, step in (("copies", lambda: copies(run, copy_sizes)), ("zero-copy", lambda: zero_copy(run, zero_sizes)),
-                        ("gpushare.timing vs torch.utils.benchmark", lambda: against_torch_timer(run, timer_sizes))):
+                        ("gpushare.share vs torch.utils.benchmark", lambda: against_torch_timer(run, timer_sizes))):
         print(f"== {title}", flush=True)
         try:
             step()
