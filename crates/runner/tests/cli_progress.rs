@@ -73,25 +73,29 @@ fn ctrl_c_in_bench_prints_the_points_measured_and_no_generated_code() {
     let sb = Sandbox::new("ctrlc-partial");
     // Large enough that the sweep is still running when Ctrl-C comes (NumPy imports in a blink).
     let sizes = (1..=60).map(|k| format!("{}MiB", k * 16)).collect::<Vec<_>>().join(",");
-    let child = sb
-        .binary(&["bench", "numpy->numpy", "--sizes", &sizes, "--device", "cpu", "--paths", "dlpack,copy",
-                  "--kernel", "python3", "--json", "partial.json"])
-        .spawn()
-        .expect("starting gpushare");
-    sb.wait_for_kernel();
-    std::thread::sleep(Duration::from_secs(8));
-    let began = Instant::now();
-    let pid = child.id();
-    let (code, err, out) = {
+    // The signal must land in the sweep, after its first point: one that lands in the kernel's
+    // start ends the run with nothing measured. Each attempt waits longer than the one before.
+    let (mut code, mut err, mut out, mut began) = (None, String::new(), String::new(), Instant::now());
+    for attempt in 0..4 {
+        let _ = std::fs::remove_file(sb.path("partial.json"));
+        let child = sb
+            .binary(&["bench", "numpy->numpy", "--sizes", &sizes, "--device", "cpu", "--paths", "dlpack,copy",
+                      "--kernel", "python3", "--json", "partial.json"])
+            .spawn()
+            .expect("starting gpushare");
+        sb.wait_for_kernel();
+        std::thread::sleep(Duration::from_secs(4 << attempt));
+        began = Instant::now();
         // SAFETY: kill(2) on our own child, which has not been reaped yet.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         let output = child.wait_with_output().expect("waiting for gpushare");
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-        )
-    };
+        code = output.status.code();
+        err = String::from_utf8_lossy(&output.stderr).into_owned();
+        out = String::from_utf8_lossy(&output.stdout).into_owned();
+        if err.contains("points measured") {
+            break;
+        }
+    }
     assert_eq!(code, Some(130), "{out}\n{err}");
     assert!(began.elapsed() < Duration::from_secs(30), "slow to stop");
     // The table of what was measured, as `%sharebench?` promises.

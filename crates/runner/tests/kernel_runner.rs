@@ -548,14 +548,27 @@ fn the_installed_kernelspec_starts_with_gpushare_memory_settings() {
     assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "false true\n");
 }
 
+/// A cell that says, by creating `name` in the sandbox, that it began, then sleeps: a signal sent
+/// after [`wait_for_cell`] lands in that cell however slow the kernel was to start.
+fn sleeping_cell(sb: &Sandbox, name: &str) -> String {
+    format!("import time, pathlib\npathlib.Path({:?}).touch()\nprint('started', flush=True)\ntime.sleep(120)", sb.path(name).display().to_string())
+}
+
+/// Wait until the cell of [`sleeping_cell`] has begun.
+fn wait_for_cell(sb: &Sandbox, name: &str) {
+    let began = Instant::now();
+    while !sb.path(name).exists() {
+        assert!(began.elapsed() < Duration::from_secs(180), "the cell never began");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn ctrl_c_interrupts_the_kernel_and_exits_130() {
     let sb = Sandbox::new("ctrlc");
     let input = sb.write_notebook(
         "c.ipynb",
-        &notebook(vec![code(
-            "import time\nprint('started', flush=True)\ntime.sleep(120)",
-        )]),
+        &notebook(vec![code(&sleeping_cell(&sb, "began"))]),
     );
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpushare"))
         .args(["run", input.to_str().unwrap()])
@@ -565,23 +578,15 @@ fn ctrl_c_interrupts_the_kernel_and_exits_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starting the gpushare binary");
-    // Wait until the kernel runs the cell: the connection file exists from launch to shutdown.
+    wait_for_cell(&sb, "began");
     let began = Instant::now();
-    while std::fs::read_dir(sb.path("runtime")).map_or(true, |mut d| d.next().is_none()) {
-        assert!(
-            began.elapsed() < Duration::from_secs(30),
-            "the kernel never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_secs(3));
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let status = child.wait().expect("waiting for gpushare");
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(130), "{err}");
-    assert!(began.elapsed() < Duration::from_secs(60));
+    assert!(began.elapsed() < Duration::from_secs(60), "slow to stop");
     assert!(err.contains("interrupted"), "{err}");
     let nb = read(&sb.path("c.executed.ipynb"));
     assert!(
@@ -886,20 +891,12 @@ fn sigterm_cleans_up_like_ctrl_c_writes_what_ran_and_exits_143() {
         "t.ipynb",
         &notebook(vec![
             code("print('first')"),
-            code("import time\nprint('started', flush=True)\ntime.sleep(120)"),
+            code(&sleeping_cell(&sb, "began")),
             code("print('never')"),
         ]),
     );
     let mut child = spawn_gpushare(&sb, &["run", input.to_str().unwrap()]);
-    let began = Instant::now();
-    while std::fs::read_dir(sb.path("runtime")).map_or(true, |mut d| d.next().is_none()) {
-        assert!(
-            began.elapsed() < Duration::from_secs(30),
-            "the kernel never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for_cell(&sb, "began");
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().expect("waiting for gpushare");

@@ -63,13 +63,12 @@ fn sighup_cleans_up_like_sigterm_writes_what_ran_and_exits_129() {
         "h.ipynb",
         &notebook(vec![
             code("print('first')"),
-            code("import time\nprint('started', flush=True)\ntime.sleep(120)"),
+            code(&sb.sleeping_cell("began")),
             code("print('never')"),
         ]),
     );
     let child = sb.binary(&["run", input.to_str().unwrap()]).spawn().expect("starting gpushare");
-    sb.wait_for_kernel();
-    std::thread::sleep(Duration::from_secs(3));
+    sb.wait_for_cell("began");
     let began = Instant::now();
     // A closed terminal or SSH session sends SIGHUP.
     let (code, err) = signal_and_wait(child, libc::SIGHUP);
@@ -137,12 +136,11 @@ fn sigquit_cleans_up_like_sigterm_writes_what_ran_and_exits_131() {
         "q.ipynb",
         &notebook(vec![
             code("print('first')"),
-            code("import time\nprint('started', flush=True)\ntime.sleep(120)"),
+            code(&sb.sleeping_cell("began")),
         ]),
     );
     let child = sb.binary(&["run", input.to_str().unwrap()]).spawn().expect("starting gpushare");
-    sb.wait_for_kernel();
-    std::thread::sleep(Duration::from_secs(3));
+    sb.wait_for_cell("began");
     // Ctrl-\ sends SIGQUIT, whose default action killed the runner and left the kernel's
     // connection file (with its key) behind.
     let (code, err) = signal_and_wait(child, libc::SIGQUIT);

@@ -452,12 +452,12 @@ fn the_observed_handoff_is_untimed_handoff_time_and_the_ledger_is_not() {
     let route = Via { takes: Duration::from_millis(20), ..via("dlpack", false) };
     let a = Buf { device: (2, 0), ..buf(0x1000, 8) };
     let options = Options { timing: TimingPolicy::fixed(1, 1, 1), observe: true, ..Options::default() };
-    let host = SlowLedger { reading: Duration::from_millis(50) };
+    let host = SlowLedger { reading: Duration::from_millis(500) };
     let out = handoff(&src, &dst, &route, None).run(&host, &a, &options).unwrap();
     let timing = &out.report.timing;
     assert_eq!(timing.warmup, 1);
     assert!(timing.untimed >= 0.020, "the observed handoff's 20 ms are untimed handoff time: {timing:?}");
-    assert!(timing.untimed < 0.020 + 0.09, "the ledger's two 50 ms readings are not: {timing:?}");
+    assert!(timing.untimed < 0.5, "the ledger's two 500 ms readings are not: {timing:?}");
 }
 
 #[test]
