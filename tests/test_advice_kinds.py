@@ -105,6 +105,10 @@ def test_a_worker_on_another_gpu_has_a_place_of_its_own():
     assert advice.process_place("cuda:0", "cuda:0") == "cuda:0->process"
     assert advice.process_place("cuda:0", "cuda") == "cuda:0->process"
     assert advice.process_place("cuda:0", "cuda:1") == "cuda:0->process@cuda:1"
+    # Every spelling of a device the core accepts names one place: a key calibrate stores is the
+    # key advise looks up, however the user wrote the worker's device.
+    assert advice.process_place("cuda:0", "gpu:0") == "cuda:0->process"
+    assert advice.process_place("cuda:0", " GPU:1") == advice.process_place("cuda:0", "cuda:1")
     assert advice.process_place("cpu", "cuda:1") == "cpu->process", "host memory goes the same way to any worker"
     # A worker on another host: its link, fitted apart from every other host's (any port).
     assert advice.process_place("cpu", None, "10.0.0.2:29500") == "cpu->remote:10.0.0.2"
@@ -131,3 +135,14 @@ def test_no_prediction_for_what_no_adapter_describes(model):
     none, and the handoff itself says what it makes of it."""
     assert advice.process_prediction(torch.ones(1 << 16), "shm", None) is not None
     assert advice.process_prediction(object(), "shm", None) is None
+
+
+def test_a_remote_worker_reads_its_device_as_every_other_option_does():
+    from gpushare.exceptions import GpushareError
+    from gpushare.process_remote import _device_arg
+
+    for host in (None, "", "cpu", "cpu:0", "CPU"):
+        assert _device_arg(host) is None, host
+    assert [_device_arg(d) for d in ("cuda", "cuda:2", "gpu:1", " GPU:3 ")] == [0, 2, 1, 3]
+    with pytest.raises(GpushareError, match=r'--device: unknown device "tpu:1": use cpu'):
+        _device_arg("tpu:1")

@@ -17,7 +17,7 @@ import time
 import warnings
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native, arguments, auto, machine_ceilings, model_cache, paths, verdicts
+from gpushare import _native, arguments, auto, devices, machine_ceilings, model_cache, paths, verdicts
 # The cached model: `advice.model()`, `advice.forget()` and the rest read as they always did.
 from gpushare.model_cache import (  # noqa: F401  (re-exported: gpushare.advice is where users look)
     auto_model, cache_file, forget, machine_key, made_at, model, save, stale_note, summary,
@@ -221,7 +221,7 @@ def calibrate(
     than 20 % (up to 2.5x) from where it lay half a minute later for half of the paths that share,
     in both directions. A pair measured at four moments of the calibration is fitted to the level
     the machine keeps, and the error its fit states includes how far those moments differ."""
-    from gpushare import devices, lab
+    from gpushare import lab
 
     frameworks = arguments.names("frameworks", frameworks)
     if across is not None:
@@ -261,7 +261,7 @@ def calibrate(
         d = lab.bench(src, dst, sweep_sizes, device=on or device, repeat=times, progress=False, **where).to_dict()
         place = d.get("device", on or device)
         if kind == "move":
-            place = f"{place}->{where['to_device']}"
+            place = f"{place}->{devices.device_name(*devices.parse_device(where['to_device']))}"
         elif kind == "process":
             across = where["across"]
             place = process_place(place, getattr(across, "device", None), getattr(across, "host", None))
@@ -398,7 +398,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
 
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int], shares: bool | None = None) -> tuple[Any, str | None]:
         where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
-        place = where if device is None else f"{where}->{device}"
+        place = where if device is None else f"{where}->{devices.device_name(*devices.parse_device(device))}"
         ordering, words, _ = _native.paths.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
         if m is None:
             return None, (words if where != "cpu" else None)
@@ -439,8 +439,8 @@ def process_place(place: str, worker_device: str | None, peer: str | None = None
     if peer is not None:
         host = peer.rsplit(":", 1)[0] if ":" in peer else peer
         return f"{place}->remote:{host}"
-    if worker_device == "cuda":  # the worker's default GPU
-        worker_device = "cuda:0"
+    if worker_device is not None:  # one spelling, so `gpu:1` and `cuda:1` are one place
+        worker_device = devices.device_name(*devices.parse_device(worker_device))
     if worker_device is None or worker_device == place or place == "cpu":
         return f"{place}->process"
     return f"{place}->process@{worker_device}"
@@ -497,8 +497,6 @@ def source_refusal(src: Any, dst: Any, obj: Any, kind: str, path: str) -> Any:
     read from flags on ``obj`` the description does not hold (PyTorch's requires_grad, conjugate
     and negative bits): a failure, or None where the check passes. The same checks the handoff
     makes (``paths.checks_source``, ``devices.move_route``), so a prediction equals the outcome."""
-    from gpushare import devices
-
     if kind == "share":
         if not paths.checks_source(path):
             return None
@@ -576,8 +574,6 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             rows.append(_row(kind, path, "copied" if copies else "shared", copies, where, src.name, dst.name,
                              nbytes, m, queued, speed))
     elif device is not None:
-        from gpushare import devices
-
         on_host, ordinal = devices.check_device(device)
         target = devices.device_name(on_host, ordinal)
         kind, where = "move", f"{place}->{target}"

@@ -36,7 +36,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from gpushare import _native
+from gpushare import _native, devices
 from gpushare.exceptions import gpushare_error
 from gpushare.process_routes import RemoteArray, Transport, _device_ordinal, _dtype_name, _is_cuda, _steps
 from gpushare.process_worker import _synchronize, remove_nccl_log
@@ -319,12 +319,15 @@ def listen(address: str, device: str | None = None, timeout: float = 60.0, iface
 
 
 def _device_arg(device: str | None) -> int | None:
-    if device in (None, "", "cpu"):
+    """``--device``: the GPU's ordinal, or None for host tensors only; spelled as everywhere else
+    (``cuda:1``, ``gpu:1``, ``cuda``, ``cpu``, ``cpu:0``)."""
+    if device is None or not device.strip():
         return None
-    m = re.fullmatch(r"cuda(?::(\d+))?", device.strip().lower())
-    if m is None:
-        raise gpushare_error("gpushare", f"--device is 'cuda:N' or 'cpu', got {device!r}")
-    return int(m.group(1) or 0)
+    try:
+        on_host, ordinal = devices.parse_device(device)
+    except ValueError as e:
+        raise gpushare_error("gpushare", f"--device: {e}") from None
+    return None if on_host else ordinal
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -166,3 +166,14 @@ fn bench_results_that_cannot_be_written_fail_the_command() {
     assert_eq!(out.status.code(), Some(1), "doctor: {err}");
     assert!(err.contains("writing the report to stdout"), "doctor: {err}");
 }
+
+/// `gpushare worker --device` reads a device as every other option does, before Python starts:
+/// `gpu:1` is `cuda:1`, and a name no option accepts is one usage line.
+#[test]
+fn a_workers_device_is_checked_by_the_one_device_parser() {
+    let sb = Sandbox::new("worker-device");
+    let (code, _, err) = sb.gpushare(&["worker", "--listen", "127.0.0.1:1", "--device", "tpu:1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--device") && err.contains("unknown device \"tpu:1\""), "{err}");
+    assert!(!err.contains("Traceback"), "{err}");
+}

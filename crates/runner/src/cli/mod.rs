@@ -130,7 +130,7 @@ struct WorkerArgs {
     #[arg(long, value_name = "HOST:PORT")]
     listen: String,
     /// The GPU the worker receives device tensors on [default: none: host tensors only]
-    #[arg(long, value_name = "cuda:N")]
+    #[arg(long, value_name = "cuda:N", value_parser = bench_args::parse_device)]
     device: Option<String>,
     /// Seconds a peer may stay silent before its handoff fails [default: 60]
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
