@@ -442,6 +442,19 @@ def test_sizes_and_paths_are_parsed():
     assert lab.parse_paths("copy, dlpack") == ["copy", "dlpack"]
 
 
+def test_bench_reads_sizes_as_calibrate_does():
+    """One reader of size lists: empty items are dropped, a whole float is a size, a huge one is
+    refused with the limit, and the item that cannot be read is named."""
+    b = gpushare.bench("numpy", "torch", sizes="4KiB,,1KiB,", paths="dlpack", repeat=1, progress=False)
+    assert [p.size for p in b.points] == [4096, 1024]
+    b = gpushare.bench("numpy", "torch", sizes=[4096.0], paths="dlpack", repeat=1, progress=False)
+    assert [p.size for p in b.points] == [4096]
+    with pytest.raises(ValueError, match=r"sizes\[1\]: cannot read size"):
+        gpushare.bench("numpy", "torch", sizes="4KiB,four", paths="dlpack", repeat=1, progress=False)
+    with pytest.raises(ValueError, match=r"sizes\[0\] must be at most"):
+        gpushare.bench("numpy", "torch", sizes=[1 << 70], paths="dlpack", repeat=1, progress=False)
+
+
 def test_sizes_are_written_by_the_cores_one_formatter(monkeypatch):
     """Python writes sizes as the core's tables do: the tick of a plot, a size that does not fit,
     a context's cost and the figures of gpuinfo read alike."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Iterable, Sequence
 
-from gpushare import _native, auto, verdicts
+from gpushare import _native, arguments, auto, verdicts
 from gpushare.adapters import Adapter, adapter_for, framework
 from gpushare.exceptions import GpushareWarning, PathNotApplicableError
 from gpushare import paths as paths_module
@@ -306,7 +306,7 @@ def bench(
         names = list(devices.MOVE_PATHS) if paths in ("all", ["all"]) else parse_move_paths(paths)
     else:
         names = parse_paths(paths)
-    size_list = [parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)]
+    size_list = arguments.sizes("sizes", sizes)  # the one reader of size lists, calibrate's too
     if not size_list:
         raise ValueError("no sizes to sweep")
     size_list = list(dict.fromkeys(size_list))

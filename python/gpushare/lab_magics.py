@@ -106,7 +106,8 @@ class GpuShareLab(Magics):
             raise UsageError("--worker-device goes with --across processes (a remote worker's device is its "
                              "own: `gpushare worker --listen HOST:PORT --device cuda:N`)")
         try:
-            sizes = sweep_sizes.read_sizes(args.sizes.split(",") if args.sizes else lab.DEFAULT_SIZES)
+            listed = [s for s in args.sizes.split(",") if s.strip()] if args.sizes else lab.DEFAULT_SIZES
+            sizes = sweep_sizes.read_sizes(listed)
             if args.across is not None:
                 from gpushare import processes
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from gpushare import _native
+from gpushare import _native, arguments
 from gpushare import paths as gpushare_paths
 from gpushare.exceptions import WorkerError
 from gpushare.process_routes import (
@@ -150,7 +150,7 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
 
     s, d = framework(src), framework(dst)
     names = parse_process_paths(paths)
-    size_list = list(dict.fromkeys(lab.parse_size(x) for x in (sizes.split(",") if isinstance(sizes, str) else sizes)))
+    size_list = list(dict.fromkeys(arguments.sizes("sizes", sizes)))  # the one reader of size lists
     if not size_list:
         raise ValueError("no sizes to sweep")
     s.load()
