@@ -89,6 +89,7 @@ def test_sharebench_across_host_port_sweeps_the_remote_path(worker, run):
     ("%share xc ->torch --across 127.0.0.1:0", "--across: port 0 is not in 1..65535"),
     ("%share xc ->torch --across 10.0.0.2:29600 --as y", "--as does not go with --across"),
     ("%share xc ->torch --across 10.0.0.2:29600 -p dlpack", "unknown process path 'dlpack'"),
+    ("%share xc ->torch --across processes -p shm,ipc", "-p names one process path with --across, or all"),
     ("%sharebench torch->torch --across planets", "'processes' (a worker process of this host) or 'HOST:PORT'"),
     ("%sharebench torch->torch --across 10.0.0.2:29600 --worker-device cuda:1", "--worker-device goes with --across processes"),
 ])

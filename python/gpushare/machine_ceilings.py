@@ -358,7 +358,7 @@ def table_problems(table: Any, limits: Ceilings | None = None) -> list[str]:
         source, rows = _memory_place(data["source"], (1, 0)), data["rows"]
     problems = []
     for row in rows:
-        where = f"{row['path']}" + (f" at {row['size']} B" if "size" in row else "")
+        where = f"{row['path']}" + (f" at {_native.text.size_label(row['size'])}" if "size" in row else "")
         timing = row.get("timing") or {}
         host, device = timing.get("median"), timing.get("device_median")
         # CUDA events resolve about 0.5 µs (cudaEventElapsedTime): a host time within that of the

@@ -19,7 +19,7 @@ from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
-from gpushare import api
+from gpushare import _native, api
 from gpushare.adapters import ADAPTERS, adapter_of
 from gpushare.exceptions import GpushareError, GpushareWarning, NotAnArrayError, UnknownFrameworkError
 from gpushare.magic_names import (
@@ -39,7 +39,7 @@ PATH_CHOICES = (*PATH_NAMES, *(p for p in names_of("move") if p not in PATH_NAME
 
 
 #: The arrows a route is written with (crates/core/src/route.rs): typed, and as gpushare prints it.
-_ARROWS = ("->", "→")
+_ARROWS = tuple(_native.text.ARROWS)
 
 
 def _split_route(line: str, parser: Any = None, name_first: bool = False) -> tuple[list[str], str | None]:
@@ -376,7 +376,10 @@ class GpuShare(Magics):
             across = arguments.across_option(args.across)
             path = args.path or "auto"
             if path != "all":
-                processes.parse_process_paths(path)
+                named = processes.parse_process_paths(path)
+                if len(named) != 1:  # one handoff takes one path; `all` compares them
+                    raise ValueError(f"-p names one process path with --across, or all to compare them; got {path!r}")
+                path = named[0]
         except ValueError as e:
             raise UsageError(str(e)) from None
         obj = self._lookup(args.name)

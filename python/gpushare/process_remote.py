@@ -543,7 +543,7 @@ def link_ceiling(worker: Worker, refresh: bool = False) -> dict:
     best = min(sends(nbytes, CEILING_REPEAT))
     _CEILINGS[key] = found = {
         "bandwidth": nbytes / best, "measured": nbytes / best, "nbytes": nbytes, "seconds": best, "raised": None,
-        "how": f"raw gloo send of {nbytes >> 20} MiB in one piece, fastest of {CEILING_REPEAT}, once for this peer"}
+        "how": f"raw gloo send of {_native.text.format_bytes(nbytes)} in one piece, fastest of {CEILING_REPEAT}, once for this peer"}
     return found
 
 

@@ -162,6 +162,17 @@ mod tests {
         assert_eq!(sig_figs(1234.5, 3), "1234");
         assert_eq!(sig_figs(f64::NAN, 3), "n/a");
     }
+
+    #[test]
+    fn every_size_the_formatters_write_reads_back() {
+        for n in [0_u64, 512, 4096, 1536, 10 << 10, 256 << 20, 3 << 30, 5 << 40, 1 << 50, 7 << 50] {
+            for text in [bytes(n), size_label(n)] {
+                assert_eq!(parse_size(&text), Ok(n), "{text}");
+            }
+        }
+        assert_eq!(parse_size("2T"), Ok(2_000_000_000_000));
+        assert_eq!(parse_size("1 PB"), Ok(1_000_000_000_000_000));
+    }
 }
 
 /// Size units people write, lower-cased, with their factors.
@@ -174,11 +185,15 @@ const SIZE_UNITS: &[(&str, u64)] = &[
     ("mb", 1000_u64.pow(2)),
     ("g", 1000_u64.pow(3)),
     ("gb", 1000_u64.pow(3)),
+    ("t", 1000_u64.pow(4)),
     ("tb", 1000_u64.pow(4)),
+    ("pb", 1000_u64.pow(5)),
     ("kib", 1 << 10),
     ("mib", 1 << 20),
     ("gib", 1 << 30),
     ("tib", 1 << 40),
+    // Every unit `bytes` writes reads back.
+    ("pib", 1 << 50),
 ];
 
 /// One size as people write it: a number (decimals allowed) and an optional unit, `4KiB`, `1.5 MB`,

@@ -500,5 +500,7 @@ pub fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_route, m)?)?;
     m.add_function(wrap_pyfunction!(size_label, m)?)?;
+    // The arrows a route may be written with, for the magics to find which tokens a route spans.
+    m.add("ARROWS", gpushare_core::route::ARROWS.to_vec())?;
     Ok(())
 }
