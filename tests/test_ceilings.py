@@ -35,6 +35,26 @@ def limits(tmp_path_factory):
         yield gpushare.ceilings()
 
 
+def higher(a: dict, b: dict) -> dict:
+    """Ceilings ``a`` with each point raised to ``b``'s where ``b`` measured more."""
+    out = json.loads(json.dumps(a))
+    for name, resource in out["resources"].items():
+        other = dict((n, bps) for n, bps in b["resources"].get(name, {}).get("points", []))
+        resource["points"] = [[n, max(bps, other.get(n, bps))] for n, bps in resource.get("points", [])]
+    return out
+
+
+def over_ceiling(table, limits: mc.Ceilings) -> list[str]:
+    """The table's figures over their ceilings. A ceiling is the best of a few short copies: taken
+    while the machine was busier than during the table, it reads low. So a figure over it is looked
+    at again against the ceilings measured now (the higher of the two at each size) before it
+    counts; a timing bug (a copy timed before it landed: 3x and more) stays over both."""
+    found = mc.table_problems(table, limits)
+    if found:
+        found = mc.table_problems(table, mc.Ceilings(higher(limits.to_dict(), mc.measure(gpu=False))))
+    return found
+
+
 def ones(size: str):
     return torch.ones(gpushare.lab.parse_size(size) // 4)
 
@@ -49,7 +69,7 @@ def test_a_copying_paths_time_is_never_below_its_own_device_time(src, dst):
         device = row["timing"]["device_median"]
         if device is not None:  # a device clock exists only on a GPU
             assert row["timing"]["median"] >= device, row
-    assert mc.table_problems(c, mc.Ceilings(mc.measure(gpu=False))) == []
+    assert over_ceiling(c, mc.Ceilings(mc.measure(gpu=False))) == []
 
 
 @pytest.mark.parametrize("src,dst", PAIRS)
@@ -58,10 +78,10 @@ def test_every_compare_and_bench_bandwidth_is_under_its_ceiling(src, dst, limits
     copied = 0
     for size in SIZES:
         c = gpushare.compare(ones(size), dst, repeat=5)
-        assert mc.table_problems(c, limits) == [], c
+        assert over_ceiling(c, limits) == [], c
         copied += sum(1 for r in c.to_dict()["rows"] if r["bandwidth"])
     b = gpushare.bench(src, dst, sizes=SIZES, repeat=5, progress=False)
-    assert mc.table_problems(b, limits) == [], b
+    assert over_ceiling(b, limits) == [], b
     copied += sum(1 for p in b.to_dict()["points"] if p["bandwidth"])
     assert copied >= len(SIZES) * 2, "the copying paths ran, so the check checked something"
 
@@ -92,6 +112,8 @@ def test_a_bandwidth_above_its_ceiling_or_a_shared_row_with_one_is_caught(limits
     assert any("copy" in p and "above" in p and "host_memory" in p for p in problems), problems
     assert any("dlpack" in p and "moves no bytes" in p for p in problems), problems
     assert any("below its own device time" in p for p in problems), problems
+    # The tests' second look at a figure over its ceiling still finds the bug.
+    assert any("copy" in p and "above" in p for p in over_ceiling(_Forged(data), limits))
 
 
 def test_each_copy_crosses_the_resources_between_its_ends():
@@ -173,6 +195,9 @@ def test_the_cost_models_table_shows_no_rate_above_its_ceiling(limits, tmp_path,
             assert nbytes == 16 << 20, text
             limit, crossed = limits.bound("share", path, (1, 0), (1, 0), nbytes)
             assert limit is not None, crossed
+            if float(gbps) * 1e9 > mc.TOLERANCE * limit:  # a ceiling measured on a busier moment: look again
+                now = mc.Ceilings(higher(limits.to_dict(), mc.measure(gpu=False)))
+                limit = now.bound("share", path, (1, 0), (1, 0), nbytes)[0]
             assert float(gbps) * 1e9 <= mc.TOLERANCE * limit, f"{source}→{target} {path}: {gbps} GB/s over {limit / 1e9:.1f} ({crossed})"
             # The figure is the model's own time at that size, not its line's per-byte term.
             p = model.predict("share", path, source, target, "cpu", nbytes)
