@@ -151,9 +151,12 @@ def fault(a: dict) -> dict:
     w = gpushare.Worker(host=a["host"], timeout=a["timeout"]).start()
     w.share(x, repeat=1).release()  # the group is up: what follows is handoffs only
     pid, acted = w.pid, {}
+    # The fault lands after a handoff of the loop below has finished, however slow the machine.
+    first = threading.Event()
 
     def act() -> None:
-        time.sleep(1.0)
+        first.wait(120)
+        time.sleep(0.2)
         acted["at"] = time.monotonic()
         if a["action"] == "kill":
             os.kill(pid, signal.SIGKILL)
@@ -165,21 +168,26 @@ def fault(a: dict) -> dict:
             VethPair(a["tag"]).set_link("b", False)
 
     threading.Thread(target=act, daemon=True).start()
-    error, handoffs = None, 0
-    deadline = time.monotonic() + 4 * a["timeout"] + 30
+    error, handoffs, silent = None, 0, None
+    deadline = time.monotonic() + 4 * a["timeout"] + 150
     while time.monotonic() < deadline:
+        started = time.monotonic()
         try:
             w.share(x, repeat=2).release()
             handoffs += 1
+            first.set()
         except GpushareError as e:
             error = error_of(e)
+            # How long the peer had been silent when the error came: from the fault, or from the
+            # start of the handoff that met it, whichever came later.
+            silent = time.monotonic() - max(acted.get("at", started), started)
             break
     elapsed = time.monotonic() - acted["at"] if "at" in acted else None
     if a["action"] == "linkdown":  # the fresh worker is behind the same link
         from _netns import VethPair
 
         VethPair(a["tag"]).set_link("b", True)
-    out = {"error": error, "elapsed": elapsed, "handoffs": handoffs, "alive": w.alive,
+    out = {"error": error, "elapsed": elapsed, "silent": silent, "handoffs": handoffs, "alive": w.alive,
            "intact": torch.equal(x, before), "children": children(),
            "new_ports": sorted(listening_ports() - ports), "established": established_to(a["peer"]),
            "new_shm": sorted(shm() - segments)}
