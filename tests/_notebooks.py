@@ -140,7 +140,8 @@ def run_nbclient(s: Session, stem: str) -> Run:
 
         nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
         client = NotebookClient(
-            nb, timeout=CELL_TIMEOUT_S, startup_timeout=240, kernel_name=KERNEL,
+            # iopub_timeout: output that a busy machine delivers after the reply is still waited for.
+            nb, timeout=CELL_TIMEOUT_S, startup_timeout=240, kernel_name=KERNEL, iopub_timeout=60,
             resources={"metadata": {"path": str(NOTEBOOKS)}},
         )
         t0 = time.monotonic()

@@ -675,7 +675,7 @@ fn nbclient_run_with(
                   nb = nbformat.read(sys.argv[1], as_version=4)\n\
                   t = None if sys.argv[2] == 'none' else int(sys.argv[2])\n\
                   c = nbclient.NotebookClient(nb, timeout=t, kernel_name='python3',\n\
-                      interrupt_on_timeout=sys.argv[3] == 'interrupt',\n\
+                      interrupt_on_timeout=sys.argv[3] == 'interrupt', iopub_timeout=60,\n\
                       resources={'metadata': {'path': os.path.dirname(sys.argv[1])}})\n\
                   err = ''\n\
                   try:\n    c.execute()\n\

@@ -14,7 +14,7 @@ const KEYS: [&str; 4] = ["iopub.status.busy", "iopub.execute_input", "shell.exec
 fn nbclient_run(sb: &Sandbox, input: &std::path::Path) -> Value {
     let script = "import sys, json, nbformat, nbclient\n\
                   nb = nbformat.read(sys.argv[1], as_version=4)\n\
-                  nbclient.NotebookClient(nb, kernel_name='python3').execute()\n\
+                  nbclient.NotebookClient(nb, kernel_name='python3', iopub_timeout=60).execute()\n\
                   print(json.dumps(nb))\n";
     let out = Command::new(python())
         .args(["-c", script])
