@@ -402,6 +402,9 @@ def main() -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure the share grid this many times against the one calibration: the spread of the medians")
+    parser.add_argument("--calibrated", action="store_true",
+                        help="measure against the cost model already cached (an earlier run's calibration on this "
+                             "machine) instead of calibrating: more rounds against one calibration than one command fits")
     parser.add_argument("--grid", choices=("default", "untuned"), default="default",
                         help="untuned: sizes between and past the calibrated ones (3 KiB to 200 MiB) in float32, "
                              "int8 and float16, where nothing was tuned")
@@ -415,7 +418,12 @@ def main() -> int:
     workers = [] if args.no_processes else process_frameworks(names)
     t0 = time.time()
     calibration: list[dict] = []  # every calibration sweep with its samples: replay_advice.py refits from it
-    gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat, record=calibration)
+    if args.calibrated:
+        if advice.model() is None:
+            parser.error("--calibrated: no cost model is cached on this machine (run without it first)")
+        movers, workers = [], []  # what the cached model covers is measured as it stands: shares
+    else:
+        gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat, record=calibration)
     if movers:
         gpushare.calibrate(movers, sizes=CALIBRATION_SIZES, device=device, to_device=to_device, repeat=args.repeat, shares=False,
                            record=calibration)
@@ -425,7 +433,8 @@ def main() -> int:
     model = advice.model()
     calibration_s = time.time() - t0
     print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
-          f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted")
+          f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted"
+          f"{' (cached, calibrated at ' + time.strftime('%H:%M:%S', time.gmtime(model.created)) + ' UTC)' if args.calibrated else ''}")
     kinds: dict[str, tuple[list[dict], list[dict]]] = {"shares": evaluate(model, device, names, args.repeat)}
     rounds = [summarise(*kinds["shares"])] if args.rounds > 1 else []
     for k in range(1, args.rounds + 1):
