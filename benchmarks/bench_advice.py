@@ -37,6 +37,7 @@ import itertools
 import json
 import os
 import statistics
+import shutil
 import sys
 import tempfile
 import time
@@ -49,7 +50,7 @@ if "--device" not in sys.argv or "cpu" in sys.argv:
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpushare-bench-advice-")
 
 import gpushare  # noqa: E402
-from gpushare import advice, devices, paths  # noqa: E402
+from gpushare import advice, devices, model_cache, paths  # noqa: E402
 
 #: The sizes `gpushare calibrate` sweeps for its users: the model measured is theirs.
 CALIBRATION_SIZES = advice.DEFAULT_SIZES
@@ -402,9 +403,10 @@ def main() -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure the share grid this many times against the one calibration: the spread of the medians")
-    parser.add_argument("--calibrated", action="store_true",
-                        help="measure against the cost model already cached (an earlier run's calibration on this "
-                             "machine) instead of calibrating: more rounds against one calibration than one command fits")
+    parser.add_argument("--save-model", metavar="FILE", help="after calibrating, keep a copy of the cost model here")
+    parser.add_argument("--calibrated", metavar="FILE",
+                        help="measure against this cost model (an earlier run's --save-model on this machine) instead "
+                             "of calibrating: more rounds against one calibration than one command fits")
     parser.add_argument("--grid", choices=("default", "untuned"), default="default",
                         help="untuned: sizes between and past the calibrated ones (3 KiB to 200 MiB) in float32, "
                              "int8 and float16, where nothing was tuned")
@@ -419,9 +421,14 @@ def main() -> int:
     t0 = time.time()
     calibration: list[dict] = []  # every calibration sweep with its samples: replay_advice.py refits from it
     if args.calibrated:
+        # This run's cache (a directory of its own) takes the earlier run's model, as calibrate left it.
+        model_file = model_cache.cache_file()
+        model_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(args.calibrated, model_file)
+        advice.forget()
         if advice.model() is None:
-            parser.error("--calibrated: no cost model is cached on this machine (run without it first)")
-        movers, workers = [], []  # what the cached model covers is measured as it stands: shares
+            parser.error(f"--calibrated: {args.calibrated} is not a cost model of this machine")
+        movers, workers = [], []  # what the earlier run calibrated is measured as it stands: shares
     else:
         gpushare.calibrate(names, sizes=CALIBRATION_SIZES, device=device, repeat=args.repeat, record=calibration)
     if movers:
@@ -432,6 +439,8 @@ def main() -> int:
                            worker_device=to_device, record=calibration)
     model = advice.model()
     calibration_s = time.time() - t0
+    if args.save_model:
+        shutil.copyfile(model_cache.cache_file(), args.save_model)
     print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
           f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted"
           f"{' (cached, calibrated at ' + time.strftime('%H:%M:%S', time.gmtime(model.created)) + ' UTC)' if args.calibrated else ''}")
