@@ -38,7 +38,8 @@ def parse_device(device: str) -> tuple[bool, int]:
 
 
 def device_name(on_host: bool, ordinal: int) -> str:
-    return "cpu" if on_host else f"cuda:{ordinal}"
+    """``cpu`` or ``cuda:N``: the core's one formatter of device names."""
+    return _native.text.device_name(on_host, ordinal)
 
 
 def dlpack_place(on_host: bool, ordinal: int) -> tuple[int, int]:

@@ -228,11 +228,15 @@ impl Place {
         if crate::dlpack::is_host_accessible(device.0) { Place::Host } else { Place::Device(device.1) }
     }
 
+    /// The device as gpushare writes it everywhere (`cpu`, `cuda:1`): [`Device::name`]'s words.
+    ///
+    /// [`Device::name`]: crate::shared::Device::name
     pub fn name(self) -> String {
         match self {
-            Place::Host => "cpu".into(),
-            Place::Device(n) => format!("cuda:{n}"),
+            Place::Host => crate::shared::Device::Cpu,
+            Place::Device(n) => crate::shared::Device::Cuda(n),
         }
+        .name()
     }
 }
 

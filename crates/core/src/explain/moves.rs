@@ -9,10 +9,11 @@ use crate::report::TensorReport;
 /// The array a move makes on `destination`: a fresh, compact allocation of the same dtype and
 /// shape, held by `framework` (the source's own move) or by gpushare (its copies).
 fn arrived(source: &TensorReport, framework: &str, destination: Place) -> TensorReport {
-    let (dlpack_device, name) = match destination {
-        Place::Host => ((1, 0), "cpu".to_string()),
-        Place::Device(n) => ((2, n), format!("cuda:{n}")),
+    let dlpack_device = match destination {
+        Place::Host => (1, 0),
+        Place::Device(n) => (2, n),
     };
+    let name = destination.name();
     // A new allocation: 256-byte aligned, like every framework's device allocator and gpushare's.
     let data_ptr = 0x1_0000_0000;
     TensorReport {

@@ -442,6 +442,13 @@ fn parse_device(name: &str) -> PyResult<(bool, i32)> {
     }
 }
 
+/// The name gpushare writes for a device, ``(True, 0)`` → ``cpu``, ``(False, 1)`` → ``cuda:1``: the
+/// core's one formatter of device names.
+#[pyfunction]
+fn device_name(on_host: bool, ordinal: i32) -> String {
+    if on_host { Device::Cpu } else { Device::Cuda(ordinal) }.name()
+}
+
 /// Bytes of a size as people write it (``"4KiB"``, ``"1.5 MB"``, ``"65536"``): the core's one parser
 /// of sizes, which the command line reads them with too; ``ValueError`` saying how to write one.
 #[pyfunction]
@@ -496,6 +503,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `gpushare._native.text`.
 pub fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_name, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_route, m)?)?;
