@@ -69,7 +69,7 @@ NBCLIENT = r"""
 import json, sys, nbformat, nbclient
 path, timeout, startup = sys.argv[1], int(sys.argv[2]) or None, int(sys.argv[4])
 nb = nbformat.read(path, as_version=4)
-client = nbclient.NotebookClient(nb, timeout=timeout, startup_timeout=startup, kernel_name="python3", iopub_timeout=60,
+client = nbclient.NotebookClient(nb, timeout=timeout, startup_timeout=startup, kernel_name="python3",
                                  resources={"metadata": {"path": sys.argv[3]}})
 error = ""
 try:
