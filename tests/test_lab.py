@@ -137,10 +137,12 @@ def test_a_long_host_copy_stops_on_ctrl_c():
 
     x = np.ones(64 << 20, dtype=np.float32)  # 256 MiB: four 64 MiB chunks, signals checked between
     before = alive()
-    signal.setitimer(signal.ITIMER_REAL, 0.002)
+    # The handler first, and the timer started inside the block that expects it: on a busy machine
+    # an alarm set before could land outside it, and a KeyboardInterrupt there stops the test run.
     old = signal.signal(signal.SIGALRM, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, 0.002)
             for _ in range(50):  # the alarm lands inside one of these copies, or between them
                 _native.share.SharedBuffer._copy_of(x.__dlpack__(max_version=(1, 0)), "copy", None)
     finally:

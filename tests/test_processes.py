@@ -118,11 +118,12 @@ def test_ctrl_c_during_a_wait_stops_the_worker():
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, 0.3)
     try:
         with pytest.raises(KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, 0.3)  # inside the block: the alarm cannot land before it
             w._recv("ping")
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         try:
             os.kill(pid, signal.SIGCONT)
