@@ -6,6 +6,8 @@
 //! [`Environment`] and calls [`run_with`]: tests run in parallel and never touch the process
 //! environment.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -548,27 +550,12 @@ fn the_installed_kernelspec_starts_with_gpushare_memory_settings() {
     assert_eq!(text(&outputs(&nb, 0)[0]["text"]), "false true\n");
 }
 
-/// A cell that says, by creating `name` in the sandbox, that it began, then sleeps: a signal sent
-/// after [`wait_for_cell`] lands in that cell however slow the kernel was to start.
-fn sleeping_cell(sb: &Sandbox, name: &str) -> String {
-    format!("import time, pathlib\npathlib.Path({:?}).touch()\nprint('started', flush=True)\ntime.sleep(120)", sb.path(name).display().to_string())
-}
-
-/// Wait until the cell of [`sleeping_cell`] has begun.
-fn wait_for_cell(sb: &Sandbox, name: &str) {
-    let began = Instant::now();
-    while !sb.path(name).exists() {
-        assert!(began.elapsed() < Duration::from_secs(180), "the cell never began");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn ctrl_c_interrupts_the_kernel_and_exits_130() {
     let sb = Sandbox::new("ctrlc");
     let input = sb.write_notebook(
         "c.ipynb",
-        &notebook(vec![code(&sleeping_cell(&sb, "began"))]),
+        &notebook(vec![code(&support::sleeping_cell(&sb.path("began")))]),
     );
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpushare"))
         .args(["run", input.to_str().unwrap()])
@@ -578,7 +565,7 @@ fn ctrl_c_interrupts_the_kernel_and_exits_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("starting the gpushare binary");
-    wait_for_cell(&sb, "began");
+    support::wait_for_cell(&sb.path("began"));
     let began = Instant::now();
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
@@ -891,12 +878,12 @@ fn sigterm_cleans_up_like_ctrl_c_writes_what_ran_and_exits_143() {
         "t.ipynb",
         &notebook(vec![
             code("print('first')"),
-            code(&sleeping_cell(&sb, "began")),
+            code(&support::sleeping_cell(&sb.path("began"))),
             code("print('never')"),
         ]),
     );
     let mut child = spawn_gpushare(&sb, &["run", input.to_str().unwrap()]);
-    wait_for_cell(&sb, "began");
+    support::wait_for_cell(&sb.path("began"));
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().expect("waiting for gpushare");

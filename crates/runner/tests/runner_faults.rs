@@ -63,12 +63,12 @@ fn sighup_cleans_up_like_sigterm_writes_what_ran_and_exits_129() {
         "h.ipynb",
         &notebook(vec![
             code("print('first')"),
-            code(&sb.sleeping_cell("began")),
+            code(&support::sleeping_cell(&sb.path("began"))),
             code("print('never')"),
         ]),
     );
     let child = sb.binary(&["run", input.to_str().unwrap()]).spawn().expect("starting gpushare");
-    sb.wait_for_cell("began");
+    support::wait_for_cell(&sb.path("began"));
     let began = Instant::now();
     // A closed terminal or SSH session sends SIGHUP.
     let (code, err) = signal_and_wait(child, libc::SIGHUP);
@@ -136,11 +136,11 @@ fn sigquit_cleans_up_like_sigterm_writes_what_ran_and_exits_131() {
         "q.ipynb",
         &notebook(vec![
             code("print('first')"),
-            code(&sb.sleeping_cell("began")),
+            code(&support::sleeping_cell(&sb.path("began"))),
         ]),
     );
     let child = sb.binary(&["run", input.to_str().unwrap()]).spawn().expect("starting gpushare");
-    sb.wait_for_cell("began");
+    support::wait_for_cell(&sb.path("began"));
     // Ctrl-\ sends SIGQUIT, whose default action killed the runner and left the kernel's
     // connection file (with its key) behind.
     let (code, err) = signal_and_wait(child, libc::SIGQUIT);

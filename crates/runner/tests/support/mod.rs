@@ -128,21 +128,6 @@ impl Sandbox {
         }
     }
 
-    /// A cell that says, by creating `name` in the sandbox, that it began, then sleeps: a signal
-    /// sent after [`Sandbox::wait_for_cell`] lands in that cell however slow the kernel was to start.
-    pub fn sleeping_cell(&self, name: &str) -> String {
-        format!("import time, pathlib\npathlib.Path({:?}).touch()\nprint('started', flush=True)\ntime.sleep(120)", self.path(name).display().to_string())
-    }
-
-    /// Wait until the cell of [`Sandbox::sleeping_cell`] has begun.
-    pub fn wait_for_cell(&self, name: &str) {
-        let began = Instant::now();
-        while !self.path(name).exists() {
-            assert!(began.elapsed() < Duration::from_secs(180), "the cell never began");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// No connection file (with its key) is left behind.
     pub fn assert_runtime_dir_clean(&self) {
         let left = self.connection_files();
@@ -195,4 +180,19 @@ pub fn text(value: &Value) -> String {
 
 pub fn outputs(nb: &Value, cell: usize) -> &Vec<Value> {
     nb["cells"][cell]["outputs"].as_array().expect("outputs list")
+}
+
+/// A cell that says, by creating `marker`, that it began, then sleeps: a signal sent after
+/// [`wait_for_cell`] lands in that cell however slow the kernel was to start.
+pub fn sleeping_cell(marker: &Path) -> String {
+    format!("import time, pathlib\npathlib.Path({:?}).touch()\nprint('started', flush=True)\ntime.sleep(120)", marker.display().to_string())
+}
+
+/// Wait until the cell of [`sleeping_cell`] has created `marker`.
+pub fn wait_for_cell(marker: &Path) {
+    let began = Instant::now();
+    while !marker.exists() {
+        assert!(began.elapsed() < Duration::from_secs(180), "the cell never began");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
