@@ -80,7 +80,7 @@ def plot_benchmark(benchmark: Any, ax: Any = None) -> Any:
     ax.set_xlabel("size")
     ax.set_ylabel("time per handoff (median)")
     data = benchmark.to_dict()
-    ax.set_title(f"{data['source_framework']} → {data['target_framework']} · {data['dtype']} on {data['device']}")
+    ax.set_title(f"{_native.text.route_label(data['source_framework'], data['target_framework'])} · {data['dtype']} on {data['device']}")
     if by_path:
         ax.legend()
     return ax.figure

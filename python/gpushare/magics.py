@@ -417,7 +417,7 @@ class GpuShare(Magics):
         clash = hop_name_clash(self.name_template, targets) if args.as_ is None else None
         if clash is not None:
             raise UsageError(clash)
-        replaced = self._plan_bindings({n: f"{name} → {t}" for n, t in zip(names, targets)}, {name}, args.force)
+        replaced = self._plan_bindings({n: _native.text.route_label(name, t) for n, t in zip(names, targets)}, {name}, args.force)
         results = api.share_chain(obj, targets, source=source, name=name, **opts)
         bindings = {n: r.value for n, r in zip(names, results)}
         bound = self._bind_checked(bindings, replaced, args.force)
@@ -455,7 +455,7 @@ class GpuShare(Magics):
         planned = {result_name(template, n, t): (n, t) for n in picked for t in targets}
         if len(planned) < len(picked) * len(targets):
             raise UsageError(f"the template {template!r} gives two results the same name")
-        replaced = self._plan_bindings({k: f"{n} → {t}" for k, (n, t) in planned.items()}, set(picked), args.force)
+        replaced = self._plan_bindings({k: _native.text.route_label(n, t) for k, (n, t) in planned.items()}, set(picked), args.force)
         results = []
         bindings: dict[str, Any] = {}
         for n in picked:

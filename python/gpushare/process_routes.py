@@ -306,7 +306,7 @@ class _Shm(Transport):
             from gpushare.exceptions import GpushareWarning
             from gpushare.warn_site import user_stacklevel
 
-            warnings.warn(f"{_framework_of(self.obj)} → {self.to} in worker pid {self.worker.pid} (shm): {warning}",
+            warnings.warn(f"{_native.text.route_label(_framework_of(self.obj), self.to)} in worker pid {self.worker.pid} (shm): {warning}",
                           GpushareWarning, stacklevel=user_stacklevel())
         return self.noted
 

@@ -111,7 +111,7 @@ def shm_layout(view: Any, to: str, source: str | None = None) -> dict:
         try:
             info = host.inspect(view)  # the core's dtype refusals (structured, ml_dtypes)
         except GpushareError as e:  # NumPy's words for its own export, said of this handoff
-            subject = f"{source} → {to} via shm" if source else f"shm to {to}"
+            subject = f"{_native.text.route_label(source, to)} via shm" if source else f"shm to {to}"
             raise _explained("conversion", subject,
                              f"the worker views the segment through NumPy and hands that view to {to} by DLPack: "
                              f"{e.reason}", e.fix, e.framework_error) from e

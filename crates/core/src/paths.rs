@@ -631,7 +631,7 @@ fn rules_auto(facts: &AutoFacts<'_>) -> AutoChoice {
             (Place::Device(_), Place::Device(_)) if facts.peer_access == Some(true) => {
                 ("p2p", "the two GPUs reach each other (peer access): a peer copy by gpushare".to_string())
             }
-            (from, to) => ("move", format!("{} → {}: the source framework's own move", from.name(), to.name())),
+            (from, to) => ("move", format!("{}: the source framework's own move", crate::route::label(&from.name(), &to.name()))),
         };
         return AutoChoice { path, kind: Move, why: Some(why) };
     }

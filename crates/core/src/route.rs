@@ -6,6 +6,12 @@
 /// The arrows a route may be written with: the typed one and the one gpushare's output shows.
 pub const ARROWS: [&str; 2] = ["->", "→"];
 
+/// A pair as gpushare writes it (`torch → jax`): tables, titles, warnings and error subjects, and
+/// what [`Route::parse`] reads back.
+pub fn label(source: &str, target: &str) -> String {
+    format!("{source} {} {target}", ARROWS[1])
+}
+
 /// A parsed route: the source (None for `->jax`) and one or more targets, each trimmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -77,6 +83,7 @@ mod tests {
         for bad in ["->jax", "torch->jax->tf", "torch"] {
             assert!(Route::pair(bad).unwrap_err().contains("not of the form SRC->DST"), "{bad}");
         }
+        assert_eq!(Route::pair(&label("torch", "jax")), Ok(("torch".into(), "jax".into())));
         assert!(Route::has_arrow("x→") && Route::has_arrow("->tf") && !Route::has_arrow("torch-"));
     }
 }

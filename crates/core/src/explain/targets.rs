@@ -190,7 +190,10 @@ pub(super) fn import_failure(source: &TensorReport, target: &TargetFacts, path: 
     // exposes none.
     if path == "cai" && (target.framework == "mlx" || matches!(source.framework.as_str(), "mlx" | "cuda_core")) {
         return Some(fail(
-            format!("{} → {}: __cuda_array_interface__ is not spoken on this side (MLX has none; cuda.core exposes none)", source.framework, target.framework),
+            format!(
+                "{}: __cuda_array_interface__ is not spoken on this side (MLX has none; cuda.core exposes none)",
+                crate::route::label(&source.framework, &target.framework)
+            ),
             None,
             "use path='dlpack'",
         ));

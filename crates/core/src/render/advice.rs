@@ -105,7 +105,12 @@ fn caption(a: &Advice) -> String {
         Producer::Idle if a.place.starts_with("cuda") => ", producer idle".to_string(),
         Producer::Idle => String::new(),
     };
-    format!("advise: {} → {}, {} at {}{state} (predicted, nothing converted)", a.source, a.target, units::bytes(a.nbytes), a.place)
+    format!(
+        "advise: {}, {} at {}{state} (predicted, nothing converted)",
+        crate::route::label(&a.source, &a.target),
+        units::bytes(a.nbytes),
+        a.place
+    )
 }
 
 fn footer(a: &Advice) -> String {

@@ -271,9 +271,8 @@ viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">"
     );
     let _ = write!(
         s,
-        "<title>{} → {}: time and bandwidth against size</title>",
-        escape(&report.source_framework),
-        escape(&report.target_framework)
+        "<title>{}: time and bandwidth against size</title>",
+        escape(&crate::route::label(&report.source_framework, &report.target_framework))
     );
     s.push_str(&time.svg(0.0, 0.0));
     s.push_str(&bw.svg(PANEL_W, 0.0));

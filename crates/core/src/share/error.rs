@@ -33,7 +33,7 @@ impl Error {
                     explained_conversion(&format!("inspecting the {source} array failed"), text, None, origin)
                 }
                 Stage::Inspect => explained_conversion(
-                    &format!("{source} → {target} failed describing the {source} source"),
+                    &format!("{} failed describing the {source} source", crate::route::label(source, target)),
                     text,
                     None,
                     origin,
@@ -63,7 +63,7 @@ pub fn conversion(
     predicted: Option<PredictedOutcome>,
     origin: Option<Foreign>,
 ) -> Error {
-    explained_conversion(&format!("{source} → {target} via {path} failed"), text, predicted, origin)
+    explained_conversion(&format!("{} via {path} failed", crate::route::label(source, target)), text, predicted, origin)
 }
 
 /// [`conversion`] under any headline (`source → target …`).

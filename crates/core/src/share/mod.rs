@@ -214,7 +214,7 @@ impl<F: Framework> Handoff<'_, F> {
             self.route.kind() == crate::paths::PathKind::Move && self.path() == "dlpack" && self.target.copy_by_producer();
         if let Some(r) = explain::refuse(report, self.target.name(), self.path()).filter(|_| !producer_copies) {
             return Err(Error::UnsafeInput {
-                subject: format!("{} → {}", report.framework, self.target.name()),
+                subject: crate::route::label(&report.framework, self.target.name()),
                 reason: r.reason,
                 fix: r.fix,
                 framework_error: None,

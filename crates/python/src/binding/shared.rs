@@ -466,6 +466,13 @@ fn parse_route(text: &str) -> PyResult<(Option<String>, Vec<String>)> {
     Ok((route.source, route.targets))
 }
 
+/// A pair as gpushare writes it everywhere (``torch → jax``): the core's one formatter of routes,
+/// which :func:`parse_route` reads back.
+#[pyfunction]
+fn route_label(source: &str, target: &str) -> String {
+    gpushare_core::route::label(source, target)
+}
+
 /// Bytes in binary units as gpushare writes them everywhere (``4.00 KiB``, ``256 MiB``, ``512 B``);
 /// ``signed=True`` writes a change (``+64 MiB``, ``-512 B``, ``±0 B``): the core's one formatter.
 #[pyfunction]
@@ -507,6 +514,7 @@ pub fn register_text(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_route, m)?)?;
+    m.add_function(wrap_pyfunction!(route_label, m)?)?;
     m.add_function(wrap_pyfunction!(size_label, m)?)?;
     // The arrows a route may be written with, for the magics to find which tokens a route spans.
     m.add("ARROWS", gpushare_core::route::ARROWS.to_vec())?;

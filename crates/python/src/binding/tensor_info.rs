@@ -96,7 +96,7 @@ impl TensorInfo {
         match explain::refuse(&self.report, target, path) {
             None => Ok(()),
             Some(r) => Err(to_pyerr(Error::UnsafeInput {
-                subject: format!("{} → {}", self.report.framework, target),
+                subject: gpushare_core::route::label(&self.report.framework, target),
                 reason: r.reason,
                 fix: r.fix,
                 framework_error: None,

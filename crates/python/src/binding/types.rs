@@ -272,7 +272,7 @@ impl ShareResult {
     /// making the two TensorInfo objects (every move and every copy asks).
     #[getter]
     fn pair(&self) -> String {
-        format!("{} → {}", self.report.source.framework, self.report.target.framework)
+        gpushare_core::route::label(&self.report.source.framework, &self.report.target.framework)
     }
     /// Whether the target's dtype differs from the source's (a copy that converted: JAX without
     /// x64 narrows 64-bit types), which `share` then checks for lost values.

@@ -269,7 +269,7 @@ pub(super) async fn bench(
                     .unwrap_or_else(|| format!("<pre>{}</pre>", html_escape(&r.text)));
                 format!(
                     "<h2>{}</h2>\n{table}",
-                    html_escape(&format!("{src} → {dst}"))
+                    html_escape(&gpushare_core::route::label(src, dst))
                 )
             })
             .collect();

@@ -151,9 +151,8 @@ impl BenchmarkReport {
         // "1 size × 1 path", not "1 sizes".
         let count = |n: usize, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
         format!(
-            "{} → {} · {} on {} · {} × {}",
-            self.source_framework,
-            self.target_framework,
+            "{} · {} on {} · {} × {}",
+            crate::route::label(&self.source_framework, &self.target_framework),
             self.dtype,
             self.device,
             count(self.sizes.len(), "size"),

@@ -61,9 +61,8 @@ impl ComparisonReport {
         let shape: Vec<String> = s.shape.iter().map(i64::to_string).collect();
         let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
         format!(
-            "{} → {} · {} {} on {} · {}",
-            s.framework,
-            self.target_framework,
+            "{} · {} {} on {} · {}",
+            crate::route::label(&s.framework, &self.target_framework),
             s.dtype,
             shape,
             s.dlpack_device_name,
