@@ -4,46 +4,15 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use serde_json::Value;
+use pyo3::types::{PyDict, PyList};
 
+use super::from_python::py_to_json;
 use super::json::{json_to_py, to_py};
 use crate::advice::advise::{Advice, AdviceRow, SizeRange};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
 use crate::advice::producer::{self, Producer, WaitFacts};
 use crate::render::advice as render;
 
-
-/// A plain Python value (dict, list, tuple, str, int, float, bool, None) as JSON: the machine key
-/// the model is made for, which the Python layer gathers.
-fn py_to_json(value: &Bound<'_, PyAny>) -> PyResult<Value> {
-    Ok(if value.is_none() {
-        Value::Null
-    } else if let Ok(b) = value.cast::<PyBool>() {
-        Value::Bool(b.is_true())
-    } else if value.is_instance_of::<PyInt>() {
-        match value.extract::<i64>() {
-            Ok(i) => Value::from(i),
-            Err(_) => Value::String(value.str()?.to_string()),
-        }
-    } else if let Ok(f) = value.cast::<PyFloat>() {
-        serde_json::Number::from_f64(f.value()).map_or(Value::Null, Value::Number)
-    } else if let Ok(s) = value.cast::<PyString>() {
-        Value::String(s.to_string())
-    } else if let Ok(d) = value.cast::<PyDict>() {
-        let mut map = serde_json::Map::new();
-        for (k, v) in d.iter() {
-            map.insert(k.str()?.to_string(), py_to_json(&v)?);
-        }
-        Value::Object(map)
-    } else if let Ok(l) = value.cast::<PyList>() {
-        Value::Array(l.iter().map(|v| py_to_json(&v)).collect::<PyResult<_>>()?)
-    } else if let Ok(t) = value.cast::<PyTuple>() {
-        Value::Array(t.iter().map(|v| py_to_json(&v)).collect::<PyResult<_>>()?)
-    } else {
-        Value::String(value.str()?.to_string())
-    })
-}
 
 fn ordering(name: &str) -> PyResult<Ordering> {
     Ok(match name {

@@ -1,5 +1,6 @@
 //! Python objects as a `serde_json::Value`, read by pyo3 directly (no JSON text): how the rows the
-//! process transport hands over reach their Rust types (crates/core/src/report/process.rs).
+//! process transport hands over reach their Rust types (crates/core/src/report/process.rs), and the
+//! machine key a cost model is made for, which the Python layer gathers.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
