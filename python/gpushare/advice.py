@@ -397,7 +397,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     consumer = framework(target)
 
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int], shares: bool | None = None) -> tuple[Any, str | None]:
-        where = "cpu" if int(dlpack_device[0]) in HOST_DEVICE_TYPES else f"cuda:{int(dlpack_device[1])}"
+        where = devices.device_name(int(dlpack_device[0]) in HOST_DEVICE_TYPES, int(dlpack_device[1]))
         place = where if device is None else f"{where}->{devices.device_name(*devices.parse_device(device))}"
         ordering, words, _ = _native.paths.path_ordering(kind, path, where, consumer.accepts_objects, consumer.cai_import_orders)
         if m is None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gpushare import _native, arguments, cache_files
+from gpushare.adapters.base import HOST_DEVICE_TYPES
 
 #: Bumped when the cached figures change meaning.
 CACHE_FORMAT = 1
@@ -47,8 +48,6 @@ NEAR = 16
 EVENT_RESOLUTION_S = 0.5e-6
 #: How much a measured bandwidth may exceed its ceiling before it is a bug: timing noise.
 TOLERANCE = 1.10
-#: DLPack device types whose memory the host addresses (CPU, CUDA host, ROCm host, CUDA managed).
-_HOST_DEVICE_TYPES = (1, 3, 11, 13)
 
 
 def cache_path() -> Path:
@@ -191,7 +190,7 @@ class Ceilings:
         device ``source`` to ``target``: the slowest resource it crosses sets the ceiling (None when
         one of them was not measured)."""
         def ordinal(device: tuple[int, int]) -> int | None:
-            return None if int(device[0]) in _HOST_DEVICE_TYPES else int(device[1] or 0)
+            return None if int(device[0]) in HOST_DEVICE_TYPES else int(device[1] or 0)
 
         nbytes = arguments.size("nbytes", nbytes)
         crossed = _native.advice.copy_resources(kind, path, ordinal(source), ordinal(target))
