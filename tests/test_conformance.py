@@ -190,21 +190,25 @@ def test_a_wrong_prediction_shows_as_unexpected(monkeypatch):
     import torch
 
     import gpushare
-    from gpushare import api, verdicts
+    from gpushare import advice, api, verdicts
     from gpushare.exceptions import ConversionError
 
-    # A wrong rule stands in for the predictor of every new plan (plans made before are set aside).
-    monkeypatch.setattr(api, "_PLANS", {})
+    # A wrong rule stands in for the predictor of every new plan (plans made before are dropped
+    # with their planner, and so are the wrong rule's after the test).
     wrong = verdicts.Prediction("failed", "a wrong rule", "none")
     monkeypatch.setattr(api.verdicts, "predictor", lambda *a: lambda info: wrong)
-    r = gpushare.share(torch.ones(3), "numpy")
-    assert r.verdict == "shared" and r.unexpected
-    assert "UNEXPECTED share" in repr(r) and "predicted failed" in repr(r)
-    monkeypatch.setattr(api, "_PLANS", {})
-    monkeypatch.setattr(api.verdicts, "predictor", lambda *a: lambda info: ("shared", None))
-    with pytest.raises(ConversionError, match="UNEXPECTED: gpushare predicted shared") as e:
-        gpushare.share(torch.ones(3, dtype=torch.bfloat16), "numpy")
-    assert e.value.predicted[0] == "shared"
+    try:
+        advice.forget()
+        r = gpushare.share(torch.ones(3), "numpy")
+        assert r.verdict == "shared" and r.unexpected
+        assert "UNEXPECTED share" in repr(r) and "predicted failed" in repr(r)
+        advice.forget()
+        monkeypatch.setattr(api.verdicts, "predictor", lambda *a: lambda info: ("shared", None))
+        with pytest.raises(ConversionError, match="UNEXPECTED: gpushare predicted shared") as e:
+            gpushare.share(torch.ones(3, dtype=torch.bfloat16), "numpy")
+        assert e.value.predicted[0] == "shared"
+    finally:
+        advice.forget()
 
 
 @pytest.mark.parametrize("path", ["dlpack", "capsule", "cai", "host", "copy", "pinned"])

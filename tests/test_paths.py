@@ -1,4 +1,4 @@
-"""The one path table and the one ``auto`` (crates/core/src/paths.rs): every part of gpushare reads the same
+"""The one path table (crates/core/src/paths.rs) and the one ``auto`` (crates/core/src/auto.rs): every part of gpushare reads the same
 paths and takes the same ``auto``: ``share``, ``compare``, ``bench`` (what ``gpushare bench`` runs
 in its kernel), the predictor and the CLI's argument checks."""
 
@@ -159,14 +159,15 @@ def walk(frameworks: list[str]) -> list[str]:
 def _path_share_takes(x, dst: str, device: str | None) -> str:
     """The path ``share(x, dst, device=device)`` takes, whether the share works or is refused: the
     path of the plan it made (a refusal comes after the plan, from the pipeline it runs)."""
-    from gpushare import api
+    from gpushare import model_cache
 
-    api._PLANS.clear()
+    plans = model_cache.planner().plans
+    plans.clear()
     try:
         r = gpushare.share(x, dst, device=device)
     except gpushare.GpushareError:
         r = None
-    (plan,) = api._PLANS.values()
+    (plan,) = plans.values()
     assert r is None or r.path == plan.path
     return plan.path
 

@@ -182,3 +182,33 @@ def test_a_sweeps_auto_row_is_the_path_a_share_of_its_own_array_takes(tmp_path, 
         assert {p.size: p.path for p in every.points if p.auto} == taken
     finally:
         advice.forget()
+
+
+@pytest.mark.skipif(not have("torch") or not have("numpy"), reason="framework not installed")
+def test_a_moves_auto_is_kept_by_the_models_planner_and_goes_with_the_model(model_where, monkeypatch):
+    """What ``auto`` decided with a model is kept by that model's planner: the planner is made with
+    the model and replaced with it (a new calibration), so nothing decided with an old model is
+    asked again. A move to where the array lies moves nothing, whatever the producer does: its state
+    is not asked."""
+    import torch
+
+    from gpushare import auto, model_cache
+    from gpushare.adapters import framework
+
+    advice.forget()
+    rules = model_cache.planner()
+    assert rules is model_cache.planner()  # one per model, not one per call
+    assert rules.model is None or rules.model is advice.auto_model()
+    src, dst = framework("torch"), framework("numpy")
+
+    def never() -> bool:
+        raise AssertionError("the producer's state was asked of a move that moves nothing")
+
+    assert rules.move_auto(src, dst, (1, 0), (1, 0), 64, never) == "move"
+    monkeypatch.setattr(advice, "producer_state", lambda *a: never())
+    r = gpushare.share(torch.arange(4.0), "numpy", device="cpu")
+    assert r.path == "move" and r.verdict == "shared"
+    model_where("dlpack")
+    calibrated = model_cache.planner()
+    assert calibrated is not rules and calibrated.model is advice.auto_model() is not None
+    assert calibrated.move_auto(src, dst, (1, 0), (1, 0), 64, never) == auto.choice(src, dst, (1, 0), (1, 0), nbytes=64)[0]

@@ -336,26 +336,27 @@ def test_a_kind_of_share_is_planned_once_and_each_array_takes_its_own_auto(monke
     """One plan per (array type, target, path) serves arrays of every dtype, layout and size: the
     plan's `auto` is decided per array in the core, so nothing about an array is in the plan's key.
     The model changing (advice.forget()) drops the plans."""
-    from gpushare import advice, api
+    from gpushare import advice, model_cache
 
-    monkeypatch.setattr(api, "_PLANS", {})
+    advice.forget()
+    planner = model_cache.planner()
     for x in (torch.ones(4), torch.arange(8), torch.ones(2, 6)[:, ::2], torch.zeros(0), torch.ones(1 << 16)):
         r = gpushare.share(x, "numpy")
         assert r.prediction["verdict"] == r.verdict, (x.dtype, x.shape, r.prediction)
-    assert list(api._PLANS) == [(torch.Tensor, "numpy")]
+    assert list(planner.plans) == [(torch.Tensor, "numpy")]
     advice.forget()
-    assert not api._PLANS
+    assert model_cache.planner() is not planner and not model_cache.planner().plans
 
 
 def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
     """A plan is made once per (array type, target, path); what it reports depends on each array,
     and on JAX's x64 flag at the time of the share, not on the array the plan was made for."""
-    from gpushare import api
+    from gpushare import advice, model_cache
 
-    monkeypatch.setattr(api, "_PLANS", {})
+    advice.forget()
     r = gpushare.share(torch.ones(4), "numpy")
     assert r.verdict == "shared" and r.prediction["verdict"] == "shared"
-    plans = len(api._PLANS)
+    plans = len(model_cache.planner().plans)
     with pytest.raises(ConversionError) as e:
         gpushare.share(torch.zeros(3, dtype=torch.bfloat16), "numpy")
     assert e.value.predicted.verdict == "failed" and "bfloat16" in e.value.predicted.reason
@@ -366,7 +367,7 @@ def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
         gpushare.share(np.arange(4.0)[::-1], "torch")
     assert e.value.predicted.verdict == "failed"
     assert gpushare.share(np.arange(4.0), "torch").verdict == "shared"
-    assert len(api._PLANS) == plans + 1  # numpy->torch; torch->numpy was planned once
+    assert len(model_cache.planner().plans) == plans + 1  # numpy->torch; torch->numpy was planned once
 
     x = torch.arange(8)  # int64: JAX narrows it (a copy) unless x64 is on
     assert gpushare.share(x, "jax").prediction["verdict"] == "copied"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import functools
 import warnings
 from typing import Any, Iterator, Sequence
@@ -20,14 +19,12 @@ ShareResult = _native.share.ShareResult
 TensorInfo = _native.share.TensorInfo
 
 
-# (type of the array, target, path, source, device, already there) -> the _native.share.SharePlan that
-# runs such shares; (type of the array, target) for `auto` with none of the others. What else decides a share's path (where the array lies, its dtype, layout and
-# size, whether it is read-only, the producer's state, the cost model) the plan's one `auto` reads
-# per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused for an array
-# whose path could differ. Cleared with the model (model_cache.forget()).
-_PLANS: dict[tuple[Any, ...], Any] = {}
-# Looked up when called: the dict bound then is the one dropped (a test may rebind it).
-model_cache.when_forgotten(lambda: _PLANS.clear())
+# Plans are kept by the planner of the model `auto` consults (model_cache.planner().plans), keyed
+# (type of the array, target, path, source, device, already there), or (type of the array, target)
+# for `auto` with none of the others. What else decides a share's path (where the array lies, its
+# dtype, layout and size, whether it is read-only, the producer's state, the cost model) the plan's
+# one `auto` reads per array, in the core (crates/core/src/explain/auto.rs): a plan is never reused
+# for an array whose path could differ, and a new model comes with a new planner, without plans.
 
 
 def inspect(obj: Any) -> TensorInfo:
@@ -75,7 +72,7 @@ def share(
     device : ``"cuda:1"``, ``"cpu"`` (or ``"cpu:0"``): move the array there on the way (paths ``p2p``,
         ``pinned``, ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``:
         ``p2p`` between two GPUs that reach each other, else ``move``, which moves nothing where the
-        array already is; the path table's one ``auto``, crates/core/src/paths.rs). A CUDA device on a machine
+        array already is; the one ``auto``, crates/core/src/auto.rs). A CUDA device on a machine
         without one raises CudaError. None: stay where the source is (``auto`` then copies through
         the host into a framework that cannot address the source's device memory, and says so).
     across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
@@ -106,7 +103,7 @@ def share(
     common = path == "auto" and source is None and device is None and across is None
     if common and repeat is None and number is None and budget is None and type(warmup) is int and not warmup:
         try:
-            plan = _PLANS.get((type(obj), to))
+            plan = model_cache.planner().plans.get((type(obj), to))
         except TypeError:  # an unhashable name: framework() below says what is wrong with it
             plan = None
         if plan is not None:
@@ -133,14 +130,15 @@ def share(
     # where `auto` is decided for each array.
     # `share(x, to)` is keyed by the array's type and the target alone (the common share above).
     plan_key = (type(obj), to) if common else (type(obj), to, path, source, device, already_there)
+    plans = model_cache.planner().plans
     try:
-        plan = _PLANS.get(plan_key)
+        plan = plans.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
         plan = _plan(obj, to, path, source) if device is None else _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
-            _PLANS[plan_key] = plan
+            plans[plan_key] = plan
     if budget is None:
         result = plan.run(obj, repeat or 1, number or 1, name, origin, warmup=warmup, observe=observe)
     else:  # the budget's policy, with -r/-n pinned only where asked for
@@ -267,37 +265,18 @@ def _move_path(obj: Any, to: str, path: str, device: str, source: str | None) ->
     if here and path != "auto" and path not in devices.MOVE_PATHS:
         return path, None, True
     if path == "auto":
-        path = _move_auto(obj, src, framework(to), source_device, destination, nbytes, here, calibrated)
+        path = _move_auto(obj, src, framework(to), source_device, destination, nbytes)
     return path, devices.device_name(on_host, ordinal), here
 
 
-# (source, target, source place, destination, range of sizes of auto.size_breaks, calibrated)
-# -> (the path for an idle producer, the path for a busy one). A move's `auto` was resolved on every share(device=), each
-# time asking the driver how the two GPUs are linked (six calls, twice with a model): a few µs of
-# the host work around a peer copy that share(device=) adds. Cleared with the model.
-_MOVE_AUTOS: dict[tuple[Any, ...], tuple[str, str]] = {}
-model_cache.when_forgotten(lambda: _MOVE_AUTOS.clear())
-
-
 def _move_auto(obj: Any, src: Adapter, dst: Adapter, source_device: tuple[int, int], destination: tuple[int, int],
-               nbytes: int | None, here: bool, calibrated: bool) -> str:
-    """The path THE ``auto`` takes to move ``obj`` from ``source_device`` to ``destination``."""
-    size_range = None
-    if calibrated:
-        breaks = auto.size_breaks(src, dst, source_device, destination)
-        size_range = bisect.bisect_right(breaks, nbytes) if breaks and nbytes is not None else None
-    key = (src.name, dst.name, source_device, destination, size_range, calibrated)
-    known = _MOVE_AUTOS.get(key)
-    if known is None:
-        idle = auto.choice(src, dst, source_device, destination, nbytes=nbytes)[0]
-        # With a calibrated model, a busy producer may change the move (a peer copy waits on the host
-        # for the producer's queue; the framework's own move is queued after it on the device).
-        busy = auto.choice(src, dst, source_device, destination, producer_busy=True, nbytes=nbytes)[0] \
-            if calibrated and not here else idle
-        known = _MOVE_AUTOS[key] = (idle, busy)
-    idle, busy = known
-    # The driver is asked of the producer only where the two answers differ.
-    return busy if busy != idle and advice.producer_state(src, obj) == "busy" else idle
+               nbytes: int | None) -> str:
+    """The path THE ``auto`` takes to move ``obj`` from ``source_device`` to ``destination``: the
+    planner's, worked out once per kind of move and range of sizes; the driver is asked of the
+    producer only where its state changes the path."""
+    return model_cache.planner().move_auto(
+        src, dst, source_device, destination, nbytes, lambda: advice.producer_state(src, obj) == "busy",
+    )
 
 
 def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, already_there: bool = False) -> Any:

@@ -1,10 +1,10 @@
 """``auto``: the policy that picks a path, over the table of paths (:mod:`gpushare.paths`) and the
 cost model (:mod:`gpushare.model_cache`).
 
-THE ``auto`` is one function of the core (``crates/core/src/paths.rs``, reached through
+THE ``auto`` is one function of the core (``crates/core/src/auto.rs``, reached through
 ``gpushare._native.paths.Pair``); this module asks it questions with what the two adapters declare and
-the model this process holds, and builds the route of its pick. Its one cache (routes, size
-ranges) is dropped with the model.
+the model this process holds, and builds the route of its pick. It keeps nothing: what ``auto``
+decided is kept in the core, per array (a share's) or in the model's planner (a move's).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpushare import _native, arguments, model_cache, paths
-from gpushare.adapters import HOST_DEVICE_TYPES, Adapter
+from gpushare.adapters import Adapter
 
 
 def pair(src: Adapter, dst: Adapter) -> Any:
@@ -47,15 +47,6 @@ def path_for(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)
     return choice(src, dst, source_device)[0]
 
 
-# (the model, source, target, source place, destination, read-only) -> size_breaks' answer, and
-# (source, target, host or device memory) -> the route of auto's pick: both decided with the model.
-_SIZE_BREAKS: dict[tuple[Any, ...], tuple[int, ...]] = {}
-_ROUTES: dict[tuple[Any, ...], tuple[str, paths.Route]] = {}
-# Looked up when called: the dicts bound then are the ones dropped (a test may rebind them).
-model_cache.when_forgotten(lambda: _SIZE_BREAKS.clear())
-model_cache.when_forgotten(lambda: _ROUTES.clear())
-
-
 def size_breaks(
     src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0),
     destination: tuple[int, int] | None = None, source_readonly: bool | None = None,
@@ -63,19 +54,14 @@ def size_breaks(
     """The sizes, in bytes, at which :func:`choice`'s path for these facts may change with the
     array's size (empty: one path at every size, as for every pair whose paths share: they move no
     bytes). The cost model decides once per range between them, so one choice, one route and one
-    plan serve a whole range (``bisect.bisect_right(breaks, nbytes)`` names it). Worked out once per
-    pair, places and read-only flag, and kept with the model: a share whose choice changes with
-    size asks on every call."""
+    plan serve a whole range (``bisect.bisect_right(breaks, nbytes)`` names it). A share keeps its
+    own ranges in the core (its ``auto`` per array; a move's, the planner's)."""
     model = model_cache.auto_model()
     if model is None:
         return ()
-    key = (model, src.name, dst.name, tuple(source_device), destination, source_readonly)
-    breaks = _SIZE_BREAKS.get(key)
-    if breaks is None:
-        breaks = _SIZE_BREAKS[key] = tuple(pair(src, dst).size_breaks(_native.paths.HandoffFacts(
-            tuple(source_device), destination, model=model, source_readonly=source_readonly,
-        )))
-    return breaks
+    return tuple(pair(src, dst).size_breaks(_native.paths.HandoffFacts(
+        tuple(source_device), destination, model=model, source_readonly=source_readonly,
+    )))
 
 
 def ranges(
@@ -86,7 +72,7 @@ def ranges(
     sizes of these facts (the ranges of :func:`size_breaks`, neighbours with the same path joined;
     one range where one path serves every size), and ``close``, another path it could take that the
     model predicts within its stated error there: a tie the model cannot break
-    (``crates/core/src/paths.rs``, ``auto_ranges``). Without a model, the rules' one range.
+    (``crates/core/src/auto.rs``, ``auto_ranges``). Without a model, the rules' one range.
     ``src`` and ``dst``: adapters, or the frameworks' names."""
     src, dst = arguments.adapter("src", src), arguments.adapter("dst", dst)
     return list(pair(src, dst).ranges(_native.paths.HandoffFacts(
@@ -115,13 +101,9 @@ def across_processes(obj: Any) -> str:
 
 def route(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> tuple[str, paths.Route]:
     """``(path, conversion)`` of ``auto``'s pick for arrays of ``src`` on ``source_device``: the
-    route a plan starts from (kept per pair and host or device memory; a share's ``auto`` is decided
-    again for each array, by the core, crates/core/src/explain/auto.rs). Where the pick is not the
-    plain handoff, every share by it carries the reason (:class:`gpushare.paths.ChosenRoute`)."""
-    key = (src.name, dst.name, int(source_device[0]) not in HOST_DEVICE_TYPES)
-    cached = _ROUTES.get(key)
-    if cached is None:
-        name, _, why = choice(src, dst, source_device)
-        _, convert = paths.route(src, dst, name)
-        cached = _ROUTES[key] = (name, convert if why is None else paths.ChosenRoute(convert, why))
-    return cached
+    route a plan starts from (asked when a plan is made; a share's ``auto`` is decided again for
+    each array, by the core, crates/core/src/explain/auto.rs). Where the pick is not the plain
+    handoff, every share by it carries the reason (:class:`gpushare.paths.ChosenRoute`)."""
+    name, _, why = choice(src, dst, source_device)
+    _, convert = paths.route(src, dst, name)
+    return name, convert if why is None else paths.ChosenRoute(convert, why)

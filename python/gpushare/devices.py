@@ -176,7 +176,7 @@ def guard(src: Adapter, convert: Route, path: str) -> Route:
 
 def move_route(src: Adapter, dst: Adapter, path: str, device: str, already_there: bool = False) -> tuple[str, Route]:
     """The route of a move of ``src``'s arrays to ``device``, handed to ``dst``: ``path`` is one of
-    :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of crates/core/src/paths.rs). With
+    :data:`MOVE_PATHS` (``auto`` is resolved before, by the one ``auto`` of crates/core/src/auto.rs). With
     ``already_there`` the arrays are on ``device`` already and ``move`` is the handoff alone.
     Raises PathNotApplicableError when the path cannot make this move."""
     from gpushare import auto

@@ -202,7 +202,7 @@ def _predict_for(src: Adapter, dst: Adapter, device: str | None) -> Any:
 
 def _auto_for(src: Adapter, dst: Adapter, source_device: Any, device: str | None,
               source_readonly: bool | None = None, nbytes: int | None = None, info: Any = None) -> tuple[str, bool]:
-    """``(path, already_there)``: the path THE ``auto`` (crates/core/src/paths.rs) takes for an array of
+    """``(path, already_there)``: the path THE ``auto`` (crates/core/src/auto.rs) takes for an array of
     ``src`` on DLPack device ``source_device`` spanning ``nbytes``, handed to ``dst`` where it lies or
     moved to ``device``, and whether the array is on ``device`` already: what ``share`` takes. With
     ``info`` (the array's description, or one of the same dtype and layout), within the device, the

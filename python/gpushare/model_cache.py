@@ -1,9 +1,10 @@
 """The cost model this machine's calibration cached, as this process holds it.
 
 ``auto``'s policy (:mod:`gpushare.auto`), the predictors (:mod:`gpushare.verdicts`) and ``advise``
-(:mod:`gpushare.advice`) all read the one model here. What any of them keeps that was decided with
-the model registers itself with :func:`when_forgotten`, so :func:`forget` (a new calibration, or a
-test's own cache) drops every such answer at once, without reaching into another module.
+(:mod:`gpushare.advice`) all read the one model here. What is decided with the model (the moves'
+``auto``, the share plans, the predictors) is kept by that model's planner (:func:`planner`), made
+with it and dropped with it: :func:`forget` (a new calibration, or a test's own cache) drops every
+such answer at once by dropping the planner.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpushare import _native, cache_files, machine_ceilings
 from gpushare.adapters import ADAPTERS
@@ -19,7 +20,6 @@ from gpushare.adapters import ADAPTERS
 CostModel = _native.advice.CostModel
 
 _LOADED: dict[str, Any] = {}
-_FORGET: list[Callable[[], None]] = []
 
 
 def cache_file() -> Path:
@@ -46,19 +46,11 @@ def machine_key() -> dict[str, Any]:
     return {**machine_ceilings.machine_key(), "frameworks": _installed_versions()}
 
 
-def when_forgotten(clear: Callable[[], None]) -> Callable[[], None]:
-    """Registers ``clear``, which drops what its module decided with the model; :func:`forget`
-    calls it. Returns ``clear``, so a module can register its cache's ``clear`` where it makes it."""
-    _FORGET.append(clear)
-    return clear
-
-
 def forget() -> None:
     """Drops the model this process holds and every route, plan and predictor chosen with it, so
-    the next handoff reads the cache again (after ``calibrate``, or a test's own cache)."""
+    the next handoff reads the cache again (after ``calibrate``, or a test's own cache): they are
+    the planner's, which goes with the model."""
     _LOADED.clear()
-    for clear in _FORGET:
-        clear()
 
 
 def auto_model() -> Any:
@@ -67,6 +59,16 @@ def auto_model() -> Any:
     if "auto" not in _LOADED:
         _LOADED["auto"] = model()
     return _LOADED["auto"]
+
+
+def planner() -> Any:
+    """The planner of the model ``auto`` consults (:func:`auto_model`; without one, of the rules
+    alone): what ``auto`` decided with that model is kept in it, and goes with it (:func:`forget`,
+    :func:`save`)."""
+    made = _LOADED.get("planner")
+    if made is None:
+        made = _LOADED["planner"] = _native.paths.Planner(auto_model())
+    return made
 
 
 def model(*, allow_stale: bool = False) -> Any:

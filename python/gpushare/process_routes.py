@@ -124,8 +124,8 @@ def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
 
 
 def resolve_auto(obj: Any) -> str:
-    """THE ``auto`` across processes: the core's (``gpushare.auto.across_processes``, from the path
-    table in crates/core/src/paths.rs), asked with where the array's memory lies."""
+    """THE ``auto`` across processes: the core's (``gpushare.auto.across_processes``, crates/core/src/auto.rs,
+    over the path table), asked with where the array's memory lies."""
     from gpushare.exceptions import NotAnArrayError
 
     try:

@@ -27,11 +27,6 @@ MODELLED_PATHS = ("auto", *(p["name"] for p in _native.paths.path_table() if p["
 Prediction = _native.paths.Prediction
 
 
-# Predictors of `auto` read the cost model: dropped with it.
-_PREDICTORS: dict[tuple[str, str, str, str, str], Any] = {}
-model_cache.when_forgotten(lambda: _PREDICTORS.clear())  # looked up when called
-
-
 def predictor(src: Any, dst: Any, path: str) -> Any:
     """The ``_native.paths.Predictor`` for handing arrays of adapter ``src`` to adapter ``dst`` by
     ``path``, or None for a path gpushare does not model. Made once per pair, path and versions: the
@@ -41,14 +36,15 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
     rule needs them."""
     if path not in MODELLED_PATHS:
         return None
-    # `auto` is predicted as the path it takes, which the cost model may choose (model_cache.forget()
-    # drops these predictors when the model changes).
-    model = model_cache.auto_model() if path == "auto" else None
+    # `auto` is predicted as the path it takes, which the cost model may choose: the predictors
+    # are kept by the model's planner, and a new model comes with a new one.
+    planner = model_cache.planner()
+    model = planner.model if path == "auto" else None
     # The versions are part of the key: one read before the framework was imported is unknown ("").
     key = (src.name, dst.name, path, dst.version() or "", src.version() or "")
-    made = _PREDICTORS.get(key)
+    made = planner.predictors.get(key)
     if made is None:
-        made = _PREDICTORS[key] = _native.paths.Predictor(
+        made = planner.predictors[key] = _native.paths.Predictor(
             dst.name,
             key[3],
             path,
@@ -56,7 +52,7 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
             # The adapters' facts hook: constants read now, functions where a rule needs them.
             target_facts=dst.rule_facts(),
             source_facts=src.rule_facts(),
-            # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/paths.rs).
+            # `auto` is resolved by the one function, from the adapters' facts (crates/core/src/auto.rs).
             pair=auto.pair(src, dst),
             model=model,
         )
@@ -66,19 +62,18 @@ def predictor(src: Any, dst: Any, path: str) -> Any:
 #: Move paths the Rust rules model (crates/core/src/explain/moves.rs).
 MODELLED_MOVES = tuple(p["name"] for p in _native.paths.path_table() if p["kind"] == "move" and p["modelled"])
 
-_MOVE_PREDICTORS: dict[tuple[Any, ...], Any] = {}
-
-
 def move_predictor(src: Any, dst: Any, path: str, destination: tuple[int, int]) -> Any:
     """The ``_native.paths.Predictor`` of a move (``device=``) of ``src``'s arrays by move path ``path``
     to ``destination`` (DLPack's ``(device_type, id)``), handed to ``dst``; None for a path the
     rules do not model. Made once per pair, path, destination and versions."""
     if path not in MODELLED_MOVES:
         return None
+    # Kept beside the shares' (a move's key is longer: it names the destination).
     key = (src.name, dst.name, path, tuple(destination), dst.version() or "", src.version() or "")
-    made = _MOVE_PREDICTORS.get(key)
+    predictors = model_cache.planner().predictors
+    made = predictors.get(key)
     if made is None:
-        made = _MOVE_PREDICTORS[key] = _native.paths.Predictor(
+        made = predictors[key] = _native.paths.Predictor(
             dst.name, key[4], path, key[5], target_facts=dst.rule_facts(), source_facts=src.rule_facts(),
             pair=auto.pair(src, dst), destination=tuple(destination),
         )

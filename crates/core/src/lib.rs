@@ -9,11 +9,13 @@
 #![allow(clippy::result_large_err)]
 
 pub mod advice;
+pub mod auto;
 pub mod cuda;
 pub mod dlpack;
 pub mod error;
 pub mod explain;
 pub mod paths;
+pub mod planner;
 pub mod render;
 pub mod report;
 pub mod route;

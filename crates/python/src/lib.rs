@@ -6,6 +6,6 @@
 #![allow(clippy::result_large_err)]
 
 // The core's modules under their own names, so `crate::share` reads here as it does in the core.
-use gpushare_core::{advice, cuda, dlpack, explain, paths, render, report, schema, share, shared, stats, trace};
+use gpushare_core::{advice, auto, cuda, dlpack, explain, paths, planner, render, report, schema, share, shared, stats, trace};
 
 mod binding;

@@ -111,7 +111,7 @@ class Adapter:
     exports_cai: ClassVar[bool] = True
     # Whether its legacy capsule export (``__dlpack__()`` without max_version) refuses its read-only
     # arrays, since only a versioned capsule carries that flag (NumPy's): `auto` then takes a capsule
-    # for an array of it only where readonly() says it is writable (crates/core/src/paths.rs).
+    # for an array of it only where readonly() says it is writable (crates/core/src/auto.rs).
     legacy_capsule_refuses_readonly: ClassVar[bool] = False
     # Whether gpushare describes its CUDA arrays by an interface of its own where the framework has
     # none (cuda_array_view): TensorFlow's, for Numba.

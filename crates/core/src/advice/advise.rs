@@ -89,7 +89,7 @@ pub struct SizeRange {
     pub below: Option<u64>,
     pub path: String,
     /// Another path `auto` could take that the model predicts within its stated error of `path` in
-    /// this range (`crate::paths::auto_close_second`): a tie the model cannot break.
+    /// this range (`crate::auto::auto_close_second`): a tie the model cannot break.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub close: Option<String>,
 }
@@ -159,7 +159,7 @@ impl Advice {
             .collect();
         // A busy producer: a path that waits on the host costs at least all of its queued work,
         // whose amount the driver cannot tell; a calibrated path of the same verdict that does not
-        // wait is preferred, as the one auto does (crate::paths::resolve_auto).
+        // wait is preferred, as the one auto does (crate::auto::resolve_auto).
         let avoided: Vec<String> = if self.producer == Producer::Busy {
             let any_shares = pool.iter().any(|r| r.verdict == "shared");
             let same = |r: &AdviceRow| (r.verdict == "shared") == any_shares;
@@ -185,7 +185,7 @@ impl Advice {
             .collect();
         // The rules' own choice whose fit was measured with another verdict than this array's: the
         // model has no word on it, and a path it can price is no path it knows to be faster (the
-        // one auto, crate::paths::resolve_auto_for_array, alike).
+        // one auto, crate::auto::resolve_auto_for_array, alike).
         let any_shares = pool.iter().any(|r| r.verdict == "shared");
         let unpriced_rules = rules_choice.and_then(|c| pool.iter().find(|r| r.path == c)).filter(|r| {
             (r.verdict == "shared") == any_shares && r.prediction.as_ref().is_some_and(|p| p.unlike_its_fit)

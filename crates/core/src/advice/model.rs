@@ -529,7 +529,7 @@ pub struct Prediction {
     /// Whether `unpredictable` says so because the rules predict this array a verdict its fit was
     /// not measured with: the model has no word on this path for this array, so where it is the
     /// rules' own choice it is not overruled ([`crate::advice::advise::Advice::decide`], and `auto`
-    /// alike: crate::paths::resolve_auto_for_array).
+    /// alike: crate::auto::resolve_auto_for_array).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unlike_its_fit: bool,
     /// Seconds added for the producer's queued work a host-side synchronise waits for.

@@ -1,12 +1,13 @@
-//! `auto` as the rules see it: the one [`crate::paths::resolve_auto`], from the facts the adapters
+//! `auto` as the rules see it: the one [`crate::auto::resolve_auto`], from the facts the adapters
 //! declare ([`Endpoints`], read once per pair by the binding): the rules keep no copy of them.
 
 use super::TargetFacts;
-use crate::paths::{AutoFacts, Endpoints, Place, auto_size_breaks, resolve_auto};
+use crate::auto::{AutoFacts, auto_size_breaks, resolve_auto};
+use crate::paths::{Endpoints, Place};
 use crate::report::TensorReport;
 
 /// The path a handoff of `source` to `target` by `target.path` takes: `auto` resolved by the one
-/// [`crate::paths::resolve_auto`], from the adapters' facts.
+/// [`crate::auto::resolve_auto`], from the adapters' facts.
 pub fn resolve_path<'a>(source: &TensorReport, target: &'a TargetFacts) -> &'a str {
     if target.path != "auto" {
         return &target.path;
@@ -83,7 +84,7 @@ fn decide_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto {
             crate::report::Verdict::Copied => Some(false),
             _ => None,
         };
-        let choice = crate::paths::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted, &shares_by);
+        let choice = crate::auto::resolve_auto_for_array(&facts, &|path| rank(verdict_by(path)) >= wanted, &shares_by);
         let path = choice.path;
         if rank(verdict_by(path)) >= wanted {
             // The overruling words only where the model's pick would have served this array worse.

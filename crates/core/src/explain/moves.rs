@@ -3,7 +3,8 @@
 //! take what arrives there is the share rules' question, asked of the array as the move makes it.
 
 use super::{PredictedOutcome, TargetFacts, predict};
-use crate::paths::{self, Endpoints, PathKind, Place, import_path};
+use crate::auto::import_path;
+use crate::paths::{self, Endpoints, PathKind, Place};
 use crate::report::TensorReport;
 
 /// The array a move makes on `destination`: a fresh, compact allocation of the same dtype and

@@ -5,7 +5,8 @@ use super::{XLA_CPU_ALIGNMENT, XLA_GPU_PARAMETER_ALIGNMENT};
 use crate::dlpack::has_zero_stride;
 use super::auto::resolve_path;
 use super::gaps::{device_gap, dtype_gap, itemsize_of, layout_gap, numpy_size_overflows, producer_or_path_gap};
-use crate::paths::{Endpoints, Place, import_path};
+use crate::auto::import_path;
+use crate::paths::{Endpoints, Place};
 use crate::report::{Prediction, TensorReport, Verdict};
 
 /// What one framework's adapter says of its framework's state, which the rules read: the one

@@ -34,7 +34,7 @@ fn ordering(name: &str) -> PyResult<Ordering> {
 /// (`cpu`, `cuda:N`, …) into a target that takes DLPack objects or not (`target_takes_objects`:
 /// TensorFlow takes capsules alone, and gpushare waits before it): ``(name, words, ordered)``,
 /// the `ordering` `predict` takes, the words a table gives per row, and whether the consumer is
-/// guaranteed to read finished values (`crate::paths::orders_finished_values`).
+/// guaranteed to read finished values (`crate::auto::orders_finished_values`).
 #[pyfunction]
 #[pyo3(signature = (kind, path, place, target_takes_objects = true, cai_orders = true))]
 fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool, cai_orders: bool) -> (String, String, bool) {

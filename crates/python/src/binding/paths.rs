@@ -6,7 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::paths::{self, AutoFacts, Endpoints, PathKind, PathSpec, Place};
+use crate::auto::{self, AutoFacts};
+use crate::paths::{self, Endpoints, PathKind, PathSpec, Place};
 
 fn spec_dict<'py>(py: Python<'py>, p: &PathSpec, kind: &str) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -209,7 +210,7 @@ impl PyPair {
     /// process (``across``).
     fn auto(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> (&'static str, &'static str, Option<String>) {
         let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
-        let choice = paths::resolve_auto(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)));
+        let choice = auto::resolve_auto(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)));
         (choice.path, choice.kind.name(), choice.why)
     }
 
@@ -218,7 +219,7 @@ impl PyPair {
     /// between them.
     fn size_breaks(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> Vec<u64> {
         let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
-        paths::auto_size_breaks(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)))
+        auto::auto_size_breaks(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)))
     }
 
     /// ``(from, below or None, path, close or None)``: ``auto``'s path for each range of sizes
@@ -226,11 +227,103 @@ impl PyPair {
     /// where another path is predicted within the model's error of it there, that path.
     fn ranges(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> Vec<(u64, Option<u64>, &'static str, Option<&'static str>)> {
         let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
-        paths::auto_ranges(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner))).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
+        auto::auto_ranges(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner))).into_iter().map(|r| (r.from, r.below, r.path, r.close)).collect()
     }
 
     fn __repr__(&self) -> String {
         format!("Pair({:?} -> {:?}, {:?})", self.source, self.target, self.endpoints)
+    }
+}
+
+/// The planner of one cost model (or of the rules alone, without one): what `auto` decided with
+/// it is kept here and dropped with it (``gpushare.model_cache.planner()``; a new calibration makes
+/// a new planner, so nothing needs clearing). It keeps the moves' `auto`
+/// (`crate::planner::MoveAutos`), and holds the share plans and predictors made under its model
+/// (``plans``, ``predictors``: the adapters' Python routes and facts, keyed by the Python side).
+#[pyclass(module = "gpushare._native.paths", name = "Planner", frozen)]
+pub struct PyPlanner {
+    model: Option<Py<super::advice::PyCostModel>>,
+    moves: crate::planner::MoveAutos,
+    plans: Py<PyDict>,
+    predictors: Py<PyDict>,
+}
+
+#[pymethods]
+impl PyPlanner {
+    #[new]
+    #[pyo3(signature = (model=None))]
+    fn new(py: Python<'_>, model: Option<Py<super::advice::PyCostModel>>) -> Self {
+        Self {
+            model,
+            moves: crate::planner::MoveAutos::default(),
+            plans: PyDict::new(py).unbind(),
+            predictors: PyDict::new(py).unbind(),
+        }
+    }
+
+    /// The share plans made under this model (``gpushare.api``: keyed by the array's type, the
+    /// target and what was asked), each deciding `auto` per array in the core.
+    #[getter]
+    fn plans(&self, py: Python<'_>) -> Py<PyDict> {
+        self.plans.clone_ref(py)
+    }
+
+    /// The predictors made under this model (``gpushare.verdicts``: keyed by pair, path and
+    /// versions): an `auto` predictor predicts the path this model takes.
+    #[getter]
+    fn predictors(&self, py: Python<'_>) -> Py<PyDict> {
+        self.predictors.clone_ref(py)
+    }
+
+    /// The cost model this planner plans with; None: the rules alone.
+    #[getter]
+    fn model(&self, py: Python<'_>) -> Option<Py<super::advice::PyCostModel>> {
+        self.model.as_ref().map(|m| m.clone_ref(py))
+    }
+
+    /// THE ``auto``'s path to move an array of adapter ``src`` lying on ``source`` (DLPack's
+    /// ``(device_type, id)``) to ``destination``, handed to adapter ``dst``; ``nbytes``: its size,
+    /// where known. Worked out once per kind of move and range of sizes (the driver is asked how the
+    /// two GPUs are linked then); ``producer_busy()`` is called only where an idle and a busy
+    /// producer get different paths (with a model: a peer copy waits on the host for the
+    /// producer's queue, the framework's own move is queued after it).
+    #[pyo3(signature = (src, dst, source, destination, nbytes, producer_busy))]
+    fn move_auto(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        source: (u32, i32),
+        destination: (u32, i32),
+        nbytes: Option<u64>,
+        producer_busy: &Bound<'_, PyAny>,
+    ) -> PyResult<&'static str> {
+        let key = crate::planner::MoveKey {
+            source: src.getattr("name")?.extract()?,
+            target: dst.getattr("name")?.extract()?,
+            from: Place::of_dlpack(source),
+            to: Place::of_dlpack(destination),
+        };
+        let model = self.model.as_ref().map(|m| m.bind(py).borrow());
+        let handoff = PyHandoffFacts::new(source, Some(destination), None, false, None, nbytes, false, None);
+        // The adapters' declarations are read only when this kind of move is new.
+        let pair = std::cell::OnceCell::new();
+        self.moves.try_path(
+            &key,
+            nbytes,
+            || {
+                if pair.get().is_none() {
+                    let _ = pair.set(PyPair::of(src, dst)?);
+                }
+                let pair: &PyPair = pair.get().expect("set above");
+                Ok(pair.facts(py, &handoff, model.as_ref().map(|m| &m.inner)))
+            },
+            || producer_busy.call0()?.is_truthy(),
+        )
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Planner(model={})", if self.model.is_some() { "calibrated" } else { "None: the rules alone" })
     }
 }
 
@@ -260,6 +353,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(path_table, m)?)?;
     m.add_class::<PyPair>()?;
     m.add_class::<PyHandoffFacts>()?;
+    m.add_class::<PyPlanner>()?;
     m.add_function(wrap_pyfunction!(copied_by_design, m)?)?;
     Ok(())
 }
