@@ -339,6 +339,15 @@ def test_calibration_goes_one_size_at_a_time_across_the_pairs_and_can_be_recorde
     refined = record[len(swept):]
     assert {p["size"] for s in refined for p in s["points"]} >= {16 << 10, 256 << 10}
     assert all(p["verdict"] != "shared" for s in refined for p in s["points"]), refined
+    # Last, a second round of the paths that copy by design, in another dtype of the same bytes, at
+    # the sizes from 1 MiB up: the fit then states how far the two rounds lay apart.
+    second = [s for s in record if s["dtype"] == advice.SECOND_ROUND_DTYPE]
+    assert second and record[-len(second):] == second
+    assert {(s["source"], s["target"]) for s in second} == {("torch", "numpy"), ("numpy", "torch")}
+    for s in second:
+        assert {p["path"] for p in s["points"]} == {"host", "copy"}, s["points"]
+        assert {p["size"] for p in s["points"]} == {1 << 20}
+        assert all(p["verdict"] == "copied" for p in s["points"])
     # A path that copies is fitted range by range through its points; one that shares is not.
     fits = m.to_dict()["fits"]
     knots = [k["bytes"] for k in fits["share torch->numpy host @cpu"]["knots"]]
