@@ -391,4 +391,4 @@ pub fn import_path(e: &Endpoints) -> &'static str {
 
 #[cfg(test)]
 #[path = "auto_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -20,6 +20,34 @@ fn facts(endpoints: Endpoints, source: Place) -> AutoFacts<'static> {
     }
 }
 
+/// A model of torch→torch moves from cuda:0 to cuda:1: each `(path, fixed seconds, bytes per
+/// second)` an exact line through 1, 16 and 256 MiB (each fit's stated error is then the goal's
+/// floor: 30 % below 1 MiB, 15 % from it up).
+pub(crate) fn move_model(lines: &[(&str, f64, f64)]) -> crate::advice::model::CostModel {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    for &(path, fixed, bw) in lines {
+        let key = CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+        let points: Vec<Observation> =
+            [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect();
+        m.add(&key, points, Some(false));
+    }
+    m
+}
+
+/// A torch→torch move of `nbytes` from cuda:0 to cuda:1, which reach each other, priced by `model`.
+pub(crate) fn move_facts(model: Option<&crate::advice::model::CostModel>, nbytes: Option<u64>) -> AutoFacts<'_> {
+    AutoFacts {
+        destination: Some(Place::Device(1)),
+        peer_access: Some(true),
+        target_name: "torch",
+        source_name: "torch",
+        model,
+        nbytes,
+        ..facts(Endpoints::default(), Place::Device(0))
+    }
+}
+
 #[test]
 fn auto_within_a_device_follows_what_the_endpoints_take() {
     let plain = Endpoints::default();
@@ -179,47 +207,17 @@ fn a_busy_producer_moves_auto_to_a_calibrated_path_ordered_on_the_device() {
 
 #[test]
 fn a_busy_producer_takes_the_frameworks_own_move_over_a_peer_copy_that_waits() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
-    let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
-    let line = |fixed: f64, bw: f64| -> Vec<Observation> {
-        [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
-    };
-    let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    m.add(&key("p2p"), line(15e-6, 394e9), Some(false));
-    m.add(&key("move"), line(20e-6, 385e9), Some(false));
-    let idle = AutoFacts {
-        destination: Some(Place::Device(1)),
-        peer_access: Some(true),
-        target_name: "torch",
-        source_name: "torch",
-        model: Some(&m),
-        nbytes: Some(256 << 20),
-        ..facts(Endpoints::default(), Place::Device(0))
-    };
+    let m = move_model(&[("p2p", 15e-6, 394e9), ("move", 20e-6, 385e9)]);
+    let idle = move_facts(Some(&m), Some(256 << 20));
     assert_eq!(resolve_auto(&idle).path, "p2p");
     assert_eq!(resolve_auto(&AutoFacts { producer_busy: true, ..idle }).path, "move");
 }
 
 #[test]
 fn auto_decides_for_the_arrays_size_once_per_range_where_the_paths_order_holds() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
-    let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
-    let line = |fixed: f64, bw: f64| -> Vec<Observation> {
-        [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
-    };
-    let mut m = CostModel::new(serde_json::json!({}), 0.0);
     // The framework's own move starts sooner, the peer copy streams faster: equal at 24 MB.
-    m.add(&key("p2p"), line(30e-6, 400e9), Some(false));
-    m.add(&key("move"), line(10e-6, 300e9), Some(false));
-    let at = |nbytes: u64| AutoFacts {
-        destination: Some(Place::Device(1)),
-        peer_access: Some(true),
-        target_name: "torch",
-        source_name: "torch",
-        model: Some(&m),
-        nbytes: Some(nbytes),
-        ..facts(Endpoints::default(), Place::Device(0))
-    };
+    let m = move_model(&[("p2p", 30e-6, 400e9), ("move", 10e-6, 300e9)]);
+    let at = |nbytes: u64| move_facts(Some(&m), Some(nbytes));
     let small = resolve_auto(&at(1 << 20));
     assert_eq!(small.path, "move");
     // The words give the predictions at the array's own size.
@@ -241,30 +239,11 @@ fn auto_decides_for_the_arrays_size_once_per_range_where_the_paths_order_holds()
 
 #[test]
 fn a_range_whose_second_path_is_predicted_within_the_models_error_says_which() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
-    let key = |path: &str| CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
     // Exact lines: each fit's stated error is the goal's floor (30 % below 1 MiB, 15 % from it up).
-    let line = |fixed: f64, bw: f64| -> Vec<Observation> {
-        [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
-    };
-    let model = |p2p_fixed: f64| {
-        let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        // move starts sooner, p2p streams faster; dlpack far behind at every size.
-        m.add(&key("p2p"), line(p2p_fixed, 400e9), Some(false));
-        m.add(&key("move"), line(10e-6, 300e9), Some(false));
-        m.add(&key("dlpack"), line(80e-6, 100e9), Some(false));
-        m
-    };
-    let at = |m: &CostModel, nbytes: u64| -> Vec<AutoRange> {
-        let f = AutoFacts {
-            destination: Some(Place::Device(1)),
-            peer_access: Some(true),
-            target_name: "torch",
-            source_name: "torch",
-            model: Some(m),
-            nbytes: Some(nbytes),
-            ..facts(Endpoints::default(), Place::Device(0))
-        };
+    // move starts sooner, p2p streams faster; dlpack far behind at every size.
+    let model = |p2p_fixed: f64| move_model(&[("p2p", p2p_fixed, 400e9), ("move", 10e-6, 300e9), ("dlpack", 80e-6, 100e9)]);
+    let at = |m: &crate::advice::model::CostModel, nbytes: u64| -> Vec<AutoRange> {
+        let f = move_facts(Some(m), Some(nbytes));
         assert_eq!(auto_close_second(&f), auto_ranges(&f).iter().find(|r| r.from <= nbytes && r.below.is_none_or(|b| nbytes < b)).unwrap().close);
         auto_ranges(&f)
     };

@@ -112,42 +112,17 @@ mod tests {
     use std::cell::Cell;
 
     use super::*;
-    use crate::advice::model::{CostKey, CostModel, Observation};
-    use crate::paths::Endpoints;
+    use crate::advice::model::CostModel;
+    use crate::auto::tests::move_model as lines;
 
+    /// The framework's own move starts sooner, the peer copy streams faster: equal at 24 MB.
     fn move_model() -> CostModel {
-        let key = |path: &str| CostKey {
-            kind: "move".into(),
-            path: path.into(),
-            source: "torch".into(),
-            target: "torch".into(),
-            place: "cuda:0->cuda:1".into(),
-        };
-        let line = |fixed: f64, bw: f64| -> Vec<Observation> {
-            [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect()
-        };
-        let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        // The framework's own move starts sooner, the peer copy streams faster: equal at 24 MB.
-        m.add(&key("p2p"), line(30e-6, 400e9), Some(false));
-        m.add(&key("move"), line(10e-6, 300e9), Some(false));
-        m
+        lines(&[("p2p", 30e-6, 400e9), ("move", 10e-6, 300e9)])
     }
 
+    /// A torch→torch move from cuda:0 to cuda:1 with `model`, its size set by the planner.
     fn facts(model: Option<&CostModel>) -> AutoFacts<'_> {
-        AutoFacts {
-            endpoints: Endpoints::default(),
-            source: Place::Device(0),
-            destination: Some(Place::Device(1)),
-            peer_access: Some(true),
-            target_name: "torch",
-            across_processes: false,
-            source_shares_host_across: false,
-            model,
-            source_name: "torch",
-            nbytes: None,
-            producer_busy: false,
-            source_readonly: None,
-        }
+        crate::auto::tests::move_facts(model, None)
     }
 
     fn key(to: Place) -> MoveKey {
