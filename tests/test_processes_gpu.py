@@ -103,6 +103,21 @@ def test_torch_multiprocessing_cuda_shares_the_block(worker):
     r.release()
 
 
+@two_gpus
+def test_torch_mp_hands_over_a_tensor_whose_device_is_not_the_current_one(worker):
+    # The user's current device may be another GPU (importing JAX leaves the last one current);
+    # torch exports a CUDA tensor only while its device is current, which is gpushare's to arrange.
+    _, x = _offset_tensor()
+    with torch.cuda.device(1):
+        r = worker.share(x, path="torch_mp")
+        assert torch.cuda.current_device() == 1  # left as the user had it
+    assert r.verdict == "shared", r.reason
+    x[3] = 4.0
+    torch.cuda.synchronize()
+    assert r.remote.read()[3] == 4.0
+    r.release()
+
+
 @pytest.mark.parametrize("path", ["ipc", "torch_mp"])
 def test_lazy_conjugate_and_negative_views_on_the_gpu_are_refused_as_in_one_process(worker, path):
     # No process path carries PyTorch's conjugate or negative bit; the worker would read

@@ -34,7 +34,10 @@ def _alias(obj: Any) -> Any:
     if storage.nbytes() == 0 or storage.nbytes() % obj.element_size():
         return obj
     data = torch.empty(0, dtype=torch.uint8, device=obj.device).set_(storage)
-    whole = torch.from_dlpack(data)
+    # torch exports a CUDA tensor only while its device is current; the user's current device may be
+    # another (JAX leaves the last GPU current): made current for this call only, then restored.
+    with torch.cuda.device(obj.device):
+        whole = torch.from_dlpack(data)
     alias = whole.view(obj.dtype).as_strided(obj.shape, obj.stride(), obj.storage_offset())
     if obj.requires_grad:
         alias.requires_grad_(True)
