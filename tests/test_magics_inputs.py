@@ -107,9 +107,9 @@ def test_a_chain_giving_two_hops_one_name_is_refused_before_the_cell_runs(ip, ru
 @pytest.mark.parametrize(
     "sizes,match",
     [
-        ("1" * 400, "cannot read size '1{400}': it is beyond any memory"),
-        ("1KiB," + "9" * 400 + "MiB", "cannot read size '9{400}MiB'"),
-        (str(2**64), "cannot read size '18446744073709551616': it is beyond any memory"),
+        ("1" * 400, "cannot read size `1{400}`: it is beyond any memory"),
+        ("1KiB," + "9" * 400 + "MiB", r"--sizes\[1\]: cannot read size `9{400}MiB`"),
+        (str(2**64), "cannot read size `18446744073709551616`: it is beyond any memory"),
         ("4KiB,1000000TiB", "does not fit in the host memory"),
     ],
 )

@@ -107,7 +107,7 @@ class GpuShareLab(Magics):
                              "own: `gpushare worker --listen HOST:PORT --device cuda:N`)")
         try:
             listed = [s for s in args.sizes.split(",") if s.strip()] if args.sizes else lab.DEFAULT_SIZES
-            sizes = sweep_sizes.read_sizes(listed)
+            sizes = arguments.sizes("--sizes", listed)
             if args.across is not None:
                 from gpushare import processes
 

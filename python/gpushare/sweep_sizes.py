@@ -1,4 +1,4 @@
-"""The sizes ``%sharebench --sizes`` sweeps, read and checked before any array is made.
+"""The sizes ``%sharebench --sizes`` sweeps, checked against the devices before any array is made.
 
 A size that cannot be read (a 400-digit number overflows the float it is read through) or that
 no device could hold (``1TiB`` on a laptop, ``2**64`` bytes) is refused in one message before the
@@ -33,21 +33,6 @@ def device_capacity(device: str) -> int | None:
     return None
 
 
-def read_sizes(texts: Iterable[str]) -> list[int]:
-    """Each size in bytes; ValueError naming the one that cannot be read, huge numbers included."""
-    sizes = []
-    for text in texts:
-        try:
-            sizes.append(lab.parse_size(text))
-        except ValueError as e:
-            if "too large" not in str(e):
-                raise
-            raise ValueError(
-                f"cannot read size {text!r}: it is beyond any memory; write e.g. 4KiB, 1MiB, 256MiB or 1GiB"
-            ) from None
-    return sizes
-
-
 def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
     """ValueError when a size exceeds the memory of a device the sweep puts it on."""
     sizes = list(sizes)
@@ -64,4 +49,4 @@ def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
             )
 
 
-__all__ = ["check_fits", "device_capacity", "read_sizes"]
+__all__ = ["check_fits", "device_capacity"]

@@ -219,7 +219,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .map(|(_, f)| *f);
     match (well_formed, factor) {
         (true, Some(factor)) => size_in_bytes(number, factor).ok_or_else(|| {
-            format!("size `{text}` is too large: an array holds at most {MAX_SIZE} bytes (2^63 - 1)")
+            format!("cannot read size `{text}`: it is beyond any memory (an array holds at most {MAX_SIZE} bytes, 2^63 - 1)")
         }),
         _ => Err(format!(
             "cannot read size `{text}`: write e.g. 4KiB, 1MiB, 256MiB, 1GiB or a number of bytes"
