@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use gpushare_core::render::base64; // the one base64 (what Python's `base64.b64encode` writes)
 use serde_json::{Map, Value, json};
 
 use super::client::Message;
@@ -222,27 +223,6 @@ impl Widgets {
     }
 }
 
-/// Standard base64 with padding (what Python's `base64.b64encode` writes).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
 
 #[cfg(test)]
 mod tests {
