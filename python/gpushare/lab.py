@@ -244,15 +244,11 @@ def _default_device(src: Adapter) -> str:
         return "cpu"
 
 
-def _ordinal(device: str) -> tuple[bool, int]:
-    from gpushare.devices import parse_device
-
-    return parse_device(device)
-
-
 def make_array(src: Adapter, n: int, dtype: str, device: str) -> Any:
     """A 1-d array of ``n`` ones of ``dtype`` made by framework ``src`` on ``device``."""
-    on_host, ordinal = _ordinal(device)
+    from gpushare.devices import parse_device
+
+    on_host, ordinal = parse_device(device)
     return src.ones(n, dtype, on_host, ordinal)
 
 
@@ -314,7 +310,7 @@ def bench(
     s.load()
     d.load()
     device = device or _default_device(s)
-    from gpushare.devices import dlpack_place
+    from gpushare.devices import dlpack_place, parse_device
 
     def elements(size: int) -> int:
         return max(size // itemsize, 1) if size else 0
@@ -323,7 +319,7 @@ def bench(
     # size): those paths are measured at every size, and the sweep marks the one a share of the
     # array it made takes. The sweep's arrays are new, so writable (what auto takes may depend on
     # that: NumPy's capsules).
-    place, writable = dlpack_place(*_ordinal(device)), False if s.legacy_capsule_refuses_readonly else None
+    place, writable = dlpack_place(*parse_device(device)), False if s.legacy_capsule_refuses_readonly else None
     probe = _probe_info(s, dtype, device) if to_device is None else None
     taken = [_auto_for(s, d, place, to_device, writable, elements(size) * itemsize, probe) for size in size_list]
     autos, here = [path for path, _ in taken], taken[0][1]

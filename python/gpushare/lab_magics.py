@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, kwds, magic_arguments
 from IPython.display import display
 
-from gpushare import api, arguments, lab, sweep_sizes
+from gpushare import api, arguments, devices, lab, sweep_sizes
 from gpushare.adapters import framework
 from gpushare.exceptions import GpushareWarning, UnknownFrameworkError
 from gpushare.magics import MAX_COUNT, _check_count, parse_magic_line
@@ -113,11 +113,11 @@ class GpuShareLab(Magics):
 
                 paths = processes.parse_process_paths(args.paths)
                 if args.worker_device is not None:
-                    lab._ordinal(args.worker_device)
+                    devices.parse_device(args.worker_device)
             else:
                 paths = lab.parse_paths(args.paths)
             if args.device is not None:
-                lab._ordinal(args.device)
+                devices.parse_device(args.device)
             # Every size must fit where the sweep makes it, checked before the first array is made.
             device = args.device or lab._default_device(framework(source))
             sweep_sizes.check_fits(sizes, [device, args.to_device or device, args.worker_device or device])

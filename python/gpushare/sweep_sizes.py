@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from gpushare import _native, lab
+from gpushare import _native
+from gpushare.devices import parse_device
 
 
 def device_capacity(device: str) -> int | None:
     """The bytes one array on ``device`` can at most take: the host's physical memory for
     ``cpu``, the GPU's total memory for ``cuda:N``; None when it cannot be told."""
-    on_host, ordinal = lab._ordinal(device)
+    on_host, ordinal = parse_device(device)
     if on_host:
         try:
             return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -42,7 +43,7 @@ def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
             continue
         too_big = [s for s in sizes if s > capacity]
         if too_big:
-            where = "host memory" if lab._ordinal(device)[0] else f"memory of {device}"
+            where = "host memory" if parse_device(device)[0] else f"memory of {device}"
             raise ValueError(
                 f"size {_native.text.format_bytes(max(too_big))} ({max(too_big):,} bytes) does not fit in the {where} "
                 f"({_native.text.format_bytes(capacity)}); sweep sizes below it"
