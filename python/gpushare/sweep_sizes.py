@@ -1,9 +1,9 @@
 """The sizes ``%sharebench --sizes`` sweeps, checked against the devices before any array is made.
 
-A size that cannot be read (a 400-digit number overflows the float it is read through) or that
-no device could hold (``1TiB`` on a laptop, ``2**64`` bytes) is refused in one message before the
-sweep starts: making the first array would otherwise fail deep inside a framework, or page the
-machine to a halt, after the smaller sizes had already run.
+The sizes are read by ``gpushare.arguments.sizes`` (the core's one parser: a size past any memory,
+such as a 400-digit number, is refused there). A size no device could hold (``1TiB`` on a laptop) is
+refused here in one message before the sweep starts: making the first array would otherwise fail
+deep inside a framework, or page the machine to a halt, after the smaller sizes had already run.
 """
 
 from __future__ import annotations

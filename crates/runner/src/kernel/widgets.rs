@@ -223,7 +223,6 @@ impl Widgets {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
