@@ -59,6 +59,9 @@ NBCLIENT_ATTEMPTS = 3
 NBCLIENT_FINISHED = {"nbclient/Output.ipynb": {"succeeded": True, "errors": [], "raised": "",
                                                "log": "nbclient hung in every attempt (jupyter/nbclient#312): "
                                                       "the outcome it gives whenever it finishes"}}
+#: Their guard: a known hang is noticed sooner (Output.ipynb finishes within seconds whenever it
+#: does not hang), so three hung attempts cost minutes less of the run; the fallback above decides.
+NBCLIENT_KNOWN_HANG_GUARD_S = 90
 #: After a cell's reply, nbclient waits only ``iopub_timeout`` (4 s) for the cell's remaining
 #: output, then goes on without it: on a loaded machine it once raised CellExecutionError for a
 #: cell whose error output it had not yet read, and so recorded none. That outcome (a failing cell
@@ -105,8 +108,8 @@ def outcome_under_nbclient(path: Path, env: dict) -> dict:
                str(STARTUP_TIMEOUT_S)]
     for attempt in range(1, NBCLIENT_ATTEMPTS + 1):
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=path.parent,
-                                  timeout=NBCLIENT_GUARD_S)
+            guard = NBCLIENT_KNOWN_HANG_GUARD_S if label(path) in NBCLIENT_FINISHED else NBCLIENT_GUARD_S
+            proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=path.parent, timeout=guard)
         except subprocess.TimeoutExpired:
             if attempt == NBCLIENT_ATTEMPTS:
                 if label(path) in NBCLIENT_FINISHED:
