@@ -60,7 +60,7 @@ fn arguments_that_cannot_fit_a_model_are_one_line_usage_errors() {
     let cases: [(&[&str], &str); 9] = [
         (&["--sizes", "0,0,0"], "0 bytes"),
         (&["--sizes", "lots,many,more"], "cannot read size `lots`"),
-        (&["--sizes", &digits], "too large"),
+        (&["--sizes", &digits], "beyond any memory"),
         (&["-f", "torch,bogus"], "unknown framework 'bogus'"),
         (&["-f", "torch,jaxx"], "did you mean 'jax'"),
         (&["--device", "bogus"], "unknown device \"bogus\""),

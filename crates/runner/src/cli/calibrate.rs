@@ -138,7 +138,7 @@ mod tests {
             (&["--sizes", "0,0,0"][..], "0 bytes"),
             (&["--sizes", "4KiB,4KiB,4096"], "three different sizes"),
             (&["--sizes", "a,b,c"], "cannot read size `a`"),
-            (&["--sizes", &format!("{digits},1,2")], "too large"),
+            (&["--sizes", &format!("{digits},1,2")], "beyond any memory"),
             (&["--device", "bogus"], "--device: unknown device \"bogus\""),
             (&["--to-device", "tpu:1"], "--to-device: unknown device"),
             (&["-f", "torch"], "one framework makes no pair"),
