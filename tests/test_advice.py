@@ -400,3 +400,30 @@ def test_every_table_carries_the_prediction_beside_the_measured_time(model):
         assert advised["tolerance"] == pytest.approx(stated_error(advised))
     finally:
         advice.save(model)
+
+
+def test_a_device_switch_is_priced_only_where_one_is_made_and_a_file_cannot_claim_an_absurd_one():
+    """A handoff made while another GPU is current pays for making the array's device current and
+    the other one again after; the calibration measures that apart (on two GPUs) and a prediction
+    adds it when asked. Host memory never switches, and a cache file's switch is checked like its fits."""
+    from gpushare.adapters import framework
+
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 12, 1 << 20, 1 << 26)
+    assert m.add("share", "capsule", "torch", "cupy", "cuda:0", [(n, 2.5e-6) for n in sizes], True)
+    assert not m.set_device_switch("torch", "cuda:0", float("nan"))
+    assert m.device_switch("torch", "cuda:0") is None
+    assert m.set_device_switch("torch", "cuda:0", 2e-6)
+    plain = m.predict("share", "capsule", "torch", "cupy", "cuda:0", 1 << 20, shares=True)
+    switched = m.predict("share", "capsule", "torch", "cupy", "cuda:0", 1 << 20, shares=True, switches_device=True)
+    assert switched.seconds == pytest.approx(plain.seconds + 2e-6) and switched.device_switch == 2e-6
+    assert plain.device_switch == 0.0 and "device_switch" not in plain.to_dict()
+    assert gpushare.CostModel.from_json(m.to_json()).device_switch("torch", "cuda:0") == 2e-6
+    absurd = m.to_json().replace('"torch@cuda:0":2e-6', '"torch@cuda:0":5.0')
+    assert absurd != m.to_json()
+    with pytest.raises(ValueError, match="device switch"):
+        gpushare.CostModel.from_json(absurd)
+    # Host memory has no current device to switch; NumPy has none at all.
+    assert not advice.switches_device(framework("torch"), "share", "dlpack", "cpu")
+    assert not advice.switches_device(framework("numpy"), "share", "dlpack", "cuda:0")
+    assert advice.measure_device_switch(framework("numpy"), "cpu") is None

@@ -223,3 +223,39 @@ def test_a_move_takes_the_path_fastest_for_its_own_size_in_share_compare_bench_a
     finally:
         advice.cache_file().unlink()
         advice.forget()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+def test_a_calibration_prices_the_device_switch_and_predictions_add_it_only_where_another_gpu_is_current(tmp_path, monkeypatch):
+    """A handoff of a torch tensor on cuda:0 while cuda:1 is current makes cuda:0 current and
+    cuda:1 again after (the guard; JAX makes the last GPU current when it starts). The sweeps run
+    with the arrays' device current, the switch is measured apart, and a prediction adds it
+    exactly when another device is current: in ``compare``'s rows as in the model's own call."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    try:
+        need("cupy")
+        with torch.cuda.device(1):  # calibrated from the state a JAX user is in
+            m = gpushare.calibrate(["torch", "cupy"], sizes=("4KiB", "64KiB", "1MiB"), device="cuda:0", repeat=3,
+                                   progress=False)
+            assert torch.cuda.current_device() == 1, "calibrate left another device current"
+        switch = m.device_switch("torch", "cuda:0")
+        assert switch is not None and 0.0 < switch < 1e-4, switch
+        assert m.device_switch("cupy", "cuda:0") is not None
+        src = framework("torch")
+        plain = m.predict("share", "capsule", "torch", "cupy", "cuda:0", 1 << 20, shares=True)
+        switched = m.predict("share", "capsule", "torch", "cupy", "cuda:0", 1 << 20, shares=True, switches_device=True)
+        assert math.isclose(switched.seconds - plain.seconds, switch, rel_tol=1e-9), (plain, switched)
+        assert switched.device_switch == switch and plain.device_switch == 0.0
+        x = torch.ones(N, device="cuda:0")
+        with torch.cuda.device(0):
+            assert not advice.switches_device(src, "share", "capsule", "cuda:0")
+            here = gpushare.compare(x, "cupy", paths="capsule", repeat=1).to_dict()["rows"][0]["predicted"]
+        with torch.cuda.device(1):
+            assert advice.switches_device(src, "share", "capsule", "cuda:0")
+            # A move by torch's own `move` goes by torch's current device: no guard, no switch.
+            assert not advice.switches_device(src, "move", "move", "cuda:0->cuda:1")
+            there = gpushare.compare(x, "cupy", paths="capsule", repeat=1).to_dict()["rows"][0]["predicted"]
+        assert there.get("device_switch") == switch and "device_switch" not in here, (here, there)
+    finally:
+        advice.forget()

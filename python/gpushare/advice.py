@@ -23,6 +23,7 @@ from gpushare.model_cache import (  # noqa: F401  (re-exported: gpushare.advice 
     auto_model, cache_file, forget, machine_key, made_at, model, save, stale_note, summary,
 )
 from gpushare.adapters import ADAPTERS, HOST_DEVICE_TYPES, adapter_for, framework
+from gpushare.adapters.base import Adapter
 from gpushare.exceptions import GpushareError, GpushareWarning
 
 CostModel = _native.advice.CostModel
@@ -269,7 +270,11 @@ def calibrate(
         shown.now(kind, src, dst, sweep_sizes, where)
         started, speed = time.time(), host_speed()
         times = times or repeat
-        d = lab.bench(src, dst, sweep_sizes, device=on or device, repeat=times, progress=False, **where).to_dict()
+        # With the arrays' device current: a fit holds no device switch (another framework, JAX
+        # among them, may have made another GPU current), which is priced apart and added where
+        # one is made (measure_device_switch).
+        with _arrays_device_current(framework(src), on or device):
+            d = lab.bench(src, dst, sweep_sizes, device=on or device, repeat=times, progress=False, **where).to_dict()
         place = d.get("device", on or device)
         if kind == "move":
             place = f"{place}->{devices.device_name(*devices.parse_device(where['to_device']))}"
@@ -354,6 +359,11 @@ def calibrate(
         limits = None
     for (kind, src, dst, place), points in sweeps.items():
         _fit_points(m, kind, src, dst, place, points, limits, link)
+    if shares:
+        for src in names:
+            seconds = measure_device_switch(framework(src), device)
+            if seconds is not None:
+                m.set_device_switch(src, device, seconds)
     if save:
         model_cache.save(m)
     # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
@@ -361,6 +371,60 @@ def calibrate(
     if line is not None:
         warnings.warn(f"calibrate: {line}", GpushareWarning, stacklevel=2)
     return m
+
+
+def _arrays_device_current(src: Any, device: str) -> Any:
+    """A context manager that makes ``device`` (``cuda:0``) current for framework ``src`` where its
+    handoffs depend on the current device, and the one current before again after; nothing
+    otherwise (host memory, a framework without a current device)."""
+    import contextlib
+
+    on_host, ordinal = devices.parse_device(device)
+    if on_host or type(src).current_ordinal is Adapter.current_ordinal:
+        return contextlib.nullcontext()
+    return src.device_made_current(ordinal)
+
+
+#: Rounds of :func:`measure_device_switch`, and handoffs in each.
+SWITCH_ROUNDS, SWITCH_NUMBER = 9, 200
+
+
+def measure_device_switch(src: Any, device: str) -> float | None:
+    """Seconds one handoff from ``src`` of an array on ``device`` (``cuda:0``) adds while another GPU
+    is current: the handoff's guard (:class:`gpushare.devices.DeviceGuarded`) makes the array's
+    device current and the other one current again after, and says so in a note the result takes.
+    Measured as that guard around a handoff that does nothing else, less the same handoff with the
+    array's device current (where the core calls the route inside the guard directly), round by
+    round, the median kept. None on a machine with one GPU (no other device can be current), for
+    host memory, and for a framework whose handoffs do not depend on the current device."""
+    on_host, ordinal = devices.parse_device(device)
+    if on_host or type(src).device_scope is Adapter.device_scope or len(machine_ceilings.cuda_devices()) < 2:
+        return None
+    other = 1 if ordinal == 0 else 0
+    try:
+        obj = src.ones(256, "float32", False, ordinal)
+    except Exception:  # a framework that cannot place arrays there: nothing to price
+        return None
+
+    def nothing(x: Any) -> Any:
+        return x
+
+    guarded = devices.DeviceGuarded(nothing, src, "dlpack")
+
+    def per_handoff(switching: bool) -> float:
+        with src.device_made_current(other if switching else ordinal):
+            started = time.perf_counter()
+            for _ in range(SWITCH_NUMBER):
+                if switching:
+                    guarded(obj)
+                    guarded.take_notes()
+                else:
+                    nothing(obj)
+            return (time.perf_counter() - started) / SWITCH_NUMBER
+
+    # Interleaved, so a drift of the host's speed touches both sides of each difference alike.
+    differences = sorted(per_handoff(True) - per_handoff(False) for _ in range(SWITCH_ROUNDS))
+    return max(differences[len(differences) // 2], 0.0)
 
 
 def _second_round(sweeps: dict[tuple[str, str, str, str], list[dict]]) -> list[tuple[str, str, str, list[int], list[str]]]:
@@ -429,7 +493,7 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
     row whose handoff nothing orders). ``device``: a move's destination."""
     m = model()
     kind = "share" if device is None else "move"
-    consumer = framework(target)
+    producer, consumer = framework(source), framework(target)
 
     def predict(path: str, nbytes: int, dlpack_device: tuple[int, int], shares: bool | None = None) -> tuple[Any, str | None]:
         where = devices.device_name(int(dlpack_device[0]) in HOST_DEVICE_TYPES, int(dlpack_device[1]))
@@ -440,9 +504,31 @@ def lab_predictor(source: str, target: str, device: str | None) -> Any:
         # The host's speed right before the row runs: a share's fixed cost is host work (a move's
         # fit carries no speed, so it is not measured for one).
         speed = host_speed() if kind == "share" else None
-        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, speed, shares=shares), words
+        return m.predict(kind, path, source, target, place, int(nbytes), ordering, 0.0, speed, shares=shares,
+                         switches_device=switches_device(producer, kind, path, where)), words
 
     return predict
+
+
+#: The move paths whose handoff runs with the source's device current (gpushare.devices.move_route):
+#: the framework's own ``move`` goes by the framework's current device.
+_GUARDED_MOVES = ("p2p", "pinned", "dlpack")
+
+
+def switches_device(src: Any, kind: str, path: str, place: str) -> bool:
+    """Whether a handoff of ``kind`` by ``path`` from ``src`` of an array at ``place`` (``cuda:0``; a
+    move's ``cuda:0->cuda:1``) runs now with another device current than the array's, so that it
+    makes the array's device current and the other one current again after
+    (:class:`gpushare.devices.DeviceGuarded`): the model adds the time the calibration measured for
+    that (:func:`measure_device_switch`)."""
+    where = place.split("->", 1)[0]
+    if not where.startswith("cuda:") or kind not in ("share", "move") or (kind == "move" and path not in _GUARDED_MOVES):
+        return False
+    try:
+        current = src.current_ordinal()
+    except Exception:  # a framework that cannot say now: nothing is added
+        return False
+    return current is not None and f"cuda:{current}" != where
 
 
 def producer_state(src: Any, obj: Any) -> str:
@@ -522,7 +608,9 @@ def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src
     ordering = "host_synchronise" if waits else ordering
     # The rules' verdict for this array: a fit measured with another prices it not (no number).
     shares = {"shared": True, "copied": False}.get(verdict)
-    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued, speed, shares=shares)
+    switches = m is not None and switches_device(framework(src), kind, path, place)
+    prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued, speed, shares=shares,
+                                                  switches_device=switches)
     return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
             "ordered": ordered, "waits": waits, "prediction": prediction}
 

@@ -10,6 +10,7 @@ into it, is at hand.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
@@ -415,6 +416,17 @@ class Adapter:
         """``(source ordinal, current ordinal, context manager making the source's device current)``
         when ``obj`` is on a CUDA device other than this framework's current one; None otherwise."""
         return None
+
+    def current_ordinal(self) -> int | None:
+        """The CUDA device this framework calls current, asked only once it holds arrays on a GPU
+        (None: a framework whose handoffs do not depend on it: no :meth:`device_scope`)."""
+        return None
+
+    def device_made_current(self, ordinal: int) -> Any:
+        """A context manager that makes CUDA device ``ordinal`` current for this framework and the
+        one current before current again after: what a handoff does where :meth:`device_scope`
+        finds another device current."""
+        return contextlib.nullcontext()
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         """``from_dlpack(obj, device=…, copy=True)``: the producer copies to the device (``dl_device``)."""

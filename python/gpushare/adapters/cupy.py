@@ -127,9 +127,14 @@ class CupyAdapter(Adapter):
             info.notes.append(f"no GPU: {e}")
 
     def device_scope(self, obj: Any) -> tuple[int, int, Any] | None:
-        cuda = sys.modules["cupy"].cuda
-        ordinal, current = obj.device.id, cuda.runtime.getDevice()
-        return None if current == ordinal else (ordinal, current, cuda.Device(ordinal))
+        ordinal, current = obj.device.id, self.current_ordinal()
+        return None if current == ordinal else (ordinal, current, self.device_made_current(ordinal))
+
+    def current_ordinal(self) -> int | None:
+        return int(sys.modules["cupy"].cuda.runtime.getDevice())
+
+    def device_made_current(self, ordinal: int) -> Any:
+        return self.load().cuda.Device(ordinal)
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         if on_host:

@@ -218,11 +218,17 @@ class TorchAdapter(Adapter):
         ordinal = obj.get_device()  # -1 on the host
         if ordinal < 0:
             return None
+        current = self.current_ordinal()
+        return None if current == ordinal else (ordinal, current, self.device_made_current(ordinal))
+
+    def current_ordinal(self) -> int | None:
         torch = sys.modules["torch"]
         # A tensor on a GPU means torch's CUDA state is initialised: its raw getter skips
         # current_device()'s _lazy_init (asked on every handoff of a CUDA tensor).
-        current = int(getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)())
-        return None if current == ordinal else (ordinal, current, torch.cuda.device(ordinal))
+        return int(getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)())
+
+    def device_made_current(self, ordinal: int) -> Any:
+        return self.load().cuda.device(ordinal)
 
     def from_dlpack_on(self, obj: Any, on_host: bool, ordinal: int) -> Any:
         return self.load().from_dlpack(obj, device="cpu" if on_host else f"cuda:{ordinal}", copy=True)

@@ -535,6 +535,10 @@ pub struct Prediction {
     /// Seconds added for the producer's queued work a host-side synchronise waits for.
     #[serde(default)]
     pub waits_for_queue: f64,
+    /// Seconds added for making the array's device current for the handoff and the one that was
+    /// current again after (another device was current: [`CostModel::with_device_switch`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_switch: f64,
     /// How much slower (above 1) or faster the host ran, when this was predicted, than when the
     /// path was calibrated: the fixed cost is scaled by it (`None`: the host's speed was not
     /// measured then or now).
@@ -662,6 +666,13 @@ pub struct CostModel {
     /// one per point), where the sweep measured it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub host_speeds: BTreeMap<String, Vec<f64>>,
+    /// Seconds a handoff from a framework spends making the array's device current, and the device
+    /// that was current again after, where another device was current (`torch@cuda:0` → seconds;
+    /// [`CostModel::device_switch`]). Measured apart from the sweeps, which run with the array's
+    /// device current: on 2x H200 torch→cupy by `capsule` took 2.2–3.9 µs with cuda:0 current and
+    /// 4.4–4.8 µs with cuda:1 current (JAX makes the last GPU current), at every size.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub device_switches: BTreeMap<String, f64>,
     /// When it was made, seconds since the epoch.
     #[serde(default)]
     pub created: f64,
@@ -834,6 +845,7 @@ impl CostModel {
             unpredictable: unpredictable_words(tolerance, fit, bytes, fit.slowdown(host_speed)),
             unlike_its_fit: false,
             waits_for_queue: waits,
+            device_switch: 0.0,
             host_slowdown: (fit.host_speed.is_some() && host_speed.is_some()).then(|| fit.slowdown(host_speed)),
         })
     }
@@ -913,7 +925,46 @@ impl CostModel {
                 return Some(format!("host speed of {label:?}: {s}"));
             }
         }
+        for (label, seconds) in &self.device_switches {
+            if !label.split_once('@').is_some_and(|(source, place)| !source.is_empty() && !place.is_empty()) {
+                return Some(format!("device switch {label:?}: not a label of the form `source@place`"));
+            }
+            if !switch_seconds_ok(*seconds) {
+                return Some(format!("device switch of {label:?}: {seconds} seconds is not a time a switch takes"));
+            }
+        }
         None
+    }
+
+    /// Records `seconds` as the cost of a device switch around a handoff from `source` of an array
+    /// at `place` (`cuda:0`); false, and nothing kept, where it is not a time a switch can take.
+    pub fn set_device_switch(&mut self, source: &str, place: &str, seconds: f64) -> bool {
+        if !switch_seconds_ok(seconds) || source.is_empty() || place.is_empty() {
+            return false;
+        }
+        self.device_switches.insert(switch_label(source, place), seconds);
+        true
+    }
+
+    /// The seconds a handoff from `source` of an array at `place` adds for a device switch
+    /// ([`CostModel::device_switches`]), where it was measured.
+    pub fn device_switch(&self, source: &str, place: &str) -> Option<f64> {
+        // A move's place names both ends (`cuda:0->cuda:1`): the switch is to the source's device.
+        let from = place.split_once("->").map_or(place, |(from, _)| from);
+        self.device_switches.get(&switch_label(source, from)).copied()
+    }
+
+    /// `prediction` of a handoff from `source` at `place` made while another device than the
+    /// array's is current: the handoff makes the array's device current and the other one current
+    /// again after, and that time is added where it was measured (unchanged where it was not).
+    pub fn with_device_switch(&self, mut prediction: Prediction, source: &str, place: &str) -> Prediction {
+        if let Some(seconds) = self.device_switch(source, place) {
+            prediction.seconds += seconds;
+            prediction.fixed += seconds;
+            // The rate stays the copy's own, as it leaves out a wait for queued work.
+            prediction.device_switch = seconds;
+        }
+        prediction
     }
 
     /// What differs between the machine this model was made for and `current` (each top-level
@@ -941,6 +992,22 @@ impl CostModel {
 /// anything a calibration measures, and keeps every prediction finite (an hour per byte of 2⁶⁴
 /// bytes is still a finite f64).
 const MAX_SECONDS: f64 = 3600.0;
+
+/// The longest a device switch may take in a model: the two driver calls take microseconds, and a
+/// millisecond is past anything a calibration measures.
+const MAX_SWITCH_SECONDS: f64 = 1e-3;
+
+fn switch_seconds_ok(seconds: f64) -> bool {
+    seconds.is_finite() && (0.0..=MAX_SWITCH_SECONDS).contains(&seconds)
+}
+
+fn switch_label(source: &str, place: &str) -> String {
+    format!("{source}@{place}")
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
 
 /// The range of the power a fit's fixed cost follows the host's speed by: the calibration states
 /// 0.6 or 1.0 ([`host_speed_exponent`]); a power far outside makes a prediction overflow.

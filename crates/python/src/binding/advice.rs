@@ -123,6 +123,12 @@ impl PyPrediction {
     fn waits_for_queue(&self) -> f64 {
         self.inner.waits_for_queue
     }
+    /// Seconds added for making the array's device current for the handoff and the previous one
+    /// current again after (0: no switch, or none measured).
+    #[getter]
+    fn device_switch(&self) -> f64 {
+        self.inner.device_switch
+    }
     /// How much slower than at calibration the host ran when this was predicted (the fixed cost
     /// is scaled by it); None where the host's speed was not measured.
     #[getter]
@@ -226,8 +232,10 @@ impl PyCostModel {
     /// (``gpushare.advice.host_speed()``), which scales the fixed cost; None: as calibrated.
     /// ``shares``: whether the rules predict this array is shared (None: not known, or a failure);
     /// where the calibration's arrays had another verdict, the prediction gives no number and says
-    /// why (``Prediction.unpredictable``).
-    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0, host_speed = None, shares = None))]
+    /// why (``Prediction.unpredictable``). ``switches_device``: another device than the array's is
+    /// current, so the handoff makes the array's current and the other one again after; the time
+    /// the calibration measured for that (``set_device_switch``) is added.
+    #[pyo3(signature = (kind, path, source, target, place, nbytes, ordering = "none", queued = 0.0, host_speed = None, shares = None, switches_device = false))]
     #[allow(clippy::too_many_arguments)]
     fn predict(
         &self,
@@ -241,10 +249,25 @@ impl PyCostModel {
         queued: f64,
         host_speed: Option<f64>,
         shares: Option<bool>,
+        switches_device: bool,
     ) -> PyResult<Option<PyPrediction>> {
         let ordering = self::ordering(ordering)?;
         let key = key(kind, path, source, target, place);
-        Ok(self.inner.predict_for_array(&key, nbytes, ordering, queued, host_speed, shares).map(|inner| PyPrediction { inner }))
+        let prediction = self.inner.predict_for_array(&key, nbytes, ordering, queued, host_speed, shares);
+        Ok(prediction.map(|p| PyPrediction {
+            inner: if switches_device { self.inner.with_device_switch(p, source, place) } else { p },
+        }))
+    }
+
+    /// Records ``seconds`` as what a handoff from ``source`` of an array at ``place`` (``cuda:0``)
+    /// adds where another device is current; False, and nothing kept, for a time no switch takes.
+    fn set_device_switch(&mut self, source: &str, place: &str, seconds: f64) -> bool {
+        self.inner.set_device_switch(source, place, seconds)
+    }
+
+    /// The seconds recorded by ``set_device_switch`` (None: not measured).
+    fn device_switch(&self, source: &str, place: &str) -> Option<f64> {
+        self.inner.device_switch(source, place)
     }
 
     /// What changed since the model was made (``None``: it is current for ``machine``).

@@ -510,7 +510,7 @@ fn a_sweep_of_all_seven_paths_fits_a_592_px_output() {
 #[test]
 fn a_calibrated_cuda_comparison_still_fits_100_columns() {
     // Every optional column: a prediction (one missed, ⚠) and device time, on a GPU.
-    let p = |s: f64| crate::advice::model::Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, extrapolated_from: None, unpredictable: None, unlike_its_fit: false, waits_for_queue: 0.0, host_slowdown: None };
+    let p = |s: f64| crate::advice::model::Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, extrapolated_from: None, unpredictable: None, unlike_its_fit: false, waits_for_queue: 0.0, host_slowdown: None, ..Default::default() };
     let mut runs = Vec::new();
     for (path, verdict, t, bytes) in [("dlpack", "shared", 12.5e-6, 0u64), ("capsule", "shared", 11.0e-6, 0), ("pinned", "copied", 1234.5e-6, 64 << 20), ("copy", "copied", 456.7e-6, 64 << 20)] {
         let mut r = run(path, verdict, &[t, t * 1.01, t * 0.99, t], bytes);
