@@ -256,6 +256,7 @@ def test_a_calibration_prices_the_device_switch_and_predictions_add_it_only_wher
             # A move by torch's own `move` goes by torch's current device: no guard, no switch.
             assert not advice.switches_device(src, "move", "move", "cuda:0->cuda:1")
             there = gpushare.compare(x, "cupy", paths="capsule", repeat=1).to_dict()["rows"][0]["predicted"]
-        assert there.get("device_switch") == switch and "device_switch" not in here, (here, there)
+        # compare's rows scale the switch, host work, by the host's speed right before each row.
+        assert there.get("device_switch", 0.0) > 0.0 and "device_switch" not in here, (here, there)
     finally:
         advice.forget()

@@ -361,9 +361,10 @@ def calibrate(
         _fit_points(m, kind, src, dst, place, points, limits, link)
     if shares:
         for src in names:
+            speed = host_speed()
             seconds = measure_device_switch(framework(src), device)
             if seconds is not None:
-                m.set_device_switch(src, device, seconds)
+                m.set_device_switch(src, device, seconds, speed)
     if save:
         model_cache.save(m)
     # One line where some fits are too uncertain to recommend from, and why (advise repeats it).
@@ -392,11 +393,12 @@ SWITCH_ROUNDS, SWITCH_NUMBER = 9, 200
 def measure_device_switch(src: Any, device: str) -> float | None:
     """Seconds one handoff from ``src`` of an array on ``device`` (``cuda:0``) adds while another GPU
     is current: the handoff's guard (:class:`gpushare.devices.DeviceGuarded`) makes the array's
-    device current and the other one current again after, and says so in a note the result takes.
-    Measured as that guard around a handoff that does nothing else, less the same handoff with the
-    array's device current (where the core calls the route inside the guard directly), round by
-    round, the median kept. None on a machine with one GPU (no other device can be current), for
-    host memory, and for a framework whose handoffs do not depend on the current device."""
+    device current and the other one current again after. Measured as the lab times a handoff
+    (the guard's note is written once and taken after the timed handoffs, not with each): that
+    guard around a handoff that does nothing else, less the same handoff with the array's device
+    current (where the core calls the route inside the guard directly), round by round, the median
+    kept. None on a machine with one GPU (no other device can be current), for host memory, and
+    for a framework whose handoffs do not depend on the current device."""
     on_host, ordinal = devices.parse_device(device)
     if on_host or type(src).device_scope is Adapter.device_scope or len(machine_ceilings.cuda_devices()) < 2:
         return None
@@ -415,12 +417,10 @@ def measure_device_switch(src: Any, device: str) -> float | None:
         with src.device_made_current(other if switching else ordinal):
             started = time.perf_counter()
             for _ in range(SWITCH_NUMBER):
-                if switching:
-                    guarded(obj)
-                    guarded.take_notes()
-                else:
-                    nothing(obj)
-            return (time.perf_counter() - started) / SWITCH_NUMBER
+                (guarded if switching else nothing)(obj)
+            seconds = (time.perf_counter() - started) / SWITCH_NUMBER
+        guarded.take_notes()
+        return seconds
 
     # Interleaved, so a drift of the host's speed touches both sides of each difference alike.
     differences = sorted(per_handoff(True) - per_handoff(False) for _ in range(SWITCH_ROUNDS))

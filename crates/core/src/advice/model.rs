@@ -651,6 +651,18 @@ impl Ordering {
     }
 }
 
+/// What one device switch around a handoff cost when the calibration measured it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSwitch {
+    /// Seconds a handoff adds.
+    pub seconds: f64,
+    /// The host's speed then ([`CostModel::add_measured`]'s fixed piece of work, seconds): the
+    /// switch is host work (the framework's Python and two driver calls), so it scales with the
+    /// host's speed as a share's fixed cost in host memory does, one for one.
+    #[serde(default)]
+    pub host_speed: Option<f64>,
+}
+
 /// The calibrated model of one machine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostModel {
@@ -672,7 +684,7 @@ pub struct CostModel {
     /// device current: on 2x H200 torch→cupy by `capsule` took 2.2–3.9 µs with cuda:0 current and
     /// 4.4–4.8 µs with cuda:1 current (JAX makes the last GPU current), at every size.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub device_switches: BTreeMap<String, f64>,
+    pub device_switches: BTreeMap<String, DeviceSwitch>,
     /// When it was made, seconds since the epoch.
     #[serde(default)]
     pub created: f64,
@@ -925,12 +937,15 @@ impl CostModel {
                 return Some(format!("host speed of {label:?}: {s}"));
             }
         }
-        for (label, seconds) in &self.device_switches {
+        for (label, switch) in &self.device_switches {
             if !label.split_once('@').is_some_and(|(source, place)| !source.is_empty() && !place.is_empty()) {
                 return Some(format!("device switch {label:?}: not a label of the form `source@place`"));
             }
-            if !switch_seconds_ok(*seconds) {
-                return Some(format!("device switch of {label:?}: {seconds} seconds is not a time a switch takes"));
+            if !switch_seconds_ok(switch.seconds) {
+                return Some(format!("device switch of {label:?}: {} seconds is not a time a switch takes", switch.seconds));
+            }
+            if let Some(s) = switch.host_speed.filter(|s| !host_speed_ok(*s)) {
+                return Some(format!("device switch of {label:?}: host speed {s} is not one a calibration measures"));
             }
         }
         None
@@ -938,27 +953,36 @@ impl CostModel {
 
     /// Records `seconds` as the cost of a device switch around a handoff from `source` of an array
     /// at `place` (`cuda:0`); false, and nothing kept, where it is not a time a switch can take.
-    pub fn set_device_switch(&mut self, source: &str, place: &str, seconds: f64) -> bool {
+    /// `host_speed`: the host's speed when it was measured (None: not measured).
+    pub fn set_device_switch(&mut self, source: &str, place: &str, seconds: f64, host_speed: Option<f64>) -> bool {
         if !switch_seconds_ok(seconds) || source.is_empty() || place.is_empty() {
             return false;
         }
-        self.device_switches.insert(switch_label(source, place), seconds);
+        let host_speed = host_speed.filter(|s| host_speed_ok(*s));
+        self.device_switches.insert(switch_label(source, place), DeviceSwitch { seconds, host_speed });
         true
     }
 
     /// The seconds a handoff from `source` of an array at `place` adds for a device switch
-    /// ([`CostModel::device_switches`]), where it was measured.
-    pub fn device_switch(&self, source: &str, place: &str) -> Option<f64> {
+    /// ([`CostModel::device_switches`]), where it was measured, with the host running at
+    /// `host_speed` (None: as measured).
+    pub fn device_switch(&self, source: &str, place: &str, host_speed: Option<f64>) -> Option<f64> {
         // A move's place names both ends (`cuda:0->cuda:1`): the switch is to the source's device.
         let from = place.split_once("->").map_or(place, |(from, _)| from);
-        self.device_switches.get(&switch_label(source, from)).copied()
+        let switch = self.device_switches.get(&switch_label(source, from))?;
+        let slowdown = match (switch.host_speed, host_speed) {
+            (Some(then), Some(now)) if host_speed_ok(now) => now / then,
+            _ => 1.0,
+        };
+        Some(switch.seconds * slowdown.powf(HOST_MEMORY_SPEED_EXPONENT))
     }
 
     /// `prediction` of a handoff from `source` at `place` made while another device than the
-    /// array's is current: the handoff makes the array's device current and the other one current
-    /// again after, and that time is added where it was measured (unchanged where it was not).
-    pub fn with_device_switch(&self, mut prediction: Prediction, source: &str, place: &str) -> Prediction {
-        if let Some(seconds) = self.device_switch(source, place) {
+    /// array's is current, with the host running at `host_speed`: the handoff makes the array's
+    /// device current and the other one current again after, and that time is added where it was
+    /// measured (unchanged where it was not).
+    pub fn with_device_switch(&self, mut prediction: Prediction, source: &str, place: &str, host_speed: Option<f64>) -> Prediction {
+        if let Some(seconds) = self.device_switch(source, place, host_speed) {
             prediction.seconds += seconds;
             prediction.fixed += seconds;
             // The rate stays the copy's own, as it leaves out a wait for queued work.

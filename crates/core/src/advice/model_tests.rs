@@ -399,29 +399,31 @@ fn a_device_switch_is_added_where_it_was_measured_and_a_file_cannot_claim_an_abs
     let mut m = CostModel::new(serde_json::json!({}), 1.7e9);
     m.add(&key, points(2.5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     let plain = m.predict(&key, MIB, Ordering::None, 0.0, None).unwrap();
-    assert!(!m.set_device_switch("torch", "cuda:0", f64::NAN));
-    assert!(!m.set_device_switch("torch", "cuda:0", -1e-6));
-    assert!(m.with_device_switch(plain.clone(), "torch", "cuda:0") == plain, "nothing measured: nothing added");
-    assert!(m.set_device_switch("torch", "cuda:0", 2e-6));
-    let switched = m.with_device_switch(plain.clone(), "torch", "cuda:0");
+    assert!(!m.set_device_switch("torch", "cuda:0", f64::NAN, None));
+    assert!(!m.set_device_switch("torch", "cuda:0", -1e-6, None));
+    assert!(m.with_device_switch(plain.clone(), "torch", "cuda:0", None) == plain, "nothing measured: nothing added");
+    assert!(m.set_device_switch("torch", "cuda:0", 2e-6, Some(2e-5)));
+    let switched = m.with_device_switch(plain.clone(), "torch", "cuda:0", None);
     assert!((switched.seconds - plain.seconds - 2e-6).abs() < 1e-12, "{switched:?}");
     assert!((switched.fixed - plain.fixed - 2e-6).abs() < 1e-12);
     assert_eq!(switched.device_switch, 2e-6);
     // A move's place names both ends: the switch is to the source's device.
-    assert_eq!(m.device_switch("torch", "cuda:0->cuda:1"), Some(2e-6));
+    assert_eq!(m.device_switch("torch", "cuda:0->cuda:1", None), Some(2e-6));
+    // Host work: on a host running twice as slow as when it was measured, twice the time.
+    assert!((m.device_switch("torch", "cuda:0", Some(4e-5)).unwrap() - 4e-6).abs() < 1e-12);
     // Another framework's, or another device's, was not measured.
-    assert_eq!(m.device_switch("cupy", "cuda:0"), None);
-    assert_eq!(m.device_switch("torch", "cuda:1"), None);
+    assert_eq!(m.device_switch("cupy", "cuda:0", None), None);
+    assert_eq!(m.device_switch("torch", "cuda:1", None), None);
     // Kept through the cache file, and checked when read back.
     let text = serde_json::to_string(&m).unwrap();
     let back: CostModel = serde_json::from_str(&text).unwrap();
-    assert_eq!(back.device_switch("torch", "cuda:0"), Some(2e-6));
+    assert_eq!(back.device_switch("torch", "cuda:0", None), Some(2e-6));
     assert_eq!(back.problem(), None);
     let mut bad = back.clone();
-    bad.device_switches.insert("torch@cuda:0".into(), 5.0);
+    bad.device_switches.insert("torch@cuda:0".into(), DeviceSwitch { seconds: 5.0, host_speed: None });
     assert!(bad.problem().unwrap().contains("device switch"), "{:?}", bad.problem());
     let mut bad = back;
-    bad.device_switches.insert("torch".into(), 1e-6);
+    bad.device_switches.insert("torch".into(), DeviceSwitch { seconds: 1e-6, host_speed: None });
     assert!(bad.problem().unwrap().contains("source@place"), "{:?}", bad.problem());
     // A prediction without a switch says nothing of one in its JSON.
     assert!(!serde_json::to_string(&plain).unwrap().contains("device_switch"));

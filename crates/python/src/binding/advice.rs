@@ -255,19 +255,23 @@ impl PyCostModel {
         let key = key(kind, path, source, target, place);
         let prediction = self.inner.predict_for_array(&key, nbytes, ordering, queued, host_speed, shares);
         Ok(prediction.map(|p| PyPrediction {
-            inner: if switches_device { self.inner.with_device_switch(p, source, place) } else { p },
+            inner: if switches_device { self.inner.with_device_switch(p, source, place, host_speed) } else { p },
         }))
     }
 
     /// Records ``seconds`` as what a handoff from ``source`` of an array at ``place`` (``cuda:0``)
-    /// adds where another device is current; False, and nothing kept, for a time no switch takes.
-    fn set_device_switch(&mut self, source: &str, place: &str, seconds: f64) -> bool {
-        self.inner.set_device_switch(source, place, seconds)
+    /// adds where another device is current, measured with the host running at ``host_speed``
+    /// (``gpushare.advice.host_speed()``); False, and nothing kept, for a time no switch takes.
+    #[pyo3(signature = (source, place, seconds, host_speed = None))]
+    fn set_device_switch(&mut self, source: &str, place: &str, seconds: f64, host_speed: Option<f64>) -> bool {
+        self.inner.set_device_switch(source, place, seconds, host_speed)
     }
 
-    /// The seconds recorded by ``set_device_switch`` (None: not measured).
-    fn device_switch(&self, source: &str, place: &str) -> Option<f64> {
-        self.inner.device_switch(source, place)
+    /// The seconds recorded by ``set_device_switch``, at ``host_speed`` (None: as measured);
+    /// None where none was measured.
+    #[pyo3(signature = (source, place, host_speed = None))]
+    fn device_switch(&self, source: &str, place: &str, host_speed: Option<f64>) -> Option<f64> {
+        self.inner.device_switch(source, place, host_speed)
     }
 
     /// What changed since the model was made (``None``: it is current for ``machine``).
