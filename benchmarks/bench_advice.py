@@ -334,7 +334,7 @@ def promise(rows: list[dict]) -> dict:
     return {
         "coverage": len(within) / len(numbered) if numbered else None,
         "worst_ratio": max(ratios) if ratios else None,
-        "worst_row": None if worst is None else {k: worst[k] for k in ("pair", "path", "size", "measured_s", "predicted_s")},
+        "worst_row": None if worst is None else {k: worst.get(k) for k in ("pair", "path", "size", "dtype", "measured_s", "predicted_s")},
         "unpredictable_rows": len(rows) - len(numbered),
         "median_tolerance": statistics.median(r["tolerance"] for r in numbered) if numbered else None,
     }
@@ -497,7 +497,10 @@ def main() -> int:
             medians = [r[key] * 100 for r in rounds if r[key] is not None]
             print(f"  median error {words}: {', '.join(f'{m:.1f}' for m in medians)} %; "
                   f"spread {max(medians) - min(medians):.1f} points (goal: within 3 points of each other)")
-        summaries["rounds"] = {"shares": [{k: r[k] for k in ("median_error_large", "median_error_small", "coverage", "worst_ratio")}
+        # Each round's worst row too: the rows of rounds after the first are not kept, and a round's
+        # worst ratio alone does not say which handoff it was.
+        summaries["rounds"] = {"shares": [{k: r[k] for k in ("median_error_large", "median_error_small", "coverage", "worst_ratio",
+                                                              "worst_row", "unpredictable_rows")}
                                           for r in rounds]}
     if busy_autos:
         summaries["busy"] = summarise([], busy_autos)
