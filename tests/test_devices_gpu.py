@@ -175,6 +175,24 @@ def test_auto_move_is_p2p_and_compare_lists_every_move():
 
 
 @two
+@pytest.mark.parametrize("dst", ["torch", "cupy"])
+def test_one_auto_move_plan_decides_each_array_where_it_lies(dst):
+    """`share(x, to, device=)` keeps one plan per array type, target and device, and the plan
+    decides `auto` for each array: an array already on cuda:1 is handed over in place (shared),
+    the next one on cuda:0 is copied across, each predicted for the path that ran."""
+    need(dst)
+    on_0 = torch.arange(1 << 16, dtype=torch.float32, device="cuda:0")
+    on_1 = torch.arange(1 << 16, dtype=torch.float32, device="cuda:1")
+    for x, verdict in ((on_0, "copied"), (on_1, "shared"), (on_0, "copied"), (on_1, "shared")):
+        r = gpushare.share(x, dst, device="cuda:1")
+        assert r.verdict == verdict, (r.path, r.reason)
+        assert r.prediction is not None and r.prediction["verdict"] == verdict and not r.unexpected, (r.path, r.prediction)
+        assert r.target.dlpack_device == (2, 1)
+        np.testing.assert_array_equal(to_host(dst, r.value), np.arange(1 << 16, dtype=np.float32))
+    assert gpushare.share(on_1, dst, device="cuda:1").path == "move"
+
+
+@two
 def test_topology_sees_both_gpus_and_peer_access_both_ways():
     t = topology.topology().to_dict()
     assert len(t["devices"]) >= 2

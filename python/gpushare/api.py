@@ -97,18 +97,19 @@ def share(
     >>> r.verdict, r.value
     ('shared', array([1., 1., 1.], dtype=float32))
     """
-    # The common share, `share(x, "jax")`, once a share of its kind has run: its plan after one
-    # lookup of a short key, before anything else (the full path below costs a few µs of Python
-    # on every share, as much as the framework's own import on a CPU).
-    common = path == "auto" and source is None and device is None and across is None
+    # The common share, `share(x, "jax")` or `share(x, "torch", device="cuda:1")`, once a share of
+    # its kind has run: its plan after one lookup of a short key, before anything else (the full
+    # path below costs a few µs of Python on every share, as much as the framework's own import on
+    # a CPU). `auto` is decided for each array by the plan, in the core.
+    common = path == "auto" and source is None and across is None
     if common and repeat is None and number is None and budget is None and type(warmup) is int and not warmup:
         try:
-            plan = model_cache.planner().plans.get((type(obj), to))
+            plan = model_cache.planner().plans.get((type(obj), to) if device is None else (type(obj), to, device))
         except TypeError:  # an unhashable name: framework() below says what is wrong with it
             plan = None
         if plan is not None:
             result = plan.run(obj, None, 1, name, origin, observe=True) if observe else plan.run(obj, None, 1, name, origin)
-            if result.readonly_warning is not None or not result.shared:
+            if result.owes_warning:
                 _warn_about(obj, result)
             return result
     repeat, number, warmup, budget = _checked_timing(repeat, number, warmup, budget)
@@ -123,27 +124,36 @@ def share(
     if budget is not None and not budget > 0:
         raise ValueError(f"budget is a positive number of seconds, got {budget!r}")
     already_there = False
-    if device is not None:
+    moving_by_auto = device is not None and path == "auto"
+    if device is not None and not moving_by_auto:
         path, device, already_there = _move_path(obj, to, path, device, source)
     # What depends only on the array's type, the target and the path is worked out once, into a plan
     # that runs every later share of that kind in the Rust core (crates/python/src/binding/plan.rs),
-    # where `auto` is decided for each array.
-    # `share(x, to)` is keyed by the array's type and the target alone (the common share above).
-    plan_key = (type(obj), to) if common else (type(obj), to, path, source, device, already_there)
+    # where `auto` is decided for each array (a move's too).
+    # The common shares above are keyed by the array's type, the target and the device alone.
+    if common:
+        plan_key = (type(obj), to) if device is None else (type(obj), to, device)
+    else:
+        plan_key = (type(obj), to, path, source, device, already_there)
     plans = model_cache.planner().plans
     try:
         plan = plans.get(plan_key)
     except TypeError:  # an unhashable name: framework() below says what is wrong with it
         plan_key, plan = None, None
     if plan is None:
-        plan = _plan(obj, to, path, source) if device is None else _move_plan(obj, to, path, source, device, already_there)
+        if device is None:
+            plan = _plan(obj, to, path, source)
+        elif moving_by_auto:
+            plan = _move_auto_plan(obj, to, source, device)
+        else:
+            plan = _move_plan(obj, to, path, source, device, already_there)
         if plan_key is not None:
             plans[plan_key] = plan
     if budget is None:
         result = plan.run(obj, repeat or 1, number or 1, name, origin, warmup=warmup, observe=observe)
     else:  # the budget's policy, with -r/-n pinned only where asked for
         result = plan.run(obj, repeat, number, name, origin, warmup=warmup, budget=budget, observe=observe)
-    if result.readonly_warning is not None or not result.shared:
+    if result.owes_warning:
         _warn_about(obj, result)
     return result
 
@@ -155,7 +165,7 @@ def _warn_about(obj: Any, result: ShareResult) -> None:
     # where a copy changed the dtype (every move, and jax→torch's warning, asked on every share).
     warning = result.readonly_warning
     if warning is not None:
-        warnings.warn(f"{result.pair}: {warning}", GpushareWarning, stacklevel=_user_stacklevel())
+        warnings.warn(warning, GpushareWarning, stacklevel=_user_stacklevel())
     if not result.shared and result.dtype_changed:
         lost = values_lost(obj, result.value)
         if lost is not None:
@@ -290,6 +300,32 @@ def _move_plan(obj: Any, to: str, path: str, source: str | None, device: str, al
     return _native.share.SharePlan(
         src, dst, path_name, convert, predictor, _pair_allocators(src, dst),
         check_source=devices.move_checks_source(path_name), kind="move",
+    )
+
+
+def _move_auto_plan(obj: Any, to: str, source: str | None, device: str) -> Any:
+    """The SharePlan of ``auto`` moves of arrays like ``obj`` to ``device``, handed to framework
+    ``to``: the core decides each array's path with the planner's ``move_auto`` (from where the
+    array lies and, with a cost model, its size and the producer's state) and runs that path's
+    route, predicted for that path. Raises CudaError for a CUDA device that is not here."""
+    on_host, ordinal = devices.check_device(device)
+    device = devices.device_name(on_host, ordinal)
+    destination = devices.dlpack_place(on_host, ordinal)
+    dst = framework(to)
+    src = adapter_for(obj, framework(source) if source is not None else None)
+    dst.load()
+    # The plan starts from this array's path (a path that cannot make the move raises here).
+    path, _, here = _move_path(obj, to, "auto", device, source)
+    path_name, convert = devices.move_route(src, dst, path, device, here)
+
+    def route_for(other: str, already_there: bool) -> tuple[Any, bool, Any]:
+        _, other_convert = devices.move_route(src, dst, other, device, already_there)
+        return other_convert, devices.move_checks_source(other), verdicts.move_predictor(src, dst, other, destination)
+
+    return _native.share.SharePlan(
+        src, dst, path_name, convert, verdicts.move_predictor(src, dst, path_name, destination), _pair_allocators(src, dst),
+        check_source=devices.move_checks_source(path_name), kind="move",
+        move_auto=(model_cache.planner(), destination, route_for),
     )
 
 

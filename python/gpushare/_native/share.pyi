@@ -1,6 +1,7 @@
 """gpushare._native.share: One share: its plan, its result, what an array is, and memory owned by gpushare (crates/python/src/binding/plan.rs, types.rs, shared.rs)."""
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from gpushare._native.paths import Planner
 
 class TensorInfo:
     @staticmethod
@@ -105,6 +106,8 @@ class ShareResult:
     @property
     def notes(self) -> list[str]: ...
     @property
+    def owes_warning(self) -> bool: ...
+    @property
     def readonly_warning(self) -> str | None: ...
     @property
     def pair(self) -> str: ...
@@ -171,6 +174,9 @@ class SharePlan:
         check_source: bool = True,
         kind: Literal["share", "move"] = "share",
         route_for: Callable[[str], tuple[Callable[[Any], Any], bool]] | None = None,
+        move_auto: tuple[
+            Planner, tuple[int, int], Callable[[str, bool], tuple[Callable[[Any], Any], bool, Any]]
+        ] | None = None,
     ) -> None: ...
     @property
     def path(self) -> str: ...

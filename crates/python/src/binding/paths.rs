@@ -243,7 +243,9 @@ impl PyPair {
 #[pyclass(module = "gpushare._native.paths", name = "Planner", frozen)]
 pub struct PyPlanner {
     model: Option<Py<super::advice::PyCostModel>>,
-    moves: crate::planner::MoveAutos,
+    /// Shared with the move plans made under this model (binding/plan.rs), which decide a move's
+    /// `auto` per array from it without holding the planner (whose `plans` hold them).
+    moves: std::sync::Arc<crate::planner::MoveAutos>,
     plans: Py<PyDict>,
     predictors: Py<PyDict>,
 }
@@ -255,7 +257,7 @@ impl PyPlanner {
     fn new(py: Python<'_>, model: Option<Py<super::advice::PyCostModel>>) -> Self {
         Self {
             model,
-            moves: crate::planner::MoveAutos::default(),
+            moves: std::sync::Arc::default(),
             plans: PyDict::new(py).unbind(),
             predictors: PyDict::new(py).unbind(),
         }
@@ -288,6 +290,7 @@ impl PyPlanner {
     /// producer get different paths (with a model: a peer copy waits on the host for the
     /// producer's queue, the framework's own move is queued after it).
     #[pyo3(signature = (src, dst, source, destination, nbytes, producer_busy))]
+    #[allow(clippy::too_many_arguments)]
     fn move_auto(
         &self,
         py: Python<'_>,
@@ -298,14 +301,57 @@ impl PyPlanner {
         nbytes: Option<u64>,
         producer_busy: &Bound<'_, PyAny>,
     ) -> PyResult<&'static str> {
+        let moving = MoveAuto { moves: self.moves.clone(), model: self.model.as_ref().map(|m| m.clone_ref(py)), destination };
+        moving.path(py, src, dst, source, nbytes, || producer_busy.call0()?.is_truthy(), |e| e)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Planner(model={})", if self.model.is_some() { "calibrated" } else { "None: the rules alone" })
+    }
+}
+
+impl PyPlanner {
+    /// The moves' `auto` of this planner's model, for arrays moved to `destination` (DLPack's
+    /// ``(device_type, id)``): what a move plan keeps to decide it per array.
+    pub fn move_auto_to(&self, py: Python<'_>, destination: (u32, i32)) -> MoveAuto {
+        MoveAuto { moves: self.moves.clone(), model: self.model.as_ref().map(|m| m.clone_ref(py)), destination }
+    }
+}
+
+/// THE `auto` of moves to one destination under one model: the planner's memo of it, shared.
+pub struct MoveAuto {
+    moves: std::sync::Arc<crate::planner::MoveAutos>,
+    model: Option<Py<super::advice::PyCostModel>>,
+    pub destination: (u32, i32),
+}
+
+impl MoveAuto {
+    /// The path to move an array of adapter `src` lying on `source` (DLPack's ``(device_type,
+    /// id)``) here, handed to adapter `dst`. Worked out once per kind of move and range of sizes
+    /// (the driver is asked how the two GPUs are linked then); the size counts only with a model,
+    /// and `producer_busy` is asked only where an idle and a busy producer get different paths (a
+    /// peer copy waits on the host for the producer's queue, the framework's own move is queued
+    /// after it). `py_err` turns an adapter's failing attribute into the caller's error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn path<E>(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        source: (u32, i32),
+        nbytes: Option<u64>,
+        producer_busy: impl FnOnce() -> Result<bool, E>,
+        py_err: impl Fn(PyErr) -> E,
+    ) -> Result<&'static str, E> {
+        let name = |adapter: &Bound<'_, PyAny>| -> PyResult<String> { adapter.getattr("name")?.extract() };
         let key = crate::planner::MoveKey {
-            source: src.getattr("name")?.extract()?,
-            target: dst.getattr("name")?.extract()?,
+            source: name(src).map_err(&py_err)?,
+            target: name(dst).map_err(&py_err)?,
             from: Place::of_dlpack(source),
-            to: Place::of_dlpack(destination),
+            to: Place::of_dlpack(self.destination),
         };
         let model = self.model.as_ref().map(|m| m.bind(py).borrow());
-        let handoff = PyHandoffFacts::new(source, Some(destination), None, false, None, nbytes, false, None);
+        let handoff = PyHandoffFacts::new(source, Some(self.destination), None, false, None, nbytes, false, None);
         // The adapters' declarations are read only when this kind of move is new.
         let pair = std::cell::OnceCell::new();
         self.moves.try_path(
@@ -313,17 +359,19 @@ impl PyPlanner {
             nbytes,
             || {
                 if pair.get().is_none() {
-                    let _ = pair.set(PyPair::of(src, dst)?);
+                    let _ = pair.set(PyPair::of(src, dst).map_err(&py_err)?);
                 }
                 let pair: &PyPair = pair.get().expect("set above");
                 Ok(pair.facts(py, &handoff, model.as_ref().map(|m| &m.inner)))
             },
-            || producer_busy.call0()?.is_truthy(),
+            producer_busy,
         )
     }
 
-    fn __repr__(&self) -> String {
-        format!("Planner(model={})", if self.model.is_some() { "calibrated" } else { "None: the rules alone" })
+    /// Whether this `auto` weighs sizes (it has a cost model): the rules alone decide at their
+    /// reference size, and no array's size is asked for them.
+    pub fn weighs_sizes(&self) -> bool {
+        self.model.is_some()
     }
 }
 

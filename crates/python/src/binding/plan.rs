@@ -463,6 +463,27 @@ pub struct SharePlan {
     /// The routes `route_for` built, by path and the note their shares carry (why `auto` took the
     /// path for such arrays), made once each.
     others: Mutex<Vec<(String, Option<String>, std::sync::Arc<(PyRoute, bool)>)>>,
+    /// For `auto` of a move (`device=`): the path is decided for each array, in the core, from
+    /// where it lies and its size, and the route and prediction are those of the path that runs.
+    moving: Option<MovePlan>,
+}
+
+/// `auto` of a move decided per array: the planner's moves' `auto` for the destination, and
+/// ``route_for(path, already_there)`` → ``(convert, check_source, predictor)``, the route of each
+/// path it takes (``already_there``: the array lies at the destination), made once each.
+struct MovePlan {
+    auto: super::paths::MoveAuto,
+    route_for: Py<PyAny>,
+    routes: Mutex<Vec<(&'static str, bool, std::sync::Arc<MoveRoute>)>>,
+}
+
+/// ``SharePlan(move_auto=(planner, destination, route_for))``.
+type MoveAutoArgument<'py> = (PyRef<'py, super::paths::PyPlanner>, (u32, i32), Py<PyAny>);
+
+struct MoveRoute {
+    route: PyRoute,
+    check_source: bool,
+    predict: Option<PredictStep>,
 }
 
 impl SharePlan {
@@ -482,6 +503,22 @@ impl SharePlan {
         };
         crate::trace::mark("start", Own);
         let outcome = match self.per_array_auto() {
+            None if self.moving.is_some() => (|| {
+                options.timing.validate().map_err(crate::share::Error::Usage)?;
+                let source = handoff.describe(&obj)?;
+                crate::trace::mark("describe the source", Own);
+                let chosen = self.move_route(&obj, source.as_ref())?;
+                crate::trace::mark("plan: auto for this array", Own);
+                let predict = |described: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
+                    match &chosen.predict {
+                        None => Ok(None),
+                        Some(step) => Python::attach(|py| step.predict(py, described).map_err(|e| share_error(py, e))),
+                    }
+                };
+                let handoff = Handoff { route: &chosen.route, check_source: chosen.check_source, predictor: Some(&predict), ..handoff };
+                let (source, predicted) = handoff.prepare_described(&obj, source)?;
+                handoff.convert_prepared(&self.host, &obj, source, predicted, options)
+            })(),
             None => handoff.run(&self.host, &obj, options),
             Some(auto) => (|| {
                 options.timing.validate().map_err(crate::share::Error::Usage)?;
@@ -532,6 +569,42 @@ impl SharePlan {
         // The default streams (0, 1, 2) are the current context's: the array's device says which.
         let ordinal = if handle <= 2 { source.dlpack_device.1 } else { 0 };
         Ok(crate::cuda::Stream::external(handle, ordinal).is_done().is_ok_and(|done| !done))
+    }
+
+    /// The route of the path THE `auto` moves `obj` (described by `source`) by, made once per path
+    /// and whether the array already lies at the destination.
+    fn move_route(&self, obj: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<std::sync::Arc<MoveRoute>> {
+        let moving = self.moving.as_ref().expect("asked only of a move plan");
+        let here = crate::paths::Place::of_dlpack(source.dlpack_device) == crate::paths::Place::of_dlpack(moving.auto.destination);
+        let nbytes = moving.auto.weighs_sizes().then_some(source.nbytes);
+        let path = Python::attach(|py| {
+            moving.auto.path(
+                py,
+                self.source.adapter.bind(py),
+                self.target.adapter.bind(py),
+                source.dlpack_device,
+                nbytes,
+                || self.producer_busy(obj, source),
+                |e| share_error(py, e),
+            )
+        })?;
+        if let Ok(routes) = moving.routes.lock()
+            && let Some((.., route)) = routes.iter().find(|(p, h, _)| *p == path && *h == here)
+        {
+            return Ok(route.clone());
+        }
+        let made = Python::attach(|py| -> PyResult<MoveRoute> {
+            let (convert, check_source, predictor): (Py<PyAny>, bool, Option<Bound<'_, PyAny>>) =
+                moving.route_for.bind(py).call1((path, here))?.extract()?;
+            let route = PyRoute::new(py, path.to_string(), convert).with_kind(crate::paths::PathKind::Move);
+            Ok(MoveRoute { route, check_source, predict: PredictStep::of(predictor) })
+        })
+        .map_err(|e| Python::attach(|py| share_error(py, e)))?;
+        let made = std::sync::Arc::new(made);
+        if let Ok(mut routes) = moving.routes.lock() {
+            routes.push((path, here, made.clone()));
+        }
+        Ok(made)
     }
 
     /// The predictor that decides `auto` per array, where this plan follows it.
@@ -609,7 +682,12 @@ impl SharePlan {
     /// ``route_for``: for a plan of ``auto`` within the array's device, ``route_for(path)`` →
     /// ``(convert, check_source)`` builds another path's route, taken for an array whose own
     /// ``auto`` (the path its prediction is made for) is another path.
-    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share", route_for=None))]
+    /// ``move_auto``: for a plan of ``auto`` with ``device=``, ``(planner, destination,
+    /// route_for)``: the move's path is decided for each array by the planner's ``move_auto`` for
+    /// ``destination`` (DLPack's ``(device_type, id)``), and ``route_for(path, already_there)`` →
+    /// ``(convert, check_source, predictor)`` builds the route of each path taken.
+    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share", route_for=None,
+                        move_auto=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: &Bound<'_, PyAny>,
@@ -621,6 +699,7 @@ impl SharePlan {
         check_source: bool,
         kind: &str,
         route_for: Option<Py<PyAny>>,
+        move_auto: Option<MoveAutoArgument<'_>>,
     ) -> PyResult<SharePlan> {
         let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
         let predict = PredictStep::of(predictor.cloned());
@@ -633,6 +712,11 @@ impl SharePlan {
             host: PyHost { allocators: allocators.filter(|a| !a.is_none(source.py())) },
             route_for: route_for.filter(|r| !r.is_none(source.py())),
             others: Mutex::new(Vec::new()),
+            moving: move_auto.map(|(planner, destination, route_for)| MovePlan {
+                auto: planner.move_auto_to(source.py(), destination),
+                route_for,
+                routes: Mutex::new(Vec::new()),
+            }),
         })
     }
 

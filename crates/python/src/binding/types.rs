@@ -127,6 +127,13 @@ pub struct ShareResult {
 }
 
 impl ShareResult {
+    /// The note that the target can write to memory the source holds read-only, if any.
+    fn readonly_note(&self) -> Option<&str> {
+        self.report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
+    }
+}
+
+impl ShareResult {
     /// Judges the handoff from the two descriptions and assembles the result.
     #[allow(clippy::too_many_arguments)]
     pub fn build(
@@ -262,11 +269,18 @@ impl ShareResult {
     fn notes(&self) -> Vec<String> {
         self.report.notes.clone()
     }
-    /// The note that the target can write to memory the source holds read-only, if any: `share`
-    /// turns it into a GpushareWarning (one call instead of copying every note to Python).
+    /// Whether `share` owes its caller a warning: the target can write to memory the source holds
+    /// read-only, or a copy changed the dtype (whose values `share` then checks). One question on
+    /// every share, where the warnings' words are made only when one is due.
     #[getter]
-    fn readonly_warning(&self) -> Option<&str> {
-        self.report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
+    fn owes_warning(&self) -> bool {
+        self.readonly_note().is_some() || (self.report.verdict != Verdict::Shared && self.dtype_changed())
+    }
+    /// The warning that the target can write to memory the source holds read-only, in the words
+    /// `share` gives its GpushareWarning (the pair, then the note), if any.
+    #[getter]
+    fn readonly_warning(&self) -> Option<String> {
+        self.readonly_note().map(|note| format!("{}: {note}", self.pair()))
     }
     /// The pair in words (`jax → torch`), for the warnings a share owes its caller, without
     /// making the two TensorInfo objects (every move and every copy asks).
