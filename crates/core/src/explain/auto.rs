@@ -175,7 +175,10 @@ pub struct ArrayKey {
     address_alignment: u64,
     span_from_address: (i128, i128),
     nbytes: u64,
-    settings: (Option<bool>, Option<i32>, Option<bool>, Option<bool>, bool),
+    /// The live settings a rule reads: the target keeps 64-bit types, the source's and the target's
+    /// current devices (CuPy's `cai` import copies memory of another device to its current one),
+    /// the target has a current context, the CUDA driver is usable, the producer is busy.
+    settings: (Option<bool>, Option<i32>, Option<i32>, Option<bool>, Option<bool>, bool),
 }
 
 impl ArrayKey {
@@ -196,6 +199,7 @@ impl ArrayKey {
             settings: (
                 target.settings.target.keeps_64_bit,
                 target.settings.source.current_device,
+                target.settings.target.current_device,
                 target.settings.target.has_current_context,
                 target.settings.cuda_available,
                 target.settings.producer_busy,

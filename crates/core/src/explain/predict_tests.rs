@@ -676,3 +676,29 @@ fn a_rules_path_whose_fit_cannot_price_this_array_is_not_overruled() {
     assert_eq!(super::auto_for_array(&x, &facts).path, "dlpack");
     assert_eq!(predict(&x, &facts).verdict(), Verdict::Shared);
 }
+
+#[test]
+fn a_calibrated_auto_remembered_under_one_current_device_is_not_reused_under_another() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // A JAX array on cuda:1 into CuPy, with a model that prices `cai` fastest. While cuda:1 is
+    // current, `cai` shares and `auto` takes it. With cuda:0 current, CuPy's `cai` import copies
+    // the array to cuda:0, and `auto` must take a path that still shares, although the array is of
+    // the same kind as the one whose `auto` was remembered.
+    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "jax".into(), target: "cupy".into(), place: "cuda:1".into() };
+    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("dlpack"), flat(20e-6), Some(true));
+    m.add(&key("cai"), flat(5e-6), Some(true));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..TargetFacts::between("jax", "cupy", "14.2.0", "auto") };
+    let (mut cuda_1_current, mut cuda_0_current) = (facts.clone(), facts.clone());
+    cuda_1_current.settings.target.current_device = Some(1);
+    cuda_0_current.settings.target.current_device = Some(0);
+    let x = on_cuda(src("jax", "float32", 0x10000, vec![64], vec![1]), 1);
+    for _ in 0..2 {
+        assert_eq!(super::auto_for_array(&x, &cuda_1_current).path, "cai");
+        assert_eq!(predict(&x, &cuda_1_current).verdict(), Verdict::Shared);
+        let chosen = super::auto_for_array(&x, &cuda_0_current);
+        assert_ne!(chosen.path, "cai", "{chosen:?}");
+        assert_eq!(predict(&x, &cuda_0_current).verdict(), Verdict::Shared, "{chosen:?}");
+    }
+}
