@@ -260,3 +260,36 @@ def test_a_calibration_prices_the_device_switch_and_predictions_add_it_only_wher
         assert there.get("device_switch", 0.0) > 0.0 and "device_switch" not in here, (here, there)
     finally:
         advice.forget()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+def test_a_model_that_prefers_cai_into_cupy_is_overruled_where_cupys_current_device_would_copy(tmp_path, monkeypatch):
+    """A JAX array on cuda:1 into CuPy, with a model that prices ``cai`` fastest: with cuda:1 current,
+    ``cai`` shares and ``auto`` takes it; with cuda:0 current, CuPy's ``cai`` import copies the array
+    to cuda:0, and ``auto`` takes a path that shares. The same kind of array, alternately, through
+    one plan: what ``auto`` decided under one current device is not reused under the other."""
+    need("jax")
+    cupy = need("cupy")
+    import jax
+    import jax.numpy as jnp
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    advice.forget()
+    m = gpushare.CostModel(advice.machine_key(), 0.0)
+    sizes = (1 << 14, 1 << 20, 1 << 24)
+    m.add("share", "dlpack", "jax", "cupy", "cuda:1", [(n, 20e-6) for n in sizes], True)
+    m.add("share", "cai", "jax", "cupy", "cuda:1", [(n, 5e-6) for n in sizes], True)
+    advice.save(m)
+    try:
+        x = jax.device_put(jnp.arange(4096, dtype=jnp.float32), jax.devices("gpu")[1])
+        x.block_until_ready()
+        for _ in range(2):
+            for current in (1, 0):
+                with cupy.cuda.Device(current):
+                    r = gpushare.share(x, "cupy")
+                assert r.verdict == "shared" and not r.unexpected, (current, r.path, r.reason)
+                assert r.target.dlpack_device == (2, 1), (current, r.path, r.target.dlpack_device)
+                assert (r.path == "cai") == (current == 1), (current, r.path)
+    finally:
+        advice.cache_file().unlink()
+        advice.forget()

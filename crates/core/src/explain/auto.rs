@@ -289,6 +289,40 @@ impl AutoMemo {
     }
 }
 
+/// What a plan of `auto` decided per kind of array (its [`ArrayKey`], the live settings included):
+/// the path [`auto_for_array`] takes and the prediction for it. The rules give every array of a
+/// kind the same answers, and working them out (each path's verdict weighed, the reasons written)
+/// cost a plan a microsecond or two of every share on a GPU host; a share of a known kind costs a
+/// key and a lookup. One per plan's predictor: its target, path and cost model are fixed.
+#[derive(Debug, Default)]
+pub struct DecisionMemo(Mutex<Vec<(ArrayKey, ArrayAuto, super::PredictedOutcome)>>);
+
+impl DecisionMemo {
+    /// The path `auto` takes for `source` under `target` and the prediction `decide` gives for it,
+    /// remembered per kind of array.
+    pub fn decide(
+        &self,
+        source: &TensorReport,
+        target: &TargetFacts,
+        decide: impl FnOnce() -> (ArrayAuto, super::PredictedOutcome),
+    ) -> (ArrayAuto, super::PredictedOutcome) {
+        let key = ArrayKey::of(source, target);
+        if let Ok(known) = self.0.lock()
+            && let Some((_, chosen, predicted)) = known.iter().find(|(k, ..)| *k == key)
+        {
+            return (chosen.clone(), predicted.clone());
+        }
+        let (chosen, predicted) = decide();
+        if let Ok(mut known) = self.0.lock() {
+            if known.len() >= ARRAYS_REMEMBERED {
+                known.remove(0);
+            }
+            known.push((key, chosen.clone(), predicted.clone()));
+        }
+        (chosen, predicted)
+    }
+}
+
 impl PartialEq for AutoMemo {
     /// A memo is not a fact: two facts are equal whatever each has remembered.
     fn eq(&self, _: &AutoMemo) -> bool {

@@ -702,3 +702,32 @@ fn a_calibrated_auto_remembered_under_one_current_device_is_not_reused_under_ano
         assert_eq!(predict(&x, &cuda_0_current).verdict(), Verdict::Shared, "{chosen:?}");
     }
 }
+
+#[test]
+fn a_decision_is_remembered_per_kind_of_array_and_worked_out_again_for_another_kind_or_setting() {
+    let memo = super::DecisionMemo::default();
+    let facts = to("cupy");
+    let worked_out = std::cell::Cell::new(0);
+    let decide = |x: &TensorReport, facts: &TargetFacts| {
+        memo.decide(x, facts, || {
+            worked_out.set(worked_out.get() + 1);
+            (super::auto_for_array(x, facts), predict(x, facts))
+        })
+    };
+    let x = on_cuda(f32("torch", 0x10000), 0);
+    let first = decide(&x, &facts);
+    // Another array of the same kind (another address, the same alignment): remembered.
+    assert_eq!(decide(&on_cuda(f32("torch", 0x20000), 0), &facts), first);
+    assert_eq!(worked_out.get(), 1);
+    // Another dtype, another device, another current device: each worked out, and each answer
+    // is the one the rules give it.
+    let int64 = on_cuda(src("torch", "int64", 0x10000, vec![4, 6], vec![6, 1]), 0);
+    let on_1 = on_cuda(f32("torch", 0x10000), 1);
+    let mut current_1 = facts.clone();
+    current_1.settings.target.current_device = Some(1);
+    for (x, facts) in [(&int64, &facts), (&on_1, &facts), (&x, &current_1)] {
+        let decided = decide(x, facts);
+        assert_eq!(decided, (super::auto_for_array(x, facts), predict(x, facts)));
+    }
+    assert_eq!(worked_out.get(), 4);
+}

@@ -208,6 +208,8 @@ pub struct Predictor {
     source_live: LiveReaders,
     /// A move's last prediction (`share(x, to, device=…)` in a loop predicts each kind of move once).
     move_memo: explain::MoveMemo,
+    /// `decide`'s answers per kind of array: a plan of `auto` asks on every share.
+    decided: explain::DecisionMemo,
 }
 
 impl Predictor {
@@ -247,8 +249,10 @@ impl Predictor {
         if busy {
             facts.to_mut().settings.producer_busy = true;
         }
-        let chosen = explain::auto_for_array(source, &facts);
-        Ok((chosen, Prediction::from_outcome(self.move_memo.predict(source, &facts))))
+        let (chosen, predicted) = self
+            .decided
+            .decide(source, &facts, || (explain::auto_for_array(source, &facts), self.move_memo.predict(source, &facts)));
+        Ok((chosen, Prediction::from_outcome(predicted)))
     }
 
     /// The facts a prediction for `source` reads: the adapters' live settings asked where a rule of
@@ -348,7 +352,7 @@ impl Predictor {
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
             auto_memo: Default::default(),
         };
-        Ok(Predictor { facts, target_live, source_live, move_memo: Default::default() })
+        Ok(Predictor { facts, target_live, source_live, move_memo: Default::default(), decided: Default::default() })
     }
 
     /// The prediction for handing the array ``source`` describes to the target.
