@@ -103,12 +103,8 @@ def share(
     # a CPU). `auto` is decided for each array by the plan, in the core.
     common = path == "auto" and source is None and across is None
     if common and repeat is None and number is None and budget is None and type(warmup) is int and not warmup:
-        try:
-            plan = model_cache.planner().plans.get((type(obj), to) if device is None else (type(obj), to, device))
-        except TypeError:  # an unhashable name: framework() below says what is wrong with it
-            plan = None
-        if plan is not None:
-            result = plan.run(obj, None, 1, name, origin, observe=True) if observe else plan.run(obj, None, 1, name, origin)
+        result = model_cache.planner().share_planned(obj, to, device, name, origin, observe)
+        if result is not None:
             if result.owes_warning:
                 _warn_about(obj, result)
             return result

@@ -4,7 +4,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from gpushare._native.advice import CostModel
 
-from gpushare._native.share import TensorInfo
+from gpushare._native.share import ShareResult, TensorInfo
 
 class Prediction:
     """``(verdict, reason, fix, expected_error)``: a 4-tuple with named fields."""
@@ -89,6 +89,10 @@ class Planner:
         self, src: Any, dst: Any, source: tuple[int, int], destination: tuple[int, int], nbytes: int | None,
         producer_busy: Callable[[], bool],
     ) -> str: ...
+    def share_planned(
+        self, obj: Any, to: str, device: str | None = None, name: str | None = None, origin: TensorInfo | None = None,
+        observe: bool = False,
+    ) -> ShareResult | None: ...
 
 class HandoffFacts:
     """What ``auto`` reads of one handoff besides the two frameworks."""

@@ -1,6 +1,7 @@
 """gpushare._native.share: One share: its plan, its result, what an array is, and memory owned by gpushare (crates/python/src/binding/plan.rs, types.rs, shared.rs)."""
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+
 from gpushare._native.paths import Planner
 
 class TensorInfo:

@@ -277,6 +277,37 @@ impl PyPlanner {
         self.predictors.clone_ref(py)
     }
 
+    /// The common share, ``share(x, to)`` or ``share(x, to, device=...)`` with ``auto`` and one
+    /// timed conversion, by the plan made for arrays of ``x``'s type (and that device) when one
+    /// has run: its result, or None where no such plan is made yet (``gpushare.api.share`` then
+    /// makes it). One call from Python: the lookup and the run are the core's.
+    #[pyo3(signature = (obj, to, device=None, name=None, origin=None, observe=false))]
+    fn share_planned(
+        &self,
+        py: Python<'_>,
+        obj: Bound<'_, PyAny>,
+        to: Bound<'_, PyAny>,
+        device: Option<Bound<'_, PyAny>>,
+        name: Option<String>,
+        origin: Option<Py<super::tensor_info::TensorInfo>>,
+        observe: bool,
+    ) -> PyResult<Option<super::types::ShareResult>> {
+        let key = match device {
+            None => pyo3::types::PyTuple::new(py, [obj.get_type().into_any(), to])?,
+            Some(device) => pyo3::types::PyTuple::new(py, [obj.get_type().into_any(), to, device])?,
+        };
+        // A name that cannot be a key (unhashable) has no plan: `share` says what is wrong with it.
+        let Ok(Some(plan)) = self.plans.bind(py).get_item(key) else { return Ok(None) };
+        let Ok(plan) = plan.cast::<super::plan::SharePlan>() else { return Ok(None) };
+        let options = crate::share::Options {
+            timing: crate::share::timing::TimingPolicy::once(),
+            observe,
+            name,
+            origin: origin.map(|o| o.get().report.clone()),
+        };
+        plan.get().handoff_run(obj.unbind(), &options).map(Some)
+    }
+
     /// The cost model this planner plans with; None: the rules alone.
     #[getter]
     fn model(&self, py: Python<'_>) -> Option<Py<super::advice::PyCostModel>> {

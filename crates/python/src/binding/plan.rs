@@ -487,7 +487,7 @@ struct MoveRoute {
 }
 
 impl SharePlan {
-    fn handoff_run(&self, obj: Py<PyAny>, options: &Options) -> PyResult<ShareResult> {
+    pub(crate) fn handoff_run(&self, obj: Py<PyAny>, options: &Options) -> PyResult<ShareResult> {
         let predictor = |source: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> {
             match &self.predict {
                 None => Ok(None),
