@@ -557,10 +557,12 @@ fn unpredictable_words(tolerance: f64, fit: &Fit, bytes: u64, slowdown: f64) -> 
     let why = match beyond {
         // The fit alone would have held: the host's speed moved too far since it was calibrated.
         _ if fit.tolerance(bytes) < UNPREDICTABLE_TOLERANCE => format!(
-            "the host runs {:.1}x {} than when this path was calibrated, and the fixed cost's correction for it is \
-             too large a guess; calibrate again on this machine as it runs now",
+            "the host runs {:.2}x {} than when this path was calibrated: the fixed cost's correction for it ({:.0} %) \
+             and the fit's own error ({:.0} %) together reach 100 %; calibrate again on this machine as it runs now",
             if slowdown >= 1.0 { slowdown } else { 1.0 / slowdown },
             if slowdown >= 1.0 { "slower" } else { "faster" },
+            (tolerance - fit.tolerance(bytes)) * 100.0,
+            fit.tolerance(bytes) * 100.0,
         ),
         Some(b) => format!(
             "past the largest size calibrated ({}) its line missed that size, predicted without it, by {:.0} %",
@@ -879,8 +881,12 @@ impl CostModel {
         let mut prediction = self.predict(key, bytes, ordering, queued, host_speed)?;
         let fit = self.fit(key)?;
         if let Some(words) = shares.and_then(|shares| verdict_unlike_its_fit(fit, shares)) {
+            // The decisive reason, whatever else made the number uncertain: a fit of the other
+            // verdict is off by the bytes themselves (a 200 MiB copy that JAX makes of a NumPy array
+            // that is not 64-byte aligned ran 2,000x a fit of shares), where the host's speed moves
+            // a time by a fraction.
             prediction.unlike_its_fit = true;
-            prediction.unpredictable.get_or_insert(words);
+            prediction.unpredictable = Some(words);
         }
         Some(prediction)
     }

@@ -647,3 +647,29 @@ fn a_step_in_a_copys_cost_takes_the_number_from_the_sizes_beside_it_only() {
     broken.fits.values_mut().for_each(|f| { f.held_out.pop(); });
     assert!(broken.problem().is_some());
 }
+
+#[test]
+fn an_array_whose_verdict_its_fit_never_had_says_so_whatever_else_made_the_number_uncertain() {
+    // numpy->jax by dlpack on the CPU, calibrated with arrays JAX shared (a constant), and a host that
+    // runs faster now: a 200 MiB NumPy array that is not 64-byte aligned is copied (128 ms measured,
+    // 34 µs predicted). Its words name the verdict, not the host's speed.
+    let key = CostKey { kind: "share".into(), path: "dlpack".into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let speeds = vec![1.0e-6, 1.0e-6, 1.0e-6];
+    let noisy = [(64 * KIB, 20e-6), (MIB, 45e-6), (16 * MIB, 30e-6)].map(|(bytes, seconds)| Observation { bytes, seconds });
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(m.add_measured(&key, noisy.to_vec(), Some(speeds), Some(true)));
+    let fit = m.fit(&key).unwrap().clone();
+    let now = (1..2000)
+        .map(|i| 1.0e-6 * (1.0 - i as f64 / 2000.0))
+        .find(|&speed| m.predict(&key, 200 * MIB, Ordering::None, 0.0, Some(speed)).unwrap().unpredictable.is_some())
+        .expect("a faster host makes the number uncertain");
+    let by_speed = m.predict(&key, 200 * MIB, Ordering::None, 0.0, Some(now)).unwrap();
+    let words = by_speed.unpredictable.as_deref().unwrap();
+    // Where the host's speed tips it, the words give the two shares with the ratio itself.
+    assert!(words.contains("faster than when this path was calibrated") && words.contains("fit's own error"), "{words}");
+    assert!(words.contains(&format!("({:.0} %)", fit.tolerance(200 * MIB) * 100.0)), "{words}");
+    let copied = m.predict_for_array(&key, 200 * MIB, Ordering::None, 0.0, Some(now), Some(false)).unwrap();
+    let words = copied.unpredictable.as_deref().unwrap();
+    assert!(words.contains("this array is copied") && !words.contains("host runs"), "{words}");
+    assert!(copied.unlike_its_fit);
+}
