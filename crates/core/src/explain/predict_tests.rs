@@ -33,6 +33,19 @@ fn to(framework: &str) -> TargetFacts {
     TargetFacts::new(framework, "", "auto")
 }
 
+/// A cost model of one pair at one place in which each path, given as `(path, seconds, shared)`,
+/// costs the same at every size (a sweep of 64 KiB, 1 MiB and 16 MiB).
+fn flat_model(source: &str, target: &str, place: &str, paths: &[(&str, f64, bool)]) -> crate::advice::model::CostModel {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    for &(path, seconds, shared) in paths {
+        let key = CostKey { kind: "share".into(), path: path.into(), source: source.into(), target: target.into(), place: place.into() };
+        let flat = [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds }).collect();
+        assert!(m.add(&key, flat, Some(shared)), "{path}");
+    }
+    m
+}
+
 fn on_cuda(mut t: TensorReport, id: i32) -> TensorReport {
     t.dlpack_device = (2, id);
     t.dlpack_device_name = format!("cuda:{id}");
@@ -537,15 +550,10 @@ fn broadcast(dtype: &str, shape: Vec<i64>) -> TensorReport {
 
 #[test]
 fn one_facts_remembers_auto_per_kind_of_source_and_never_across_kinds() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
     // numpy→torch on a CPU: the capsule is faster, and NumPy refuses a read-only array by one. The
     // facts remember what `auto` took, per source place and read-only flag: a writable array first
     // must not make a read-only one take the capsule, on the host or on a GPU.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
-    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
-    let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    m.add(&key("dlpack"), flat(5.2e-6), Some(true));
-    m.add(&key("capsule"), flat(2.5e-6), Some(true));
+    let m = flat_model("numpy", "torch", "cpu", &[("dlpack", 5.2e-6, true), ("capsule", 2.5e-6, true)]);
     let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("torch") };
     let writable = f32("numpy", 0x1000);
     let mut readonly = f32("numpy", 0x1000);
@@ -589,18 +597,12 @@ fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind(
 
 #[test]
 fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
     use crate::report::Verdict;
     // torch→jax on a GPU, calibrated with float32 arrays: cai predicted fastest, both sweeps shared.
     // For an int64 array (x64 off) cai keeps the dtype and DLPack narrows it, and for bfloat16 cai
     // has no typestr: the path each array takes is the one its prediction is made for, and never
     // one the rules predict to fail where another works.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
-    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
-    let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    m.add(&key("dlpack"), flat(20e-6), Some(true));
-    m.add(&key("cai"), flat(5e-6), Some(true));
-    m.add(&key("copy"), flat(1e-6), Some(false));
+    let m = flat_model("torch", "jax", "cuda:0", &[("dlpack", 20e-6, true), ("cai", 5e-6, true), ("copy", 1e-6, false)]);
     let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
     for dtype in ["float32", "int64", "bfloat16", "int8"] {
         let x = on_cuda(src("torch", dtype, 0x10000, vec![64], vec![1]), 0);
@@ -627,15 +629,10 @@ fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes
 
 #[test]
 fn a_busy_producer_changes_auto_only_where_the_model_says_and_the_prediction_follows_the_path() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
     // torch→a JAX-like consumer on a GPU whose DLPack import waits on the host for the producer
     // and whose `__cuda_array_interface__` import is ordered on the device: idle, DLPack (20 µs)
     // beats cai (40 µs); busy, DLPack would wait for all the queued work, so `auto` takes cai.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
-    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
-    let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    m.add(&key("dlpack"), flat(20e-6), Some(true));
-    m.add(&key("cai"), flat(40e-6), Some(true));
+    let m = flat_model("torch", "jax", "cuda:0", &[("dlpack", 20e-6, true), ("cai", 40e-6, true)]);
     let endpoints = crate::paths::Endpoints { target_cai_unordered: false, ..super::fixtures::endpoints("torch", "jax") };
     let idle = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), endpoints, ..to("jax") };
     let mut busy = idle.clone();
@@ -679,16 +676,11 @@ fn a_rules_path_whose_fit_cannot_price_this_array_is_not_overruled() {
 
 #[test]
 fn a_calibrated_auto_remembered_under_one_current_device_is_not_reused_under_another() {
-    use crate::advice::model::{CostKey, CostModel, Observation};
     // A JAX array on cuda:1 into CuPy, with a model that prices `cai` fastest. While cuda:1 is
     // current, `cai` shares and `auto` takes it. With cuda:0 current, CuPy's `cai` import copies
     // the array to cuda:0, and `auto` must take a path that still shares, although the array is of
     // the same kind as the one whose `auto` was remembered.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "jax".into(), target: "cupy".into(), place: "cuda:1".into() };
-    let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
-    let mut m = CostModel::new(serde_json::json!({}), 0.0);
-    m.add(&key("dlpack"), flat(20e-6), Some(true));
-    m.add(&key("cai"), flat(5e-6), Some(true));
+    let m = flat_model("jax", "cupy", "cuda:1", &[("dlpack", 20e-6, true), ("cai", 5e-6, true)]);
     let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..TargetFacts::between("jax", "cupy", "14.2.0", "auto") };
     let (mut cuda_1_current, mut cuda_0_current) = (facts.clone(), facts.clone());
     cuda_1_current.settings.target.current_device = Some(1);

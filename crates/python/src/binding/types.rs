@@ -131,9 +131,7 @@ impl ShareResult {
     fn readonly_note(&self) -> Option<&str> {
         self.report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
     }
-}
 
-impl ShareResult {
     /// Judges the handoff from the two descriptions and assembles the result.
     #[allow(clippy::too_many_arguments)]
     pub fn build(
