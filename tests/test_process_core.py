@@ -31,8 +31,11 @@ def worker():
 def test_results_are_the_cores_typed_reports(worker):
     r = worker.share(np.arange(6, dtype=np.float32), path="shm", repeat=4)
     try:
-        assert type(r) is _native.processes.ProcessShareResult
+        # A handoff to a worker is a ShareResult like any other, its worker named.
+        assert type(r) is gpushare.ShareResult and r.worker.pid == worker.pid and r.worker.host is None
+        assert r.value is r.remote and r.path == "shm" and r.timing.repeats == 4
         payload = json.loads(r.to_json())
+        assert payload["schema"] == "gpushare.process-share/1"
         assert r.to_dict() == {"schema": payload["schema"], **payload["data"]}
         assert r._repr_mimebundle_()["application/vnd.gpushare+json"] == payload
         # A private source is copied into a segment first: the core's judge says so, naming it.
@@ -42,7 +45,8 @@ def test_results_are_the_cores_typed_reports(worker):
     finally:
         r.release()
     c = gpushare.compare(torch.ones(8), "torch", across=worker, paths="shm,gloo", repeat=2)
-    assert type(c) is _native.processes.ProcessComparison
+    assert type(c) is gpushare.Comparison and c.worker == "process"
+    assert json.loads(c.to_json())["schema"] == "gpushare.process-comparison/1"
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
 
 
@@ -84,7 +88,9 @@ def test_the_process_modules_read_no_clock_and_write_no_json(module):
 def test_processes_keeps_the_transport_only():
     lines = (PACKAGE / "processes.py").read_text(encoding="utf-8").count("\n")
     assert lines < 700, lines
-    assert processes.ProcessShareResult is _native.processes.ProcessShareResult
+    # The process results are every handoff's classes: no class of their own.
+    assert not any(name.startswith("Process") for name in dir(processes) + dir(_native.processes))
+    assert processes.ShareResult is gpushare.ShareResult and processes.Comparison is gpushare.Comparison
 
 
 def test_whether_a_path_applies_is_the_cores_rule_asking_costly_facts_only_when_needed():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gpushare
@@ -74,7 +75,7 @@ class FakeTransport:
 def test_the_core_times_judges_and_builds_the_row_over_a_transport():
     t = FakeTransport()
     r = _native.processes.handoff(t, 2)
-    assert type(r) is _native.processes.ProcessShareResult
+    assert type(r) is gpushare.ShareResult and r.worker is not None
     assert t.log == ["facts", "set_up", "hand_over 1", "release 1", "hand_over 2", "release 2", "hand_over 3"]
     assert (r.verdict, r.reason, r.bytes_moved, r.nbytes) == ("shared", None, 0, 32)
     assert r.timing.repeats == 2 and r.timing.first_call >= 0.25
@@ -101,13 +102,43 @@ def test_a_path_that_does_not_apply_is_refused_before_set_up_asking_costly_facts
     assert t.log == ["facts", "ipc_refusal"]
 
 
-def test_a_failed_path_is_the_cores_row():
+class FakeLab:
+    """The side the core's table loops ask: ``auto``, one path's handoff (here always refused) and
+    a sweep's arrays (none of 64 bytes; Ctrl-C at 128)."""
+
+    def __init__(self):
+        self.log: list[tuple[str, int]] = []
+
+    def auto(self, obj):
+        return "shm"
+
+    def try_path(self, obj, path, repeat):
+        self.log.append((path, repeat))
+        return _native.processes.failure(path, "numpy", obj.nbytes, f"{path} refused here", False)
+
+    def make_source(self, size):
+        if size == 64:
+            raise MemoryError("no room")
+        if size == 128:
+            raise KeyboardInterrupt
+        return np.zeros(size // 4, np.float32)
+
+
+def test_a_failed_path_is_the_cores_row_and_the_tables_are_the_cores_loops():
     r = _native.processes.failure("gloo", "numpy", 32, "gloo hands torch tensors; this is a numpy array", False)
     assert (r.verdict, r.applicable, r.timing, r.target) == ("failed", False, None, None)
-    c = _native.processes.comparison("numpy", None, "float32", [8], "cpu", [r])
-    assert c["gloo"].reason == "gloo hands torch tensors; this is a numpy array"
-    b = _native.processes.bench("numpy", "numpy", "float32", "cpu", [32], [(32, r)], False, 2)
-    assert b.points[0].size == 32 and b.points[0].path == "gloo"
+    lab = FakeLab()
+    c = _native.processes.compare_paths(lab, np.zeros(8, np.float32), ["auto", "gloo"], 2, False,
+                                        ("numpy", None, "float32", [8], "cpu"))
+    assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].reason == "gloo refused here"
+    assert c.worker == "process" and c.results == {} and lab.log == [("shm", 2), ("gloo", 2)]
+    lab = FakeLab()
+    b = _native.processes.bench_paths(lab, [32, 64, 128, 256], ["gloo"], 2, "numpy", "numpy", "float32", "cpu")
+    # The warm-up on the first array, the point of 32 bytes, a failed point where no array could be
+    # made, then Ctrl-C: the sweep ends with what it measured.
+    assert lab.log == [("gloo", _native.processes.WARM_UP_HANDOFFS - 1), ("gloo", 2)]
+    assert [(p.size, p.path) for p in b.points] == [(32, "gloo"), (64, "gloo")] and b.interrupted
+    assert b.points[1].reason == "could not make the source array: no room" and b.worker == "process"
 
 
 @pytest.mark.parametrize("module", ["process_routes.py", "process_collectives.py", "process_tables.py"])

@@ -78,7 +78,7 @@ def share(
     across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
         ``obj`` to that process instead, by a process path (``ipc``, ``torch_mp``, ``shm``,
         ``nccl``, ``nccl_socket``, ``gloo``; ``auto`` is ``ipc`` on a GPU, else ``shm``), and return
-        a :class:`gpushare.processes.ProcessShareResult` (see :mod:`gpushare.processes`).
+        a :class:`ShareResult` whose ``worker`` names that process (see :mod:`gpushare.processes`).
 
     Returns
     -------

@@ -2,7 +2,7 @@
 each side's memory identity is. The core's pipeline drives it (``_native.processes.handoff``;
 crates/core/src/share/process.rs): it refuses a path that does not apply (the rule of
 crates/core/src/explain/process.rs, over ``facts()``), times ``hand_over``/``release`` with the one
-timing loop, judges the two identities and builds the typed row (``ProcessShareResult``). The
+timing loop, judges the two identities and builds the typed row (``ShareResult``). The
 framework's own steps (torch.multiprocessing, torch.distributed) are its adapter's
 ``process_steps()``. gpushare.processes runs these.
 """
@@ -22,7 +22,7 @@ from gpushare.process_worker import _context_report, _synchronize
 if TYPE_CHECKING:
     from gpushare.processes import Worker
 
-ProcessShareResult = _native.processes.ProcessShareResult
+ShareResult = _native.share.ShareResult
 
 #: Process paths, in table order, and how each hands the memory over: THE path table's
 #: (crates/core/src/paths.rs), as every path is declared there once.
@@ -411,7 +411,7 @@ TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "ncc
 
 
 def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: int, peer: Worker | None = None
-              ) -> ProcessShareResult:
+              ) -> ShareResult:
     """One handoff by ``path``, run by the core's pipeline over the path's transport, with the cost
     model's prediction for it (where this machine is calibrated) asked before it runs."""
     from gpushare import advice
@@ -426,7 +426,7 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
     return result
 
 
-def _set_against_link(worker: Worker, result: ProcessShareResult) -> None:
+def _set_against_link(worker: Worker, result: ShareResult) -> None:
     """A remote handoff's bandwidth against its link's ceiling (measured at the first handoff to
     that peer, then cached), as a note of its row."""
     from gpushare import process_remote

@@ -1,7 +1,7 @@
 """The process tables: every process path for one array, side by side
 (``gpushare.compare(x, to, across=…)``), and sizes × process paths (``gpushare.bench(…, across=…)``).
 A path that does not apply, or fails, is the core's failed row saying why; the tables are the core's
-typed reports (``ProcessComparison``, ``ProcessBenchmark``), made of each handoff's own report."""
+typed reports (``Comparison``, ``Benchmark``), made of each handoff's own report."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from gpushare.process_routes import (
 if TYPE_CHECKING:
     from gpushare.processes import Worker
 
-ProcessShareResult = _native.processes.ProcessShareResult
-ProcessComparison = _native.processes.ProcessComparison
-ProcessBenchmark = _native.processes.ProcessBenchmark
+ShareResult = _native.share.ShareResult
+Comparison = _native.lab.Comparison
+Benchmark = _native.lab.Benchmark
 
 
 def _transport() -> Any:
@@ -29,61 +29,38 @@ def _transport() -> Any:
     return processes
 
 
+class _Lab:
+    """What the core's loops over the process paths ask of this side (crates/core/src/share/
+    process_lab.rs): ``auto`` for an array to this worker, one path's handoff, and a sweep's arrays."""
+
+    def __init__(self, worker: Worker, to: str | None, peer: Any, make: Any = None):
+        self.worker, self.to, self.peer, self.make = worker, to, peer, make
+
+    def auto(self, obj: Any) -> str:
+        return _auto(self.worker, obj)
+
+    def try_path(self, obj: Any, path: str, repeat: int) -> ShareResult:
+        return _try(self.worker, obj, path, self.to, repeat, self.peer)
+
+    def make_source(self, size: int) -> Any:
+        return self.make(size)
+
+
 def compare(obj: Any, to: str | None = None, paths: str | Sequence[str] = "all", *, across: Any = "process",
-            repeat: int = 5, peer: Worker | None = None, keep: bool = False) -> "ProcessComparison":
+            repeat: int = 5, peer: Worker | None = None, keep: bool = False) -> "Comparison":
     """Every process path for ``obj``, side by side (``gpushare.compare(x, to, across=…)``).
     ``across`` is a :class:`Worker` or ``"process"`` (a worker is started and stopped for the call)."""
     names = parse_process_paths(paths)
     worker, owned = _transport()._worker_for(across, obj)
-    rows, results = [], {}
     try:
-        for name in names:
-            path = _auto(worker, obj) if name == "auto" else name
-            rows.append(_try(worker, obj, path, to, repeat, peer, results, keep))
-            if not keep and path in results:
-                # Released before the next path: CUDA maps one allocation once per context, so an
-                # open ipc mapping would make torch_mp's open of the same block fail.
-                results.pop(path).release()
+        return _native.processes.compare_paths(_Lab(worker, to, peer), obj, names, repeat, keep, _source_of(obj, to))
     finally:
-        if not keep:
-            for r in results.values():
-                r.release()
         if owned:
             worker.stop()
-    return _native.processes.comparison(*_source_of(obj, to), rows, results if keep else {})
 
 
-#: Untimed handoffs by each path before a sweep times any. One was not enough: on 2x H200
-#: (tools/process_sizes.py) the first sweep through a new worker after one
-#: warm-up still ran torch's `ipc` at 158-170 µs, the next two at 127-142 µs; a first handoff
-#: opens the worker's context, and the next few still run the interpreter's unspecialised code.
-WARM_UP_HANDOFFS = 5
-
-
-def _warm_up(worker: Worker, obj: Any, names: Sequence[str], to: str, peer: Any) -> dict[str, str]:
-    """:data:`WARM_UP_HANDOFFS` handoffs of ``obj`` by each path before a sweep times any, and what the
-    first took, as a note for that path's first point.
-
-    Why: a worker's first handoffs by a path pay what later ones do not (its CUDA context and first
-    mapping, NCCL's communicator, imports), and the first call of a timed point holds only part of
-    it: on the 2x H200 runs the samples of the first size swept in each new worker ran
-    1.2-1.5x those of the later sizes (ipc, torch_mp), in calibration and evaluation alike, so the
-    smallest size's time was partly the worker's warm-up and the cost model fitted it as the size's.
-    The one-off cost is not dropped: the note says what the warm-up handoff took."""
-    notes: dict[str, str] = {}
-    for name in names:
-        path = _auto(worker, obj) if name == "auto" else name
-        if path in notes:
-            continue
-        results: dict = {}
-        r = _try(worker, obj, path, to, WARM_UP_HANDOFFS - 1, peer, results, False)  # a first call, then samples
-        for kept in results.values():
-            kept.release()
-        first = (r.to_dict().get("timing") or {}).get("first_call")
-        if first is not None:
-            notes[path] = (f"timed after {WARM_UP_HANDOFFS} warm-up handoffs by {path} to this worker; the first took "
-                           f"{first * 1e3:.3g} ms (its first use in the worker, not in these times)")
-    return notes
+#: Untimed handoffs by each path before a sweep times any (the core's; its reasons are there).
+WARM_UP_HANDOFFS = _native.processes.WARM_UP_HANDOFFS
 
 
 def _auto(worker: Any, obj: Any) -> str:
@@ -101,8 +78,9 @@ def _source_of(obj: Any, to: str | None) -> tuple:
             [int(d) for d in getattr(obj, "shape", ())], "cpu" if ordinal is None else f"cuda:{ordinal}")
 
 
-def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any, results: dict,
-         keep: bool) -> ProcessShareResult:
+def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any) -> ShareResult:
+    """One path's handoff of ``obj`` to ``worker``; a failed result saying why where the path does not
+    apply or failed (Ctrl-C and a worker that died stop the table instead)."""
     from gpushare.exceptions import PathNotApplicableError
 
     note = None
@@ -125,12 +103,10 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
         raise
     except Exception as e:
         return _failed(path, obj, f"{type(e).__name__}: {e}")
-    results[path] = r
-    # What the table keeps: the report, not the arrays (released with the handoff unless kept).
-    return r if keep else r._report_only()
+    return r
 
 
-def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> ProcessShareResult:
+def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> ShareResult:
     return _native.processes.failure(path, _framework_of(obj), _nbytes(obj), reason, applicable)
 
 
@@ -141,7 +117,7 @@ def parse_process_paths(paths: str | Sequence[str]) -> list[str]:
 
 def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64MiB"), dtype: str = "float32",
           device: str | None = None, paths: str | Sequence[str] = "all", *, repeat: int = 5,
-          across: Any = "process", peer: Worker | None = None, progress: bool = False) -> ProcessBenchmark:
+          across: Any = "process", peer: Worker | None = None, progress: bool = False) -> Benchmark:
     """Sizes × process paths (``gpushare.bench(src, dst, across="processes")``,
     ``%sharebench torch->torch --across processes``). For each size ``src`` makes a 1-d array of
     ones on ``device``; every path hands it to a worker that views it in ``dst``."""
@@ -157,33 +133,10 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
     device = device or lab._default_device(s)
     itemsize = lab.SharedBuffer((0,), dtype).itemsize
     worker, owned = _transport()._worker_for(across)
-    points, interrupted = [], False
-    warmed: dict[str, str] | None = None
+    lab_here = _Lab(worker, d.name, peer, make=lambda size: lab.make_array(s, max(size // itemsize, 1), dtype, device))
     try:
-        for size in size_list:
-            n = max(size // itemsize, 1)
-            try:
-                obj = lab.make_array(s, n, dtype, device)
-            except Exception as e:
-                why = f"could not make the source array: {e}"
-                points += [(size, _native.processes.failure(name if name != "auto" else "ipc", s.name, size, why))
-                           for name in names]
-                continue
-            if warmed is None:
-                warmed = _warm_up(worker, obj, names, d.name, peer)
-            for name in names:
-                path = _auto(worker, obj) if name == "auto" else name
-                results: dict = {}
-                point = _try(worker, obj, path, d.name, repeat, peer, results, False)
-                if path in warmed:
-                    point.add_note(warmed.pop(path))
-                points.append((size, point))
-                for r in results.values():
-                    r.release()
-            del obj
-    except KeyboardInterrupt:
-        interrupted = True
+        return _native.processes.bench_paths(lab_here, size_list, names, repeat, s.name, d.name, dtype, device)
     finally:
         if owned:
             worker.stop()
-    return _native.processes.bench(s.name, d.name, dtype, device, size_list, points, interrupted, repeat)
+

@@ -69,10 +69,12 @@ from gpushare.process_worker import _serve, remove_nccl_log
 # Each handoff is the core's pipeline (crates/core/src/share/process.rs) run over the path's
 # transport (gpushare.process_routes): the refusal, the timing loop, the identity judge and the
 # typed report (crates/core/src/report/process.rs, rendered by crates/core/src/render/process.rs)
-# are the core's. This module keeps the transport: the worker process, its requests and replies.
-ProcessShareResult = _native.processes.ProcessShareResult
-ProcessComparison = _native.processes.ProcessComparison
-ProcessBenchmark = _native.processes.ProcessBenchmark
+# are the core's, and the results are every handoff's classes (ShareResult, Comparison, Benchmark,
+# whose ``worker`` names the process). This module keeps the transport: the worker process, its
+# requests and replies.
+ShareResult = _native.share.ShareResult
+Comparison = _native.lab.Comparison
+Benchmark = _native.lab.Benchmark
 
 #: Environment a worker always gets: NVLink multicast off (NCCL NVLS, torch symmetric memory,
 #: NVSHMEM), which the shared GPU machines do not allow.
@@ -169,7 +171,7 @@ class Worker:
         self._preloaded: set[str] = set()
         self._helpers: dict = {}  # helper workers of the NCCL paths (stopped with this one)
         self._peer_groups: dict = {}  # NCCL groups this worker joined with a helper: their stores
-        self._results: "weakref.WeakSet[ProcessShareResult]" = weakref.WeakSet()
+        self._results: "weakref.WeakSet[ShareResult]" = weakref.WeakSet()
         # Several threads may use one worker: each request has an id, its reply comes back with it,
         # and a reply read by another thread waits in _replies for its own.
         self._lock = threading.RLock()
@@ -485,14 +487,14 @@ class Worker:
 
     # -- public operations --
 
-    def share(self, obj: Any, path: str = "auto", to: str | None = None, *, repeat: int = 1) -> "ProcessShareResult":
+    def share(self, obj: Any, path: str = "auto", to: str | None = None, *, repeat: int = 1) -> "ShareResult":
         """Hands ``obj`` to the worker by ``path`` and reports what the worker holds. ``to`` is the
         framework the worker views it in (default: the source's). ``repeat`` > 1 times that many
         handoffs after the first (whose cost is reported apart, as ``first_call``)."""
         return _share(self, obj, path, to, repeat=repeat)
 
     def compare(self, obj: Any, paths: str | Sequence[str] = "all", to: str | None = None, *,
-                repeat: int = 5, peer: "Worker | None" = None) -> "ProcessComparison":
+                repeat: int = 5, peer: "Worker | None" = None) -> "Comparison":
         """Every process path (or those named) for ``obj``, side by side. A path that does not
         apply is a row with the reason. ``peer``: a second worker for the NCCL socket stand-in."""
         return compare(obj, to, paths, across=self, repeat=repeat, peer=peer)
@@ -595,7 +597,7 @@ atexit.register(_stop_all)
 # Handoffs: each path's transport is in gpushare.process_routes; the core's pipeline runs it.
 
 
-def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ProcessShareResult:
+def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ShareResult:
     if path not in (*PROCESS_PATHS, "auto"):
         raise ValueError(f"unknown process path {path!r}; known: {', '.join(PROCESS_PATHS)}, auto")
     if repeat < 1:
@@ -616,7 +618,7 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
     return result
 
 
-def share_across(obj: Any, to: str | None, across: Any, *, path: str = "auto", repeat: int = 1) -> ProcessShareResult:
+def share_across(obj: Any, to: str | None, across: Any, *, path: str = "auto", repeat: int = 1) -> ShareResult:
     """``gpushare.share(x, to, across=worker)``: the handoff to a worker process."""
     worker, owned = _worker_for(across, obj)
     try:
@@ -646,7 +648,7 @@ def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
 from gpushare.process_tables import bench, compare, parse_process_paths  # noqa: E402,F401
 
 __all__ = [
-    "MECHANISMS", "PROCESS_PATHS", "ProcessBenchmark", "ProcessComparison", "ProcessShareResult", "RemoteArray",
+    "MECHANISMS", "PROCESS_PATHS", "RemoteArray",
     "Worker", "bench", "compare", "cuda_identity", "host_identity", "same_memory",
 ]
 

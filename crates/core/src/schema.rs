@@ -40,7 +40,7 @@ fn describe(kind: &str) -> Option<&'static str> {
         "shares" => "The handoffs of one magic or chain, in order (ShareResults, %%share tables).",
         "comparison" => "Every transfer path tried on one array (gpushare.compare, %share --path all).",
         "benchmark" => "A sweep over sizes × transfer paths (gpushare.bench, %sharebench, gpushare bench --json).",
-        "process-share" => "One handoff of an array to a worker process (ProcessShareResult, Worker.share).",
+        "process-share" => "One handoff of an array to a worker process (a ShareResult whose worker names it: Worker.share, gpushare.share(x, to, across=…)).",
         "process-comparison" => "Every process path tried on one array (gpushare.compare(x, to, across=…)).",
         "process-bench" => "A sweep over sizes × process paths (gpushare.bench(src, dst, across=\"processes\")).",
         "advice" => "Every applicable path's predicted verdict and time for one array, and the one to take (gpushare.advise, %share --advise).",

@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod process;
+pub mod process_lab;
 pub mod timing;
 
 use std::time::Instant;

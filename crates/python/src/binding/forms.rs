@@ -9,24 +9,29 @@ use pyo3::types::PyDict;
 use serde::Serialize;
 
 pub(crate) trait Forms {
-    /// The schema's name: the JSON form is `{"schema": "gpushare.<KIND>/1", "data": …}`.
-    const KIND: &'static str;
-    type Data: Serialize;
-    fn data(&self) -> &Self::Data;
+    /// The data the JSON form holds: a borrow of the result's report, or, for a result whose
+    /// report can still take notes (a handoff to a worker), a copy taken under its lock.
+    type Data<'a>: Serialize
+    where
+        Self: 'a;
+    /// The schema's name: the JSON form is `{"schema": "gpushare.<KIND>/1", "data": …}`. A result
+    /// of a handoff to a worker process names its own (`process-share`, …).
+    fn kind(&self) -> &'static str;
+    fn data(&self) -> Self::Data<'_>;
     fn text(&self) -> String;
     fn html(&self) -> String;
 
     /// The JSON form's `data` as a dict, with its `schema` kept as a key.
     fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        super::json::dict_with_schema(py, Self::KIND, self.data())
+        super::json::dict_with_schema(py, self.kind(), &self.data())
     }
     /// The `application/vnd.gpushare+json` payload as JSON text.
     fn json(&self) -> PyResult<String> {
-        super::json::envelope_json(Self::KIND, self.data())
+        super::json::envelope_json(self.kind(), &self.data())
     }
     /// Text, HTML and the JSON payload, for Jupyter's display.
     fn mime_bundle<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        super::json::mime_bundle(py, Self::KIND, self.data(), self.text(), self.html())
+        super::json::mime_bundle(py, self.kind(), &self.data(), self.text(), self.html())
     }
 }
 
@@ -45,8 +50,10 @@ pub(crate) trait Forms {
 macro_rules! result_forms {
     ($class:ty { kind: $kind:literal, data: $field:ident: $data:ty, text: $text:expr, html: $html:expr $(,)? }) => {
         impl $crate::binding::forms::Forms for $class {
-            const KIND: &'static str = $kind;
-            type Data = $data;
+            type Data<'a> = &'a $data;
+            fn kind(&self) -> &'static str {
+                $kind
+            }
             fn data(&self) -> &$data {
                 &self.$field
             }
@@ -60,6 +67,15 @@ macro_rules! result_forms {
             }
         }
 
+        $crate::binding::forms::forms_methods!($class);
+    };
+}
+pub(crate) use result_forms;
+
+/// The five Python methods of a class that implements [`Forms`] itself (a result that is either a
+/// handoff within this process or one to a worker, whose kind and data differ by which).
+macro_rules! forms_methods {
+    ($class:ty) => {
         #[pyo3::pymethods]
         impl $class {
             /// The JSON form's ``data`` as a dict, with its ``schema`` kept as a key.
@@ -89,4 +105,4 @@ macro_rules! result_forms {
         }
     };
 }
-pub(crate) use result_forms;
+pub(crate) use forms_methods;

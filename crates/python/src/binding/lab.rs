@@ -7,9 +7,11 @@ use pyo3::exceptions::{PyImportError, PyKeyError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use super::forms::Forms;
 use super::json::to_py;
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
-use crate::render::plot;
+use crate::render::{plot, process};
+use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
 
 /// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
 const INTEGER_COLUMNS: [(&str, &str); 6] = [
@@ -92,16 +94,39 @@ fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, 
 /// Every transfer path for one array. ``rows`` (one Record per path: ``row.verdict``,
 /// ``row.timing.median``), ``paths`` (path → row: ``c.paths["host"].timing.median``), ``results``
 /// (path → ShareResult of the paths that worked, with ``.value``), ``values``, ``fastest``,
-/// ``to_dict()``, ``to_json()``, ``to_pandas()``.
+/// ``to_dict()``, ``to_json()``, ``to_pandas()``. A comparison of the paths to a worker process
+/// has one row per process path and its ``worker`` says so.
 #[pyclass(module = "gpushare", frozen, name = "Comparison")]
 pub struct Comparison {
-    pub report: ComparisonReport,
+    pub compared: Compared,
     results: Py<PyDict>,
+}
+
+/// What was compared: the paths within this process, or the paths to a worker process.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum Compared {
+    Here(ComparisonReport),
+    Worker(ProcessComparisonReport),
 }
 
 impl Comparison {
     pub fn new(report: ComparisonReport, results: Py<PyDict>) -> Comparison {
-        Comparison { report, results }
+        Comparison { compared: Compared::Here(report), results }
+    }
+
+    /// Every process path tried on one array (binding/process_tables.rs); `results`: the kept
+    /// handoffs (path → ShareResult).
+    pub fn across(report: ProcessComparisonReport, results: Py<PyDict>) -> Comparison {
+        Comparison { compared: Compared::Worker(report), results }
+    }
+
+    /// The rows as JSON-shaped Python objects, in the order measured.
+    fn row_dicts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.compared {
+            Compared::Here(r) => to_py(py, &r.rows),
+            Compared::Worker(r) => to_py(py, &r.rows),
+        }
     }
 }
 
@@ -110,7 +135,7 @@ impl Comparison {
     /// One Record per path, in the order measured.
     #[getter]
     fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        records(py, to_py(py, &self.report.rows)?)
+        records(py, self.row_dicts(py)?)
     }
     /// Path → its row, in the order measured.
     #[getter]
@@ -122,12 +147,12 @@ impl Comparison {
         }
         Ok(by_path)
     }
-    /// Path → ShareResult, for the paths that worked.
+    /// Path → ShareResult, for the paths that worked (within a process) or were kept (to a worker).
     #[getter]
     fn results(&self, py: Python<'_>) -> Py<PyDict> {
         self.results.clone_ref(py)
     }
-    /// Path → the converted array, for the paths that worked.
+    /// Path → the converted array (the worker's array, to a worker), for the paths in ``results``.
     #[getter]
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let values = PyDict::new(py);
@@ -136,25 +161,65 @@ impl Comparison {
         }
         Ok(values)
     }
-    /// The fastest path that worked, faster than the others beyond the measured spread, or None.
+    /// The fastest path that worked, faster than the others beyond the measured spread, or None
+    /// (a comparison across processes names none: each path's first call differs in kind).
     #[getter]
     fn fastest(&self) -> Option<&str> {
-        self.report.fastest.as_deref()
+        match &self.compared {
+            Compared::Here(r) => r.fastest.as_deref(),
+            Compared::Worker(_) => None,
+        }
+    }
+    /// What identifies the comparison: the array's framework, dtype, shape and device, and the
+    /// framework asked for.
+    #[getter]
+    fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        match &self.compared {
+            Compared::Here(r) => {
+                d.set_item("source_framework", &r.source.framework)?;
+                d.set_item("target_framework", &r.target_framework)?;
+                d.set_item("dtype", &r.source.dtype)?;
+                d.set_item("shape", r.source.shape.clone())?;
+                d.set_item("device", &r.source.device)?;
+            }
+            Compared::Worker(r) => {
+                d.set_item("source_framework", &r.source_framework)?;
+                d.set_item("target_framework", &r.target_framework)?;
+                d.set_item("dtype", &r.dtype)?;
+                d.set_item("shape", r.shape.clone())?;
+                d.set_item("device", &r.device)?;
+            }
+        }
+        Ok(d)
+    }
+    /// ``"process"`` for a comparison of the paths to a worker process, None within this process.
+    #[getter]
+    fn worker(&self) -> Option<&'static str> {
+        matches!(self.compared, Compared::Worker(_)).then_some("process")
     }
     fn __getitem__<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
-        match self.report.rows.iter().find(|r| r.path == path) {
-            Some(row) => Ok(records(py, PyList::new(py, [to_py(py, row)?])?.into_any())?.get_item(0)?),
+        let at = match &self.compared {
+            Compared::Here(r) => r.rows.iter().position(|r| r.path == path),
+            Compared::Worker(r) => r.rows.iter().position(|r| r.path == path),
+        };
+        match at {
+            Some(i) => self.rows(py)?.get_item(i),
             None => Err(PyKeyError::new_err(path.to_string())),
         }
     }
     /// One row per path; the source (frameworks, dtype, shape, device, bytes) on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let s = &self.report.source;
+        let report = match &self.compared {
+            Compared::Here(r) => r,
+            Compared::Worker(r) => return super::process::comparison_frame(py, r),
+        };
+        let s = &report.source;
         let rows = PyList::empty(py);
-        for r in &self.report.rows {
+        for r in &report.rows {
             let row = PyDict::new(py);
             row.set_item("source_framework", &s.framework)?;
-            row.set_item("target_framework", &self.report.target_framework)?;
+            row.set_item("target_framework", &report.target_framework)?;
             row.set_item("dtype", &s.dtype)?;
             row.set_item("shape", PyTuple::new(py, &s.shape)?)?;
             row.set_item("device", &s.device)?;
@@ -166,36 +231,96 @@ impl Comparison {
     }
 }
 
-super::forms::result_forms!(Comparison {
-    kind: "comparison",
-    data: report: ComparisonReport,
-    text: |r| r.text(),
-    html: |r| r.html(),
-});
+impl Forms for Comparison {
+    type Data<'a> = &'a Compared;
+    fn kind(&self) -> &'static str {
+        match self.compared {
+            Compared::Here(_) => "comparison",
+            Compared::Worker(_) => "process-comparison",
+        }
+    }
+    fn data(&self) -> &Compared {
+        &self.compared
+    }
+    fn text(&self) -> String {
+        match &self.compared {
+            Compared::Here(r) => r.text(),
+            Compared::Worker(r) => process::rows_text(&r.rows),
+        }
+    }
+    fn html(&self) -> String {
+        match &self.compared {
+            Compared::Here(r) => r.html(),
+            Compared::Worker(r) => process::rows_html(&r.rows),
+        }
+    }
+}
+
+super::forms::forms_methods!(Comparison);
 
 /// A sweep over sizes × paths. ``points`` (one Record per size × path: ``p.size``, ``p.path``,
 /// ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib), ``to_dict()``,
-/// ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot.
+/// ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot. A sweep of the paths to a
+/// worker process has one point per size × process path and its ``worker`` says so.
 #[pyclass(module = "gpushare", frozen, name = "Benchmark")]
 pub struct Benchmark {
-    pub report: BenchmarkReport,
+    pub swept: Swept,
+}
+
+/// What was swept: the paths within this process, or the paths to a worker process.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum Swept {
+    Here(BenchmarkReport),
+    Worker(ProcessBenchReport),
+}
+
+impl Benchmark {
+    pub fn new(report: BenchmarkReport) -> Benchmark {
+        Benchmark { swept: Swept::Here(report) }
+    }
+
+    /// A sweep over sizes × process paths (binding/process_tables.rs).
+    pub fn across(report: ProcessBenchReport) -> Benchmark {
+        Benchmark { swept: Swept::Worker(report) }
+    }
+
+    fn within(&self, what: &str) -> PyResult<&BenchmarkReport> {
+        match &self.swept {
+            Swept::Here(r) => Ok(r),
+            Swept::Worker(_) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{what}: a sweep of the paths to a worker process is drawn as its table (repr, _repr_html_, to_pandas())"
+            ))),
+        }
+    }
 }
 
 #[pymethods]
 impl Benchmark {
     #[getter]
     fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        records(py, to_py(py, &self.report.points)?)
+        match &self.swept {
+            Swept::Here(r) => records(py, to_py(py, &r.points)?),
+            Swept::Worker(r) => records(py, to_py(py, &r.points)?),
+        }
     }
     /// Ctrl-C stopped the sweep: the points are those measured before.
     #[getter]
     fn interrupted(&self) -> bool {
-        self.report.interrupted
+        match &self.swept {
+            Swept::Here(r) => r.interrupted,
+            Swept::Worker(r) => r.interrupted,
+        }
+    }
+    /// ``"process"`` for a sweep of the paths to a worker process, None within this process.
+    #[getter]
+    fn worker(&self) -> Option<&'static str> {
+        matches!(self.swept, Swept::Worker(_)).then_some("process")
     }
     /// The plot: time and bandwidth against size, one line per path.
     #[getter]
-    fn svg(&self) -> String {
-        plot::benchmark_svg(&self.report)
+    fn svg(&self) -> PyResult<String> {
+        Ok(plot::benchmark_svg(self.within("svg")?))
     }
     /// Time per handoff against size, one line per path that worked, drawn with matplotlib
     /// (imported only here) on ``ax`` or a new figure's axes, for restyling, time in µs/ms and sizes
@@ -204,11 +329,15 @@ impl Benchmark {
     #[pyo3(signature = (ax=None))]
     fn plot<'py>(slf: &Bound<'py, Self>, ax: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        slf.get().within("plot()")?;
         py.import("gpushare.bench_plot")?.getattr("plot_benchmark")?.call1((slf, ax))
     }
     /// One row per size × path, with the frameworks, dtype and device of the sweep on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let b = &self.report;
+        let b = match &self.swept {
+            Swept::Here(r) => r,
+            Swept::Worker(r) => return super::process::bench_frame(py, r),
+        };
         let rows = PyList::empty(py);
         for p in &b.points {
             let row = PyDict::new(py);
@@ -224,12 +353,32 @@ impl Benchmark {
     }
 }
 
-super::forms::result_forms!(Benchmark {
-    kind: "benchmark",
-    data: report: BenchmarkReport,
-    text: |r| r.text(),
-    html: |r| r.html(),
-});
+impl Forms for Benchmark {
+    type Data<'a> = &'a Swept;
+    fn kind(&self) -> &'static str {
+        match self.swept {
+            Swept::Here(_) => "benchmark",
+            Swept::Worker(_) => "process-bench",
+        }
+    }
+    fn data(&self) -> &Swept {
+        &self.swept
+    }
+    fn text(&self) -> String {
+        match &self.swept {
+            Swept::Here(r) => r.text(),
+            Swept::Worker(r) => process::bench_text(r),
+        }
+    }
+    fn html(&self) -> String {
+        match &self.swept {
+            Swept::Here(r) => r.html(),
+            Swept::Worker(r) => process::bench_html(r),
+        }
+    }
+}
+
+super::forms::forms_methods!(Benchmark);
 
 /// ``(colour, dash)`` a path is drawn with in every plot: the path table's colour and the SVG's
 /// dash pattern (``"6 3"``: on, off, … in points; ``""``: solid), so ``Benchmark.plot()`` draws a

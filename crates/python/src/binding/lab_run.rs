@@ -416,7 +416,7 @@ pub fn bench_paths<'py>(
         repeat: repeat as u64,
         warmup: lab.warmup(),
     });
-    Ok(Benchmark { report })
+    Ok(Benchmark::new(report))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 
 use super::errors::to_pyerr;
 use super::from_python::py_to_json;
-use super::process::PyProcessShareResult;
+use super::types::ShareResult;
 use crate::share::Error;
 use crate::report::process::{ProcessTarget, RemoteLink, Segment};
 use crate::share::process::{ProcessHandoff, ProcessRoute, RouteFacts, SourceSide, Staging};
@@ -150,13 +150,13 @@ fn process_handoff<'py>(
     transport: Bound<'py, PyAny>,
     repeat: usize,
     predicted: Option<PyRef<'py, super::advice::PyPrediction>>,
-) -> PyResult<Bound<'py, PyProcessShareResult>> {
+) -> PyResult<Bound<'py, ShareResult>> {
     let mut route = PyProcessRoute::new(transport.clone())?;
     let predicted = predicted.map(|p| p.inner.clone());
     let handed = ProcessHandoff { repeat, predicted }.run(&mut route).map_err(to_pyerr)?;
     let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
         transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
-    Bound::new(py, PyProcessShareResult::from_report(handed.report, remote, local, cleanup))
+    Bound::new(py, ShareResult::from_worker(handed.report, remote, local, cleanup))
 }
 
 /// Why ``transport``'s path does not apply to its array and worker (predicted, before anything

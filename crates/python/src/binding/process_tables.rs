@@ -1,64 +1,129 @@
-//! The process tables built from typed results (python/gpushare/process_tables.py runs the paths):
-//! a path that does not apply or fails is the core's failed row, and a comparison or a sweep is
+//! The process tables: the core's loops (crates/core/src/share/process_lab.rs) over a Python lab
+//! (python/gpushare/process_tables.py: the worker, `auto`, one path's handoff, a sweep's arrays).
+//! A path that does not apply or fails is the core's failed row, and a comparison or a sweep is
 //! made of the handoffs' own reports, with no row passed as a dict on the way.
 
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::process::{PyProcessBenchmark, PyProcessComparison, PyProcessShareResult};
-use crate::report::process::{ProcessBenchPoint, ProcessBenchReport, ProcessComparisonReport};
+use super::lab::{Benchmark, Comparison};
+use super::types::ShareResult;
+use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
 use crate::share::process::failed_report;
+use crate::share::process_lab::{self, ProcessLab, Tried, WARM_UP_HANDOFFS};
+
+/// The core's [`ProcessLab`] over a Python object with `auto(obj)`, `try_path(obj, path, repeat)`
+/// (a ShareResult; a failed one for a path that does not apply or failed) and `make_source(size)`.
+struct PyLab<'py> {
+    lab: Bound<'py, PyAny>,
+    /// The source's framework, for the row of a size whose array could not be made.
+    framework: String,
+}
+
+impl<'py> ProcessLab for PyLab<'py> {
+    type Source = Bound<'py, PyAny>;
+    type Kept = Bound<'py, ShareResult>;
+    type Error = PyErr;
+
+    fn auto(&mut self, source: &Self::Source) -> PyResult<String> {
+        self.lab.call_method1(intern!(self.lab.py(), "auto"), (source,))?.extract()
+    }
+    fn try_path(&mut self, source: &Self::Source, path: &str, repeat: usize) -> PyResult<Tried<Self::Kept>> {
+        let result = self.lab.call_method1(intern!(self.lab.py(), "try_path"), (source, path, repeat))?;
+        let result = result.cast_into::<ShareResult>()?;
+        let report = worker_report(result.get())?;
+        let worked = report.verdict != crate::report::Verdict::Failed;
+        Ok(Tried { report, kept: worked.then_some(result) })
+    }
+    fn release(&mut self, kept: Self::Kept) {
+        // A worker that died holds nothing to release; the next handoff says it died.
+        let _ = kept.call_method0(intern!(kept.py(), "release"));
+    }
+    fn make_source(&mut self, size: u64) -> PyResult<Result<Self::Source, String>> {
+        match self.lab.call_method1(intern!(self.lab.py(), "make_source"), (size,)) {
+            Ok(source) => Ok(Ok(source)),
+            Err(e) if e.is_instance_of::<PyException>(self.lab.py()) => Ok(Err(e.value(self.lab.py()).to_string())),
+            Err(e) => Err(e),
+        }
+    }
+    fn failed(&self, path: &str, size: u64, reason: String) -> crate::report::process::ProcessShareReport {
+        failed_report(path, &self.framework, size, reason, true)
+    }
+    fn interrupted(error: &PyErr) -> bool {
+        Python::attach(|py| error.is_instance_of::<PyKeyboardInterrupt>(py))
+    }
+}
 
 /// The result of process path ``path`` that does not apply to the array (``applicable=False``,
 /// ``reason`` the refusal's) or that failed while it ran (``reason`` the error's words).
 #[pyfunction]
 #[pyo3(signature = (path, framework, nbytes, reason, applicable=true))]
 #[pyo3(name = "failure")]
-fn process_failure(py: Python<'_>, path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> PyProcessShareResult {
-    PyProcessShareResult::from_report(failed_report(path, framework, nbytes, reason, applicable), py.None(), py.None(), Vec::new())
+fn process_failure(py: Python<'_>, path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> ShareResult {
+    ShareResult::from_worker(failed_report(path, framework, nbytes, reason, applicable), py.None(), py.None(), Vec::new())
 }
 
-/// Every process path tried on one array, from each path's result, in the order tried.
-/// ``results``: the kept handoffs (path → result).
+/// The process report of a handoff to a worker; a TypeError for a share within this process.
+fn worker_report(result: &ShareResult) -> PyResult<crate::report::process::ProcessShareReport> {
+    result
+        .process_report()
+        .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("expected the result of a handoff to a worker process"))
+}
+
+/// Every process path of ``names`` for ``source``, run by the core's loop over ``lab``:
+/// ``identity`` is ``(source_framework, target_framework, dtype, shape, device)``. Unless ``keep``,
+/// each path's worker array is released before the next path runs; with it, the handoffs that
+/// worked are the comparison's ``results``.
 #[pyfunction]
-#[pyo3(signature = (source_framework, target_framework, dtype, shape, device, rows, results=None))]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(name = "comparison")]
-fn process_comparison(
-    py: Python<'_>,
-    source_framework: String,
-    target_framework: Option<String>,
-    dtype: String,
-    shape: Vec<u64>,
-    device: String,
-    rows: Vec<PyRef<'_, PyProcessShareResult>>,
-    results: Option<Py<PyAny>>,
-) -> PyProcessComparison {
-    let rows = rows.iter().map(|r| r.report().clone()).collect();
+#[pyo3(name = "compare_paths")]
+fn process_compare_paths<'py>(
+    py: Python<'py>,
+    lab: Bound<'py, PyAny>,
+    source: Bound<'py, PyAny>,
+    names: Vec<String>,
+    repeat: usize,
+    keep: bool,
+    identity: (String, Option<String>, String, Vec<u64>, String),
+) -> PyResult<Comparison> {
+    let (source_framework, target_framework, dtype, shape, device) = identity;
+    let mut lab = PyLab { lab, framework: source_framework.clone() };
+    let process_lab::Compared { rows, kept } = process_lab::compare(&mut lab, &source, &names, repeat, keep)?;
+    let results = PyDict::new(py);
+    for (path, handoff) in kept {
+        results.set_item(path, handoff)?;
+    }
     let report = ProcessComparisonReport { source_framework, target_framework, dtype, shape, device, rows };
-    PyProcessComparison::from_report(report, results.unwrap_or_else(|| PyDict::new(py).into_any().unbind()))
+    Ok(Comparison::across(report, results.unbind()))
 }
 
-/// A sweep over sizes × process paths, from each point's size and result.
+/// Sizes × process paths, run by the core's loop over ``lab`` (whose ``make_source(size)`` makes
+/// each size's array): each path is warmed up on the first array before any point is timed, and
+/// Ctrl-C ends the sweep with the points measured (``interrupted``).
 #[pyfunction]
+#[pyo3(name = "bench_paths")]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(name = "bench")]
-fn process_bench(
+fn process_bench_paths(
+    lab: Bound<'_, PyAny>,
+    sizes: Vec<u64>,
+    names: Vec<String>,
+    repeat: usize,
     source_framework: String,
     target_framework: String,
     dtype: String,
     device: String,
-    sizes: Vec<u64>,
-    points: Vec<(u64, PyRef<'_, PyProcessShareResult>)>,
-    interrupted: bool,
-    repeat: u64,
-) -> PyProcessBenchmark {
-    let points = points.iter().map(|(size, r)| ProcessBenchPoint { handoff: r.report().clone(), size: *size }).collect();
-    PyProcessBenchmark::from_report(ProcessBenchReport { source_framework, target_framework, dtype, device, sizes, points, interrupted, repeat })
+) -> PyResult<Benchmark> {
+    let mut lab = PyLab { lab, framework: source_framework.clone() };
+    let process_lab::Swept { points, interrupted } = process_lab::bench(&mut lab, &sizes, &names, repeat)?;
+    let report = ProcessBenchReport { source_framework, target_framework, dtype, device, sizes, points, interrupted, repeat: repeat as u64 };
+    Ok(Benchmark::across(report))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("WARM_UP_HANDOFFS", WARM_UP_HANDOFFS)?;
+    m.add_function(wrap_pyfunction!(process_compare_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(process_bench_paths, m)?)?;
     m.add_function(wrap_pyfunction!(process_failure, m)?)?;
-    m.add_function(wrap_pyfunction!(process_comparison, m)?)?;
-    m.add_function(wrap_pyfunction!(process_bench, m)?)
+    Ok(())
 }

@@ -1,14 +1,19 @@
 //! The result classes: `Timing`, `ShareResult`, and the table renderer of several results.
 
+use std::sync::Mutex;
+
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+
+use super::forms::Forms;
 
 use super::frames::shares_frame;
 use super::json::{envelope_json, json_to_py, to_py};
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
+use crate::report::process::ProcessShareReport;
 use crate::report::{ShareReport, Verdict};
 use crate::stats::Timing;
 
@@ -109,11 +114,28 @@ impl PyTiming {
     }
 }
 
-/// The outcome of one handoff: the converted `value`, source and target `TensorInfo`, the verdict
-/// (`"shared"` only when the target's bytes lie inside the source's memory), the reason for a copy,
-/// the path and the timing.
-#[pyclass(module = "gpushare", frozen, name = "ShareResult")]
+/// The outcome of one handoff: the converted `value`, source and target, the verdict (`"shared"`
+/// only when the target's bytes lie inside the source's memory), the reason for a copy, the path
+/// and the timing. A handoff to a worker process is a `ShareResult` too: its `worker` names the
+/// process, its `value` is the worker's array, and both sides are described by the identity of the
+/// memory they lie in (the pointer means nothing across processes).
+#[pyclass(module = "gpushare", frozen, weakref, name = "ShareResult")]
 pub struct ShareResult {
+    handed: Handed,
+}
+
+/// Where the handoff put the array. The share within this process is the large and the common
+/// one: boxing it would cost every share an allocation, so it is not.
+#[allow(clippy::large_enum_variant)]
+enum Handed {
+    /// In this process, judged by pointer identity.
+    Here(Here),
+    /// In a worker process, judged by the memory identity each side reports. Behind a lock: the
+    /// caller still adds notes (what it did around the handoff) and releases the worker's array.
+    Worker(Mutex<WorkerHandoff>),
+}
+
+struct Here {
     value: Py<PyAny>,
     /// The source's and target's `TensorInfo`, made from the report on first access (or the ones
     /// the constructor was given): a share whose result is never asked for them paid a Python
@@ -123,13 +145,39 @@ pub struct ShareResult {
     /// Made on first access: most results are never asked for their timing object, and creating it
     /// eagerly cost every share a Python allocation.
     timing: pyo3::sync::PyOnceLock<Py<PyTiming>>,
-    pub report: ShareReport,
+    report: ShareReport,
+}
+
+/// A handoff to a worker process: its report, the worker's array (`remote`), the parent's array
+/// over the shared memory (`local`: the source, or a segment's view) and what releases the latter.
+struct WorkerHandoff {
+    report: ProcessShareReport,
+    remote: Py<PyAny>,
+    local: Py<PyAny>,
+    cleanup: Vec<Py<PyAny>>,
+}
+
+/// The JSON form's data: a share's report, or a process handoff's (copied from under its lock).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum ShareData<'a> {
+    Here(&'a ShareReport),
+    Worker(Box<ProcessShareReport>),
+}
+
+fn not_a_process_handoff(what: &str) -> PyErr {
+    PyTypeError::new_err(format!("{what} is for a handoff to a worker process; this share ran within this process"))
 }
 
 impl ShareResult {
     /// The note that the target can write to memory the source holds read-only, if any.
-    fn readonly_note(&self) -> Option<&str> {
-        self.report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
+    fn readonly_note(report: &ShareReport) -> Option<&str> {
+        report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
+    }
+
+    fn lock(handoff: &Mutex<WorkerHandoff>) -> std::sync::MutexGuard<'_, WorkerHandoff> {
+        // A panic while the lock was held left nothing half-written that matters: read on.
+        handoff.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Judges the handoff from the two descriptions and assembles the result.
@@ -169,23 +217,67 @@ impl ShareResult {
         };
         let result = ShareResult::from_outcome(value, report);
         result.keep_source(py, source);
-        let _ = result.target.set(py, target);
+        if let Handed::Here(here) = &result.handed {
+            let _ = here.target.set(py, target);
+        }
         result
     }
 
     /// `source` as this result's `TensorInfo` of its source (which its report describes).
     pub fn keep_source(&self, py: Python<'_>, source: Py<TensorInfo>) {
-        let _ = self.source.set(py, source);
+        if let Handed::Here(here) = &self.handed {
+            let _ = here.source.set(py, source);
+        }
     }
 
     /// The result of a share the pipeline ran and judged.
     pub fn from_outcome(value: Py<PyAny>, report: ShareReport) -> ShareResult {
         ShareResult {
-            value,
-            source: pyo3::sync::PyOnceLock::new(),
-            target: pyo3::sync::PyOnceLock::new(),
-            timing: pyo3::sync::PyOnceLock::new(),
-            report,
+            handed: Handed::Here(Here {
+                value,
+                source: pyo3::sync::PyOnceLock::new(),
+                target: pyo3::sync::PyOnceLock::new(),
+                timing: pyo3::sync::PyOnceLock::new(),
+                report,
+            }),
+        }
+    }
+
+    /// The result of a handoff to a worker process (binding/process_route.rs): `remote` the
+    /// worker's array, `local` the parent's array over the shared memory, `cleanup` what releases
+    /// the latter.
+    pub fn from_worker(report: ProcessShareReport, remote: Py<PyAny>, local: Py<PyAny>, cleanup: Vec<Py<PyAny>>) -> ShareResult {
+        ShareResult { handed: Handed::Worker(Mutex::new(WorkerHandoff { report, remote, local, cleanup })) }
+    }
+
+    /// The report of a handoff to a worker process, or None for a share within this process.
+    pub fn process_report(&self) -> Option<ProcessShareReport> {
+        match &self.handed {
+            Handed::Here(_) => None,
+            Handed::Worker(w) => Some(Self::lock(w).report.clone()),
+        }
+    }
+
+    /// The in-process share's report, or None for a handoff to a worker.
+    pub fn share_report(&self) -> Option<&ShareReport> {
+        match &self.handed {
+            Handed::Here(here) => Some(&here.report),
+            Handed::Worker(_) => None,
+        }
+    }
+
+    /// `f` of the verdict, reason, notes and path, which both kinds of handoff report.
+    fn common<R>(&self, f: impl FnOnce(Verdict, Option<&str>, &[String], &str) -> R) -> R {
+        match &self.handed {
+            Handed::Here(here) => {
+                let r = &here.report;
+                f(r.verdict, r.reason.as_deref(), &r.notes, &r.path)
+            }
+            Handed::Worker(w) => {
+                let w = Self::lock(w);
+                let r = &w.report;
+                f(r.verdict, r.reason.as_deref(), &r.notes, &r.path)
+            }
         }
     }
 }
@@ -232,119 +324,296 @@ impl ShareResult {
         ))
     }
 
+    /// The converted array; for a handoff to a worker process, the worker's array (a handle).
     #[getter]
     fn value(&self, py: Python<'_>) -> Py<PyAny> {
-        self.value.clone_ref(py)
+        match &self.handed {
+            Handed::Here(here) => here.value.clone_ref(py),
+            Handed::Worker(w) => Self::lock(w).remote.clone_ref(py),
+        }
     }
+    /// The source's `TensorInfo`; for a handoff to a worker, the parent's side (pid, framework, the
+    /// identity of the memory and its CUDA context).
     #[getter]
-    fn source(&self, py: Python<'_>) -> PyResult<Py<TensorInfo>> {
-        let info = self.source.get_or_try_init(py, || Py::new(py, TensorInfo { report: self.report.source.clone() }))?;
-        Ok(info.clone_ref(py))
+    fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.handed {
+            Handed::Here(here) => {
+                let info = here.source.get_or_try_init(py, || Py::new(py, TensorInfo { report: here.report.source.clone() }))?;
+                Ok(info.bind(py).clone().into_any())
+            }
+            Handed::Worker(w) => record(py, to_py(py, &Self::lock(w).report.source)?),
+        }
     }
+    /// The target's `TensorInfo`; for a handoff to a worker, the worker's side (None for a path
+    /// that failed).
     #[getter]
-    fn target(&self, py: Python<'_>) -> PyResult<Py<TensorInfo>> {
-        let info = self.target.get_or_try_init(py, || Py::new(py, TensorInfo { report: self.report.target.clone() }))?;
-        Ok(info.clone_ref(py))
+    fn target<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.handed {
+            Handed::Here(here) => {
+                let info = here.target.get_or_try_init(py, || Py::new(py, TensorInfo { report: here.report.target.clone() }))?;
+                Ok(info.bind(py).clone().into_any())
+            }
+            Handed::Worker(w) => record(py, to_py(py, &Self::lock(w).report.target)?),
+        }
     }
+    /// The `Timing`; for a handoff to a worker, its first call, median, minimum and samples (None
+    /// for a path that failed).
     #[getter]
-    fn timing(&self, py: Python<'_>) -> PyResult<Py<PyTiming>> {
-        let timing = self.timing.get_or_try_init(py, || Py::new(py, PyTiming { timing: self.report.timing.clone() }))?;
-        Ok(timing.clone_ref(py))
+    fn timing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.handed {
+            Handed::Here(here) => {
+                let timing = here.timing.get_or_try_init(py, || Py::new(py, PyTiming { timing: here.report.timing.clone() }))?;
+                Ok(timing.bind(py).clone().into_any())
+            }
+            Handed::Worker(w) => record(py, to_py(py, &Self::lock(w).report.timing)?),
+        }
     }
     #[getter]
     fn verdict(&self) -> &'static str {
-        self.report.verdict.as_str()
+        self.common(|verdict, _, _, _| verdict.as_str())
     }
     #[getter]
     fn shared(&self) -> bool {
-        self.report.verdict == Verdict::Shared
+        self.common(|verdict, _, _, _| verdict == Verdict::Shared)
     }
     #[getter]
-    fn reason(&self) -> Option<&str> {
-        self.report.reason.as_deref()
+    fn reason(&self) -> Option<String> {
+        self.common(|_, reason, _, _| reason.map(str::to_owned))
     }
     #[getter]
     fn notes(&self) -> Vec<String> {
-        self.report.notes.clone()
+        self.common(|_, _, notes, _| notes.to_vec())
+    }
+    #[getter]
+    fn path(&self) -> String {
+        self.common(|_, _, _, path| path.to_owned())
+    }
+    /// The worker process that holds the array (`pid`, `host`: None on this host, `framework`),
+    /// or None for a share within this process.
+    #[getter]
+    fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Handed::Worker(w) = &self.handed else { return Ok(None) };
+        let w = Self::lock(w);
+        let r = &w.report;
+        let d = PyDict::new(py);
+        d.set_item("pid", r.target.as_ref().and_then(|t| t.pid))?;
+        d.set_item("host", r.link.as_ref().and_then(|l| l.remote.host.clone()))?;
+        d.set_item("framework", r.target.as_ref().and_then(|t| t.framework.clone()))?;
+        record(py, d.into_any()).map(Some)
+    }
+    /// The worker's array (the same as `value`), or None for a share within this process.
+    #[getter]
+    fn remote(&self, py: Python<'_>) -> Py<PyAny> {
+        match &self.handed {
+            Handed::Here(_) => py.None(),
+            Handed::Worker(w) => Self::lock(w).remote.clone_ref(py),
+        }
+    }
+    #[setter]
+    fn set_remote(&self, remote: Py<PyAny>) -> PyResult<()> {
+        match &self.handed {
+            Handed::Here(_) => Err(not_a_process_handoff("remote")),
+            Handed::Worker(w) => {
+                Self::lock(w).remote = remote;
+                Ok(())
+            }
+        }
+    }
+    /// The parent's array over the memory the worker shares (the source itself, or for `shm` the
+    /// segment's view), or None for a share within this process.
+    #[getter]
+    fn local(&self, py: Python<'_>) -> Py<PyAny> {
+        match &self.handed {
+            Handed::Here(_) => py.None(),
+            Handed::Worker(w) => Self::lock(w).local.clone_ref(py),
+        }
+    }
+    /// The JSON form's data, as a dict (without its schema key).
+    #[getter]
+    fn row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &Forms::data(self))
+    }
+    /// A handoff to a worker reads every key of its JSON form as an attribute
+    /// (`r.mechanism`, `r.bytes_moved`, `r.segment.name`).
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let missing = || pyo3::exceptions::PyAttributeError::new_err(format!("'ShareResult' object has no attribute '{name}'"));
+        if matches!(self.handed, Handed::Here(_)) || name.starts_with('_') {
+            return Err(missing());
+        }
+        match self.row(py)?.get_item(name) {
+            Ok(v) => record(py, v),
+            Err(_) => Err(missing()),
+        }
+    }
+    /// Adds a note to a handoff to a worker (what the caller did around it).
+    fn add_note(&self, note: String) -> PyResult<()> {
+        match &self.handed {
+            Handed::Here(_) => Err(not_a_process_handoff("add_note()")),
+            Handed::Worker(w) => {
+                Self::lock(w).report.notes.push(note);
+                Ok(())
+            }
+        }
+    }
+    /// The same report with no array attached: what a table keeps of a handoff it released, so
+    /// that the parent's view of a segment goes with the handoff, not with the table.
+    fn _report_only(&self, py: Python<'_>) -> PyResult<ShareResult> {
+        let report = self.process_report().ok_or_else(|| not_a_process_handoff("_report_only()"))?;
+        Ok(ShareResult::from_worker(report, py.None(), py.None(), Vec::new()))
+    }
+    /// Releases what the parent keeps for a handoff to a worker (a segment), not the worker's array.
+    fn _release_local(&self, py: Python<'_>) -> PyResult<()> {
+        let Handed::Worker(w) = &self.handed else { return Ok(()) };
+        // Taken out before calling back into Python: a callback may reach this result again.
+        let cleanup = std::mem::take(&mut Self::lock(w).cleanup);
+        for f in cleanup.into_iter().rev() {
+            let _ = f.bind(py).call0();
+        }
+        Ok(())
+    }
+    /// Releases the worker's array and what the parent keeps for it (a segment, a handle). A share
+    /// within this process holds nothing outside it: nothing to do.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let Handed::Worker(w) = &self.handed else { return Ok(()) };
+        let remote = Self::lock(w).remote.clone_ref(py);
+        if !remote.is_none(py)
+            && let Err(e) = remote.bind(py).call_method0("release")
+        {
+            let worker_error = py.import("gpushare.exceptions")?.getattr("WorkerError")?;
+            if !e.is_instance(py, &worker_error) {
+                return Err(e);
+            }
+        }
+        self._release_local(py)
     }
     /// Whether `share` owes its caller a warning: the target can write to memory the source holds
     /// read-only, or a copy changed the dtype (whose values `share` then checks). One question on
     /// every share, where the warnings' words are made only when one is due.
     #[getter]
     fn owes_warning(&self) -> bool {
-        self.readonly_note().is_some() || (self.report.verdict != Verdict::Shared && self.dtype_changed())
+        match &self.handed {
+            Handed::Here(here) => {
+                let r = &here.report;
+                Self::readonly_note(r).is_some() || (r.verdict != Verdict::Shared && r.source.dtype != r.target.dtype)
+            }
+            Handed::Worker(_) => false,
+        }
     }
     /// The warning that the target can write to memory the source holds read-only, in the words
     /// `share` gives its GpushareWarning (the pair, then the note), if any.
     #[getter]
     fn readonly_warning(&self) -> Option<String> {
-        self.readonly_note().map(|note| format!("{}: {note}", self.pair()))
+        let here = self.share_report()?;
+        Self::readonly_note(here).map(|note| format!("{}: {note}", self.pair()))
     }
     /// The pair in words (`jax → torch`), for the warnings a share owes its caller, without
     /// making the two TensorInfo objects (every move and every copy asks).
     #[getter]
     fn pair(&self) -> String {
-        gpushare_core::route::label(&self.report.source.framework, &self.report.target.framework)
+        match &self.handed {
+            Handed::Here(here) => gpushare_core::route::label(&here.report.source.framework, &here.report.target.framework),
+            Handed::Worker(w) => {
+                let w = Self::lock(w);
+                let target = w.report.target.as_ref().and_then(|t| t.framework.as_deref()).unwrap_or("?");
+                gpushare_core::route::label(&w.report.source.framework, target)
+            }
+        }
     }
     /// Whether the target's dtype differs from the source's (a copy that converted: JAX without
     /// x64 narrows 64-bit types), which `share` then checks for lost values.
     #[getter]
     fn dtype_changed(&self) -> bool {
-        self.report.source.dtype != self.report.target.dtype
-    }
-    #[getter]
-    fn path(&self) -> &str {
-        &self.report.path
+        self.share_report().is_some_and(|r| r.source.dtype != r.target.dtype)
     }
     #[getter]
     fn name(&self) -> Option<&str> {
-        self.report.name.as_deref()
+        self.share_report()?.name.as_deref()
     }
     #[getter]
     fn shares_origin(&self) -> Option<bool> {
-        self.report.shares_origin
+        self.share_report()?.shares_origin
     }
-    /// `{"verdict", "reason"}` predicted before converting, or None.
+    /// What was predicted before the handoff ran: `{"verdict", "reason"}` for a share within this
+    /// process; the cost model's time and stated error for a handoff to a worker; or None.
     #[getter]
     fn prediction<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(p) = &self.report.predicted else { return Ok(None) };
-        to_py(py, p).map(Some)
+        match &self.handed {
+            Handed::Here(here) => here.report.predicted.as_ref().map(|p| to_py(py, p)).transpose(),
+            Handed::Worker(w) => Self::lock(w).report.predicted.as_ref().map(|p| to_py(py, p)).transpose(),
+        }
     }
     /// True when what happened differs from the prediction.
     #[getter]
     fn unexpected(&self) -> bool {
-        self.report.unexpected()
+        self.share_report().is_some_and(ShareReport::unexpected)
     }
     /// The CUDA memory ledger of this handoff, or None.
     #[getter]
     fn memory<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.report.memory.as_ref().map(|m| to_py(py, m)).transpose()
+        self.share_report().and_then(|r| r.memory.as_ref()).map(|m| to_py(py, m)).transpose()
     }
     /// Producer/consumer streams of the handoff, or None (CPU).
     #[getter]
     fn streams<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.report.streams.as_ref().map(|s| to_py(py, s)).transpose()
+        self.share_report().and_then(|r| r.streams.as_ref()).map(|s| to_py(py, s)).transpose()
     }
 
     /// One tidy row: identifying columns first, raw seconds and bytes, integer counts.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shares_frame(py, std::slice::from_ref(&self.report))
+        match &self.handed {
+            Handed::Here(here) => shares_frame(py, std::slice::from_ref(&here.report)),
+            Handed::Worker(w) => {
+                let report = Self::lock(w).report.clone();
+                super::process::handoffs_frame(py, std::slice::from_ref(&report))
+            }
+        }
     }
 }
 
-super::forms::result_forms!(ShareResult {
-    kind: "share",
-    data: report: ShareReport,
-    text: |r| render::share_table_text(std::slice::from_ref(r)),
-    html: |r| render::share_table_html(std::slice::from_ref(r)),
-});
+impl Forms for ShareResult {
+    type Data<'a> = ShareData<'a>;
+    fn kind(&self) -> &'static str {
+        match self.handed {
+            Handed::Here(_) => "share",
+            Handed::Worker(_) => "process-share",
+        }
+    }
+    fn data(&self) -> ShareData<'_> {
+        match &self.handed {
+            Handed::Here(here) => ShareData::Here(&here.report),
+            Handed::Worker(w) => ShareData::Worker(Box::new(Self::lock(w).report.clone())),
+        }
+    }
+    fn text(&self) -> String {
+        match self.data() {
+            ShareData::Here(r) => render::share_table_text(std::slice::from_ref(r)),
+            ShareData::Worker(r) => crate::render::process::rows_text(std::slice::from_ref(&*r)),
+        }
+    }
+    fn html(&self) -> String {
+        match self.data() {
+            ShareData::Here(r) => render::share_table_html(std::slice::from_ref(r)),
+            ShareData::Worker(r) => crate::render::process::rows_html(std::slice::from_ref(&*r)),
+        }
+    }
+}
+
+super::forms::forms_methods!(ShareResult);
+
+/// `items` (a dict or list) as `gpushare.records` records, read by attribute.
+fn record<'py>(py: Python<'py>, items: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    py.import("gpushare.records")?.getattr("wrap")?.call1((items,))
+}
 
 fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
     let mut out = Vec::new();
     for item in results.try_iter()? {
         let item = item?;
         let r = item.cast::<ShareResult>().map_err(|_| PyTypeError::new_err("expected ShareResult items"))?;
-        out.push(r.get().report.clone());
+        let report = r.get().share_report().ok_or_else(|| {
+            PyTypeError::new_err("a handoff to a worker process has its own table: show it alone or in a process comparison")
+        })?;
+        out.push(report.clone());
     }
     Ok(out)
 }
