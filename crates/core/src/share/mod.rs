@@ -10,6 +10,7 @@
 //! pipeline run once per path and size.
 
 pub mod error;
+pub mod lab;
 pub mod process;
 pub mod process_lab;
 pub mod timing;

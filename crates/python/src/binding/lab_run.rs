@@ -4,7 +4,8 @@
 //! only the callables that know the adapters: a path's route and prediction (`route_for`), the
 //! `auto` of the array's device, the link a move crosses, and, for a sweep, the source arrays.
 //! A path that does not apply or fails is a row with its reason, never an exception; Ctrl-C
-//! stops a sweep with the points measured so far.
+//! stops a sweep with the points measured so far. The loops themselves are the core's
+//! (crates/core/src/share/lab.rs), run here over [`PyPathLab`].
 
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
@@ -15,7 +16,7 @@ use super::lab::{Benchmark, Comparison};
 use super::plan::{Described, PredictStep, PyFramework, PyHost, PyRoute, policy};
 use super::types::{ShareResult, TensorInfo};
 use crate::explain::PredictedOutcome;
-use crate::render::lab::{BenchInput, BenchRun, BenchmarkReport, ComparisonInput, ComparisonReport, PathRun, size_label};
+use crate::render::lab::{BenchInput, BenchmarkReport, ComparisonInput, ComparisonReport, PathRun, size_label};
 use crate::report::{TensorReport, Verdict};
 use crate::share::{Framework, Handoff, Options};
 use crate::stats::Timing;
@@ -236,6 +237,62 @@ fn note_link(run: &mut PathRun, source: &TensorReport, link_for: &Bound<'_, PyAn
     Ok(())
 }
 
+/// The core's [`crate::share::lab::PathLab`] over the lab's frameworks and the callables Python
+/// supplies: a sweep's arrays (`make_source(size, shared)`), the path `auto` takes for one of them
+/// (`auto_for(dlpack_device, nbytes, info)`) and the progress bar (`set_postfix_str`, `update`).
+struct PyPathLab<'a, 'py> {
+    lab: &'a Lab<'py>,
+    already_there: bool,
+    make_source: Option<&'a Bound<'py, PyAny>>,
+    auto_for: Option<&'a Bound<'py, PyAny>>,
+    progress: Option<&'a Bound<'py, PyAny>>,
+}
+
+impl<'py> crate::share::lab::PathLab for PyPathLab<'_, 'py> {
+    type Source = SourceArray;
+    type Kept = ShareResult;
+    type MakeError = PyErr;
+    type Error = PyErr;
+
+    fn try_path(&mut self, source: &SourceArray, path: &str, is_auto: bool) -> PyResult<(PathRun, Option<ShareResult>)> {
+        self.lab.try_path(&source.0, source.1.as_ref(), path, is_auto, self.already_there)
+    }
+    fn make_source(&mut self, size: u64, shared: bool) -> PyResult<PyResult<SourceArray>> {
+        let make = self.make_source.ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("this lab makes no arrays"))?;
+        let py = make.py();
+        match make.call1((size, shared)) {
+            Ok(obj) => Ok(Ok((obj.clone().unbind(), self.lab.source.describe_py(py, &obj).ok()))),
+            Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(e),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+    fn unmade(&mut self, path: &str, why: &PyErr) -> PyResult<PathRun> {
+        let py = self.lab.route_for.py();
+        failed_run(py, path, why.clone_ref(py))
+    }
+    fn auto_for(&mut self, source: &SourceArray) -> PyResult<Option<String>> {
+        let (Some(auto_for), Some(info)) = (self.auto_for, source.1.as_ref()) else { return Ok(None) };
+        let report = &info.get().report;
+        let (chosen, _): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, info.bind(auto_for.py())))?.extract()?;
+        Ok(Some(chosen))
+    }
+    fn measuring(&mut self, size: u64, path: &str) -> PyResult<()> {
+        match self.progress {
+            Some(progress) => progress.call_method1("set_postfix_str", (format!("{} {path}", size_label(size)),)).map(drop),
+            None => Ok(()),
+        }
+    }
+    fn measured(&mut self) -> PyResult<()> {
+        match self.progress {
+            Some(progress) => progress.call_method1("update", (1,)).map(drop),
+            None => Ok(()),
+        }
+    }
+    fn interrupted(error: &PyErr) -> bool {
+        Python::attach(|py| error.is_instance_of::<PyKeyboardInterrupt>(py))
+    }
+}
+
 /// Frees the device buffers the `copy` and `pinned` paths kept while the lab ran.
 fn empty_cache(py: Python<'_>) {
     py.detach(crate::shared::clear_pool);
@@ -270,22 +327,15 @@ pub fn compare_paths<'py>(
     };
     let report = &info.get().report;
     let (auto, already_there): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, &info))?.extract()?;
-    let results = PyDict::new(py);
-    let mut runs = Vec::with_capacity(paths.len());
-    let measured = (|| -> PyResult<()> {
-        for name in &paths {
-            let path = if name == "auto" { auto.as_str() } else { name.as_str() };
-            let (mut run, result) = lab.try_path(&obj, Some(&info), path, path == auto, already_there)?;
-            run.auto = path == auto;
-            runs.push(run);
-            if let Some(result) = result {
-                results.set_item(path, Py::new(py, result)?)?;
-            }
-        }
-        Ok(())
-    })();
+    let mut path_lab = PyPathLab { lab: &lab, already_there, make_source: None, auto_for: None, progress: None };
+    let measured = crate::share::lab::compare(&mut path_lab, &(obj.clone_ref(py), Some(info.clone_ref(py))), &paths, &auto);
     empty_cache(py);
-    measured?;
+    let compared = measured?;
+    let results = PyDict::new(py);
+    for (path, result) in compared.kept {
+        results.set_item(path, Py::new(py, result)?)?;
+    }
+    let runs = compared.runs;
     let report = ComparisonReport::from_input(ComparisonInput {
         source: info.get().report.clone(),
         target_framework: lab.target.name().to_string(),
@@ -340,70 +390,17 @@ pub fn bench_paths<'py>(
         return Err(pyo3::exceptions::PyValueError::new_err(format!("{} sizes but {} autos: one per size", sizes.len(), autos.len())));
     }
     let lab = Lab::new(source, target, route_for, link_for, predict_for, repeat, number, warmup, min_sample_time)?;
-    let mut points = Vec::with_capacity(sizes.len() * paths.len());
-    let mut measured_paths = paths.clone();
-    let swept = (|| -> PyResult<()> {
-        for (&size, like_the_sweeps) in sizes.iter().zip(&autos) {
-            // The plain array and the SharedBuffer's view, made and described once per size.
-            let mut arrays: [Option<PyResult<SourceArray>>; 2] = [None, None];
-            let make = |shared: bool| -> PyResult<PyResult<SourceArray>> {
-                match make_source.call1((size, shared)) {
-                    Ok(obj) => Ok(Ok((obj.clone().unbind(), lab.source.describe_py(py, &obj).ok()))),
-                    Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(e),
-                    Err(e) => Ok(Err(e)),
-                }
-            };
-            // `auto` as a share of this very array decides it.
-            let mut auto = like_the_sweeps.clone();
-            if let Some(auto_for) = auto_for.as_ref().filter(|_| paths.iter().any(|p| p != "shared")) {
-                let plain = make(false)?;
-                if let Ok((_, Some(info))) = &plain {
-                    let report = &info.get().report;
-                    let (chosen, _): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, info.bind(py)))?.extract()?;
-                    auto = chosen;
-                }
-                arrays[0] = Some(plain);
-            }
-            // A path auto took for this array that the sweep does not hold is measured too where
-            // auto was asked for (`measure_auto`); elsewhere no row of this size is marked.
-            let extra = (measure_auto && !paths.contains(&auto)).then(|| auto.clone());
-            if let Some(path) = &extra {
-                if !measured_paths.contains(path) {
-                    measured_paths.push(path.clone());
-                }
-            }
-            for path in paths.iter().chain(extra.as_ref()) {
-                let path = path.as_str();
-                progress.call_method1("set_postfix_str", (format!("{} {path}", size_label(size)),))?;
-                let shared = path == "shared";
-                let slot = &mut arrays[usize::from(shared)];
-                if slot.is_none() {
-                    *slot = Some(make(shared)?);
-                }
-                let mut run = match slot.as_ref().expect("made above") {
-                    Ok((obj, info)) => lab.try_path(obj, info.as_ref(), path, path == auto.as_str(), already_there)?.0,
-                    Err(e) => {
-                        let mut run = failed_run(py, path, e.clone_ref(py))?;
-                        run.reason = run.reason.map(|r| format!("could not make the source array: {r}"));
-                        run
-                    }
-                };
-                run.auto = path == auto.as_str();
-                // The shared path starts from a SharedBuffer, not from the array the others start
-                // from: shown, never ranked against them.
-                run.comparable = !shared;
-                points.push(BenchRun { size, run });
-                progress.call_method1("update", (1,))?;
-            }
-        }
-        Ok(())
-    })();
-    empty_cache(py);
-    let interrupted = match swept {
-        Ok(()) => false,
-        Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => true,
-        Err(e) => return Err(e),
+    let mut path_lab = PyPathLab {
+        lab: &lab,
+        already_there,
+        make_source: Some(make_source),
+        auto_for: auto_for.as_ref(),
+        progress: Some(progress),
     };
+    let plan = crate::share::lab::SweepPlan { sizes: &sizes, paths: &paths, autos: &autos, ask_auto: auto_for.is_some(), measure_auto };
+    let swept = crate::share::lab::bench(&mut path_lab, &plan);
+    empty_cache(py);
+    let crate::share::lab::Swept { points, paths: measured_paths, interrupted } = swept?;
     let report = BenchmarkReport::from_input(BenchInput {
         source_framework: lab.source.name().to_string(),
         target_framework: lab.target.name().to_string(),
