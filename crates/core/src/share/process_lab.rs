@@ -49,8 +49,9 @@ pub trait ProcessLab {
     /// Hands `source` over by `path`: a first handoff, then `repeat` timed ones. A path that does not
     /// apply or fails is a failed row, not an error.
     fn try_path(&mut self, source: &Self::Source, path: &str, repeat: usize) -> Result<Tried<Self::Kept>, Self::Error>;
-    /// Releases the worker's array of a handoff and what this side keeps for it.
-    fn release(&mut self, kept: Self::Kept);
+    /// Releases the worker's array of a handoff and what this side keeps for it (a worker that died
+    /// holds nothing: not an error).
+    fn release(&mut self, kept: Self::Kept) -> Result<(), Self::Error>;
     /// A sweep's source array of `size` bytes; `Ok(Err(why))` when it could not be made.
     fn make_source(&mut self, size: u64) -> Result<Result<Self::Source, String>, Self::Error>;
     /// The row of a path that could not run for the reason given.
@@ -90,17 +91,19 @@ pub fn compare<L: ProcessLab>(
         if let Some(handoff) = tried.kept {
             if keep {
                 kept.push((path, handoff));
-            } else {
-                lab.release(handoff);
+            } else if let Err(e) = lab.release(handoff) {
+                release_all(lab, kept);
+                return Err(e);
             }
         }
     }
     Ok(Compared { rows, kept })
 }
 
+/// Releases what a comparison kept before it stopped with an error, which is the one reported.
 fn release_all<L: ProcessLab>(lab: &mut L, kept: Vec<(String, L::Kept)>) {
     for (_, handoff) in kept {
-        lab.release(handoff);
+        let _ = lab.release(handoff);
     }
 }
 
@@ -160,7 +163,7 @@ fn sweep<L: ProcessLab>(
                 tried.report.notes.push(notes.remove(at).1);
             }
             if let Some(handoff) = tried.kept {
-                lab.release(handoff);
+                lab.release(handoff)?;
             }
             points.push(ProcessBenchPoint { handoff: tried.report, size });
         }
@@ -181,7 +184,7 @@ fn warm_up<L: ProcessLab>(lab: &mut L, source: &L::Source, names: &[String]) -> 
         // A first call, then the samples: WARM_UP_HANDOFFS in all.
         let tried = lab.try_path(source, &path, WARM_UP_HANDOFFS - 1)?;
         if let Some(handoff) = tried.kept {
-            lab.release(handoff);
+            lab.release(handoff)?;
         }
         if let Some(first) = tried.report.timing.as_ref().map(|t| t.first_call) {
             notes.push((

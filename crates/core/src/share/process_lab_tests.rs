@@ -50,9 +50,10 @@ impl ProcessLab for FakeLab {
         self.held.push(self.handoffs);
         Ok(Tried { report: row(path, *source, 0.002), kept: Some(self.handoffs) })
     }
-    fn release(&mut self, kept: u32) {
+    fn release(&mut self, kept: u32) -> Result<(), Stop> {
         self.log.push(format!("release {kept}"));
         self.held.retain(|h| *h != kept);
+        Ok(())
     }
     fn make_source(&mut self, size: u64) -> Result<Result<u64, String>, Stop> {
         Ok(if self.unmakeable.contains(&size) { Err("out of memory".into()) } else { Ok(size) })

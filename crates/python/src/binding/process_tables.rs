@@ -37,9 +37,9 @@ impl<'py> ProcessLab for PyLab<'py> {
         let worked = report.verdict != crate::report::Verdict::Failed;
         Ok(Tried { report, kept: worked.then_some(result) })
     }
-    fn release(&mut self, kept: Self::Kept) {
-        // A worker that died holds nothing to release; the next handoff says it died.
-        let _ = kept.call_method0(intern!(kept.py(), "release"));
+    fn release(&mut self, kept: Self::Kept) -> PyResult<()> {
+        // ShareResult.release: a worker that died holds nothing, and says so at the next handoff.
+        kept.call_method0(intern!(kept.py(), "release")).map(drop)
     }
     fn make_source(&mut self, size: u64) -> PyResult<Result<Self::Source, String>> {
         match self.lab.call_method1(intern!(self.lab.py(), "make_source"), (size,)) {
