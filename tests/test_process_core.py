@@ -41,6 +41,9 @@ def test_results_are_the_cores_typed_reports(worker):
         # A private source is copied into a segment first: the core's judge says so, naming it.
         assert r.verdict == "copied" and r.segment["name"] in r.reason
         assert "median of 4" in repr(r) and "gpushare-processes" in r._repr_html_()
+        frame = r.to_pandas()
+        assert list(frame["path"]) == ["shm"] and list(frame["target_pid"]) == [worker.pid]
+        assert list(frame.columns[:3]) == ["source_framework", "target_framework", "nbytes"]
         assert (r.remote.read() == np.arange(6)).all()
     finally:
         r.release()
@@ -110,3 +113,14 @@ def test_whether_a_path_applies_is_the_cores_rule_asking_costly_facts_only_when_
     assert asked == ["ipc"]
     assert "both processes are on cuda:0" in refusal("nccl", "torch", True, library="torch")
     assert refusal("shm", "numpy", False) is None
+
+
+def test_a_share_within_this_process_has_no_worker_and_takes_no_worker_notes():
+    r = gpushare.share(np.arange(4, dtype=np.float32), "numpy")
+    assert r.worker is None and r.remote is None and r.local is None
+    with pytest.raises(TypeError, match="handoff to a worker process"):
+        r.add_note("nothing")
+    with pytest.raises(AttributeError):
+        r.mechanism
+    r.release()  # nothing is held outside this process
+    assert r.value is not None and r.verdict == "shared"

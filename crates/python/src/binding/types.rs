@@ -455,12 +455,6 @@ impl ShareResult {
             }
         }
     }
-    /// The same report with no array attached: what a table keeps of a handoff it released, so
-    /// that the parent's view of a segment goes with the handoff, not with the table.
-    fn _report_only(&self, py: Python<'_>) -> PyResult<ShareResult> {
-        let report = self.process_report().ok_or_else(|| not_a_process_handoff("_report_only()"))?;
-        Ok(ShareResult::from_worker(report, py.None(), py.None(), Vec::new()))
-    }
     /// Releases what the parent keeps for a handoff to a worker (a segment), not the worker's array.
     fn _release_local(&self, py: Python<'_>) -> PyResult<()> {
         let Handed::Worker(w) = &self.handed else { return Ok(()) };
