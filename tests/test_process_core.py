@@ -48,7 +48,7 @@ def test_results_are_the_cores_typed_reports(worker):
     finally:
         r.release()
     c = gpushare.compare(torch.ones(8), "torch", across=worker, paths="shm,gloo", repeat=2)
-    assert type(c) is gpushare.Comparison and c.worker == "process"
+    assert type(c) is gpushare.Comparison and c.worker.pid == worker.pid and c.worker.host is None
     assert json.loads(c.to_json())["schema"] == "gpushare.process-comparison/1"
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
 

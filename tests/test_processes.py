@@ -258,6 +258,7 @@ def test_a_process_sweep_times_each_path_after_warm_up_handoffs_and_says_what_th
 
     b = gpushare.bench("torch", "torch", sizes=["4KiB", "64KiB"], paths="shm,torch_mp", repeat=2,
                        across="processes", device="cpu")
+    assert b.worker.pid == b.points[0].target.pid and b.worker.host is None
     warm = [[n for n in p["notes"] if "warm-up handoffs" in n] for p in b.points]
     assert [len(w) for w in warm] == [1, 1, 0, 0], warm
     for point, (note,) in zip(b.points, warm[:2]):

@@ -193,10 +193,14 @@ impl Comparison {
         }
         Ok(d)
     }
-    /// ``"process"`` for a comparison of the paths to a worker process, None within this process.
+    /// The worker process the paths handed the array to (``pid``, ``host``: None on this host,
+    /// ``framework``), as ``ShareResult.worker``; None for a comparison within this process.
     #[getter]
-    fn worker(&self) -> Option<&'static str> {
-        matches!(self.compared, Compared::Worker(_)).then_some("process")
+    fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match &self.compared {
+            Compared::Here(_) => Ok(None),
+            Compared::Worker(r) => super::process::worker_record(py, r.rows.iter()).map(Some),
+        }
     }
     fn __getitem__<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
         let at = match &self.compared {
@@ -312,10 +316,14 @@ impl Benchmark {
             Swept::Worker(r) => r.interrupted,
         }
     }
-    /// ``"process"`` for a sweep of the paths to a worker process, None within this process.
+    /// The worker process the paths handed the arrays to (``pid``, ``host``: None on this host,
+    /// ``framework``), as ``ShareResult.worker``; None for a sweep within this process.
     #[getter]
-    fn worker(&self) -> Option<&'static str> {
-        matches!(self.swept, Swept::Worker(_)).then_some("process")
+    fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match &self.swept {
+            Swept::Here(_) => Ok(None),
+            Swept::Worker(r) => super::process::worker_record(py, r.points.iter().map(|p| &p.handoff)).map(Some),
+        }
     }
     /// The plot: time and bandwidth against size, one line per path.
     #[getter]

@@ -394,12 +394,7 @@ impl ShareResult {
     fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Handed::Worker(w) = &self.handed else { return Ok(None) };
         let w = Self::lock(w);
-        let r = &w.report;
-        let d = PyDict::new(py);
-        d.set_item("pid", r.target.as_ref().and_then(|t| t.pid))?;
-        d.set_item("host", r.link.as_ref().and_then(|l| l.remote.host.clone()))?;
-        d.set_item("framework", r.target.as_ref().and_then(|t| t.framework.clone()))?;
-        record(py, d.into_any()).map(Some)
+        super::process::worker_record(py, std::iter::once(&w.report)).map(Some)
     }
     /// The worker's array (the same as `value`), or None for a share within this process.
     #[getter]
