@@ -1,4 +1,4 @@
-"""Results reach Python as objects built from the Rust structs (crates/python/src/binding/json.rs):
+"""Results reach Python as objects built from the Rust structs (crates/python/src/binding/forms.rs):
 no JSON text crosses the seam, and the objects are the ones the JSON form reads as."""
 
 from __future__ import annotations
@@ -56,3 +56,13 @@ def test_lab_results_are_built_without_json_text(monkeypatch):
         assert obj.to_dict() == {**envelope["data"], "schema": envelope["schema"]}
     assert [r.path for r in c.rows] == ["dlpack", "copy"] and c["copy"].bytes_moved == 256
     assert [(p.size, p.path) for p in b.points] == [(256, "dlpack"), (256, "copy")]
+
+
+def test_a_dict_reads_as_the_json_form_reads():
+    # A float JSON cannot write (no samples: a NaN median) is None in the dict as in the JSON text,
+    # and the keys keep the order the JSON form writes them in.
+    t = gpushare.Timing([])
+    assert t.median != t.median  # the attribute is the float itself
+    data = t.to_dict()
+    assert data["median"] is None and data["min"] is None
+    assert list(data)[:3] == ["samples", "loops", "median"]

@@ -88,7 +88,12 @@ pub fn schema_for(kind: &str) -> Option<Value> {
 
 /// A schema as it is written to its file: pretty, with a final newline.
 pub fn schema_text(kind: &str) -> Option<String> {
-    schema_for(kind).map(|s| format!("{}\n", serde_json::to_string_pretty(&s).expect("a Value always serialises")))
+    schema_for(kind).map(|mut s| {
+        // Keys in sorted order, so the published files do not change with the order the generator
+        // happens to insert them in.
+        s.sort_all_objects();
+        format!("{}\n", serde_json::to_string_pretty(&s).expect("a Value always serialises"))
+    })
 }
 
 #[cfg(test)]

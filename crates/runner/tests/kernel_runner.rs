@@ -1267,6 +1267,8 @@ fn widget_states(nb: &Value) -> Vec<String> {
                         w["state"]["outputs"] = json!(comparable(outputs));
                     }
                     without_ids(&mut w);
+                    // Compared as data: the two writers need not insert keys in the same order.
+                    w.sort_all_objects();
                     serde_json::to_string(&w).unwrap()
                 })
                 .collect()

@@ -6,8 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::from_python::py_to_json;
-use super::json::{json_to_py, to_py};
+use super::forms::from_py;
+use super::forms::to_py;
 use crate::advice::advise::{Advice, AdviceRow, SizeRange};
 use crate::advice::model::{CostKey, CostModel, Observation, Ordering, Prediction};
 use crate::advice::producer::{self, Producer, WaitFacts};
@@ -175,7 +175,7 @@ impl PyCostModel {
     #[new]
     #[pyo3(signature = (machine, created = 0.0))]
     fn new(machine: &Bound<'_, PyAny>, created: f64) -> PyResult<Self> {
-        Ok(PyCostModel { inner: CostModel::new(py_to_json(machine)?, created) })
+        Ok(PyCostModel { inner: CostModel::new(from_py::<serde_json::Value>(machine)?, created) })
     }
 
     /// The model as its cache file holds it; ValueError when the text is not a model, or holds a
@@ -276,7 +276,7 @@ impl PyCostModel {
 
     /// What changed since the model was made (``None``: it is current for ``machine``).
     fn stale_against(&self, machine: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-        Ok(self.inner.stale_against(&py_to_json(machine)?))
+        Ok(self.inner.stale_against(&from_py::<serde_json::Value>(machine)?))
     }
 
     /// The fits too uncertain to recommend from (stated error 100 % or more), each
@@ -312,7 +312,7 @@ impl PyCostModel {
 
     #[getter]
     fn machine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_py(py, &self.inner.machine)
+        to_py(py, &self.inner.machine)
     }
     #[getter]
     fn created(&self) -> f64 {

@@ -7,6 +7,56 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// `value` as the Python objects its JSON form reads as, `json.loads` of its text without the text:
+/// dicts in the order the JSON writes their keys, a float JSON cannot write (NaN, ∞) as None, a map's
+/// keys as strings, a unit variant as its name, a number kept exactly (an int of any size). The
+/// value's JSON value is made first (that is where those rules live) and pythonize builds the objects.
+pub(crate) fn to_py<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    let value = serde_json::to_value(value).map_err(|e| pyo3::exceptions::PyTypeError::new_err(e.to_string()))?;
+    pythonize::pythonize(py, &value).map_err(PyErr::from)
+}
+
+/// A Python value built of dicts, lists, str, numbers, bool and None (what a worker replies, the
+/// machine key a cost model is made for) read into a core type; ValueError naming what does not fit.
+pub(crate) fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>) -> PyResult<T> {
+    pythonize::depythonize(obj).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// The JSON form's `data` as a dict with the envelope's `schema` (`gpushare.<kind>/<N>`) added as
+/// its last key, so a `to_dict()` still says which schema it follows.
+fn dict_with_schema<'py, T: Serialize + ?Sized>(py: Python<'py>, kind: &str, data: &T) -> PyResult<Bound<'py, PyAny>> {
+    let dict = to_py(py, data)?;
+    dict.set_item("schema", crate::schema::schema_id(kind))?;
+    Ok(dict)
+}
+
+/// What every result hands Jupyter: its text, its HTML and its JSON envelope (`{"data": …,
+/// "schema": …}`), so a notebook front end picks the richest form it can show and a reader of the
+/// saved file gets the data.
+pub(crate) fn mime_bundle<'py, T: Serialize + ?Sized>(
+    py: Python<'py>,
+    kind: &str,
+    data: &T,
+    text: String,
+    html: String,
+) -> PyResult<Bound<'py, PyDict>> {
+    let envelope = PyDict::new(py);
+    envelope.set_item("data", to_py(py, data)?)?;
+    envelope.set_item("schema", crate::schema::schema_id(kind))?;
+    let d = PyDict::new(py);
+    d.set_item("text/plain", text)?;
+    d.set_item("text/html", html)?;
+    d.set_item(crate::report::MIME_TYPE, envelope)?;
+    Ok(d)
+}
+
+/// The `application/vnd.gpushare+json` payload as JSON text, for `to_json()`: the one place a
+/// result is written as text, for users who save or send it.
+pub(crate) fn envelope_json<T: Serialize + ?Sized>(kind: &str, data: &T) -> PyResult<String> {
+    crate::report::envelope_text(kind, data).map_err(|e| pyo3::exceptions::PyTypeError::new_err(e.to_string()))
+}
 
 pub(crate) trait Forms {
     /// The data the JSON form holds: a borrow of the result's report, or, for a result whose
@@ -23,15 +73,15 @@ pub(crate) trait Forms {
 
     /// The JSON form's `data` as a dict, with its `schema` kept as a key.
     fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        super::json::dict_with_schema(py, self.kind(), &self.data())
+        dict_with_schema(py, self.kind(), &self.data())
     }
     /// The `application/vnd.gpushare+json` payload as JSON text.
     fn json(&self) -> PyResult<String> {
-        super::json::envelope_json(self.kind(), &self.data())
+        envelope_json(self.kind(), &self.data())
     }
     /// Text, HTML and the JSON payload, for Jupyter's display.
     fn mime_bundle<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        super::json::mime_bundle(py, self.kind(), &self.data(), self.text(), self.html())
+        mime_bundle(py, self.kind(), &self.data(), self.text(), self.html())
     }
 }
 

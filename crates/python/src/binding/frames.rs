@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::json::json_to_py;
+use super::forms::to_py;
 use crate::report::ShareReport;
 
 /// The tidy columns that hold seconds: floats, NaN where there is none.
@@ -22,7 +22,7 @@ pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyR
     for report in reports {
         let row = PyDict::new(py);
         for (column, value) in report.tidy_row() {
-            row.set_item(column, json_to_py(py, &value)?)?;
+            row.set_item(column, to_py(py, &value)?)?;
         }
         rows.append(row)?;
     }

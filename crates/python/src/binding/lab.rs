@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::forms::Forms;
-use super::json::to_py;
+use super::forms::to_py;
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::{plot, process};
 use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};

@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde::Serialize;
 
-use super::from_python::py_to_json;
-use super::json::json_to_py;
+use super::forms::from_py;
+use super::forms::to_py;
 use super::lab::{Benchmark, Comparison};
 use super::types::ShareResult;
 use crate::report::process::{
@@ -18,14 +18,10 @@ use crate::report::process::{
     from_value,
 };
 
-fn value_error(e: impl ToString) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
-
 fn identity(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MemoryIdentity>> {
     match obj.filter(|o| !o.is_none()) {
         None => Ok(None),
-        Some(o) => serde_json::from_value(py_to_json(o)?).map(Some).map_err(value_error),
+        Some(o) => from_py(o).map(Some),
     }
 }
 
@@ -48,7 +44,7 @@ fn judge_handoff(
     segment: Option<Bound<'_, PyAny>>,
 ) -> PyResult<(&'static str, Option<String>)> {
     let segment: Option<Segment> = match segment.filter(|s| !s.is_none()) {
-        Some(s) => Some(serde_json::from_value(py_to_json(&s)?).map_err(value_error)?),
+        Some(s) => Some(from_py(&s)?),
         None => None,
     };
     let (verdict, reason) =
@@ -155,7 +151,7 @@ fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &Process
         d.set_item(k, v)?;
     }
     for (k, v) in row.tidy_outcome() {
-        d.set_item(k, json_to_py(py, &v)?)?;
+        d.set_item(k, to_py(py, &v)?)?;
     }
     // The tables' vocabulary: a path that cannot run here is "not applicable", never "failed".
     d.set_item("verdict", crate::render::State::of(row.verdict, row.applicable).word())?;
@@ -163,7 +159,7 @@ fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &Process
 }
 
 fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Bound<'_, PyAny>) -> PyResult<T> {
-    from_value(kind, &py_to_json(data)?).map_err(PyValueError::new_err)
+    from_value(kind, &from_py::<serde_json::Value>(data)?).map_err(PyValueError::new_err)
 }
 
 /// The worker that held the arrays of these handoffs, as a record (`pid`, `host`: None on this

@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use serde::de::DeserializeOwned;
 
 use super::errors::to_pyerr;
-use super::from_python::py_to_json;
+use super::forms::from_py;
 use super::types::ShareResult;
 use crate::share::Error;
 use crate::report::process::{ProcessTarget, RemoteLink, Segment};
@@ -34,7 +34,7 @@ fn typed<T: DeserializeOwned>(value: &Bound<'_, PyAny>) -> PyResult<Option<T>> {
     if value.is_none() {
         return Ok(None);
     }
-    serde_json::from_value(py_to_json(value)?).map(Some).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+    from_py(value).map(Some)
 }
 
 /// The core's process route over one Python transport.

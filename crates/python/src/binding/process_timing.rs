@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 
 use super::errors::to_pyerr;
-use super::json::json_to_py;
+use super::forms::to_py;
 use crate::share::Error;
 use crate::share::process::{Handoffs, time_handoffs};
 
@@ -45,8 +45,7 @@ fn measure_handoffs<'py>(
     first_extra: f64,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let (last, timing) = time_handoffs(&mut PyHandoffs { handoff, release: Some(release) }, repeat, first_extra).map_err(to_pyerr)?;
-    let timing = serde_json::to_value(&timing).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    Ok((last, json_to_py(py, &timing)?))
+    Ok((last, to_py(py, &timing)?))
 }
 
 /// `(result, seconds)` of one call of `call()`, by the core's clock: the one-off costs of a path

@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 
 use super::describe::{Fields, attach_cuda, layout_from_capsule, report_from_fields};
 use super::errors::to_pyerr;
-use super::json::json_to_py;
+use super::forms::to_py;
 use crate::explain;
 use crate::render;
 use crate::report::TensorReport;
@@ -87,7 +87,7 @@ impl TensorInfo {
     /// The CUDA driver's pointer attributes as a dict, or None without CUDA.
     #[getter]
     fn cuda<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.report.cuda.as_ref().map(|c| json_to_py(py, c)).transpose()
+        self.report.cuda.as_ref().map(|c| to_py(py, c)).transpose()
     }
 
     /// Raises UnsafeInputError when the target framework must not be handed this tensor.

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use super::forms::Forms;
 
 use super::frames::shares_frame;
-use super::json::{envelope_json, json_to_py, to_py};
+use super::forms::{envelope_json, to_py};
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
@@ -608,7 +608,7 @@ fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
 }
 
 fn mimebundle<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyDict>> {
-    super::json::mime_bundle(py, "shares", reports, render::share_table_text(reports), render::share_table_html(reports))
+    super::forms::mime_bundle(py, "shares", reports, render::share_table_text(reports), render::share_table_html(reports))
 }
 
 /// Renders a sequence of ShareResult as one table: `fmt` is "text" or "html".
@@ -639,7 +639,7 @@ pub fn json_schema<'py>(py: Python<'py>, kind: &str) -> PyResult<Bound<'py, PyAn
             crate::schema::KINDS.join(", ")
         ))
     })?;
-    json_to_py(py, &schema)
+    to_py(py, &schema)
 }
 
 /// `(reason, fix)` for a framework's error text when gpushare knows it, else None.

@@ -18,18 +18,10 @@ mod transfers;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use pyo3::prelude::*;
-use serde::Serialize;
 
 use super::errors::to_pyerr;
-use super::json::json_to_py;
+pub(super) use super::forms::to_py;
 use crate::cuda::{self, CudaError};
-
-/// Serialised data → Python objects (dicts, lists, ints, floats, str, bool, None), with the field
-/// names of the JSON report.
-fn to_py<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
-    let json = serde_json::to_value(value).map_err(|e| to_pyerr(CudaError::Internal(format!("cannot convert: {e}"))))?;
-    json_to_py(py, &json)
-}
 
 /// A report answer: `Ok(Some(..))`, `Ok(None)` when there is no CUDA, the error otherwise.
 fn or_none<T>(result: cuda::Result<T>) -> PyResult<Option<T>> {
