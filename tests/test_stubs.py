@@ -24,7 +24,7 @@ def _module(sub: str):
 
 def _stub_file(sub: str) -> Path:
     return STUBS / ("__init__.pyi" if sub == "" else f"{sub}.pyi")
-KEPT_DUNDERS = {"__init__", "__dlpack__", "__dlpack_device__", "__len__", "__getitem__", "__iter__", "__call__", "__enter__", "__exit__"}
+KEPT_DUNDERS = {"__init__", "__dlpack__", "__dlpack_device__", "__len__", "__getitem__", "__contains__", "__iter__", "__call__", "__enter__", "__exit__"}
 
 
 def _params(fn: ast.FunctionDef) -> list[str]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import gpushare
-from gpushare.records import Record
+from gpushare import PathRow
 
 torch = pytest.importorskip("torch")
 CUDA = torch.cuda.is_available()
@@ -29,7 +29,7 @@ def benchmark():
 
 def test_comparison_rows_are_read_by_attribute(comparison):
     host = comparison.paths["host"]
-    assert isinstance(host, Record)
+    assert isinstance(host, PathRow)
     assert host.timing.median > 0 and host.verdict == "copied" and host.bytes_moved == 4096
     assert host.timing.median == comparison.rows[[r.path for r in comparison.rows].index("host")].timing.median
     pinned = comparison.paths["pinned"]  # no CUDA here, or no driver: a row without a timing
@@ -37,13 +37,13 @@ def test_comparison_rows_are_read_by_attribute(comparison):
         assert pinned.timing is None and pinned.reason
     # Older code that indexes by key reads the same values.
     assert comparison["host"]["timing"]["median"] == host.timing.median
-    with pytest.raises(AttributeError, match="no field 'speed'"):
+    with pytest.raises(AttributeError, match="has no attribute 'speed'"):
         host.speed
 
 
 def test_benchmark_points_are_read_by_attribute(benchmark):
     point = benchmark.points[0]
-    assert isinstance(point, Record) and point.size == 4096 and point.path == "dlpack"
+    assert isinstance(point, PathRow) and point.size == 4096 and point.path == "dlpack"
     assert point.timing.median > 0
     assert point.to_dict()["size"] == 4096
 

@@ -29,6 +29,7 @@ from gpushare.processes import Worker
 
 __version__: str = _native.__version__
 Timing = _native.share.Timing
+PathRow = _native.lab.PathRow
 
 _loaded: dict[int, Any] = {}
 
@@ -61,6 +62,7 @@ __all__ = [
     "GpushareError",
     "GpuInfo",
     "GpushareWarning",
+    "PathRow",
     "ShareResult",
     "ShareTable",
     "SharedBuffer",

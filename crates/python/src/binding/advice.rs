@@ -142,6 +142,10 @@ impl PyPrediction {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.inner)
     }
+    /// A field of the JSON form by name, for code written against the dict a table's row held.
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.to_dict(py)?.get_item(key)
+    }
     fn __repr__(&self) -> String {
         if let Some(words) = &self.inner.unpredictable {
             return format!("no prediction ({words})");

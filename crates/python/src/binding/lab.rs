@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::forms::Forms;
 use super::forms::to_py;
+use super::rows::PyPathRow;
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::{plot, process};
 use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
@@ -120,22 +121,17 @@ impl Comparison {
     pub fn across(report: ProcessComparisonReport, results: Py<PyDict>) -> Comparison {
         Comparison { compared: Compared::Worker(report), results }
     }
-
-    /// The rows as JSON-shaped Python objects, in the order measured.
-    fn row_dicts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match &self.compared {
-            Compared::Here(r) => to_py(py, &r.rows),
-            Compared::Worker(r) => to_py(py, &r.rows),
-        }
-    }
 }
 
 #[pymethods]
 impl Comparison {
-    /// One Record per path, in the order measured.
+    /// One `PathRow` per path, in the order measured (a Record per process path, to a worker).
     #[getter]
     fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        records(py, self.row_dicts(py)?)
+        match &self.compared {
+            Compared::Here(r) => Ok(PyList::new(py, r.rows.iter().map(PyPathRow::row))?.into_any()),
+            Compared::Worker(r) => records(py, to_py(py, &r.rows)?),
+        }
     }
     /// Path → its row, in the order measured.
     #[getter]
@@ -304,7 +300,7 @@ impl Benchmark {
     #[getter]
     fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match &self.swept {
-            Swept::Here(r) => records(py, to_py(py, &r.points)?),
+            Swept::Here(r) => Ok(PyList::new(py, r.points.iter().map(PyPathRow::point))?.into_any()),
             Swept::Worker(r) => records(py, to_py(py, &r.points)?),
         }
     }
@@ -399,6 +395,7 @@ fn plot_style(path: &str) -> (&'static str, &'static str) {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plot_style, m)?)?;
     m.add_class::<Comparison>()?;
+    m.add_class::<PyPathRow>()?;
     m.add_class::<Benchmark>()?;
     super::lab_run::register(m)
 }

@@ -20,6 +20,7 @@ mod process;
 mod process_timing;
 mod process_route;
 mod process_tables;
+mod rows;
 mod shared;
 mod tensor_info;
 mod trace;
