@@ -1,5 +1,5 @@
 """One result vocabulary: every result has attributes, not nested dicts; every
-``to_pandas()`` has the same missing-value convention (gpushare.records); ``share_chain`` returns a
+``to_pandas()`` has the same missing-value convention (crates/python/src/binding/frames.rs); ``share_chain`` returns a
 ``ShareTable`` as ``%share -o`` does; ``Benchmark.plot()`` draws with matplotlib, imported lazily."""
 
 from __future__ import annotations

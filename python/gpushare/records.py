@@ -1,16 +1,13 @@
 """The vocabulary every result shares: attributes, as ``ShareResult`` has, not nested dicts.
 
-A row of a :class:`~gpushare.Comparison` or a point of a :class:`~gpushare.Benchmark` is a
-:class:`Record`: ``c.paths["host"].timing.median``, ``b.points[0].size``. Nested objects are
+A row of a :class:`~gpushare.Comparison` or a point of a :class:`~gpushare.Benchmark` across
+processes, and a worker's side of a handoff, is a :class:`Record`: ``c.paths["shm"].timing.median``,
+``r.target.pid``. (Within a process they are typed: ``gpushare.PathRow``.) Nested objects are
 records too, lists hold records. Item access (``row["timing"]["median"]``) still works for code
 written against the dicts these used to be, and ``to_dict()`` gives the plain JSON form back.
 
-Missing values, here and in every ``to_pandas()`` frame (one convention, see :func:`normalise_frame`):
-
-- an attribute that has no value (the time of a path that failed) is ``None``;
-- in a frame, a measurement (seconds, bytes per second) is a float column, missing as ``NaN``;
-  a count (bytes, repeats, loops, sizes, pids) is an integer column, missing as ``<NA>``
-  (pandas' nullable ``Int64``); text is missing as ``None``.
+A field that has no value (the time of a path that failed) is ``None``; every ``to_pandas()`` frame
+has the one missing-value convention of crates/python/src/binding/frames.rs.
 """
 
 from __future__ import annotations
@@ -82,21 +79,3 @@ class Record:
 
 def records(items: Iterable[dict]) -> list[Record]:
     return [Record(d) for d in items]
-
-
-def normalise_frame(frame: Any, floats: Iterable[str] = (), counts: Iterable[str] = ()) -> Any:
-    """``frame`` with the module's missing-value convention: ``floats`` as float64 (missing: NaN),
-    ``counts`` as nullable Int64 (missing: <NA>), and every text column as Python objects with
-    ``None`` where it has no value (pandas 3 would otherwise infer its ``str`` dtype, missing as
-    NaN, for some frames and not others). Columns it lacks are left alone."""
-    cast = {c: "float64" for c in floats if c in frame.columns}
-    cast.update({c: "Int64" for c in counts if c in frame.columns})
-    frame = frame.astype(cast)
-    for column in frame.columns:
-        if column in cast:
-            continue
-        dtype = frame[column].dtype
-        if dtype == object or str(dtype) in ("str", "string"):
-            values = frame[column].astype(object)
-            frame[column] = values.where(values.notna(), None)
-    return frame

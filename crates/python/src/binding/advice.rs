@@ -449,7 +449,6 @@ impl PyAdvice {
         to_py(py, &self.inner.rows)
     }
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let pandas = py.import("pandas")?;
         let rows = PyList::empty(py);
         for r in &self.inner.rows {
             let d = PyDict::new(py);
@@ -468,11 +467,7 @@ impl PyAdvice {
             d.set_item("recommended", self.inner.recommended.as_deref() == Some(r.path.as_str()))?;
             rows.append(d)?;
         }
-        let frame = pandas.call_method1("DataFrame", (rows,))?;
-        // NaN for a missing measurement, None for missing text, as every gpushare frame.
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("floats", ["predicted_s", "tolerance"])?;
-        py.import("gpushare.records")?.getattr("normalise_frame")?.call((frame,), Some(&kwargs))
+        super::frames::tidy_frame(py, rows, None, &[("predicted_s", "float64"), ("tolerance", "float64")])
     }
 }
 

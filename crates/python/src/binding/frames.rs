@@ -1,23 +1,68 @@
-//! `to_pandas()` of handoffs, with the one missing-value convention of every gpushare frame
-//! (python/gpushare/records.py): counts are integers, measurements floats, and a measurement that
-//! does not exist (the device time of a CPU handoff) is NaN in a float column, never None in an
-//! object column.
+//! `to_pandas()`: every result's tidy frame is made here, with one missing-value convention.
+//!
+//! - An attribute that has no value (the time of a path that failed) is None on the result.
+//! - In a frame, a measurement (seconds, bytes per second) is a float column, missing as NaN.
+//! - A count (bytes, repeats, loops, sizes, pids) is an integer column: `int64`, or pandas' nullable
+//!   `Int64` (missing as `<NA>`) where a failed row has none.
+//! - Text is missing as None, in a column of Python objects. pandas 3 would otherwise infer its
+//!   `str` dtype, missing as NaN, for some frames and not others.
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::forms::to_py;
 use crate::report::ShareReport;
 
-/// The tidy columns that hold seconds: floats, NaN where there is none.
-const FLOAT_COLUMNS: [&str; 4] = ["median_s", "min_s", "iqr_s", "device_median_s"];
+/// The tidy columns of a handoff's row that hold seconds: floats, NaN where there is none.
+const SHARE_FLOAT_COLUMNS: [&str; 4] = ["median_s", "min_s", "iqr_s", "device_median_s"];
+
+/// A tidy frame of `rows` (dicts): `columns` in that order where given (an empty frame keeps
+/// them), each column in `dtypes` cast to its dtype where the frame has it, text as objects with
+/// None where missing.
+pub(crate) fn tidy_frame<'py>(
+    py: Python<'py>,
+    rows: Bound<'py, PyList>,
+    columns: Option<&[&str]>,
+    dtypes: &[(&str, &str)],
+) -> PyResult<Bound<'py, PyAny>> {
+    let pandas = py.import("pandas").map_err(|_| {
+        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'")
+    })?;
+    let kwargs = PyDict::new(py);
+    if let Some(columns) = columns {
+        kwargs.set_item("columns", columns.to_vec())?;
+    }
+    let frame = pandas.getattr("DataFrame")?.call((rows,), Some(&kwargs))?;
+    let present = frame.getattr("columns")?;
+    let cast = PyDict::new(py);
+    for (column, dtype) in dtypes {
+        if present.contains(*column)? {
+            cast.set_item(*column, *dtype)?;
+        }
+    }
+    let frame = frame.call_method1("astype", (&cast,))?;
+    let object = py.import("builtins")?.getattr("object")?;
+    for column in frame.getattr("columns")?.try_iter()? {
+        let column = column?;
+        if cast.contains(&column)? {
+            continue;
+        }
+        let values = frame.get_item(&column)?;
+        let dtype = values.getattr(intern!(py, "dtype"))?;
+        let text = dtype.eq(&object)? || matches!(dtype.str()?.to_string().as_str(), "str" | "string");
+        if text {
+            let values = values.call_method1("astype", (&object,))?;
+            let kept = values.call_method1("where", (values.call_method0("notna")?, py.None()))?;
+            frame.set_item(&column, kept)?;
+        }
+    }
+    Ok(frame)
+}
 
 /// A tidy frame of handoffs: one row each, the identifying columns first, counts as integers,
 /// seconds as floats.
 pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyAny>> {
-    let pandas = py.import("pandas").map_err(|_| {
-        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'")
-    })?;
     let rows = PyList::empty(py);
     for report in reports {
         let row = PyDict::new(py);
@@ -26,19 +71,10 @@ pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyR
         }
         rows.append(row)?;
     }
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("columns", crate::report::TIDY_COLUMNS.to_vec())?;
-    let frame = pandas.getattr("DataFrame")?.call((rows,), Some(&kwargs))?;
-    // An empty frame, or a column of Python ints, would otherwise come out as object or float; a
-    // column of None (no device time on a CPU) as object.
-    let dtypes = PyDict::new(py);
-    for column in crate::report::TIDY_INTEGER_COLUMNS {
-        dtypes.set_item(column, "int64")?;
-    }
-    for column in FLOAT_COLUMNS {
-        dtypes.set_item(column, "float64")?;
-    }
-    // Text missing as None, as every gpushare frame has it (gpushare.records.normalise_frame).
-    let frame = frame.call_method1("astype", (dtypes,))?;
-    py.import("gpushare.records")?.getattr("normalise_frame")?.call1((frame,))
+    let dtypes: Vec<(&str, &str)> = crate::report::TIDY_INTEGER_COLUMNS
+        .iter()
+        .map(|c| (*c, "int64"))
+        .chain(SHARE_FLOAT_COLUMNS.iter().map(|c| (*c, "float64")))
+        .collect();
+    tidy_frame(py, rows, Some(&crate::report::TIDY_COLUMNS), &dtypes)
 }

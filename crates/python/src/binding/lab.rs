@@ -1,9 +1,10 @@
 //! The lab's results: `Comparison` (every path for one array, `gpushare.compare`, `%share x ->jax
 //! --path all`) and `Benchmark` (sizes × paths, `gpushare.bench`, `%sharebench`), typed Rust
 //! reports (crates/core/src/render/lab/) with text, HTML, JSON, `to_dict` and `to_pandas`. Rows
-//! and points read by attribute as `gpushare.records.Record`s, as they did when Python held them.
+//! and points within a process are `PathRow`s (binding/rows.rs); across processes they read by
+//! attribute as `gpushare.records.Record`s.
 
-use pyo3::exceptions::{PyImportError, PyKeyError};
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
@@ -23,7 +24,7 @@ const INTEGER_COLUMNS: [(&str, &str); 6] = [
     ("loops", "Int64"),
     ("extrapolated_from", "Int64"),
 ];
-/// Measurements are floats, NaN where a failed row has none (gpushare.records: one convention).
+/// Measurements are floats, NaN where a failed row has none (binding/frames.rs: one convention).
 const FLOAT_COLUMNS: [&str; 7] = ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps", "predicted_s", "tolerance"];
 
 /// `items` (dicts) as `gpushare.records.Record`s.
@@ -72,24 +73,10 @@ pub(super) fn prediction_columns(row: &Bound<'_, PyDict>, p: Option<&crate::advi
     Ok(())
 }
 
-/// A tidy frame: one row per measured path, the identifying columns first, integer counts, and
-/// the missing-value convention of `gpushare.records.normalise_frame`.
+/// A tidy frame: one row per measured path, the identifying columns first.
 fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
-    let pandas = py
-        .import("pandas")
-        .map_err(|_| PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'"))?;
-    let frame = pandas.getattr("DataFrame")?.call1((rows,))?;
-    let columns = frame.getattr("columns")?;
-    let cast = PyDict::new(py);
-    for (column, dtype) in INTEGER_COLUMNS {
-        if columns.contains(column)? {
-            cast.set_item(column, dtype)?;
-        }
-    }
-    let frame = frame.call_method1("astype", (cast,))?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("floats", FLOAT_COLUMNS.to_vec())?;
-    py.import("gpushare.records")?.getattr("normalise_frame")?.call((frame,), Some(&kwargs))
+    let dtypes: Vec<(&str, &str)> = INTEGER_COLUMNS.into_iter().chain(FLOAT_COLUMNS.map(|c| (c, "float64"))).collect();
+    super::frames::tidy_frame(py, rows, None, &dtypes)
 }
 
 /// Every transfer path for one array. ``rows`` (one Record per path: ``row.verdict``,

@@ -128,20 +128,7 @@ fn process_refusal<'py>(
 }
 
 fn frame<'py>(py: Python<'py>, rows: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
-    let pandas = py.import("pandas").map_err(|_| {
-        pyo3::exceptions::PyImportError::new_err("to_pandas() needs pandas: pip install 'gpushare-dlpack[pandas]'")
-    })?;
-    let frame = pandas.getattr("DataFrame")?.call1((PyList::new(py, rows)?,))?;
-    let columns: Vec<String> = frame.getattr("columns")?.extract()?;
-    let dtypes = PyDict::new(py);
-    for (column, dtype) in TIDY_DTYPES {
-        if columns.iter().any(|c| c == column) {
-            dtypes.set_item(column, dtype)?;
-        }
-    }
-    // Text missing as None, as every gpushare frame has it (gpushare.records.normalise_frame).
-    let frame = frame.call_method1("astype", (dtypes,))?;
-    py.import("gpushare.records")?.getattr("normalise_frame")?.call1((frame,))
+    super::frames::tidy_frame(py, PyList::new(py, rows)?, None, &TIDY_DTYPES)
 }
 
 /// One tidy row: the identifying columns, then the path's outcome.
