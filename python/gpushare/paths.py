@@ -104,25 +104,19 @@ def _import_without_stream(src: Adapter, dst: Adapter) -> str:
     )
 
 
-_ROUTES: dict[tuple[str, str, str], Route] = {}
-
-
 def route(src: Adapter, dst: Adapter, path: str) -> tuple[str, Route]:
-    """``(path, conversion)`` for arrays of ``src`` handed to ``dst`` by ``path``, built once per
-    pair and path (a builder depends on nothing else). ``auto`` is not a path here: its pick is
-    :func:`gpushare.auto.route`'s."""
-    key = (src.name, dst.name, path)
-    convert = _ROUTES.get(key)
-    if convert is None:
-        builder = _BUILDERS.get(path)
-        if builder is None:
-            known = ", ".join((*PATH_NAMES, "auto"))
-            raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
-        # Whatever device another framework made current, the handoff runs with the source's.
-        from gpushare.devices import guard
+    """``(path, conversion)`` for arrays of ``src`` handed to ``dst`` by ``path``. Built when a plan
+    is made (the planner keeps the plan, crates/python/src/binding/plan.rs) or a table runs the
+    path: a builder binds what each handoff calls, and depends on nothing else. ``auto`` is not a
+    path here: its pick is :func:`gpushare.auto.route`'s."""
+    builder = _BUILDERS.get(path)
+    if builder is None:
+        known = ", ".join((*PATH_NAMES, "auto"))
+        raise gpushare_error("path_not_applicable", f"unknown transfer path {path!r}; known paths: {known}")
+    # Whatever device another framework made current, the handoff runs with the source's.
+    from gpushare.devices import guard
 
-        convert = _ROUTES[key] = guard(src, builder(src, dst), path)
-    return path, convert
+    return path, guard(src, builder(src, dst), path)
 
 
 @register("dlpack")
