@@ -304,6 +304,7 @@ viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"11\">"
 mod tests {
     use super::*;
     use crate::render::lab::{BenchInput, BenchRun, PathRun};
+    use crate::report::Verdict;
 
     fn report(interrupted_after: usize) -> BenchmarkReport {
         let sizes = vec![4096u64, 1 << 20, 256 << 20];
@@ -311,10 +312,10 @@ mod tests {
         for (i, &size) in sizes.iter().enumerate().take(interrupted_after) {
             let scale = 4f64.powi(i as i32 * 4);
             for (path, verdict, t, bytes) in
-                [("dlpack", "shared", 3e-6, 0), ("host", "copied", 20e-6 * scale, size), ("copy", "copied", 5e-6 * scale, size)]
+                [("dlpack", Verdict::Shared, 3e-6, 0), ("host", Verdict::Copied, 20e-6 * scale, size), ("copy", Verdict::Copied, 5e-6 * scale, size)]
             {
                 let run =
-                    PathRun { verdict: verdict.into(), samples: vec![t, t * 1.01, t * 0.99], bytes_moved: bytes, ..PathRun::new(path) };
+                    PathRun { verdict, samples: vec![t, t * 1.01, t * 0.99], bytes_moved: bytes, ..PathRun::new(path) };
                 points.push(BenchRun { size, run });
             }
             let na = PathRun { applicable: false, reason: Some("pinned needs CUDA".into()), ..PathRun::new("pinned") };

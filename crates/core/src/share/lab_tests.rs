@@ -28,7 +28,7 @@ impl PathLab for FakeLab {
             run.reason = Some("no interface".into());
             return Ok((run, None));
         }
-        run.verdict = "shared".into();
+        run.verdict = crate::report::Verdict::Shared;
         Ok((run, Some(format!("{path} result"))))
     }
     fn make_source(&mut self, size: u64, shared: bool) -> Result<Result<i64, String>, &'static str> {

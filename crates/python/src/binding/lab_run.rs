@@ -181,7 +181,7 @@ impl<'py> Lab<'py> {
         };
         let report = &outcome.report;
         let mut run = PathRun::new(path);
-        run.verdict = report.verdict.as_str().to_string();
+        run.verdict = report.verdict;
         run.reason = report.reason.clone();
         run.samples = report.timing.samples.clone();
         run.loops = report.timing.loops;

@@ -10,8 +10,7 @@ use crate::stats::Timing;
 #[derive(Debug, Clone)]
 pub struct PathRun {
     pub path: String,
-    /// `"shared"`, `"copied"` or `"failed"`.
-    pub verdict: String,
+    pub verdict: Verdict,
     /// `false` when the path does not apply to the pair (then `verdict` is `"failed"`).
     pub applicable: bool,
     pub reason: Option<String>,
@@ -42,7 +41,7 @@ impl PathRun {
     pub fn new(path: &str) -> PathRun {
         PathRun {
             path: path.to_string(),
-            verdict: "failed".into(),
+            verdict: Verdict::Failed,
             applicable: true,
             reason: None,
             fix: None,
@@ -94,17 +93,9 @@ pub struct PathRow {
     pub ordering: Option<String>,
 }
 
-fn verdict_of(name: &str) -> Verdict {
-    match name {
-        "shared" => Verdict::Shared,
-        "copied" => Verdict::Copied,
-        _ => Verdict::Failed,
-    }
-}
-
 impl PathRow {
     pub fn from_run(run: PathRun) -> PathRow {
-        let verdict = verdict_of(&run.verdict);
+        let verdict = run.verdict;
         let worked = verdict != Verdict::Failed && !run.samples.is_empty();
         let timing = worked.then(|| Timing::from_samples(run.samples.clone(), run.loops));
         let device_timing = if worked {

@@ -1,6 +1,6 @@
 use super::*;
 use super::columns::bytes_in;
-use crate::report::TensorReport;
+use crate::report::{TensorReport, Verdict};
 
 fn tensor() -> TensorReport {
     serde_json::from_value(serde_json::json!({
@@ -13,7 +13,12 @@ fn tensor() -> TensorReport {
 }
 
 fn run(path: &str, verdict: &str, samples: &[f64], bytes: u64) -> PathRun {
-    PathRun { verdict: verdict.into(), samples: samples.to_vec(), loops: 10, bytes_moved: bytes, ..PathRun::new(path) }
+    let verdict = match verdict {
+        "shared" => Verdict::Shared,
+        "copied" => Verdict::Copied,
+        _ => Verdict::Failed,
+    };
+    PathRun { verdict, samples: samples.to_vec(), loops: 10, bytes_moved: bytes, ..PathRun::new(path) }
 }
 
 pub(crate) fn comparison() -> ComparisonReport {
