@@ -182,3 +182,20 @@ def test_frames_speak_the_tables_vocabulary_and_one_missing_value_convention(com
                 assert all(v is None for v in missing), (name, column, missing)
     assert frames["compare"]["reason"].map(lambda v: v is None).any(), "dlpack has no reason: None"
     assert pd.isna(frames["bench"]["median_s"]).any() or CUDA
+
+
+def test_a_verdict_is_typed_and_reads_as_its_word(comparison):
+    import json
+
+    import numpy as np
+
+    r = gpushare.share(np.arange(4.0), "numpy")
+    row = comparison.paths["host"]
+    for verdict, word in ((r.verdict, "shared"), (row.verdict, "copied")):
+        assert isinstance(verdict, gpushare.Verdict) and verdict is gpushare.Verdict(word)
+        assert verdict == word and str(verdict) == word and f"{verdict}" == word
+        assert json.dumps({"v": verdict}) == f'{{"v": "{word}"}}' and {word: 1}[verdict] == 1
+    with pytest.raises(gpushare.GpushareError) as failed:
+        gpushare.share(np.arange(4.0), "numpy", path="cai")  # NumPy has no __cuda_array_interface__
+    predicted = failed.value.predicted
+    assert predicted.verdict is gpushare.Verdict.FAILED and predicted[0] == "failed"

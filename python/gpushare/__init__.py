@@ -26,6 +26,7 @@ from gpushare.context_costs import ContextMeter
 from gpushare.contexts import separate_context_report, working_contexts
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 from gpushare.processes import Worker
+from gpushare.vocabulary import Verdict
 
 __version__: str = _native.__version__
 Timing = _native.share.Timing
@@ -68,6 +69,7 @@ __all__ = [
     "SharedBuffer",
     "TensorInfo",
     "Timing",
+    "Verdict",
     "advise",
     "bench",
     "calibrate",

@@ -2,6 +2,8 @@
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
+from gpushare.vocabulary import Verdict
+
 from gpushare._native.advice import CostPrediction
 
 from gpushare._native.share import ShareResult, TensorInfo, Timing
@@ -12,7 +14,7 @@ class PathRow:
     @property
     def path(self) -> str: ...
     @property
-    def verdict(self) -> Literal["shared", "copied", "failed"]: ...
+    def verdict(self) -> Verdict: ...
     @property
     def applicable(self) -> bool: ...
     @property

@@ -2,6 +2,8 @@
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
+from gpushare.vocabulary import Verdict
+
 from gpushare._native.advice import CostModel
 
 from gpushare._native.share import ShareResult, TensorInfo
@@ -13,7 +15,7 @@ class Prediction:
         self, verdict: str, reason: str | None = None, fix: str | None = None, expected_error: str | None = None
     ) -> None: ...
     @property
-    def verdict(self) -> Literal["shared", "copied", "failed"]: ...
+    def verdict(self) -> Verdict: ...
     @property
     def reason(self) -> str | None: ...
     @property

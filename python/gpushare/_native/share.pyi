@@ -2,6 +2,8 @@
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
+from gpushare.vocabulary import Verdict
+
 from gpushare._native.paths import Planner
 
 class TensorInfo:
@@ -99,7 +101,7 @@ class ShareResult:
     @property
     def timing(self) -> Timing | Any: ...
     @property
-    def verdict(self) -> Literal["shared", "copied", "failed"]: ...
+    def verdict(self) -> Verdict: ...
     @property
     def shared(self) -> bool: ...
     @property

@@ -64,7 +64,7 @@ impl Prediction {
         PyTuple::new(
             py,
             [
-                self.verdict.as_str().into_bound_py_any(py)?,
+                super::vocabulary::PyVerdict(self.verdict).into_bound_py_any(py)?,
                 self.reason.as_deref().into_bound_py_any(py)?,
                 self.fix.as_deref().into_bound_py_any(py)?,
                 self.expected_error.as_deref().into_bound_py_any(py)?,
@@ -101,8 +101,8 @@ impl Prediction {
         Ok(Prediction { verdict: parse_verdict(verdict)?, reason, fix, expected_error })
     }
     #[getter]
-    fn verdict(&self) -> &'static str {
-        self.verdict.as_str()
+    fn verdict(&self) -> super::vocabulary::PyVerdict {
+        super::vocabulary::PyVerdict(self.verdict)
     }
     #[getter]
     fn reason(&self) -> Option<&str> {
@@ -122,7 +122,7 @@ impl Prediction {
     fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
         let i = if index < 0 { index + 4 } else { index };
         match i {
-            0 => self.verdict.as_str().into_bound_py_any(py),
+            0 => super::vocabulary::PyVerdict(self.verdict).into_bound_py_any(py),
             1 => self.reason.as_deref().into_bound_py_any(py),
             2 => self.fix.as_deref().into_bound_py_any(py),
             3 => self.expected_error.as_deref().into_bound_py_any(py),

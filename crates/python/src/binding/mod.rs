@@ -25,6 +25,7 @@ mod shared;
 mod tensor_info;
 mod trace;
 mod types;
+mod vocabulary;
 
 use pyo3::prelude::*;
 

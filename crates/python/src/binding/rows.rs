@@ -47,8 +47,8 @@ impl PyPathRow {
     }
     /// `"shared"`, `"copied"` or `"failed"` (a path that cannot run here is failed and not `applicable`).
     #[getter]
-    fn verdict(&self) -> &'static str {
-        self.row.verdict.as_str()
+    fn verdict(&self) -> super::vocabulary::PyVerdict {
+        super::vocabulary::PyVerdict(self.row.verdict)
     }
     #[getter]
     fn applicable(&self) -> bool {

@@ -369,8 +369,8 @@ impl ShareResult {
         }
     }
     #[getter]
-    fn verdict(&self) -> &'static str {
-        self.common(|verdict, _, _, _| verdict.as_str())
+    fn verdict(&self) -> super::vocabulary::PyVerdict {
+        self.common(|verdict, _, _, _| super::vocabulary::PyVerdict(verdict))
     }
     #[getter]
     fn shared(&self) -> bool {
