@@ -43,6 +43,9 @@ pub(crate) fn tidy_frame<'py>(
     }
     let frame = frame.call_method1("astype", (&cast,))?;
     let object = py.import("builtins")?.getattr("object")?;
+    // The text columns, replaced in one `assign`: a column set from native code one by one
+    // (`frame[c] = …`) reads to pandas 3 as chained assignment, and it warns.
+    let text = PyDict::new(py);
     for column in frame.getattr("columns")?.try_iter()? {
         let column = column?;
         if cast.contains(&column)? {
@@ -50,13 +53,12 @@ pub(crate) fn tidy_frame<'py>(
         }
         let values = frame.get_item(&column)?;
         let dtype = values.getattr(intern!(py, "dtype"))?;
-        let text = dtype.eq(&object)? || matches!(dtype.str()?.to_string().as_str(), "str" | "string");
-        if text {
+        if dtype.eq(&object)? || matches!(dtype.str()?.to_string().as_str(), "str" | "string") {
             let values = values.call_method1("astype", (&object,))?;
-            let kept = values.call_method1("where", (values.call_method0("notna")?, py.None()))?;
-            frame.set_item(&column, kept)?;
+            text.set_item(&column, values.call_method1("where", (values.call_method0("notna")?, py.None()))?)?;
         }
     }
+    let frame = if text.is_empty() { frame } else { frame.call_method("assign", (), Some(&text))? };
     Ok(frame)
 }
 
