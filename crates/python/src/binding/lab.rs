@@ -79,7 +79,7 @@ fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, 
     super::frames::tidy_frame(py, rows, None, &dtypes)
 }
 
-/// Every transfer path for one array. ``rows`` (one Record per path: ``row.verdict``,
+/// Every transfer path for one array. ``rows`` (one PathRow per path, a Record per process path: ``row.verdict``,
 /// ``row.timing.median``), ``paths`` (path → row: ``c.paths["host"].timing.median``), ``results``
 /// (path → ShareResult of the paths that worked, with ``.value``), ``values``, ``fastest``,
 /// ``to_dict()``, ``to_json()``, ``to_pandas()``. A comparison of the paths to a worker process
@@ -245,7 +245,7 @@ impl Forms for Comparison {
 
 super::forms::forms_methods!(Comparison);
 
-/// A sweep over sizes × paths. ``points`` (one Record per size × path: ``p.size``, ``p.path``,
+/// A sweep over sizes × paths. ``points`` (one PathRow per size × path, a Record across processes: ``p.size``, ``p.path``,
 /// ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib), ``to_dict()``,
 /// ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot. A sweep of the paths to a
 /// worker process has one point per size × process path and its ``worker`` says so.
