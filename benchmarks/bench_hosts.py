@@ -8,7 +8,7 @@ Two network namespaces joined by a veth pair stand for two hosts (root; iproute2
 ``tc``, or pyroute2 without them): ``gpushare worker --listen`` in one, the caller in the other.
 
 - gpushare: ``Worker(host=…).share(x, repeat=N)``, the median of N acknowledged handoffs, against
-  the link's ceiling (``gpushare.process_remote.link_ceiling``, measured at the first handoff) and
+  the link's ceiling (``gpushare.processes.remote.link_ceiling``, measured at the first handoff) and
   the prediction of a model calibrated first (``gpushare.calibrate(across=…)``) at ``--calibrate``
   sizes, in the first round.
 - raw: a gloo process group of two processes started here, one per namespace, on their own
@@ -61,7 +61,7 @@ def gpushare_side(host: str, sizes: list[int], repeat: int, calibrate: list[int]
     import torch
 
     import gpushare
-    from gpushare import process_remote
+    from gpushare.processes import remote as process_remote
 
     model = None
     if calibrate:  # first: the listener serves one peer at a time, and calibrate connects its own

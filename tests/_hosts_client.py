@@ -120,7 +120,7 @@ def shaped(a: dict) -> dict:
     measure ``check`` sizes (not calibrated) and set the model's prediction beside each."""
     import statistics
 
-    from gpushare import process_remote
+    from gpushare.processes import remote as process_remote
 
     m = gpushare.calibrate(["torch"], sizes=a["calibrate"], device="cpu", across=a["host"], shares=False,
                            save=False, repeat=3, progress=False)

@@ -139,7 +139,7 @@ def test_no_prediction_for_what_no_adapter_describes(model):
 
 def test_a_remote_worker_reads_its_device_as_every_other_option_does():
     from gpushare.exceptions import GpushareError
-    from gpushare.process_remote import _device_arg
+    from gpushare.processes.remote import _device_arg
 
     for host in (None, "", "cpu", "cpu:0", "CPU"):
         assert _device_arg(host) is None, host

@@ -16,7 +16,8 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpushare
-from gpushare import advice, auto, paths, process_rules, processes
+from gpushare import advice, auto, paths, processes
+from gpushare.processes import rules as process_rules
 from gpushare.exceptions import PathNotApplicableError, UnknownFrameworkError
 
 np = pytest.importorskip("numpy", reason="numpy not installed")
@@ -166,7 +167,7 @@ def test_warnings_from_a_script_driving_the_magics_do_not_raise():
 # -- /dev/shm ----------------------------------------------------------------------------------------
 
 def test_a_segment_in_an_unwritable_shm_directory_is_a_gpushare_error(monkeypatch):
-    from gpushare.process_segment import Segment
+    from gpushare.processes.segment import Segment
 
     # /proc takes no new files, whoever asks (root included): a stand-in for a read-only /dev/shm.
     monkeypatch.setattr(process_rules, "SHM_DIR", "/proc")

@@ -244,7 +244,7 @@ def test_a_link_down_is_an_error_at_the_timeout_saying_the_peer_stopped_answerin
 
 
 def test_the_transport_is_read_from_nccl_s_own_channel_lines():
-    from gpushare.process_remote import nccl_transport
+    from gpushare.processes.remote import nccl_transport
 
     net = ["vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0",
            "vm:2:2 [1] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [receive] via NET/Socket/0",
@@ -261,7 +261,7 @@ def test_the_transport_is_read_from_nccl_s_own_channel_lines():
 
 def test_addresses_are_checked_before_anything_connects():
     from gpushare.exceptions import GpushareError
-    from gpushare.process_remote import parse_address
+    from gpushare.processes.remote import parse_address
 
     assert parse_address("10.0.0.2:29600") == ("10.0.0.2", 29600)
     assert parse_address("[::1]:29600") == ("::1", 29600)

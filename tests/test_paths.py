@@ -32,7 +32,7 @@ def test_every_path_is_declared_once_in_the_table():
     assert paths.PATH_NAMES == ("dlpack", "capsule", "cai", "host", "pinned", "copy", "shared")
     assert devices.MOVE_PATHS == ("p2p", "pinned", "dlpack", "move")
     assert verdicts.MODELLED_PATHS == ("auto", "dlpack", "capsule", "cai", "host", "pinned", "copy")
-    # The process paths processes.py lists are the table's.
+    # The process paths gpushare.processes lists are the table's.
     from gpushare import processes
 
     assert tuple(processes.PROCESS_PATHS) == paths.names_of("process")
@@ -92,7 +92,7 @@ def test_the_host_only_auto_is_decided_per_array():
 
 
 def test_the_process_auto_is_the_one_auto():
-    """processes.py can call auto.across_processes: the one auto's word for a handoff across processes."""
+    """gpushare.processes can call auto.across_processes: the one auto's word for a handoff across processes."""
     np = pytest.importorskip("numpy")
     assert auto.across_processes(np.ones(4)) == "shm"
     assert _native.paths.Pair().auto(_native.paths.HandoffFacts((2, 0), across=True))[:2] == ("ipc", "process")

@@ -1,6 +1,6 @@
 """A process path is a transport the core's pipeline drives: the binding's
 ``ProcessRoute`` over a Python transport refuses, times, judges and builds the typed row; the
-transports of gpushare.process_routes only move the array and describe each side."""
+transports of gpushare.processes.routes only move the array and describe each side."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def test_a_failed_path_is_the_cores_row_and_the_tables_are_the_cores_loops():
     assert b.points[1].reason == "could not make the source array: no room" and b.worker.pid is None
 
 
-@pytest.mark.parametrize("module", ["process_routes.py", "process_collectives.py", "process_tables.py"])
+@pytest.mark.parametrize("module", ["processes/routes.py", "processes/collectives.py", "processes/tables.py"])
 def test_no_transport_builds_a_row_judges_or_times(module):
     source = (PACKAGE / module).read_text(encoding="utf-8")
     for word in ("judge_handoff", "measure_handoffs", "handoff_timing", '"verdict":', "def _row", "RUNNERS"):

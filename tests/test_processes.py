@@ -254,7 +254,7 @@ def test_a_process_sweep_times_each_path_after_warm_up_handoffs_and_says_what_th
     times by each path before it times any, and the path's first point says what the first took."""
     import re
 
-    from gpushare import process_tables
+    from gpushare.processes import tables as process_tables
 
     b = gpushare.bench("torch", "torch", sizes=["4KiB", "64KiB"], paths="shm,torch_mp", repeat=2,
                        across="processes", device="cpu")
@@ -406,7 +406,7 @@ def test_two_threads_sending_by_gloo_through_one_worker_each_get_their_own_tenso
 
 
 def _kernel_answers_procmap_query() -> bool:
-    from gpushare import process_identity
+    from gpushare.processes import identity as process_identity
 
     if not process_identity._procmap_query_works:
         return False
@@ -424,7 +424,7 @@ def test_a_kernel_without_procmap_query_is_answered_from_the_list(monkeypatch):
     import errno
     import mmap
 
-    from gpushare import process_identity
+    from gpushare.processes import identity as process_identity
 
     seg = mmap.mmap(-1, 4096)
     import ctypes
@@ -463,7 +463,7 @@ def test_host_identity_finds_every_mapping_reading_only_as_far_as_its_line(monke
     for a large one mapped near the start). Both must name every mapping as the list does."""
     import mmap
 
-    from gpushare import process_identity
+    from gpushare.processes import identity as process_identity
 
     if lookup == "kernel query" and not _kernel_answers_procmap_query():
         pytest.skip("kernel before 6.11 (no PROCMAP_QUERY on /proc/self/maps)")

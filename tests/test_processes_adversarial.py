@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import gpushare
-from gpushare import process_rules
+from gpushare.processes import rules as process_rules
 from gpushare.exceptions import (
     ConversionError,
     GpushareError,
@@ -426,7 +426,8 @@ def test_a_strided_cuda_tensor_is_refused_for_nccl_before_it_is_sent():
     the worker in torch's words. The route's facts say the tensor is strided, and the core's rule
     refuses it before anything is sent, with the fix (the GPU run exercises the route itself)."""
     torch = pytest.importorskip("torch")
-    from gpushare import _native, process_routes
+    from gpushare import _native
+    from gpushare.processes import routes as process_routes
 
     x = torch.arange(16.0)
     assert process_routes._dense(x) and process_routes._dense(x.reshape(4, 4).T)

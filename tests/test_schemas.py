@@ -136,7 +136,7 @@ def test_lab_frames_carry_identifying_columns_and_integer_counts(results):
     assert str(c["repeats"].dtype) == "Int64"
 
 
-# -- process results (python/gpushare/processes.py; types in crates/core/src/report/process.rs) --------------
+# -- process results (python/gpushare/processes/__init__.py; types in crates/core/src/report/process.rs) --------------
 
 PROCESS_KINDS = ("process-share", "process-comparison", "process-bench")
 HAVE_PROC_MAPS = __import__("os").path.exists("/proc/self/maps")

@@ -132,7 +132,7 @@ def _fit_points(m: Any, kind: str, source: str, target: str, place: str, points:
     both (``auto`` replaces a path only by one with the same verdict, and never one whose verdict
     depends on the array). ``limits`` (:func:`gpushare.ceilings`): each copying path's ceiling at
     its largest size, below which its cost per byte never falls past the sweep; ``link``: the
-    ceiling of the link the ``remote`` path crossed (:func:`gpushare.process_remote.link_ceiling`),
+    ceiling of the link the ``remote`` path crossed (:func:`gpushare.processes.remote.link_ceiling`),
     in bytes per second, which bounds that path's fit the same way."""
     by_path: dict[str, list[tuple[int, float]]] = {}
     speeds_of: dict[str, list[float | None]] = {}
@@ -216,7 +216,7 @@ def calibrate(
     in ``PROCESS_ROUNDS`` sweeps of every size, a fresh connection (and worker process there)
     each, fitted like any other path but on the mean of each size's samples rather than their
     median (a small message's time over the network is bimodal: :func:`fitted_time`), and bounded
-    by the link's ceiling (:func:`gpushare.process_remote.link_ceiling`, measured once for the
+    by the link's ceiling (:func:`gpushare.processes.remote.link_ceiling`, measured once for the
     peer); ``shares=False`` sweeps only
     those (the share pairs calibrated before are kept). ``record``: a list that receives
     every sweep as measured (``kind``, ``source``, ``target``, ``place``, ``started`` and the lab's
@@ -333,7 +333,7 @@ def calibrate(
         if across is not None:  # the remote path alone: the others cannot reach another host
             from gpushare.processes import Worker
 
-            from gpushare import process_remote
+            from gpushare.processes import remote as process_remote
 
             per_round = -(-max(repeat, PROCESS_REPEAT) // PROCESS_ROUNDS)
             for _ in range(PROCESS_ROUNDS):
@@ -682,7 +682,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
             why = processes.applicability(obj, path, worker, to=to)
             if why is None and path == "shm" and processes.shm_copies(obj):
                 # A segment that does not fit in /dev/shm is refused by the handoff: never recommended.
-                from gpushare import process_rules
+                from gpushare.processes import rules as process_rules
 
                 why = process_rules.shm_room_problem(nbytes)
             if why is not None:

@@ -152,7 +152,7 @@ def across_option(text: Any, name: str = "--across") -> str:
         raise ValueError(f"{name} is 'processes' (a worker process of this host) or 'HOST:PORT' of a worker on "
                          f"another host (`gpushare worker --listen HOST:PORT`), got {_shown(text)}")
     from gpushare.exceptions import GpushareError
-    from gpushare.process_remote import parse_address
+    from gpushare.processes.remote import parse_address
 
     try:
         parse_address(value, name)

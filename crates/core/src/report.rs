@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::dlpack::{Layout, device_type_name};
 use crate::stats::Timing;
 
-/// The results of handoffs to another process (python/gpushare/processes.py).
+/// The results of handoffs to another process (python/gpushare/processes/__init__.py).
 pub mod process;
 
 /// Version of the JSON schema; bump on any incompatible change of the fields below.
@@ -103,6 +103,11 @@ impl Verdict {
             Verdict::Copied => "copied",
             Verdict::Failed => "failed",
         }
+    }
+
+    /// The verdict of its word (`shared`, `copied`, `failed`); `None` for any other.
+    pub fn parse(word: &str) -> Option<Verdict> {
+        [Verdict::Shared, Verdict::Copied, Verdict::Failed].into_iter().find(|v| v.as_str() == word)
     }
 }
 

@@ -1,6 +1,6 @@
 """PyTorch's own steps of the process paths (``TorchAdapter.process_steps()``): torch.multiprocessing
 for ``torch_mp``, torch.distributed for ``gloo``, ``nccl`` and ``nccl_socket``, and the tensors the
-worker makes for them. gpushare.processes (the parent) and gpushare.process_worker (the worker) keep
+worker makes for them. gpushare.processes (the parent) and gpushare.processes.worker (the worker) keep
 the transport and call these; nothing outside the adapters imports torch.
 """
 

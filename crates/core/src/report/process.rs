@@ -1,4 +1,4 @@
-//! The results of handoffs to another process (python/gpushare/processes.py): one handoff
+//! The results of handoffs to another process (python/gpushare/processes/__init__.py): one handoff
 //! (`gpushare.process-share/1`), every process path for one array (`gpushare.process-comparison/1`)
 //! and a sweep over sizes × process paths (`gpushare.process-bench/1`).
 //!

@@ -5,7 +5,7 @@
 //! returns the worker's reply. The worker's side is described by memory identity (an IPC handle +
 //! offset, a segment + offset), never by a pointer, which means nothing in another process. The
 //! binding implements the trait once over a Python transport (crates/python/src/binding/
-//! process_route.rs; python/gpushare/process_routes.py keeps the pipes and the framework's steps);
+//! process_route.rs; python/gpushare/processes/routes.py keeps the pipes and the framework's steps);
 //! everything decided here — whether the path applies, the timing, the verdict, the bytes moved,
 //! the typed row — is decided once for every path.
 

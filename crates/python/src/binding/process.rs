@@ -1,4 +1,4 @@
-//! Handoffs to another process (python/gpushare/processes.py keeps the worker transport): run by
+//! Handoffs to another process (python/gpushare/processes/__init__.py keeps the worker transport): run by
 //! the core's pipeline over each path's transport (process_route.rs), whether a path applies and
 //! their verdict by the core's rules, their timing by the core's one timing loop (process_timing.rs),
 //! and their results the classes of every handoff (`ShareResult`, `Comparison`, `Benchmark`, whose

@@ -1,5 +1,5 @@
 //! `PyProcessRoute`: the core's `ProcessRoute` (crates/core/src/share/process.rs) over a Python
-//! transport of python/gpushare/process_routes.py, as `PyRoute` (plan.rs) is the share `Route`
+//! transport of python/gpushare/processes/routes.py, as `PyRoute` (plan.rs) is the share `Route`
 //! over the adapters' conversion. The transport moves the array and talks to the worker; the core
 //! refuses, times, judges and builds the typed row; this file only carries values across.
 //!
@@ -137,7 +137,7 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
 }
 
 /// Hands an array to a worker process through ``transport`` (a process path's transport of
-/// gpushare.process_routes) by the core's pipeline: refused where the path does not apply
+/// gpushare.processes.routes) by the core's pipeline: refused where the path does not apply
 /// (PathNotApplicableError), then ``repeat`` timed handoffs after the first, judged by memory
 /// identity; the typed result, with the transport's remote array, local view and clean-up.
 /// ``predicted``: the cost model's prediction for the handoff (``CostModel.predict``), asked

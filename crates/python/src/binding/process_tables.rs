@@ -1,5 +1,5 @@
 //! The process tables: the core's loops (crates/core/src/share/process_lab.rs) over a Python lab
-//! (python/gpushare/process_tables.py: the worker, `auto`, one path's handoff, a sweep's arrays).
+//! (python/gpushare/processes/tables.py: the worker, `auto`, one path's handoff, a sweep's arrays).
 //! A path that does not apply or fails is the core's failed row, and a comparison or a sweep is
 //! made of the handoffs' own reports, with no row passed as a dict on the way.
 

@@ -1,5 +1,5 @@
 //! `gpushare worker --listen HOST:PORT`: serves handoffs from a peer on another host. The worker is
-//! Python (python/gpushare/process_remote.py: the same worker loop as a worker of one host, over a
+//! Python (python/gpushare/processes/remote.py: the same worker loop as a worker of one host, over a
 //! TCP connection), run by the Python running gpushare.
 
 use std::io::Write;
@@ -9,9 +9,9 @@ use anyhow::{Context as _, Result};
 
 use super::{Config, EXIT_FAILURE, WorkerArgs};
 
-/// The worker's entry point. Called, not run as `-m gpushare.process_remote`: importing the
+/// The worker's entry point. Called, not run as `-m gpushare.processes.remote`: importing the
 /// package imports that module first, and runpy would then run a second copy of it.
-const ENTRY: &str = "import sys; from gpushare.process_remote import main; sys.exit(main(sys.argv[1:]))";
+const ENTRY: &str = "import sys; from gpushare.processes.remote import main; sys.exit(main(sys.argv[1:]))";
 
 /// The Python arguments for `args`.
 fn module_args(args: &WorkerArgs) -> Vec<String> {

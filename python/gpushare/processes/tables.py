@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from gpushare import _native, arguments
 from gpushare import paths as gpushare_paths
 from gpushare.exceptions import WorkerError
-from gpushare.process_routes import (
+from gpushare.processes.routes import (
     _device_ordinal, _dtype_name, _framework_of, _is_cuda, _library, _nbytes, resolve_auto,
 )
 

@@ -27,7 +27,7 @@ tests prove it with a write in one process read in the other. Paths (each a row 
 ``torch_mp``   ``torch.multiprocessing``'s own sharing (CPU: shared-memory file descriptor;
                CUDA: the caching allocator's block handle + offset)
 ``shm``        a POSIX shared-memory segment in /dev/shm; the worker maps it and views it with the
-               source's strides, dtype and read-only flag (gpushare.process_rules)
+               source's strides, dtype and read-only flag (gpushare.processes.rules)
 ``nccl``       NCCL send/recv through ``torch.distributed`` (a copy, over NVLink/PCIe/SHM)
 ``nccl_socket`` NCCL with ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``: sockets on loopback, the
                stand-in for two hosts (run between two helper workers: NCCL reads these once per process)
@@ -35,7 +35,7 @@ tests prove it with a write in one process read in the other. Paths (each a row 
 ``remote``     to a worker on another host (``Worker(host="HOST:PORT")``, served by ``gpushare
                worker --listen``): gloo for host tensors, NCCL for device tensors, over the
                interface that reaches it; the row's ``link`` says what carried the bytes
-               (gpushare.process_remote)
+               (gpushare.processes.remote)
 =============  ==============================================================================
 
 Nothing is left behind: every wait has a timeout, Ctrl-C during a wait stops the worker, a worker
@@ -54,20 +54,21 @@ import time
 import weakref
 from typing import Any, Sequence
 
-from gpushare import _native, process_rules
+from gpushare import _native
+from gpushare.processes import rules as process_rules
 from gpushare.adapters import ADAPTERS
 from gpushare.exceptions import GpushareError, WorkerError, gpushare_error
 # Identity of memory and its judge (re-exported: part of this module's interface).
-from gpushare.process_identity import cuda_identity, host_identity, same_memory  # noqa: F401
+from gpushare.processes.identity import cuda_identity, host_identity, same_memory  # noqa: F401
 # Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
-from gpushare.process_routes import (  # noqa: F401
+from gpushare.processes.routes import (  # noqa: F401
     MECHANISMS, PROCESS_PATHS, SOCKET_ENV, TARGETS, TRANSPORTS, RemoteArray, _framework_of, _library, _steps,
     applicability, hand_over, resolve_auto, shm_copies,
 )
-from gpushare.process_worker import _serve, remove_nccl_log
+from gpushare.processes.worker import _serve, remove_nccl_log
 
 # Each handoff is the core's pipeline (crates/core/src/share/process.rs) run over the path's
-# transport (gpushare.process_routes): the refusal, the timing loop, the identity judge and the
+# transport (gpushare.processes.routes): the refusal, the timing loop, the identity judge and the
 # typed report (crates/core/src/report/process.rs, rendered by crates/core/src/render/process.rs)
 # are the core's, and the results are every handoff's classes (ShareResult, Comparison, Benchmark,
 # whose ``worker`` names the process). This module keeps the transport: the worker process, its
@@ -152,7 +153,7 @@ class Worker:
         self.iface = iface
         self._remote_link: dict | None = None
         if host is not None:
-            from gpushare.process_remote import parse_address
+            from gpushare.processes.remote import parse_address
 
             parse_address(host)  # a malformed address fails here, not at start()
             if device is not None:
@@ -220,7 +221,7 @@ class Worker:
     def _start_remote(self) -> "Worker":
         """Connects to the worker at ``host`` (within ``timeout``: the error names the address) over
         the interface that reaches it, and asks who it is."""
-        from gpushare import process_remote as remote
+        from gpushare.processes import remote as remote
 
         host, port = remote.parse_address(self.host)
         named = self.iface or os.environ.get(remote.GLOO_VAR)
@@ -594,7 +595,7 @@ atexit.register(_stop_all)
 
 
 # ---------------------------------------------------------------------------------------------
-# Handoffs: each path's transport is in gpushare.process_routes; the core's pipeline runs it.
+# Handoffs: each path's transport is in gpushare.processes.routes; the core's pipeline runs it.
 
 
 def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ShareResult:
@@ -644,8 +645,8 @@ def _worker_for(across: Any, obj: Any = None) -> tuple[Worker, bool]:
     raise ValueError(f"across is a gpushare.Worker, 'process' or 'HOST:PORT' of a remote worker, got {across!r}")
 
 
-# The tables: every path for one array, and sizes × paths (gpushare.process_tables).
-from gpushare.process_tables import bench, compare, parse_process_paths  # noqa: E402,F401
+# The tables: every path for one array, and sizes × paths (gpushare.processes.tables).
+from gpushare.processes.tables import bench, compare, parse_process_paths  # noqa: E402,F401
 
 __all__ = [
     "MECHANISMS", "PROCESS_PATHS", "RemoteArray",

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from gpushare import _native, auto, paths, process_rules
+from gpushare import _native, auto, paths
+from gpushare.processes import rules as process_rules
 from gpushare.adapters import process_host
 from gpushare.exceptions import GpushareError, gpushare_error
-from gpushare.process_identity import _address, _identity_of, cuda_identity, host_identity
-from gpushare.process_segment import Segment
-from gpushare.process_worker import _context_report, _synchronize
+from gpushare.processes.identity import _address, _identity_of, cuda_identity, host_identity
+from gpushare.processes.segment import Segment
+from gpushare.processes.worker import _context_report, _synchronize
 
 if TYPE_CHECKING:
     from gpushare.processes import Worker
@@ -400,10 +401,10 @@ def _np_dtype(obj: Any) -> str:
     return process_host.typestr(name)
 
 
-# The paths over torch.distributed (gpushare.process_collectives, and gpushare.process_remote to
+# The paths over torch.distributed (gpushare.processes.collectives, and gpushare.processes.remote to
 # another host), which build on Transport.
-from gpushare.process_collectives import SOCKET_ENV, Gloo, Nccl  # noqa: E402,F401
-from gpushare.process_remote import remote_transport  # noqa: E402
+from gpushare.processes.collectives import SOCKET_ENV, Gloo, Nccl  # noqa: E402,F401
+from gpushare.processes.remote import remote_transport  # noqa: E402
 
 #: Each path's transport.
 TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "nccl": Nccl, "nccl_socket": Nccl,
@@ -429,7 +430,7 @@ def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: in
 def _set_against_link(worker: Worker, result: ShareResult) -> None:
     """A remote handoff's bandwidth against its link's ceiling (measured at the first handoff to
     that peer, then cached), as a note of its row."""
-    from gpushare import process_remote
+    from gpushare.processes import remote as process_remote
 
     row = result.row
     median = (row.get("timing") or {}).get("median")

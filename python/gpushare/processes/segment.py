@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from gpushare import process_rules
+from gpushare.processes import rules as process_rules
 
 
 class Segment:

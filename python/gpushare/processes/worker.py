@@ -15,7 +15,7 @@ from typing import Any
 from gpushare import _native
 from gpushare.adapters import process_host
 from gpushare.exceptions import gpushare_error
-from gpushare.process_identity import _address, _identity_of, cuda_identity
+from gpushare.processes.identity import _address, _identity_of, cuda_identity
 
 
 def _receivers(path: str) -> list[str]:

@@ -4,7 +4,7 @@ worker of this host.
 ``gpushare worker --listen HOST:PORT`` (:func:`listen`) serves on one machine; ``Worker(host=
 "HOST:PORT")`` reaches it. The requests and replies are the local worker's, over a TCP connection
 instead of a pipe (a ``multiprocessing.connection.Connection`` either way), and each peer is
-served by a process of its own (gpushare.process_worker's loop), so the engines' once-per-process
+served by a process of its own (gpushare.processes.worker's loop), so the engines' once-per-process
 settings are that peer's. The bytes go by torch.distributed, whose rendezvous is its own
 ``TCPStore`` (hosted by the caller, on the address that reaches the worker): gloo for host tensors,
 NCCL for device tensors when both sides have a GPU (path ``remote``).
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpushare import _native, devices
 from gpushare.exceptions import gpushare_error
-from gpushare.process_routes import RemoteArray, Transport, _device_ordinal, _dtype_name, _is_cuda, _steps
-from gpushare.process_worker import _synchronize, remove_nccl_log
+from gpushare.processes.routes import RemoteArray, Transport, _device_ordinal, _dtype_name, _is_cuda, _steps
+from gpushare.processes.worker import _synchronize, remove_nccl_log
 
 if TYPE_CHECKING:
     from gpushare.processes import Worker
@@ -235,7 +235,7 @@ def _serve_peer(conn: Connection, env: dict) -> None:
     import ctypes
     import signal
 
-    from gpushare.process_worker import _serve
+    from gpushare.processes.worker import _serve
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
@@ -253,7 +253,7 @@ def listen(address: str, device: str | None = None, timeout: float = 60.0, iface
     import signal
 
     from gpushare.processes import QUIET_ENV, SAFE_ENV
-    from gpushare.process_rules import check_timeout
+    from gpushare.processes.rules import check_timeout
 
     out = out or sys.stdout
     timeout = check_timeout("timeout", timeout)
@@ -431,7 +431,7 @@ class RemoteNccl(Remote):
         return why
 
     def _set_up(self) -> float:
-        from gpushare.process_collectives import _helper
+        from gpushare.processes.collectives import _helper
 
         w, obj = self.worker, self.obj
         steps = self.steps = _steps(self.path)

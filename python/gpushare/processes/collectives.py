@@ -1,6 +1,6 @@
 """The process paths over torch.distributed: gloo send/recv with the parent as a rank, and NCCL
 send/recv between two worker processes (``nccl``, and ``nccl_socket``, the stand-in for two hosts).
-Each is a transport of gpushare.process_routes that the core's pipeline drives; the framework's
+Each is a transport of gpushare.processes.routes that the core's pipeline drives; the framework's
 own steps (process groups, sends, receives) are its adapter's ``process_steps()``.
 """
 
@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpushare import _native
 from gpushare.exceptions import gpushare_error
-from gpushare.process_routes import (
+from gpushare.processes.routes import (
     RemoteArray, Transport, _device_ordinal, _dtype_name, _library, _steps, _worker_ordinal,
 )
-from gpushare.process_worker import _synchronize
+from gpushare.processes.worker import _synchronize
 
 if TYPE_CHECKING:
     from gpushare.processes import Worker
