@@ -199,3 +199,24 @@ def test_a_verdict_is_typed_and_reads_as_its_word(comparison):
         gpushare.share(np.arange(4.0), "numpy", path="cai")  # NumPy has no __cuda_array_interface__
     predicted = failed.value.predicted
     assert predicted.verdict is gpushare.Verdict.FAILED and predicted[0] == "failed"
+
+
+def test_a_path_kind_is_typed_and_the_core_takes_it_or_its_word():
+    from gpushare import PathKind, _native
+
+    table = _native.paths.path_table()
+    kinds = {row["name"]: row["kind"] for row in table if row["kind"] != "any"}
+    assert all(isinstance(kind, PathKind) for kind in kinds.values())
+    assert {row["kind"] for row in table if row["name"] == "p2p"} == {PathKind.MOVE}
+    # The member and its word are the same question to the core.
+    assert _native.paths.copied_by_design(PathKind.SHARE, "host") == _native.paths.copied_by_design("share", "host")
+    assert _native.text.parse_paths(PathKind.PROCESS, ["shm,ipc"]) == ["shm", "ipc"]
+    with pytest.raises(ValueError, match=r'unknown path kind "sideways": one of share, move, process'):
+        _native.paths.copied_by_design("sideways", "host")
+    with pytest.raises(TypeError):
+        _native.paths.copied_by_design(3, "host")
+    # advise's rows carry the kind and the verdict as the core's words, typed where they cross.
+    import numpy as np
+
+    advice = gpushare.advise(np.arange(4.0), "torch")
+    assert advice.to_pandas()["kind"].tolist() == ["share"] * len(advice.rows)

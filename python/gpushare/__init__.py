@@ -26,7 +26,7 @@ from gpushare.context_costs import ContextMeter
 from gpushare.contexts import separate_context_report, working_contexts
 from gpushare.gpuinfo import GpuInfo, gpuinfo
 from gpushare.processes import Worker
-from gpushare.vocabulary import Verdict
+from gpushare.vocabulary import PathKind, Verdict
 
 __version__: str = _native.__version__
 Timing = _native.share.Timing
@@ -69,6 +69,7 @@ __all__ = [
     "SharedBuffer",
     "TensorInfo",
     "Timing",
+    "PathKind",
     "Verdict",
     "advise",
     "bench",

@@ -110,7 +110,7 @@ fn by_model(
         return rules;
     };
     let bytes = facts.nbytes.unwrap_or(AUTO_REFERENCE_BYTES);
-    let kind = rules.kind.name();
+    let kind = rules.kind;
     // Decided at one size of the range of sizes `bytes` lies in, inside which the paths' order does
     // not change: the same choice for every array of the range, whoever asks.
     // Past the largest size the sweep measured, at that size (crate::advice::crossings).
@@ -143,7 +143,7 @@ fn by_model(
         && let Some(shares) = shares_by(rules.path)
     {
         let key = crate::advice::model::CostKey {
-            kind: kind.into(),
+            kind,
             path: rules.path.into(),
             source: facts.source_name.into(),
             target: facts.target_name.into(),
@@ -164,7 +164,7 @@ fn by_model(
             // it holds for (a share keeps its route, and these words, for the whole range).
             let predicted = |path: &str| {
                 let key = crate::advice::model::CostKey {
-                    kind: kind.into(),
+                    kind,
                     path: path.into(),
                     source: facts.source_name.into(),
                     target: facts.target_name.into(),
@@ -235,7 +235,7 @@ pub fn auto_close_second(facts: &AutoFacts<'_>) -> Option<&'static str> {
     let rules = rules_auto(facts);
     let place = model_place(facts, &rules)?;
     let choice = resolve_auto(facts);
-    let kind = rules.kind.name();
+    let kind = rules.kind;
     let (breaks, ceiling) = model.size_breaks_and_ceiling(kind, facts.source_name, facts.target_name, &place, rules.path);
     let at = crate::advice::crossings::decision_size_within(&breaks, facts.nbytes.unwrap_or(AUTO_REFERENCE_BYTES), ceiling);
     // With a busy producer `auto` weighs only paths ordered on the device where it took one.
@@ -306,7 +306,7 @@ pub fn auto_size_breaks(facts: &AutoFacts<'_>) -> Vec<u64> {
     };
     let rules = rules_auto(facts);
     match model_place(facts, &rules) {
-        Some(place) => model.size_breaks(rules.kind.name(), facts.source_name, facts.target_name, &place, rules.path),
+        Some(place) => model.size_breaks(rules.kind, facts.source_name, facts.target_name, &place, rules.path),
         None => Vec::new(),
     }
 }

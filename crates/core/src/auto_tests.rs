@@ -27,7 +27,7 @@ pub(crate) fn move_model(lines: &[(&str, f64, f64)]) -> crate::advice::model::Co
     use crate::advice::model::{CostKey, CostModel, Observation};
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     for &(path, fixed, bw) in lines {
-        let key = CostKey { kind: "move".into(), path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+        let key = CostKey { kind: crate::paths::PathKind::Move, path: path.into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
         let points: Vec<Observation> =
             [1u64 << 20, 16 << 20, 256 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + n as f64 / bw }).collect();
         m.add(&key, points, Some(false));
@@ -102,7 +102,7 @@ fn auto_across_processes_maps_the_source_memory() {
 fn with_a_model_auto_takes_the_fastest_calibrated_path_of_the_same_verdict() {
     use crate::advice::model::{CostKey, CostModel, Observation};
     let key = |kind: &str, path: &str, place: &str| CostKey {
-        kind: kind.into(),
+        kind: crate::paths::PathKind::parse(kind).expect("a kind's word"),
         path: path.into(),
         source: "torch".into(),
         target: "torch".into(),
@@ -137,7 +137,7 @@ fn with_a_model_auto_takes_the_fastest_calibrated_path_of_the_same_verdict() {
 #[test]
 fn auto_never_takes_a_capsule_the_consumer_reads_unordered() {
     use crate::advice::model::{CostKey, CostModel, Observation};
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
     let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), flat(16e-6), Some(true));
@@ -156,7 +156,7 @@ fn auto_never_takes_a_capsule_the_consumer_reads_unordered() {
 fn on_the_host_a_faster_capsule_replaces_dlpack_where_it_loses_no_flag() {
     use crate::advice::model::{CostKey, CostModel, Observation};
     // tf→torch and numpy→torch on a CPU: capsule 2.5 µs, DLPack 5.2.
-    let key = |source: &str, path: &str| CostKey { kind: "share".into(), path: path.into(), source: source.into(), target: "torch".into(), place: "cpu".into() };
+    let key = |source: &str, path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: source.into(), target: "torch".into(), place: "cpu".into() };
     let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     for source in ["tf", "numpy"] {
@@ -178,7 +178,7 @@ fn known_endpoints_for(source: &str) -> Endpoints {
 #[test]
 fn a_busy_producer_moves_auto_to_a_calibrated_path_ordered_on_the_device() {
     use crate::advice::model::{CostKey, CostModel, Observation};
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     let flat = |s: f64| -> Vec<Observation> { [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds: s }).collect() };
     let key_tf = |path: &str| CostKey { target: "tf".into(), ..key(path) };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);

@@ -3,11 +3,13 @@
 //! endpoints a handoff joins. Data only: the policy that picks a path, `auto`, is
 //! [`crate::auto`]'s, over this table and the cost model.
 //!
-//! paths.py, devices.py, processes.py, the predictor, the lab's tables and plot, the magics and the
+//! paths.py, devices.py, processes/, the predictor, the lab's tables and plot, the magics and the
 //! CLI read this table (`gpushare._native.paths.path_table`).
 
-/// Which kind of handoff a path makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which kind of handoff a path makes. Written as its word (`share`, `move`, `process`) in JSON and
+/// in a cost model's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum PathKind {
     /// Within one device: the target gets the source's memory (or a copy of it) where it lies.
     Share,
@@ -28,6 +30,12 @@ impl PathKind {
 
     pub fn parse(name: &str) -> Option<PathKind> {
         [PathKind::Share, PathKind::Move, PathKind::Process].into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl std::fmt::Display for PathKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
-from gpushare.vocabulary import Verdict
+from gpushare.vocabulary import PathKind, Verdict
 
 from gpushare._native.paths import Planner
 
@@ -190,7 +190,7 @@ class SharePlan:
         predictor: Callable[[TensorInfo], Any] | None = None,
         allocators: Callable[[int], dict[str, dict[str, int]]] | None = None,
         check_source: bool = True,
-        kind: Literal["share", "move"] = "share",
+        kind: PathKind | Literal["share", "move"] = PathKind.SHARE,
         route_for: Callable[[str], tuple[Callable[[Any], Any], bool]] | None = None,
         move_auto: tuple[
             Planner, tuple[int, int], Callable[[str, bool], tuple[Callable[[Any], Any], bool, Any]]

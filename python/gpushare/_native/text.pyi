@@ -2,7 +2,9 @@
 
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
-def parse_paths(kind: str, texts: list[str]) -> list[str]: ...
+from gpushare.vocabulary import PathKind
+
+def parse_paths(kind: PathKind | Literal["share", "move", "process"], texts: list[str]) -> list[str]: ...
 
 def parse_device(name: str) -> tuple[bool, int]: ...
 

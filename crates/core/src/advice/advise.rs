@@ -7,15 +7,20 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{Candidate, Prediction, fastest_correct};
 use super::producer::Producer;
+use crate::report::Verdict;
 
 /// One path as `advise` sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AdviceRow {
     pub path: String,
+    // Both are enums here and their words in JSON; the published schema keeps them strings, as it
+    // always had them.
     /// `share`, `move` or `process`.
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: crate::paths::PathKind,
     /// What the rules predict: `shared`, `copied` or `failed`.
-    pub verdict: String,
+    #[schemars(with = "String")]
+    pub verdict: crate::report::Verdict,
     /// Why it copies or fails, in the rules' words; `None` when it shares.
     pub reason: Option<String>,
     /// How the handoff is ordered against the producer's queued work, in words.
@@ -155,14 +160,14 @@ impl Advice {
             // As the one auto: a legacy capsule is a candidate where it orders the handoff (not into a
             // consumer that reads on its own stream) and where the rules predict it works for this
             // array (NumPy refuses a read-only one by capsule: that row is predicted to fail).
-            .filter(|r| r.verdict != "failed" && r.ordered)
+            .filter(|r| r.verdict != Verdict::Failed && r.ordered)
             .collect();
         // A busy producer: a path that waits on the host costs at least all of its queued work,
         // whose amount the driver cannot tell; a calibrated path of the same verdict that does not
         // wait is preferred, as the one auto does (crate::auto::resolve_auto).
         let avoided: Vec<String> = if self.producer == Producer::Busy {
-            let any_shares = pool.iter().any(|r| r.verdict == "shared");
-            let same = |r: &AdviceRow| (r.verdict == "shared") == any_shares;
+            let any_shares = pool.iter().any(|r| r.verdict == Verdict::Shared);
+            let same = |r: &AdviceRow| (r.verdict == Verdict::Shared) == any_shares;
             let calm = pool.iter().any(|r| same(r) && !r.waits && r.prediction.is_some());
             let waiting: Vec<String> = pool.iter().filter(|r| same(r) && r.waits).map(|r| r.path.clone()).collect();
             if calm {
@@ -179,16 +184,16 @@ impl Advice {
             // A prediction that cannot be promised within 2x gives no number to choose by.
             .map(|r| Candidate {
                 path: &r.path,
-                shares: r.verdict == "shared",
+                shares: r.verdict == Verdict::Shared,
                 seconds: r.prediction.as_ref().filter(|p| p.unpredictable.is_none()).map(|p| p.seconds),
             })
             .collect();
         // The rules' own choice whose fit was measured with another verdict than this array's: the
         // model has no word on it, and a path it can price is no path it knows to be faster (the
         // one auto, crate::auto::resolve_auto_for_array, alike).
-        let any_shares = pool.iter().any(|r| r.verdict == "shared");
+        let any_shares = pool.iter().any(|r| r.verdict == Verdict::Shared);
         let unpriced_rules = rules_choice.and_then(|c| pool.iter().find(|r| r.path == c)).filter(|r| {
-            (r.verdict == "shared") == any_shares && r.prediction.as_ref().is_some_and(|p| p.unlike_its_fit)
+            (r.verdict == Verdict::Shared) == any_shares && r.prediction.as_ref().is_some_and(|p| p.unlike_its_fit)
         });
         let by_model = match unpriced_rules {
             Some(_) => None,
@@ -198,7 +203,7 @@ impl Advice {
             Some(path) => {
                 let row = self.rows.iter().find(|r| r.path == path).expect("a candidate is a row");
                 let p = row.prediction.as_ref().expect("the model's choice has a prediction");
-                let verdict = if row.verdict == "shared" {
+                let verdict = if row.verdict == Verdict::Shared {
                     "shares the source's memory".to_string()
                 } else {
                     "nothing shares here; it copies".to_string()
@@ -254,7 +259,7 @@ impl Advice {
                     .to_string(),
             ),
             // The rules' choice stands only where it is not predicted to fail.
-            None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != "failed")) {
+            None => match rules_choice.filter(|c| self.rows.iter().all(|r| r.path != *c || r.verdict != Verdict::Failed)) {
                 // Predictions too uncertain to rank by are not missing ones: calibrating again on an
                 // idle machine is the fix, not calibrating at all.
                 Some(path) if pool.iter().any(|r| r.prediction.as_ref().is_some_and(|p| p.unpredictable.is_some())) => (
@@ -312,12 +317,12 @@ impl Advice {
     pub fn faster_copy(&self) -> Option<&AdviceRow> {
         let chosen = self.rows.iter().find(|r| Some(&r.path) == self.recommended.as_ref())?;
         let chosen_s = chosen.prediction.as_ref()?.seconds;
-        if chosen.verdict != "shared" {
+        if chosen.verdict != Verdict::Shared {
             return None;
         }
         self.rows
             .iter()
-            .filter(|r| r.verdict == "copied")
+            .filter(|r| r.verdict == Verdict::Copied)
             .filter(|r| r.prediction.as_ref().is_some_and(|p| p.seconds < chosen_s))
             .min_by(|a, b| {
                 let (x, y) = (a.prediction.as_ref().unwrap().seconds, b.prediction.as_ref().unwrap().seconds);
@@ -348,8 +353,8 @@ mod tests {
     fn row(path: &str, verdict: &str, seconds: Option<f64>) -> AdviceRow {
         AdviceRow {
             path: path.into(),
-            kind: "share".into(),
-            verdict: verdict.into(),
+            kind: crate::paths::PathKind::Share,
+            verdict: Verdict::parse(verdict).expect("a verdict's word"),
             reason: None,
             ordering: "x".into(),
             ordered: true,
@@ -404,7 +409,7 @@ mod tests {
         let moves = |p2p: f64| {
             let mut rows = vec![row("p2p", "copied", Some(p2p)), row("move", "copied", Some(25.5e-6)), row("dlpack", "copied", Some(49.4e-6))];
             for r in &mut rows {
-                r.kind = "move".into();
+                r.kind = crate::paths::PathKind::Move;
                 r.prediction.as_mut().unwrap().tolerance = 0.15;
             }
             advice(rows).decide(Some("p2p"))

@@ -15,6 +15,7 @@
 //! measured last holds beyond it.
 
 use super::model::{CostModel, Fit};
+use crate::paths::PathKind;
 
 /// Beyond the largest knot every line goes on straight; crossings past a petabyte are not asked.
 const FAR: f64 = (1u64 << 50) as f64;
@@ -23,7 +24,7 @@ impl CostModel {
     /// The fits of `kind` from `source` to `target` at `place` whose sweep gave the verdict of
     /// `like`'s (the paths `auto` may put in its place: one that shares is only ever replaced by
     /// another that shares), by path name. Empty when `like` is not calibrated there.
-    pub fn same_verdict_fits<'m>(&'m self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> Vec<(&'m str, &'m Fit)> {
+    pub fn same_verdict_fits<'m>(&'m self, kind: PathKind, source: &str, target: &str, place: &str, like: &str) -> Vec<(&'m str, &'m Fit)> {
         let label = |path: &str| format!("{kind} {source}->{target} {path} @{place}");
         let Some(verdict) = self.fits.get(&label(like)).and_then(|f| f.shares) else {
             return Vec::new();
@@ -33,11 +34,11 @@ impl CostModel {
         // capsule, the CUDA array interface) that the file says copied is replaced only by another
         // such path, never by one of gpushare's copies. Otherwise a file that said `dlpack` copies
         // made `auto` copy numpy→torch, where DLPack shares.
-        let by_design = |path: &str| crate::paths::PathKind::parse(kind).and_then(|k| crate::paths::copied_by_design(k, path)).is_some();
+        let by_design = |path: &str| crate::paths::copied_by_design(kind, path).is_some();
         if verdict && by_design(like) {
             return Vec::new();
         }
-        let zero_copy_only = kind == crate::paths::PathKind::Share.name() && !verdict && !by_design(like);
+        let zero_copy_only = kind == PathKind::Share && !verdict && !by_design(like);
         let admissible = |path: &str| if verdict || zero_copy_only { !by_design(path) } else { true };
         // Labels sort by `kind source->target `, so the pair's paths are one range of the map: this
         // runs on every `auto` of a calibrated machine, and parsing every label cost µs.
@@ -47,7 +48,7 @@ impl CostModel {
             .take_while(|(label, _)| label.starts_with(&prefix))
             .filter_map(|(label, fit)| Some((super::model::split_label(label)?, fit)))
             .filter(|([k, s, t, path, p], fit)| {
-                *k == kind && *s == source && *t == target && *p == place && fit.shares == Some(verdict) && admissible(path)
+                *k == kind.name() && *s == source && *t == target && *p == place && fit.shares == Some(verdict) && admissible(path)
             })
             .map(|([.., path, _], fit)| (path, fit))
             .collect()
@@ -56,7 +57,7 @@ impl CostModel {
     /// The sizes, in bytes, at which the fastest of [`CostModel::same_verdict_fits`] may change
     /// (see the module): sorted, none repeated. Empty for a pair whose candidates all cost the same
     /// at every size (paths that share: no bytes move) or order the same way at every size.
-    pub fn size_breaks(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> Vec<u64> {
+    pub fn size_breaks(&self, kind: PathKind, source: &str, target: &str, place: &str, like: &str) -> Vec<u64> {
         self.size_breaks_and_ceiling(kind, source, target, place, like).0
     }
 
@@ -65,18 +66,18 @@ impl CostModel {
     /// Every fit of the pair's paths of `kind` at `place`, whatever its sweep's verdict: for a
     /// choice made on one described array, whose verdict by each path the rules predict (the
     /// sweep's float32 arrays say nothing of another dtype or layout).
-    pub fn pair_fits<'m>(&'m self, kind: &str, source: &str, target: &str, place: &str) -> Vec<(&'m str, &'m Fit)> {
+    pub fn pair_fits<'m>(&'m self, kind: PathKind, source: &str, target: &str, place: &str) -> Vec<(&'m str, &'m Fit)> {
         let prefix = format!("{kind} {source}->{target} ");
         self.fits
             .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
             .take_while(|(label, _)| label.starts_with(&prefix))
             .filter_map(|(label, fit)| Some((super::model::split_label(label)?, fit)))
-            .filter(|([k, s, t, _, p], _)| *k == kind && *s == source && *t == target && *p == place)
+            .filter(|([k, s, t, _, p], _)| *k == kind.name() && *s == source && *t == target && *p == place)
             .map(|([.., path, _], fit)| (path, fit))
             .collect()
     }
 
-    pub fn size_breaks_and_ceiling(&self, kind: &str, source: &str, target: &str, place: &str, like: &str) -> (Vec<u64>, Option<u64>) {
+    pub fn size_breaks_and_ceiling(&self, kind: PathKind, source: &str, target: &str, place: &str, like: &str) -> (Vec<u64>, Option<u64>) {
         let fits: Vec<&Fit> = self.same_verdict_fits(kind, source, target, place, like).into_iter().map(|(_, f)| f).collect();
         (size_breaks(&fits), largest_measured(&fits))
     }

@@ -51,8 +51,8 @@ pub const GOAL_LARGE: f64 = 0.15;
 /// What one calibrated path is keyed by: the framework pair, the path and where it ran.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct CostKey {
-    /// `share`, `move` or `process` (the path table's kind).
-    pub kind: String,
+    /// The path table's kind, written as its word in a label.
+    pub kind: crate::paths::PathKind,
     pub path: String,
     pub source: String,
     pub target: String,
@@ -69,7 +69,7 @@ impl CostKey {
     pub fn parse(label: &str) -> Option<CostKey> {
         let [kind, source, target, path, place] = split_label(label)?;
         Some(CostKey {
-            kind: kind.into(),
+            kind: crate::paths::PathKind::parse(kind)?,
             path: path.into(),
             source: source.into(),
             target: target.into(),
@@ -899,7 +899,7 @@ impl CostModel {
     #[allow(clippy::too_many_arguments)]
     pub fn fastest_like(
         &self,
-        kind: &str,
+        kind: crate::paths::PathKind,
         source: &str,
         target: &str,
         place: &str,
@@ -1112,7 +1112,7 @@ fn fit_problem(label: &str, fit: &Fit) -> Option<String> {
 /// (crate::paths::handoff_moves_bytes).
 pub fn priced_constant(key: &CostKey, shares: Option<bool>) -> bool {
     shares == Some(true)
-        || crate::paths::PathKind::parse(&key.kind).is_some_and(|kind| !crate::paths::handoff_moves_bytes(kind, &key.path))
+        || !crate::paths::handoff_moves_bytes(key.kind, &key.path)
 }
 
 /// The fit of `points` by what the path does: a constant where it moves no bytes

@@ -40,7 +40,7 @@ fn a_zero_copy_path_has_no_bandwidth_and_a_copy_no_negative_fixed_cost() {
 
 #[test]
 fn a_path_that_shared_at_every_size_has_no_per_byte_cost() {
-    let key = CostKey { kind: "share".into(), path: "dlpack".into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "dlpack".into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     // numpy→jax on a busy CPU: 33, 28 and 45 µs at 64 KiB, 1 MiB and 16 MiB.
     let noisy = [(64 * KIB, 33e-6), (MIB, 28e-6), (16 * MIB, 45e-6)].map(|(bytes, seconds)| Observation { bytes, seconds });
@@ -53,7 +53,7 @@ fn a_path_that_shared_at_every_size_has_no_per_byte_cost() {
 
 #[test]
 fn an_array_whose_verdict_its_fit_never_had_is_not_priced_by_that_fit() {
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     // numpy→jax by dlpack on the CPU: JAX copied the sweep's arrays that were not 64-byte aligned
     // and shared the others, so its fit is a copy's line (the sweep's verdict: both).
@@ -83,7 +83,7 @@ fn a_process_handoff_by_a_handle_costs_the_same_at_every_size_and_one_by_a_colle
     // them) drifting upwards over one sweep, as its rounds did; its verdict is "copied".
     let drift = [(4 * KIB, 152e-6), (64 * KIB, 167e-6), (MIB, 214e-6), (16 * MIB, 265e-6), (64 * MIB, 288e-6)]
         .map(|(bytes, seconds)| Observation { bytes, seconds });
-    let key = |path: &str| CostKey { kind: "process".into(), path: path.into(), source: "numpy".into(), target: "numpy".into(), place: "cpu->process".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Process, path: path.into(), source: "numpy".into(), target: "numpy".into(), place: "cpu->process".into() };
     m.add(&key("shm"), drift.to_vec(), Some(false));
     let shm = m.fit(&key("shm")).unwrap();
     assert_eq!(shm.per_byte, 0.0, "{shm:?}");
@@ -106,7 +106,7 @@ fn a_copy_whose_cost_per_byte_changes_with_size_is_predicted_range_by_range() {
     // The `host` path cupy→jax on the 2× H200: calibrated at 64 KiB, 1, 16 and
     // 64 MiB, then measured at 32 MiB: 18.4 ms. One line over the sweep said 10.6 ms (42 % off);
     // the line between 16 and 64 MiB says 15.6 ms.
-    let key = CostKey { kind: "share".into(), path: "host".into(), source: "cupy".into(), target: "jax".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "cupy".into(), target: "jax".into(), place: "cuda:0".into() };
     let sweep = [(64 * KIB, 135.3e-6), (MIB, 336.5e-6), (16 * MIB, 5372.9e-6), (64 * MIB, 36026.4e-6)]
         .map(|(bytes, seconds)| Observation { bytes, seconds });
     let line = Fit::from_observations(&sweep).unwrap();
@@ -154,7 +154,7 @@ fn the_stated_error_is_the_worst_residual_and_never_below_the_goal() {
 
 #[test]
 fn predictions_flag_a_miss_beyond_the_stated_error_and_a_busy_producer_costs_a_host_sync() {
-    let key = CostKey { kind: "share".into(), path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
     let mut model = CostModel::new(serde_json::json!({"driver": 13000}), 0.0);
     assert!(model.add(&key, points(2.5e-6, 1e15, &[4 * KIB, MIB, 64 * MIB]), Some(true)));
     let idle = model.predict(&key, MIB, Ordering::HostSynchronise, 0.0, None).unwrap();
@@ -174,7 +174,7 @@ fn predictions_flag_a_miss_beyond_the_stated_error_and_a_busy_producer_costs_a_h
 fn a_fixed_cost_follows_the_hosts_speed_and_a_per_byte_cost_does_not() {
     // A share measured while the host ran at three speeds: 10 µs at speed 1.0, following the speed
     // as the model says a device share's fixed cost does (to HOST_SPEED_EXPONENT).
-    let share = CostKey { kind: "share".into(), path: "dlpack".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let share = CostKey { kind: crate::paths::PathKind::Share, path: "dlpack".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     let mut model = CostModel::new(serde_json::json!({}), 0.0);
     let sizes = [64 * KIB, MIB, 16 * MIB];
     let speeds = vec![1.0e-6, 1.5e-6, 0.8e-6];
@@ -212,7 +212,7 @@ fn a_fixed_cost_follows_the_hosts_speed_and_a_per_byte_cost_does_not() {
 fn the_stated_error_spans_the_prediction_as_calibrated_and_as_corrected_for_the_hosts_speed() {
     // jax->torch by pinned at 3 KiB on an H200: 37 us as calibrated and as measured, 55 us once
     // corrected for a host read as 1.9x slower; the correction is a guess the stated error owns.
-    let key = CostKey { kind: "share".into(), path: "pinned".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "pinned".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
     let speeds = vec![1.0e-6, 1.0e-6, 1.0e-6];
     let pts: Vec<Observation> = [64 * KIB, MIB, 16 * MIB].iter().map(|&n| Observation { bytes: n, seconds: 37e-6 + n as f64 / 20e9 }).collect();
     let mut model = CostModel::new(serde_json::json!({}), 0.0);
@@ -242,7 +242,7 @@ fn a_share_in_host_memory_follows_the_hosts_speed_one_for_one() {
     // device's), and a model cached before the exponent was stored per fit reads back with it.
     assert_eq!(host_speed_exponent("cpu"), 1.0);
     assert_eq!(host_speed_exponent("cuda:1"), HOST_SPEED_EXPONENT);
-    let key = |place: &str| CostKey { kind: "share".into(), path: "capsule".into(), source: "numpy".into(), target: "tf".into(), place: place.into() };
+    let key = |place: &str| CostKey { kind: crate::paths::PathKind::Share, path: "capsule".into(), source: "numpy".into(), target: "tf".into(), place: place.into() };
     let speeds = vec![1.0e-6, 1.8e-6, 0.9e-6, 1.1e-6];
     // numpy→tf's capsule on the 2-core CPU: 2.6 µs while the host ran at 51-55 µs,
     // 1.2-1.5 µs at 28-30: its time followed the host's speed one for one.
@@ -281,25 +281,25 @@ fn auto_takes_the_fastest_path_among_those_that_share() {
 
 #[test]
 fn the_fastest_calibrated_path_like_the_rules_choice_is_found() {
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), points(16e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     m.add(&key("capsule"), points(2.3e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     m.add(&key("copy"), points(1e-6, 3e12, &[KIB, MIB, 64 * MIB]), Some(false));
     let any = |_: &str| true;
-    let (path, s) = m.fastest_like("share", "torch", "cupy", "cuda:0", "dlpack", MIB, any).unwrap();
+    let (path, s) = m.fastest_like(crate::paths::PathKind::Share, "torch", "cupy", "cuda:0", "dlpack", MIB, any).unwrap();
     assert_eq!(path, "capsule");
     assert!((s - 2.3e-6).abs() < 1e-9);
     // The copy is faster at 1 KiB but does not share: never a replacement for a path that does.
-    assert_eq!(m.fastest_like("share", "torch", "cupy", "cuda:0", "copy", KIB, any).unwrap().0, "copy");
-    assert_eq!(m.fastest_like("share", "torch", "cupy", "cuda:1", "dlpack", MIB, any), None);
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "torch", "cupy", "cuda:0", "copy", KIB, any).unwrap().0, "copy");
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "torch", "cupy", "cuda:1", "dlpack", MIB, any), None);
     // A path the caller rules out is never the answer.
-    assert_eq!(m.fastest_like("share", "torch", "cupy", "cuda:0", "dlpack", MIB, |p| p != "capsule").unwrap().0, "dlpack");
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "torch", "cupy", "cuda:0", "dlpack", MIB, |p| p != "capsule").unwrap().0, "dlpack");
 }
 
 #[test]
 fn keys_round_trip_and_a_changed_machine_says_what_changed() {
-    let key = CostKey { kind: "move".into(), path: "p2p".into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Move, path: "p2p".into(), source: "torch".into(), target: "torch".into(), place: "cuda:0->cuda:1".into() };
     assert_eq!(CostKey::parse(&key.label()), Some(key));
     assert_eq!(CostKey::parse("nonsense"), None);
     let model = CostModel::new(serde_json::json!({"driver": 13000, "devices": ["H100"], "torch": "2.9"}), 0.0);
@@ -312,7 +312,7 @@ fn keys_round_trip_and_a_changed_machine_says_what_changed() {
 fn a_prediction_states_the_rate_of_this_array_beside_the_lines_per_byte_term() {
     // A copy whose cost is mostly fixed: its line's slope is shallow, and its per-byte term reads
     // far above the rate any of its sizes moves at (no figure may exceed the hardware's).
-    let key = CostKey { kind: "share".into(), path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key, points(20e-6, 8e12, &[KIB, MIB, 64 * MIB]), Some(false));
     let p = m.predict(&key, 64 * MIB, Ordering::None, 0.0, None).unwrap();
@@ -331,14 +331,14 @@ fn a_prediction_states_the_rate_of_this_array_beside_the_lines_per_byte_term() {
 fn a_model_file_does_not_decide_verdicts() {
     // numpy→torch on a CPU, DLPack sharing in 5 µs. A file that says gpushare's `copy` shares (and
     // is fastest) is refused; one that says DLPack copies keeps `auto` off gpushare's copies.
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     m.add(&key("copy"), points(1e-7, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     assert!(m.problem().unwrap().contains("copy copies by design"), "{:?}", m.problem());
     let any = |_: &str| true;
     // Even unchecked, a copy that says it shares never replaces a path that shares.
-    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "dlpack", MIB, any).unwrap().0, "dlpack");
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "numpy", "torch", "cpu", "dlpack", MIB, any).unwrap().0, "dlpack");
 
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
@@ -346,15 +346,15 @@ fn a_model_file_does_not_decide_verdicts() {
     m.add(&key("host"), points(1e-7, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
     m.add(&key("capsule"), points(3e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(false));
     assert_eq!(m.problem(), None);
-    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "dlpack", MIB, any).unwrap().0, "capsule");
-    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "dlpack", MIB, |p| p != "capsule").unwrap().0, "dlpack");
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "numpy", "torch", "cpu", "dlpack", MIB, any).unwrap().0, "capsule");
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "numpy", "torch", "cpu", "dlpack", MIB, |p| p != "capsule").unwrap().0, "dlpack");
     // The rules' own copy is still replaced by a faster copy.
-    assert_eq!(m.fastest_like("share", "numpy", "torch", "cpu", "host", MIB, any).unwrap().0, "copy");
+    assert_eq!(m.fastest_like(crate::paths::PathKind::Share, "numpy", "torch", "cpu", "host", MIB, any).unwrap().0, "copy");
 }
 
 #[test]
 fn a_model_file_with_numbers_no_calibration_makes_is_refused() {
-    let key = CostKey { kind: "share".into(), path: "dlpack".into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "dlpack".into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
     let mut good = CostModel::new(serde_json::json!({}), 1.7e9);
     good.add_measured(&key, points(5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(vec![2e-5; 3]), Some(true));
     assert_eq!(good.problem(), None);
@@ -395,7 +395,7 @@ fn a_model_file_with_numbers_no_calibration_makes_is_refused() {
 #[test]
 fn a_device_switch_is_added_where_it_was_measured_and_a_file_cannot_claim_an_absurd_one() {
     // torch→cupy by `capsule` on cuda:0, 2.5 µs with cuda:0 current; a switch measured at 2 µs.
-    let key = CostKey { kind: "share".into(), path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "capsule".into(), source: "torch".into(), target: "cupy".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 1.7e9);
     m.add(&key, points(2.5e-6, 1e18, &[KIB, MIB, 64 * MIB]), Some(true));
     let plain = m.predict(&key, MIB, Ordering::None, 0.0, None).unwrap();
@@ -440,7 +440,7 @@ const SWEEP: [u64; 7] = [4 * KIB, 64 * KIB, 512 * KIB, MIB, 8 * MIB, 16 * MIB, 6
 fn a_prediction_past_the_largest_size_calibrated_is_extrapolated_from_it() {
     // 200 MiB lies within 4x of 64 MiB, and was once called inside the sweep: every line there is
     // only carried on.
-    let key = CostKey { kind: "share".into(), path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     assert!(m.add(&key, points(20e-6, 1e12, &SWEEP), Some(false)));
     let past = m.predict(&key, 200 * MIB, Ordering::None, 0.0, None).unwrap();
@@ -462,7 +462,7 @@ fn a_path_whose_time_does_not_grow_is_priced_one_cost_whatever_its_verdict_said(
         (4 * KIB, 9.16e-6), (64 * KIB, 9.10e-6), (512 * KIB, 9.5e-6), (MIB, 9.4e-6),
         (8 * MIB, 9.3e-6), (16 * MIB, 8.7e-6), (64 * MIB, 9.6e-6),
     ]);
-    let key = CostKey { kind: "share".into(), path: "cai".into(), source: "numba".into(), target: "cupy".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "cai".into(), source: "numba".into(), target: "cupy".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     // Shared at every size: moves no bytes (the rule that also prices a process handle).
     assert!(priced_constant(&key, Some(true)));
@@ -528,7 +528,7 @@ fn the_stated_error_is_how_the_fit_did_on_sizes_it_did_not_see_and_between_round
 
 #[test]
 fn a_row_that_cannot_be_predicted_within_twice_says_so() {
-    let key = CostKey { kind: "share".into(), path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     // A copy flat to 16 MiB that jumped 9x by 64 MiB: 16 MiB held out is predicted at 314.3 µs
     // from its neighbours, against 110 µs measured.
@@ -545,7 +545,7 @@ fn a_row_that_cannot_be_predicted_within_twice_says_so() {
 
 #[test]
 fn a_calibration_says_in_one_line_which_fits_are_too_uncertain_and_why() {
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     assert!(m.add(&key("dlpack"), points(5e-6, 1e18, &SWEEP), Some(true)));
     assert_eq!(m.uncertainty_line(), None, "a steady fit");
@@ -603,7 +603,7 @@ fn a_bend_between_two_calibrated_sizes_asks_for_the_size_between_them() {
     assert!(Fit::constant(&points(5e-6, 1e18, &SWEEP)).unwrap().refinements().is_empty());
     assert!(Fit { held_out: Vec::new(), ..fit.clone() }.refinements().is_empty());
     // Through the model: every path's sizes, by its key.
-    let key = CostKey { kind: "share".into(), path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     assert!(m.add(&key, stepping_host(), Some(false)));
     let shared = CostKey { path: "dlpack".into(), ..key.clone() };
@@ -613,7 +613,7 @@ fn a_bend_between_two_calibrated_sizes_asks_for_the_size_between_them() {
 
 #[test]
 fn a_step_in_a_copys_cost_takes_the_number_from_the_sizes_beside_it_only() {
-    let key = CostKey { kind: "share".into(), path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
     // Without a size inside the bend, 3 MiB is stated at 67 % and predicted 3.3x its 0.9 ms.
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     assert!(m.add(&key, stepping_host(), Some(false)));
@@ -653,7 +653,7 @@ fn an_array_whose_verdict_its_fit_never_had_says_so_whatever_else_made_the_numbe
     // numpy->jax by dlpack on the CPU, calibrated with arrays JAX shared (a constant), and a host that
     // runs faster now: a 200 MiB NumPy array that is not 64-byte aligned is copied (128 ms measured,
     // 34 µs predicted). Its words name the verdict, not the host's speed.
-    let key = CostKey { kind: "share".into(), path: "dlpack".into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "dlpack".into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
     let speeds = vec![1.0e-6, 1.0e-6, 1.0e-6];
     let noisy = [(64 * KIB, 20e-6), (MIB, 45e-6), (16 * MIB, 30e-6)].map(|(bytes, seconds)| Observation { bytes, seconds });
     let mut m = CostModel::new(serde_json::json!({}), 0.0);

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::model::Ordering;
+use crate::paths::PathKind::{self, Move, Process, Share};
 
 /// Whether the producer's stream had work queued when the handoff was planned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -58,21 +59,21 @@ impl Producer {
     }
 }
 
-/// How the handoff by `path` of `kind` (`share`, `move`, `process`) is ordered against the
+/// How the handoff by `path` of `kind` is ordered against the
 /// producer's queued work, from device memory (`on_device`) or the host, into a target that takes
 /// DLPack objects or not (`target_takes_objects`: TensorFlow takes capsules alone, and gpushare
 /// waits before it), whose `__cuda_array_interface__` import honours the interface's stream or not
 /// (`cai_orders`: JAX's does not). As measured on 2× H200 and an H100 (docs/gpu-results.md).
-pub fn ordering_of(kind: &str, path: &str, on_device: bool, target_takes_objects: bool, cai_orders: bool) -> Ordering {
+pub fn ordering_of(kind: PathKind, path: &str, on_device: bool, target_takes_objects: bool, cai_orders: bool) -> Ordering {
     match (kind, path) {
         _ if !on_device => Ordering::None,
-        ("share", "dlpack" | "copy" | "shared") => Ordering::DeviceEvent,
-        ("share", "capsule") if !target_takes_objects => Ordering::HostSynchronise,
-        ("share", "capsule") => Ordering::Unordered,
-        ("share", "cai") if cai_orders => Ordering::ConsumerOrders,
-        ("share", "cai") => Ordering::Unordered,
-        ("move", "p2p" | "pinned" | "dlpack") => Ordering::DeviceEvent,
-        ("process", "ipc" | "torch_mp") => Ordering::HostSynchronise,
+        (Share, "dlpack" | "copy" | "shared") => Ordering::DeviceEvent,
+        (Share, "capsule") if !target_takes_objects => Ordering::HostSynchronise,
+        (Share, "capsule") => Ordering::Unordered,
+        (Share, "cai") if cai_orders => Ordering::ConsumerOrders,
+        (Share, "cai") => Ordering::Unordered,
+        (Move, "p2p" | "pinned" | "dlpack") => Ordering::DeviceEvent,
+        (Process, "ipc" | "torch_mp") => Ordering::HostSynchronise,
         _ => Ordering::ProducerWait,
     }
 }
@@ -98,19 +99,19 @@ pub struct WaitFacts {
 /// target's import waits (JAX's DLPack import). A framework's own move between GPUs and NCCL queue
 /// their copies after the producer's work on the device. Measured on an H100 with 10.55 ms of
 /// matmuls queued: `copy` into CuPy, JAX, Numba and TensorFlow took 10.6–11.1 ms.
-pub fn host_waits(kind: &str, path: &str, facts: &WaitFacts) -> bool {
+pub fn host_waits(kind: PathKind, path: &str, facts: &WaitFacts) -> bool {
     if !facts.on_device {
         return false;
     }
     match (kind, path) {
-        ("share", "capsule") => !facts.target_takes_objects,
-        ("share", "host" | "pinned" | "copy") => true,
-        ("share", "dlpack") => facts.target_import_waits,
-        ("share", _) => false,
-        ("move", _) if facts.to_host => true,
-        ("move", "p2p" | "pinned") => true,
-        ("move", _) => false,
-        ("process", "ipc" | "torch_mp") => true,
+        (Share, "capsule") => !facts.target_takes_objects,
+        (Share, "host" | "pinned" | "copy") => true,
+        (Share, "dlpack") => facts.target_import_waits,
+        (Share, _) => false,
+        (Move, _) if facts.to_host => true,
+        (Move, "p2p" | "pinned") => true,
+        (Move, _) => false,
+        (Process, "ipc" | "torch_mp") => true,
         _ => false,
     }
 }
@@ -125,30 +126,30 @@ mod tests {
     fn host_memory_never_waits_and_device_ordered_paths_do_not() {
         let host = WaitFacts { on_device: false, ..GPU };
         for path in ["dlpack", "capsule", "cai", "host", "pinned", "copy"] {
-            assert!(!host_waits("share", path, &host), "{path}");
+            assert!(!host_waits(Share, path, &host), "{path}");
         }
         for path in ["dlpack", "capsule", "cai"] {
-            assert!(!host_waits("share", path, &GPU), "{path}");
+            assert!(!host_waits(Share, path, &GPU), "{path}");
         }
-        assert!(host_waits("share", "host", &GPU) && host_waits("share", "pinned", &GPU));
+        assert!(host_waits(Share, "host", &GPU) && host_waits(Share, "pinned", &GPU));
         // gpushare's copy within the device is timed to its end: the share returns after the queue.
-        assert!(host_waits("share", "copy", &GPU));
+        assert!(host_waits(Share, "copy", &GPU));
     }
 
     #[test]
     fn a_capsule_into_tensorflow_jax_dlpack_import_moves_and_process_handles_wait() {
         let tf = WaitFacts { target_takes_objects: false, ..GPU };
-        assert!(host_waits("share", "capsule", &tf));
-        assert_eq!(ordering_of("share", "capsule", true, false, true), Ordering::HostSynchronise);
+        assert!(host_waits(Share, "capsule", &tf));
+        assert_eq!(ordering_of(Share, "capsule", true, false, true), Ordering::HostSynchronise);
         // JAX's interface import ignores the stream: cai into it is not ordered.
-        assert_eq!(ordering_of("share", "cai", true, true, true), Ordering::ConsumerOrders);
-        assert_eq!(ordering_of("share", "cai", true, true, false), Ordering::Unordered);
+        assert_eq!(ordering_of(Share, "cai", true, true, true), Ordering::ConsumerOrders);
+        assert_eq!(ordering_of(Share, "cai", true, true, false), Ordering::Unordered);
         let jax = WaitFacts { target_import_waits: true, ..GPU };
-        assert!(host_waits("share", "dlpack", &jax) && !host_waits("share", "cai", &jax));
-        assert!(host_waits("move", "p2p", &GPU) && host_waits("move", "pinned", &GPU));
-        assert!(!host_waits("move", "move", &GPU) && host_waits("move", "move", &WaitFacts { to_host: true, ..GPU }));
-        assert!(host_waits("process", "ipc", &GPU) && host_waits("process", "torch_mp", &GPU));
-        assert!(!host_waits("process", "nccl", &GPU));
+        assert!(host_waits(Share, "dlpack", &jax) && !host_waits(Share, "cai", &jax));
+        assert!(host_waits(Move, "p2p", &GPU) && host_waits(Move, "pinned", &GPU));
+        assert!(!host_waits(Move, "move", &GPU) && host_waits(Move, "move", &WaitFacts { to_host: true, ..GPU }));
+        assert!(host_waits(Process, "ipc", &GPU) && host_waits(Process, "torch_mp", &GPU));
+        assert!(!host_waits(Process, "nccl", &GPU));
     }
 
     #[test]

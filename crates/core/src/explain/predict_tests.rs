@@ -39,7 +39,7 @@ fn flat_model(source: &str, target: &str, place: &str, paths: &[(&str, f64, bool
     use crate::advice::model::{CostKey, CostModel, Observation};
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     for &(path, seconds, shared) in paths {
-        let key = CostKey { kind: "share".into(), path: path.into(), source: source.into(), target: target.into(), place: place.into() };
+        let key = CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: source.into(), target: target.into(), place: place.into() };
         let flat = [1u64 << 16, 1 << 20, 1 << 24].iter().map(|&n| Observation { bytes: n, seconds }).collect();
         assert!(m.add(&key, flat, Some(shared)), "{path}");
     }
@@ -574,7 +574,7 @@ fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind(
     // Each array takes the path fastest for its own size, asked in either order, again and again.
     // (An int64 array into JAX with x64 off: DLPack copies it, narrowing, as the host route does.
     // Only copies have lines: a handoff that shares moves no bytes and is fitted one cost.)
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
     let line = |fixed: f64, per_byte: f64| -> Vec<Observation> {
         [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
     };
@@ -663,7 +663,7 @@ fn a_rules_path_whose_fit_cannot_price_this_array_is_not_overruled() {
     // of arrays DLPack copied) prices DLPack by the byte; a float32 array that DLPack shares is
     // not priced by that line, so the model has no word on DLPack for it and does not overrule
     // the rules' DLPack, whatever it says of the capsule (advise alike).
-    let key = |path: &str| CostKey { kind: "share".into(), path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "numpy".into(), target: "torch".into(), place: "cpu".into() };
     let sizes = [1u64 << 12, 1 << 16, 1 << 20];
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     m.add(&key("dlpack"), sizes.iter().map(|&n| Observation { bytes: n, seconds: 1e-3 + n as f64 * 1e-6 }).collect(), Some(false));

@@ -9,13 +9,12 @@ use crate::render::{BEST_STYLE, STYLE, cells, escape, units};
 
 /// A row's state: a path the rules say cannot run is not applicable here (nothing was called).
 fn state_of(r: &AdviceRow) -> State {
-    State::predicted(&r.verdict)
+    State::predicted(r.verdict)
 }
 
 /// The path table's words where the row's path copies by design.
 fn design(r: &AdviceRow) -> Option<&'static str> {
-    crate::paths::PathKind::parse(&r.kind)
-        .and_then(|k| crate::paths::copied_by_design(k, &r.path))
+    crate::paths::copied_by_design(r.kind, &r.path)
         .filter(|_| state_of(r) == State::Copied)
 }
 
@@ -309,8 +308,8 @@ mod tests {
         let p = Prediction { seconds: 9e-6, fixed: 9e-6, bound: "fixed cost".into(), tolerance: 0.3, ..Default::default() };
         let row = |path: &str, prediction: Prediction| AdviceRow {
             path: path.into(),
-            kind: "share".into(),
-            verdict: "shared".into(),
+            kind: crate::paths::PathKind::Share,
+            verdict: crate::report::Verdict::Shared,
             reason: None,
             ordering: "nothing: host memory has no queue to order against".into(),
             ordered: true,
@@ -347,8 +346,8 @@ mod tests {
         let p = |s: f64| Prediction { seconds: s, fixed: s, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None, ..Default::default() };
         let row = |path: &str, verdict: &str, s: f64| AdviceRow {
             path: path.into(),
-            kind: "share".into(),
-            verdict: verdict.into(),
+            kind: crate::paths::PathKind::Share,
+            verdict: crate::report::Verdict::parse(verdict).expect("a verdict's word"),
             reason: (verdict != "shared").then(|| "copied by design".into()),
             ordering: "nothing: host memory has no queue to order against".into(),
             ordered: true,
@@ -416,7 +415,7 @@ mod tests {
     #[test]
     fn the_model_table_shows_fixed_cost_bandwidth_and_error() {
         let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        let key = CostKey { kind: "share".into(), path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
+        let key = CostKey { kind: crate::paths::PathKind::Share, path: "copy".into(), source: "torch".into(), target: "jax".into(), place: "cpu".into() };
         let pts = [4096u64, 1 << 20, 16 << 20].map(|n| Observation { bytes: n, seconds: 5e-6 + n as f64 / 10e9 });
         assert!(m.add(&key, pts.to_vec(), Some(false)));
         let text = model_text(&m);
@@ -430,7 +429,7 @@ mod tests {
         // A copy within one GPU whose cost is mostly fixed and grows a little with size (2x H200:
         // its line's per-byte term read 7.7 TB/s while the copy reached 1.9 TB/s at 64 MiB).
         let mut m = CostModel::new(serde_json::json!({}), 0.0);
-        let key = CostKey { kind: "share".into(), path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
+        let key = CostKey { kind: crate::paths::PathKind::Share, path: "copy".into(), source: "jax".into(), target: "torch".into(), place: "cuda:0".into() };
         let pts = [(4096u64, 10e-6), (1 << 20, 12e-6), (16 << 20, 14e-6), (64 << 20, 35e-6)].map(|(n, t)| Observation { bytes: n, seconds: t });
         assert!(m.add(&key, pts.to_vec(), Some(false)));
         let fit = m.fits.values().next().unwrap();
@@ -448,8 +447,8 @@ mod tests {
         let p = Prediction { seconds: 8e-6, fixed: 8e-6, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.3, extrapolated: false, waits_for_queue: 0.0, host_slowdown: None, ..Default::default() };
         let row = |path: &str, waits: bool| AdviceRow {
             path: path.into(),
-            kind: "share".into(),
-            verdict: "shared".into(),
+            kind: crate::paths::PathKind::Share,
+            verdict: crate::report::Verdict::Shared,
             reason: None,
             ordering: "x".into(),
             ordered: true,

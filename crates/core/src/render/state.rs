@@ -35,11 +35,11 @@ impl State {
 
     /// The state of a predicted row (`advise`: nothing was called): a path the rules say cannot
     /// run is not applicable here, never "failed".
-    pub fn predicted(verdict: &str) -> State {
+    pub fn predicted(verdict: Verdict) -> State {
         match verdict {
-            "shared" => State::Shared,
-            "copied" => State::Copied,
-            _ => State::NotApplicable,
+            Verdict::Shared => State::Shared,
+            Verdict::Copied => State::Copied,
+            Verdict::Failed => State::NotApplicable,
         }
     }
 
@@ -124,7 +124,7 @@ mod tests {
     fn four_states_four_words_and_only_a_failure_is_red() {
         assert_eq!(State::of(Verdict::Failed, false), State::NotApplicable);
         assert_eq!(State::of(Verdict::Failed, true), State::Failed);
-        assert_eq!(State::predicted("failed"), State::NotApplicable);
+        assert_eq!(State::predicted(Verdict::Failed), State::NotApplicable);
         let words: Vec<&str> = [State::Shared, State::Copied, State::NotApplicable, State::Failed].iter().map(|s| s.word()).collect();
         assert_eq!(words, ["shared", "copied", "not applicable", "failed"]);
         for s in [State::Shared, State::Copied, State::NotApplicable] {

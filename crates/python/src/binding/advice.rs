@@ -2,6 +2,7 @@
 //! runs the calibration sweep and caches the model; everything that fits, predicts, decides and
 //! renders is the core's.
 
+use super::vocabulary::{PyPathKind, PyVerdict};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -37,8 +38,8 @@ fn ordering(name: &str) -> PyResult<Ordering> {
 /// guaranteed to read finished values (`crate::auto::orders_finished_values`).
 #[pyfunction]
 #[pyo3(signature = (kind, path, place, target_takes_objects = true, cai_orders = true))]
-fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool, cai_orders: bool) -> (String, String, bool) {
-    let o = producer::ordering_of(kind, path, place.starts_with("cuda"), target_takes_objects, cai_orders);
+fn path_ordering(kind: PyPathKind, path: &str, place: &str, target_takes_objects: bool, cai_orders: bool) -> (String, String, bool) {
+    let o = producer::ordering_of(kind.0, path, place.starts_with("cuda"), target_takes_objects, cai_orders);
     let name = serde_json::to_value(o).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     (name, o.describe().to_string(), o != Ordering::Unordered)
 }
@@ -49,14 +50,14 @@ fn path_ordering(kind: &str, path: &str, place: &str, target_takes_objects: bool
 /// is busy. ``import_waits``: the target's DLPack import waits on the host (the adapter says).
 #[pyfunction]
 #[pyo3(signature = (kind, path, place, target_takes_objects = true, import_waits = false))]
-fn path_waits(kind: &str, path: &str, place: &str, target_takes_objects: bool, import_waits: bool) -> bool {
+fn path_waits(kind: PyPathKind, path: &str, place: &str, target_takes_objects: bool, import_waits: bool) -> bool {
     let facts = WaitFacts {
         on_device: place.starts_with("cuda"),
         target_takes_objects,
         target_import_waits: import_waits,
         to_host: place.ends_with("->cpu"),
     };
-    producer::host_waits(kind, path, &facts)
+    producer::host_waits(kind.0, path, &facts)
 }
 
 /// Whether the CUDA stream ``stream`` (a raw handle; 0, 1, 2: the default streams of device
@@ -169,8 +170,8 @@ pub struct PyCostModel {
     pub(crate) inner: CostModel,
 }
 
-fn key(kind: &str, path: &str, source: &str, target: &str, place: &str) -> CostKey {
-    CostKey { kind: kind.into(), path: path.into(), source: source.into(), target: target.into(), place: place.into() }
+fn key(kind: PyPathKind, path: &str, source: &str, target: &str, place: &str) -> CostKey {
+    CostKey { kind: kind.0, path: path.into(), source: source.into(), target: target.into(), place: place.into() }
 }
 
 #[pymethods]
@@ -211,7 +212,7 @@ impl PyCostModel {
     #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
-        kind: &str,
+        kind: PyPathKind,
         path: &str,
         source: &str,
         target: &str,
@@ -243,7 +244,7 @@ impl PyCostModel {
     #[allow(clippy::too_many_arguments)]
     fn predict(
         &self,
-        kind: &str,
+        kind: PyPathKind,
         path: &str,
         source: &str,
         target: &str,
@@ -296,21 +297,21 @@ impl PyCostModel {
 
     /// The sizes a calibration should measure next, each ``(kind, path, source, target, place,
     /// bytes)``: the middle of a gap between two calibrated sizes where a copying path's cost bends.
-    fn refinements(&self) -> Vec<(String, String, String, String, String, u64)> {
+    fn refinements(&self) -> Vec<(PyPathKind, String, String, String, String, u64)> {
         self.inner
             .refinements()
             .into_iter()
-            .map(|(k, bytes)| (k.kind, k.path, k.source, k.target, k.place, bytes))
+            .map(|(k, bytes)| (PyPathKind(k.kind), k.path, k.source, k.target, k.place, bytes))
             .collect()
     }
 
     /// The calibrated paths: ``(kind, path, source, target, place)`` each.
-    fn keys(&self) -> Vec<(String, String, String, String, String)> {
+    fn keys(&self) -> Vec<(PyPathKind, String, String, String, String)> {
         self.inner
             .fits
             .keys()
             .filter_map(|label| CostKey::parse(label))
-            .map(|k| (k.kind, k.path, k.source, k.target, k.place))
+            .map(|k| (PyPathKind(k.kind), k.path, k.source, k.target, k.place))
             .collect()
     }
 
@@ -353,8 +354,8 @@ fn row_from_dict(d: &Bound<'_, PyDict>) -> PyResult<AdviceRow> {
     };
     Ok(AdviceRow {
         path: get("path")?.extract()?,
-        kind: get("kind")?.extract()?,
-        verdict: get("verdict")?.extract()?,
+        kind: get("kind")?.extract::<PyPathKind>()?.0,
+        verdict: get("verdict")?.extract::<PyVerdict>()?.0,
         reason: get("reason")?.extract()?,
         ordering: get("ordering")?.extract()?,
         ordered: d.get_item("ordered")?.map_or(Ok(true), |o| o.extract())?,
@@ -453,9 +454,9 @@ impl PyAdvice {
         for r in &self.inner.rows {
             let d = PyDict::new(py);
             d.set_item("path", &r.path)?;
-            d.set_item("kind", &r.kind)?;
+            d.set_item("kind", r.kind.name())?;
             // The tables' vocabulary: a path the rules say cannot run is "not applicable", not "failed".
-            d.set_item("verdict", crate::render::State::predicted(&r.verdict).word())?;
+            d.set_item("verdict", crate::render::State::predicted(r.verdict).word())?;
             d.set_item("reason", &r.reason)?;
             d.set_item("ordering", &r.ordering)?;
             d.set_item("ordered", r.ordered)?;

@@ -1,12 +1,13 @@
 //! The ceilings of this machine's resources (`crate::advice::ceilings`): which resources a path's copy crosses,
 //! and the GPU resources' ceilings measured with the CUDA driver. `gpushare.machine_ceilings` caches them.
 
+use super::vocabulary::PyPathKind;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::errors::to_pyerr;
 use crate::advice::ceilings::{measure, parse_key, resources};
-use crate::paths::{PathKind, Place};
+use crate::paths::Place;
 
 fn place(ordinal: Option<i32>) -> Place {
     ordinal.map_or(Place::Host, Place::Device)
@@ -16,10 +17,8 @@ fn place(ordinal: Option<i32>) -> Place {
 /// (CUDA ordinals; None: host memory).
 #[pyfunction]
 #[pyo3(signature = (kind, path, source, target))]
-fn copy_resources(kind: &str, path: &str, source: Option<i32>, target: Option<i32>) -> PyResult<Vec<(String, String)>> {
-    let kind = PathKind::parse(kind)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}: share, move or process")))?;
-    Ok(resources(kind, path, place(source), place(target)).into_iter().map(|r| (r.key(), r.describe())).collect())
+fn copy_resources(kind: PyPathKind, path: &str, source: Option<i32>, target: Option<i32>) -> Vec<(String, String)> {
+    resources(kind.0, path, place(source), place(target)).into_iter().map(|r| (r.key(), r.describe())).collect()
 }
 
 /// The ceiling of GPU resource `key` for copies of `nbytes`, in bytes per second: the best of

@@ -127,9 +127,9 @@ impl<'py> Lab<'py> {
         // The description goes along where the loop has it: a path that does not apply is then
         // refused in the prediction rules' words, the sentence `advise` gives for it.
         let planned = self.route_for.call1((path, is_auto, already_there, described)).and_then(|plan| {
-            let (convert, predictor, check_source, kind): (Py<PyAny>, Option<Bound<'py, PyAny>>, bool, String) = plan.extract()?;
-            let kind = crate::paths::PathKind::parse(&kind)
-                .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
+            let (convert, predictor, check_source, kind): (Py<PyAny>, Option<Bound<'py, PyAny>>, bool, super::vocabulary::PyPathKind) =
+                plan.extract()?;
+            let kind = kind.0;
             Ok((PyRoute::new(py, path.to_string(), convert).with_kind(kind), PredictStep::of(predictor), check_source))
         });
         let (route, predict, check_source) = match planned {

@@ -2,14 +2,15 @@
 //! `Pair`, the two adapters' declared facts, whose `auto(...)`, `size_breaks(...)` and
 //! `ranges(...)` ask it.
 
+use super::vocabulary::PyPathKind;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::auto::{self, AutoFacts};
-use crate::paths::{self, Endpoints, PathKind, PathSpec, Place};
+use crate::paths::{self, Endpoints, PathSpec, Place};
 
-fn spec_dict<'py>(py: Python<'py>, p: &PathSpec, kind: &str) -> PyResult<Bound<'py, PyDict>> {
+fn spec_dict<'py>(py: Python<'py>, p: &PathSpec, kind: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", p.name)?;
     d.set_item("kind", kind)?;
@@ -21,14 +22,14 @@ fn spec_dict<'py>(py: Python<'py>, p: &PathSpec, kind: &str) -> PyResult<Bound<'
     Ok(d)
 }
 
-/// Every path, in table order: dicts with ``name``, ``kind`` (``share``, ``move``, ``process``),
+/// Every path, in table order: dicts with ``name``, ``kind`` (a ``gpushare.PathKind``),
 /// ``description``, ``copies_by_design`` (the reason a copy gives, or None), ``colour``,
 /// ``modelled`` (the prediction rules model it) and ``applies`` (when, in words); ``auto`` last,
 /// of kind ``any``.
 #[pyfunction]
 fn path_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    let mut rows = paths::PATHS.iter().map(|p| spec_dict(py, p, p.kind.name())).collect::<PyResult<Vec<_>>>()?;
-    rows.push(spec_dict(py, &paths::AUTO, "any")?);
+    let mut rows = paths::PATHS.iter().map(|p| spec_dict(py, p, PyPathKind(p.kind).into_pyobject(py)?)).collect::<PyResult<Vec<_>>>()?;
+    rows.push(spec_dict(py, &paths::AUTO, pyo3::types::PyString::new(py, "any").into_any())?);
     Ok(rows)
 }
 
@@ -208,10 +209,10 @@ impl PyPair {
     /// ``(path, kind, why)``: THE ``auto`` for a handoff of ``facts`` (a ``HandoffFacts``):
     /// handed over where the array lies, moved to its destination (``device=``), or to another
     /// process (``across``).
-    fn auto(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> (&'static str, &'static str, Option<String>) {
+    fn auto(&self, py: Python<'_>, facts: PyRef<'_, PyHandoffFacts>) -> (&'static str, PyPathKind, Option<String>) {
         let model = facts.model.as_ref().map(|m| m.bind(py).borrow());
         let choice = auto::resolve_auto(&self.facts(py, &facts, model.as_ref().map(|m| &m.inner)));
-        (choice.path, choice.kind.name(), choice.why)
+        (choice.path, PyPathKind(choice.kind), choice.why)
     }
 
     /// The sizes, in bytes, at which ``auto``'s choice for ``facts`` may change (sorted; empty:
@@ -408,9 +409,8 @@ impl MoveAuto {
 
 /// Why a path of ``kind`` copies whenever it copies, where it copies by design; None otherwise.
 #[pyfunction]
-fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
-    let kind = PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
-    Ok(paths::copied_by_design(kind, path))
+fn copied_by_design(kind: PyPathKind, path: &str) -> Option<&'static str> {
+    paths::copied_by_design(kind.0, path)
 }
 
 /// The paths of ``kind`` (``share``, ``move``, ``process``) a list names: each text holds names
@@ -418,9 +418,8 @@ fn copied_by_design(kind: &str, path: &str) -> PyResult<Option<&'static str>> {
 /// kind; checked, without repeats, in the order written. The core's one parser of path lists,
 /// which the command line reads them with too; ``ValueError`` naming the known paths.
 #[pyfunction]
-fn parse_paths(kind: &str, texts: Vec<String>) -> PyResult<Vec<&'static str>> {
-    let kind = PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
-    paths::parse_list(kind, texts.iter().map(String::as_str)).map_err(PyValueError::new_err)
+fn parse_paths(kind: PyPathKind, texts: Vec<String>) -> PyResult<Vec<&'static str>> {
+    paths::parse_list(kind.0, texts.iter().map(String::as_str)).map_err(PyValueError::new_err)
 }
 
 /// The one parser of path lists, to `gpushare._native.text`.

@@ -7,6 +7,7 @@
 //! microseconds: the same steps in Python cost about as much as JAX's own import.
 //! Everything framework-specific stays in the Python adapters, which the plan calls back.
 
+use super::vocabulary::PyPathKind;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -686,7 +687,7 @@ impl SharePlan {
     /// route_for)``: the move's path is decided for each array by the planner's ``move_auto`` for
     /// ``destination`` (DLPack's ``(device_type, id)``), and ``route_for(path, already_there)`` →
     /// ``(convert, check_source, predictor)`` builds the route of each path taken.
-    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind="share", route_for=None,
+    #[pyo3(signature = (source, target, path, convert, predictor=None, allocators=None, check_source=true, kind=PyPathKind(crate::paths::PathKind::Share), route_for=None,
                         move_auto=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -697,11 +698,11 @@ impl SharePlan {
         predictor: Option<&Bound<'_, PyAny>>,
         allocators: Option<Py<PyAny>>,
         check_source: bool,
-        kind: &str,
+        kind: PyPathKind,
         route_for: Option<Py<PyAny>>,
         move_auto: Option<MoveAutoArgument<'_>>,
     ) -> PyResult<SharePlan> {
-        let kind = crate::paths::PathKind::parse(kind).ok_or_else(|| PyValueError::new_err(format!("unknown path kind {kind:?}")))?;
+        let kind = kind.0;
         let predict = PredictStep::of(predictor.cloned());
         Ok(SharePlan {
             source: PyFramework::new(source)?,
