@@ -220,3 +220,18 @@ def test_a_path_kind_is_typed_and_the_core_takes_it_or_its_word():
 
     advice = gpushare.advise(np.arange(4.0), "torch")
     assert advice.to_pandas()["kind"].tolist() == ["share"] * len(advice.rows)
+
+
+def test_a_shares_prediction_is_typed_and_still_reads_by_key():
+    import numpy as np
+
+    r = gpushare.share(np.arange(4.0), "numpy")
+    predicted = r.prediction
+    assert isinstance(predicted, gpushare.Prediction)
+    assert predicted.verdict is gpushare.Verdict.SHARED and predicted["verdict"] == "shared" == predicted[0]
+    assert predicted["reason"] == predicted.reason and predicted["fix"] is None
+    with pytest.raises(KeyError, match="speed"):
+        predicted["speed"]
+    # The JSON form is unchanged: the verdict and the reason.
+    assert r.to_dict()["predicted"] == {"verdict": "shared", "reason": predicted.reason}
+    assert gpushare.Prediction(gpushare.Verdict.COPIED, "why") == ("copied", "why", None, None)

@@ -31,6 +31,10 @@ from gpushare.vocabulary import PathKind, Verdict
 __version__: str = _native.__version__
 Timing = _native.share.Timing
 PathRow = _native.lab.PathRow
+#: What a share was predicted to do (``ShareResult.prediction`` within a process, ``gpushare.explain``).
+Prediction = _native.paths.Prediction
+#: A predicted time and its stated error (``advise``, a handoff to a worker's ``prediction``).
+CostPrediction = _native.advice.CostPrediction
 
 _loaded: dict[int, Any] = {}
 
@@ -59,11 +63,13 @@ __all__ = [
     "Comparison",
     "ContextMeter",
     "CostModel",
+    "CostPrediction",
     "CrossContextAccess",
     "GpushareError",
     "GpuInfo",
     "GpushareWarning",
     "PathRow",
+    "Prediction",
     "ShareResult",
     "ShareTable",
     "SharedBuffer",

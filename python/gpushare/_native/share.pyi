@@ -4,7 +4,8 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from gpushare.vocabulary import PathKind, Verdict
 
-from gpushare._native.paths import Planner
+from gpushare._native.advice import CostPrediction
+from gpushare._native.paths import Planner, Prediction
 
 class TensorInfo:
     @staticmethod
@@ -123,7 +124,7 @@ class ShareResult:
     @property
     def shares_origin(self) -> bool | None: ...
     @property
-    def prediction(self) -> dict[str, Any] | None: ...
+    def prediction(self) -> Prediction | CostPrediction | None: ...
     @property
     def unexpected(self) -> bool: ...
     @property

@@ -73,15 +73,6 @@ impl Prediction {
     }
 }
 
-fn parse_verdict(verdict: &str) -> PyResult<Verdict> {
-    match verdict {
-        "shared" => Ok(Verdict::Shared),
-        "copied" => Ok(Verdict::Copied),
-        "failed" => Ok(Verdict::Failed),
-        other => Err(PyValueError::new_err(format!("unknown verdict {other:?}: use shared, copied or failed"))),
-    }
-}
-
 /// A Prediction, or any sequence whose items are ``(verdict, reason[, fix[, expected_error]])``.
 pub fn prediction_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Prediction> {
     if let Ok(p) = obj.cast::<Prediction>() {
@@ -89,16 +80,16 @@ pub fn prediction_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Prediction> {
     }
     let len = obj.len()?;
     let item = |i: usize| -> PyResult<Option<String>> { if i < len { obj.get_item(i)?.extract() } else { Ok(None) } };
-    let verdict: String = obj.get_item(0)?.extract()?;
-    Ok(Prediction { verdict: parse_verdict(&verdict)?, reason: item(1)?, fix: item(2)?, expected_error: item(3)? })
+    let verdict = obj.get_item(0)?.extract::<super::vocabulary::PyVerdict>()?.0;
+    Ok(Prediction { verdict, reason: item(1)?, fix: item(2)?, expected_error: item(3)? })
 }
 
 #[pymethods]
 impl Prediction {
     #[new]
     #[pyo3(signature = (verdict, reason=None, fix=None, expected_error=None))]
-    fn new(verdict: &str, reason: Option<String>, fix: Option<String>, expected_error: Option<String>) -> PyResult<Self> {
-        Ok(Prediction { verdict: parse_verdict(verdict)?, reason, fix, expected_error })
+    fn new(verdict: super::vocabulary::PyVerdict, reason: Option<String>, fix: Option<String>, expected_error: Option<String>) -> Self {
+        Prediction { verdict: verdict.0, reason, fix, expected_error }
     }
     #[getter]
     fn verdict(&self) -> super::vocabulary::PyVerdict {
@@ -119,7 +110,17 @@ impl Prediction {
     fn __len__(&self) -> usize {
         4
     }
-    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+    /// By position, as the 4-tuple it is, or by field name (``p["verdict"]``), as the dict a
+    /// share's prediction once was.
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(name) = key.cast::<pyo3::types::PyString>() {
+            let index = ["verdict", "reason", "fix", "expected_error"].iter().position(|field| name == *field);
+            return match index {
+                Some(i) => self.__getitem__(py, &i.into_bound_py_any(py)?),
+                None => Err(pyo3::exceptions::PyKeyError::new_err(name.clone().unbind())),
+            };
+        }
+        let index: isize = key.extract()?;
         let i = if index < 0 { index + 4 } else { index };
         match i {
             0 => super::vocabulary::PyVerdict(self.verdict).into_bound_py_any(py),

@@ -522,13 +522,27 @@ impl ShareResult {
     fn shares_origin(&self) -> Option<bool> {
         self.share_report()?.shares_origin
     }
-    /// What was predicted before the handoff ran: `{"verdict", "reason"}` for a share within this
-    /// process; the cost model's time and stated error for a handoff to a worker; or None.
+    /// What was predicted before the handoff ran: a ``Prediction`` (its verdict and reason) for a
+    /// share within this process; the cost model's ``CostPrediction`` (time and stated error) for
+    /// a handoff to a worker; or None. Both also read by key (``r.prediction["verdict"]``).
     #[getter]
     fn prediction<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         match &self.handed {
-            Handed::Here(here) => here.report.predicted.as_ref().map(|p| to_py(py, p)).transpose(),
-            Handed::Worker(w) => Self::lock(w).report.predicted.as_ref().map(|p| to_py(py, p)).transpose(),
+            Handed::Here(here) => here
+                .report
+                .predicted
+                .as_ref()
+                .map(|p| {
+                    let typed = super::explain::Prediction { verdict: p.verdict, reason: p.reason.clone(), fix: None, expected_error: None };
+                    Bound::new(py, typed).map(Bound::into_any)
+                })
+                .transpose(),
+            Handed::Worker(w) => Self::lock(w)
+                .report
+                .predicted
+                .clone()
+                .map(|inner| Bound::new(py, super::advice::PyPrediction { inner }).map(Bound::into_any))
+                .transpose(),
         }
     }
     /// True when what happened differs from the prediction.
