@@ -51,6 +51,18 @@ def test_results_are_the_cores_typed_reports(worker):
     assert type(c) is gpushare.Comparison and c.worker.pid == worker.pid and c.worker.host is None
     assert json.loads(c.to_json())["schema"] == "gpushare.process-comparison/1"
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
+    # Its rows are typed as the core's rows: a ProcessRow whose timing, sides and worker are typed
+    # too, and whose keys still read its JSON form.
+    row = c.paths["gloo"]
+    assert isinstance(row, gpushare.ProcessRow) and row.verdict is gpushare.Verdict.COPIED and row.size is None
+    assert isinstance(row.timing, _native.processes.ProcessTiming) and row.timing.repeats == 2
+    assert row["timing"]["median"] == row.timing.median == row.to_dict()["timing"]["median"]
+    assert isinstance(row.target, _native.processes.ProcessSide) and row.target.pid == worker.pid
+    assert row.source.pid == os.getpid() and row.source.framework == "torch" and "identity" in row.source
+    assert isinstance(c.worker, _native.processes.WorkerInfo) and c.worker["pid"] == worker.pid
+    assert row.to_dict() == json.loads(c.to_json())["data"]["rows"][1]
+    with pytest.raises(KeyError):
+        row["speed"]
 
 
 def test_the_timing_is_the_cores_loop_and_median(worker):
@@ -91,8 +103,12 @@ def test_the_process_modules_read_no_clock_and_write_no_json(module):
 def test_processes_keeps_the_transport_only():
     lines = (PACKAGE / "processes" / "__init__.py").read_text(encoding="utf-8").count("\n")
     assert lines < 700, lines
-    # The process results are every handoff's classes: no class of their own.
-    assert not any(name.startswith("Process") for name in dir(processes) + dir(_native.processes))
+    # The process results are every handoff's classes: no result class of their own (a class with a
+    # notebook form). Its rows are typed (ProcessRow, ProcessTiming, ProcessSide, WorkerInfo).
+    classes = [getattr(m, n) for m in (processes, _native.processes) for n in dir(m) if isinstance(getattr(m, n), type)]
+    results = {c.__name__ for c in classes if hasattr(c, "_repr_mimebundle_")}
+    assert results <= {"ShareResult", "Comparison", "Benchmark"}, results
+    assert not {"ProcessShareResult", "ProcessComparison", "ProcessBenchmark"} & {c.__name__ for c in classes}
     assert processes.ShareResult is gpushare.ShareResult and processes.Comparison is gpushare.Comparison
 
 

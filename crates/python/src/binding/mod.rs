@@ -19,6 +19,7 @@ mod plan;
 mod process;
 mod process_timing;
 mod process_route;
+mod process_rows;
 mod process_tables;
 mod rows;
 mod shared;

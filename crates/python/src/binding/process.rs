@@ -149,22 +149,6 @@ fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Boun
     from_value(kind, &from_py::<serde_json::Value>(data)?).map_err(PyValueError::new_err)
 }
 
-/// The worker that held the arrays of these handoffs, as a record (`pid`, `host`: None on this
-/// host, `framework`), from the first handoff that reached it: what `worker` reads on every result
-/// of a handoff to another process. Its fields are None where no handoff reached the worker.
-pub(crate) fn worker_record<'a, 'py>(
-    py: Python<'py>,
-    mut reports: impl Iterator<Item = &'a ProcessShareReport>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let reached = reports.find(|r| r.target.as_ref().is_some_and(|t| t.pid.is_some()));
-    let target = reached.and_then(|r| r.target.as_ref());
-    let d = PyDict::new(py);
-    d.set_item("pid", target.and_then(|t| t.pid))?;
-    d.set_item("host", reached.and_then(|r| r.link.as_ref()).and_then(|l| l.remote.host.clone()))?;
-    d.set_item("framework", target.and_then(|t| t.framework.clone()))?;
-    py.import("gpushare.records")?.getattr("wrap")?.call1((d,))
-}
-
 /// A tidy frame of handoffs to a worker: the source's framework, the worker's, and the bytes, then
 /// each path's outcome.
 pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[ProcessShareReport]) -> PyResult<Bound<'py, PyAny>> {
@@ -253,5 +237,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     super::process_timing::register(m)?;
     super::process_route::register(m)?;
     super::process_tables::register(m)?;
-    Ok(())
+    super::process_rows::register(m)
 }

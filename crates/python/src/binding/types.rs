@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use pyo3::exceptions::PyTypeError;
+use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -10,6 +11,7 @@ use super::forms::Forms;
 
 use super::frames::shares_frame;
 use super::forms::{envelope_json, to_py};
+use super::process_rows::{PyProcessSide, PyProcessTiming};
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
@@ -341,7 +343,7 @@ impl ShareResult {
                 let info = here.source.get_or_try_init(py, || Py::new(py, TensorInfo { report: here.report.source.clone() }))?;
                 Ok(info.bind(py).clone().into_any())
             }
-            Handed::Worker(w) => record(py, to_py(py, &Self::lock(w).report.source)?),
+            Handed::Worker(w) => Ok(Bound::new(py, PyProcessSide::source(&Self::lock(w).report.source))?.into_any()),
         }
     }
     /// The target's `TensorInfo`; for a handoff to a worker, the worker's side (None for a path
@@ -353,7 +355,7 @@ impl ShareResult {
                 let info = here.target.get_or_try_init(py, || Py::new(py, TensorInfo { report: here.report.target.clone() }))?;
                 Ok(info.bind(py).clone().into_any())
             }
-            Handed::Worker(w) => record(py, to_py(py, &Self::lock(w).report.target)?),
+            Handed::Worker(w) => Self::lock(w).report.target.as_ref().map(PyProcessSide::target).into_bound_py_any(py),
         }
     }
     /// The `Timing`; for a handoff to a worker, its first call, median, minimum and samples (None
@@ -365,7 +367,7 @@ impl ShareResult {
                 let timing = here.timing.get_or_try_init(py, || Py::new(py, PyTiming { timing: here.report.timing.clone() }))?;
                 Ok(timing.bind(py).clone().into_any())
             }
-            Handed::Worker(w) => record(py, to_py(py, &Self::lock(w).report.timing)?),
+            Handed::Worker(w) => Self::lock(w).report.timing.as_ref().map(PyProcessTiming::of).into_bound_py_any(py),
         }
     }
     #[getter]
@@ -394,7 +396,7 @@ impl ShareResult {
     fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Handed::Worker(w) = &self.handed else { return Ok(None) };
         let w = Self::lock(w);
-        super::process::worker_record(py, std::iter::once(&w.report)).map(Some)
+        Ok(Some(Bound::new(py, super::process_rows::PyWorkerInfo::of(std::iter::once(&w.report)))?.into_any()))
     }
     /// The worker's array (the same as `value`), or None for a share within this process.
     #[getter]
@@ -428,15 +430,15 @@ impl ShareResult {
     fn row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &Forms::data(self))
     }
-    /// A handoff to a worker reads every key of its JSON form as an attribute
-    /// (`r.mechanism`, `r.bytes_moved`, `r.segment.name`).
+    /// A handoff to a worker reads every key of its JSON form as an attribute (`r.mechanism`,
+    /// `r.bytes_moved`, `r.segment["name"]`: a segment and a link are dicts).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         let missing = || pyo3::exceptions::PyAttributeError::new_err(format!("'ShareResult' object has no attribute '{name}'"));
         if matches!(self.handed, Handed::Here(_)) || name.starts_with('_') {
             return Err(missing());
         }
         match self.row(py)?.get_item(name) {
-            Ok(v) => record(py, v),
+            Ok(v) => Ok(v),
             Err(_) => Err(missing()),
         }
     }
@@ -602,11 +604,6 @@ impl Forms for ShareResult {
 }
 
 super::forms::forms_methods!(ShareResult);
-
-/// `items` (a dict or list) as `gpushare.records` records, read by attribute.
-fn record<'py>(py: Python<'py>, items: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    py.import("gpushare.records")?.getattr("wrap")?.call1((items,))
-}
 
 fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
     let mut out = Vec::new();
