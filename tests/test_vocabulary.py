@@ -232,6 +232,7 @@ def test_a_shares_prediction_is_typed_and_still_reads_by_key():
     assert predicted["reason"] == predicted.reason and predicted["fix"] is None
     with pytest.raises(KeyError, match="speed"):
         predicted["speed"]
+    assert predicted.get("reason") == predicted.reason and predicted.get("speed", "none") == "none"
     # The JSON form is unchanged: the verdict and the reason.
     assert r.to_dict()["predicted"] == {"verdict": "shared", "reason": predicted.reason}
     assert gpushare.Prediction(gpushare.Verdict.COPIED, "why") == ("copied", "why", None, None)

@@ -165,7 +165,7 @@ def run_cell(src: str, dst: str, dtype: str, layout: str, device: str = "cpu", p
             cell.outcome, cell.reason = r.verdict, r.reason
             p = r.prediction
             if p is not None:
-                cell.predicted, cell.predicted_reason = p["verdict"], p.get("reason")
+                cell.predicted, cell.predicted_reason = p.verdict, p.reason
             if r.unexpected:
                 cell.problem = "the result itself says UNEXPECTED"
             try:

@@ -130,6 +130,15 @@ impl Prediction {
             _ => Err(PyIndexError::new_err("Prediction index out of range")),
         }
     }
+    /// A field by name, or ``default``: as ``dict.get`` on the dict a share's prediction once was.
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>, default: Option<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.__getitem__(py, key) {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) => Ok(default),
+            Err(e) => Err(e),
+        }
+    }
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(self.as_tuple(py)?.try_iter()?.into_any())
     }
