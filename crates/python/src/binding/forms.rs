@@ -156,3 +156,41 @@ macro_rules! forms_methods {
     };
 }
 pub(crate) use forms_methods;
+
+/// Key access over a row's JSON form, for code written against the dicts rows once were: ``to_dict``,
+/// ``[]``, ``get``, ``keys`` and ``in``, each reading the class's own `dict(py)` (the JSON form as a
+/// dict).
+macro_rules! keyed_methods {
+    ($class:ty) => {
+        #[pyo3::pymethods]
+        impl $class {
+            /// The JSON form as a dict.
+            fn to_dict<'py>(&self, py: pyo3::Python<'py>) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyDict>> {
+                self.dict(py)
+            }
+            fn __getitem__<'py>(&self, py: pyo3::Python<'py>, key: &str) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
+                use pyo3::types::PyDictMethods;
+                self.dict(py)?.get_item(key)?.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(key.to_string()))
+            }
+            #[pyo3(signature = (key, default=None))]
+            fn get<'py>(
+                &self,
+                py: pyo3::Python<'py>,
+                key: &str,
+                default: Option<pyo3::Bound<'py, pyo3::PyAny>>,
+            ) -> pyo3::PyResult<Option<pyo3::Bound<'py, pyo3::PyAny>>> {
+                use pyo3::types::PyDictMethods;
+                Ok(self.dict(py)?.get_item(key)?.or(default))
+            }
+            fn keys<'py>(&self, py: pyo3::Python<'py>) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
+                use pyo3::types::PyAnyMethods;
+                self.dict(py)?.call_method0("keys")
+            }
+            fn __contains__(&self, py: pyo3::Python<'_>, key: &str) -> pyo3::PyResult<bool> {
+                use pyo3::types::PyDictMethods;
+                self.dict(py)?.contains(key)
+            }
+        }
+    };
+}
+pub(crate) use keyed_methods;

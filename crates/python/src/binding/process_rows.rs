@@ -7,41 +7,14 @@
 //! network link stay dicts: each is a tagged description (host or CUDA memory, an engine's link)
 //! whose keys depend on its kind.
 
-use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
 
 use super::advice::PyPrediction;
-use super::forms::to_py;
+use super::forms::{keyed_methods, to_py};
 use super::vocabulary::PyVerdict;
 use crate::report::process::{ProcessBenchPoint, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, ProcessTiming};
-
-/// Key access over a type's JSON form (its `dict`): `to_dict`, `[]`, `get`, `keys`, `in`.
-macro_rules! keyed {
-    ($class:ty) => {
-        #[pymethods]
-        impl $class {
-            /// The JSON form as a dict.
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-                self.dict(py)
-            }
-            fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
-                self.dict(py)?.get_item(key)?.ok_or_else(|| PyKeyError::new_err(key.to_string()))
-            }
-            #[pyo3(signature = (key, default=None))]
-            fn get<'py>(&self, py: Python<'py>, key: &str, default: Option<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyAny>>> {
-                Ok(self.dict(py)?.get_item(key)?.or(default))
-            }
-            fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                self.dict(py)?.call_method0("keys")
-            }
-            fn __contains__(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
-                self.dict(py)?.contains(key)
-            }
-        }
-    };
-}
 
 fn dict_of<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyDict>> {
     Ok(to_py(py, value)?.cast_into::<PyDict>()?)
@@ -98,7 +71,7 @@ impl PyProcessTiming {
     }
 }
 
-keyed!(PyProcessTiming);
+keyed_methods!(PyProcessTiming);
 
 /// One side of a handoff to another process, described by memory identity in its own process.
 enum Side {
@@ -172,7 +145,7 @@ impl PyProcessSide {
     }
 }
 
-keyed!(PyProcessSide);
+keyed_methods!(PyProcessSide);
 
 /// One process path's row of a comparison across processes, or one point of such a sweep (its
 /// ``size`` set): the core's process-share row, read by attribute.
@@ -290,7 +263,7 @@ impl PyProcessRow {
     }
 }
 
-keyed!(PyProcessRow);
+keyed_methods!(PyProcessRow);
 
 /// The worker process that held the arrays of a result's handoffs: its ``pid`` and ``framework``
 /// (None where no handoff reached it) and ``host`` (None on this host).
@@ -339,7 +312,7 @@ impl PyWorkerInfo {
     }
 }
 
-keyed!(PyWorkerInfo);
+keyed_methods!(PyWorkerInfo);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProcessRow>()?;

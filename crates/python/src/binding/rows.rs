@@ -3,12 +3,11 @@
 //! `Timing`, `row.target` a `TensorInfo`, as on a `ShareResult`. Key access (`row["timing"]
 //! ["median"]`) reads the row's JSON form, for code written against the dicts rows once were.
 
-use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::advice::PyPrediction;
-use super::forms::to_py;
+use super::forms::{keyed_methods, to_py};
 use super::tensor_info::TensorInfo;
 use super::types::PyTiming;
 use crate::render::lab::{BenchPoint, PathRow};
@@ -131,23 +130,6 @@ impl PyPathRow {
         self.size
     }
 
-    /// The row's JSON form as a dict (a point's `size` first).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.dict(py)
-    }
-    fn __getitem__<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.dict(py)?.get_item(key)?.ok_or_else(|| PyKeyError::new_err(key.to_string()))
-    }
-    #[pyo3(signature = (key, default=None))]
-    fn get<'py>(&self, py: Python<'py>, key: &str, default: Option<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        Ok(self.dict(py)?.get_item(key)?.or(default))
-    }
-    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.dict(py)?.call_method0("keys")?)
-    }
-    fn __contains__(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
-        self.dict(py)?.contains(key)
-    }
     fn __repr__(&self) -> String {
         let time = match &self.row.timing {
             Some(t) => format!(", median={}", crate::render::units::time(t.median)),
@@ -157,3 +139,6 @@ impl PyPathRow {
         format!("PathRow({size}path='{}', verdict='{}'{time})", self.row.path, self.row.verdict.as_str())
     }
 }
+
+// A point's JSON form has its `size` first.
+keyed_methods!(PyPathRow);
