@@ -88,7 +88,7 @@ def test_the_verdict_is_the_cores_identity_judge():
     assert _native.processes.same_memory(seg, {**seg, "address": 8192}) == (True, "same file and offset, mapped shared by both processes")
     assert _native.processes.judge_handoff("shm", seg, {**seg, "offset": 64}) == ("copied", "same file, different offsets")
     verdict, reason = _native.processes.judge_handoff("shm", seg, seg, {"name": "s", "offset": 0})
-    assert verdict == "copied" and "(s + 0)" in reason
+    assert verdict is gpushare.Verdict.COPIED and "(s + 0)" in reason
     with pytest.raises(ValueError, match="colour"):
         _native.processes.same_memory({**seg, "colour": "blue"}, seg)
 

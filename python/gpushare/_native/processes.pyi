@@ -105,7 +105,7 @@ def same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tuple[boo
 
 def judge_handoff(
     path: str, source: dict[str, Any] | None, target: dict[str, Any] | None, segment: dict[str, Any] | None = None
-) -> tuple[Literal["shared", "copied"], str | None]: ...
+) -> tuple[Verdict, str | None]: ...
 
 def measure_handoffs(
     handoff: Callable[[], Any], release: Callable[[Any], Any], repeat: int, first_extra: float = 0.0

@@ -42,14 +42,14 @@ fn judge_handoff(
     source: Option<Bound<'_, PyAny>>,
     target: Option<Bound<'_, PyAny>>,
     segment: Option<Bound<'_, PyAny>>,
-) -> PyResult<(&'static str, Option<String>)> {
+) -> PyResult<(super::vocabulary::PyVerdict, Option<String>)> {
     let segment: Option<Segment> = match segment.filter(|s| !s.is_none()) {
         Some(s) => Some(from_py(&s)?),
         None => None,
     };
     let (verdict, reason) =
         crate::explain::judge_handoff(path, identity(source.as_ref())?.as_ref(), identity(target.as_ref())?.as_ref(), segment.as_ref());
-    Ok((verdict.as_str(), reason))
+    Ok((super::vocabulary::PyVerdict(verdict), reason))
 }
 
 /// The costly facts of a process path's refusal, asked of Python callables (each returning a
