@@ -149,6 +149,22 @@ def copying_paths(run: dict) -> list[tuple[str, float, list[float]]]:
     return out
 
 
+def promise(rows: list[tuple[float, float, float, str | None]]) -> dict:
+    """Of `(measured, predicted, tolerance, words)` rows: how many gave a number, the share of
+    those within their stated error, the worst ratio either way, how many lie beyond 2x, and how
+    many gave words instead of a number."""
+    numbered = [(m, p, t) for m, p, t, w in rows if not w and m and m > 0 and p and p > 0]
+    ratios = [max(m / p, p / m) for m, p, _ in numbered]
+    within = sum(abs(p - m) / m <= t for m, p, t in numbered)
+    return {
+        "numbers": len(numbered),
+        "within": within / len(numbered) if numbered else 0.0,
+        "worst": max(ratios, default=1.0),
+        "beyond_2x": sum(r > 2.0 for r in ratios),
+        "words": len(rows) - len(numbered),
+    }
+
+
 def report(path: Path, show_paths: bool) -> dict:
     # A run written by bench_advice.py --json may be gzipped.
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
@@ -159,7 +175,8 @@ def report(path: Path, show_paths: bool) -> dict:
           f"{len(run['model']['fits'])} paths fitted on {place}")
     recorded = errors_of(rows, {i: (r["predicted_s"], r["tolerance"]) for i, r in enumerate(rows)})
     model = refit(run)
-    replayed = {}
+    replayed: dict[int, tuple[float, float]] = {}
+    words: dict[int, str | None] = {}
     for i, r in enumerate(rows):
         src, dst = r["pair"].split("->")
         # Each row as the run predicted it: its own kind and place, and the host's speed measured
@@ -170,6 +187,7 @@ def report(path: Path, show_paths: bool) -> dict:
         p = model.predict(kind, r["path"], src, dst, where, int(r["size"]), host_speed=speed)
         if p is not None:
             replayed[i] = (p.seconds, p.tolerance)
+            words[i] = p.unpredictable
     refitted = errors_of(rows, replayed)
     result = {}
     for name, errs in (("recorded model", recorded), ("refitted by this build", refitted)):
@@ -180,6 +198,17 @@ def report(path: Path, show_paths: bool) -> dict:
         print(" " * 28 + "rows beyond their stated tolerance: " + ", ".join(
             f"{k} paths {sum(v) / len(v) * 100:.0f} % (median tolerance {median(errs['tolerance'][k]) * 100:.0f} %)"
             for k, v in sorted(errs["missed"].items())))
+    # The promise a user holds a prediction to: the rows given a number lie within its stated
+    # error, and none further than 2x; a row that cannot be held to that gives words instead.
+    recorded_promise = promise([(r["measured_s"], r["predicted_s"], r["tolerance"], r.get("unpredictable"))
+                                for r in rows if r.get("predicted_s") is not None])
+    refitted_promise = promise([(rows[i]["measured_s"], seconds, tolerance, words.get(i))
+                                for i, (seconds, tolerance) in replayed.items()])
+    for name, kept in (("recorded model", recorded_promise), ("refitted by this build", refitted_promise)):
+        result[name]["promise"] = kept
+        print(f"  {name:24} with a number {kept['numbers']} rows: within the stated error {kept['within'] * 100:.0f} % "
+              f"(goal >= 90 %), worst ratio {kept['worst']:.2f}x (goal <= 2x), {kept['beyond_2x']} beyond 2x; "
+              f"{kept['words']} rows gave words instead")
     print("  by kind, median % (recorded -> refitted): " + ", ".join(
         f"{k} {pct(median(recorded['kind'][k])).strip()}->{pct(median(refitted['kind'].get(k, []))).strip()}"
         for k in sorted(recorded["kind"])))

@@ -189,7 +189,7 @@ mod tests {
 
     fn line(fixed: f64, per_byte: f64) -> Fit {
         // Measured as `gpushare calibrate` measures: 4 KiB to 64 MiB.
-        Fit { fixed, per_byte, sizes: vec![4096, 1 << 20, 64 << 20], error: 0.0, shares: Some(false), knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None, beyond_error: None, held_out: Vec::new() }
+        Fit { fixed, per_byte, sizes: vec![4096, 1 << 20, 64 << 20], error: 0.0, shares: Some(false), knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None, beyond_error: None, held_out: Vec::new(), regime_changes: Vec::new() }
     }
 
     #[test]

@@ -170,6 +170,12 @@ pub struct Fit {
     /// model cached before this was kept (`error` then holds everywhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_out: Vec<f64>,
+    /// For a path that copies: the ranges between two neighbouring sizes of its sweep over which
+    /// its cost per byte rose [`REGIME_CHANGE`] times or more ([`segments::regime_changes`]), where
+    /// it changed how it copies; the sizes beside each give words, not a number
+    /// ([`Fit::regime_change_at`]). Empty: none, or a model cached before these were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regime_changes: Vec<segments::RegimeChange>,
 }
 
 impl Fit {
@@ -210,7 +216,7 @@ impl Fit {
         } else if fixed < 0.0 {
             (fixed, per_byte) = (0.0, swnt / swnn);
         }
-        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None, beyond_error: None, held_out: Vec::new() };
+        let mut fit = Fit { fixed, per_byte, sizes, error: 0.0, shares: None, knots: Vec::new(), host_speed: None, speed_exponent: None, ceiling: None, beyond_error: None, held_out: Vec::new(), regime_changes: Vec::new() };
         fit.error = points.iter().map(|p| fit.relative_error(p)).fold(0.0, f64::max);
         Some(fit)
     }
@@ -243,6 +249,7 @@ impl Fit {
         let mut fit = Fit::from_observations(points)?;
         fit.knots = segments::knots(points)?;
         fit.held_out = segments::held_out_errors(&fit.knots, fit.per_byte);
+        fit.regime_changes = segments::regime_changes(points, &fit.knots);
         // One step: one knot missed that far, or two side by side (a step between them can throw
         // both off their neighbours' lines). Knots missed that far in two places are not a step
         // but a path that did not hold still: every size is stated with the worst.
@@ -269,6 +276,30 @@ impl Fit {
         let i = self.knots.windows(2).position(|w| bytes >= w[0].bytes && bytes <= w[1].bytes)?;
         let error = self.held_out[i].max(self.held_out[i + 1]);
         (error >= STEP_ERROR).then(|| (self.knots[i].bytes, self.knots[i + 1].bytes, error))
+    }
+
+    /// `(from, to, factor)` of the largest change of regime ([`Fit::regime_changes`]) that `bytes`
+    /// lies beside: inside its range, or in the range of the sweep's sizes next to it on either
+    /// side. Within one regime a copy costs `fixed + per_byte * bytes`, so its time per byte never
+    /// rises with size; a rise means the copy changed regime between the two sizes (an allocator
+    /// that maps large blocks afresh, a cache that stops holding the data), and where that happens
+    /// moves with what ran before: glibc serves blocks up to 32 MiB from its heap once one that
+    /// large was freed, and maps each one afresh before. On the 2-core CPU a `host` copy of 24 MiB
+    /// took 4.4-6.8 ms in one run and 8.9-15.9 ms in the calibration before it, which predicted it
+    /// at up to 3.3x. A size that close may cost either regime's price, so no number within 2x can
+    /// be promised: `factor` is the rise. `None` elsewhere and outside the sweep.
+    pub fn regime_change_at(&self, bytes: u64) -> Option<(u64, u64, f64)> {
+        if bytes > self.largest() {
+            return None;
+        }
+        let sizes: Vec<u64> = self.knots.iter().map(|k| k.bytes).collect();
+        let next_below = |b: u64| sizes.iter().rev().copied().find(|&s| s < b).unwrap_or(b);
+        let next_above = |b: u64| sizes.iter().copied().find(|&s| s > b).unwrap_or(b);
+        self.regime_changes
+            .iter()
+            .filter(|c| (next_below(c.from)..=next_above(c.to)).contains(&bytes))
+            .map(|c| (c.from, c.to, c.rise))
+            .max_by(|a, b| a.2.total_cmp(&b.2))
     }
 
     /// The sizes a calibration should measure next for this fit: the geometric middle (rounded
@@ -388,7 +419,9 @@ impl Fit {
         let goal = if bytes >= LARGE_BYTES { GOAL_LARGE } else { GOAL_SMALL };
         let beyond = if bytes > self.largest() { self.beyond_error.unwrap_or(0.0) } else { 0.0 };
         let step = self.step_at(bytes).map_or(0.0, |(_, _, error)| error);
-        self.error.max(beyond).max(step).max(goal)
+        // A rise of `factor` in the cost per byte: a size beside it may cost either side's price.
+        let regime = self.regime_change_at(bytes).map_or(0.0, |(_, _, factor)| factor - 1.0);
+        self.error.max(beyond).max(step).max(regime).max(goal)
     }
 
     /// The largest size it was fitted from, bytes (0 when it names none).
@@ -489,6 +522,11 @@ pub const REFINE_GAP: f64 = 2.0;
 /// CPU shared by other work read 1.3x between quiet moments, and 2x and more under load.
 pub const BUSY_HOST_SPREAD: f64 = 1.5;
 
+/// A rise of a copy's cost per byte by this factor or more between two neighbouring calibrated
+/// sizes marks a change of regime whose place moves ([`Fit::regime_change_at`]): the sizes beside
+/// it cannot be promised within 2x.
+pub const REGIME_CHANGE: f64 = 2.0;
+
 /// What a table's predicted cell reads for such a prediction.
 pub const UNPREDICTABLE_CELL: &str = "not within 2x";
 
@@ -554,6 +592,7 @@ fn unpredictable_words(tolerance: f64, fit: &Fit, bytes: u64, slowdown: f64) -> 
     }
     let beyond = fit.beyond_error.filter(|b| bytes > fit.largest() && *b > fit.error);
     let step = fit.step_at(bytes).filter(|_| beyond.is_none());
+    let regime = fit.regime_change_at(bytes).filter(|_| beyond.is_none() && step.is_none());
     let why = match beyond {
         // The fit alone would have held: the host's speed moved too far since it was calibrated.
         _ if fit.tolerance(bytes) < UNPREDICTABLE_TOLERANCE => format!(
@@ -577,6 +616,16 @@ fn unpredictable_words(tolerance: f64, fit: &Fit, bytes: u64, slowdown: f64) -> 
                 crate::render::units::bytes(from),
                 crate::render::units::bytes(to),
                 error * 100.0
+            )
+        }
+        None if regime.is_some() => {
+            let (from, to, factor) = regime.expect("checked");
+            format!(
+                "its cost per byte rises {factor:.1}x between the sizes calibrated at {} and {} (an allocator or a cache \
+                 changes how it copies there, at a size that moves with what ran before): a size this close may cost \
+                 either side's price",
+                crate::render::units::bytes(from),
+                crate::render::units::bytes(to),
             )
         }
         None => format!("its fit missed sizes it did not see (or its repeated measurements differed) by up to {:.0} %", fit.error * 100.0),
@@ -1086,6 +1135,9 @@ fn fit_problem(label: &str, fit: &Fit) -> Option<String> {
     }
     if let Some(e) = fit.held_out.iter().find(|e| !(e.is_finite() && **e >= 0.0)) {
         return Some(format!("held-out error {e} is not a relative error"));
+    }
+    if let Some(c) = fit.regime_changes.iter().find(|c| !(c.from < c.to && c.rise.is_finite() && c.rise >= REGIME_CHANGE)) {
+        return Some(format!("a change of regime from {} to {} bytes with a rise of {}", c.from, c.to, c.rise));
     }
     if let Some(s) = fit.host_speed.filter(|s| !host_speed_ok(*s)) {
         return Some(format!("host speed {s} is not one a calibration measures"));

@@ -614,11 +614,15 @@ fn a_bend_between_two_calibrated_sizes_asks_for_the_size_between_them() {
 #[test]
 fn a_step_in_a_copys_cost_takes_the_number_from_the_sizes_beside_it_only() {
     let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "torch".into(), target: "jax".into(), place: "cuda:0".into() };
-    // Without a size inside the bend, 3 MiB is stated at 67 % and predicted 3.3x its 0.9 ms.
+    // Without a size inside the bend, the line from 1 to 8 MiB would predict 3 MiB at 3.3x its
+    // 0.9 ms. The cost per byte rises 2.2x from 1 to 8 MiB: a change of regime, so the sizes
+    // beside it give words instead of that number.
     let mut m = CostModel::new(serde_json::json!({}), 0.0);
     assert!(m.add(&key, stepping_host(), Some(false)));
     let before = m.predict(&key, 3 * MIB, Ordering::None, 0.0, None).unwrap();
-    assert!(before.unpredictable.is_none() && before.seconds / 0.9e-3 > 3.0, "{before:?}");
+    assert!(before.seconds / 0.9e-3 > 3.0, "{before:?}");
+    let words = before.unpredictable.as_deref().expect("words, not a number 3.3x off");
+    assert!(words.contains("rises 2.2x between the sizes calibrated at 1.00 MiB and 8.00 MiB"), "{words}");
     // Measured at 2.8 MiB (0.85 ms), the step lies between it and 8 MiB: the line from 1 MiB
     // misses it by far more than 2x, so the sizes from 1 to 8 MiB give words, not a number.
     let mut refined = stepping_host();
@@ -672,4 +676,66 @@ fn an_array_whose_verdict_its_fit_never_had_says_so_whatever_else_made_the_numbe
     let words = copied.unpredictable.as_deref().unwrap();
     assert!(words.contains("this array is copied") && !words.contains("host runs"), "{words}");
     assert!(copied.unlike_its_fit);
+}
+
+#[test]
+fn a_rise_in_a_copys_cost_per_byte_takes_the_number_from_the_sizes_beside_it() {
+    // jax->tf by `host` on the 2-core CPU (calibration medians): 0.17 ms per MiB up to 16 MiB, 0.49
+    // from 23 MiB, 0.75 from 32 MiB (glibc maps blocks that large afresh). A later run measured
+    // 24 MiB at 4.4-5.5 ms, the price below the rise, where the line predicted 13.6 ms.
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "jax".into(), target: "tf".into(), place: "cpu".into() };
+    let sweep = obs(&[
+        (4 * KIB, 26.2e-6), (64 * KIB, 35.2e-6), (MIB, 292.0e-6), (8 * MIB, 2116.0e-6), (16 * MIB, 2932.0e-6),
+        (23724032, 11638.0e-6), (32 * MIB, 25284.0e-6), (64 * MIB, 43342.0e-6),
+    ]);
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(m.add(&key, sweep, Some(false)));
+    let fit = m.fit(&key).unwrap().clone();
+    let (from, to, rise) = fit.regime_change_at(24 * MIB).expect("24 MiB lies beside the rise");
+    assert_eq!((from, to), (16 * MIB, 23724032));
+    assert!((2.7..2.9).contains(&rise), "{rise}");
+    let p = m.predict(&key, 24 * MIB, Ordering::None, 0.0, None).unwrap();
+    let words = p.unpredictable.as_deref().expect("words, not a number");
+    assert!(words.contains("cost per byte rises 2.8x between the sizes calibrated at 16 MiB and 22.6 MiB"), "{words}");
+    // From the knot before the rise to the knot after it, and no further: 1 MiB and 64 MiB keep
+    // their numbers.
+    assert!(fit.regime_change_at(8 * MIB).is_some() && fit.regime_change_at(32 * MIB).is_some());
+    for bytes in [MIB, 4 * MIB, 48 * MIB, 64 * MIB] {
+        assert!(fit.regime_change_at(bytes).is_none(), "{bytes}");
+        assert!(m.predict(&key, bytes, Ordering::None, 0.0, None).unwrap().unpredictable.is_none(), "{bytes}");
+    }
+    // A copy whose time grows no faster than its size, fixed cost first, has no such rise.
+    let line = Fit::segmented(&points(5e-6, 20e9, &SWEEP)).unwrap();
+    assert!(SWEEP.iter().all(|&b| line.regime_change_at(b).is_none()));
+    // Nor does a path that moves no bytes (no knots).
+    assert!(Fit::constant(&points(5e-6, 1e18, &SWEEP)).unwrap().regime_change_at(24 * MIB).is_none());
+    // Past the sweep the fit's error beyond it speaks, not a change inside it.
+    assert!(fit.regime_change_at(200 * MIB).is_none());
+    // A cached model's changes are checked as it is read.
+    let mut broken = m.clone();
+    broken.fits.values_mut().for_each(|f| f.regime_changes[0].rise = f64::NAN);
+    assert!(broken.problem().is_some_and(|p| p.contains("change of regime")), "{:?}", broken.problem());
+}
+
+#[test]
+fn rounds_of_one_size_that_disagree_twofold_per_byte_are_two_regimes() {
+    // torch->tf by `host` on the 2-core CPU: the medians rise 1.5x from one size to the next, and
+    // the rounds of 8 and 16 MiB lie 3.4x and 2.1x apart; 24 MiB then took 5.3-5.8 ms where the
+    // fit through the medians predicted 17.7 ms.
+    let key = CostKey { kind: crate::paths::PathKind::Share, path: "host".into(), source: "torch".into(), target: "tf".into(), place: "cpu".into() };
+    let sweep = obs(&[
+        (4 * KIB, 31.0e-6), (64 * KIB, 36.0e-6), (MIB, 339.0e-6), (4868 * KIB, 1408.0e-6), (8 * MIB, 1540.0e-6),
+        (8 * MIB, 5280.0e-6), (11584 * KIB, 3063.0e-6), (16 * MIB, 5310.0e-6), (16 * MIB, 10920.0e-6),
+        (23168 * KIB, 16856.0e-6), (32 * MIB, 22702.0e-6), (46340 * KIB, 35706.0e-6), (64 * MIB, 43586.0e-6),
+    ]);
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    assert!(m.add(&key, sweep, Some(false)));
+    let fit = m.fit(&key).unwrap().clone();
+    let medians = fit.knots.windows(2).map(|w| (w[1].seconds / w[1].bytes as f64) / (w[0].seconds / w[0].bytes as f64)).fold(0.0, f64::max);
+    assert!(medians < REGIME_CHANGE, "no two medians show it: {medians}");
+    let (from, to, rise) = fit.regime_change_at(24 * MIB).expect("24 MiB lies beside a change");
+    assert!(from >= 11584 * KIB && to <= 23168 * KIB && rise >= REGIME_CHANGE, "{from} {to} {rise}");
+    assert!(m.predict(&key, 24 * MIB, Ordering::None, 0.0, None).unwrap().unpredictable.is_some());
+    // Below the first change's neighbourhood the path keeps its number.
+    assert!(m.predict(&key, 256 * KIB, Ordering::None, 0.0, None).unwrap().unpredictable.is_none());
 }

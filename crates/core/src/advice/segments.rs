@@ -14,6 +14,8 @@
 //! out of sample: each inner point predicted from the segments made without it
 //! ([`leave_one_out_error`]), over a span four to sixteen times wider than the segments it keeps.
 
+use serde::{Deserialize, Serialize};
+
 use super::model::Observation;
 
 /// The measured points the segments join: one per size (the median where a size was measured more
@@ -38,12 +40,51 @@ pub fn knots(points: &[Observation]) -> Option<Vec<Observation>> {
     (knots.len() >= 2).then_some(knots)
 }
 
+/// A range of a copying path's sweep over which its cost per byte rose [`super::model::REGIME_CHANGE`]
+/// times or more ([`regime_changes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RegimeChange {
+    /// The smaller of the two neighbouring sizes, bytes.
+    pub from: u64,
+    /// The larger, bytes.
+    pub to: u64,
+    /// The largest cost per byte measured from `from` to `to` over the smallest one measured at
+    /// the same size or a smaller one.
+    pub rise: f64,
+}
+
+/// Where a copy's cost per byte rose [`super::model::REGIME_CHANGE`] times or more between two
+/// neighbouring sizes of its sweep (`knots`), each measurement counted, not only the median of
+/// each size: the rounds of one size disagree where a regime's place moves from one moment to the
+/// next (on the 2-core CPU torch->tf by `host` took 1.5 ms and 5.3 ms at 8 MiB, 5.3 and 10.9 ms at
+/// 16 MiB, and the medians rose only 1.5x from one size to the next). Within one regime a copy's
+/// time per byte never rises with size (`fixed + per_byte * bytes`): a measurement at a size costing
+/// twice per byte what one at that size or a smaller one cost is two regimes.
+pub fn regime_changes(points: &[Observation], knots: &[Observation]) -> Vec<RegimeChange> {
+    let per_byte = |p: &Observation| p.seconds / p.bytes.max(1) as f64;
+    knots
+        .windows(2)
+        .filter_map(|w| {
+            let (from, to) = (w[0].bytes, w[1].bytes);
+            let within: Vec<&Observation> = points.iter().filter(|p| (from..=to).contains(&p.bytes)).collect();
+            let rise = within
+                .iter()
+                .flat_map(|y| within.iter().filter(|x| x.bytes <= y.bytes).map(move |x| per_byte(y) / per_byte(x)))
+                .filter(|r| r.is_finite())
+                .fold(0.0, f64::max);
+            (rise >= super::model::REGIME_CHANGE).then_some(RegimeChange { from, to, rise })
+        })
+        .collect()
+}
+
 /// `(fixed, per_byte)` of the line that holds at `bytes`: `fixed + per_byte * bytes` is the
-/// interpolation between the two knots around it. Below the first knot the first segment's line
-/// goes on (never below zero seconds); above the last, the last segment's, or `tail_per_byte` per
-/// byte where the last segment did not rise (noise between two large sizes must not make a copy of
-/// 1 GiB cost what 64 MiB did), and never less than `floor_per_byte` per byte (the hardware's
-/// ceiling: a slope between two large sizes can be cheaper than any copy is). A segment whose
+/// interpolation between the two knots around it. Below the first knot, the first knot's time (a
+/// fixed cost); above the last, the last segment's cost per byte, or `tail_per_byte` where the last
+/// segment did not rise (noise between two large sizes must not make a copy of 1 GiB cost what
+/// 64 MiB did), never less than the last knot's own cost per byte past the first knot's time (a
+/// slope between two noisy large sizes can be far cheaper than the bytes are), and never less than
+/// `floor_per_byte` (the hardware's ceiling: a slope between two large sizes can be cheaper than
+/// any copy is). A segment whose
 /// line would cross zero above zero bytes (a cost per byte that grows with size) is stated as its
 /// average cost per byte there, with no fixed part.
 pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_byte: f64) -> (f64, f64) {
@@ -56,17 +97,22 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_
     let slope = (t1 - t0) / (n1 - n0);
     let intercept = t0 - slope * n0;
     // Past the last knot: the last segment's cost per byte, or the tail's where it did not rise,
-    // and never below the floor.
-    let beyond = if slope > 0.0 { slope } else { tail_per_byte.max(0.0) }.max(floor_per_byte.max(0.0));
-    let seconds = if n < n0 {
-        if slope <= 0.0 {
-            t0
-        } else if intercept < 0.0 {
-            t0 * n / n0
-        } else {
-            intercept + slope * n
-        }
-    } else if n > n1 {
+    // and never below the floor, nor below the largest size's own cost per byte past the path's
+    // fixed cost (the first knot's time at most). The last segment's slope is the difference of
+    // two noisy times: on the 2-core CPU jax->torch by `host` cost 14.4 ms at 45 MiB and 16.1 ms
+    // at 64 MiB, whose slope carried 64 MiB on to 200 MiB at 27.9 ms; it took 57.5 ms, the
+    // 0.25 ms per MiB the 64 MiB copy itself cost. A copy that large is bound by what it crosses
+    // per byte, so its own cost per byte is what the bytes after it cost at least.
+    let own = (t1 - knots[0].seconds.min(t1)) / n1;
+    let beyond = if slope > 0.0 { slope } else { tail_per_byte.max(0.0) }.max(floor_per_byte.max(0.0)).max(own);
+    if n < n0 {
+        // Below the smallest size calibrated (the first segment's, `i` is 0): what that size cost.
+        // A copy that small is its fixed cost, and the first segment's slope is mostly the noise
+        // of two fixed costs: on the 2-core CPU tf->numpy by `copy`, 2.25 µs at 4 KiB and 3.85 µs
+        // at 8 KiB carried 3 KiB down to 1.8 µs, and it took 3.9-4.1 µs.
+        return (t0, 0.0);
+    }
+    let seconds = if n > n1 {
         t1 + beyond * (n - n1)
     } else {
         t0 + slope * (n - n0)
@@ -75,7 +121,7 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_
     let (fixed, per_byte) = if n > n1 && beyond != slope { (t1 - beyond * n1, beyond) } else { (intercept, slope) };
     if n <= 0.0 || per_byte <= 0.0 {
         (seconds, 0.0)
-    } else if fixed >= 0.0 && !(n < n0 && intercept < 0.0) {
+    } else if fixed >= 0.0 {
         (fixed, per_byte)
     } else {
         (0.0, seconds / n)
@@ -179,8 +225,9 @@ mod tests {
         // Between 64 KiB and 1 MiB the fixed part is the ~120 µs of the calls, and positive.
         let (fixed, per_byte) = line_at(&k, 256 * KIB, 0.0, 0.0);
         assert!(fixed > 100e-6 && fixed < 135e-6 && per_byte > 0.0, "{fixed} {per_byte}");
-        // Below the sweep: the first segment's line, never below zero.
-        assert!(seconds(&k, 0, 0.0) > 0.0 && seconds(&k, 16 * KIB, 0.0) < 135.3e-6);
+        // Below the sweep: what its smallest size cost, a fixed cost.
+        assert_eq!(line_at(&k, 0, 0.0, 0.0), (k[0].seconds, 0.0));
+        assert_eq!(line_at(&k, k[0].bytes / 2, 0.0, 0.0), (k[0].seconds, 0.0));
         // Above it: the last segment's cost per byte goes on.
         let at_256 = seconds(&k, 256 * MIB, 0.0);
         assert!((at_256 - (36026.4e-6 + (36026.4e-6 - 5372.9e-6) / 48.0 * 192.0)).abs() < 1e-9, "{at_256}");
@@ -198,7 +245,11 @@ mod tests {
     #[test]
     fn a_last_segment_that_fell_is_continued_at_the_tail_bandwidth() {
         let k = obs(&[(MIB, 100e-6), (16 * MIB, 500e-6), (64 * MIB, 480e-6)]);
-        assert_eq!(seconds(&k, 256 * MIB, 0.0), 480e-6);
+        // With no tail: the largest size's own cost per byte past the first knot's time (380 µs
+        // for 64 MiB), never the flat 480 µs of a slope that fell.
+        let own = 380e-6 / (64 * MIB) as f64;
+        assert!((seconds(&k, 256 * MIB, 0.0) - (480e-6 + (192 * MIB) as f64 * own)).abs() < 1e-12);
+        // A dearer tail wins.
         let tail = 1.0 / 100e9;
         assert!((seconds(&k, 256 * MIB, tail) - (480e-6 + (192 * MIB) as f64 * tail)).abs() < 1e-12);
     }
