@@ -78,10 +78,10 @@ pub fn regime_changes(points: &[Observation], knots: &[Observation]) -> Vec<Regi
 }
 
 /// `(fixed, per_byte)` of the line that holds at `bytes`: `fixed + per_byte * bytes` is the
-/// interpolation between the two knots around it. Below the first knot, the first knot's time (a
-/// fixed cost); above the last, the last segment's cost per byte, or `tail_per_byte` where the last
-/// segment did not rise (noise between two large sizes must not make a copy of 1 GiB cost what
-/// 64 MiB did), never less than the last knot's own cost per byte past the first knot's time (a
+/// interpolation between the two knots around it. Below the first knot the first segment's line
+/// goes on (never below zero seconds); above the last, the last segment's cost per byte, or
+/// `tail_per_byte` where the last segment did not rise (noise between two large sizes must not
+/// make a copy of 1 GiB cost what 64 MiB did), never less than the last knot's own cost per byte past the first knot's time (a
 /// slope between two noisy large sizes can be far cheaper than the bytes are), and never less than
 /// `floor_per_byte` (the hardware's ceiling: a slope between two large sizes can be cheaper than
 /// any copy is). A segment whose
@@ -105,14 +105,15 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_
     // per byte, so its own cost per byte is what the bytes after it cost at least.
     let own = (t1 - knots[0].seconds.min(t1)) / n1;
     let beyond = if slope > 0.0 { slope } else { tail_per_byte.max(0.0) }.max(floor_per_byte.max(0.0)).max(own);
-    if n < n0 {
-        // Below the smallest size calibrated (the first segment's, `i` is 0): what that size cost.
-        // A copy that small is its fixed cost, and the first segment's slope is mostly the noise
-        // of two fixed costs: on the 2-core CPU tf->numpy by `copy`, 2.25 µs at 4 KiB and 3.85 µs
-        // at 8 KiB carried 3 KiB down to 1.8 µs, and it took 3.9-4.1 µs.
-        return (t0, 0.0);
-    }
-    let seconds = if n > n1 {
+    let seconds = if n < n0 {
+        if slope <= 0.0 {
+            t0
+        } else if intercept < 0.0 {
+            t0 * n / n0
+        } else {
+            intercept + slope * n
+        }
+    } else if n > n1 {
         t1 + beyond * (n - n1)
     } else {
         t0 + slope * (n - n0)
@@ -121,7 +122,7 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_
     let (fixed, per_byte) = if n > n1 && beyond != slope { (t1 - beyond * n1, beyond) } else { (intercept, slope) };
     if n <= 0.0 || per_byte <= 0.0 {
         (seconds, 0.0)
-    } else if fixed >= 0.0 {
+    } else if fixed >= 0.0 && !(n < n0 && intercept < 0.0) {
         (fixed, per_byte)
     } else {
         (0.0, seconds / n)
@@ -225,9 +226,8 @@ mod tests {
         // Between 64 KiB and 1 MiB the fixed part is the ~120 µs of the calls, and positive.
         let (fixed, per_byte) = line_at(&k, 256 * KIB, 0.0, 0.0);
         assert!(fixed > 100e-6 && fixed < 135e-6 && per_byte > 0.0, "{fixed} {per_byte}");
-        // Below the sweep: what its smallest size cost, a fixed cost.
-        assert_eq!(line_at(&k, 0, 0.0, 0.0), (k[0].seconds, 0.0));
-        assert_eq!(line_at(&k, k[0].bytes / 2, 0.0, 0.0), (k[0].seconds, 0.0));
+        // Below the sweep: the first segment's line, never below zero.
+        assert!(seconds(&k, 0, 0.0) > 0.0 && seconds(&k, 16 * KIB, 0.0) < 135.3e-6);
         // Above it: the last segment's cost per byte goes on.
         let at_256 = seconds(&k, 256 * MIB, 0.0);
         assert!((at_256 - (36026.4e-6 + (36026.4e-6 - 5372.9e-6) / 48.0 * 192.0)).abs() < 1e-9, "{at_256}");
