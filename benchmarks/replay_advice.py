@@ -62,7 +62,10 @@ def refit(run: dict) -> object:
         shares = recorded["fits"].get(key, {}).get("shares")
         # The host's speed with each point, where the run measured it (runs since the speed scaling).
         speeds = recorded.get("host_speeds", {}).get(key)
-        model.add(kind, path, src, dst, place, [(int(p["bytes"]), float(p["seconds"])) for p in points], shares, speeds)
+        # The ceiling of the resources its copy crosses, as the run measured it: past the sweep a
+        # copy is never cheaper per byte.
+        ceiling = recorded["fits"].get(key, {}).get("ceiling")
+        model.add(kind, path, src, dst, place, [(int(p["bytes"]), float(p["seconds"])) for p in points], shares, speeds, ceiling)
     # What a device switch around a handoff cost (measured apart from the sweeps).
     for label, switch in (recorded.get("device_switches") or {}).items():
         source, place = label.split("@", 1)
