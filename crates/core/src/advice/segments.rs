@@ -79,14 +79,14 @@ pub fn regime_changes(points: &[Observation], knots: &[Observation]) -> Vec<Regi
 
 /// `(fixed, per_byte)` of the line that holds at `bytes`: `fixed + per_byte * bytes` is the
 /// interpolation between the two knots around it. Below the first knot the first segment's line
-/// goes on (never below zero seconds); above the last, the last segment's cost per byte, or
+/// goes on (never below zero seconds). Above the last: the last segment's cost per byte, or
 /// `tail_per_byte` where the last segment did not rise (noise between two large sizes must not
-/// make a copy of 1 GiB cost what 64 MiB did), never less than the last knot's own cost per byte past the first knot's time (a
-/// slope between two noisy large sizes can be far cheaper than the bytes are), and never less than
-/// `floor_per_byte` (the hardware's ceiling: a slope between two large sizes can be cheaper than
-/// any copy is). A segment whose
-/// line would cross zero above zero bytes (a cost per byte that grows with size) is stated as its
-/// average cost per byte there, with no fixed part.
+/// make a copy of 1 GiB cost what 64 MiB did); never less than the last knot's own cost per byte
+/// past the first knot's time (a slope between two noisy large sizes can be far cheaper than the
+/// bytes are); and never less than `floor_per_byte` (the hardware's ceiling: a slope between two
+/// large sizes can be cheaper than any copy is). A segment whose line would cross zero above zero
+/// bytes (a cost per byte that grows with size) is stated as its average cost per byte there, with
+/// no fixed part.
 pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_byte: f64) -> (f64, f64) {
     debug_assert!(knots.len() >= 2, "a segment needs two knots");
     let n = bytes as f64;
