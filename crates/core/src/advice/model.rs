@@ -292,9 +292,9 @@ impl Fit {
         if bytes > self.largest() {
             return None;
         }
-        let sizes: Vec<u64> = self.knots.iter().map(|k| k.bytes).collect();
-        let next_below = |b: u64| sizes.iter().rev().copied().find(|&s| s < b).unwrap_or(b);
-        let next_above = |b: u64| sizes.iter().copied().find(|&s| s > b).unwrap_or(b);
+        // Asked with every prediction: the knots are read in place, nothing is allocated.
+        let next_below = |b: u64| self.knots.iter().rev().map(|k| k.bytes).find(|&s| s < b).unwrap_or(b);
+        let next_above = |b: u64| self.knots.iter().map(|k| k.bytes).find(|&s| s > b).unwrap_or(b);
         self.regime_changes
             .iter()
             .filter(|c| (next_below(c.from)..=next_above(c.to)).contains(&bytes))
