@@ -298,10 +298,16 @@ fn sighup_with_stdout_gone_still_writes_the_partial_json() {
             .unwrap_or_else(|e| panic!("the JSON was not written ({e}): {err}"));
         let json: Value = serde_json::from_str(&text).expect("the JSON is JSON");
         let points = json.pointer("/data/points").or_else(|| json.get("points")).and_then(Value::as_array);
-        assert!(points.is_some_and(|p| !p.is_empty()), "{json}");
+        assert!(points.is_some(), "{json}");
+        if points.is_some_and(|p| p.is_empty()) {
+            // It landed in the sweep before its first point was measured (a loaded machine's
+            // first point can take longer than the wait): the empty JSON was still written, and
+            // the next attempt waits longer for a point to keep.
+            continue;
+        }
         return;
     }
-    panic!("SIGHUP never landed in the sweep in four attempts");
+    panic!("SIGHUP never landed in the sweep after a point was measured, in four attempts");
 }
 
 #[test]
