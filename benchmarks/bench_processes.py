@@ -130,7 +130,7 @@ def summarise(row: dict) -> dict:
     t = row.get("timing") or {}
     out = {"path": row["path"], "mechanism": row["mechanism"], "verdict": row["verdict"], "reason": row.get("reason"),
            "bytes_moved": row.get("bytes_moved"), "first_call": t.get("first_call"), "median": t.get("median"),
-           "min": t.get("min"), "repeats": t.get("repeats"), "notes": row.get("notes", [])}
+           "min": t.get("min"), "repeats": len(t.get("samples") or []), "notes": row.get("notes", [])}
     if t.get("median") and row.get("bytes_per_handoff"):
         out["GBps"] = row["bytes_per_handoff"] / t["median"] / 1e9
     src, dst = row.get("source") or {}, row.get("target") or {}

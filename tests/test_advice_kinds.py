@@ -127,7 +127,7 @@ def test_the_process_paths_are_measured_in_rounds_apart_each_with_a_fresh_worker
     for r in sweeps:
         assert {p["size"] for p in r["points"]} == {gpushare.lab.parse_size(s) for s in SIZES}
         timed = [p for p in r["points"] if p.get("timing")]
-        assert timed and all(p["timing"]["repeats"] == -(-advice.PROCESS_REPEAT // advice.PROCESS_ROUNDS) for p in timed)
+        assert timed and all(len(p["timing"]["samples"]) == -(-advice.PROCESS_REPEAT // advice.PROCESS_ROUNDS) for p in timed)
 
 
 def test_no_prediction_for_what_no_adapter_describes(model):

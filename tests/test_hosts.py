@@ -90,7 +90,7 @@ def test_a_host_tensor_goes_by_gloo_over_the_veth_and_the_row_says_so(pair):
     assert row["path"] == "remote" and row["verdict"] == "copied"
     assert "another host" in row["reason"]
     assert row["bytes_moved"] == row["nbytes"] == 4 << 16
-    assert row["timing"]["repeats"] == 3 and row["timing"]["median"] > 0
+    assert len(row["timing"]["samples"]) == 3 and row["timing"]["median"] > 0
     link = row["link"]
     assert link["engine"] == "gloo" and link["network"] is True
     assert link["transport"] == f"TCP over {pair.if_a}"

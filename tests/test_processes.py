@@ -199,7 +199,7 @@ def test_gloo_send_recv_is_a_copy(worker):
     x[0] = 8.0
     assert r.remote.read()[0] == 3.0  # the worker's copy does not see the parent's write
     t = r.timing
-    assert t["repeats"] == 3 and t["first_call"] > 0 and t["median"] > 0
+    assert t.repeats == 3 and t.first_call > 0 and t.median > 0 and t["first_call"] == t.first_call
     r.release()
 
 
@@ -218,7 +218,7 @@ def test_gpu_paths_are_rows_with_their_reason_without_cuda(worker):
     for word in ("mechanism", "first call", "/dev/shm/"):
         assert word in text or word in html
     bundle = c._repr_mimebundle_()
-    assert bundle["application/vnd.gpushare+json"]["schema"] == "gpushare.process-comparison/1"
+    assert bundle["application/vnd.gpushare+json"]["schema"] == "gpushare.process-comparison/2"
     assert worker.slots() == []  # every handoff of the comparison was released
 
 
@@ -245,7 +245,7 @@ def test_bench_across_processes_sweeps_sizes_and_paths():
     assert [p["path"] for p in b.points] == ["shm", "torch_mp", "gloo"] * 2
     assert all(p["timing"]["median"] > 0 for p in b.points)
     assert {p["verdict"] for p in b.points if p["path"] == "torch_mp"} == {"shared"}
-    assert "gpushare.process-bench/1" in b.to_json()
+    assert "gpushare.process-bench/2" in b.to_json()
     assert "64 KiB" in repr(b)
 
 

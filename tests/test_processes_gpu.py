@@ -252,7 +252,7 @@ def test_nccl_send_recv_between_two_gpus_is_a_copy():
         x[123] = -1.0
         torch.cuda.synchronize()
         assert r.remote.read()[123] == 123.0  # a copy: the parent's write is not seen
-        assert r.timing["first_call"] > 0 and r.timing["repeats"] == 3
+        assert r.timing.first_call > 0 and r.timing.repeats == 3
 
 
 @two_gpus
@@ -335,7 +335,7 @@ def test_cuda_process_results_fit_their_schemas(worker):
             assert data[side]["identity"]["offset"] == r.row[side]["identity"]["offset"]
             assert data[side]["context"]["device"] == 0
         assert data["target"]["identity"]["opened_handle"] == r.target["identity"]["opened_handle"]
-        assert r.to_dict()["schema"] == "gpushare.process-share/1"
+        assert r.to_dict()["schema"] == "gpushare.process-share/2"
         r.release()
     c = gpushare.compare(x, "torch", across=worker, repeat=2)
     _schema_check("process-comparison", json.loads(c.to_json()))

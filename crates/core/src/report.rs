@@ -12,8 +12,24 @@ use crate::stats::Timing;
 /// The results of handoffs to another process (python/gpushare/processes/__init__.py).
 pub mod process;
 
-/// Version of the JSON schema; bump on any incompatible change of the fields below.
+/// Version of the JSON schema of every kind not in [`KIND_VERSIONS`]; a kind's version changes
+/// with any incompatible change of its fields.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The kinds whose schema changed incompatibly since version 1, with their version. The process
+/// kinds (2): a handoff's timing is the one `Timing` of every handoff, its first call apart as
+/// `first_call` (it was a timing of its own, with `repeats` and a nullable median).
+const KIND_VERSIONS: [(&str, u32); 3] = [("process-share", 2), ("process-comparison", 2), ("process-bench", 2)];
+
+/// The schema version of result kind `kind`.
+pub fn schema_version(kind: &str) -> u32 {
+    KIND_VERSIONS.iter().find(|(k, _)| *k == kind).map_or(SCHEMA_VERSION, |(_, v)| *v)
+}
+
+/// The envelope's `schema` string of a kind: `gpushare.share/1`.
+pub fn schema_id(kind: &str) -> String {
+    format!("gpushare.{kind}/{}", schema_version(kind))
+}
 pub const MIME_TYPE: &str = "application/vnd.gpushare+json";
 
 /// What one array is, as its framework and its DLPack export describe it.
@@ -309,7 +325,7 @@ pub struct Prediction {
 
 /// The JSON envelope every gpushare result uses.
 pub fn envelope(kind: &str, payload: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({ "schema": format!("gpushare.{kind}/{SCHEMA_VERSION}"), "data": payload })
+    serde_json::json!({ "schema": schema_id(kind), "data": payload })
 }
 
 /// The envelope of [`envelope`], written straight to text from the payload's own type: building a
@@ -321,7 +337,7 @@ pub fn envelope_text<T: Serialize + ?Sized>(kind: &str, data: &T) -> serde_json:
         data: &'a T,
         schema: String,
     }
-    serde_json::to_string(&Envelope { data, schema: format!("gpushare.{kind}/{SCHEMA_VERSION}") })
+    serde_json::to_string(&Envelope { data, schema: schema_id(kind) })
 }
 
 /// `cpu:0`, `cuda:1`: DLPack's device in words. The common ones without the formatting machinery:

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::render::lab::{BenchmarkReport, ComparisonReport};
 use crate::report::process::{ProcessBenchReport, ProcessComparisonReport, ProcessShareReport};
-use crate::report::{SCHEMA_VERSION, ShareReport, TensorReport};
+use crate::report::{ShareReport, TensorReport};
 
 /// Every result kind that carries the envelope, in the order the docs list them.
 pub const KINDS: [&str; 9] = [
@@ -23,10 +23,7 @@ pub const KINDS: [&str; 9] = [
 /// Where the published schemas live, relative to the repository root.
 pub const DIRECTORY: &str = "python/gpushare/schemas";
 
-/// The envelope's `schema` string of a kind: `gpushare.share/1`.
-pub fn schema_id(kind: &str) -> String {
-    format!("gpushare.{kind}/{SCHEMA_VERSION}")
-}
+pub use crate::report::schema_id;
 
 /// The file name of a kind's schema: `share.schema.json`.
 pub fn file_name(kind: &str) -> String {
@@ -123,7 +120,8 @@ mod tests {
     fn every_kind_names_its_version_and_resolves_its_references() {
         for kind in KINDS {
             let schema = schema_for(kind).unwrap();
-            assert_eq!(schema["properties"]["schema"]["const"], format!("gpushare.{kind}/{SCHEMA_VERSION}"));
+            let version = if kind.starts_with("process-") { 2 } else { 1 };
+            assert_eq!(schema["properties"]["schema"]["const"], format!("gpushare.{kind}/{version}"));
             let text = schema.to_string();
             // Every "#/$defs/X" points at a definition that is there.
             for piece in text.split("\"#/$defs/").skip(1) {

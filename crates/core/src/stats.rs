@@ -30,6 +30,11 @@ pub struct Timing {
     /// chose the calls per sample): with `samples × loops`, all the handoffs a measurement made.
     #[serde(default)]
     pub untimed: f64,
+    /// A handoff to a worker process: the first handoff, timed apart from the samples with its
+    /// one-off costs (a process group, a communicator, a segment's copy). Absent in this process,
+    /// where the runs before the samples are the untimed warm-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_call: Option<f64>,
 }
 
 impl Timing {
@@ -39,7 +44,7 @@ impl Timing {
         if let [only] = samples[..]
             && only.is_finite()
         {
-            return Timing { samples, loops, median: only, min: only, max: only, mean: only, iqr: 0.0, device_median: None, device_samples: None, warmup: 0, untimed: 0.0 };
+            return Timing { samples, loops, median: only, min: only, max: only, mean: only, iqr: 0.0, device_median: None, device_samples: None, warmup: 0, untimed: 0.0, first_call: None };
         }
         let mut sorted: Vec<f64> = samples.iter().copied().filter(|s| s.is_finite()).collect();
         sorted.sort_by(f64::total_cmp);
@@ -55,7 +60,7 @@ impl Timing {
                 quantile(&sorted, 0.75) - quantile(&sorted, 0.25),
             )
         };
-        Timing { samples, loops, median, min, max, mean, iqr, device_median: None, device_samples: None, warmup: 0, untimed: 0.0 }
+        Timing { samples, loops, median, min, max, mean, iqr, device_median: None, device_samples: None, warmup: 0, untimed: 0.0, first_call: None }
     }
 
     pub fn repeats(&self) -> usize {

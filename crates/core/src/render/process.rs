@@ -95,12 +95,12 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
     let time_cell = match timing {
         None => NONE.into(),
         Some(t) => {
-            let samples = match t.repeats {
+            let samples = match t.repeats() {
                 0 => String::new(),
                 1 => " (1 sample)".into(),
                 n => format!(" (median of {n})"),
             };
-            format!("{}{samples}", time(t.median))
+            format!("{}{samples}", time(Some(t.median)))
         }
     };
     // The tables' one vocabulary (super::state): a path that cannot run here is not a failure.
@@ -116,7 +116,7 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
         size_label(row.bytes_moved),
         time_cell,
         gbps(row),
-        timing.map(|t| time(Some(t.first_call))).unwrap_or_else(|| NONE.into()),
+        timing.and_then(|t| t.first_call).map(|first| time(Some(first))).unwrap_or_else(|| NONE.into()),
         format!("pid {}: {}", row.source.pid, identity(row.source.identity.as_ref())),
         match &row.target {
             Some(t) => format!("pid {}: {}", opt(t.pid), identity(t.identity.as_ref())),
@@ -146,7 +146,7 @@ fn predicted_cell(row: &ProcessShareReport) -> String {
 
 /// The line that says a row missed its prediction, in the lab's words.
 fn missed_prediction(row: &ProcessShareReport) -> Option<String> {
-    let (Some(p), Some(median)) = (&row.predicted, row.timing.as_ref().and_then(|t| t.median)) else { return None };
+    let (Some(p), Some(median)) = (&row.predicted, row.timing.as_ref().map(|t| t.median)) else { return None };
     row.misses_prediction().then(|| {
         format!(
             "⚠ measured {} against {} predicted: {:.0} % off, beyond the model's stated ±{:.0} %",
@@ -256,7 +256,7 @@ fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
                     Some(p) if p.verdict != Verdict::Failed => match &p.timing {
                         Some(t) => {
                             let predicted = if p.predicted.is_some() { format!(", predicted {}", predicted_cell(p)) } else { String::new() };
-                            format!("{} {} (first {}{predicted})", time(t.median), p.verdict.as_str(), time(Some(t.first_call)))
+                            format!("{} {} (first {}{predicted})", time(Some(t.median)), p.verdict.as_str(), time(t.first_call))
                         }
                         None => p.verdict.as_str().into(),
                     },
@@ -353,8 +353,7 @@ mod tests {
 
     #[test]
     fn a_row_says_its_verdict_timing_bandwidth_and_each_side() {
-        let r = row("copied", serde_json::json!({"first_call": 0.002, "median": 4e-5, "min": 3e-5,
-            "samples": [3e-5, 4e-5, 5e-5], "repeats": 3}));
+        let r = row("copied", serde_json::to_value(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])).unwrap());
         let text = rows_text(std::slice::from_ref(&r));
         assert!(text.starts_with("gloo         copied: gloo send/recv copies"), "{text}");
         for part in ["time         40 µs (median of 3)", "GB/s         0.102", "first call   2 ms",
@@ -374,7 +373,7 @@ mod tests {
 
     #[test]
     fn a_prediction_stands_beside_the_time_and_a_miss_is_flagged() {
-        let timing = serde_json::json!({"first_call": 0.002, "median": 4e-5, "min": 3e-5, "samples": [3e-5, 4e-5, 5e-5], "repeats": 3});
+        let timing = serde_json::to_value(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])).unwrap();
         let plain = row("copied", timing.clone());
         assert!(!rows_text(std::slice::from_ref(&plain)).contains("predicted"));
         assert!(!rows_html(std::slice::from_ref(&plain)).contains("predicted"));

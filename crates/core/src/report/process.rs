@@ -1,6 +1,6 @@
 //! The results of handoffs to another process (python/gpushare/processes/__init__.py): one handoff
-//! (`gpushare.process-share/1`), every process path for one array (`gpushare.process-comparison/1`)
-//! and a sweep over sizes × process paths (`gpushare.process-bench/1`).
+//! (`gpushare.process-share/2`), every process path for one array (`gpushare.process-comparison/2`)
+//! and a sweep over sizes × process paths (`gpushare.process-bench/2`).
 //!
 //! The Python side owns the worker processes and hands each row over as Python objects, which the
 //! binding reads into these types ([`from_value`]); a key or value that does not fit is refused,
@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Verdict;
+use crate::stats::Timing;
 #[cfg(test)]
 use super::envelope;
 
@@ -34,8 +35,10 @@ pub struct ProcessShareReport {
     pub bytes_moved: u64,
     /// Bytes each timed handoff after the first moves (0 where only the first call copies).
     pub bytes_per_handoff: u64,
-    /// `None` for a failed path.
-    pub timing: Option<ProcessTiming>,
+    /// Wall-clock seconds of the handoffs, measured where they are made (the parent, or NCCL's
+    /// sender): the samples are the handoffs after the first, whose one-off costs are timed apart
+    /// (`first_call`). `None` for a failed path.
+    pub timing: Option<Timing>,
     pub source: ProcessSource,
     /// The worker's side; `None` for a failed path.
     pub target: Option<ProcessTarget>,
@@ -79,19 +82,6 @@ pub struct LinkEnd {
     pub host: Option<String>,
     pub interface: Option<String>,
     pub address: Option<String>,
-}
-
-/// Wall-clock seconds of the handoffs, measured in the parent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessTiming {
-    /// The first handoff, with its one-off costs (process group, communicator, segment copy).
-    pub first_call: f64,
-    pub median: Option<f64>,
-    pub min: Option<f64>,
-    /// The handoffs after the first, sorted.
-    pub samples: Vec<f64>,
-    pub repeats: u64,
 }
 
 /// The parent's side of a handoff.
@@ -254,13 +244,13 @@ impl ProcessShareReport {
     /// Bytes per second of the handoffs after the first, where each moves bytes (a shared mapping
     /// moves none: a bandwidth would mean nothing).
     pub fn bandwidth(&self) -> Option<f64> {
-        let median = self.timing.as_ref()?.median?;
+        let median = self.timing.as_ref()?.median;
         (self.bytes_per_handoff > 0 && median > 0.0).then(|| self.bytes_per_handoff as f64 / median)
     }
 
     /// Whether the measured median lies further from the prediction than the model's stated error.
     pub fn misses_prediction(&self) -> bool {
-        match (&self.predicted, self.timing.as_ref().and_then(|t| t.median)) {
+        match (&self.predicted, self.timing.as_ref().map(|t| t.median)) {
             (Some(p), Some(median)) => p.misses(median),
             _ => false,
         }
@@ -282,10 +272,10 @@ impl ProcessShareReport {
             ("applicable", self.applicable.into()),
             ("bytes_moved", self.bytes_moved.into()),
             ("bytes_per_handoff", self.bytes_per_handoff.into()),
-            ("first_call_s", timing.map(|t| t.first_call).into()),
-            ("median_s", timing.and_then(|t| t.median).into()),
-            ("min_s", timing.and_then(|t| t.min).into()),
-            ("repeats", timing.map(|t| t.repeats).into()),
+            ("first_call_s", timing.and_then(|t| t.first_call).into()),
+            ("median_s", timing.map(|t| t.median).into()),
+            ("min_s", timing.map(|t| t.min).into()),
+            ("repeats", timing.map(|t| t.repeats() as u64).into()),
             ("bandwidth_Bps", self.bandwidth().into()),
             ("predicted_s", self.predicted.as_ref().map(|p| p.seconds).into()),
             ("misses_prediction", self.misses_prediction().into()),
@@ -389,7 +379,7 @@ mod tests {
             "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address});
         json!({"path": "shm", "mechanism": "POSIX shared memory", "verdict": "shared", "reason": null,
                "applicable": true, "nbytes": 32, "bytes_moved": 32, "bytes_per_handoff": 0,
-               "timing": {"first_call": 0.002, "median": 9e-05, "min": 8.5e-05, "samples": [8.5e-05, 9e-05, 0.001], "repeats": 3},
+               "timing": serde_json::to_value(crate::share::process::process_timing(0.002, vec![9e-05, 8.5e-05, 0.001])).unwrap(),
                "source": {"pid": 7, "framework": "numpy", "identity": host(140136054239232), "context": null},
                "target": {"pid": 8, "framework": "numpy", "identity": host(139894009286656), "context": null},
                "notes": ["copied once into segment psm_1"], "segment": {"name": "psm_1", "offset": 0}})
@@ -414,7 +404,7 @@ mod tests {
     fn real_shaped_rows_pass_through_unchanged() {
         for row in [failed_row(), shm_row(), cuda_row()] {
             let out = normalize("process-share", &row.to_string()).unwrap();
-            assert_eq!(out["schema"], "gpushare.process-share/1");
+            assert_eq!(out["schema"], "gpushare.process-share/2");
             assert_eq!(difference(&row, &out["data"], "data"), None);
             assert_eq!(difference(&out["data"], &row, "data"), None);
         }

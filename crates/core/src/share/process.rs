@@ -15,7 +15,7 @@ use crate::explain::{self, ProcessFacts, ProcessProbe};
 use crate::paths::{self, PathKind};
 use crate::report::Verdict;
 use crate::report::process::{
-    MemoryIdentity, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, ProcessTiming, RemoteLink, Segment,
+    MemoryIdentity, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, RemoteLink, Segment,
 };
 
 /// What is known of the array, the path and the worker before anything runs: the facts of the
@@ -323,7 +323,7 @@ impl<H: Handoffs> Sampler for HandoffSampler<'_, H> {
 /// `first_extra` seconds measured before it), then `repeat` samples of one handoff each, the last
 /// handoff released untimed before each. Returns the last handoff's reply (not released) and the
 /// timing.
-pub fn time_handoffs<H: Handoffs>(handoffs: &mut H, repeat: usize, first_extra: f64) -> Result<(H::Reply, ProcessTiming)> {
+pub fn time_handoffs<H: Handoffs>(handoffs: &mut H, repeat: usize, first_extra: f64) -> Result<(H::Reply, crate::stats::Timing)> {
     let mut sampler = HandoffSampler { handoffs, last: None };
     let first = timing::measure(&TimingPolicy::once(), &mut sampler)?.samples[0];
     let samples = if repeat > 0 {
@@ -337,15 +337,16 @@ pub fn time_handoffs<H: Handoffs>(handoffs: &mut H, repeat: usize, first_extra: 
     Ok((last, process_timing(first + first_extra, samples)))
 }
 
-/// The timing of handoffs: the first call, and the median and minimum of the others (sorted) by
-/// the core's statistics; a single handoff is its own one sample.
-pub fn process_timing(first_call: f64, mut samples: Vec<f64>) -> ProcessTiming {
+/// The timing of handoffs: the core's statistics of the handoffs after the first, in the order
+/// they were made, with the first call (and its one-off costs) apart; a single handoff is its own
+/// one sample.
+pub fn process_timing(first_call: f64, mut samples: Vec<f64>) -> crate::stats::Timing {
     if samples.is_empty() {
         samples.push(first_call);
     }
-    samples.sort_by(f64::total_cmp);
-    let t = crate::stats::Timing::from_samples(samples.clone(), 1);
-    ProcessTiming { first_call, median: Some(t.median), min: Some(t.min), repeats: samples.len() as u64, samples }
+    let mut timing = crate::stats::Timing::from_samples(samples, 1);
+    timing.first_call = Some(first_call);
+    timing
 }
 
 #[cfg(test)]

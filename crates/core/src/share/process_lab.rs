@@ -186,7 +186,7 @@ fn warm_up<L: ProcessLab>(lab: &mut L, source: &L::Source, names: &[String]) -> 
         if let Some(handoff) = tried.kept {
             lab.release(handoff)?;
         }
-        if let Some(first) = tried.report.timing.as_ref().map(|t| t.first_call) {
+        if let Some(first) = tried.report.timing.as_ref().and_then(|t| t.first_call) {
             notes.push((
                 path.clone(),
                 format!(

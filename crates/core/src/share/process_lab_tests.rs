@@ -1,6 +1,5 @@
 use super::*;
 use crate::report::Verdict;
-use crate::report::process::ProcessTiming;
 use crate::share::process::failed_report;
 
 /// A worker that records what the loops asked, in order. `auto` is `shm`; `ipc` does not apply;
@@ -26,7 +25,7 @@ fn row(path: &str, nbytes: u64, first_call: f64) -> ProcessShareReport {
     let mut r = failed_report(path, "torch", nbytes, String::new(), true);
     r.verdict = Verdict::Shared;
     r.reason = None;
-    r.timing = Some(ProcessTiming { first_call, median: Some(1e-5), min: Some(1e-5), samples: vec![1e-5], repeats: 1 });
+    r.timing = Some(crate::share::process::process_timing(first_call, vec![1e-5]));
     r
 }
 

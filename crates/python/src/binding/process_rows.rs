@@ -1,6 +1,7 @@
 //! What crosses the seam of a handoff to another process, typed as the core's structs
 //! (crates/core/src/report/process.rs): `ProcessRow` (one process path's row of a `Comparison`, or
-//! one point of a `Benchmark`, its `size` set), `ProcessTiming`, `ProcessSide` (one side of a
+//! one point of a `Benchmark`, its `size` set; its timing is the `Timing` of every handoff, the
+//! first call apart), `ProcessSide` (one side of a
 //! handoff, described by memory identity) and `WorkerInfo` (the process a result's `worker`
 //! names). Each reads by attribute; key access (`row["timing"]["median"]`) reads its JSON form, for
 //! code written against the dicts these once were. A memory identity, a context, a segment and a
@@ -14,7 +15,7 @@ use serde::Serialize;
 use super::advice::PyPrediction;
 use super::forms::{keyed_methods, to_py};
 use super::vocabulary::PyVerdict;
-use crate::report::process::{ProcessBenchPoint, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, ProcessTiming};
+use crate::report::process::{ProcessBenchPoint, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget};
 
 fn dict_of<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyDict>> {
     Ok(to_py(py, value)?.cast_into::<PyDict>()?)
@@ -24,54 +25,6 @@ fn dict_of<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<B
 fn optional_dict<'py, T: Serialize>(py: Python<'py>, value: Option<&T>) -> PyResult<Option<Bound<'py, PyAny>>> {
     value.map(|v| to_py(py, v)).transpose()
 }
-
-/// The timing of handoffs to another process: the first call (with its one-off costs) apart from
-/// the median and minimum of the handoffs after it, in seconds.
-#[pyclass(module = "gpushare", frozen, name = "ProcessTiming")]
-pub struct PyProcessTiming {
-    timing: ProcessTiming,
-}
-
-impl PyProcessTiming {
-    pub fn of(timing: &ProcessTiming) -> PyProcessTiming {
-        PyProcessTiming { timing: timing.clone() }
-    }
-    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        dict_of(py, &self.timing)
-    }
-}
-
-#[pymethods]
-impl PyProcessTiming {
-    /// The first handoff, its one-off costs included (a process group's set-up, a segment's copy).
-    #[getter]
-    fn first_call(&self) -> f64 {
-        self.timing.first_call
-    }
-    #[getter]
-    fn median(&self) -> Option<f64> {
-        self.timing.median
-    }
-    #[getter]
-    fn min(&self) -> Option<f64> {
-        self.timing.min
-    }
-    /// The handoffs after the first, each in seconds (sorted).
-    #[getter]
-    fn samples(&self) -> Vec<f64> {
-        self.timing.samples.clone()
-    }
-    #[getter]
-    fn repeats(&self) -> u64 {
-        self.timing.repeats
-    }
-    fn __repr__(&self) -> String {
-        let median = self.timing.median.map_or("None".to_string(), crate::render::units::time);
-        format!("ProcessTiming(first_call={}, median={median}, repeats={})", crate::render::units::time(self.timing.first_call), self.timing.repeats)
-    }
-}
-
-keyed_methods!(PyProcessTiming);
 
 /// One side of a handoff to another process, described by memory identity in its own process.
 enum Side {
@@ -217,8 +170,8 @@ impl PyProcessRow {
     }
     /// None for a path that did not run.
     #[getter]
-    fn timing(&self) -> Option<PyProcessTiming> {
-        self.report.timing.as_ref().map(PyProcessTiming::of)
+    fn timing(&self) -> Option<super::types::PyTiming> {
+        self.report.timing.clone().map(|timing| super::types::PyTiming { timing })
     }
     #[getter]
     fn source(&self) -> PyProcessSide {
@@ -254,7 +207,7 @@ impl PyProcessRow {
         self.size
     }
     fn __repr__(&self) -> String {
-        let time = match self.report.timing.as_ref().and_then(|t| t.median) {
+        let time = match self.report.timing.as_ref().map(|t| t.median) {
             Some(median) => format!(", median={}", crate::render::units::time(median)),
             None => String::new(),
         };
@@ -316,7 +269,6 @@ keyed_methods!(PyWorkerInfo);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProcessRow>()?;
-    m.add_class::<PyProcessTiming>()?;
     m.add_class::<PyProcessSide>()?;
     m.add_class::<PyWorkerInfo>()
 }

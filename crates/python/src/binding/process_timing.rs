@@ -34,7 +34,8 @@ impl<'py> Handoffs for PyHandoffs<'py> {
 /// Times the handoffs of a process path with the core's timing loop: `handoff()` once (the first
 /// call, with its one-off costs, plus `first_extra` seconds measured before it), then `repeat`
 /// samples of one handoff each, `release(last)` untimed before each. Returns the last handoff's
-/// result and the timing (first call, median, min, sorted samples, repeats).
+/// result and the timing (the `Timing` of every handoff: samples in the order made, the first call
+/// apart).
 #[pyfunction]
 #[pyo3(signature = (handoff, release, repeat, first_extra=0.0))]
 fn measure_handoffs<'py>(
@@ -53,7 +54,7 @@ fn measure_handoffs<'py>(
 #[pyfunction]
 fn timed_call<'py>(call: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, f64)> {
     let (result, timing) = time_handoffs(&mut PyHandoffs { handoff: call, release: None }, 0, 0.0).map_err(to_pyerr)?;
-    Ok((result, timing.first_call))
+    Ok((result, timing.first_call.unwrap_or(timing.median)))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -11,7 +11,7 @@ use super::forms::Forms;
 
 use super::frames::shares_frame;
 use super::forms::{envelope_json, to_py};
-use super::process_rows::{PyProcessSide, PyProcessTiming};
+use super::process_rows::PyProcessSide;
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
@@ -86,6 +86,12 @@ impl PyTiming {
     fn untimed(&self) -> f64 {
         self.timing.untimed
     }
+    /// A handoff to a worker process: the first handoff, with its one-off costs (a process group's
+    /// set-up, a segment's copy), timed apart from the samples; None in this process.
+    #[getter]
+    fn first_call(&self) -> Option<f64> {
+        self.timing.first_call
+    }
     /// True for one call timed once: there is no median or minimum to speak of.
     #[getter]
     fn single(&self) -> bool {
@@ -95,9 +101,6 @@ impl PyTiming {
     #[getter]
     fn warning(&self) -> Option<String> {
         self.timing.noise_warning()
-    }
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.timing)
     }
     fn __repr__(&self) -> String {
         let t = &self.timing;
@@ -115,6 +118,15 @@ impl PyTiming {
         )
     }
 }
+
+impl PyTiming {
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        Ok(to_py(py, &self.timing)?.cast_into::<pyo3::types::PyDict>()?)
+    }
+}
+
+// Key access over the JSON form, as a handoff's timing to a worker read when it was a dict.
+super::forms::keyed_methods!(PyTiming);
 
 /// The outcome of one handoff: the converted `value`, source and target, the verdict (`"shared"`
 /// only when the target's bytes lie inside the source's memory), the reason for a copy, the path
@@ -367,7 +379,7 @@ impl ShareResult {
                 let timing = here.timing.get_or_try_init(py, || Py::new(py, PyTiming { timing: here.report.timing.clone() }))?;
                 Ok(timing.bind(py).clone().into_any())
             }
-            Handed::Worker(w) => Self::lock(w).report.timing.as_ref().map(PyProcessTiming::of).into_bound_py_any(py),
+            Handed::Worker(w) => Self::lock(w).report.timing.clone().map(|timing| PyTiming { timing }).into_bound_py_any(py),
         }
     }
     #[getter]
