@@ -127,13 +127,13 @@ def raw_sendrecv(backend: str, nbytes: int, repeat: int, env: dict | None = None
 
 
 def summarise(row: dict) -> dict:
-    t = row.get("timing") or {}
-    out = {"path": row["path"], "mechanism": row["mechanism"], "verdict": row["verdict"], "reason": row.get("reason"),
+    t, worker = row.get("timing") or {}, row.get("worker") or {}
+    out = {"path": row["path"], "mechanism": worker.get("mechanism"), "verdict": row["verdict"], "reason": row.get("reason"),
            "bytes_moved": row.get("bytes_moved"), "first_call": t.get("first_call"), "median": t.get("median"),
            "min": t.get("min"), "repeats": len(t.get("samples") or []), "notes": row.get("notes", [])}
-    if t.get("median") and row.get("bytes_per_handoff"):
-        out["GBps"] = row["bytes_per_handoff"] / t["median"] / 1e9
-    src, dst = row.get("source") or {}, row.get("target") or {}
+    if t.get("median") and worker.get("bytes_per_handoff"):
+        out["GBps"] = worker["bytes_per_handoff"] / t["median"] / 1e9
+    src, dst = worker.get("source") or {}, worker.get("target") or {}
     out["source_identity"], out["target_identity"] = src.get("identity"), dst.get("identity")
     out["source_context"], out["target_context"] = src.get("context"), dst.get("context")
     return out

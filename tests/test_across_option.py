@@ -58,7 +58,7 @@ def test_share_across_host_port_hands_the_array_to_that_worker(worker, ip, run):
     run("import torch; xa = torch.arange(4096, dtype=torch.float32)")
     r = run(f"%share xa ->torch --across {address} -r 2 -o")
     assert r.row["path"] == "remote" and r.verdict == "copied"
-    assert r.row["link"]["engine"] == "gloo" and r.row["link"]["transport"] == "TCP over lo"
+    assert r.link["engine"] == "gloo" and r.row["worker"]["link"]["transport"] == "TCP over lo"
     assert len(r.row["timing"]["samples"]) == 2 and r.row["bytes_moved"] == 4 * 4096
     assert any("started for this call" in n for n in r.row["notes"])
     # Nothing is bound: the worker (and the array it received) is gone after the line.
@@ -81,7 +81,7 @@ def test_sharebench_across_host_port_sweeps_the_remote_path(worker, run):
     points = b.to_dict()["points"]
     assert [(p["path"], p["size"], p["verdict"]) for p in points] == [("remote", 4096, "copied"),
                                                                       ("remote", 65536, "copied")]
-    assert all(p["link"]["engine"] == "gloo" for p in points)
+    assert all(p["worker"]["link"]["engine"] == "gloo" for p in points)
 
 
 @pytest.mark.parametrize("line, says", [
@@ -122,7 +122,7 @@ def test_gpushare_bench_across_host_port_sweeps_the_remote_path(worker, tmp_path
     data = json.loads(out.read_text())["data"]
     assert [(p["path"], p["size"], p["verdict"]) for p in data["points"]] == [("remote", 4096, "copied"),
                                                                              ("remote", 65536, "copied")]
-    assert all(p["link"]["transport"] == "TCP over lo" for p in data["points"])
+    assert all(p["worker"]["link"]["transport"] == "TCP over lo" for p in data["points"])
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -122,7 +122,7 @@ def test_the_process_paths_are_measured_in_rounds_apart_each_with_a_fresh_worker
     sweeps = [r for r in RECORDED if r["kind"] == "process"]
     assert len(sweeps) == advice.PROCESS_ROUNDS, [r["started"] for r in sweeps]
     assert [r["started"] for r in sweeps] == sorted(r["started"] for r in sweeps)
-    workers = {p["target"]["pid"] for r in sweeps for p in r["points"] if p.get("target")}
+    workers = {p["worker"]["target"]["pid"] for r in sweeps for p in r["points"] if p["worker"].get("target")}
     assert len(workers) == advice.PROCESS_ROUNDS, workers
     for r in sweeps:
         assert {p["size"] for p in r["points"]} == {gpushare.lab.parse_size(s) for s in SIZES}

@@ -89,9 +89,9 @@ def test_a_host_tensor_goes_by_gloo_over_the_veth_and_the_row_says_so(pair):
     assert out["values_equal"] and out["intact"]
     assert row["path"] == "remote" and row["verdict"] == "copied"
     assert "another host" in row["reason"]
-    assert row["bytes_moved"] == row["nbytes"] == 4 << 16
+    assert row["bytes_moved"] == row["worker"]["nbytes"] == 4 << 16
     assert len(row["timing"]["samples"]) == 3 and row["timing"]["median"] > 0
-    link = row["link"]
+    link = row["worker"]["link"]
     assert link["engine"] == "gloo" and link["network"] is True
     assert link["transport"] == f"TCP over {pair.if_a}"
     assert (link["local"]["interface"], link["local"]["address"]) == (pair.if_a, pair.addr_a)
@@ -292,7 +292,7 @@ def _nccl_over_the_veth(pair, monkeypatch, port: int, worker_device: str, client
     row = out["row"]
     assert out["values_equal"] and out["intact"]
     assert row["verdict"] == "copied" and "another host" in row["reason"]
-    link = row["link"]
+    link = row["worker"]["link"]
     assert link["engine"] == "nccl"
     assert link["transport"] == "NET/Socket" and link["network"] is True, link
     assert any("via NET/Socket" in line for line in link["evidence"])

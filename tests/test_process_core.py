@@ -51,10 +51,15 @@ def test_results_are_the_cores_typed_reports(worker):
     assert type(c) is gpushare.Comparison and c.worker.pid == worker.pid and c.worker.host is None
     assert json.loads(c.to_json())["schema"] == "gpushare.process-comparison/2"
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
-    # Its rows are typed as the core's rows: a ProcessRow whose timing, sides and worker are typed
+    # Its rows are the PathRows of every comparison, whose worker part (sides, mechanism) is typed
     # too, and whose keys still read its JSON form.
     row = c.paths["gloo"]
-    assert isinstance(row, gpushare.ProcessRow) and row.verdict is gpushare.Verdict.COPIED and row.size is None
+    assert type(row) is gpushare.PathRow and row.verdict is gpushare.Verdict.COPIED and row.size is None
+    assert row.worker.pid == worker.pid and row.mechanism.startswith("gloo") and row.nbytes == 32
+    assert row.bytes_per_handoff == 32 and row.bandwidth == pytest.approx(32 / row.timing.median)
+    # Ranked as any comparison's rows: two samples each have no spread to tell them apart by, so
+    # neither is named the fastest and the two read as tied.
+    assert [(r.fastest, r.tied) for r in c.rows] == [(False, True), (False, True)]
     # The timing is the Timing of every handoff, with the first call (and its one-off costs) apart.
     assert type(row.timing) is gpushare.Timing and row.timing.repeats == 2 and row.timing.first_call > 0
     assert row["timing"]["median"] == row.timing.median == row.to_dict()["timing"]["median"]
@@ -106,11 +111,12 @@ def test_processes_keeps_the_transport_only():
     lines = (PACKAGE / "processes" / "__init__.py").read_text(encoding="utf-8").count("\n")
     assert lines < 700, lines
     # The process results are every handoff's classes: no result class of their own (a class with a
-    # notebook form). Its rows are typed (ProcessRow, Timing, ProcessSide, WorkerInfo).
+    # notebook form). Their rows are PathRows, with a ProcessSide for each side and a WorkerInfo.
     classes = [getattr(m, n) for m in (processes, _native.processes) for n in dir(m) if isinstance(getattr(m, n), type)]
     results = {c.__name__ for c in classes if hasattr(c, "_repr_mimebundle_")}
     assert results <= {"ShareResult", "Comparison", "Benchmark"}, results
-    assert not {"ProcessShareResult", "ProcessComparison", "ProcessBenchmark"} & {c.__name__ for c in classes}
+    assert not {"ProcessShareResult", "ProcessComparison", "ProcessBenchmark", "ProcessRow", "ProcessTiming"} & {
+        c.__name__ for c in classes}
     assert processes.ShareResult is gpushare.ShareResult and processes.Comparison is gpushare.Comparison
 
 

@@ -199,7 +199,7 @@ def test_a_shm_result_read_after_release_or_after_the_worker_stopped_does_not_cr
 
 def test_a_released_segment_leaves_no_name_in_dev_shm(worker):
     r = gpushare.share(np.ones(1000), "numpy", across=worker, path="shm")
-    name = r.row["segment"]["name"]
+    name = r.row["worker"]["segment"]["name"]
     assert os.path.exists(f"/dev/shm/{name}")
     local = r.local
     r.release()
@@ -294,7 +294,7 @@ def test_the_json_of_a_process_share_from_a_paddle_source_fits_its_schema():
         with gpushare.Worker(device="cpu") as w:
             r = gpushare.share(x, "numpy", across=w, path="shm")
             d = json.loads(r.to_json())
-            assert d["data"]["nbytes"] == 24, d["data"]["nbytes"]
+            assert d["data"]["worker"]["nbytes"] == 24, d["data"]["worker"]
             assert (r.remote.read() == x.numpy()).all()
         print("ok")
     """)

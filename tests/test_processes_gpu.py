@@ -330,11 +330,12 @@ def test_cuda_process_results_fit_their_schemas(worker):
         _schema_check("process-share", payload)
         data = payload["data"]
         assert data["verdict"] == "shared", data["reason"]
+        sides = data["worker"]
         for side in ("source", "target"):
-            assert data[side]["identity"]["kind"] == "cuda"
-            assert data[side]["identity"]["offset"] == r.row[side]["identity"]["offset"]
-            assert data[side]["context"]["device"] == 0
-        assert data["target"]["identity"]["opened_handle"] == r.target["identity"]["opened_handle"]
+            assert sides[side]["identity"]["kind"] == "cuda"
+            assert sides[side]["identity"]["offset"] == r.row["worker"][side]["identity"]["offset"]
+            assert sides[side]["context"]["device"] == 0
+        assert sides["target"]["identity"]["opened_handle"] == r.target["identity"]["opened_handle"]
         assert r.to_dict()["schema"] == "gpushare.process-share/2"
         r.release()
     c = gpushare.compare(x, "torch", across=worker, repeat=2)

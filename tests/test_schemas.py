@@ -181,10 +181,11 @@ def test_the_process_rows_are_the_measured_ones(process_results):
     """What the schema validated above is the real outcome, not an empty shell."""
     share = json.loads(process_results["process-share-json"])["data"]
     assert share["path"] == "torch_mp" and share["verdict"] == "shared"
-    assert share["source"]["identity"]["kind"] == "host" and share["target"]["identity"]["kind"] == "host"
-    assert share["target"]["pid"] != share["source"]["pid"] and len(share["timing"]["samples"]) == 2
+    sides = share["worker"]
+    assert sides["source"]["identity"]["kind"] == "host" and sides["target"]["identity"]["kind"] == "host"
+    assert sides["target"]["pid"] != sides["source"]["pid"] and len(share["timing"]["samples"]) == 2
     rows = {r["path"]: r for r in process_results["process-comparison"].to_dict()["rows"]}
-    assert rows["shm"]["segment"]["name"] and rows["gloo"]["verdict"] == "copied"
+    assert rows["shm"]["worker"]["segment"]["name"] and rows["gloo"]["verdict"] == "copied"
     assert rows["ipc"]["verdict"] == "failed" and rows["ipc"]["timing"] is None
     points = process_results["process-bench"].to_dict()["points"]
     assert [(p["size"], p["path"]) for p in points] == [(4096, "shm"), (4096, "gloo"), (65536, "shm"), (65536, "gloo")]
@@ -204,13 +205,13 @@ def test_process_frames_put_the_identifying_columns_first(process_results):
 
 
 def test_a_process_dict_the_schema_does_not_describe_is_refused():
-    good = {"path": "ipc", "mechanism": "m", "verdict": "failed", "reason": "no CUDA", "applicable": False,
-            "nbytes": 32, "bytes_moved": 0, "bytes_per_handoff": 0, "timing": None,
-            "source": {"pid": 1, "framework": "numpy", "identity": None, "context": None}, "target": None, "notes": []}
+    good = _native.processes.failure("ipc", "numpy", 32, "no CUDA", applicable=False).row
     # The dicts reach the Rust types as Python objects (pyo3), no JSON text on the way.
     payload = json.loads(_native.processes.report("process-share", good).to_json())
     validate("process-share", payload)
     with pytest.raises(ValueError, match="unknown field `colour`"):
+        _native.processes.report("process-share", {**good, "worker": {**good["worker"], "colour": "blue"}})
+    with pytest.raises(ValueError, match=r"data\.colour is not in the Rust type"):
         _native.processes.report("process-share", {**good, "colour": "blue"})
     with pytest.raises(ValueError, match="maybe"):
         _native.processes.report("process-share", {**good, "verdict": "maybe"})

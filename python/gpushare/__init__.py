@@ -31,7 +31,6 @@ from gpushare.vocabulary import PathKind, Verdict
 __version__: str = _native.__version__
 Timing = _native.share.Timing
 PathRow = _native.lab.PathRow
-ProcessRow = _native.processes.ProcessRow
 #: What a share was predicted to do (``ShareResult.prediction`` within a process, ``gpushare.explain``).
 Prediction = _native.paths.Prediction
 #: A predicted time and its stated error (``advise``, a handoff to a worker's ``prediction``).
@@ -70,7 +69,6 @@ __all__ = [
     "GpuInfo",
     "GpushareWarning",
     "PathRow",
-    "ProcessRow",
     "Prediction",
     "ShareResult",
     "ShareTable",

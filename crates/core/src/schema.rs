@@ -11,7 +11,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::render::lab::{BenchmarkReport, ComparisonReport};
-use crate::report::process::{ProcessBenchReport, ProcessComparisonReport, ProcessShareReport};
+use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
 use crate::report::{ShareReport, TensorReport};
 
 /// Every result kind that carries the envelope, in the order the docs list them.
@@ -57,7 +57,7 @@ pub fn schema_for(kind: &str) -> Option<Value> {
         "shares" => generator.subschema_for::<Vec<ShareReport>>(),
         "comparison" => generator.subschema_for::<ComparisonReport>(),
         "benchmark" => generator.subschema_for::<BenchmarkReport>(),
-        "process-share" => generator.subschema_for::<ProcessShareReport>(),
+        "process-share" => generator.subschema_for::<crate::render::lab::PathRow>(),
         "process-comparison" => generator.subschema_for::<ProcessComparisonReport>(),
         "process-bench" => generator.subschema_for::<ProcessBenchReport>(),
         "advice" => generator.subschema_for::<crate::advice::advise::Advice>(),

@@ -4,9 +4,10 @@
 use super::cells::{breakable, detail_row, td_num, td_text, th_num, th_text, TABLE_STYLE};
 use super::escape;
 use super::units::size_label;
-use crate::report::process::{MemoryIdentity, ProcessBenchReport, ProcessShareReport};
+use crate::render::lab::PathRow;
+use crate::report::process::{MemoryIdentity, ProcessBenchReport, WorkerHandoff};
 #[cfg(test)]
-use crate::report::process::ProcessBenchPoint;
+use crate::render::lab::BenchPoint;
 use crate::report::Verdict;
 
 /// The columns of a process row, in text order.
@@ -85,13 +86,19 @@ pub fn identity(identity: Option<&MemoryIdentity>) -> String {
     }
 }
 
-fn gbps(row: &ProcessShareReport) -> String {
-    row.bandwidth().map(|b| g3(b / 1e9)).unwrap_or_else(|| NONE.into())
+fn gbps(row: &PathRow) -> String {
+    row.bandwidth.map(|b| g3(b / 1e9)).unwrap_or_else(|| NONE.into())
+}
+
+/// The row's mechanism, `—` for a row with no worker side.
+fn mechanism(worker: Option<&WorkerHandoff>) -> String {
+    worker.map_or_else(|| NONE.into(), |w| w.mechanism.clone())
 }
 
 /// The nine cells of a row, in [`COLUMNS`] order.
-fn cells(row: &ProcessShareReport) -> [String; 9] {
+fn cells(row: &PathRow) -> [String; 9] {
     let timing = row.timing.as_ref();
+    let worker = row.worker.as_ref();
     let time_cell = match timing {
         None => NONE.into(),
         Some(t) => {
@@ -111,14 +118,17 @@ fn cells(row: &ProcessShareReport) -> [String; 9] {
     };
     [
         row.path.clone(),
-        row.mechanism.clone(),
+        mechanism(worker),
         verdict,
         size_label(row.bytes_moved),
         time_cell,
         gbps(row),
         timing.and_then(|t| t.first_call).map(|first| time(Some(first))).unwrap_or_else(|| NONE.into()),
-        format!("pid {}: {}", row.source.pid, identity(row.source.identity.as_ref())),
-        match &row.target {
+        match worker {
+            Some(w) => format!("pid {}: {}", w.source.pid, identity(w.source.identity.as_ref())),
+            None => NONE.into(),
+        },
+        match worker.and_then(|w| w.target.as_ref()) {
             Some(t) => format!("pid {}: {}", opt(t.pid), identity(t.identity.as_ref())),
             None => NONE.into(),
         },
@@ -137,17 +147,17 @@ fn link_cell(link: &crate::report::process::RemoteLink) -> String {
 
 /// What the cost model predicted for a row before it ran (`—` without one), with `⚠` where the
 /// measurement lies beyond the model's stated error.
-fn predicted_cell(row: &ProcessShareReport) -> String {
+fn predicted_cell(row: &PathRow) -> String {
     match &row.predicted {
         None => NONE.into(),
-        Some(p) => format!("{}{}", time(Some(p.seconds)), if row.misses_prediction() { " ⚠" } else { "" }),
+        Some(p) => format!("{}{}", time(Some(p.seconds)), if row.misses_prediction { " ⚠" } else { "" }),
     }
 }
 
 /// The line that says a row missed its prediction, in the lab's words.
-fn missed_prediction(row: &ProcessShareReport) -> Option<String> {
+fn missed_prediction(row: &PathRow) -> Option<String> {
     let (Some(p), Some(median)) = (&row.predicted, row.timing.as_ref().map(|t| t.median)) else { return None };
-    row.misses_prediction().then(|| {
+    row.misses_prediction.then(|| {
         format!(
             "⚠ measured {} against {} predicted: {:.0} % off, beyond the model's stated ±{:.0} %",
             time(Some(median)),
@@ -159,7 +169,7 @@ fn missed_prediction(row: &ProcessShareReport) -> Option<String> {
 }
 
 /// One block per path: the path and its verdict, then each column and note on a line of its own.
-pub fn rows_text(rows: &[ProcessShareReport]) -> String {
+pub fn rows_text(rows: &[PathRow]) -> String {
     let mut out = Vec::new();
     for row in rows {
         let cells = cells(row);
@@ -172,7 +182,7 @@ pub fn rows_text(rows: &[ProcessShareReport]) -> String {
                 out.push(format!("    {:<12} {}", "predicted", predicted_cell(row)));
             }
         }
-        if let Some(link) = &row.link {
+        if let Some(link) = row.worker.as_ref().and_then(|w| w.link.as_ref()) {
             out.push(format!("    {:<12} {}", "link", link_cell(link)));
         }
         for note in row.notes.iter().cloned().chain(missed_prediction(row)) {
@@ -184,7 +194,7 @@ pub fn rows_text(rows: &[ProcessShareReport]) -> String {
 
 /// A table, one row per path: the short columns in the row, the mechanism, the reason, each
 /// side's memory and the notes on a detail line under it.
-pub fn rows_html(rows: &[ProcessShareReport]) -> String {
+pub fn rows_html(rows: &[PathRow]) -> String {
     // The predicted column stands beside the measured time where the machine is calibrated.
     let mut columns: Vec<&str> = HTML_COLUMNS.to_vec();
     if rows.iter().any(|r| r.predicted.is_some()) {
@@ -220,7 +230,7 @@ pub fn rows_html(rows: &[ProcessShareReport]) -> String {
             ("parent side", cells[7].clone()),
             ("worker side", cells[8].clone()),
         ];
-        if let Some(link) = &row.link {
+        if let Some(link) = row.worker.as_ref().and_then(|w| w.link.as_ref()) {
             details.push(("link", link_cell(link)));
         }
         details.extend(row.notes.iter().cloned().chain(missed_prediction(row)).map(|n| ("note", n)));
@@ -240,8 +250,8 @@ fn table(head: &str, body: &str) -> String {
 fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
     let mut paths: Vec<&str> = Vec::new();
     for p in &report.points {
-        if !paths.contains(&p.handoff.path.as_str()) {
-            paths.push(&p.handoff.path);
+        if !paths.contains(&p.row.path.as_str()) {
+            paths.push(&p.row.path);
         }
     }
     let head = std::iter::once("size".to_string()).chain(paths.iter().map(|p| p.to_string())).collect();
@@ -251,7 +261,7 @@ fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
         .map(|&size| {
             let mut cells = vec![size_label(size)];
             for path in &paths {
-                let point = report.points.iter().find(|q| q.size == size && q.handoff.path == *path).map(|q| &q.handoff);
+                let point = report.points.iter().find(|q| q.size == size && q.row.path == *path).map(|q| &q.row);
                 cells.push(match point {
                     Some(p) if p.verdict != Verdict::Failed => match &p.timing {
                         Some(t) => {
@@ -283,7 +293,7 @@ pub fn bench_text(report: &ProcessBenchReport) -> String {
         })
         .collect();
     let mut seen: Vec<(&str, String)> = Vec::new();
-    for p in report.points.iter().map(|p| &p.handoff) {
+    for p in report.points.iter().map(|p| &p.row) {
         if let (Verdict::Failed, Some(reason)) = (p.verdict, &p.reason)
             && !reason.is_empty()
         {
@@ -295,10 +305,11 @@ pub fn bench_text(report: &ProcessBenchReport) -> String {
     }
     lines.extend(seen.iter().map(|(k, v)| format!("{k}: {v}")));
     let mut mechanisms: Vec<(&str, &str)> = Vec::new();
-    for p in report.points.iter().map(|p| &p.handoff) {
+    for p in report.points.iter().map(|p| &p.row) {
+        let Some(worker) = &p.worker else { continue };
         match mechanisms.iter_mut().find(|(k, _)| *k == p.path) {
-            Some(entry) => entry.1 = &p.mechanism,
-            None => mechanisms.push((&p.path, &p.mechanism)),
+            Some(entry) => entry.1 = &worker.mechanism,
+            None => mechanisms.push((&p.path, &worker.mechanism)),
         }
     }
     lines.extend(mechanisms.iter().map(|(k, v)| format!("{k} = {v}")));
@@ -340,20 +351,41 @@ mod tests {
         assert_eq!(size_label(0), "0 B");
     }
 
-    fn row(verdict: &str, timing: serde_json::Value) -> ProcessShareReport {
-        let host = |address: u64| serde_json::json!({"kind": "host", "file": "/dev/shm/psm_1", "unlinked": false,
-            "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address});
-        serde_json::from_value(serde_json::json!({"path": "gloo", "mechanism": "gloo send/recv", "verdict": verdict,
-            "reason": "gloo send/recv copies into the receiver's own buffer", "applicable": true, "nbytes": 4096,
-            "bytes_moved": 4096, "bytes_per_handoff": 4096, "timing": timing,
-            "source": {"pid": 7, "framework": "torch", "identity": host(4096), "context": null},
-            "target": {"pid": 8, "framework": "torch", "identity": null, "context": null}, "notes": ["a note"]}))
-        .unwrap()
+    fn row(verdict: &str, timing: Option<crate::stats::Timing>) -> PathRow {
+        let host = |address: u64| serde_json::from_value(serde_json::json!({"kind": "host", "file": "/dev/shm/psm_1",
+            "unlinked": false, "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address})).unwrap();
+        PathRow::of_worker(crate::report::process::WorkerRun {
+            path: "gloo".into(),
+            verdict: Verdict::parse(verdict).unwrap(),
+            reason: Some("gloo send/recv copies into the receiver's own buffer".into()),
+            applicable: true,
+            bytes_moved: 4096,
+            timing,
+            notes: vec!["a note".into()],
+            predicted: None,
+            worker: WorkerHandoff {
+                mechanism: "gloo send/recv".into(),
+                nbytes: 4096,
+                bytes_per_handoff: 4096,
+                source: crate::report::process::ProcessSource { pid: 7, framework: "torch".into(), identity: Some(host(4096)), context: None },
+                target: Some(crate::report::process::ProcessTarget { pid: Some(8), framework: Some("torch".into()), identity: None, context: None }),
+                segment: None,
+                link: None,
+            },
+        })
+    }
+
+    /// `row` with a prediction, as the pipeline makes it (the miss judged with it).
+    fn predicted_row(base: &PathRow, prediction: crate::advice::model::Prediction) -> PathRow {
+        let mut r = base.clone();
+        r.misses_prediction = prediction.misses(r.timing.as_ref().unwrap().median);
+        r.predicted = Some(prediction);
+        r
     }
 
     #[test]
     fn a_row_says_its_verdict_timing_bandwidth_and_each_side() {
-        let r = row("copied", serde_json::to_value(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])).unwrap());
+        let r = row("copied", Some(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])));
         let text = rows_text(std::slice::from_ref(&r));
         assert!(text.starts_with("gloo         copied: gloo send/recv copies"), "{text}");
         for part in ["time         40 µs (median of 3)", "GB/s         0.102", "first call   2 ms",
@@ -362,10 +394,10 @@ mod tests {
         }
         let html = rows_html(&[r]);
         assert!(html.contains("gpushare-processes") && html.contains("gpushare-detail") && html.contains("mechanism"));
-        let failed = row("failed", serde_json::Value::Null);
+        let failed = row("failed", None);
         assert!(rows_text(&[failed.clone()]).contains("time         —"));
         // A path that cannot run here reads "not applicable" in grey, never "failed" in red.
-        let na = ProcessShareReport { applicable: false, ..failed };
+        let na = PathRow { applicable: false, ..failed };
         let (text, html) = (rows_text(std::slice::from_ref(&na)), rows_html(&[na]));
         assert!(text.starts_with("gloo         not applicable: ") && !text.contains("failed"), "{text}");
         assert!(html.contains("color:#6e7781\">not applicable</td>") && !html.contains("failed"), "{html}");
@@ -373,19 +405,18 @@ mod tests {
 
     #[test]
     fn a_prediction_stands_beside_the_time_and_a_miss_is_flagged() {
-        let timing = serde_json::to_value(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])).unwrap();
-        let plain = row("copied", timing.clone());
+        let plain = row("copied", Some(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])));
         assert!(!rows_text(std::slice::from_ref(&plain)).contains("predicted"));
         assert!(!rows_html(std::slice::from_ref(&plain)).contains("predicted"));
         let predicted = |seconds: f64| crate::advice::model::Prediction {
             seconds, fixed: seconds, bandwidth: None, rate: None, bound: "fixed cost".into(), tolerance: 0.2, extrapolated: false,
             waits_for_queue: 0.0, host_slowdown: None, ..Default::default()
         };
-        let near = ProcessShareReport { predicted: Some(predicted(4.4e-5)), ..plain.clone() };
+        let near = predicted_row(&plain, predicted(4.4e-5));
         let text = rows_text(std::slice::from_ref(&near));
         assert!(text.contains("    predicted    44 µs\n"), "{text}");
         assert!(!text.contains('⚠'), "{text}");
-        let far = ProcessShareReport { predicted: Some(predicted(1e-5)), ..plain };
+        let far = predicted_row(&plain, predicted(1e-5));
         let text = rows_text(std::slice::from_ref(&far));
         assert!(text.contains("predicted    10 µs ⚠") && text.contains("measured 40 µs against 10 µs predicted: 75 % off, beyond the model's stated ±20 %"), "{text}");
         let html = rows_html(&[near.clone(), far.clone()]);
@@ -393,7 +424,7 @@ mod tests {
         let bench = ProcessBenchReport {
             source_framework: "torch".into(), target_framework: "torch".into(), dtype: "float32".into(),
             device: "cpu".into(), sizes: vec![4096], interrupted: false, repeat: 3,
-            points: vec![ProcessBenchPoint { handoff: far, size: 4096 }],
+            points: vec![BenchPoint { size: 4096, row: far }],
         };
         assert!(bench_text(&bench).contains("40 µs copied (first 2 ms, predicted 10 µs ⚠)"), "{}", bench_text(&bench));
     }

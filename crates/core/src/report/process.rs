@@ -11,49 +11,99 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Verdict;
+use crate::render::lab::{BenchPoint, PathRow};
 use crate::stats::Timing;
 #[cfg(test)]
 use super::envelope;
 
-/// One handoff of an array to a worker process, by one process path.
+/// What the row of a handoff to a worker process says beyond a row within this process (its
+/// [`PathRow::worker`]): how the path handed the memory over, what each handoff moves, and both
+/// sides, each described by memory identity in its own process (a pointer means nothing in another).
+///
+/// The row itself is the [`PathRow`] of every handoff: its verdict, reason, bytes moved, timing
+/// (the first call apart, as `first_call`), prediction and marks read as any other row's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProcessShareReport {
-    /// The process path: `ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket`, `gloo` or `remote`.
-    pub path: String,
+pub struct WorkerHandoff {
     /// How the path hands the memory over, in words.
     pub mechanism: String,
+    /// Bytes of the source array.
+    pub nbytes: u64,
+    /// Bytes each timed handoff after the first moves (0 where only the first call copies: a staged
+    /// segment); the row's bandwidth is of these.
+    pub bytes_per_handoff: u64,
+    /// The parent's side.
+    pub source: ProcessSource,
+    /// The worker's side; `None` for a path that did not run.
+    pub target: Option<ProcessTarget>,
+    /// The POSIX shared-memory segment of the `shm` path (absent on other paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<Segment>,
+    /// The network link of a handoff to a worker on another host (path `remote`): the engine, the
+    /// transport the engine says carried the bytes, and both ends (absent on other paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<RemoteLink>,
+}
+
+/// What one handoff to a worker measured, before it is a row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRun {
+    /// The process path: `ipc`, `torch_mp`, `shm`, `nccl`, `nccl_socket`, `gloo` or `remote`.
+    pub path: String,
     /// "shared" only when both sides' memory identities name the same physical memory.
     pub verdict: Verdict,
     /// Why it copied or failed; `None` when shared.
     pub reason: Option<String>,
     /// False when the path does not apply to this array or target (a "failed" row saying why).
     pub applicable: bool,
-    /// Bytes of the source array.
-    pub nbytes: u64,
     /// Bytes copied in all by the handoff (0 when shared).
     pub bytes_moved: u64,
-    /// Bytes each timed handoff after the first moves (0 where only the first call copies).
-    pub bytes_per_handoff: u64,
-    /// Wall-clock seconds of the handoffs, measured where they are made (the parent, or NCCL's
-    /// sender): the samples are the handoffs after the first, whose one-off costs are timed apart
-    /// (`first_call`). `None` for a failed path.
+    /// `None` for a failed path.
     pub timing: Option<Timing>,
-    pub source: ProcessSource,
-    /// The worker's side; `None` for a failed path.
-    pub target: Option<ProcessTarget>,
     pub notes: Vec<String>,
-    /// The POSIX shared-memory segment of the `shm` path (absent on other paths).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segment: Option<Segment>,
-    /// What the cost model of this machine predicted for the handoff before it ran (absent where
-    /// the machine is not calibrated for this path, framework and place).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the cost model of this machine predicted for the handoff before it ran (where the
+    /// machine is calibrated for this path, framework and place).
     pub predicted: Option<crate::advice::model::Prediction>,
-    /// The network link of a handoff to a worker on another host (path `remote`): the engine, the
-    /// transport the engine says carried the bytes, and both ends (absent on other paths).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link: Option<RemoteLink>,
+    pub worker: WorkerHandoff,
+}
+
+impl PathRow {
+    /// The row of a handoff to a worker: the columns every row has, with the bandwidth of the bytes
+    /// each handoff after the first moves (a shared mapping moves none: a bandwidth would mean
+    /// nothing), and the worker's side of it.
+    pub fn of_worker(run: WorkerRun) -> PathRow {
+        let timing = run.timing.filter(|_| run.verdict != Verdict::Failed);
+        let bandwidth = timing
+            .as_ref()
+            .filter(|t| run.worker.bytes_per_handoff > 0 && t.median > 0.0)
+            .map(|t| run.worker.bytes_per_handoff as f64 / t.median);
+        let misses_prediction = match (&run.predicted, &timing) {
+            (Some(p), Some(t)) => p.misses(t.median),
+            _ => false,
+        };
+        PathRow {
+            path: run.path,
+            verdict: run.verdict,
+            applicable: run.applicable,
+            auto: false,
+            reason: run.reason,
+            fix: None,
+            bytes_moved: run.bytes_moved,
+            warning: timing.as_ref().and_then(Timing::noise_warning),
+            timing,
+            device_timing: None,
+            bandwidth,
+            fastest: false,
+            tied: false,
+            comparable: true,
+            notes: run.notes,
+            target: None,
+            predicted: run.predicted,
+            misses_prediction,
+            ordering: None,
+            worker: Some(run.worker),
+        }
+    }
 }
 
 /// The link a handoff to a worker on another host went over.
@@ -204,8 +254,8 @@ pub struct ProcessComparisonReport {
     pub shape: Vec<u64>,
     /// Where the array lies: `cpu`, `cuda:0`.
     pub device: String,
-    /// One per path, in the order tried.
-    pub rows: Vec<ProcessShareReport>,
+    /// One per path, in the order tried; each row's `worker` is set.
+    pub rows: Vec<PathRow>,
 }
 
 /// A sweep over sizes × process paths.
@@ -219,74 +269,72 @@ pub struct ProcessBenchReport {
     pub device: String,
     /// Bytes per source array, in sweep order.
     pub sizes: Vec<u64>,
-    /// One per size × path.
-    pub points: Vec<ProcessBenchPoint>,
+    /// One per size × path, each row's `worker` set.
+    pub points: Vec<BenchPoint>,
     /// The sweep was stopped (Ctrl-C) before it ended: `points` holds what was measured.
     pub interrupted: bool,
     /// Timed handoffs per point after the first.
     pub repeat: u64,
 }
 
-/// One size × path of a process sweep: the handoff, and the size it was made at.
-// Flattened, so a point is a process-share with `size` added; `deny_unknown_fields` does not
-// work through `flatten`, so [`from_value`] compares the round trip with its input instead (the
-// schema still says no other key: `schemars(deny_unknown_fields)` only touches the schema).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct ProcessBenchPoint {
-    #[serde(flatten)]
-    pub handoff: ProcessShareReport,
-    /// Bytes of the source array of this point.
-    pub size: u64,
+impl ProcessComparisonReport {
+    /// Every process path tried on one array, the fastest row (or the rows tied within their
+    /// spread) marked as in any comparison.
+    pub fn new(
+        source_framework: String,
+        target_framework: Option<String>,
+        dtype: String,
+        shape: Vec<u64>,
+        device: String,
+        mut rows: Vec<PathRow>,
+    ) -> ProcessComparisonReport {
+        crate::render::lab::mark_fastest(&mut rows.iter_mut().collect::<Vec<_>>());
+        ProcessComparisonReport { source_framework, target_framework, dtype, shape, device, rows }
+    }
 }
 
-impl ProcessShareReport {
-    /// Bytes per second of the handoffs after the first, where each moves bytes (a shared mapping
-    /// moves none: a bandwidth would mean nothing).
-    pub fn bandwidth(&self) -> Option<f64> {
-        let median = self.timing.as_ref()?.median;
-        (self.bytes_per_handoff > 0 && median > 0.0).then(|| self.bytes_per_handoff as f64 / median)
-    }
-
-    /// Whether the measured median lies further from the prediction than the model's stated error.
-    pub fn misses_prediction(&self) -> bool {
-        match (&self.predicted, self.timing.as_ref().map(|t| t.median)) {
-            (Some(p), Some(median)) => p.misses(median),
-            _ => false,
+impl ProcessBenchReport {
+    /// The sweep's points with the fastest path at each size (or the tied ones) marked, as in any sweep.
+    pub fn marked(mut self) -> ProcessBenchReport {
+        for &size in &self.sizes {
+            let mut at_size: Vec<&mut PathRow> = self.points.iter_mut().filter(|p| p.size == size).map(|p| &mut p.row).collect();
+            crate::render::lab::mark_fastest(&mut at_size);
         }
+        self
     }
+}
 
-    /// The outcome of this path as the flat columns of a `to_pandas()` row, after the columns
-    /// that identify the array: raw seconds and bytes; identities and notes stay in `to_dict()`.
-    pub fn tidy_outcome(&self) -> Vec<(&'static str, Value)> {
-        let timing = self.timing.as_ref();
-        let identity_kind = |i: Option<&MemoryIdentity>| match i {
-            Some(MemoryIdentity::Host(_)) => Value::from("host"),
-            Some(MemoryIdentity::Cuda(_)) => Value::from("cuda"),
-            None => Value::Null,
-        };
-        let target = self.target.as_ref();
-        vec![
-            ("path", self.path.clone().into()),
-            ("verdict", self.verdict.as_str().into()),
-            ("applicable", self.applicable.into()),
-            ("bytes_moved", self.bytes_moved.into()),
-            ("bytes_per_handoff", self.bytes_per_handoff.into()),
-            ("first_call_s", timing.and_then(|t| t.first_call).into()),
-            ("median_s", timing.map(|t| t.median).into()),
-            ("min_s", timing.map(|t| t.min).into()),
-            ("repeats", timing.map(|t| t.repeats() as u64).into()),
-            ("bandwidth_Bps", self.bandwidth().into()),
-            ("predicted_s", self.predicted.as_ref().map(|p| p.seconds).into()),
-            ("misses_prediction", self.misses_prediction().into()),
-            ("source_pid", self.source.pid.into()),
-            ("target_pid", target.and_then(|t| t.pid).into()),
-            ("source_memory", identity_kind(self.source.identity.as_ref())),
-            ("target_memory", identity_kind(target.and_then(|t| t.identity.as_ref()))),
-            ("mechanism", self.mechanism.clone().into()),
-            ("reason", self.reason.clone().into()),
-        ]
-    }
+/// The outcome of a handoff to a worker as the flat columns of a `to_pandas()` row, after the
+/// columns that identify the array: raw seconds and bytes; identities and notes stay in `to_dict()`.
+pub fn tidy_outcome(row: &PathRow) -> Vec<(&'static str, Value)> {
+    let timing = row.timing.as_ref();
+    let identity_kind = |i: Option<&MemoryIdentity>| match i {
+        Some(MemoryIdentity::Host(_)) => Value::from("host"),
+        Some(MemoryIdentity::Cuda(_)) => Value::from("cuda"),
+        None => Value::Null,
+    };
+    let worker = row.worker.as_ref();
+    let target = worker.and_then(|w| w.target.as_ref());
+    vec![
+        ("path", row.path.clone().into()),
+        ("verdict", row.verdict.as_str().into()),
+        ("applicable", row.applicable.into()),
+        ("bytes_moved", row.bytes_moved.into()),
+        ("bytes_per_handoff", worker.map(|w| w.bytes_per_handoff).into()),
+        ("first_call_s", timing.and_then(|t| t.first_call).into()),
+        ("median_s", timing.map(|t| t.median).into()),
+        ("min_s", timing.map(|t| t.min).into()),
+        ("repeats", timing.map(|t| t.repeats() as u64).into()),
+        ("bandwidth_Bps", row.bandwidth.into()),
+        ("predicted_s", row.predicted.as_ref().map(|p| p.seconds).into()),
+        ("misses_prediction", row.misses_prediction.into()),
+        ("source_pid", worker.map(|w| w.source.pid).into()),
+        ("target_pid", target.and_then(|t| t.pid).into()),
+        ("source_memory", identity_kind(worker.and_then(|w| w.source.identity.as_ref()))),
+        ("target_memory", identity_kind(target.and_then(|t| t.identity.as_ref()))),
+        ("mechanism", worker.map(|w| w.mechanism.clone()).into()),
+        ("reason", row.reason.clone().into()),
+    ]
 }
 
 /// The dtypes of a process frame's columns: counts are integers ("Int64", nullable, where a
@@ -359,7 +407,7 @@ mod tests {
     fn normalize(kind: &str, data: &str) -> Result<Value, String> {
         let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid {kind} JSON: {e}"))?;
         let typed = match kind {
-            "process-share" => serde_json::to_value(from_value::<ProcessShareReport>(kind, &input)?),
+            "process-share" => serde_json::to_value(from_value::<PathRow>(kind, &input)?),
             "process-comparison" => serde_json::to_value(from_value::<ProcessComparisonReport>(kind, &input)?),
             "process-bench" => serde_json::to_value(from_value::<ProcessBenchReport>(kind, &input)?),
             other => return Err(format!("unknown process result kind {other:?}: use one of {}", PROCESS_KINDS.join(", "))),
@@ -367,36 +415,57 @@ mod tests {
         Ok(envelope(kind, typed.map_err(|e| e.to_string())?))
     }
 
+    /// A row of the old flat shape as the row of every handoff: the worker's part under `worker`,
+    /// the columns every row has beside it.
+    fn as_row(flat: Value) -> Value {
+        let mut flat = flat.as_object().unwrap().clone();
+        let mut worker = serde_json::Map::new();
+        for key in ["mechanism", "nbytes", "bytes_per_handoff", "source", "target", "segment", "link"] {
+            if let Some(v) = flat.remove(key) {
+                worker.insert(key.into(), v);
+            }
+        }
+        for (key, value) in [("auto", json!(false)), ("fix", Value::Null), ("device_timing", Value::Null),
+                             ("bandwidth", Value::Null), ("fastest", json!(false)), ("tied", json!(false)),
+                             ("comparable", json!(true)), ("warning", Value::Null), ("target", Value::Null),
+                             ("predicted", Value::Null), ("misses_prediction", json!(false)), ("ordering", Value::Null)] {
+            flat.entry(key).or_insert(value);
+        }
+        flat.insert("worker".into(), Value::Object(worker));
+        Value::Object(flat)
+    }
+
     fn failed_row() -> Value {
-        json!({"path": "ipc", "mechanism": "CUDA IPC", "verdict": "failed", "reason": "no CUDA",
+        as_row(json!({"path": "ipc", "mechanism": "CUDA IPC", "verdict": "failed", "reason": "no CUDA",
                "applicable": false, "nbytes": 32, "bytes_moved": 0, "bytes_per_handoff": 0, "timing": null,
                "source": {"pid": 7, "framework": "numpy", "identity": null, "context": null},
-               "target": null, "notes": []})
+               "target": null, "notes": []}))
     }
 
     fn shm_row() -> Value {
         let host = |address: u64| json!({"kind": "host", "file": "/dev/shm/psm_1", "unlinked": false,
             "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address});
-        json!({"path": "shm", "mechanism": "POSIX shared memory", "verdict": "shared", "reason": null,
+        as_row(json!({"path": "shm", "mechanism": "POSIX shared memory", "verdict": "shared", "reason": null,
                "applicable": true, "nbytes": 32, "bytes_moved": 32, "bytes_per_handoff": 0,
                "timing": serde_json::to_value(crate::share::process::process_timing(0.002, vec![9e-05, 8.5e-05, 0.001])).unwrap(),
                "source": {"pid": 7, "framework": "numpy", "identity": host(140136054239232), "context": null},
                "target": {"pid": 8, "framework": "numpy", "identity": host(139894009286656), "context": null},
-               "notes": ["copied once into segment psm_1"], "segment": {"name": "psm_1", "offset": 0}})
+               "notes": ["copied once into segment psm_1"], "segment": {"name": "psm_1", "offset": 0}}))
     }
 
     fn cuda_row() -> Value {
         let mut row = shm_row();
         row["path"] = json!("ipc");
-        row.as_object_mut().unwrap().remove("segment");
-        row["source"]["identity"] = json!({"kind": "cuda", "address": 1024, "device": 0, "context": 99,
+        let w = &mut row["worker"];
+        w.as_object_mut().unwrap().remove("segment");
+        w["source"]["identity"] = json!({"kind": "cuda", "address": 1024, "device": 0, "context": 99,
             "context_is_primary": true, "base": 0, "size": 2097152, "offset": 1024, "memory_type": "device",
             "handle": "ab01", "ipc_refusal": null});
-        row["target"]["identity"] = json!({"kind": "cuda", "address": 5120, "device": 0, "context": 77,
+        w["target"]["identity"] = json!({"kind": "cuda", "address": 5120, "device": 0, "context": 77,
             "context_is_primary": true, "base": 4096, "size": 2097152, "offset": 1024, "memory_type": "device",
             "handle": null, "ipc_refusal": null, "opened_handle": "ab01", "mapped_base": 4096});
-        row["source"]["context"] = json!({"context": 99, "primary": true, "device": 0, "pid": 7});
-        row["target"]["context"] = json!({"context": 77, "primary": true, "device": 0, "pid": 8});
+        w["source"]["context"] = json!({"context": 99, "primary": true, "device": 0, "pid": 7});
+        w["target"]["context"] = json!({"context": 77, "primary": true, "device": 0, "pid": 8});
         row
     }
 
@@ -418,13 +487,13 @@ mod tests {
             "device": "cpu", "sizes": [4096], "points": [point], "interrupted": false, "repeat": 3});
         let out = normalize("process-bench", &bench.to_string()).unwrap();
         assert_eq!(out["data"]["points"][0]["size"], 4096);
-        assert_eq!(out["data"]["points"][0]["segment"]["name"], "psm_1");
+        assert_eq!(out["data"]["points"][0]["worker"]["segment"]["name"], "psm_1");
     }
 
     #[test]
     fn a_key_the_types_do_not_know_is_refused_with_where_it_is() {
         let mut row = shm_row();
-        row["source"]["identity"]["colour"] = json!("blue");
+        row["worker"]["source"]["identity"]["colour"] = json!("blue");
         let err = normalize("process-share", &row.to_string()).unwrap_err();
         assert!(err.contains("colour"), "{err}");
         // Inside a flattened bench point too, where serde cannot deny it.
@@ -443,10 +512,10 @@ mod tests {
         row["verdict"] = json!("maybe");
         assert!(normalize("process-share", &row.to_string()).unwrap_err().contains("maybe"));
         let mut row = failed_row();
-        row.as_object_mut().unwrap().remove("nbytes");
+        row["worker"].as_object_mut().unwrap().remove("nbytes");
         assert!(normalize("process-share", &row.to_string()).unwrap_err().contains("nbytes"));
         let mut row = shm_row();
-        row["source"]["identity"]["kind"] = json!("disk");
+        row["worker"]["source"]["identity"]["kind"] = json!("disk");
         assert!(normalize("process-share", &row.to_string()).is_err());
         assert!(normalize("process-nothing", "{}").unwrap_err().contains("process-share, process-comparison"));
         assert!(normalize("process-share", "{").unwrap_err().contains("invalid"));

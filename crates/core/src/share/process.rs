@@ -15,7 +15,7 @@ use crate::explain::{self, ProcessFacts, ProcessProbe};
 use crate::paths::{self, PathKind};
 use crate::report::Verdict;
 use crate::report::process::{
-    MemoryIdentity, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget, RemoteLink, Segment,
+    MemoryIdentity, ProcessContext, ProcessSource, ProcessTarget, RemoteLink, Segment, WorkerHandoff, WorkerRun,
 };
 
 /// What is known of the array, the path and the worker before anything runs: the facts of the
@@ -118,7 +118,7 @@ pub trait ProcessRoute {
 /// A handoff's result: its typed row, and the worker's reply to the last handoff (what the
 /// binding makes the remote array of).
 pub struct Handed<Reply> {
-    pub report: ProcessShareReport,
+    pub report: crate::render::lab::PathRow,
     pub reply: Reply,
 }
 
@@ -171,30 +171,32 @@ impl ProcessHandoff {
             Some(detail) => format!("{described}: {detail}"),
             None => described.to_string(),
         };
-        let report = ProcessShareReport {
-            mechanism,
+        let report = crate::render::lab::PathRow::of_worker(WorkerRun {
             verdict,
             reason,
             applicable: true,
-            nbytes: source.nbytes,
             bytes_moved,
-            // What each timed handoff after the first moves: a send copies every time, a staged
-            // segment only in the first call.
-            bytes_per_handoff: if by_design { bytes_moved } else { 0 },
             timing: Some(timing),
-            source: ProcessSource {
-                pid: std::process::id(),
-                framework: source.framework,
-                identity: source.identity,
-                context: source.context,
-            },
-            target: Some(target),
             notes: route.notes(&reply)?,
-            segment: staging.map(|s| s.segment),
             predicted: self.predicted.clone(),
-            link: route.link()?,
+            worker: WorkerHandoff {
+                mechanism,
+                nbytes: source.nbytes,
+                // What each timed handoff after the first moves: a send copies every time, a staged
+                // segment only in the first call.
+                bytes_per_handoff: if by_design { bytes_moved } else { 0 },
+                source: ProcessSource {
+                    pid: std::process::id(),
+                    framework: source.framework,
+                    identity: source.identity,
+                    context: source.context,
+                },
+                target: Some(target),
+                segment: staging.map(|s| s.segment),
+                link: route.link()?,
+            },
             path,
-        };
+        });
         Ok(Handed { report, reply })
     }
 }
@@ -202,24 +204,26 @@ impl ProcessHandoff {
 /// The row of a path that does not apply (`applicable: false`, the refusal's reason) or that
 /// failed while it ran (the error's words): the same columns as a handoff's, with no timing and no
 /// worker side.
-pub fn failed_report(path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> ProcessShareReport {
-    ProcessShareReport {
+pub fn failed_report(path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> crate::render::lab::PathRow {
+    crate::render::lab::PathRow::of_worker(WorkerRun {
         path: path.to_string(),
-        mechanism: paths::find(PathKind::Process, path).map_or(path, |p| p.description).to_string(),
         verdict: Verdict::Failed,
         reason: Some(reason),
         applicable,
-        nbytes,
         bytes_moved: 0,
-        bytes_per_handoff: 0,
         timing: None,
-        source: ProcessSource { pid: std::process::id(), framework: framework.to_string(), identity: None, context: None },
-        target: None,
         notes: Vec::new(),
-        segment: None,
         predicted: None,
-        link: None,
-    }
+        worker: WorkerHandoff {
+            mechanism: paths::find(PathKind::Process, path).map_or(path, |p| p.description).to_string(),
+            nbytes,
+            bytes_per_handoff: 0,
+            source: ProcessSource { pid: std::process::id(), framework: framework.to_string(), identity: None, context: None },
+            target: None,
+            segment: None,
+            link: None,
+        },
+    })
 }
 
 /// Why the route does not apply: the core's rule over its facts, the costly ones asked through

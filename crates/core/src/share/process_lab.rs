@@ -7,7 +7,7 @@
 //! the paths, that one path's worker array is released before the next path runs, the warm-up of
 //! a sweep and what its note says, and that Ctrl-C ends a sweep with the points measured so far.
 
-use crate::report::process::{ProcessBenchPoint, ProcessShareReport};
+use crate::render::lab::{BenchPoint, PathRow};
 
 /// Untimed handoffs by each path before a sweep times any. One was not enough: on 2x H200 the first
 /// sweep through a new worker after one warm-up still ran torch's `ipc` at 158-170 µs, the next two
@@ -18,20 +18,20 @@ pub const WARM_UP_HANDOFFS: usize = 5;
 /// One path tried: its row (a failed one that says why, where the path does not apply or failed),
 /// and the handoff that holds the worker's array, until released.
 pub struct Tried<K> {
-    pub report: ProcessShareReport,
+    pub report: PathRow,
     pub kept: Option<K>,
 }
 
 /// Every path tried on one array: a row per path, and the handoffs kept for the caller.
 pub struct Compared<K> {
-    pub rows: Vec<ProcessShareReport>,
+    pub rows: Vec<PathRow>,
     /// (path, handoff) of the paths that worked, when the caller keeps them.
     pub kept: Vec<(String, K)>,
 }
 
 /// A sweep's points, and whether Ctrl-C ended it before the last.
 pub struct Swept {
-    pub points: Vec<ProcessBenchPoint>,
+    pub points: Vec<BenchPoint>,
     pub interrupted: bool,
 }
 
@@ -55,7 +55,7 @@ pub trait ProcessLab {
     /// A sweep's source array of `size` bytes; `Ok(Err(why))` when it could not be made.
     fn make_source(&mut self, size: u64) -> Result<Result<Self::Source, String>, Self::Error>;
     /// The row of a path that could not run for the reason given.
-    fn failed(&self, path: &str, size: u64, reason: String) -> ProcessShareReport;
+    fn failed(&self, path: &str, size: u64, reason: String) -> PathRow;
     /// Whether `error` is Ctrl-C, which ends a sweep with what it measured.
     fn interrupted(error: &Self::Error) -> bool;
 }
@@ -87,7 +87,10 @@ pub fn compare<L: ProcessLab>(
                 return Err(e);
             }
         };
-        rows.push(tried.report);
+        let mut row = tried.report;
+        // The row of the path `auto` took reads as `auto`'s, as in any comparison.
+        row.auto = name == "auto";
+        rows.push(row);
         if let Some(handoff) = tried.kept {
             if keep {
                 kept.push((path, handoff));
@@ -136,7 +139,7 @@ fn sweep<L: ProcessLab>(
     sizes: &[u64],
     names: &[String],
     repeat: usize,
-    points: &mut Vec<ProcessBenchPoint>,
+    points: &mut Vec<BenchPoint>,
     warmed: &mut Option<Vec<(String, String)>>,
 ) -> Result<(), L::Error> {
     for &size in sizes {
@@ -147,7 +150,7 @@ fn sweep<L: ProcessLab>(
                 for name in names {
                     // No array to resolve `auto` for: the row names the path `auto` takes on a GPU.
                     let path = if name == "auto" { "ipc" } else { name.as_str() };
-                    points.push(ProcessBenchPoint { handoff: lab.failed(path, size, why.clone()), size });
+                    points.push(BenchPoint { size, row: lab.failed(path, size, why.clone()) });
                 }
                 continue;
             }
@@ -165,7 +168,8 @@ fn sweep<L: ProcessLab>(
             if let Some(handoff) = tried.kept {
                 lab.release(handoff)?;
             }
-            points.push(ProcessBenchPoint { handoff: tried.report, size });
+            tried.report.auto = name == "auto";
+            points.push(BenchPoint { size, row: tried.report });
         }
     }
     Ok(())

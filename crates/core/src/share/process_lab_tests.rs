@@ -21,7 +21,7 @@ enum Stop {
     WorkerDied,
 }
 
-fn row(path: &str, nbytes: u64, first_call: f64) -> ProcessShareReport {
+fn row(path: &str, nbytes: u64, first_call: f64) -> crate::render::lab::PathRow {
     let mut r = failed_report(path, "torch", nbytes, String::new(), true);
     r.verdict = Verdict::Shared;
     r.reason = None;
@@ -57,7 +57,7 @@ impl ProcessLab for FakeLab {
     fn make_source(&mut self, size: u64) -> Result<Result<u64, String>, Stop> {
         Ok(if self.unmakeable.contains(&size) { Err("out of memory".into()) } else { Ok(size) })
     }
-    fn failed(&self, path: &str, size: u64, reason: String) -> ProcessShareReport {
+    fn failed(&self, path: &str, size: u64, reason: String) -> crate::render::lab::PathRow {
         failed_report(path, "torch", size, reason, true)
     }
     fn interrupted(error: &Stop) -> bool {
@@ -102,11 +102,11 @@ fn a_sweep_warms_each_path_up_once_and_notes_it_on_that_paths_first_point_only()
     assert_eq!(points.len(), 6);
     let noted: Vec<(u64, &str)> = points
         .iter()
-        .filter(|p| p.handoff.notes.iter().any(|n| n.starts_with("timed after 5 warm-up handoffs")))
-        .map(|p| (p.size, p.handoff.path.as_str()))
+        .filter(|p| p.row.notes.iter().any(|n| n.starts_with("timed after 5 warm-up handoffs")))
+        .map(|p| (p.size, p.row.path.as_str()))
         .collect();
     assert_eq!(noted, [(1024, "shm"), (1024, "gloo")]);
-    assert!(points[0].handoff.notes[0].contains("the first took 2.00 ms"), "{:?}", points[0].handoff.notes);
+    assert!(points[0].row.notes[0].contains("the first took 2.00 ms"), "{:?}", points[0].row.notes);
     assert!(lab.held.is_empty());
 }
 
@@ -126,9 +126,9 @@ fn a_sweep_stopped_by_ctrl_c_keeps_the_points_measured_and_a_dead_worker_is_an_e
 fn a_size_whose_array_cannot_be_made_is_a_failed_point_per_path_saying_why() {
     let mut lab = FakeLab { unmakeable: vec![1024], ..FakeLab::default() };
     let points = bench(&mut lab, &[1024, 4096], &names(&["auto", "gloo"]), 1).unwrap().points;
-    let failed: Vec<_> = points.iter().filter(|p| p.handoff.verdict == Verdict::Failed).collect();
-    assert_eq!(failed.iter().map(|p| (p.size, p.handoff.path.as_str())).collect::<Vec<_>>(), [(1024, "ipc"), (1024, "gloo")]);
-    assert!(failed[0].handoff.reason.as_deref().unwrap().starts_with("could not make the source array: out of memory"));
+    let failed: Vec<_> = points.iter().filter(|p| p.row.verdict == Verdict::Failed).collect();
+    assert_eq!(failed.iter().map(|p| (p.size, p.row.path.as_str())).collect::<Vec<_>>(), [(1024, "ipc"), (1024, "gloo")]);
+    assert!(failed[0].row.reason.as_deref().unwrap().starts_with("could not make the source array: out of memory"));
     // The warm-up ran on the first array that could be made.
     assert!(lab.log.iter().any(|l| l == "shm 4096 x4"));
 }

@@ -1,15 +1,15 @@
 //! The lab's results: `Comparison` (every path for one array, `gpushare.compare`, `%share x ->jax
 //! --path all`) and `Benchmark` (sizes × paths, `gpushare.bench`, `%sharebench`), typed Rust
 //! reports (crates/core/src/render/lab/) with text, HTML, JSON, `to_dict` and `to_pandas`. Rows
-//! and points within a process are `PathRow`s (binding/rows.rs); across processes, `ProcessRow`s
-//! (binding/process_rows.rs).
+//! and points are `PathRow`s (binding/rows.rs), within a process and across processes alike (a
+//! row to a worker has its `worker` part).
 
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::forms::Forms;
-use super::process_rows::{PyProcessRow, PyWorkerInfo};
+use super::process_rows::PyWorkerInfo;
 use super::rows::PyPathRow;
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::{plot, process};
@@ -74,7 +74,7 @@ fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, 
     super::frames::tidy_frame(py, rows, None, &dtypes)
 }
 
-/// Every transfer path for one array. ``rows`` (one PathRow per path, a ProcessRow per process path: ``row.verdict``,
+/// Every transfer path for one array. ``rows`` (one PathRow per path, process paths too: ``row.verdict``,
 /// ``row.timing.median``), ``paths`` (path → row: ``c.paths["host"].timing.median``), ``results``
 /// (path → ShareResult of the paths that worked, with ``.value``), ``values``, ``fastest``,
 /// ``to_dict()``, ``to_json()``, ``to_pandas()``. A comparison of the paths to a worker process
@@ -107,12 +107,12 @@ impl Comparison {
 
 #[pymethods]
 impl Comparison {
-    /// One `PathRow` per path, in the order measured (a `ProcessRow` per process path, to a worker).
+    /// One `PathRow` per path, in the order measured (a process path's to a worker has its `worker` part).
     #[getter]
     fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match &self.compared {
             Compared::Here(r) => Ok(PyList::new(py, r.rows.iter().map(PyPathRow::row))?.into_any()),
-            Compared::Worker(r) => Ok(PyList::new(py, r.rows.iter().map(PyProcessRow::row))?.into_any()),
+            Compared::Worker(r) => Ok(PyList::new(py, r.rows.iter().map(PyPathRow::row))?.into_any()),
         }
     }
     /// Path → its row, in the order measured.
@@ -240,7 +240,7 @@ impl Forms for Comparison {
 
 super::forms::forms_methods!(Comparison);
 
-/// A sweep over sizes × paths. ``points`` (one PathRow per size × path, a ProcessRow across processes: ``p.size``, ``p.path``,
+/// A sweep over sizes × paths. ``points`` (one PathRow per size × path, across processes too: ``p.size``, ``p.path``,
 /// ``p.timing.median``), ``interrupted``, ``svg``, ``plot()`` (matplotlib), ``to_dict()``,
 /// ``to_json()``, ``to_pandas()``; shown as tables plus an SVG plot. A sweep of the paths to a
 /// worker process has one point per size × process path and its ``worker`` says so.
@@ -283,7 +283,7 @@ impl Benchmark {
     fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match &self.swept {
             Swept::Here(r) => Ok(PyList::new(py, r.points.iter().map(PyPathRow::point))?.into_any()),
-            Swept::Worker(r) => Ok(PyList::new(py, r.points.iter().map(PyProcessRow::point))?.into_any()),
+            Swept::Worker(r) => Ok(PyList::new(py, r.points.iter().map(PyPathRow::point))?.into_any()),
         }
     }
     /// Ctrl-C stopped the sweep: the points are those measured before.
@@ -300,7 +300,7 @@ impl Benchmark {
     fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         match &self.swept {
             Swept::Here(_) => Ok(None),
-            Swept::Worker(r) => Ok(Some(Bound::new(py, PyWorkerInfo::of(r.points.iter().map(|p| &p.handoff)))?.into_any())),
+            Swept::Worker(r) => Ok(Some(Bound::new(py, PyWorkerInfo::of(r.points.iter().map(|p| &p.row)))?.into_any())),
         }
     }
     /// The plot: time and bandwidth against size, one line per path.

@@ -13,8 +13,9 @@ use super::forms::from_py;
 use super::forms::to_py;
 use super::lab::{Benchmark, Comparison};
 use super::types::ShareResult;
+use crate::render::lab::PathRow;
 use crate::report::process::{
-    MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, ProcessShareReport, Segment, TIDY_DTYPES,
+    MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, Segment, TIDY_DTYPES, WorkerHandoff, tidy_outcome,
     from_value,
 };
 
@@ -132,17 +133,27 @@ fn frame<'py>(py: Python<'py>, rows: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<
 }
 
 /// One tidy row: the identifying columns, then the path's outcome.
-fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &ProcessShareReport) -> PyResult<Bound<'py, PyDict>> {
+fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &PathRow) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in ids {
         d.set_item(k, v)?;
     }
-    for (k, v) in row.tidy_outcome() {
+    for (k, v) in tidy_outcome(row) {
         d.set_item(k, to_py(py, &v)?)?;
     }
     // The tables' vocabulary: a path that cannot run here is "not applicable", never "failed".
     d.set_item("verdict", crate::render::State::of(row.verdict, row.applicable).word())?;
     Ok(d)
+}
+
+/// The worker's part of a row of a handoff to a worker.
+fn worker(row: &PathRow) -> Option<&WorkerHandoff> {
+    row.worker.as_ref()
+}
+
+/// The framework the worker's array is in, where the path ran.
+fn worker_framework(row: &PathRow) -> Option<String> {
+    worker(row).and_then(|w| w.target.as_ref()).and_then(|t| t.framework.clone())
 }
 
 fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Bound<'_, PyAny>) -> PyResult<T> {
@@ -151,14 +162,14 @@ fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Boun
 
 /// A tidy frame of handoffs to a worker: the source's framework, the worker's, and the bytes, then
 /// each path's outcome.
-pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[ProcessShareReport]) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[PathRow]) -> PyResult<Bound<'py, PyAny>> {
     let rows = reports
         .iter()
         .map(|row| {
             let ids = vec![
-                ("source_framework", row.source.framework.clone().into_pyobject(py)?.into_any()),
-                ("target_framework", row.target.as_ref().and_then(|t| t.framework.clone()).into_pyobject(py)?.into_any()),
-                ("nbytes", row.nbytes.into_pyobject(py)?.into_any()),
+                ("source_framework", worker(row).map(|w| w.source.framework.clone()).into_pyobject(py)?.into_any()),
+                ("target_framework", worker_framework(row).into_pyobject(py)?.into_any()),
+                ("nbytes", worker(row).map(|w| w.nbytes).into_pyobject(py)?.into_any()),
             ];
             tidy(py, ids, row)
         })
@@ -174,14 +185,14 @@ pub(crate) fn comparison_frame<'py>(py: Python<'py>, r: &ProcessComparisonReport
         .iter()
         .map(|row| {
             // Asked for none: the framework the worker's array is in, where the path ran.
-            let target = r.target_framework.clone().or_else(|| row.target.as_ref().and_then(|t| t.framework.clone()));
+            let target = r.target_framework.clone().or_else(|| worker_framework(row));
             let ids = vec![
                 ("source_framework", r.source_framework.clone().into_pyobject(py)?.into_any()),
                 ("target_framework", target.into_pyobject(py)?.into_any()),
                 ("dtype", r.dtype.clone().into_pyobject(py)?.into_any()),
                 ("shape", PyTuple::new(py, &r.shape)?.into_any()),
                 ("device", r.device.clone().into_pyobject(py)?.into_any()),
-                ("nbytes", row.nbytes.into_pyobject(py)?.into_any()),
+                ("nbytes", worker(row).map(|w| w.nbytes).into_pyobject(py)?.into_any()),
             ];
             tidy(py, ids, row)
         })
@@ -202,9 +213,9 @@ pub(crate) fn bench_frame<'py>(py: Python<'py>, r: &ProcessBenchReport) -> PyRes
                 ("dtype", r.dtype.clone().into_pyobject(py)?.into_any()),
                 ("device", r.device.clone().into_pyobject(py)?.into_any()),
                 ("size", p.size.into_pyobject(py)?.into_any()),
-                ("nbytes", p.handoff.nbytes.into_pyobject(py)?.into_any()),
+                ("nbytes", worker(&p.row).map(|w| w.nbytes).into_pyobject(py)?.into_any()),
             ];
-            tidy(py, ids, &p.handoff)
+            tidy(py, ids, &p.row)
         })
         .collect::<PyResult<Vec<_>>>()?;
     frame(py, rows)

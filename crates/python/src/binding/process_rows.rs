@@ -1,10 +1,8 @@
-//! What crosses the seam of a handoff to another process, typed as the core's structs
-//! (crates/core/src/report/process.rs): `ProcessRow` (one process path's row of a `Comparison`, or
-//! one point of a `Benchmark`, its `size` set; its timing is the `Timing` of every handoff, the
-//! first call apart), `ProcessSide` (one side of a
-//! handoff, described by memory identity) and `WorkerInfo` (the process a result's `worker`
-//! names). Each reads by attribute; key access (`row["timing"]["median"]`) reads its JSON form, for
-//! code written against the dicts these once were. A memory identity, a context, a segment and a
+//! What a handoff to another process adds to the seam, typed as the core's structs
+//! (crates/core/src/report/process.rs): `ProcessSide` (one side of a handoff, described by memory
+//! identity) and `WorkerInfo` (the process a result's `worker` names). Its rows are the `PathRow`s
+//! of every handoff (rows.rs). Each reads by attribute; key access (`side["identity"]`) reads its
+//! JSON form, for code written against the dicts these once were. A memory identity, a context, a segment and a
 //! network link stay dicts: each is a tagged description (host or CUDA memory, an engine's link)
 //! whose keys depend on its kind.
 
@@ -12,10 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
 
-use super::advice::PyPrediction;
 use super::forms::{keyed_methods, to_py};
-use super::vocabulary::PyVerdict;
-use crate::report::process::{ProcessBenchPoint, ProcessContext, ProcessShareReport, ProcessSource, ProcessTarget};
+use crate::render::lab::PathRow;
+use crate::report::process::{ProcessContext, ProcessSource, ProcessTarget};
 
 fn dict_of<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyDict>> {
     Ok(to_py(py, value)?.cast_into::<PyDict>()?)
@@ -100,124 +97,6 @@ impl PyProcessSide {
 
 keyed_methods!(PyProcessSide);
 
-/// One process path's row of a comparison across processes, or one point of such a sweep (its
-/// ``size`` set): the core's process-share row, read by attribute.
-#[pyclass(module = "gpushare", frozen, name = "ProcessRow")]
-pub struct PyProcessRow {
-    report: ProcessShareReport,
-    size: Option<u64>,
-}
-
-impl PyProcessRow {
-    pub fn row(report: &ProcessShareReport) -> PyProcessRow {
-        PyProcessRow { report: report.clone(), size: None }
-    }
-    pub fn point(point: &ProcessBenchPoint) -> PyProcessRow {
-        PyProcessRow { report: point.handoff.clone(), size: Some(point.size) }
-    }
-    /// The JSON form: the row's fields, a point's `size` last (as the sweep's JSON has it).
-    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let fields = dict_of(py, &self.report)?;
-        if let Some(size) = self.size {
-            fields.set_item("size", size)?;
-        }
-        Ok(fields)
-    }
-}
-
-#[pymethods]
-impl PyProcessRow {
-    #[getter]
-    fn path(&self) -> &str {
-        &self.report.path
-    }
-    /// How the path hands the array over, in words.
-    #[getter]
-    fn mechanism(&self) -> &str {
-        &self.report.mechanism
-    }
-    #[getter]
-    fn verdict(&self) -> PyVerdict {
-        PyVerdict(self.report.verdict)
-    }
-    #[getter]
-    fn reason(&self) -> Option<&str> {
-        self.report.reason.as_deref()
-    }
-    /// False for a path that does not apply here (nothing crossed).
-    #[getter]
-    fn applicable(&self) -> bool {
-        self.report.applicable
-    }
-    #[getter]
-    fn nbytes(&self) -> u64 {
-        self.report.nbytes
-    }
-    #[getter]
-    fn bytes_moved(&self) -> u64 {
-        self.report.bytes_moved
-    }
-    /// Bytes each timed handoff after the first moves (a send copies every time, a staged
-    /// segment only once).
-    #[getter]
-    fn bytes_per_handoff(&self) -> u64 {
-        self.report.bytes_per_handoff
-    }
-    /// Bytes per second of the handoffs after the first, where each moves bytes.
-    #[getter]
-    fn bandwidth(&self) -> Option<f64> {
-        self.report.bandwidth()
-    }
-    /// None for a path that did not run.
-    #[getter]
-    fn timing(&self) -> Option<super::types::PyTiming> {
-        self.report.timing.clone().map(|timing| super::types::PyTiming { timing })
-    }
-    #[getter]
-    fn source(&self) -> PyProcessSide {
-        PyProcessSide::source(&self.report.source)
-    }
-    /// The worker's side; None for a path that did not run.
-    #[getter]
-    fn target(&self) -> Option<PyProcessSide> {
-        self.report.target.as_ref().map(PyProcessSide::target)
-    }
-    #[getter]
-    fn notes(&self) -> Vec<String> {
-        self.report.notes.clone()
-    }
-    /// The shared segment handed over (``name``, ``offset``), for a path that hands one.
-    #[getter]
-    fn segment<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        optional_dict(py, self.report.segment.as_ref())
-    }
-    /// The network link of a handoff to a worker on another host, as a dict.
-    #[getter]
-    fn link<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        optional_dict(py, self.report.link.as_ref())
-    }
-    /// What the cost model predicted before the handoff ran; None where not calibrated.
-    #[getter]
-    fn predicted(&self) -> Option<PyPrediction> {
-        self.report.predicted.clone().map(|inner| PyPrediction { inner })
-    }
-    /// The array's size in bytes at this point of a sweep; None for a row of a comparison.
-    #[getter]
-    fn size(&self) -> Option<u64> {
-        self.size
-    }
-    fn __repr__(&self) -> String {
-        let time = match self.report.timing.as_ref().map(|t| t.median) {
-            Some(median) => format!(", median={}", crate::render::units::time(median)),
-            None => String::new(),
-        };
-        let size = self.size.map(|s| format!("size={s}, ")).unwrap_or_default();
-        format!("ProcessRow({size}path='{}', verdict='{}'{time})", self.report.path, self.report.verdict.as_str())
-    }
-}
-
-keyed_methods!(PyProcessRow);
-
 /// The worker process that held the arrays of a result's handoffs: its ``pid`` and ``framework``
 /// (None where no handoff reached it) and ``host`` (None on this host).
 #[pyclass(module = "gpushare", frozen, name = "WorkerInfo")]
@@ -229,13 +108,14 @@ pub struct PyWorkerInfo {
 }
 
 impl PyWorkerInfo {
-    /// From the first of `reports` that reached the worker.
-    pub fn of<'a>(mut reports: impl Iterator<Item = &'a ProcessShareReport>) -> PyWorkerInfo {
-        let reached = reports.find(|r| r.target.as_ref().is_some_and(|t| t.pid.is_some()));
-        let target = reached.and_then(|r| r.target.as_ref());
+    /// From the first of `rows` that reached the worker.
+    pub fn of<'a>(rows: impl Iterator<Item = &'a PathRow>) -> PyWorkerInfo {
+        let mut sides = rows.filter_map(|r| r.worker.as_ref());
+        let reached = sides.find(|w| w.target.as_ref().is_some_and(|t| t.pid.is_some()));
+        let target = reached.and_then(|w| w.target.as_ref());
         PyWorkerInfo {
             pid: target.and_then(|t| t.pid),
-            host: reached.and_then(|r| r.link.as_ref()).and_then(|l| l.remote.host.clone()),
+            host: reached.and_then(|w| w.link.as_ref()).and_then(|l| l.remote.host.clone()),
             framework: target.and_then(|t| t.framework.clone()),
         }
     }
@@ -268,7 +148,6 @@ impl PyWorkerInfo {
 keyed_methods!(PyWorkerInfo);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyProcessRow>()?;
     m.add_class::<PyProcessSide>()?;
     m.add_class::<PyWorkerInfo>()
 }

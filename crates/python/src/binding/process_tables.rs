@@ -48,7 +48,7 @@ impl<'py> ProcessLab for PyLab<'py> {
             Err(e) => Err(e),
         }
     }
-    fn failed(&self, path: &str, size: u64, reason: String) -> crate::report::process::ProcessShareReport {
+    fn failed(&self, path: &str, size: u64, reason: String) -> crate::render::lab::PathRow {
         failed_report(path, &self.framework, size, reason, true)
     }
     fn interrupted(error: &PyErr) -> bool {
@@ -66,7 +66,7 @@ fn process_failure(py: Python<'_>, path: &str, framework: &str, nbytes: u64, rea
 }
 
 /// The process report of a handoff to a worker; a TypeError for a share within this process.
-fn worker_report(result: &ShareResult) -> PyResult<crate::report::process::ProcessShareReport> {
+fn worker_report(result: &ShareResult) -> PyResult<crate::render::lab::PathRow> {
     result
         .process_report()
         .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("expected the result of a handoff to a worker process"))
@@ -94,7 +94,7 @@ fn process_compare_paths<'py>(
     for (path, handoff) in kept {
         results.set_item(path, handoff)?;
     }
-    let report = ProcessComparisonReport { source_framework, target_framework, dtype, shape, device, rows };
+    let report = ProcessComparisonReport::new(source_framework, target_framework, dtype, shape, device, rows);
     Ok(Comparison::across(report, results.unbind()))
 }
 
@@ -116,7 +116,7 @@ fn process_bench_paths(
 ) -> PyResult<Benchmark> {
     let mut lab = PyLab { lab, framework: source_framework.clone() };
     let process_lab::Swept { points, interrupted } = process_lab::bench(&mut lab, &sizes, &names, repeat)?;
-    let report = ProcessBenchReport { source_framework, target_framework, dtype, device, sizes, points, interrupted, repeat: repeat as u64 };
+    let report = ProcessBenchReport { source_framework, target_framework, dtype, device, sizes, points, interrupted, repeat: repeat as u64 }.marked();
     Ok(Benchmark::across(report))
 }
 

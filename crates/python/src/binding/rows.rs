@@ -1,7 +1,10 @@
 //! `PathRow`: one path's row of a `Comparison`, or one point of a `Benchmark` (its `size` set),
 //! the core's `PathRow` (crates/core/src/render/lab/rows.rs) read by attribute: `row.timing` is a
-//! `Timing`, `row.target` a `TensorInfo`, as on a `ShareResult`. Key access (`row["timing"]
-//! ["median"]`) reads the row's JSON form, for code written against the dicts rows once were.
+//! `Timing`, `row.target` a `TensorInfo`, as on a `ShareResult`. A row of a handoff to a worker
+//! process is the same `PathRow`: its `worker` names the process, `source` and `target` are its
+//! two sides by memory identity (`ProcessSide`), and `mechanism`, `nbytes`, `bytes_per_handoff`,
+//! `segment` and `link` say how it went. Key access (`row["timing"]["median"]`) reads the row's
+//! JSON form, for code written against the dicts rows once were.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -9,6 +12,7 @@ use pyo3::types::PyDict;
 use super::advice::PyPrediction;
 use super::forms::{keyed_methods, to_py};
 use super::tensor_info::TensorInfo;
+use super::process_rows::{PyProcessSide, PyWorkerInfo};
 use super::types::PyTiming;
 use crate::render::lab::{BenchPoint, PathRow};
 
@@ -105,10 +109,51 @@ impl PyPathRow {
     fn notes(&self) -> Vec<String> {
         self.row.notes.clone()
     }
-    /// The converted array's description; None for a path that failed.
+    /// The converted array's description (a `TensorInfo`), or for a handoff to a worker its
+    /// worker's side (a `ProcessSide`); None for a path that failed.
     #[getter]
-    fn target(&self) -> Option<TensorInfo> {
-        self.row.target.clone().map(|report| TensorInfo { report })
+    fn target<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match &self.row.worker {
+            Some(w) => w.target.as_ref().map(|t| Bound::new(py, PyProcessSide::target(t)).map(Bound::into_any)).transpose(),
+            None => self.row.target.clone().map(|report| Bound::new(py, TensorInfo { report }).map(Bound::into_any)).transpose(),
+        }
+    }
+    /// A handoff to a worker: the parent's side, by memory identity; None within this process
+    /// (the comparison's `source` describes the array).
+    #[getter]
+    fn source(&self) -> Option<PyProcessSide> {
+        self.row.worker.as_ref().map(|w| PyProcessSide::source(&w.source))
+    }
+    /// A handoff to a worker: the process that held the array (None within this process).
+    #[getter]
+    fn worker(&self) -> Option<PyWorkerInfo> {
+        self.row.worker.as_ref().map(|_| PyWorkerInfo::of(std::iter::once(&self.row)))
+    }
+    /// A handoff to a worker: how the path handed the memory over, in words.
+    #[getter]
+    fn mechanism(&self) -> Option<&str> {
+        self.row.worker.as_ref().map(|w| w.mechanism.as_str())
+    }
+    /// A handoff to a worker: the bytes of the source array.
+    #[getter]
+    fn nbytes(&self) -> Option<u64> {
+        self.row.worker.as_ref().map(|w| w.nbytes)
+    }
+    /// A handoff to a worker: the bytes each timed handoff after the first moves (a send copies
+    /// every time, a staged segment only once).
+    #[getter]
+    fn bytes_per_handoff(&self) -> Option<u64> {
+        self.row.worker.as_ref().map(|w| w.bytes_per_handoff)
+    }
+    /// The shared segment handed over (``name``, ``offset``), for a path that hands one.
+    #[getter]
+    fn segment<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.row.worker.as_ref().and_then(|w| w.segment.as_ref()).map(|s| to_py(py, s)).transpose()
+    }
+    /// The network link of a handoff to a worker on another host, as a dict.
+    #[getter]
+    fn link<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.row.worker.as_ref().and_then(|w| w.link.as_ref()).map(|l| to_py(py, l)).transpose()
     }
     /// What the cost model predicted before the path ran; None where the machine is not calibrated.
     #[getter]

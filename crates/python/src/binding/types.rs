@@ -15,7 +15,7 @@ use super::process_rows::PyProcessSide;
 pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
-use crate::report::process::ProcessShareReport;
+use crate::render::lab::PathRow;
 use crate::report::{ShareReport, Verdict};
 use crate::stats::Timing;
 
@@ -165,7 +165,7 @@ struct Here {
 /// A handoff to a worker process: its report, the worker's array (`remote`), the parent's array
 /// over the shared memory (`local`: the source, or a segment's view) and what releases the latter.
 struct WorkerHandoff {
-    report: ProcessShareReport,
+    report: PathRow,
     remote: Py<PyAny>,
     local: Py<PyAny>,
     cleanup: Vec<Py<PyAny>>,
@@ -176,7 +176,7 @@ struct WorkerHandoff {
 #[serde(untagged)]
 pub enum ShareData<'a> {
     Here(&'a ShareReport),
-    Worker(Box<ProcessShareReport>),
+    Worker(Box<PathRow>),
 }
 
 fn not_a_process_handoff(what: &str) -> PyErr {
@@ -260,12 +260,12 @@ impl ShareResult {
     /// The result of a handoff to a worker process (binding/process_route.rs): `remote` the
     /// worker's array, `local` the parent's array over the shared memory, `cleanup` what releases
     /// the latter.
-    pub fn from_worker(report: ProcessShareReport, remote: Py<PyAny>, local: Py<PyAny>, cleanup: Vec<Py<PyAny>>) -> ShareResult {
+    pub fn from_worker(report: PathRow, remote: Py<PyAny>, local: Py<PyAny>, cleanup: Vec<Py<PyAny>>) -> ShareResult {
         ShareResult { handed: Handed::Worker(Mutex::new(WorkerHandoff { report, remote, local, cleanup })) }
     }
 
     /// The report of a handoff to a worker process, or None for a share within this process.
-    pub fn process_report(&self) -> Option<ProcessShareReport> {
+    pub fn process_report(&self) -> Option<PathRow> {
         match &self.handed {
             Handed::Here(_) => None,
             Handed::Worker(w) => Some(Self::lock(w).report.clone()),
@@ -355,7 +355,10 @@ impl ShareResult {
                 let info = here.source.get_or_try_init(py, || Py::new(py, TensorInfo { report: here.report.source.clone() }))?;
                 Ok(info.bind(py).clone().into_any())
             }
-            Handed::Worker(w) => Ok(Bound::new(py, PyProcessSide::source(&Self::lock(w).report.source))?.into_any()),
+            Handed::Worker(w) => match &Self::lock(w).report.worker {
+                Some(side) => Ok(Bound::new(py, PyProcessSide::source(&side.source))?.into_any()),
+                None => Ok(py.None().into_bound(py)),
+            },
         }
     }
     /// The target's `TensorInfo`; for a handoff to a worker, the worker's side (None for a path
@@ -367,7 +370,9 @@ impl ShareResult {
                 let info = here.target.get_or_try_init(py, || Py::new(py, TensorInfo { report: here.report.target.clone() }))?;
                 Ok(info.bind(py).clone().into_any())
             }
-            Handed::Worker(w) => Self::lock(w).report.target.as_ref().map(PyProcessSide::target).into_bound_py_any(py),
+            Handed::Worker(w) => {
+                Self::lock(w).report.worker.as_ref().and_then(|side| side.target.as_ref()).map(PyProcessSide::target).into_bound_py_any(py)
+            }
         }
     }
     /// The `Timing`; for a handoff to a worker, its first call, median, minimum and samples (None
@@ -442,17 +447,18 @@ impl ShareResult {
     fn row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &Forms::data(self))
     }
-    /// A handoff to a worker reads every key of its JSON form as an attribute (`r.mechanism`,
-    /// `r.bytes_moved`, `r.segment["name"]`: a segment and a link are dicts).
+    /// A handoff to a worker reads every key of its JSON form as an attribute, its worker part's
+    /// too (`r.bytes_moved`, `r.mechanism`, `r.segment["name"]`: a segment and a link are dicts).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         let missing = || pyo3::exceptions::PyAttributeError::new_err(format!("'ShareResult' object has no attribute '{name}'"));
         if matches!(self.handed, Handed::Here(_)) || name.starts_with('_') {
             return Err(missing());
         }
-        match self.row(py)?.get_item(name) {
-            Ok(v) => Ok(v),
-            Err(_) => Err(missing()),
+        let row = self.row(py)?;
+        if let Ok(v) = row.get_item(name) {
+            return Ok(v);
         }
+        row.get_item("worker").and_then(|w| w.get_item(name)).map_err(|_| missing())
     }
     /// Adds a note to a handoff to a worker (what the caller did around it).
     fn add_note(&self, note: String) -> PyResult<()> {
@@ -517,8 +523,9 @@ impl ShareResult {
             Handed::Here(here) => gpushare_core::route::label(&here.report.source.framework, &here.report.target.framework),
             Handed::Worker(w) => {
                 let w = Self::lock(w);
-                let target = w.report.target.as_ref().and_then(|t| t.framework.as_deref()).unwrap_or("?");
-                gpushare_core::route::label(&w.report.source.framework, target)
+                let side = w.report.worker.as_ref();
+                let target = side.and_then(|s| s.target.as_ref()).and_then(|t| t.framework.as_deref()).unwrap_or("?");
+                gpushare_core::route::label(side.map_or("?", |s| s.source.framework.as_str()), target)
             }
         }
     }

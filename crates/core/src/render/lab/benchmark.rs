@@ -32,7 +32,8 @@ pub struct BenchInput {
 }
 
 /// One point of a sweep as reported.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct BenchPoint {
     pub size: u64,
     #[serde(flatten)]

@@ -16,6 +16,7 @@ pub use benchmark::{BenchInput, BenchPoint, BenchRun, BenchmarkReport};
 pub use columns::{ByteUnit, byte_unit_for, gbps, size_label};
 pub use comparison::{ComparisonInput, ComparisonReport};
 pub use rows::{NOT_APPLICABLE_LEAD, PathRow, PathRun};
+pub(crate) use rows::mark_fastest;
 
 #[cfg(test)]
 pub(crate) mod tests;

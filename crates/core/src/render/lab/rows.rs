@@ -1,7 +1,7 @@
 //! One path tried on one array: the raw run the lab's loop hands over ([`PathRun`]) and the row tables
 //! show and the JSON carries ([`PathRow`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::report::{TensorReport, Verdict};
 use crate::stats::Timing;
@@ -59,8 +59,12 @@ impl PathRun {
     }
 }
 
-/// A measured path as tables show it and the JSON carries it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+/// A measured path as tables show it and the JSON carries it: within this process, or to a worker
+/// process (then `worker` says how the memory was handed over and describes both sides).
+// The schema names every key (a JSON key gpushare does not write is no row); `deny_unknown_fields`
+// itself cannot be serde's, as a sweep's point flattens the row beside its `size`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct PathRow {
     pub path: String,
     pub verdict: Verdict,
@@ -91,6 +95,11 @@ pub struct PathRow {
     pub misses_prediction: bool,
     /// How the handoff was ordered against the producer's queued work, in words.
     pub ordering: Option<String>,
+    /// A handoff to a worker process: the mechanism, the bytes each handoff moves and both sides by
+    /// memory identity (`target` above is then `None`: the worker's array is not described here).
+    /// Absent within this process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<crate::report::process::WorkerHandoff>,
 }
 
 impl PathRow {
@@ -136,6 +145,7 @@ impl PathRow {
             predicted: run.predicted,
             misses_prediction,
             ordering: run.ordering,
+            worker: None,
         }
     }
 
@@ -253,7 +263,7 @@ fn spread(row: &PathRow) -> Option<(f64, f64)> {
 /// Marks the fastest comparable row that worked, if it is faster than every other beyond the
 /// measured spread (its upper quartile below their lower quartiles); returns its index. Otherwise
 /// the rows within its spread are marked as tied, and none is fastest.
-pub(super) fn mark_fastest(rows: &mut [&mut PathRow]) -> Option<usize> {
+pub(crate) fn mark_fastest(rows: &mut [&mut PathRow]) -> Option<usize> {
     let ranked: Vec<(usize, f64)> = rows
         .iter()
         .enumerate()
