@@ -117,7 +117,9 @@ fn cells(row: &PathRow) -> [String; 9] {
         _ => word.into(),
     };
     [
-        row.path.clone(),
+        // As in every comparison: ★ on the fastest beyond the measured spread, ≈ on rows tied with
+        // it, and the path `auto` took named so.
+        format!("{}{}", if row.fastest { "★ " } else if row.tied { "≈ " } else { "" }, row.path_text()),
         mechanism(worker),
         verdict,
         size_label(row.bytes_moved),
@@ -392,8 +394,12 @@ mod tests {
                      "parent side  pid 7: /dev/shm/psm_1 + 0", "worker side  pid 8: n/a", "note         a note"] {
             assert!(text.contains(part), "{part} in {text}");
         }
-        let html = rows_html(&[r]);
+        let html = rows_html(std::slice::from_ref(&r));
         assert!(html.contains("gpushare-processes") && html.contains("gpushare-detail") && html.contains("mechanism"));
+        // The fastest row, the tied ones and `auto`'s read as in any comparison.
+        let best = PathRow { fastest: true, auto: true, ..r.clone() };
+        assert!(rows_text(&[best]).starts_with("★ gloo (auto) copied: "), "{}", rows_text(&[PathRow { fastest: true, auto: true, ..r.clone() }]));
+        assert!(rows_text(&[PathRow { tied: true, ..r }]).starts_with("≈ gloo       copied: "));
         let failed = row("failed", None);
         assert!(rows_text(&[failed.clone()]).contains("time         —"));
         // A path that cannot run here reads "not applicable" in grey, never "failed" in red.

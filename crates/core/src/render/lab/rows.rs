@@ -176,7 +176,7 @@ impl PathRow {
         }
     }
 
-    pub(super) fn path_text(&self) -> String {
+    pub(crate) fn path_text(&self) -> String {
         if self.auto { format!("{} (auto)", self.path) } else { self.path.clone() }
     }
 
