@@ -2,9 +2,10 @@
 //! (`gpushare.process-share/2`), every process path for one array (`gpushare.process-comparison/2`)
 //! and a sweep over sizes × process paths (`gpushare.process-bench/2`).
 //!
-//! The Python side owns the worker processes and hands each row over as Python objects, which the
-//! binding reads into these types ([`from_value`]); a key or value that does not fit is refused,
-//! so the published schemas (generated from these types) cannot drift from what gpushare writes.
+//! Each handoff is the [`PathRow`] of every handoff with its [`WorkerHandoff`] part, made by the
+//! core's pipeline (crates/core/src/share/process.rs). A result read back from its dict form goes
+//! through these types ([`from_value`]): a key or value that does not fit is refused, so the
+//! published schemas (generated from these types) cannot drift from what gpushare writes.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
