@@ -33,7 +33,7 @@ def test_results_are_the_cores_typed_reports(worker):
     try:
         # A handoff to a worker is a ShareResult like any other, its worker named.
         assert type(r) is gpushare.ShareResult and r.worker.pid == worker.pid and r.worker.host is None
-        assert r.value is r.remote and r.path == "shm" and r.timing.repeats == 4
+        assert r.value is r.remote and r.path == "shm" and r.timing.repeats == 4 and r.auto is False
         payload = json.loads(r.to_json())
         assert payload["schema"] == "gpushare.process-share/2"
         assert r.to_dict() == {"schema": payload["schema"], **payload["data"]}
@@ -69,6 +69,17 @@ def test_results_are_the_cores_typed_reports(worker):
     assert row.to_dict() == json.loads(c.to_json())["data"]["rows"][1]
     with pytest.raises(KeyError):
         row["speed"]
+
+
+def test_the_path_auto_took_reads_as_autos(worker):
+    r = gpushare.share(np.arange(4.0), "numpy", across=worker)
+    try:
+        assert r.path == "shm" and r.auto is True and r.row["auto"] is True
+    finally:
+        r.release()
+    c = gpushare.compare(np.arange(4.0), "numpy", across=worker, paths="auto,shm", repeat=1)
+    assert [(row.path, row.auto) for row in c.rows] == [("shm", True), ("shm", False)]
+    assert c.rows[0].to_dict()["auto"] is True and "shm (auto)" in repr(c)
 
 
 def test_the_timing_is_the_cores_loop_and_median(worker):

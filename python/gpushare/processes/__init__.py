@@ -605,7 +605,8 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
         raise ValueError("repeat must be at least 1")
     if not worker.alive:
         worker._send("ping")  # raises the WorkerError that says why
-    if path == "auto":  # a worker on another host is reached one way
+    by_auto = path == "auto"
+    if by_auto:  # a worker on another host is reached one way
         path = "remote" if worker.host is not None else resolve_auto(obj)
     if to is not None:
         from gpushare.adapters import framework
@@ -614,7 +615,7 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
     # One handoff at a time per worker: two threads' gloo sends to one group would be received
     # into each other's buffers (send/recv match by peer and tag, not by request).
     with worker._handoff_lock:
-        result = hand_over(worker, obj, path, to, repeat, peer)
+        result = hand_over(worker, obj, path, to, repeat, peer, auto=by_auto)
     worker._results.add(result)
     return result
 

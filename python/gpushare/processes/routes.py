@@ -411,17 +411,19 @@ TRANSPORTS = {"shm": _Shm, "torch_mp": _TorchMp, "ipc": _Ipc, "gloo": Gloo, "ncc
               "remote": remote_transport}
 
 
-def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: int, peer: Worker | None = None
-              ) -> ShareResult:
-    """One handoff by ``path``, run by the core's pipeline over the path's transport, with the cost
-    model's prediction for it (where this machine is calibrated) asked before it runs."""
+def hand_over(worker: Worker, obj: Any, path: str, asked: str | None, repeat: int, peer: Worker | None = None,
+              *, auto: bool = False) -> ShareResult:
+    """One handoff by ``path`` (the one ``auto`` took, where ``auto``), run by the core's pipeline over
+    the path's transport, with the cost model's prediction for it (where this machine is calibrated)
+    asked before it runs."""
     from gpushare import advice
 
     refused = remote_refusal(worker, path)
     if refused is not None:
         raise gpushare_error("path_not_applicable", f"{path}: {refused}", reason=refused)
     transport = TRANSPORTS[path](worker, obj, path, asked, peer)
-    result = _native.processes.handoff(transport, repeat, advice.process_prediction(obj, path, asked, worker.device, worker.host))
+    predicted = advice.process_prediction(obj, path, asked, worker.device, worker.host)
+    result = _native.processes.handoff(transport, repeat, predicted, auto)
     if path == "remote":
         _set_against_link(worker, result)
     return result

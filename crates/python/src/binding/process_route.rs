@@ -141,19 +141,22 @@ impl<'py> ProcessRoute for PyProcessRoute<'py> {
 /// (PathNotApplicableError), then ``repeat`` timed handoffs after the first, judged by memory
 /// identity; the typed result, with the transport's remote array, local view and clean-up.
 /// ``predicted``: the cost model's prediction for the handoff (``CostModel.predict``), asked
-/// before it runs and kept in the row beside the measurement.
+/// before it runs and kept in the row beside the measurement; ``auto``: the path is the one `auto`
+/// took (the row says so, as any row of `auto`'s path does).
 #[pyfunction]
-#[pyo3(signature = (transport, repeat=1, predicted=None))]
+#[pyo3(signature = (transport, repeat=1, predicted=None, auto=false))]
 #[pyo3(name = "handoff")]
 fn process_handoff<'py>(
     py: Python<'py>,
     transport: Bound<'py, PyAny>,
     repeat: usize,
     predicted: Option<PyRef<'py, super::advice::PyPrediction>>,
+    auto: bool,
 ) -> PyResult<Bound<'py, ShareResult>> {
     let mut route = PyProcessRoute::new(transport.clone())?;
     let predicted = predicted.map(|p| p.inner.clone());
-    let handed = ProcessHandoff { repeat, predicted }.run(&mut route).map_err(to_pyerr)?;
+    let mut handed = ProcessHandoff { repeat, predicted }.run(&mut route).map_err(to_pyerr)?;
+    handed.report.auto = auto;
     let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
         transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
     Bound::new(py, ShareResult::from_worker(handed.report, remote, local, cleanup))
