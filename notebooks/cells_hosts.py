@@ -55,8 +55,7 @@ r
 """),
     code("""
 print("values equal on the other side:", torch.equal(torch.as_tensor(r.remote.read()), x))
-print("link:", r.row["link"]["engine"], "|", r.row["link"]["transport"], "|",
-      r.row["link"]["local"], "->", r.row["link"]["remote"])
+print("link:", r.link["engine"], "|", r.link["transport"], "|", r.link["local"], "->", r.link["remote"])
 r.release()
 """),
     md("""
@@ -71,8 +70,8 @@ never reported as the network.
 if two_gpus:
     rd = w.share(x.to("cuda:0"), repeat=5)
     display(rd)
-    print("NCCL:", rd.row["link"]["transport"], "| network:", rd.row["link"]["network"])
-    print("\\n".join(rd.row["link"]["evidence"][:2]))
+    print("NCCL:", rd.link["transport"], "| network:", rd.link["network"])
+    print("\\n".join(rd.link["evidence"][:2]))
     rd.release()
 else:
     print("skipped: a device tensor needs a GPU on each side (here: two GPUs, the worker on cuda:1)")
