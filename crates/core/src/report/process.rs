@@ -521,4 +521,35 @@ mod tests {
         assert!(normalize("process-nothing", "{}").unwrap_err().contains("process-share, process-comparison"));
         assert!(normalize("process-share", "{").unwrap_err().contains("invalid"));
     }
+
+    /// A worker's row of `path` whose handoffs after the first took `samples` seconds.
+    fn timed(path: &str, samples: Vec<f64>) -> PathRow {
+        let mut row = crate::share::process::failed_report(path, "torch", 4096, String::new(), true);
+        row.verdict = Verdict::Shared;
+        row.reason = None;
+        row.timing = Some(crate::share::process::process_timing(1e-3, samples));
+        row
+    }
+
+    #[test]
+    fn process_rows_are_ranked_as_every_comparisons_rows() {
+        // Clearly apart: the faster is starred, the other not.
+        let c = ProcessComparisonReport::new("torch".into(), None, "float32".into(), vec![1024], "cpu".into(),
+            vec![timed("shm", vec![1e-4, 1.1e-4, 1.2e-4]), timed("ipc", vec![1e-5, 1.1e-5, 1.2e-5])]);
+        assert_eq!(c.rows.iter().map(|r| (r.fastest, r.tied)).collect::<Vec<_>>(), [(false, false), (true, false)]);
+        // Within each other's spread: a tie, no star.
+        let c = ProcessComparisonReport::new("torch".into(), None, "float32".into(), vec![1024], "cpu".into(),
+            vec![timed("shm", vec![1e-5, 2e-5, 3e-5]), timed("gloo", vec![1.5e-5, 2.5e-5, 3.5e-5])]);
+        assert!(c.rows.iter().all(|r| r.tied && !r.fastest));
+        // A sweep is ranked size by size.
+        let point = |size: u64, path: &str, t: f64| BenchPoint { size, row: timed(path, vec![t, t * 1.01, t * 1.02]) };
+        let b = ProcessBenchReport {
+            source_framework: "torch".into(), target_framework: "torch".into(), dtype: "float32".into(), device: "cpu".into(),
+            sizes: vec![1, 2], interrupted: false, repeat: 3,
+            points: vec![point(1, "shm", 1e-5), point(1, "gloo", 1e-4), point(2, "shm", 1e-3), point(2, "gloo", 1e-4)],
+        }
+        .marked();
+        let starred: Vec<(u64, &str)> = b.points.iter().filter(|p| p.row.fastest).map(|p| (p.size, p.row.path.as_str())).collect();
+        assert_eq!(starred, [(1, "shm"), (2, "gloo")]);
+    }
 }
