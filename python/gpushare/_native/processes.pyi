@@ -5,7 +5,6 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from gpushare._native.advice import CostPrediction
 from gpushare._native.lab import Benchmark, Comparison
 from gpushare._native.share import ShareResult, Timing
-from gpushare.vocabulary import Verdict
 
 class ProcessSide:
     """One side of a handoff to another process, described by memory identity."""
@@ -40,10 +39,6 @@ class WorkerInfo:
     def __contains__(self, key: str) -> bool: ...
 
 def same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tuple[bool, str]: ...
-
-def judge_handoff(
-    path: str, source: dict[str, Any] | None, target: dict[str, Any] | None, segment: dict[str, Any] | None = None
-) -> tuple[Verdict, str | None]: ...
 
 def measure_handoffs(
     handoff: Callable[[], Any], release: Callable[[Any], Any], repeat: int, first_extra: float = 0.0

@@ -1,5 +1,6 @@
-//! The judge of a handoff across processes: do the two sides' memory identities, each asked in its
-//! own process, name the same physical memory?
+//! Memory identity across processes: do the two sides' identities, each asked in its own process,
+//! name the same physical memory? What the one judge ([`super::judge_handoff`]) reads of two sides
+//! in two processes.
 //!
 //! A raw pointer means nothing in another process, so memory is named by what both processes can
 //! see: host memory by the file behind the mapping (device, inode, offset; `/dev/shm/NAME` for a
@@ -7,8 +8,7 @@
 //! "shared" means both sides name the same memory, mapped so that a write on one side is read on
 //! the other; anything else is a copy, and the reason says which part of the identity differs.
 
-use crate::report::Verdict;
-use crate::report::process::{HostMapping, MemoryIdentity, Segment};
+use crate::report::process::{HostMapping, MemoryIdentity};
 
 /// Whether `source` and `target` (each from its own process) name the same physical memory, and why.
 pub fn same_memory(source: Option<&MemoryIdentity>, target: Option<&MemoryIdentity>) -> (bool, String) {
@@ -56,47 +56,13 @@ fn kind(identity: &MemoryIdentity) -> &'static str {
     }
 }
 
-/// Why a handoff to a worker on another host copied.
-const REMOTE_REASON: &str = "the worker is on another host: send/recv copies over the network into its own buffer";
-
-/// The verdict of a handoff by process path `path`: "shared" only when both identities name the
-/// same memory and nothing was copied on the way; `staged` is the segment a private source was
-/// copied into first (`shm`), which the worker then maps: the handoff copied, once.
-pub fn judge_handoff(
-    path: &str,
-    source: Option<&MemoryIdentity>,
-    target: Option<&MemoryIdentity>,
-    staged: Option<&Segment>,
-) -> (Verdict, Option<String>) {
-    if path == "remote" {
-        // Identities asked on two hosts name memory of two machines: equal fields (a file of the
-        // same name and inode) are a coincidence, never the same memory.
-        return (Verdict::Copied, Some(REMOTE_REASON.to_string()));
-    }
-    let (same, why) = same_memory(source, target);
-    if same {
-        return match staged {
-            Some(s) => (
-                Verdict::Copied,
-                Some(format!("copied into a shared segment first; the worker maps that segment ({} + {})", s.name, s.offset)),
-            ),
-            None => (Verdict::Shared, None),
-        };
-    }
-    // A send/recv path receives into a buffer of the worker's own: that is the reason, whatever
-    // part of the identity differs.
-    let reason = match path {
-        "gloo" => "gloo send/recv copies into the receiver's own buffer".to_string(),
-        "nccl" | "nccl_socket" => "NCCL send/recv copies into the receiver's own buffer".to_string(),
-        _ => why,
-    };
-    (Verdict::Copied, Some(reason))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::process::{CudaIdentity, HostIdentity};
+    use crate::explain::{Sides, judge_handoff};
+    use crate::paths::PathKind;
+    use crate::report::Verdict;
+    use crate::report::process::{CudaIdentity, HostIdentity, Segment};
 
     fn host(file: &str, inode: u64, offset: u64, mapping: HostMapping) -> MemoryIdentity {
         MemoryIdentity::Host(HostIdentity {
@@ -151,26 +117,38 @@ mod tests {
         assert!(same_memory(Some(&cuda(None, None, 0)), Some(&src)).1.contains("no IPC handle"));
     }
 
+    fn apart<'a>(a: Option<&'a MemoryIdentity>, b: Option<&'a MemoryIdentity>, staged: Option<&'a Segment>) -> Sides<'a> {
+        Sides::Apart { source: a, target: b, staged }
+    }
+
     #[test]
     fn a_staged_segment_and_a_send_are_copies_with_their_reason() {
         let a = host("/dev/shm/psm_1", 364, 0, HostMapping::Shared);
-        assert_eq!(judge_handoff("shm", Some(&a), Some(&a), None), (Verdict::Shared, None));
+        let shared = judge_handoff(PathKind::Process, "shm", apart(Some(&a), Some(&a), None));
+        assert_eq!((shared.verdict, shared.reason), (Verdict::Shared, None));
         let seg = Segment { name: "psm_1".into(), offset: 0 };
-        let (v, why) = judge_handoff("shm", Some(&a), Some(&a), Some(&seg));
-        assert_eq!(v, Verdict::Copied);
-        assert!(why.unwrap().contains("(psm_1 + 0)"));
+        let staged = judge_handoff(PathKind::Process, "shm", apart(Some(&a), Some(&a), Some(&seg)));
+        assert_eq!(staged.verdict, Verdict::Copied);
+        assert!(staged.reason.unwrap().contains("(psm_1 + 0)"));
+        // A path that copies by design gives the path table's words, as every table does.
         let anonymous = host("", 0, 0, HostMapping::Private);
-        assert_eq!(judge_handoff("gloo", Some(&a), Some(&anonymous), None).1.unwrap(),
-                   "gloo send/recv copies into the receiver's own buffer");
-        assert!(judge_handoff("nccl", None, None, None).1.unwrap().starts_with("NCCL send/recv"));
+        let sent = judge_handoff(PathKind::Process, "gloo", apart(Some(&a), Some(&anonymous), None));
+        assert_eq!(sent.reason.as_deref(), crate::paths::copied_by_design(PathKind::Process, "gloo"));
+        assert!(sent.reason.unwrap().contains("gloo sends the bytes"));
+        let nccl = judge_handoff(PathKind::Process, "nccl", apart(None, None, None));
+        assert!(nccl.reason.unwrap().contains("NCCL sends the bytes"));
+        // A path that shares by design says which part of the identity differs.
+        let other = host("/dev/shm/psm_1", 364, 64, HostMapping::Shared);
+        let moved = judge_handoff(PathKind::Process, "shm", apart(Some(&a), Some(&other), None));
+        assert_eq!(moved.reason.as_deref(), Some("same file, different offsets"));
     }
 
     #[test]
     fn a_handoff_to_another_host_copies_even_where_the_identities_look_alike() {
         // The same segment name and inode on two machines is a coincidence, not one memory.
         let a = host("/dev/shm/psm_1", 364, 0, HostMapping::Shared);
-        let (verdict, reason) = judge_handoff("remote", Some(&a), Some(&a), None);
-        assert_eq!(verdict, Verdict::Copied);
-        assert!(reason.unwrap().contains("another host"));
+        let remote = judge_handoff(PathKind::Process, "remote", apart(Some(&a), Some(&a), None));
+        assert_eq!(remote.verdict, Verdict::Copied);
+        assert!(remote.reason.unwrap().contains("another host"));
     }
 }

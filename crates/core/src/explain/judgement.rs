@@ -3,6 +3,7 @@
 
 use super::XLA_CPU_ALIGNMENT;
 use crate::dlpack::{has_zero_stride, is_host_accessible};
+use crate::report::process::{MemoryIdentity, Segment};
 use crate::report::{TensorReport, Verdict};
 
 /// The reason given for a zero-size array, on every path: it has no memory, so the target's array
@@ -36,22 +37,51 @@ pub fn copied_by_design(path: &str) -> Option<&'static str> {
     crate::paths::copied_by_design(crate::paths::PathKind::Share, path)
 }
 
-/// [`judge`], with the reason a copying path gives for its copies: the same words in every table.
-pub fn judge_path(source: &TensorReport, target: &TensorReport, path: &str) -> Judgement {
-    judge_route(source, target, crate::paths::PathKind::Share, path)
+/// The two sides of a handoff, as the judge reads them.
+#[derive(Debug, Clone, Copy)]
+pub enum Sides<'a> {
+    /// Both arrays live in this process: described by address, extent and, where the driver
+    /// described both pointers, CUDA allocation identity.
+    Here { source: &'a TensorReport, target: &'a TensorReport },
+    /// Each array lives in its own process (a worker's): described by memory identity, asked in
+    /// each process (a raw pointer means nothing in another). `staged`: the segment a private
+    /// source was copied into first (`shm`), which the worker then maps.
+    Apart { source: Option<&'a MemoryIdentity>, target: Option<&'a MemoryIdentity>, staged: Option<&'a Segment> },
 }
 
-/// [`judge_path`] for a path of any kind: a move's `dlpack` (`copy=True`) copies by design where
-/// the share path of that name does not.
-pub fn judge_route(source: &TensorReport, target: &TensorReport, kind: crate::paths::PathKind, path: &str) -> Judgement {
-    let mut judgement = judge(source, target);
+/// THE judge of a handoff by path `path` of kind `kind`, wherever its two sides live: "shared" only
+/// when the target's array is the source's memory and nothing was copied on the way; anything else
+/// is "copied", with the reason. A copy by a path that copies by design gives the path table's
+/// words (the same in every table), whatever made the two sides differ.
+pub fn judge_handoff(kind: crate::paths::PathKind, path: &str, sides: Sides<'_>) -> Judgement {
+    let designed = crate::paths::copied_by_design(kind, path);
+    let mut judgement = match sides {
+        Sides::Here { source, target } => judge(source, target),
+        Sides::Apart { source, target, staged } => judge_apart(path, source, target, staged),
+    };
     if judgement.verdict == Verdict::Copied
         && judgement.reason.as_deref() != Some(NOTHING_TO_SHARE)
-        && let Some(why) = crate::paths::copied_by_design(kind, path)
+        && let Some(why) = designed
     {
         judgement.reason = Some(why.to_string());
     }
     judgement
+}
+
+/// [`judge_handoff`] of two sides in two processes, before the path table's words.
+fn judge_apart(path: &str, source: Option<&MemoryIdentity>, target: Option<&MemoryIdentity>, staged: Option<&Segment>) -> Judgement {
+    let copied = |reason: String| Judgement { verdict: Verdict::Copied, reason: Some(reason), notes: Vec::new() };
+    if path == "remote" {
+        // Identities asked on two hosts name memory of two machines: equal fields (a file of the
+        // same name and inode) are a coincidence, never the same memory.
+        return copied("the worker is on another host".into());
+    }
+    let (same, why) = super::same_memory(source, target);
+    match (same, staged) {
+        (true, Some(s)) => copied(format!("copied into a shared segment first; the worker maps that segment ({} + {})", s.name, s.offset)),
+        (true, None) => Judgement { verdict: Verdict::Shared, reason: None, notes: Vec::new() },
+        (false, _) => copied(why),
+    }
 }
 
 /// Where the driver says the bytes at the target's address live: `(memory type, device ordinal)`.

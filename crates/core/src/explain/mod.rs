@@ -27,9 +27,9 @@ mod process;
 mod refusal;
 mod targets;
 
-pub use identity::{judge_handoff, same_memory};
+pub use identity::same_memory;
 pub use process::{ProcessFacts, ProcessProbe, refuse_process};
-pub use judgement::{Judgement, NOTHING_TO_SHARE, copied_by_design, copy_reason, judge, judge_path, judge_route};
+pub use judgement::{Judgement, NOTHING_TO_SHARE, Sides, copied_by_design, copy_reason, judge, judge_handoff};
 pub use known::explain_failure;
 pub use moves::MoveMemo;
 pub use auto::{ArrayAuto, DecisionMemo, auto_follows_producer, auto_for_array, resolve_auto_with, resolve_path};

@@ -123,7 +123,7 @@ fn zero_size_and_read_only_notes() {
     assert_eq!(j.verdict, Verdict::Copied);
     assert_eq!(j.reason.as_deref(), Some(NOTHING_TO_SHARE));
     // A path that copies by design keeps the zero-size words: there was nothing to copy either.
-    let j = judge_path(&a, &b, "host");
+    let j = judge_handoff(crate::paths::PathKind::Share, "host", Sides::Here { source: &a, target: &b });
     assert_eq!((j.verdict, j.reason.as_deref()), (Verdict::Copied, Some(NOTHING_TO_SHARE)));
     let mut ro = t("numpy", 0x1000, vec![4], vec![1], (1, 0));
     ro.readonly = true;

@@ -359,7 +359,7 @@ mod tests {
         PathRow::of_worker(crate::report::process::WorkerRun {
             path: "gloo".into(),
             verdict: Verdict::parse(verdict).unwrap(),
-            reason: Some("gloo send/recv copies into the receiver's own buffer".into()),
+            reason: Some("copied by design: gloo sends the bytes over TCP into the worker's own tensor".into()),
             applicable: true,
             bytes_moved: 4096,
             timing,
@@ -389,7 +389,7 @@ mod tests {
     fn a_row_says_its_verdict_timing_bandwidth_and_each_side() {
         let r = row("copied", Some(crate::share::process::process_timing(0.002, vec![3e-5, 4e-5, 5e-5])));
         let text = rows_text(std::slice::from_ref(&r));
-        assert!(text.starts_with("gloo         copied: gloo send/recv copies"), "{text}");
+        assert!(text.starts_with("gloo         copied: copied by design: gloo sends"), "{text}");
         for part in ["time         40 µs (median of 3)", "GB/s         0.102", "first call   2 ms",
                      "parent side  pid 7: /dev/shm/psm_1 + 0", "worker side  pid 8: n/a", "note         a note"] {
             assert!(text.contains(part), "{part} in {text}");

@@ -308,7 +308,7 @@ impl<F: Framework> Handoff<'_, F> {
         streams: Option<StreamReport>,
         options: &Options,
     ) -> ShareReport {
-        let judgement = explain::judge_route(&source, &target, self.route.kind(), self.path());
+        let judgement = explain::judge_handoff(self.route.kind(), self.path(), explain::Sides::Here { source: &source, target: &target });
         let shares_origin = options.origin.as_ref().map(|o| explain::judge(o, &target).verdict == Verdict::Shared);
         let mut timing = Timing::from_samples(measured.samples, measured.number);
         timing.warmup = measured.warmup as u64;

@@ -159,7 +159,12 @@ impl ProcessHandoff {
         let (source, target) = route.sides(&reply)?;
         let staging = route.staging()?;
         let staged = staging.as_ref().filter(|s| s.staged_bytes > 0).map(|s| &s.segment);
-        let (verdict, reason) = explain::judge_handoff(&path, source.identity.as_ref(), target.identity.as_ref(), staged);
+        let judgement = explain::judge_handoff(
+            PathKind::Process,
+            &path,
+            explain::Sides::Apart { source: source.identity.as_ref(), target: target.identity.as_ref(), staged },
+        );
+        let (verdict, reason) = (judgement.verdict, judgement.reason);
         let by_design = paths::copied_by_design(PathKind::Process, &path).is_some();
         let bytes_moved = match &staging {
             Some(s) => s.staged_bytes,

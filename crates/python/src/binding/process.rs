@@ -15,7 +15,7 @@ use super::lab::{Benchmark, Comparison};
 use super::types::ShareResult;
 use crate::render::lab::PathRow;
 use crate::report::process::{
-    MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, Segment, TIDY_DTYPES, WorkerHandoff, tidy_outcome,
+    MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, TIDY_DTYPES, WorkerHandoff, tidy_outcome,
     from_value,
 };
 
@@ -32,25 +32,6 @@ fn identity(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MemoryIdentity>> 
 #[pyo3(signature = (a, b))]
 fn same_memory(a: Option<Bound<'_, PyAny>>, b: Option<Bound<'_, PyAny>>) -> PyResult<(bool, String)> {
     Ok(crate::explain::same_memory(identity(a.as_ref())?.as_ref(), identity(b.as_ref())?.as_ref()))
-}
-
-/// `(verdict, reason)` of a handoff by process path `path`: the core's identity judge; `segment`
-/// (`{"name", "offset"}`) is the segment a private source was copied into first.
-#[pyfunction]
-#[pyo3(signature = (path, source, target, segment=None))]
-fn judge_handoff(
-    path: &str,
-    source: Option<Bound<'_, PyAny>>,
-    target: Option<Bound<'_, PyAny>>,
-    segment: Option<Bound<'_, PyAny>>,
-) -> PyResult<(super::vocabulary::PyVerdict, Option<String>)> {
-    let segment: Option<Segment> = match segment.filter(|s| !s.is_none()) {
-        Some(s) => Some(from_py(&s)?),
-        None => None,
-    };
-    let (verdict, reason) =
-        crate::explain::judge_handoff(path, identity(source.as_ref())?.as_ref(), identity(target.as_ref())?.as_ref(), segment.as_ref());
-    Ok((super::vocabulary::PyVerdict(verdict), reason))
 }
 
 /// The costly facts of a process path's refusal, asked of Python callables (each returning a
@@ -244,7 +225,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(process_report, m)?)?;
     m.add_function(wrap_pyfunction!(process_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(same_memory, m)?)?;
-    m.add_function(wrap_pyfunction!(judge_handoff, m)?)?;
     super::process_timing::register(m)?;
     super::process_route::register(m)?;
     super::process_tables::register(m)?;

@@ -211,7 +211,7 @@ impl ShareResult {
         streams: Option<crate::report::StreamReport>,
     ) -> ShareResult {
         let (src, dst) = (&source.get().report, &target.get().report);
-        let judgement = explain::judge_path(src, dst, &path);
+        let judgement = explain::judge_handoff(crate::paths::PathKind::Share, &path, explain::Sides::Here { source: src, target: dst });
         let shares_origin = origin.map(|o| explain::judge(&o.get().report, dst).verdict == Verdict::Shared);
         let mut all_notes = judgement.notes;
         all_notes.extend(notes);
