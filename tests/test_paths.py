@@ -98,16 +98,18 @@ def test_the_process_auto_is_the_one_auto():
     assert _native.paths.Pair().auto(_native.paths.HandoffFacts((2, 0), across=True))[:2] == ("ipc", "process")
     from gpushare import processes
 
-    assert auto.across_processes(np.ones(4)) == processes.resolve_auto(np.ones(4))
+    assert auto.across_processes(np.ones(4)) == processes.resolve_auto(np.ones(4))[0]
 
 
 def test_the_process_auto_takes_the_path_that_shares_host_memory_and_advise_says_shm_copies():
-    """A torch tensor in host memory: torch.multiprocessing moves its storage into shared memory once
-    and the worker maps the tensor itself (shared), where shm copies it into a segment of its own;
-    advise predicts shm's copy, as the handoff measures it."""
+    """A torch tensor already in shared memory: torch.multiprocessing hands the worker the tensor
+    itself (shared), where shm copies it into a segment of its own; advise predicts shm's copy, as
+    the handoff measures it."""
     torch = pytest.importorskip("torch")
     np = pytest.importorskip("numpy")
-    assert auto.across_processes(torch.ones(4)) == "torch_mp"
+    # torch_mp would move a private tensor's storage and free the memory its views read.
+    assert auto.across_processes(torch.ones(4)) == "shm"
+    assert auto.across_processes(torch.ones(4).share_memory_()) == "torch_mp"
     assert auto.across_processes(np.ones(4)) == "shm"  # NumPy has no transport of its own
     from gpushare import advice
 

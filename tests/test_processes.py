@@ -177,8 +177,44 @@ def test_shm_shares_one_segment_proven_by_writes_both_ways(worker):
     assert not os.path.exists(f"/dev/shm/{name}")
 
 
+def test_auto_leaves_the_callers_tensor_and_its_views_where_they_are(worker):
+    """torch.multiprocessing would move a private tensor's storage into shared memory and free the
+    memory its views read (a NumPy view of a 64 MiB tensor then crashed the process): ``auto``
+    copies it into a segment instead, says why, and the views stay valid."""
+    x = torch.arange(1 << 22, dtype=torch.float32)  # 16 MiB: freed memory is unmapped, not reused
+    view = gpushare.share(x, "numpy").value
+    before = x.data_ptr()
+    r = gpushare.share(x, "torch", across=worker)
+    assert r.path == "shm" and r.verdict == "copied", (r.path, r.reason)
+    assert x.data_ptr() == before and not x.is_shared()
+    assert any("x.share_memory_()" in n for n in r.notes), r.notes
+    assert float(view[-1]) == float((1 << 22) - 1)
+    r.release()
+    # Once the tensor lies in shared memory, auto hands the worker the tensor itself: nothing moves.
+    x.share_memory_()
+    shared = gpushare.share(x, "torch", across=worker)
+    assert shared.path == "torch_mp" and shared.verdict == "shared" and x.data_ptr() == shared.source["identity"]["address"]
+    shared.release()
+
+
+def test_torch_mp_of_a_private_tensor_warns_that_its_old_views_read_freed_memory(worker):
+    x = torch.zeros(32, dtype=torch.int64)
+    with pytest.warns(gpushare.GpushareWarning, match="read freed memory") as caught:
+        r = worker.share(x, path="torch_mp")
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    assert any("freed the memory it lay in" in n for n in r.notes), r.notes
+    r.release()
+    # A tensor already in shared memory moves nothing, and nothing is warned of.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gpushare.GpushareWarning)
+        worker.share(x, path="torch_mp").release()
+
+
 def test_torch_multiprocessing_shares_the_cpu_storage(worker):
     x = torch.zeros(32, dtype=torch.int64)
+    x.share_memory_()
     r = worker.share(x, path="torch_mp")
     assert r.verdict == "shared", r.reason
     assert r.source["identity"]["inode"] == r.target["identity"]["inode"] != 0

@@ -91,12 +91,20 @@ def readonly_if_needed(src: Adapter, obj: Any) -> bool | None:
 
 def across_processes(obj: Any) -> str:
     """The process path THE ``auto`` takes for handing ``obj`` to another process (``across=``):
-    ``ipc`` for device memory, ``shm`` for host memory (gpushare.processes calls this)."""
+    ``ipc`` for device memory, ``shm`` for host memory, the framework's own transport for host
+    memory it already shares (gpushare.processes calls this)."""
+    return process_choice(obj)[0]
+
+
+def process_choice(obj: Any) -> tuple[str, str | None]:
+    """:func:`across_processes` with the core's reason for the path, in words."""
     from gpushare.adapters import adapter_of
 
     src = adapter_of(obj)
-    where = (2, 0) if paths.in_device_memory(obj, src) else (1, 0)
-    return pair(src, src).auto(_native.paths.HandoffFacts(where, across=True))[0]
+    on_device = paths.in_device_memory(obj, src)
+    shared = not on_device and src.shares_host_memory_across_processes and src.host_memory_shared(obj)
+    path, _kind, why = pair(src, src).auto(_native.paths.HandoffFacts((2, 0) if on_device else (1, 0), across=True, host_shared=shared))
+    return path, why
 
 
 def route(src: Adapter, dst: Adapter, source_device: tuple[int, int] = (1, 0)) -> tuple[str, paths.Route]:

@@ -34,7 +34,8 @@ def _not_users(filename: str) -> bool:
     if known is None:
         path = os.path.abspath(filename)
         ipython = _ipython_dir()
-        known = os.path.dirname(path) == _PACKAGE_DIR or (ipython is not None and path.startswith(ipython))
+        # The package and its subpackages (gpushare.processes warns too).
+        known = path.startswith(_PACKAGE_DIR + os.sep) or (ipython is not None and path.startswith(ipython))
         # IPython's magic decorators compile wrappers under this name.
         known = known or filename.startswith("<decorator-gen-")
         _NOT_USERS[filename] = known

@@ -25,6 +25,11 @@ pub struct AutoFacts<'a> {
     /// into shared memory once, values kept, so the worker maps the source itself (PyTorch's
     /// torch.multiprocessing; the adapter's `shares_host_memory_across_processes`).
     pub source_shares_host_across: bool,
+    /// The array's host memory already lies in memory another process can map (torch's
+    /// `x.is_shared()`): the source framework's transport then hands it over as it is. Where it does
+    /// not, that transport would move the storage, and the memory every existing view of the array
+    /// reads (a NumPy array, a DLPack import, an earlier share) would be freed under it.
+    pub source_host_shared: bool,
     /// The calibrated cost model of this machine, when there is one: among the paths whose sweep
     /// gave the rules' choice's verdict, `auto` takes the one it predicts fastest.
     pub model: Option<&'a crate::advice::model::CostModel>,
@@ -344,9 +349,18 @@ fn rules_auto(facts: &AutoFacts<'_>) -> AutoChoice {
         // for host memory (the copying paths, NCCL and gloo, are for comparison).
         let (path, why) = match facts.source {
             Place::Device(_) => ("ipc", "device memory: the worker maps the allocation by CUDA IPC"),
-            Place::Host if facts.source_shares_host_across => {
-                ("torch_mp", "host memory the source framework moves into shared memory once (values kept): the worker maps the source itself")
+            Place::Host if facts.source_shares_host_across && facts.source_host_shared => {
+                ("torch_mp", "host memory already in shared memory: the source framework's transport hands the worker the array itself")
             }
+            // torch.multiprocessing would move the storage into shared memory and free the memory
+            // the array's other views read (measured: a NumPy view of a 64 MiB tensor read freed
+            // memory and crashed the process): `auto` never does that to the caller's array.
+            Place::Host if facts.source_shares_host_across => (
+                "shm",
+                "host memory: the worker maps a segment gpushare copies the array into (torch_mp would move the tensor's \
+                 storage into shared memory and free the memory its other views read, NumPy's and DLPack's among them; \
+                 call x.share_memory_() first and auto hands the worker the tensor itself)",
+            ),
             Place::Host => ("shm", "host memory: the worker maps a segment gpushare copies the array into"),
         };
         return AutoChoice { path, kind: Process, why: Some(why.into()) };

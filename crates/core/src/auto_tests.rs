@@ -12,6 +12,7 @@ fn facts(endpoints: Endpoints, source: Place) -> AutoFacts<'static> {
         target_name: "x",
         across_processes: false,
         source_shares_host_across: false,
+        source_host_shared: false,
         model: None,
         source_name: "s",
         nbytes: None,
@@ -94,8 +95,14 @@ fn auto_across_processes_maps_the_source_memory() {
     let across = |source| resolve_auto(&AutoFacts { across_processes: true, ..facts(Endpoints::default(), source) });
     assert_eq!((across(Place::Device(0)).path, across(Place::Device(0)).kind), ("ipc", Process));
     assert_eq!(across(Place::Host).path, "shm");
+    // A tensor whose storage torch.multiprocessing would move: its other views would read freed
+    // memory, so auto copies it into a segment and says how to share it instead.
     let torch_host = AutoFacts { across_processes: true, source_shares_host_across: true, ..facts(Endpoints::default(), Place::Host) };
-    assert_eq!(resolve_auto(&torch_host).path, "torch_mp");
+    let private = resolve_auto(&torch_host);
+    assert_eq!(private.path, "shm");
+    assert!(private.why.unwrap().contains("x.share_memory_()"));
+    let already_shared = AutoFacts { source_host_shared: true, ..torch_host };
+    assert_eq!(resolve_auto(&already_shared).path, "torch_mp");
 }
 
 #[test]

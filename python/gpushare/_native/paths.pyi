@@ -112,6 +112,7 @@ class HandoffFacts:
         nbytes: int | None = None,
         producer_busy: bool = False,
         source_readonly: bool | None = None,
+        host_shared: bool = False,
     ) -> None: ...
 
 def copied_by_design(kind: PathKind | Literal["share", "move", "process"], path: str) -> str | None: ...

@@ -95,8 +95,9 @@ class Adapter:
     # protocol asks (CuPy, Numba, PyTorch). JAX's does not: `auto` never takes `cai` into it.
     cai_import_orders: ClassVar[bool] = True
     #: Its own transport hands a host array to another process by moving it into shared memory
-    #: once, values kept, so the worker maps the source itself (torch.multiprocessing): the process
-    #: ``auto`` then takes that path, which shares, over ``shm``, which copies.
+    #: once, values kept, so the worker maps the source itself (torch.multiprocessing). The move
+    #: frees the memory the array's other views read, so the process ``auto`` takes that path only
+    #: for an array already in shared memory (:meth:`host_memory_shared`), and ``shm`` otherwise.
     shares_host_memory_across_processes: ClassVar[bool] = False
     # How the Rust core describes its arrays without calling inspect() (adapters/description.py):
     # "exchange_api", "capsule", an Attributes or ExportedCapsule recipe, or "inspect" (inspect() alone).
@@ -163,6 +164,12 @@ class Adapter:
     move_call: ClassVar[str | None] = None
 
     _installed: bool | None = None
+
+    def host_memory_shared(self, obj: Any) -> bool:
+        """Whether ``obj``'s host memory already lies in memory another process can map, so that the
+        framework's own transport (``shares_host_memory_across_processes``) hands it over without
+        moving it. Asked only of such a framework."""
+        return False
 
     def readonly(self, obj: Any) -> bool:
         """Whether ``obj`` is marked read-only (asked only of a framework whose legacy capsule export

@@ -238,6 +238,10 @@ class TorchAdapter(Adapter):
     def detached(self, obj: Any) -> Any:
         return obj.detach() if obj.requires_grad else obj
 
+    def host_memory_shared(self, obj: Any) -> bool:
+        # `share_memory_()` (or a tensor received from another process): torch_mp moves nothing.
+        return not obj.is_cuda and obj.is_shared()
+
     def in_device_memory(self, obj: Any) -> bool:
         return not obj.is_cpu  # 0.1 µs; torch's __dlpack_device__ costs 3.5 (torch 2.15)
 

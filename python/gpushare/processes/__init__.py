@@ -19,13 +19,14 @@ nothing in the other process. The verdict is judged on the *allocation identity*
   ``cuMemGetAddressRange`` gives) + the offset in it. The worker maps that allocation at an address
   of its own, in a context of its own.
 
-"shared" means both sides have the same identity (the core's judge: crates/core/src/explain/identity.rs);
+"shared" means both sides have the same identity (the core's one judge: crates/core/src/explain/judgement.rs);
 tests prove it with a write in one process read in the other. Paths (each a row of the same table):
 
 =============  ==============================================================================
 ``ipc``        CUDA IPC by the Rust core: allocation handle + offset, opened by the worker
-``torch_mp``   ``torch.multiprocessing``'s own sharing (CPU: shared-memory file descriptor;
-               CUDA: the caching allocator's block handle + offset)
+``torch_mp``   ``torch.multiprocessing``'s own sharing (CPU: shared-memory file descriptor, which
+               torch moves a private tensor into, freeing its old memory: ``auto`` takes it only
+               for a tensor already shared; CUDA: the caching allocator's block handle + offset)
 ``shm``        a POSIX shared-memory segment in /dev/shm; the worker maps it and views it with the
                source's strides, dtype and read-only flag (gpushare.processes.rules)
 ``nccl``       NCCL send/recv through ``torch.distributed`` (a copy, over NVLink/PCIe/SHM)
@@ -59,7 +60,7 @@ from gpushare.processes import rules as process_rules
 from gpushare.adapters import ADAPTERS
 from gpushare.exceptions import GpushareError, WorkerError, gpushare_error
 # Identity of memory and its judge (re-exported: part of this module's interface).
-from gpushare.processes.identity import cuda_identity, host_identity, same_memory  # noqa: F401
+from gpushare.processes.identity import _address, cuda_identity, host_identity, same_memory  # noqa: F401
 # Each process path's route: what applies, and the handoff (re-exported: part of this module's interface).
 from gpushare.processes.routes import (  # noqa: F401
     MECHANISMS, PROCESS_PATHS, SOCKET_ENV, TARGETS, TRANSPORTS, RemoteArray, _framework_of, _library, _steps,
@@ -598,7 +599,9 @@ atexit.register(_stop_all)
 # Handoffs: each path's transport is in gpushare.processes.routes; the core's pipeline runs it.
 
 
-def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None) -> ShareResult:
+def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int = 1, peer: Worker | None = None,
+           caller_array: bool = True) -> ShareResult:
+    """One handoff of ``obj``; a move of the caller's own array (not a clone) is warned of (rules.warn_moved)."""
     if path not in (*PROCESS_PATHS, "auto"):
         raise ValueError(f"unknown process path {path!r}; known: {', '.join(PROCESS_PATHS)}, auto")
     if repeat < 1:
@@ -606,16 +609,22 @@ def _share(worker: Worker, obj: Any, path: str, to: str | None, *, repeat: int =
     if not worker.alive:
         worker._send("ping")  # raises the WorkerError that says why
     by_auto = path == "auto"
+    why = None
     if by_auto:  # a worker on another host is reached one way
-        path = "remote" if worker.host is not None else resolve_auto(obj)
+        path, why = ("remote", None) if worker.host is not None else resolve_auto(obj)
     if to is not None:
         from gpushare.adapters import framework
 
         to = framework(to).name  # aliases (np, pt) and typos, with a suggestion
     # One handoff at a time per worker: two threads' gloo sends to one group would be received
     # into each other's buffers (send/recv match by peer and tag, not by request).
+    before = _address(obj)[0]
     with worker._handoff_lock:
         result = hand_over(worker, obj, path, to, repeat, peer, auto=by_auto)
+    if caller_array and before is not None and _address(obj)[0] != before:
+        process_rules.warn_moved(_framework_of(obj), path, worker.pid)
+    if why:
+        result.add_note(f"auto took {path}: {why}")
     worker._results.add(result)
     return result
 

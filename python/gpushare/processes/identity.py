@@ -204,5 +204,5 @@ def _address(value: Any) -> tuple[int | None, bool]:
 
 def same_memory(a: dict | None, b: dict | None) -> tuple[bool, str]:
     """Whether two identities (each from its own process) name the same physical memory, and why:
-    the core's judge (crates/core/src/explain/identity.rs)."""
+    the core's (crates/core/src/explain/identity.rs), which its one judge reads."""
     return _native.processes.same_memory(a, b)

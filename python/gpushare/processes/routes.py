@@ -124,17 +124,18 @@ def _worker_ordinal(worker: Worker, source_ordinal: int | None) -> int | None:
     return None if on_host else ordinal
 
 
-def resolve_auto(obj: Any) -> str:
-    """THE ``auto`` across processes: the core's (``gpushare.auto.across_processes``, crates/core/src/auto.rs,
-    over the path table), asked with where the array's memory lies."""
+def resolve_auto(obj: Any) -> tuple[str, str | None]:
+    """THE ``auto`` across processes and its reason: the core's (``gpushare.auto.process_choice``,
+    crates/core/src/auto.rs, over the path table), asked with where the array's memory lies."""
     from gpushare.exceptions import NotAnArrayError
 
     try:
-        return auto.across_processes(obj)
+        return auto.process_choice(obj)
     except NotAnArrayError:  # no adapter knows the object: the core's rule, asked with its address's place
         where = (2, 0) if _is_cuda(obj) else (1, 0)
-        return _native.paths.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,
-                            addresses_device=False).auto(_native.paths.HandoffFacts(where, across=True))[0]
+        path, _kind, why = _native.paths.Pair(exports_dlpack=False, accepts_objects=False, accepts_capsules=False,
+                                             addresses_device=False).auto(_native.paths.HandoffFacts(where, across=True))
+        return path, why
 
 
 #: The frameworks the worker can hold the result in, per path.
@@ -348,8 +349,9 @@ class _TorchMp(Transport):
 
     def identities(self, reply: dict) -> tuple[dict | None, dict | None]:
         if not self.cuda and _address(self.obj)[0] != self.before:
-            self.noted.append("torch moved the tensor's storage into shared memory on the first handoff "
-                              "(one copy; the tensor's data_ptr changed)")
+            # torch swaps the storage's memory for a shared copy and frees the old memory.
+            self.noted.append("torch moved the tensor's storage into shared memory on the first handoff (one copy; "
+                              "the tensor's data_ptr changed) and freed the memory it lay in")
         src_id, dst_id = _identity_of(self.obj, _nbytes(self.obj)), reply.get("identity")
         if self.cuda and src_id is not None:
             # torch exported the caching allocator's block; the worker's mapping is judged by the block

@@ -231,5 +231,24 @@ def readonly_warning(source_readonly: bool, worker_writable: bool) -> str | None
     return READONLY_NOTE if source_readonly and worker_writable else None
 
 
+def warn_moved(framework: str, path: str, pid: int | None) -> None:
+    """Warns, at the caller's line, that a handoff moved the caller's array to other memory and
+    freed the memory it lay in (torch_mp of a tensor not yet in shared memory: torch swaps the
+    storage's memory for a shared copy). Every view made of it before (x.numpy(), a DLPack import,
+    an earlier share) keeps the old address: reading one reads freed memory, and at 64 MiB crashed
+    the process."""
+    import warnings
+
+    from gpushare.exceptions import GpushareWarning
+    from gpushare.warn_site import user_stacklevel
+
+    warnings.warn(
+        f"{path} to worker pid {pid} moved the {framework} array's storage into shared memory and freed the memory "
+        "it lay in: arrays that viewed it before (NumPy arrays, DLPack imports, earlier shares of it) now read freed "
+        "memory and must not be used. Call x.share_memory_() before making such views, or hand the array over by "
+        "path='shm' (auto does), which leaves it where it is",
+        GpushareWarning, stacklevel=user_stacklevel())
+
+
 __all__ = ["check_source", "nbytes_of", "shm_host_view", "shm_layout", "ipc_layout", "free_bytes", "check_shm_space",
-           "check_timeout", "readonly_warning", "no_space_error", "shm_room_problem", "unwritable_error"]
+           "check_timeout", "readonly_warning", "no_space_error", "shm_room_problem", "unwritable_error", "warn_moved"]

@@ -65,7 +65,7 @@ WARM_UP_HANDOFFS = _native.processes.WARM_UP_HANDOFFS
 
 def _auto(worker: Any, obj: Any) -> str:
     """``auto`` for this worker: the one path to a worker on another host, else THE ``auto``."""
-    return "remote" if getattr(worker, "host", None) is not None else resolve_auto(obj)
+    return "remote" if getattr(worker, "host", None) is not None else resolve_auto(obj)[0]
 
 
 def _source_of(obj: Any, to: str | None) -> tuple:
@@ -90,7 +90,8 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
         # moves a CPU tensor's storage into shared memory) runs on what the library says leaves it be.
         obj, note = library.process_steps().unmoved_source(obj, path)
     try:
-        r = _transport()._share(worker, obj, path, to, repeat=repeat, peer=peer)
+        # A clone the comparison made has no views of its own to warn of.
+        r = _transport()._share(worker, obj, path, to, repeat=repeat, peer=peer, caller_array=note is None)
         if note:
             r.add_note(note)
     except PathNotApplicableError as e:

@@ -357,6 +357,7 @@ fn share_facts<'a>(
         target_name: target,
         across_processes: false,
         source_shares_host_across: false,
+        source_host_shared: false,
         model,
         source_name: &source.framework,
         nbytes: Some(source.nbytes),

@@ -59,6 +59,7 @@ pub struct PyHandoffFacts {
     nbytes: Option<u64>,
     producer_busy: bool,
     source_readonly: Option<bool>,
+    host_shared: bool,
 }
 
 #[pymethods]
@@ -68,10 +69,12 @@ impl PyHandoffFacts {
     /// other (None: the driver is asked); ``across``: to another process; ``model`` (a
     /// ``CostModel``, with ``nbytes`` where known): among the calibrated paths with the rules'
     /// choice's verdict, the one it predicts fastest; ``producer_busy``: the producer's stream has
-    /// queued work; ``source_readonly``: whether the array is read-only, where known.
+    /// queued work; ``source_readonly``: whether the array is read-only, where known;
+    /// ``host_shared``: its host memory already lies in memory another process can map (asked of
+    /// the adapter, ``host_memory_shared``), so the source framework's transport moves nothing.
     #[new]
     #[pyo3(signature = (source, destination=None, *, peer_access=None, across=false, model=None, nbytes=None,
-                        producer_busy=false, source_readonly=None))]
+                        producer_busy=false, source_readonly=None, host_shared=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         source: (u32, i32),
@@ -82,20 +85,22 @@ impl PyHandoffFacts {
         nbytes: Option<u64>,
         producer_busy: bool,
         source_readonly: Option<bool>,
+        host_shared: bool,
     ) -> Self {
-        Self { source, destination, peer_access, across, model, nbytes, producer_busy, source_readonly }
+        Self { source, destination, peer_access, across, model, nbytes, producer_busy, source_readonly, host_shared }
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "HandoffFacts(source={:?}, destination={:?}, across={}, model={}, nbytes={:?}, producer_busy={}, source_readonly={:?})",
+            "HandoffFacts(source={:?}, destination={:?}, across={}, model={}, nbytes={:?}, producer_busy={}, source_readonly={:?}, host_shared={})",
             self.source,
             self.destination,
             self.across,
             self.model.is_some(),
             self.nbytes,
             self.producer_busy,
-            self.source_readonly
+            self.source_readonly,
+            self.host_shared
         )
     }
 }
@@ -120,6 +125,7 @@ impl PyPair {
             target_name: &self.target,
             across_processes: facts.across,
             source_shares_host_across: self.source_shares_host,
+            source_host_shared: facts.host_shared,
             model,
             source_name: &self.source,
             nbytes: facts.nbytes,
@@ -383,7 +389,7 @@ impl MoveAuto {
             to: Place::of_dlpack(self.destination),
         };
         let model = self.model.as_ref().map(|m| m.bind(py).borrow());
-        let handoff = PyHandoffFacts::new(source, Some(self.destination), None, false, None, nbytes, false, None);
+        let handoff = PyHandoffFacts::new(source, Some(self.destination), None, false, None, nbytes, false, None, false);
         // The adapters' declarations are read only when this kind of move is new.
         let pair = std::cell::OnceCell::new();
         self.moves.try_path(

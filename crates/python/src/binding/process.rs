@@ -27,7 +27,7 @@ fn identity(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MemoryIdentity>> 
 }
 
 /// Whether two memory identities (each asked in its own process) name the same physical memory,
-/// and why: the core's judge (crates/core/src/explain/identity.rs).
+/// and why: the core's comparison (crates/core/src/explain/identity.rs), which its one judge reads.
 #[pyfunction]
 #[pyo3(signature = (a, b))]
 fn same_memory(a: Option<Bound<'_, PyAny>>, b: Option<Bound<'_, PyAny>>) -> PyResult<(bool, String)> {
