@@ -26,6 +26,7 @@ from gpushare.exceptions import (
     GpushareWarning,
     PathNotApplicableError,
     UnsafeInputError,
+    WorkerError,
 )
 
 torch = pytest.importorskip("torch")
@@ -195,6 +196,16 @@ def test_a_shm_result_read_after_release_or_after_the_worker_stopped_does_not_cr
     """)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.strip().endswith("ok")
+
+
+def test_the_worker_array_of_a_released_handoff_is_said_to_be_released(worker):
+    r = gpushare.share(np.arange(16.0), "numpy", across=worker, path="shm")
+    remote = r.remote
+    r.release()
+    for use in (remote.read, remote.info, lambda: remote.write(0, 1.0)):
+        with pytest.raises(WorkerError, match=r"no longer holds .* released \(r\.release\(\)\)"):
+            use()
+    assert worker.alive  # the worker says so and goes on
 
 
 def test_a_released_segment_leaves_no_name_in_dev_shm(worker):

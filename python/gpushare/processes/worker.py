@@ -255,20 +255,27 @@ class _WorkerState:
             except Exception:
                 pass
 
+    def _held(self, slot: int) -> Any:
+        """The array in ``slot``; a released one is said in words, not as a bare KeyError."""
+        entry = self.slots.get(slot)
+        if entry is None:
+            raise LookupError(f"this worker no longer holds the array of slot {slot}: the handoff was released "
+                              "(r.release()); hand the array over again")
+        return entry["value"]
+
     def op_read(self, slot: int) -> Any:
-        value = self.slots[slot]["value"]
+        value = self._held(slot)
         return process_host.read_back(_adapter_of(value), value)
 
     def op_write(self, slot: int, index: Any, value: Any) -> None:
-        arr = self.slots[slot]["value"]
+        arr = self._held(slot)
         arr[index] = value
         _synchronize(arr)
 
     def op_info(self, slot: int) -> dict:
         import gpushare
 
-        value = self.slots[slot]["value"]
-        return gpushare.inspect(value).to_dict()
+        return gpushare.inspect(self._held(slot)).to_dict()
 
     def op_release(self, slot: int) -> None:
         entry = self.slots.pop(slot, None)
