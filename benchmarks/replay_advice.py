@@ -156,20 +156,27 @@ def copying_paths(run: dict) -> list[tuple[str, float, list[float]]]:
     return out
 
 
-def promise(rows: list[tuple[float, float, float, str | None]]) -> dict:
-    """Of `(measured, predicted, tolerance, words)` rows: how many gave a number, the share of
-    those within their stated error, the worst ratio either way, how many lie beyond 2x, and how
-    many gave words instead of a number."""
-    numbered = [(m, p, t) for m, p, t, w in rows if not w and m and m > 0 and p and p > 0]
-    ratios = [max(m / p, p / m) for m, p, _ in numbered]
-    within = sum(abs(p - m) / m <= t for m, p, t in numbered)
+def promise(rows: list[tuple[float, float, float, str | None, str]]) -> dict:
+    """Of `(measured, predicted, tolerance, words, row)` rows: how many gave a number, the share of
+    those within their stated error, the worst ratio either way (and which row), how many lie
+    beyond 2x, and how many gave words instead of a number."""
+    numbered = [(m, p, t, row) for m, p, t, w, row in rows if not w and m and m > 0 and p and p > 0]
+    ratios = [(max(m / p, p / m), row) for m, p, _, row in numbered]
+    within = sum(abs(p - m) / m <= t for m, p, t, _ in numbered)
+    worst = max(ratios, default=(1.0, None))
     return {
         "numbers": len(numbered),
         "within": within / len(numbered) if numbered else 0.0,
-        "worst": max(ratios, default=1.0),
-        "beyond_2x": sum(r > 2.0 for r in ratios),
+        "worst": worst[0],
+        "worst_row": worst[1],
+        "beyond_2x": sum(r > 2.0 for r, _ in ratios),
         "words": len(rows) - len(numbered),
     }
+
+
+def row_name(r: dict) -> str:
+    """A measured row in words: its kind, pair, path, size and dtype."""
+    return f"{r.get('kind', 'share')} {r['pair']} {r['path']} {int(r['size']) >> 10} KiB {r.get('dtype', '')}".strip()
 
 
 def report(path: Path, show_paths: bool) -> dict:
@@ -213,14 +220,14 @@ def report(path: Path, show_paths: bool) -> dict:
             for k, v in sorted(errs["missed"].items())))
     # The promise a user holds a prediction to: the rows given a number lie within its stated
     # error, and none further than 2x; a row that cannot be held to that gives words instead.
-    recorded_promise = promise([(r["measured_s"], r["predicted_s"], r["tolerance"], r.get("unpredictable"))
+    recorded_promise = promise([(r["measured_s"], r["predicted_s"], r["tolerance"], r.get("unpredictable"), row_name(r))
                                 for r in rows if r.get("predicted_s") is not None])
-    refitted_promise = promise([(rows[i]["measured_s"], seconds, tolerance, words.get(i))
+    refitted_promise = promise([(rows[i]["measured_s"], seconds, tolerance, words.get(i), row_name(rows[i]))
                                 for i, (seconds, tolerance) in replayed.items()])
     for name, kept in (("recorded model", recorded_promise), ("refitted by this build", refitted_promise)):
         result[name]["promise"] = kept
         print(f"  {name:24} with a number {kept['numbers']} rows: within the stated error {kept['within'] * 100:.0f} % "
-              f"(goal >= 90 %), worst ratio {kept['worst']:.2f}x (goal <= 2x), {kept['beyond_2x']} beyond 2x; "
+              f"(goal >= 90 %), worst ratio {kept['worst']:.2f}x (goal <= 2x; {kept['worst_row']}), {kept['beyond_2x']} beyond 2x; "
               f"{kept['words']} rows gave words instead")
     print("  by kind, median % (recorded -> refitted): " + ", ".join(
         f"{k} {pct(median(recorded['kind'][k])).strip()}->{pct(median(refitted['kind'].get(k, []))).strip()}"

@@ -135,8 +135,8 @@ pub struct Fit {
     /// verdict, so never a path of `None`, nor by one.
     #[serde(default)]
     pub shares: Option<bool>,
-    /// For a path that copies: the sweep's points, one per size, that its line per range of sizes
-    /// joins ([`super::segments`]); then `fixed` and `per_byte` are the one line over the whole
+    /// For a path that copies: the sweep's points, one per size (the median there, made
+    /// non-decreasing in size), that its line per range of sizes joins ([`super::segments`]); then `fixed` and `per_byte` are the one line over the whole
     /// sweep, shown in the model's table, and a prediction takes the line of its own range.
     /// Empty: the one line holds at every size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -234,8 +234,9 @@ impl Fit {
         Some(fit)
     }
 
-    /// A path that copies: its line per range of sizes through the sweep's points
-    /// ([`super::segments`]), which a cost per byte that changes with size needs (a cache, the
+    /// A path that copies: its line per range of sizes through the sweep's points, made
+    /// non-decreasing in size ([`super::segments::non_decreasing`]: a size measured slower than a
+    /// larger one is noise in one of them) ([`super::segments`]), which a cost per byte that changes with size needs (a cache, the
     /// allocator), with the one line kept for what lies beyond and for the model's table. The error
     /// it states is measured on points left out of the sweep, since the segments meet every point
     /// of it, and never less than the spread of repeated measurements of one size; past the sweep,
@@ -247,9 +248,10 @@ impl Fit {
     /// segments beside it are stated with that error.
     pub fn segmented(points: &[Observation]) -> Option<Fit> {
         let mut fit = Fit::from_observations(points)?;
-        fit.knots = segments::knots(points)?;
-        fit.held_out = segments::held_out_errors(&fit.knots, fit.per_byte);
-        fit.regime_changes = segments::regime_changes(points, &fit.knots);
+        let measured = segments::knots(points)?;
+        fit.knots = segments::non_decreasing(&measured);
+        fit.held_out = segments::held_out_errors(&measured, fit.per_byte);
+        fit.regime_changes = segments::regime_changes(points, &measured);
         // One step: one knot missed that far, or two side by side (a step between them can throw
         // both off their neighbours' lines). Knots missed that far in two places are not a step
         // but a path that did not hold still: every size is stated with the worst.
@@ -261,7 +263,7 @@ impl Fit {
         };
         let stated = fit.held_out.iter().copied().filter(|e| !one_step || *e < STEP_ERROR).fold(0.0, f64::max);
         fit.error = stated.max(rounds_spread(points));
-        fit.beyond_error = Some(segments::leave_last_out_error(&fit.knots, fit.per_byte).max(fit.error));
+        fit.beyond_error = Some(segments::leave_last_out_error(&measured, fit.per_byte).max(fit.error));
         Some(fit)
     }
 
