@@ -75,7 +75,8 @@ def frameworks(device: str) -> list[str]:
 
 
 def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dict], takes_objects: bool,
-           auto_path: str | None = None, speed: float | None = None) -> tuple[list[dict], list[dict]]:
+           auto_path: str | None = None, speed: float | None = None,
+           unavailable: frozenset[str] = frozenset()) -> tuple[list[dict], list[dict]]:
     """One sweep's rows against the model's predictions, and each size's `auto` against the fastest
     correct path measured. ``auto_path``: the path `auto` takes where the sweep marks none (processes).
 
@@ -109,12 +110,14 @@ def _score(model, kind: str, pair: tuple[str, str], place: str, points: list[dic
         auto = [p for p in worked if p.get("auto")] or [p for p in worked if p["path"] == auto_path]
         if not worked or not auto:
             continue
-        best_verdict = "shared" if any(p["verdict"] == "shared" for p in worked) else "copied"
         # `shared` hands over a SharedBuffer, not the user's array: not a path auto could take;
-        # nor a path whose consumer may read before the producer's queued work lands.
+        # nor a path whose consumer may read before the producer's queued work lands, nor one
+        # `unavailable` for the caller's array.
         cai_orders = gpushare.adapters.framework(dst).cai_import_orders
         ordered = lambda p: gpushare._native.paths.path_ordering(kind, p["path"], place, takes_objects, cai_orders)[2]  # noqa: E731
-        correct = [p for p in worked if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
+        candidates = [p for p in worked if p["path"] not in unavailable]
+        best_verdict = "shared" if any(p["verdict"] == "shared" for p in candidates) else "copied"
+        correct = [p for p in candidates if p["verdict"] == best_verdict and p["path"] != "shared" and ordered(p)]
         if not correct:
             continue
         fastest = min(correct, key=lambda p: p["timing"]["median"])
@@ -197,8 +200,12 @@ def evaluate_processes(model, device: str, names: list[str], repeat: int,
         adapter = gpushare.adapters.framework(src)
         on_host, ordinal = devices.parse_device(device)
         auto_path = gpushare.auto.across_processes(adapter.ones(16, "float32", on_host, ordinal))
+        # The framework's own transport moves a private host array into shared memory and frees
+        # the memory its views read (torch_mp; the sweep measures it on a clone): auto never does
+        # that to a caller's array, so it is no path auto could have taken for the grid's arrays.
+        unavailable = frozenset(adapter.moving_process_paths if on_host else ())
         pooled = _pooled_points(runs)
-        r, a = _score(model, "process", (src, src), place, pooled, True, auto_path)
+        r, a = _score(model, "process", (src, src), place, pooled, True, auto_path, unavailable=unavailable)
         rows += r
         autos += a
         for run in runs:

@@ -115,6 +115,14 @@ def test_the_process_auto_takes_the_path_that_shares_host_memory_and_advise_says
 
     rows = {r["path"]: r for r in advice.advise(np.ones(1024), "numpy", across="process").to_dict()["rows"]}
     assert rows["shm"]["verdict"] == "copied", rows["shm"]
+    # advise says what torch_mp would do to a private tensor, and never recommends it; for a tensor
+    # already in shared memory it is the path that shares.
+    private = advice.advise(torch.ones(1024), "torch", across="process")
+    rows = {r["path"]: r for r in private.to_dict()["rows"]}
+    assert rows["torch_mp"]["moves_source"] and "frees the memory its views read" in rows["torch_mp"]["reason"]
+    assert private.recommended == "shm"
+    shared = advice.advise(torch.ones(1024).share_memory_(), "torch", across="process")
+    assert shared.recommended == "torch_mp" and "moves_source" not in {r["path"]: r for r in shared.to_dict()["rows"]}["torch_mp"]
 
 
 # -- the walk: every pair × layout of the CPU conformance matrix --------------------------------------

@@ -600,7 +600,7 @@ def _place(src: Any, obj: Any, info: Any = None) -> str:
 
 
 def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src: str, dst: str,
-         nbytes: int, m: Any, queued: float, speed: float | None = None) -> dict:
+         nbytes: int, m: Any, queued: float, speed: float | None = None, moves_source: bool = False) -> dict:
     target = framework(dst)
     ordering, words, ordered = _native.paths.path_ordering(kind, path, place, target.accepts_objects, target.cai_import_orders)
     waits = _native.paths.path_waits(kind, path, place, target.accepts_objects, target.dlpack_import_waits)
@@ -612,7 +612,7 @@ def _row(kind: str, path: str, verdict: str, reason: str | None, place: str, src
     prediction = None if m is None else m.predict(kind, path, src, dst, place, nbytes, ordering, queued, speed, shares=shares,
                                                   switches_device=switches)
     return {"path": path, "kind": kind, "verdict": verdict, "reason": reason, "ordering": words,
-            "ordered": ordered, "waits": waits, "prediction": prediction}
+            "ordered": ordered, "waits": waits, "prediction": prediction, "moves_source": moves_source}
 
 
 def source_refusal(src: Any, dst: Any, obj: Any, kind: str, path: str) -> Any:
@@ -689,13 +689,18 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
                 rows.append(_row(kind, path, "failed", why, where, src.name, dst.name, nbytes, None, queued))
                 continue
             copies = _native.paths.copied_by_design("process", path)
+            # The framework's own transport moves a host array not yet in shared memory, freeing the
+            # memory its views read: shown, never recommended (auto never takes it either).
+            moves = path in src.moving_process_paths and not paths.in_device_memory(obj, src) and not src.host_memory_shared(obj)
             if path == "shm" and copies is None and processes.shm_copies(obj):
                 # Once, before the first handoff: the handoffs predicted here pass the segment's name
                 # (crates/core/src/paths.rs, handoff_moves_bytes).
                 copies = "copied once into a shared memory segment gpushare makes (before the first handoff, " \
                          "not in the time predicted), which the worker maps"
-            rows.append(_row(kind, path, "copied" if copies else "shared", copies, where, src.name, dst.name,
-                             nbytes, m, queued, speed))
+            moved = ("moves the tensor's storage into shared memory first and frees the memory its views read "
+                     "(never recommended; call x.share_memory_() first)") if moves else None
+            rows.append(_row(kind, path, "copied" if copies else "shared", copies or moved, where, src.name, dst.name,
+                             nbytes, m, queued, speed, moves_source=moves))
     elif device is not None:
         on_host, ordinal = devices.check_device(device)
         target = devices.device_name(on_host, ordinal)

@@ -99,6 +99,9 @@ class Adapter:
     #: frees the memory the array's other views read, so the process ``auto`` takes that path only
     #: for an array already in shared memory (:meth:`host_memory_shared`), and ``shm`` otherwise.
     shares_host_memory_across_processes: ClassVar[bool] = False
+    #: Its process paths that move a host array into shared memory before handing it over, unless
+    #: :meth:`host_memory_shared` (torch_mp): the memory the array lay in is freed under its views.
+    moving_process_paths: ClassVar[tuple[str, ...]] = ()
     # How the Rust core describes its arrays without calling inspect() (adapters/description.py):
     # "exchange_api", "capsule", an Attributes or ExportedCapsule recipe, or "inspect" (inspect() alone).
     describe_by: ClassVar[Any] = "inspect"

@@ -35,6 +35,7 @@ class TorchAdapter(Adapter):
     process_paths = ("torch_mp", "nccl", "nccl_socket", "gloo", "remote")
     process_modules = ("torch.multiprocessing", "torch.distributed")
     shares_host_memory_across_processes = True  # torch_mp: storage moved into shared memory once
+    moving_process_paths = ("torch_mp",)
     describe_by = "exchange_api"  # from 2.10: one C call fills a DLTensor, ~20x cheaper than __dlpack__
     source_flags = ("requires_grad", "is_conj()", "is_neg()")  # what check_source() reads
 

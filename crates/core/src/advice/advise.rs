@@ -36,6 +36,11 @@ pub struct AdviceRow {
     pub waits: bool,
     /// The model's prediction; `None` where this path is not calibrated on this machine.
     pub prediction: Option<Prediction>,
+    /// Whether a handoff by this path moves the caller's array to other memory first and frees the
+    /// memory it lay in (torch.multiprocessing with a tensor not yet in shared memory), so that
+    /// every view made of it before reads freed memory: never recommended, as `auto` never takes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moves_source: bool,
 }
 
 fn ordered_by_default() -> bool {
@@ -160,7 +165,7 @@ impl Advice {
             // As the one auto: a legacy capsule is a candidate where it orders the handoff (not into a
             // consumer that reads on its own stream) and where the rules predict it works for this
             // array (NumPy refuses a read-only one by capsule: that row is predicted to fail).
-            .filter(|r| r.verdict != Verdict::Failed && r.ordered)
+            .filter(|r| r.verdict != Verdict::Failed && r.ordered && !r.moves_source)
             .collect();
         // A busy producer: a path that waits on the host costs at least all of its queued work,
         // whose amount the driver cannot tell; a calibrated path of the same verdict that does not
@@ -360,6 +365,7 @@ mod tests {
             ordered: true,
             waits: false,
             prediction: seconds.map(|s| prediction(s, None)),
+            moves_source: false,
         }
     }
 
@@ -401,6 +407,23 @@ mod tests {
         let mut unordered = row("capsule", "shared", Some(15e-6));
         unordered.ordered = false;
         assert_eq!(advice(vec![row("dlpack", "shared", Some(20e-6)), unordered]).decide(Some("dlpack")).recommended.as_deref(), Some("dlpack"));
+    }
+
+    #[test]
+    fn a_path_that_moves_the_callers_array_is_never_recommended() {
+        // torch_mp with a tensor not yet in shared memory: it shares, and is predicted faster than
+        // shm's copy, but the move frees the memory the tensor's views read.
+        let mut moving = row("torch_mp", "shared", Some(100e-6));
+        moving.moves_source = true;
+        let rows = |moving: AdviceRow| {
+            let mut rows = vec![moving, row("shm", "copied", Some(150e-6))];
+            rows.iter_mut().for_each(|r| r.kind = crate::paths::PathKind::Process);
+            rows
+        };
+        assert_eq!(advice(rows(moving.clone())).decide(Some("shm")).recommended.as_deref(), Some("shm"));
+        // A tensor already in shared memory moves nothing: the sharing path is taken.
+        let shared = AdviceRow { moves_source: false, ..moving };
+        assert_eq!(advice(rows(shared)).decide(Some("torch_mp")).recommended.as_deref(), Some("torch_mp"));
     }
 
     #[test]

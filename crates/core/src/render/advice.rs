@@ -315,6 +315,7 @@ mod tests {
             ordered: true,
             waits: false,
             prediction: Some(prediction),
+            moves_source: false,
         };
         let wild = Prediction { seconds: 5e-6, tolerance: 1.9, unpredictable: Some("not predictable within 2x here: because".into()), ..p.clone() };
         let far = Prediction { extrapolated: true, extrapolated_from: Some(64 << 20), ..p.clone() };
@@ -353,6 +354,7 @@ mod tests {
             ordered: true,
             waits: false,
             prediction: Some(p(s)),
+            moves_source: false,
         };
         let a = Advice {
             source: "torch".into(),
@@ -454,6 +456,7 @@ mod tests {
             ordered: true,
             waits,
             prediction: Some(Prediction { seconds: if waits { 8e-6 } else { 30e-6 }, ..p.clone() }),
+            moves_source: false,
         };
         let a = Advice {
             source: "torch".into(),

@@ -361,14 +361,16 @@ fn row_from_dict(d: &Bound<'_, PyDict>) -> PyResult<AdviceRow> {
         ordered: d.get_item("ordered")?.map_or(Ok(true), |o| o.extract())?,
         waits: d.get_item("waits")?.map_or(Ok(false), |o| o.extract())?,
         prediction,
+        moves_source: d.get_item("moves_source")?.map_or(Ok(false), |o| o.extract())?,
     })
 }
 
 #[pymethods]
 impl PyAdvice {
     /// ``rows``: dicts with ``path``, ``kind``, ``verdict``, ``reason``, ``ordering`` and
-    /// ``prediction`` (a prediction of ``CostModel.predict`` or None), and ``waits`` (the host waits
-    /// for the producer's queued work). ``rules_choice`` is the rules' ``auto``, which stands where
+    /// ``prediction`` (a prediction of ``CostModel.predict`` or None), ``waits`` (the host waits
+    /// for the producer's queued work) and ``moves_source`` (the path moves the caller's array
+    /// first, freeing the memory its views read: never recommended). ``rules_choice`` is the rules' ``auto``, which stands where
     /// nothing is calibrated. ``producer``: the state assumed, ``idle``, ``busy`` or ``unknown``.
     /// ``auto_by_size``: ``(from, below or None, path, close or None)`` per range of sizes where
     /// ``auto``'s path for this pair changes with size (``gpushare.auto.ranges``); ``close``:
