@@ -105,12 +105,9 @@ pub fn regime_changes(points: &[Observation], knots: &[Observation]) -> Vec<Regi
 
 /// `(fixed, per_byte)` of the line that holds at `bytes`: `fixed + per_byte * bytes` is the
 /// interpolation between the two knots around it. Below the first knot the first segment's line
-/// goes on (never below zero seconds). Above the last: the last segment's cost per byte, or
-/// `tail_per_byte` where the last segment did not rise (noise between two large sizes must not
-/// make a copy of 1 GiB cost what 64 MiB did); never less than the last knot's own cost per byte
-/// past the first knot's time (a slope between two noisy large sizes can be far cheaper than the
-/// bytes are); and never less than `floor_per_byte` (the hardware's ceiling: a slope between two
-/// large sizes can be cheaper than any copy is). A segment whose line would cross zero above zero
+/// goes on (never below zero seconds). Above the last: the largest size's own cost per byte past
+/// the first knot's time, never less than `tail_per_byte` (the sweep's) nor `floor_per_byte` (the
+/// hardware's ceiling: no copy is cheaper per byte). A segment whose line would cross zero above zero
 /// bytes (a cost per byte that grows with size) is stated as its average cost per byte there, with
 /// no fixed part.
 pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_byte: f64) -> (f64, f64) {
@@ -127,15 +124,18 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_
     // 3 KiB at 1.8 µs from 2.3 at 4 KiB and 3.8 at 8 KiB (4.1 measured).
     let slope = if n < n0 && tail_per_byte > 0.0 && slope > tail_per_byte { tail_per_byte } else { slope };
     let intercept = t0 - slope * n0;
-    // Past the last knot: the last segment's cost per byte, or the tail's where it did not rise,
-    // and never below the floor, nor below the largest size's own cost per byte past the path's
-    // fixed cost (the first knot's time at most). The last segment's slope is the difference of
-    // two noisy times: on the 2-core CPU jax->torch by `host` cost 14.4 ms at 45 MiB and 16.1 ms
-    // at 64 MiB, whose slope carried 64 MiB on to 200 MiB at 27.9 ms; it took 57.5 ms, the
-    // 0.25 ms per MiB the 64 MiB copy itself cost. A copy that large is bound by what it crosses
-    // per byte, so its own cost per byte is what the bytes after it cost at least.
+    // Past the last knot: the largest size's own cost per byte past the path's fixed cost (the
+    // first knot's time at most), never below the sweep's nor the floor. A copy that large is
+    // bound by what it crosses per byte, so the bytes after it cost what its own bytes did. The
+    // last segment's slope is the difference of two noisy times, wrong both ways: on the 2-core
+    // CPU jax->torch by `host` cost 14.4 ms at 45 MiB and 16.1 ms at 64 MiB, a slope that priced
+    // 200 MiB at 27.9 ms (57.5 ms measured, the 0.25 ms per MiB of the 64 MiB copy itself); on 2x
+    // H200 jax->cupy by `host` rose 0.30 ms per MiB between 45 and 64 MiB, and 200 MiB ran at
+    // 0.11. Over five recorded CPU runs' copies at 200 MiB (benchmarks/replay_advice.py), the
+    // slope carried on missed by a median 13 % (one row in ten by 42 %, 15 % too slow for `copy`),
+    // the largest size's own cost per byte by 8.8 % (23 %; 5 % for `copy`).
     let own = (t1 - knots[0].seconds.min(t1)) / n1;
-    let beyond = if slope > 0.0 { slope } else { tail_per_byte.max(0.0) }.max(floor_per_byte.max(0.0)).max(own);
+    let beyond = own.max(tail_per_byte.max(0.0)).max(floor_per_byte.max(0.0));
     let seconds = if n < n0 {
         if slope <= 0.0 {
             t0
@@ -261,9 +261,10 @@ mod tests {
         assert!(fixed > 100e-6 && fixed < 135e-6 && per_byte > 0.0, "{fixed} {per_byte}");
         // Below the sweep: the first segment's line, never below zero.
         assert!(seconds(&k, 0, 0.0) > 0.0 && seconds(&k, 16 * KIB, 0.0) < 135.3e-6);
-        // Above it: the last segment's cost per byte goes on.
+        // Above it: 64 MiB's own cost per byte past the first knot's time goes on (0.56 ms per
+        // MiB), not the last segment's 0.64.
         let at_256 = seconds(&k, 256 * MIB, 0.0);
-        assert!((at_256 - (36026.4e-6 + (36026.4e-6 - 5372.9e-6) / 48.0 * 192.0)).abs() < 1e-9, "{at_256}");
+        assert!((at_256 - (36026.4e-6 + (36026.4e-6 - 135.3e-6) / 64.0 * 192.0)).abs() < 1e-9, "{at_256}");
     }
 
     #[test]
@@ -285,6 +286,21 @@ mod tests {
         // A dearer tail wins.
         let tail = 1.0 / 100e9;
         assert!((seconds(&k, 256 * MIB, tail) - (480e-6 + (192 * MIB) as f64 * tail)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_last_segment_steeper_than_the_largest_size_is_not_carried_on() {
+        // A slow 64 MiB median (a busy moment) makes the last segment rise 0.30 ms per MiB where
+        // the copy costs 0.17 ms per MiB on average at 64 MiB: 200 MiB goes on at the latter.
+        let k = obs(&[(64 * KIB, 40e-6), (16 * MIB, 2.7e-3), (45 * MIB, 5.0e-3), (64 * MIB, 10.7e-3)]);
+        let own = (10.7e-3 - 40e-6) / (64 * MIB) as f64;
+        let at_200 = seconds(&k, 200 * MIB, 0.0);
+        assert!((at_200 - (10.7e-3 + own * (136 * MIB) as f64)).abs() < 1e-12, "{at_200}");
+        let carried = 10.7e-3 + (10.7e-3 - 5.0e-3) / (19 * MIB) as f64 * (136 * MIB) as f64;
+        assert!(at_200 < 0.7 * carried, "{at_200} against the slope's {carried}");
+        // The line past the sweep starts where the sweep ends.
+        let (fixed, per_byte) = line_at(&k, 200 * MIB, 0.0, 0.0);
+        assert!((fixed + per_byte * (64 * MIB) as f64 - 10.7e-3).abs() < 1e-12 && fixed >= 0.0);
     }
 
     #[test]
