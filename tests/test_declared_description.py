@@ -129,3 +129,41 @@ def test_tensorflow_is_described_from_its_exporters_capsule_without_inspect():
     assert _native.share.describe_declared(text, tf_adapter) is None
     with pytest.raises(gpushare.exceptions.UnsafeInputError, match="tf.string"):
         gpushare.share(text, "numpy")
+
+
+class _StridedStandIn:
+    """What a Numba device array carries (shape, strides in bytes, a NumPy dtype, a ctypes
+    pointer), over memory of the test's choosing."""
+
+    def __init__(self, base, address=None):
+        import ctypes
+
+        self.shape, self.strides, self.dtype = base.shape, base.strides, base.dtype
+        self.device_ctypes_pointer = ctypes.c_void_p(base.ctypes.data if address is None else address)
+
+
+def test_a_strided_recipe_leaves_memory_no_gpu_holds_and_null_addresses_to_inspect():
+    """Numba's Strided recipe names the device the CUDA driver places the address on: host memory
+    (or no driver), a null address and a dtype or strides it cannot state in elements are declined,
+    and its inspect() describes or refuses them."""
+    numba_adapter = framework("numba")
+    from gpushare.adapters.description import Strided
+
+    assert isinstance(numba_adapter.describe_by, Strided)
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    assert _native.share.describe_declared(_StridedStandIn(base), numba_adapter) is None
+    assert _native.share.describe_declared(_StridedStandIn(base, address=0), numba_adapter) is None
+    assert numba_adapter.dtype_code_bits(np.dtype(np.float16)) == (2, 16)
+    assert numba_adapter.dtype_code_bits(np.dtype(np.complex64)) == (5, 64)
+    assert numba_adapter.dtype_code_bits(np.dtype(bool)) == (6, 8)
+    assert numba_adapter.dtype_code_bits(np.dtype("U3")) == ()
+    assert _native.share.describe_declared(_StridedStandIn(np.array(["abc"])), numba_adapter) is None
+
+
+def test_a_strided_recipe_without_its_adapters_method_is_refused_in_words():
+    from gpushare.adapters.description import Strided
+
+    numpy_adapter = framework("numpy")
+    wrong, _ = _counting(type(numpy_adapter), describe_by=Strided(dtype_code_bits="no_such_method", pointer="device_ctypes_pointer.value"))
+    with pytest.raises(ValueError, match="no_such_method"):
+        _native.share.describe_declared(_StridedStandIn(np.ones(2)), wrong)

@@ -63,3 +63,26 @@ def test_jax_gpu_arrays_are_described_by_their_attributes(device):
         pytest.skip(f"JAX sees no {device}")
     x = jax.device_put(jax.numpy.arange(24.0).reshape(4, 6), gpus[ordinal])
     _same(framework("jax"), x)
+
+
+@pytest.mark.parametrize("device", cuda_devices())
+def test_numba_device_arrays_are_described_by_their_strided_recipe(device):
+    """Numba's arrays name no device: the recipe's is the driver's, as inspect() says, whichever
+    device is current; a zero-size array (no memory) is left to inspect()."""
+    pytest.importorskip("numba.cuda", reason="numba not installed")
+    import numpy as np
+    from numba import cuda
+
+    adapter = framework("numba")
+    ordinal = int(device.split(":")[1])
+    with cuda.gpus[ordinal]:
+        base = cuda.to_device(np.arange(24, dtype=np.float32).reshape(4, 6))
+        others = [cuda.to_device(np.ones(5, dtype=t)) for t in (np.int8, np.bool_, np.complex64, np.float16)]
+        fortran = cuda.to_device(np.asfortranarray(np.ones((3, 5), dtype=np.float64)))
+        empty = cuda.device_array((0, 3), dtype=np.float32)
+    for x in (base, base[1:3, ::2], base.T, fortran, *others):
+        declared = _native.share.describe_declared(x, adapter)
+        assert declared is not None, f"the Strided recipe declined {x.shape} {x.dtype} {x.strides}"
+        assert declared.to_dict() == type(adapter).inspect(adapter, x).to_dict()
+        assert declared.device == device
+    assert _native.share.describe_declared(empty, adapter) is None

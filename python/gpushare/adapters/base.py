@@ -103,7 +103,8 @@ class Adapter:
     #: :meth:`host_memory_shared` (torch_mp): the memory the array lay in is freed under its views.
     moving_process_paths: ClassVar[tuple[str, ...]] = ()
     # How the Rust core describes its arrays without calling inspect() (adapters/description.py):
-    # "exchange_api", "capsule", an Attributes or ExportedCapsule recipe, or "inspect" (inspect() alone).
+    # "exchange_api", "capsule", an Attributes, Strided or ExportedCapsule recipe, or "inspect"
+    # (inspect() alone).
     describe_by: ClassVar[Any] = "inspect"
     # The flags check_source() looks at, all false on an array it passes: attributes, or methods
     # named with "()". The core reads them and calls check_source() only when one is set.

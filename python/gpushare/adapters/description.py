@@ -9,6 +9,10 @@ The declared routes, each implemented once in the core (crates/python/src/bindin
 * :data:`CAPSULE`: ``x.__dlpack__(max_version=(1, 0))``, the versioned capsule, read in Rust.
 * an :class:`Attributes` recipe: the array's own attributes, read by name, for a framework whose
   DLPack export costs more than its attributes do.
+* a :class:`Strided` recipe: the shape, strides, dtype and address of a CUDA array whose framework
+  names no device (Numba), the device the one whose memory the address is in, as the CUDA driver
+  says; anything else (host memory, a zero-size array, strides that are not whole elements) goes
+  to ``inspect()``.
 * an :class:`ExportedCapsule` recipe: the capsule the framework's own exporter makes, read in Rust,
   the device in the framework's words, for a framework whose arrays export legacy capsules only
   through a function (TensorFlow) and whose ``inspect()`` does no more than that.
@@ -59,6 +63,22 @@ class Attributes:
     #: the GIL), done before its address is read.
     ready: str | None = None
     wait: str | None = None
+
+
+@dataclass(frozen=True)
+class Strided:
+    """A CUDA array described from its shape, its strides in bytes, its dtype and its data's address;
+    its device is the one the CUDA driver places that address on. Names are the array's, but for
+    ``dtype_code_bits``, the adapter's method (asked once per dtype, cached by value)."""
+
+    #: Adapter method: dtype → DLPack ``(code, bits)``, or ``()`` to decline.
+    dtype_code_bits: str
+    #: Dotted attribute path from the array to its data's address, an int (None: no memory).
+    pointer: str
+    dtype: str = "dtype"
+    shape: str = "shape"
+    #: Attribute: the strides in bytes, one per dimension.
+    strides: str = "strides"
 
 
 @dataclass(frozen=True)

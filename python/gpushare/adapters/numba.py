@@ -9,6 +9,7 @@ from typing import Any, Callable
 from gpushare import _native
 from gpushare.adapters._cai import _TYPESTR_CODES, capsule_over_interface, info_from_cai
 from gpushare.adapters.base import Adapter, TensorInfo
+from gpushare.adapters.description import Strided
 from gpushare.exceptions import gpushare_error
 
 
@@ -28,6 +29,9 @@ class NumbaAdapter(Adapter):
     imports_cai = True
     host_arrays = False
     worker_receives = ("ipc",)
+    # What inspect() reads, read by the core: a device array's own attributes (its
+    # __cuda_array_interface__ builds a dict on every read), the device the driver's.
+    describe_by = Strided(dtype_code_bits="dtype_code_bits", pointer="device_ctypes_pointer.value")
 
     def load(self) -> Any:
         numba = super().load()
@@ -75,6 +79,12 @@ class NumbaAdapter(Adapter):
             self.name, device, pointer, tuple(shape), tuple(step // itemsize for step in strides), code,
             itemsize * 8, 2, int(device.rsplit(":", 1)[1]), False,
         )
+
+    def dtype_code_bits(self, dtype: Any) -> tuple[int, int] | tuple[()]:
+        """DLPack's ``(code, bits)`` of a NumPy dtype (Numba's arrays carry NumPy's), as inspect()
+        reads it; ``()`` for a kind DLPack has no code for."""
+        code = _TYPESTR_CODES.get(dtype.kind)
+        return (code, dtype.itemsize * 8) if code is not None and dtype.itemsize else ()
 
     def _inspect_interface(self, obj: Any) -> TensorInfo:
         cai = dict(obj.__cuda_array_interface__)

@@ -55,7 +55,7 @@ pub use ipc::{IPC_HANDLE_BYTES, IpcExport, IpcMapping, ipc_export, ipc_refusal};
 pub use gather::{GATHER_MAX_DIMS, gather_ptx, gather_strided};
 pub use memory::{DeviceBuffer, PinnedHostBuffer, PrivateContextAllocation};
 pub use pointer::{
-    MemoryType, PointerAttributes, allocation_report, check_device_range, known_attributes, label_primary, pointer_attributes,
+    MemoryType, PointerAttributes, allocation_report, check_device_range, device_of, known_attributes, label_primary, pointer_attributes,
     pointer_attributes_unlabelled, same_allocation, same_allocation_as, with_known_allocation,
 };
 pub use status::{

@@ -426,6 +426,25 @@ pub fn known_attributes(ptr: u64, ordinal: i32) -> Option<Arc<serde_json::Value>
     })
 }
 
+/// The ordinal of the CUDA device whose memory `ptr` is in: from the allocation
+/// [`with_known_allocation`] holds where `ptr` lies inside it, else one driver call. `None` for
+/// host or managed memory, an address the driver does not know, or no CUDA.
+pub fn device_of(ptr: u64) -> Option<i32> {
+    let known = KNOWN_ALLOCATION.with(|k| {
+        let known = k.borrow();
+        let map = known.as_ref()?.as_object()?;
+        let start = map.get("range_start")?.as_u64()?;
+        let size = map.get("range_size")?.as_u64()?;
+        let device_memory = map.get("memory_type")?.as_str()? == "device";
+        (device_memory && ptr >= start && ptr - start < size).then(|| map.get("device_ordinal")?.as_i64()).flatten()
+    });
+    if let Some(ordinal) = known.and_then(|o| i32::try_from(o).ok()) {
+        return Some(ordinal);
+    }
+    let attributes = pointer_attributes_unlabelled(ptr).ok()?;
+    (attributes.memory_type == MemoryType::Device && attributes.device_ordinal >= 0).then_some(attributes.device_ordinal)
+}
+
 #[cfg(test)]
 mod known_allocation_tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! What an adapter declares about its arrays, and the one generic implementation of each
 //! declaration: how they are described (`Adapter.describe_by`: the DLPack C exchange API, a
-//! versioned capsule, an attribute recipe, the capsule of the framework's own exporter, or the
-//! adapter's own `inspect`) and which flags its `check_source` looks at (`Adapter.source_flags`).
+//! versioned capsule, an attribute recipe, a strided recipe, the capsule of the framework's own
+//! exporter, or the adapter's own `inspect`) and which flags its `check_source` looks at (`Adapter.source_flags`).
 //!
 //! Describing runs on every share, twice (source and target), so these routes are why a share
 //! costs microseconds: each is a call into the framework's C or a few attribute reads, where
@@ -32,6 +32,9 @@ enum Route {
     Capsule,
     /// An `Attributes` recipe (python/gpushare/adapters/description.py).
     Attributes(Box<AttributeRecipe>),
+    /// A `Strided` recipe: shape, strides in bytes, dtype and address read by name, the device
+    /// the driver's.
+    Strided(Box<StridedRecipe>),
     /// An `ExportedCapsule` recipe: the framework's own exporter, called from here.
     Exported(Box<ExportedCapsule>),
     /// `adapter.inspect(x)` alone.
@@ -88,6 +91,7 @@ impl Declared {
                 }
             },
             Err(_) if by.hasattr(intern!(py, "exporter"))? => Route::Exported(Box::new(ExportedCapsule::read(&by)?)),
+            Err(_) if by.hasattr(intern!(py, "strides"))? => Route::Strided(Box::new(StridedRecipe::read(&by, adapter, &framework)?)),
             Err(_) => Route::Attributes(Box::new(AttributeRecipe::read(&by)?)),
         };
         let source_flags = adapter
@@ -108,6 +112,7 @@ impl Declared {
         let layout = match &self.route {
             Route::Inspect => return Ok(None),
             Route::Attributes(recipe) => return recipe.describe(py, obj, adapter, &self.framework, self.immutable),
+            Route::Strided(recipe) => return recipe.describe(py, obj, adapter, &self.framework, self.immutable),
             // Anything that goes wrong on the way (a declined dtype, a failed export): the adapter explains.
             Route::Exported(recipe) => return Ok(recipe.describe(py, obj, adapter, &self.framework, self.immutable).ok().flatten()),
             // No exchange API on this type (an older release), or one that fails on this array
@@ -305,6 +310,116 @@ impl AttributeRecipe {
             Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The `Strided` recipe of an adapter whose CUDA arrays carry their layout as attributes (shape,
+/// strides in bytes, dtype, the data's address) and name no device (Numba's device arrays): the
+/// device is the one whose memory the address lies in, as the CUDA driver says. Its `inspect()`
+/// reads the same attributes in Python, which cost every share into Numba 7 µs of a 30 µs share
+/// on an H200 host (benchmarks/bench_core.py); its `__cuda_array_interface__` builds a dict.
+struct StridedRecipe {
+    shape: Py<PyString>,
+    strides: Py<PyString>,
+    dtype: Py<PyString>,
+    dtype_code_bits: Py<PyString>,
+    /// The attribute path to the address, an int (None for no memory).
+    pointer: Vec<Py<PyString>>,
+    dtypes: Py<PyDict>,
+}
+
+impl StridedRecipe {
+    fn read(recipe: &Bound<'_, PyAny>, adapter: &Bound<'_, PyAny>, framework: &str) -> PyResult<StridedRecipe> {
+        let py = recipe.py();
+        let name = |field: &str| required_name(recipe, "Strided", field);
+        let path: String = recipe.getattr("pointer")?.extract()?;
+        // Its answers are asked inside the description, where an AttributeError means an array
+        // without the attribute: a method the adapter lacks would decline every array in silence.
+        let method = name("dtype_code_bits")?;
+        if !adapter.hasattr(method.bind(py))? {
+            return Err(to_pyerr(Error::Usage(format!(
+                "{framework}'s adapter declares Strided(dtype_code_bits={:?}) but has no such method",
+                method.bind(py).to_cow()?
+            ))));
+        }
+        Ok(StridedRecipe {
+            shape: name("shape")?,
+            strides: name("strides")?,
+            dtype: name("dtype")?,
+            dtype_code_bits: method,
+            pointer: path.split('.').map(|part| PyString::intern(py, part).unbind()).collect(),
+            dtypes: PyDict::new(py).unbind(),
+        })
+    }
+
+    /// `None` for what the adapter's `inspect()` must explain or describe otherwise: a dtype its
+    /// answer declines, strides that are not whole elements, no memory (a zero-size array's null
+    /// address), memory the driver does not place on a CUDA device (or no driver), and an array
+    /// that lacks an attribute or whose framework refuses one.
+    fn describe(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        adapter: &Bound<'_, PyAny>,
+        framework: &str,
+        immutable: bool,
+    ) -> PyResult<Option<TensorReport>> {
+        match self.read_fields(py, obj, adapter, framework, immutable) {
+            Err(e)
+                if e.is_instance_of::<PyAttributeError>(py)
+                    || e.is_instance_of::<PyRuntimeError>(py)
+                    || e.is_instance_of::<PyValueError>(py) =>
+            {
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    fn read_fields(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        adapter: &Bound<'_, PyAny>,
+        framework: &str,
+        immutable: bool,
+    ) -> PyResult<Option<TensorReport>> {
+        let shape: Vec<i64> = obj.getattr(self.shape.bind(py))?.extract()?;
+        let byte_strides: Vec<i64> = obj.getattr(self.strides.bind(py))?.extract()?;
+        let dtype = obj.getattr(self.dtype.bind(py))?;
+        let code_bits = cached(&self.dtypes, &dtype, adapter, &self.dtype_code_bits, &dtype)?;
+        let code_bits = code_bits.cast::<PyTuple>()?;
+        let mut pointer = obj.clone();
+        for part in &self.pointer {
+            pointer = pointer.getattr(part.bind(py))?;
+        }
+        let ptr: Option<u64> = pointer.extract()?;
+        crate::trace::mark("describe: the framework's attributes", crate::trace::Kind::Framework);
+        if code_bits.is_empty() {
+            return Ok(None);
+        }
+        let (code, bits): (u8, u8) = (code_bits.get_item(0)?.extract()?, code_bits.get_item(1)?.extract()?);
+        let itemsize = i64::from(bits / 8);
+        let (Some(ptr), true) = (ptr.filter(|p| *p != 0), bits % 8 == 0 && itemsize > 0) else { return Ok(None) };
+        if byte_strides.len() != shape.len() || byte_strides.iter().any(|step| step % itemsize != 0) {
+            return Ok(None);
+        }
+        let Some(ordinal) = crate::cuda::device_of(ptr) else { return Ok(None) };
+        crate::trace::mark("describe: the driver's attributes", crate::trace::Kind::Driver);
+        report_from_fields(Fields {
+            framework,
+            device: &format!("cuda:{ordinal}"),
+            ptr,
+            shape,
+            strides: Some(byte_strides.iter().map(|step| step / itemsize).collect()),
+            code,
+            bits,
+            device_type: crate::dlpack::DEVICE_CUDA,
+            device_id: ordinal,
+            readonly: false,
+            immutable,
+        })
+        .map(Some)
     }
 }
 
