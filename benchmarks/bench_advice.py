@@ -466,6 +466,8 @@ def main() -> int:
     model = advice.model()
     calibration_s = time.time() - t0
     if args.save_model:
+        # Before the grid: a run stopped later keeps its calibration for --calibrated.
+        os.makedirs(os.path.dirname(os.path.abspath(args.save_model)), exist_ok=True)
         shutil.copyfile(model_cache.cache_file(), args.save_model)
     print(f"device {device}; frameworks {', '.join(names)}; moves {', '.join(movers) or 'none'}; "
           f"processes {', '.join(workers) or 'none'}; calibration {calibration_s:.1f} s, {len(model)} paths fitted"
