@@ -8,7 +8,7 @@
    extension by its stage trace (crates/core/src/trace.rs, switched on for this run only) and
    printed stage by stage. Beside it, what the check reads: the calls into the framework's API
    that an honest verdict must make (layout, address, flags) and the CUDA driver's answers about
-   the memory. An adapter described by its own `inspect()` (Numba) counts as gpushare's own.
+   the memory. An adapter described by its own `inspect()` in Python counts as gpushare's own.
 2. A `%share` cell's wall time (run through an IPython InteractiveShell, its table rendered as a
    notebook front end renders it) stays within its timing budget (`GpuShare.time_budget`) plus
    50 ms; the first cell of each pair, which imports and plans, is reported beside it.
