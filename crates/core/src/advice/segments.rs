@@ -107,9 +107,9 @@ pub fn regime_changes(points: &[Observation], knots: &[Observation]) -> Vec<Regi
 /// interpolation between the two knots around it. Below the first knot the first segment's line
 /// goes on (never below zero seconds). Above the last: the largest size's own cost per byte past
 /// the first knot's time (`tail_per_byte`, the sweep's, where that is nothing), never less than
-/// `floor_per_byte` (the hardware's ceiling: no copy is cheaper per byte). A segment whose line would cross zero above zero
-/// bytes (a cost per byte that grows with size) is stated as its average cost per byte there, with
-/// no fixed part.
+/// `floor_per_byte` (the hardware's ceiling: no copy is cheaper per byte). A segment whose line
+/// would cross zero above zero bytes (a cost per byte that grows with size) is stated as its
+/// average cost per byte there, with no fixed part.
 pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_byte: f64) -> (f64, f64) {
     debug_assert!(knots.len() >= 2, "a segment needs two knots");
     let n = bytes as f64;

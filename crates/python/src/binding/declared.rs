@@ -1,7 +1,8 @@
 //! What an adapter declares about its arrays, and the one generic implementation of each
 //! declaration: how they are described (`Adapter.describe_by`: the DLPack C exchange API, a
 //! versioned capsule, an attribute recipe, a strided recipe, the capsule of the framework's own
-//! exporter, or the adapter's own `inspect`) and which flags its `check_source` looks at (`Adapter.source_flags`).
+//! exporter, or the adapter's own `inspect`) and which flags its `check_source` looks at
+//! (`Adapter.source_flags`).
 //!
 //! Describing runs on every share, twice (source and target), so these routes are why a share
 //! costs microseconds: each is a call into the framework's C or a few attribute reads, where
@@ -91,7 +92,9 @@ impl Declared {
                 }
             },
             Err(_) if by.hasattr(intern!(py, "exporter"))? => Route::Exported(Box::new(ExportedCapsule::read(&by)?)),
-            Err(_) if by.hasattr(intern!(py, "strides"))? => Route::Strided(Box::new(StridedRecipe::read(&by, adapter, &framework)?)),
+            Err(_) if by.hasattr(intern!(py, "strides"))? => {
+                Route::Strided(Box::new(StridedRecipe::read(&by, adapter, &framework)?))
+            }
             Err(_) => Route::Attributes(Box::new(AttributeRecipe::read(&by)?)),
         };
         let source_flags = adapter
@@ -316,8 +319,8 @@ impl AttributeRecipe {
 /// The `Strided` recipe of an adapter whose CUDA arrays carry their layout as attributes (shape,
 /// strides in bytes, dtype, the data's address) and name no device (Numba's device arrays): the
 /// device is the one whose memory the address lies in, as the CUDA driver says. Its `inspect()`
-/// reads the same attributes in Python, which cost every share into Numba 7 µs of a 30 µs share
-/// on an H200 host (benchmarks/bench_core.py); its `__cuda_array_interface__` builds a dict.
+/// reads the same attributes in Python, which cost every share into Numba 7 µs of gpushare's own
+/// time on an H200 host (benchmarks/bench_core.py); its `__cuda_array_interface__` builds a dict.
 struct StridedRecipe {
     shape: Py<PyString>,
     strides: Py<PyString>,
