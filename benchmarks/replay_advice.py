@@ -29,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = (
+    # The untuned grid, sizes past the sweep (200 MiB) and moves included.
+    ROOT / "docs/gpu-results/cost-model-2026-12-01-2x-h200.json.gz",
     ROOT / "docs/gpu-results/cost-model-2026-11-28-2x-h200.json",
     ROOT / "docs/gpu-results/cost-model-2026-11-26-h200.json",
 )
