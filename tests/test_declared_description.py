@@ -153,10 +153,10 @@ def test_a_strided_recipe_leaves_memory_no_gpu_holds_and_null_addresses_to_inspe
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     assert _native.share.describe_declared(_StridedStandIn(base), numba_adapter) is None
     assert _native.share.describe_declared(_StridedStandIn(base, address=0), numba_adapter) is None
-    assert numba_adapter.dtype_code_bits(np.dtype(np.float16)) == (2, 16)
-    assert numba_adapter.dtype_code_bits(np.dtype(np.complex64)) == (5, 64)
-    assert numba_adapter.dtype_code_bits(np.dtype(bool)) == (6, 8)
-    assert numba_adapter.dtype_code_bits(np.dtype("U3")) == ()
+    assert numba_adapter._dtype_code_bits(np.dtype(np.float16)) == (2, 16)
+    assert numba_adapter._dtype_code_bits(np.dtype(np.complex64)) == (5, 64)
+    assert numba_adapter._dtype_code_bits(np.dtype(bool)) == (6, 8)
+    assert numba_adapter._dtype_code_bits(np.dtype("U3")) == ()
     assert _native.share.describe_declared(_StridedStandIn(np.array(["abc"])), numba_adapter) is None
 
 
@@ -164,6 +164,6 @@ def test_a_strided_recipe_without_its_adapters_method_is_refused_in_words():
     from gpushare.adapters.description import Strided
 
     numpy_adapter = framework("numpy")
-    wrong, _ = _counting(type(numpy_adapter), describe_by=Strided(dtype_code_bits="no_such_method", pointer="device_ctypes_pointer.value"))
+    wrong, _ = _counting(type(numpy_adapter), describe_by=Strided(dtype_code_bits="no_such_method", pointer="device_ctypes_pointer"))
     with pytest.raises(ValueError, match="no_such_method"):
         _native.share.describe_declared(_StridedStandIn(np.ones(2)), wrong)

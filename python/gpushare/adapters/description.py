@@ -73,7 +73,8 @@ class Strided:
 
     #: Adapter method: dtype → DLPack ``(code, bits)``, or ``()`` to decline.
     dtype_code_bits: str
-    #: Dotted attribute path from the array to its data's address, an int (None: no memory).
+    #: Dotted attribute path from the array to its data's address: an int, or a ctypes integer
+    #: (read by its ``value``); None or 0 for no memory.
     pointer: str
     dtype: str = "dtype"
     shape: str = "shape"

@@ -31,7 +31,7 @@ class NumbaAdapter(Adapter):
     worker_receives = ("ipc",)
     # What inspect() reads, read by the core: a device array's own attributes (its
     # __cuda_array_interface__ builds a dict on every read), the device the driver's.
-    describe_by = Strided(dtype_code_bits="dtype_code_bits", pointer="device_ctypes_pointer.value")
+    describe_by = Strided(dtype_code_bits="_dtype_code_bits", pointer="device_ctypes_pointer")
 
     def load(self) -> Any:
         numba = super().load()
@@ -80,7 +80,7 @@ class NumbaAdapter(Adapter):
             itemsize * 8, 2, int(device.rsplit(":", 1)[1]), False,
         )
 
-    def dtype_code_bits(self, dtype: Any) -> tuple[int, int] | tuple[()]:
+    def _dtype_code_bits(self, dtype: Any) -> tuple[int, int] | tuple[()]:
         """DLPack's ``(code, bits)`` of a NumPy dtype (Numba's arrays carry NumPy's), as inspect()
         reads it; ``()`` for a kind DLPack has no code for."""
         code = _TYPESTR_CODES.get(dtype.kind)

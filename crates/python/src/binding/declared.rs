@@ -326,7 +326,7 @@ struct StridedRecipe {
     strides: Py<PyString>,
     dtype: Py<PyString>,
     dtype_code_bits: Py<PyString>,
-    /// The attribute path to the address, an int (None for no memory).
+    /// The attribute path to the address: an int or a ctypes integer (None or 0: no memory).
     pointer: Vec<Py<PyString>>,
     dtypes: Py<PyDict>,
 }
@@ -396,7 +396,11 @@ impl StridedRecipe {
         for part in &self.pointer {
             pointer = pointer.getattr(part.bind(py))?;
         }
-        let ptr: Option<u64> = pointer.extract()?;
+        let ptr: Option<u64> = match pointer.extract() {
+            Ok(ptr) => ptr,
+            // A ctypes integer (Numba's `device_ctypes_pointer`): its value, None for NULL.
+            Err(_) => pointer.getattr(intern!(py, "value"))?.extract()?,
+        };
         crate::trace::mark("describe: the framework's attributes", crate::trace::Kind::Framework);
         if code_bits.is_empty() {
             return Ok(None);
