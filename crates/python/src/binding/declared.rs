@@ -14,7 +14,7 @@ use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyString, PyTuple};
 
 use super::describe::{
     Fields, attach_cuda, exchange_api_versioned_layout, layout_from_capsule, report_from_fields, report_in_dlpack_words,
@@ -396,10 +396,12 @@ impl StridedRecipe {
         for part in &self.pointer {
             pointer = pointer.getattr(part.bind(py))?;
         }
-        let ptr: Option<u64> = match pointer.extract() {
-            Ok(ptr) => ptr,
-            // A ctypes integer (Numba's `device_ctypes_pointer`): its value, None for NULL.
-            Err(_) => pointer.getattr(intern!(py, "value"))?.extract()?,
+        // A ctypes integer (Numba's `device_ctypes_pointer`) is read by its value, None for NULL;
+        // asked by type, not by a failed extraction, whose exception would cost every share.
+        let ptr: Option<u64> = if pointer.is_none() || pointer.is_instance_of::<PyInt>() {
+            pointer.extract()?
+        } else {
+            pointer.getattr(intern!(py, "value"))?.extract()?
         };
         crate::trace::mark("describe: the framework's attributes", crate::trace::Kind::Framework);
         if code_bits.is_empty() {
