@@ -8,7 +8,8 @@ points, ``model.observations``) and every row it measured afterwards at other si
 2. refits every path from the same calibration points with the installed ``gpushare._native``
    (the fit of this build: ``CostModel.add``) and predicts the same rows again, so a change to the
    fit is judged on the GPU data without a GPU;
-3. breaks the error down by path, size and kind of path, and measures what no fit can remove:
+3. breaks the error down by path, size and kind of path (and, as bench_advice.py states it, each
+   copying path's from 64 MiB up, where a copy is bound by bandwidth), and measures what no fit can remove:
    for a path that shares (its time does not depend on size), how far the calibration's level lies
    from the evaluation's, against how far the evaluation's own points lie from each other.
 
@@ -35,6 +36,7 @@ RECORDED = (
     ROOT / "docs/gpu-results/cost-model-2026-11-26-h200.json",
 )
 LARGE = 1 << 20
+BANDWIDTH_BOUND = 64 << 20
 GOAL_LARGE, GOAL_SMALL = 0.15, 0.30
 
 
@@ -181,6 +183,22 @@ def row_name(r: dict) -> str:
     return f"{r.get('kind', 'share')} {r['pair']} {r['path']} {int(r['size']) >> 10} KiB {r.get('dtype', '')}".strip()
 
 
+def bandwidth_bound(rows: list[dict], predicted: dict[int, float], words: dict[int, str | None]) -> dict[str, float]:
+    """bench_advice.py's figure for the sizes a copy is bound by bandwidth: the median error of each
+    path that copies by design (every move copies), over its rows of 64 MiB and up that were given a
+    number, by ``kind path``."""
+    from gpushare import _native
+
+    errors: dict[str, list[float]] = defaultdict(list)
+    for i, seconds in predicted.items():
+        r = rows[i]
+        kind = r.get("kind", "share")
+        copies = kind == "move" or _native.paths.copied_by_design(kind, r["path"]) is not None
+        if int(r["size"]) >= BANDWIDTH_BOUND and not words.get(i) and copies:
+            errors[f"{kind} {r['path']}"].append(abs(seconds - r["measured_s"]) / r["measured_s"])
+    return {label: statistics.median(e) for label, e in sorted(errors.items())}
+
+
 def report(path: Path, show_paths: bool) -> dict:
     # A run written by bench_advice.py --json may be gzipped.
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
@@ -245,6 +263,17 @@ def report(path: Path, show_paths: bool) -> dict:
     print("  by size, median % (recorded -> refitted): " + ", ".join(
         f"{int(s) >> 10} KiB {pct(median(recorded['size'][s])).strip()}->{pct(median(refitted['size'].get(s, []))).strip()}"
         for s in sorted(recorded["size"], key=int)))
+    bound = {name: bandwidth_bound(rows, predicted, said) for name, predicted, said in (
+        ("recorded model", {i: r["predicted_s"] for i, r in enumerate(rows) if r.get("predicted_s")},
+         {i: r.get("unpredictable") for i, r in enumerate(rows)}),
+        ("refitted by this build", {i: seconds for i, (seconds, _) in replayed.items()}, words),
+    )}
+    if bound["recorded model"] or bound["refitted by this build"]:
+        result["bandwidth_bound"] = bound
+        print(f"  from {BANDWIDTH_BOUND >> 20} MiB up, each path that copies, median % (goal <= 5 each; recorded -> refitted): "
+              + ", ".join(f"{k} {pct(bound['recorded model'].get(k, float('nan'))).strip()}->"
+                          f"{pct(bound['refitted by this build'].get(k, float('nan'))).strip()}"
+                          for k in sorted(set(bound["recorded model"]) | set(bound["refitted by this build"]))))
     drift = flat_path_drift(run, place)
     print(f"  paths that share ({drift['paths']}): the evaluation's points lie a median "
           f"{drift['within_evaluation'] * 100:.1f} % from their own level, but the calibration's level lies a median "
