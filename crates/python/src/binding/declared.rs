@@ -150,6 +150,22 @@ impl Declared {
     }
 }
 
+/// A recipe's reading of an array, where an array that lacks an attribute or whose framework
+/// refuses one (AttributeError, RuntimeError, ValueError) is declined: the adapter's `inspect()`
+/// describes it or says what is wrong with it.
+fn declined_if_refused(py: Python<'_>, read: PyResult<Option<TensorReport>>) -> PyResult<Option<TensorReport>> {
+    match read {
+        Err(e)
+            if e.is_instance_of::<PyAttributeError>(py)
+                || e.is_instance_of::<PyRuntimeError>(py)
+                || e.is_instance_of::<PyValueError>(py) =>
+        {
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
 /// The `Attributes` recipe of an adapter whose arrays carry what DLPack would say as attributes
 /// (JAX's: `__dlpack__` costs ~3 µs there and exports legacy capsules only). What needs the
 /// framework's own knowledge (which devices, layouts and dtypes the recipe describes) the adapter
@@ -217,16 +233,7 @@ impl AttributeRecipe {
         framework: &str,
         immutable: bool,
     ) -> PyResult<Option<TensorReport>> {
-        match self.read_fields(py, obj, adapter, framework, immutable) {
-            Err(e)
-                if e.is_instance_of::<PyAttributeError>(py)
-                    || e.is_instance_of::<PyRuntimeError>(py)
-                    || e.is_instance_of::<PyValueError>(py) =>
-            {
-                Ok(None)
-            }
-            other => other,
-        }
+        declined_if_refused(py, self.read_fields(py, obj, adapter, framework, immutable))
     }
 
     fn read_fields(
@@ -367,16 +374,7 @@ impl StridedRecipe {
         framework: &str,
         immutable: bool,
     ) -> PyResult<Option<TensorReport>> {
-        match self.read_fields(py, obj, adapter, framework, immutable) {
-            Err(e)
-                if e.is_instance_of::<PyAttributeError>(py)
-                    || e.is_instance_of::<PyRuntimeError>(py)
-                    || e.is_instance_of::<PyValueError>(py) =>
-            {
-                Ok(None)
-            }
-            other => other,
-        }
+        declined_if_refused(py, self.read_fields(py, obj, adapter, framework, immutable))
     }
 
     fn read_fields(
