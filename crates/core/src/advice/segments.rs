@@ -133,9 +133,8 @@ pub fn line_at(knots: &[Observation], bytes: u64, tail_per_byte: f64, floor_per_
     // CPU jax->torch by `host` cost 14.4 ms at 45 MiB and 16.1 ms at 64 MiB, a slope that priced
     // 200 MiB at 27.9 ms (57.5 ms measured, the 0.25 ms per MiB of the 64 MiB copy itself); on 2x
     // H200 jax->cupy by `host` rose 0.30 ms per MiB between 45 and 64 MiB, and 200 MiB ran at
-    // 0.11. Over five recorded CPU runs' copies at 200 MiB (benchmarks/replay_advice.py), the
-    // slope carried on missed by a median 13 % (one row in ten by 42 %, 15 % too slow for `copy`),
-    // the largest size's own cost per byte by 8.8 % (23 %; 5 % for `copy`).
+    // 0.11. Five recorded CPU runs, replayed (benchmarks/replay_advice.py, from 64 MiB up): `copy`
+    // missed by a median 12-21 % as recorded, 5-12 % refitted this way; `host` 6-19 %, 7-13 %.
     let own = (t1 - knots[0].seconds.min(t1)) / n1;
     let beyond = if own > 0.0 { own } else { tail_per_byte.max(0.0) }.max(floor_per_byte.max(0.0));
     let seconds = if n < n0 {
