@@ -67,6 +67,12 @@ NBCLIENT_KNOWN_HANG_GUARD_S = 90
 #: cell whose error output it had not yet read, and so recorded none. That outcome (a failing cell
 #: with no error recorded) is nbclient's, not the notebook's: the reference is run again. (A longer
 #: ``iopub_timeout`` made nbclient hang on nbclient/Output.ipynb's widgets under load instead.)
+#: nbclient's kernel can also lose a port it was given to another kernel starting at the same time
+#: (jupyter_client picks free ports, then the kernel binds them): the kernel dies at start-up with
+#: "Address already in use" and nbclient raises RuntimeError before any cell ran. That outcome is
+#: the race's, not the notebook's (``gpushare run`` starts such a kernel again): the reference is
+#: run again too.
+LOST_PORT = "Address already in use"
 
 NBCLIENT = r"""
 import json, sys, nbformat, nbclient
@@ -119,7 +125,8 @@ def outcome_under_nbclient(path: Path, env: dict) -> dict:
         assert proc.returncode == 0, f"the nbclient script itself failed on {path.name}:\n{proc.stderr[-3000:]}"
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         lost_output = result["error"] == "CellExecutionError" and not result["enames"]
-        if not lost_output or attempt == NBCLIENT_ATTEMPTS:
+        lost_port = result["error"] == "RuntimeError" and LOST_PORT in proc.stderr
+        if not (lost_output or lost_port) or attempt == NBCLIENT_ATTEMPTS:
             break
     return {"succeeded": result["error"] == "", "errors": result["enames"], "raised": result["error"],
             "log": proc.stderr[-2000:]}
