@@ -49,7 +49,7 @@ def test_results_are_the_cores_typed_reports(worker):
         r.release()
     c = gpushare.compare(torch.ones(8), "torch", across=worker, paths="shm,gloo", repeat=2)
     assert type(c) is gpushare.Comparison and c.worker.pid == worker.pid and c.worker.host is None
-    assert json.loads(c.to_json())["schema"] == "gpushare.process-comparison/2"
+    assert json.loads(c.to_json())["schema"] == "gpushare.comparison/1"  # a comparison, as every other
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].verdict == "copied"
     # Its rows are the PathRows of every comparison, whose worker part (sides, mechanism) is typed
     # too, and whose keys still read its JSON form.

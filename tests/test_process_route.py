@@ -128,12 +128,16 @@ def test_a_failed_path_is_the_cores_row_and_the_tables_are_the_cores_loops():
     r = _native.processes.failure("gloo", "numpy", 32, "gloo hands torch tensors; this is a numpy array", False)
     assert (r.verdict, r.applicable, r.timing, r.target) == ("failed", False, None, None)
     lab = FakeLab()
-    c = _native.processes.compare_paths(lab, np.zeros(8, np.float32), ["auto", "gloo"], 2, False,
-                                        ("numpy", None, "float32", [8], "cpu"))
+    x = np.zeros(8, np.float32)
+    c = _native.processes.compare_paths(lab, x, ["auto", "gloo"], 2, False, (gpushare.inspect(x), "numpy"))
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].reason == "gloo refused here"
     # No path reached a worker: the comparison is across processes, with no worker's pid to name.
     assert c.worker is not None and c.worker.pid is None
     assert c.results == {} and lab.log == [("shm", 2), ("gloo", 2)]
+    # The comparison of every handoff: the array as gpushare describes it, `auto`'s row named.
+    assert c.source == {"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32",
+                        "shape": [8], "device": "cpu"}
+    assert c.to_dict()["auto_path"] == "shm" and c.fastest is None
     lab = FakeLab()
     b = _native.processes.bench_paths(lab, [32, 64, 128, 256], ["gloo"], 2, "numpy", "numpy", "float32", "cpu")
     # The warm-up on the first array, the point of 32 bytes, a failed point where no array could be

@@ -253,8 +253,11 @@ def test_gpu_paths_are_rows_with_their_reason_without_cuda(worker):
     text, html = repr(c), c._repr_html_()
     for word in ("mechanism", "first call", "/dev/shm/"):
         assert word in text or word in html
+    # The caption names the array as every comparison's does.
+    assert text.splitlines()[0] == "torch → torch · float32 (1024,) on cpu:0 · 4.00 KiB", text
     bundle = c._repr_mimebundle_()
-    assert bundle["application/vnd.gpushare+json"]["schema"] == "gpushare.process-comparison/2"
+    assert bundle["application/vnd.gpushare+json"]["schema"] == "gpushare.comparison/1"
+    assert bundle["application/vnd.gpushare+json"]["data"]["source"]["framework"] == "torch"
     assert worker.slots() == []  # every handoff of the comparison was released
 
 
@@ -281,8 +284,11 @@ def test_bench_across_processes_sweeps_sizes_and_paths():
     assert [p["path"] for p in b.points] == ["shm", "torch_mp", "gloo"] * 2
     assert all(p["timing"]["median"] > 0 for p in b.points)
     assert {p["verdict"] for p in b.points if p["path"] == "torch_mp"} == {"shared"}
-    assert "gpushare.process-bench/2" in b.to_json()
-    assert "64 KiB" in repr(b)
+    # A sweep to a worker is a sweep as every other: its JSON, its tables, its plot.
+    assert "gpushare.benchmark/1" in b.to_json()
+    text = repr(b)
+    assert "64 KiB" in text and "median time per handoff" in text and "first call, with the path's one-off set-up" in text
+    assert "To the worker process: shm: " in text and "<svg" in b.svg
 
 
 def test_a_process_sweep_times_each_path_after_warm_up_handoffs_and_says_what_the_first_took():

@@ -339,8 +339,8 @@ def test_cuda_process_results_fit_their_schemas(worker):
         assert r.to_dict()["schema"] == "gpushare.process-share/2"
         r.release()
     c = gpushare.compare(x, "torch", across=worker, repeat=2)
-    _schema_check("process-comparison", json.loads(c.to_json()))
-    assert c.to_dict()["device"] == "cuda:0"
+    _schema_check("comparison", json.loads(c.to_json()))
+    assert c.to_dict()["source"]["device"] == "cuda:0" and c.source["device"] == "cuda:0"
 
 
 def test_cuda_process_comparison_frame_names_the_device(worker):

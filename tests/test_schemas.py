@@ -138,7 +138,10 @@ def test_lab_frames_carry_identifying_columns_and_integer_counts(results):
 
 # -- process results (python/gpushare/processes/__init__.py; types in crates/core/src/report/process.rs) --------------
 
-PROCESS_KINDS = ("process-share", "process-comparison", "process-bench")
+#: Each result of the process paths, and the kind (and version) of its JSON form: one handoff to a
+#: worker is its own kind; a comparison or a sweep of the process paths is a comparison or a sweep.
+PROCESS_RESULTS = {"process-share": ("process-share", 2), "process-comparison": ("comparison", 1),
+                   "process-bench": ("benchmark", 1)}
 HAVE_PROC_MAPS = __import__("os").path.exists("/proc/self/maps")
 
 
@@ -157,23 +160,26 @@ def process_results():
                "process-bench": bench}
 
 
-@pytest.mark.parametrize("kind", PROCESS_KINDS)
-def test_process_schemas_are_shipped_and_generated(kind):
-    assert schema(kind) == _native.json_schema(kind)
-    assert schema(kind)["properties"]["schema"]["const"] == f"gpushare.{kind}/2"
-    jsonschema.Draft202012Validator.check_schema(schema(kind))
+def test_the_process_share_schema_is_shipped_and_generated():
+    assert schema("process-share") == _native.json_schema("process-share")
+    assert schema("process-share")["properties"]["schema"]["const"] == "gpushare.process-share/2"
+    jsonschema.Draft202012Validator.check_schema(schema("process-share"))
+    for gone in ("process-comparison", "process-bench"):
+        with pytest.raises(ValueError, match="unknown result kind"):
+            _native.json_schema(gone)
 
 
-@pytest.mark.parametrize("kind", PROCESS_KINDS)
-def test_real_process_results_validate_in_json_and_dict_form(process_results, kind):
-    r = process_results[kind]
-    payload = json.loads(process_results.get(f"{kind}-json") or r.to_json())
-    assert payload["schema"] == f"gpushare.{kind}/2"
+@pytest.mark.parametrize("result", PROCESS_RESULTS)
+def test_real_process_results_validate_in_json_and_dict_form(process_results, result):
+    kind, version = PROCESS_RESULTS[result]
+    r = process_results[result]
+    payload = json.loads(process_results.get(f"{result}-json") or r.to_json())
+    assert payload["schema"] == f"gpushare.{kind}/{version}"
     validate(kind, payload)
-    if kind != "process-share":  # the share's worker array is released: its bundle was taken before
+    if result != "process-share":  # the share's worker array is released: its bundle was taken before
         validate(kind, r._repr_mimebundle_()["application/vnd.gpushare+json"])
     d = r.to_dict()
-    assert d["schema"] == f"gpushare.{kind}/2", "to_dict() keeps the schema version"
+    assert d["schema"] == f"gpushare.{kind}/{version}", "to_dict() keeps the schema version"
     validate(kind, from_dict(d, kind))
 
 
@@ -200,7 +206,7 @@ def test_process_frames_put_the_identifying_columns_first(process_results):
     assert set(frame["target_framework"]) == {"torch"} and set(frame["shape"]) == {(3, 4)}
     assert set(frame["nbytes"]) == {48} and str(frame["nbytes"].dtype) == "int64"
     bench = process_results["process-bench"].to_pandas()
-    assert list(bench.columns[:5]) == ["source_framework", "target_framework", "dtype", "device", "size"]
+    assert list(bench.columns[:6]) == ["source_framework", "target_framework", "dtype", "device", "size", "path"]
     assert list(bench["size"]) == [4096, 4096, 65536, 65536]
 
 
@@ -215,19 +221,20 @@ def test_a_process_dict_the_schema_does_not_describe_is_refused():
         _native.processes.report("process-share", {**good, "colour": "blue"})
     with pytest.raises(ValueError, match="maybe"):
         _native.processes.report("process-share", {**good, "verdict": "maybe"})
-    point = {**good, "size": 4096, "surprise": 1}  # a bench point: flattened in Rust, checked all the same
-    bench = {"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32", "device": "cpu",
-             "sizes": [4096], "points": [point], "interrupted": False, "repeat": 1}
-    with pytest.raises(ValueError, match=r"data\.points\[0\]\.surprise"):
-        _native.processes.report("process-bench", bench)
     with pytest.raises(ValueError, match="unknown process result kind"):
         _native.processes.report("process-nothing", {})
     # And the schema itself says the same, for anyone validating without gpushare.
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"schema": "gpushare.process-share/2", "data": {**good, "colour": "blue"}},
                             schema("process-share"))
+    # A sweep's point (flattened in Rust) with a key the schema does not know, to a worker too.
+    point = {**good, "size": 4096, "surprise": 1}
+    bench = {"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32", "device": "cpu",
+             "sizes": [4096], "paths": ["ipc"], "points": [point], "interrupted": False, "repeat": 1, "warmup": 5}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"schema": "gpushare.process-bench/2", "data": bench}, schema("process-bench"))
+        jsonschema.validate({"schema": "gpushare.benchmark/1", "data": bench}, schema("benchmark"))
+    point.pop("surprise")
+    jsonschema.validate({"schema": "gpushare.benchmark/1", "data": bench}, schema("benchmark"))
 
 
 @pytest.mark.skipif(not HAVE_PANDAS, reason="pandas not installed")
@@ -254,7 +261,7 @@ def test_process_frames_are_tidy(process_results):
     assert by_path.loc["gloo", "bandwidth_Bps"] > 0 and by_path.loc["torch_mp", "bandwidth_Bps"] != by_path.loc["torch_mp", "bandwidth_Bps"]
 
     b = process_results["process-bench"].to_pandas()
-    assert list(b.columns[:7]) == ["source_framework", "target_framework", "dtype", "device", "size", "nbytes", "path"]
+    assert list(b.columns[:6]) == ["source_framework", "target_framework", "dtype", "device", "size", "path"]
     assert len(b) == 4 and sorted(set(b["size"])) == [4096, 65536]
     assert list(b["path"]) == ["shm", "gloo", "shm", "gloo"]
     assert str(b["size"].dtype) == "int64" and str(b["bytes_moved"].dtype) == "int64"

@@ -19,7 +19,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The kinds whose schema changed incompatibly since version 1, with their version. The process
 /// kinds (2): a handoff's timing is the one `Timing` of every handoff, its first call apart as
 /// `first_call` (it was a timing of its own, with `repeats` and a nullable median).
-const KIND_VERSIONS: [(&str, u32); 3] = [("process-share", 2), ("process-comparison", 2), ("process-bench", 2)];
+const KIND_VERSIONS: [(&str, u32); 1] = [("process-share", 2)];
 
 /// The schema version of result kind `kind`.
 pub fn schema_version(kind: &str) -> u32 {

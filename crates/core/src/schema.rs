@@ -11,14 +11,10 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
 use crate::render::lab::{BenchmarkReport, ComparisonReport};
-use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
 use crate::report::{ShareReport, TensorReport};
 
 /// Every result kind that carries the envelope, in the order the docs list them.
-pub const KINDS: [&str; 9] = [
-    "tensor", "share", "shares", "comparison", "benchmark", "process-share", "process-comparison", "process-bench",
-    "advice",
-];
+pub const KINDS: [&str; 7] = ["tensor", "share", "shares", "comparison", "benchmark", "process-share", "advice"];
 
 /// Where the published schemas live, relative to the repository root.
 pub const DIRECTORY: &str = "python/gpushare/schemas";
@@ -35,11 +31,9 @@ fn describe(kind: &str) -> Option<&'static str> {
         "tensor" => "What one array is, as its framework and its DLPack export describe it (TensorInfo).",
         "share" => "One handoff of an array to a target framework (ShareResult).",
         "shares" => "The handoffs of one magic or chain, in order (ShareResults, %%share tables).",
-        "comparison" => "Every transfer path tried on one array (gpushare.compare, %share --path all).",
-        "benchmark" => "A sweep over sizes × transfer paths (gpushare.bench, %sharebench, gpushare bench --json).",
+        "comparison" => "Every transfer path tried on one array, within this process or to a worker process (gpushare.compare, %share --path all, gpushare.compare(x, to, across=…)).",
+        "benchmark" => "A sweep over sizes × transfer paths, within this process or to a worker process (gpushare.bench, %sharebench, gpushare bench --json, gpushare.bench(src, dst, across=\"processes\")).",
         "process-share" => "One handoff of an array to a worker process (a ShareResult whose worker names it: Worker.share, gpushare.share(x, to, across=…)).",
-        "process-comparison" => "Every process path tried on one array (gpushare.compare(x, to, across=…)).",
-        "process-bench" => "A sweep over sizes × process paths (gpushare.bench(src, dst, across=\"processes\")).",
         "advice" => "Every applicable path's predicted verdict and time for one array, and the one to take (gpushare.advise, %share --advise).",
         _ => return None,
     })
@@ -58,8 +52,6 @@ pub fn schema_for(kind: &str) -> Option<Value> {
         "comparison" => generator.subschema_for::<ComparisonReport>(),
         "benchmark" => generator.subschema_for::<BenchmarkReport>(),
         "process-share" => generator.subschema_for::<crate::render::lab::PathRow>(),
-        "process-comparison" => generator.subschema_for::<ProcessComparisonReport>(),
-        "process-bench" => generator.subschema_for::<ProcessBenchReport>(),
         "advice" => generator.subschema_for::<crate::advice::advise::Advice>(),
         _ => return None,
     };

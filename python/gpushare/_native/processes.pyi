@@ -4,7 +4,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from gpushare._native.advice import CostPrediction
 from gpushare._native.lab import Benchmark, Comparison
-from gpushare._native.share import ShareResult, Timing
+from gpushare._native.share import ShareResult, TensorInfo, Timing
 
 class ProcessSide:
     """One side of a handoff to another process, described by memory identity."""
@@ -60,7 +60,7 @@ def compare_paths(
     names: Sequence[str],
     repeat: int,
     keep: bool,
-    identity: tuple[str, str | None, str, Sequence[int], str],
+    described: tuple[TensorInfo, str],
 ) -> Comparison: ...
 
 def bench_paths(
@@ -89,6 +89,4 @@ def refusal(
     strided: bool = False,
 ) -> str | None: ...
 
-def report(
-    kind: Literal["process-share", "process-comparison", "process-bench"], data: dict[str, Any]
-) -> ShareResult | Comparison | Benchmark: ...
+def report(kind: Literal["process-share"], data: dict[str, Any]) -> ShareResult: ...

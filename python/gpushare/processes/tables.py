@@ -69,13 +69,12 @@ def _auto(worker: Any, obj: Any) -> str:
 
 
 def _source_of(obj: Any, to: str | None) -> tuple:
-    """What identifies a process comparison: the array's framework, the framework asked for (None:
-    each path's worker keeps its own), its dtype, shape and device."""
+    """What a comparison of process paths is of: the array as gpushare describes it, and the
+    framework the worker holds it in (the one asked for, else the array's own)."""
     from gpushare.adapters import framework
+    from gpushare.api import inspect
 
-    ordinal = _device_ordinal(obj) if _is_cuda(obj) else None
-    return (_framework_of(obj), framework(to).name if to else None, _dtype_name(obj),
-            [int(d) for d in getattr(obj, "shape", ())], "cpu" if ordinal is None else f"cuda:{ordinal}")
+    return inspect(obj), framework(to).name if to else _framework_of(obj)
 
 
 def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any) -> ShareResult:

@@ -5,10 +5,7 @@ use super::cells::{breakable, detail_row, td_num, td_text, th_num, th_text, TABL
 use super::escape;
 use super::units::size_label;
 use crate::render::lab::PathRow;
-use crate::report::process::{MemoryIdentity, ProcessBenchReport, WorkerHandoff};
-#[cfg(test)]
-use crate::render::lab::BenchPoint;
-use crate::report::Verdict;
+use crate::report::process::{MemoryIdentity, WorkerHandoff};
 
 /// The columns of a process row, in text order.
 const COLUMNS: [&str; 9] =
@@ -247,93 +244,6 @@ fn table(head: &str, body: &str) -> String {
     )
 }
 
-/// The sweep as a grid: a row per size, a column per path, each cell the median, the verdict and
-/// the first call's cost.
-fn bench_grid(report: &ProcessBenchReport) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut paths: Vec<&str> = Vec::new();
-    for p in &report.points {
-        if !paths.contains(&p.row.path.as_str()) {
-            paths.push(&p.row.path);
-        }
-    }
-    let head = std::iter::once("size".to_string()).chain(paths.iter().map(|p| p.to_string())).collect();
-    let rows = report
-        .sizes
-        .iter()
-        .map(|&size| {
-            let mut cells = vec![size_label(size)];
-            for path in &paths {
-                let point = report.points.iter().find(|q| q.size == size && q.row.path == *path).map(|q| &q.row);
-                cells.push(match point {
-                    Some(p) if p.verdict != Verdict::Failed => match &p.timing {
-                        Some(t) => {
-                            let predicted = if p.predicted.is_some() { format!(", predicted {}", predicted_cell(p)) } else { String::new() };
-                            format!("{} {} (first {}{predicted})", time(Some(t.median)), p.verdict.as_str(), time(t.first_call))
-                        }
-                        None => p.verdict.as_str().into(),
-                    },
-                    Some(p) if p.applicable => "failed".into(),
-                    _ => "n/a".into(),
-                });
-            }
-            cells
-        })
-        .collect();
-    (head, rows)
-}
-
-/// The sweep as aligned text, then why each failed path failed and what each path is.
-pub fn bench_text(report: &ProcessBenchReport) -> String {
-    let (head, rows) = bench_grid(report);
-    let all: Vec<&Vec<String>> = std::iter::once(&head).chain(&rows).collect();
-    let widths: Vec<usize> =
-        (0..head.len()).map(|i| all.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-    let mut lines: Vec<String> = all
-        .iter()
-        .map(|r| {
-            r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ")
-        })
-        .collect();
-    let mut seen: Vec<(&str, String)> = Vec::new();
-    for p in report.points.iter().map(|p| &p.row) {
-        if let (Verdict::Failed, Some(reason)) = (p.verdict, &p.reason)
-            && !reason.is_empty()
-        {
-            match seen.iter_mut().find(|(k, _)| *k == p.path) {
-                Some(entry) => entry.1 = reason.clone(),
-                None => seen.push((&p.path, reason.clone())),
-            }
-        }
-    }
-    lines.extend(seen.iter().map(|(k, v)| format!("{k}: {v}")));
-    let mut mechanisms: Vec<(&str, &str)> = Vec::new();
-    for p in report.points.iter().map(|p| &p.row) {
-        let Some(worker) = &p.worker else { continue };
-        match mechanisms.iter_mut().find(|(k, _)| *k == p.path) {
-            Some(entry) => entry.1 = &worker.mechanism,
-            None => mechanisms.push((&p.path, &worker.mechanism)),
-        }
-    }
-    lines.extend(mechanisms.iter().map(|(k, v)| format!("{k} = {v}")));
-    lines.join("\n")
-}
-
-/// The sweep as a table, the paths' columns numeric.
-pub fn bench_html(report: &ProcessBenchReport) -> String {
-    let (head, rows) = bench_grid(report);
-    let header: String =
-        head.iter().enumerate().map(|(i, h)| if i == 0 { th_text(h) } else { th_num(h) }).collect();
-    let mut body = String::new();
-    for row in rows {
-        body.push_str("<tr>");
-        for (i, c) in row.iter().enumerate() {
-            body.push_str(&if i == 0 { td_text(&breakable(c), "") } else { td_num(&escape(c), "") });
-        }
-        body.push_str("</tr>");
-    }
-    table(&header, &body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,7 +268,7 @@ mod tests {
             "unlinked": false, "mapping": "shared", "dev": "00:1b", "inode": 364, "offset": 0, "address": address})).unwrap();
         PathRow::of_worker(crate::report::process::WorkerRun {
             path: "gloo".into(),
-            verdict: Verdict::parse(verdict).unwrap(),
+            verdict: crate::report::Verdict::parse(verdict).unwrap(),
             reason: Some("copied by design: gloo sends the bytes over TCP into the worker's own tensor".into()),
             applicable: true,
             bytes_moved: 4096,
@@ -427,11 +337,18 @@ mod tests {
         assert!(text.contains("predicted    10 µs ⚠") && text.contains("measured 40 µs against 10 µs predicted: 75 % off, beyond the model's stated ±20 %"), "{text}");
         let html = rows_html(&[near.clone(), far.clone()]);
         assert!(html.contains(">predicted<") && html.contains("10 µs ⚠") && html.contains("beyond the model"), "{html}");
-        let bench = ProcessBenchReport {
+        let bench = crate::render::lab::BenchmarkReport {
             source_framework: "torch".into(), target_framework: "torch".into(), dtype: "float32".into(),
-            device: "cpu".into(), sizes: vec![4096], interrupted: false, repeat: 3,
-            points: vec![BenchPoint { size: 4096, row: far }],
-        };
-        assert!(bench_text(&bench).contains("40 µs copied (first 2 ms, predicted 10 µs ⚠)"), "{}", bench_text(&bench));
+            device: "cpu".into(), sizes: vec![4096], paths: vec!["gloo".into()], interrupted: false, repeat: 3, warmup: 1,
+            points: vec![crate::render::lab::BenchPoint { size: 4096, row: far }],
+        }
+        .marked();
+        // A sweep to a worker reads as any sweep: its time, its first call, its prediction flagged.
+        let text = bench.text();
+        for part in ["median time per handoff (µs)", "4 KiB", "first call, with the path's one-off set-up (ms)",
+                     "predicted before it ran, cost model (µs); ⚠ measured beyond its stated error", "10.0 ⚠",
+                     "To the worker process: gloo: gloo send/recv."] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The results of handoffs to another process (python/gpushare/processes/__init__.py): one handoff
-//! (`gpushare.process-share/2`), every process path for one array (`gpushare.process-comparison/2`)
-//! and a sweep over sizes × process paths (`gpushare.process-bench/2`).
+//! (`gpushare.process-share/2`). Every process path for one array and a sweep over sizes × process
+//! paths are the comparison and the sweep of every handoff (`gpushare.comparison`,
+//! `gpushare.benchmark`), their rows with their worker part.
 //!
 //! Each handoff is the [`PathRow`] of every handoff with its [`WorkerHandoff`] part, made by the
 //! core's pipeline (crates/core/src/share/process.rs). A result read back from its dict form goes
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Verdict;
-use crate::render::lab::{BenchPoint, PathRow};
+use crate::render::lab::PathRow;
 use crate::stats::Timing;
 #[cfg(test)]
 use super::envelope;
@@ -243,120 +244,8 @@ pub struct Segment {
     pub offset: u64,
 }
 
-/// Every process path tried on one array.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessComparisonReport {
-    /// The array's framework.
-    pub source_framework: String,
-    /// The framework asked for; `None` when none was (each path's worker keeps its own).
-    pub target_framework: Option<String>,
-    pub dtype: String,
-    pub shape: Vec<u64>,
-    /// Where the array lies: `cpu`, `cuda:0`.
-    pub device: String,
-    /// One per path, in the order tried; each row's `worker` is set.
-    pub rows: Vec<PathRow>,
-}
-
-/// A sweep over sizes × process paths.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessBenchReport {
-    pub source_framework: String,
-    pub target_framework: String,
-    pub dtype: String,
-    /// Where the source arrays were made: `cpu`, `cuda:0`.
-    pub device: String,
-    /// Bytes per source array, in sweep order.
-    pub sizes: Vec<u64>,
-    /// One per size × path, each row's `worker` set.
-    pub points: Vec<BenchPoint>,
-    /// The sweep was stopped (Ctrl-C) before it ended: `points` holds what was measured.
-    pub interrupted: bool,
-    /// Timed handoffs per point after the first.
-    pub repeat: u64,
-}
-
-impl ProcessComparisonReport {
-    /// Every process path tried on one array, the fastest row (or the rows tied within their
-    /// spread) marked as in any comparison.
-    pub fn new(
-        source_framework: String,
-        target_framework: Option<String>,
-        dtype: String,
-        shape: Vec<u64>,
-        device: String,
-        mut rows: Vec<PathRow>,
-    ) -> ProcessComparisonReport {
-        crate::render::lab::mark_fastest(&mut rows.iter_mut().collect::<Vec<_>>());
-        ProcessComparisonReport { source_framework, target_framework, dtype, shape, device, rows }
-    }
-}
-
-impl ProcessBenchReport {
-    /// The sweep's points with the fastest path at each size (or the tied ones) marked, as in any sweep.
-    pub fn marked(mut self) -> ProcessBenchReport {
-        for &size in &self.sizes {
-            let mut at_size: Vec<&mut PathRow> = self.points.iter_mut().filter(|p| p.size == size).map(|p| &mut p.row).collect();
-            crate::render::lab::mark_fastest(&mut at_size);
-        }
-        self
-    }
-}
-
-/// The outcome of a handoff to a worker as the flat columns of a `to_pandas()` row, after the
-/// columns that identify the array: raw seconds and bytes; identities and notes stay in `to_dict()`.
-pub fn tidy_outcome(row: &PathRow) -> Vec<(&'static str, Value)> {
-    let timing = row.timing.as_ref();
-    let identity_kind = |i: Option<&MemoryIdentity>| match i {
-        Some(MemoryIdentity::Host(_)) => Value::from("host"),
-        Some(MemoryIdentity::Cuda(_)) => Value::from("cuda"),
-        None => Value::Null,
-    };
-    let worker = row.worker.as_ref();
-    let target = worker.and_then(|w| w.target.as_ref());
-    vec![
-        ("path", row.path.clone().into()),
-        ("verdict", row.verdict.as_str().into()),
-        ("applicable", row.applicable.into()),
-        ("bytes_moved", row.bytes_moved.into()),
-        ("bytes_per_handoff", worker.map(|w| w.bytes_per_handoff).into()),
-        ("first_call_s", timing.and_then(|t| t.first_call).into()),
-        ("median_s", timing.map(|t| t.median).into()),
-        ("min_s", timing.map(|t| t.min).into()),
-        ("repeats", timing.map(|t| t.repeats() as u64).into()),
-        ("bandwidth_Bps", row.bandwidth.into()),
-        ("predicted_s", row.predicted.as_ref().map(|p| p.seconds).into()),
-        ("misses_prediction", row.misses_prediction.into()),
-        ("source_pid", worker.map(|w| w.source.pid).into()),
-        ("target_pid", target.and_then(|t| t.pid).into()),
-        ("source_memory", identity_kind(worker.and_then(|w| w.source.identity.as_ref()))),
-        ("target_memory", identity_kind(target.and_then(|t| t.identity.as_ref()))),
-        ("mechanism", worker.map(|w| w.mechanism.clone()).into()),
-        ("reason", row.reason.clone().into()),
-    ]
-}
-
-/// The dtypes of a process frame's columns: counts are integers ("Int64", nullable, where a
-/// failed path has none), seconds and rates floats (NaN where a failed path has none).
-pub const TIDY_DTYPES: [(&str, &str); 12] = [
-    ("size", "int64"),
-    ("nbytes", "int64"),
-    ("bytes_moved", "int64"),
-    ("bytes_per_handoff", "int64"),
-    ("repeats", "Int64"),
-    ("source_pid", "int64"),
-    ("target_pid", "Int64"),
-    ("first_call_s", "float64"),
-    ("median_s", "float64"),
-    ("min_s", "float64"),
-    ("bandwidth_Bps", "float64"),
-    ("predicted_s", "float64"),
-];
-
 /// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).
-pub const PROCESS_KINDS: [&str; 3] = ["process-share", "process-comparison", "process-bench"];
+pub const PROCESS_KINDS: [&str; 1] = ["process-share"];
 
 /// A process result of kind `kind` read from the value the binding built from Python objects
 /// (dicts, lists, numbers; no JSON text): refused, with where, when a key or value does not fit
@@ -409,8 +298,6 @@ mod tests {
         let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid {kind} JSON: {e}"))?;
         let typed = match kind {
             "process-share" => serde_json::to_value(from_value::<PathRow>(kind, &input)?),
-            "process-comparison" => serde_json::to_value(from_value::<ProcessComparisonReport>(kind, &input)?),
-            "process-bench" => serde_json::to_value(from_value::<ProcessBenchReport>(kind, &input)?),
             other => return Err(format!("unknown process result kind {other:?}: use one of {}", PROCESS_KINDS.join(", "))),
         };
         Ok(envelope(kind, typed.map_err(|e| e.to_string())?))
@@ -478,17 +365,14 @@ mod tests {
             assert_eq!(difference(&row, &out["data"], "data"), None);
             assert_eq!(difference(&out["data"], &row, "data"), None);
         }
-        let comparison = json!({"source_framework": "numpy", "target_framework": null, "dtype": "float64",
-            "shape": [4], "device": "cpu", "rows": [failed_row(), shm_row(), cuda_row()]});
-        let out = normalize("process-comparison", &comparison.to_string()).unwrap();
+        // A comparison or a sweep of process paths is the comparison or sweep of every handoff,
+        // its rows with their worker part.
+        let rows: Vec<PathRow> = [failed_row(), shm_row(), cuda_row()].iter().map(|r| serde_json::from_value(r.clone()).unwrap()).collect();
+        let c = crate::render::lab::ComparisonReport::of_rows(tensor(), "numpy".into(), rows, 3, 0);
+        let out = c.to_json();
+        assert_eq!(out["schema"], "gpushare.comparison/1");
         assert_eq!(out["data"]["rows"].as_array().unwrap().len(), 3);
-        let mut point = shm_row();
-        point["size"] = json!(4096);
-        let bench = json!({"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32",
-            "device": "cpu", "sizes": [4096], "points": [point], "interrupted": false, "repeat": 3});
-        let out = normalize("process-bench", &bench.to_string()).unwrap();
-        assert_eq!(out["data"]["points"][0]["size"], 4096);
-        assert_eq!(out["data"]["points"][0]["worker"]["segment"]["name"], "psm_1");
+        assert_eq!(out["data"]["rows"][1]["worker"]["segment"]["name"], "psm_1");
     }
 
     #[test]
@@ -497,14 +381,6 @@ mod tests {
         row["worker"]["source"]["identity"]["colour"] = json!("blue");
         let err = normalize("process-share", &row.to_string()).unwrap_err();
         assert!(err.contains("colour"), "{err}");
-        // Inside a flattened bench point too, where serde cannot deny it.
-        let mut point = failed_row();
-        point["size"] = json!(4096);
-        point["surprise"] = json!(1);
-        let bench = json!({"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32",
-            "device": "cpu", "sizes": [4096], "points": [point], "interrupted": false, "repeat": 3});
-        let err = normalize("process-bench", &bench.to_string()).unwrap_err();
-        assert!(err.contains("data.points[0].surprise"), "{err}");
     }
 
     #[test]
@@ -518,7 +394,7 @@ mod tests {
         let mut row = shm_row();
         row["worker"]["source"]["identity"]["kind"] = json!("disk");
         assert!(normalize("process-share", &row.to_string()).is_err());
-        assert!(normalize("process-nothing", "{}").unwrap_err().contains("process-share, process-comparison"));
+        assert!(normalize("process-nothing", "{}").unwrap_err().contains("use one of process-share"));
         assert!(normalize("process-share", "{").unwrap_err().contains("invalid"));
     }
 
@@ -531,21 +407,34 @@ mod tests {
         row
     }
 
+    /// The array a comparison of process paths was made of.
+    fn tensor() -> crate::report::TensorReport {
+        serde_json::from_value(json!({
+            "framework": "torch", "dtype": "float32", "shape": [1024], "strides": [1], "device": "cpu",
+            "dlpack_device": [1, 0], "dlpack_device_name": "cpu:0", "data_ptr": 4096, "byte_offset": 0,
+            "nbytes": 4096, "span": [4096, 8192], "contiguous": true, "alignment": 256, "readonly": false,
+            "dlpack_version": [1, 0], "cuda": null
+        }))
+        .unwrap()
+    }
+
     #[test]
     fn process_rows_are_ranked_as_every_comparisons_rows() {
-        // Clearly apart: the faster is starred, the other not.
-        let c = ProcessComparisonReport::new("torch".into(), None, "float32".into(), vec![1024], "cpu".into(),
-            vec![timed("shm", vec![1e-4, 1.1e-4, 1.2e-4]), timed("ipc", vec![1e-5, 1.1e-5, 1.2e-5])]);
+        use crate::render::lab::{BenchPoint, BenchmarkReport, ComparisonReport};
+        // Clearly apart: the faster is starred and named the fastest, the other not.
+        let c = ComparisonReport::of_rows(tensor(), "torch".into(),
+            vec![timed("shm", vec![1e-4, 1.1e-4, 1.2e-4]), timed("ipc", vec![1e-5, 1.1e-5, 1.2e-5])], 3, 0);
         assert_eq!(c.rows.iter().map(|r| (r.fastest, r.tied)).collect::<Vec<_>>(), [(false, false), (true, false)]);
+        assert_eq!(c.fastest.as_deref(), Some("ipc"));
         // Within each other's spread: a tie, no star.
-        let c = ProcessComparisonReport::new("torch".into(), None, "float32".into(), vec![1024], "cpu".into(),
-            vec![timed("shm", vec![1e-5, 2e-5, 3e-5]), timed("gloo", vec![1.5e-5, 2.5e-5, 3.5e-5])]);
-        assert!(c.rows.iter().all(|r| r.tied && !r.fastest));
+        let c = ComparisonReport::of_rows(tensor(), "torch".into(),
+            vec![timed("shm", vec![1e-5, 2e-5, 3e-5]), timed("gloo", vec![1.5e-5, 2.5e-5, 3.5e-5])], 3, 0);
+        assert!(c.rows.iter().all(|r| r.tied && !r.fastest) && c.fastest.is_none());
         // A sweep is ranked size by size.
         let point = |size: u64, path: &str, t: f64| BenchPoint { size, row: timed(path, vec![t, t * 1.01, t * 1.02]) };
-        let b = ProcessBenchReport {
+        let b = BenchmarkReport {
             source_framework: "torch".into(), target_framework: "torch".into(), dtype: "float32".into(), device: "cpu".into(),
-            sizes: vec![1, 2], interrupted: false, repeat: 3,
+            sizes: vec![1, 2], paths: vec!["shm".into(), "gloo".into()], interrupted: false, repeat: 3, warmup: 5,
             points: vec![point(1, "shm", 1e-5), point(1, "gloo", 1e-4), point(2, "shm", 1e-3), point(2, "gloo", 1e-4)],
         }
         .marked();

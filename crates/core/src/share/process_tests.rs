@@ -224,7 +224,4 @@ fn the_prediction_made_before_the_handoff_is_kept_beside_its_measurement_and_a_m
     assert_eq!(far.predicted.as_ref().map(|p| p.seconds), Some(1e-9));
     let median = far.timing.as_ref().map(|t| t.median).unwrap();
     assert!(far.misses_prediction && median > 1.2e-9);
-    let columns = crate::report::process::tidy_outcome(&far);
-    assert!(columns.contains(&("misses_prediction", true.into())), "{columns:?}");
-    assert!(columns.iter().any(|(k, v)| *k == "predicted_s" && v.as_f64() == Some(1e-9)));
 }

@@ -65,7 +65,8 @@ pub(crate) trait Forms {
     where
         Self: 'a;
     /// The schema's name: the JSON form is `{"schema": "gpushare.<KIND>/1", "data": …}`. A result
-    /// of a handoff to a worker process names its own (`process-share`, …).
+    /// of one handoff to a worker process names its own (`process-share`); a comparison or a sweep
+    /// of the paths to a worker is a comparison or a sweep.
     fn kind(&self) -> &'static str;
     fn data(&self) -> Self::Data<'_>;
     fn text(&self) -> String;

@@ -12,23 +12,28 @@ use super::forms::Forms;
 use super::process_rows::PyWorkerInfo;
 use super::rows::PyPathRow;
 use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
-use crate::render::{plot, process};
-use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
+use crate::render::plot;
 
 /// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
-const INTEGER_COLUMNS: [(&str, &str); 6] = [
+const INTEGER_COLUMNS: [(&str, &str); 9] = [
     ("size", "int64"),
     ("nbytes", "int64"),
     ("bytes_moved", "int64"),
     ("repeats", "Int64"),
     ("loops", "Int64"),
     ("extrapolated_from", "Int64"),
+    // A row to a worker has them all but the worker's pid, which a path that did not run lacks.
+    ("bytes_per_handoff", "int64"),
+    ("source_pid", "int64"),
+    ("target_pid", "Int64"),
 ];
 /// Measurements are floats, NaN where a failed row has none (binding/frames.rs: one convention).
-const FLOAT_COLUMNS: [&str; 7] = ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps", "predicted_s", "tolerance"];
+const FLOAT_COLUMNS: [&str; 8] =
+    ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps", "predicted_s", "tolerance", "first_call_s"];
 
-/// A row's measured columns, after the identifying ones `row` already holds.
-fn flat<'py>(row: &Bound<'py, PyDict>, r: &PathRow) -> PyResult<()> {
+/// A row's measured columns, after the identifying ones `row` already holds: the same columns for
+/// every row, and for a handoff to a worker its worker's columns after them.
+pub(super) fn flat<'py>(row: &Bound<'py, PyDict>, r: &PathRow) -> PyResult<()> {
     let t = r.timing.as_ref();
     row.set_item("path", &r.path)?;
     // The tables' vocabulary (crate::render::State): a path that cannot run here is "not
@@ -50,6 +55,9 @@ fn flat<'py>(row: &Bound<'py, PyDict>, r: &PathRow) -> PyResult<()> {
     row.set_item("ordering", &r.ordering)?;
     row.set_item("reason", &r.reason)?;
     row.set_item("warning", &r.warning)?;
+    if let Some(worker) = &r.worker {
+        super::process::worker_columns(row, r, worker)?;
+    }
     Ok(())
 }
 
@@ -69,7 +77,7 @@ pub(super) fn prediction_columns(row: &Bound<'_, PyDict>, p: Option<&crate::advi
 }
 
 /// A tidy frame: one row per measured path, the identifying columns first.
-fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
     let dtypes: Vec<(&str, &str)> = INTEGER_COLUMNS.into_iter().chain(FLOAT_COLUMNS.map(|c| (c, "float64"))).collect();
     super::frames::tidy_frame(py, rows, None, &dtypes)
 }
@@ -81,27 +89,15 @@ fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, 
 /// has one row per process path and its ``worker`` says so.
 #[pyclass(module = "gpushare", frozen, name = "Comparison")]
 pub struct Comparison {
-    pub compared: Compared,
+    pub report: ComparisonReport,
     results: Py<PyDict>,
 }
 
-/// What was compared: the paths within this process, or the paths to a worker process.
-#[derive(serde::Serialize)]
-#[serde(untagged)]
-pub enum Compared {
-    Here(ComparisonReport),
-    Worker(ProcessComparisonReport),
-}
-
 impl Comparison {
+    /// `results`: path → ShareResult of the paths that worked (within a process) or were kept (to
+    /// a worker: binding/process_tables.rs).
     pub fn new(report: ComparisonReport, results: Py<PyDict>) -> Comparison {
-        Comparison { compared: Compared::Here(report), results }
-    }
-
-    /// Every process path tried on one array (binding/process_tables.rs); `results`: the kept
-    /// handoffs (path → ShareResult).
-    pub fn across(report: ProcessComparisonReport, results: Py<PyDict>) -> Comparison {
-        Comparison { compared: Compared::Worker(report), results }
+        Comparison { report, results }
     }
 }
 
@@ -110,10 +106,7 @@ impl Comparison {
     /// One `PathRow` per path, in the order measured (a process path's to a worker has its `worker` part).
     #[getter]
     fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match &self.compared {
-            Compared::Here(r) => Ok(PyList::new(py, r.rows.iter().map(PyPathRow::row))?.into_any()),
-            Compared::Worker(r) => Ok(PyList::new(py, r.rows.iter().map(PyPathRow::row))?.into_any()),
-        }
+        Ok(PyList::new(py, self.report.rows.iter().map(PyPathRow::row))?.into_any())
     }
     /// Path → its row, in the order measured.
     #[getter]
@@ -140,51 +133,35 @@ impl Comparison {
         Ok(values)
     }
     /// The fastest path that worked, faster than the others beyond the measured spread, or None
-    /// (a comparison across processes names none: each path's first call differs in kind).
+    /// (to a worker: by the handoffs after the first; each path's first call is its ``first_call``).
     #[getter]
     fn fastest(&self) -> Option<&str> {
-        match &self.compared {
-            Compared::Here(r) => r.fastest.as_deref(),
-            Compared::Worker(_) => None,
-        }
+        self.report.fastest.as_deref()
     }
     /// What identifies the comparison: the array's framework, dtype, shape and device, and the
     /// framework asked for.
     #[getter]
     fn source<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        match &self.compared {
-            Compared::Here(r) => {
-                d.set_item("source_framework", &r.source.framework)?;
-                d.set_item("target_framework", &r.target_framework)?;
-                d.set_item("dtype", &r.source.dtype)?;
-                d.set_item("shape", r.source.shape.clone())?;
-                d.set_item("device", &r.source.device)?;
-            }
-            Compared::Worker(r) => {
-                d.set_item("source_framework", &r.source_framework)?;
-                d.set_item("target_framework", &r.target_framework)?;
-                d.set_item("dtype", &r.dtype)?;
-                d.set_item("shape", r.shape.clone())?;
-                d.set_item("device", &r.device)?;
-            }
-        }
+        let r = &self.report;
+        d.set_item("source_framework", &r.source.framework)?;
+        d.set_item("target_framework", &r.target_framework)?;
+        d.set_item("dtype", &r.source.dtype)?;
+        d.set_item("shape", r.source.shape.clone())?;
+        d.set_item("device", &r.source.device)?;
         Ok(d)
     }
     /// The worker process the paths handed the array to (``pid``, ``host``: None on this host,
     /// ``framework``), as ``ShareResult.worker``; None for a comparison within this process.
     #[getter]
     fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match &self.compared {
-            Compared::Here(_) => Ok(None),
-            Compared::Worker(r) => Ok(Some(Bound::new(py, PyWorkerInfo::of(r.rows.iter()))?.into_any())),
+        if !self.report.to_worker() {
+            return Ok(None);
         }
+        Ok(Some(Bound::new(py, PyWorkerInfo::of(self.report.rows.iter()))?.into_any()))
     }
     fn __getitem__<'py>(&self, py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyAny>> {
-        let at = match &self.compared {
-            Compared::Here(r) => r.rows.iter().position(|r| r.path == path),
-            Compared::Worker(r) => r.rows.iter().position(|r| r.path == path),
-        };
+        let at = self.report.rows.iter().position(|r| r.path == path);
         match at {
             Some(i) => self.rows(py)?.get_item(i),
             None => Err(PyKeyError::new_err(path.to_string())),
@@ -192,10 +169,7 @@ impl Comparison {
     }
     /// One row per path; the source (frameworks, dtype, shape, device, bytes) on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let report = match &self.compared {
-            Compared::Here(r) => r,
-            Compared::Worker(r) => return super::process::comparison_frame(py, r),
-        };
+        let report = &self.report;
         let s = &report.source;
         let rows = PyList::empty(py);
         for r in &report.rows {
@@ -214,27 +188,18 @@ impl Comparison {
 }
 
 impl Forms for Comparison {
-    type Data<'a> = &'a Compared;
+    type Data<'a> = &'a ComparisonReport;
     fn kind(&self) -> &'static str {
-        match self.compared {
-            Compared::Here(_) => "comparison",
-            Compared::Worker(_) => "process-comparison",
-        }
+        "comparison"
     }
-    fn data(&self) -> &Compared {
-        &self.compared
+    fn data(&self) -> &ComparisonReport {
+        &self.report
     }
     fn text(&self) -> String {
-        match &self.compared {
-            Compared::Here(r) => r.text(),
-            Compared::Worker(r) => process::rows_text(&r.rows),
-        }
+        self.report.text()
     }
     fn html(&self) -> String {
-        match &self.compared {
-            Compared::Here(r) => r.html(),
-            Compared::Worker(r) => process::rows_html(&r.rows),
-        }
+        self.report.html()
     }
 }
 
@@ -246,34 +211,13 @@ super::forms::forms_methods!(Comparison);
 /// worker process has one point per size × process path and its ``worker`` says so.
 #[pyclass(module = "gpushare", frozen, name = "Benchmark")]
 pub struct Benchmark {
-    pub swept: Swept,
-}
-
-/// What was swept: the paths within this process, or the paths to a worker process.
-#[derive(serde::Serialize)]
-#[serde(untagged)]
-pub enum Swept {
-    Here(BenchmarkReport),
-    Worker(ProcessBenchReport),
+    pub report: BenchmarkReport,
 }
 
 impl Benchmark {
+    /// A sweep within this process (binding/lab_run.rs) or to a worker (binding/process_tables.rs).
     pub fn new(report: BenchmarkReport) -> Benchmark {
-        Benchmark { swept: Swept::Here(report) }
-    }
-
-    /// A sweep over sizes × process paths (binding/process_tables.rs).
-    pub fn across(report: ProcessBenchReport) -> Benchmark {
-        Benchmark { swept: Swept::Worker(report) }
-    }
-
-    fn within(&self, what: &str) -> PyResult<&BenchmarkReport> {
-        match &self.swept {
-            Swept::Here(r) => Ok(r),
-            Swept::Worker(_) => Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "{what}: a sweep of the paths to a worker process is drawn as its table (repr, _repr_html_, to_pandas())"
-            ))),
-        }
+        Benchmark { report }
     }
 }
 
@@ -281,32 +225,26 @@ impl Benchmark {
 impl Benchmark {
     #[getter]
     fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match &self.swept {
-            Swept::Here(r) => Ok(PyList::new(py, r.points.iter().map(PyPathRow::point))?.into_any()),
-            Swept::Worker(r) => Ok(PyList::new(py, r.points.iter().map(PyPathRow::point))?.into_any()),
-        }
+        Ok(PyList::new(py, self.report.points.iter().map(PyPathRow::point))?.into_any())
     }
     /// Ctrl-C stopped the sweep: the points are those measured before.
     #[getter]
     fn interrupted(&self) -> bool {
-        match &self.swept {
-            Swept::Here(r) => r.interrupted,
-            Swept::Worker(r) => r.interrupted,
-        }
+        self.report.interrupted
     }
     /// The worker process the paths handed the arrays to (``pid``, ``host``: None on this host,
     /// ``framework``), as ``ShareResult.worker``; None for a sweep within this process.
     #[getter]
     fn worker<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match &self.swept {
-            Swept::Here(_) => Ok(None),
-            Swept::Worker(r) => Ok(Some(Bound::new(py, PyWorkerInfo::of(r.points.iter().map(|p| &p.row)))?.into_any())),
+        if !self.report.points.iter().any(|p| p.row.worker.is_some()) {
+            return Ok(None);
         }
+        Ok(Some(Bound::new(py, PyWorkerInfo::of(self.report.points.iter().map(|p| &p.row)))?.into_any()))
     }
     /// The plot: time and bandwidth against size, one line per path.
     #[getter]
     fn svg(&self) -> PyResult<String> {
-        Ok(plot::benchmark_svg(self.within("svg")?))
+        Ok(plot::benchmark_svg(&self.report))
     }
     /// Time per handoff against size, one line per path that worked, drawn with matplotlib
     /// (imported only here) on ``ax`` or a new figure's axes, for restyling, time in µs/ms and sizes
@@ -315,15 +253,11 @@ impl Benchmark {
     #[pyo3(signature = (ax=None))]
     fn plot<'py>(slf: &Bound<'py, Self>, ax: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        slf.get().within("plot()")?;
         py.import("gpushare.bench_plot")?.getattr("plot_benchmark")?.call1((slf, ax))
     }
     /// One row per size × path, with the frameworks, dtype and device of the sweep on every row.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let b = match &self.swept {
-            Swept::Here(r) => r,
-            Swept::Worker(r) => return super::process::bench_frame(py, r),
-        };
+        let b = &self.report;
         let rows = PyList::empty(py);
         for p in &b.points {
             let row = PyDict::new(py);
@@ -340,27 +274,18 @@ impl Benchmark {
 }
 
 impl Forms for Benchmark {
-    type Data<'a> = &'a Swept;
+    type Data<'a> = &'a BenchmarkReport;
     fn kind(&self) -> &'static str {
-        match self.swept {
-            Swept::Here(_) => "benchmark",
-            Swept::Worker(_) => "process-bench",
-        }
+        "benchmark"
     }
-    fn data(&self) -> &Swept {
-        &self.swept
+    fn data(&self) -> &BenchmarkReport {
+        &self.report
     }
     fn text(&self) -> String {
-        match &self.swept {
-            Swept::Here(r) => r.text(),
-            Swept::Worker(r) => process::bench_text(r),
-        }
+        self.report.text()
     }
     fn html(&self) -> String {
-        match &self.swept {
-            Swept::Here(r) => r.html(),
-            Swept::Worker(r) => process::bench_html(r),
-        }
+        self.report.html()
     }
 }
 

@@ -6,18 +6,13 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList};
 use serde::Serialize;
 
 use super::forms::from_py;
-use super::forms::to_py;
-use super::lab::{Benchmark, Comparison};
 use super::types::ShareResult;
 use crate::render::lab::PathRow;
-use crate::report::process::{
-    MemoryIdentity, ProcessBenchReport, ProcessComparisonReport, TIDY_DTYPES, WorkerHandoff, tidy_outcome,
-    from_value,
-};
+use crate::report::process::{MemoryIdentity, WorkerHandoff, from_value};
 
 fn identity(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MemoryIdentity>> {
     match obj.filter(|o| !o.is_none()) {
@@ -109,109 +104,55 @@ fn process_refusal<'py>(
     }
 }
 
-fn frame<'py>(py: Python<'py>, rows: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
-    super::frames::tidy_frame(py, PyList::new(py, rows)?, None, &TIDY_DTYPES)
-}
-
-/// One tidy row: the identifying columns, then the path's outcome.
-fn tidy<'py>(py: Python<'py>, ids: Vec<(&str, Bound<'py, PyAny>)>, row: &PathRow) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (k, v) in ids {
-        d.set_item(k, v)?;
-    }
-    for (k, v) in tidy_outcome(row) {
-        d.set_item(k, to_py(py, &v)?)?;
-    }
-    // The tables' vocabulary: a path that cannot run here is "not applicable", never "failed".
-    d.set_item("verdict", crate::render::State::of(row.verdict, row.applicable).word())?;
-    Ok(d)
-}
-
-/// The worker's part of a row of a handoff to a worker.
-fn worker(row: &PathRow) -> Option<&WorkerHandoff> {
-    row.worker.as_ref()
-}
-
-/// The framework the worker's array is in, where the path ran.
-fn worker_framework(row: &PathRow) -> Option<String> {
-    worker(row).and_then(|w| w.target.as_ref()).and_then(|t| t.framework.clone())
+/// The columns of a row to a worker after those every row has: what each handoff after the first
+/// moves, the first call (with the path's one-off set-up) apart, each side's process and the kind of
+/// memory it holds there, and how the path hands it over. Identities stay in `to_dict()`.
+pub(super) fn worker_columns(row: &Bound<'_, PyDict>, r: &PathRow, w: &WorkerHandoff) -> PyResult<()> {
+    let target = w.target.as_ref();
+    let kind = |i: Option<&MemoryIdentity>| {
+        i.map(|i| match i {
+            MemoryIdentity::Host(_) => "host",
+            MemoryIdentity::Cuda(_) => "cuda",
+        })
+    };
+    row.set_item("bytes_per_handoff", w.bytes_per_handoff)?;
+    row.set_item("first_call_s", r.timing.as_ref().and_then(|t| t.first_call))?;
+    row.set_item("source_pid", w.source.pid)?;
+    row.set_item("target_pid", target.and_then(|t| t.pid))?;
+    row.set_item("source_memory", kind(w.source.identity.as_ref()))?;
+    row.set_item("target_memory", kind(target.and_then(|t| t.identity.as_ref())))?;
+    row.set_item("mechanism", &w.mechanism)?;
+    Ok(())
 }
 
 fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Bound<'_, PyAny>) -> PyResult<T> {
     from_value(kind, &from_py::<serde_json::Value>(data)?).map_err(PyValueError::new_err)
 }
 
-/// A tidy frame of handoffs to a worker: the source's framework, the worker's, and the bytes, then
-/// each path's outcome.
+/// A tidy frame of handoffs to a worker: the source's framework, the worker's and the bytes, then
+/// the columns of every row (binding/lab.rs), the worker's among them.
 pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[PathRow]) -> PyResult<Bound<'py, PyAny>> {
-    let rows = reports
-        .iter()
-        .map(|row| {
-            let ids = vec![
-                ("source_framework", worker(row).map(|w| w.source.framework.clone()).into_pyobject(py)?.into_any()),
-                ("target_framework", worker_framework(row).into_pyobject(py)?.into_any()),
-                ("nbytes", worker(row).map(|w| w.nbytes).into_pyobject(py)?.into_any()),
-            ];
-            tidy(py, ids, row)
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    frame(py, rows)
+    let rows = PyList::empty(py);
+    for r in reports {
+        let worker = r.worker.as_ref();
+        let row = PyDict::new(py);
+        row.set_item("source_framework", worker.map(|w| w.source.framework.as_str()))?;
+        row.set_item("target_framework", worker.and_then(|w| w.target.as_ref()).and_then(|t| t.framework.as_deref()))?;
+        row.set_item("nbytes", worker.map(|w| w.nbytes))?;
+        super::lab::flat(&row, r)?;
+        rows.append(row)?;
+    }
+    super::lab::frame(py, rows)
 }
 
-/// Every process path tried on one array as a tidy frame: the array's framework, dtype, shape,
-/// device and bytes on every row.
-pub(crate) fn comparison_frame<'py>(py: Python<'py>, r: &ProcessComparisonReport) -> PyResult<Bound<'py, PyAny>> {
-    let rows = r
-        .rows
-        .iter()
-        .map(|row| {
-            // Asked for none: the framework the worker's array is in, where the path ran.
-            let target = r.target_framework.clone().or_else(|| worker_framework(row));
-            let ids = vec![
-                ("source_framework", r.source_framework.clone().into_pyobject(py)?.into_any()),
-                ("target_framework", target.into_pyobject(py)?.into_any()),
-                ("dtype", r.dtype.clone().into_pyobject(py)?.into_any()),
-                ("shape", PyTuple::new(py, &r.shape)?.into_any()),
-                ("device", r.device.clone().into_pyobject(py)?.into_any()),
-                ("nbytes", worker(row).map(|w| w.nbytes).into_pyobject(py)?.into_any()),
-            ];
-            tidy(py, ids, row)
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    frame(py, rows)
-}
-
-/// A sweep over sizes × process paths as a tidy frame: the sweep's frameworks, dtype and device
-/// on every row.
-pub(crate) fn bench_frame<'py>(py: Python<'py>, r: &ProcessBenchReport) -> PyResult<Bound<'py, PyAny>> {
-    let rows = r
-        .points
-        .iter()
-        .map(|p| {
-            let ids = vec![
-                ("source_framework", r.source_framework.clone().into_pyobject(py)?.into_any()),
-                ("target_framework", r.target_framework.clone().into_pyobject(py)?.into_any()),
-                ("dtype", r.dtype.clone().into_pyobject(py)?.into_any()),
-                ("device", r.device.clone().into_pyobject(py)?.into_any()),
-                ("size", p.size.into_pyobject(py)?.into_any()),
-                ("nbytes", worker(&p.row).map(|w| w.nbytes).into_pyobject(py)?.into_any()),
-            ];
-            tidy(py, ids, &p.row)
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    frame(py, rows)
-}
-
-/// The typed result of kind ``kind`` (``process-share``: a ShareResult, ``process-comparison``: a
-/// Comparison, ``process-bench``: a Benchmark) from its data as Python objects: a ValueError
-/// names the key or value that does not fit the Rust types the published schemas are generated from.
+/// The typed result of kind ``kind`` (``process-share``: a ShareResult) from its data as Python
+/// objects: a ValueError names the key or value that does not fit the Rust types the published
+/// schemas are generated from.
 #[pyfunction]
 #[pyo3(name = "report")]
 fn process_report<'py>(py: Python<'py>, kind: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match kind {
         "process-share" => Bound::new(py, ShareResult::from_worker(read(kind, data)?, py.None(), py.None(), Vec::new()))?.into_any(),
-        "process-comparison" => Bound::new(py, Comparison::across(read(kind, data)?, PyDict::new(py).unbind()))?.into_any(),
-        "process-bench" => Bound::new(py, Benchmark::across(read(kind, data)?))?.into_any(),
         other => {
             return Err(PyValueError::new_err(format!(
                 "unknown process result kind {other:?}: use one of {}",

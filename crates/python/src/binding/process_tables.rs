@@ -9,8 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::lab::{Benchmark, Comparison};
+use super::tensor_info::TensorInfo;
 use super::types::ShareResult;
-use crate::report::process::{ProcessBenchReport, ProcessComparisonReport};
+use crate::render::lab::{BenchmarkReport, ComparisonReport};
 use crate::share::process::failed_report;
 use crate::share::process_lab::{self, ProcessLab, Tried, WARM_UP_HANDOFFS};
 
@@ -73,7 +74,7 @@ fn worker_report(result: &ShareResult) -> PyResult<crate::render::lab::PathRow> 
 }
 
 /// Every process path of ``names`` for ``source``, run by the core's loop over ``lab``:
-/// ``identity`` is ``(source_framework, target_framework, dtype, shape, device)``. Unless ``keep``,
+/// ``described`` is ``(TensorInfo of source, the framework the worker holds it in)``. Unless ``keep``,
 /// each path's worker array is released before the next path runs; with it, the handoffs that
 /// worked are the comparison's ``results``.
 #[pyfunction]
@@ -85,17 +86,19 @@ fn process_compare_paths<'py>(
     names: Vec<String>,
     repeat: usize,
     keep: bool,
-    identity: (String, Option<String>, String, Vec<u64>, String),
+    described: (PyRef<'py, TensorInfo>, String),
 ) -> PyResult<Comparison> {
-    let (source_framework, target_framework, dtype, shape, device) = identity;
-    let mut lab = PyLab { lab, framework: source_framework.clone() };
+    let (info, target_framework) = described;
+    let report = info.report.clone();
+    let mut lab = PyLab { lab, framework: report.framework.clone() };
     let process_lab::Compared { rows, kept } = process_lab::compare(&mut lab, &source, &names, repeat, keep)?;
     let results = PyDict::new(py);
     for (path, handoff) in kept {
         results.set_item(path, handoff)?;
     }
-    let report = ProcessComparisonReport::new(source_framework, target_framework, dtype, shape, device, rows);
-    Ok(Comparison::across(report, results.unbind()))
+    // Timed handoffs after each path's first; a comparison warms nothing up (the first call is apart).
+    let report = ComparisonReport::of_rows(report, target_framework, rows, repeat as u64, 0);
+    Ok(Comparison::new(report, results.unbind()))
 }
 
 /// Sizes × process paths, run by the core's loop over ``lab`` (whose ``make_source(size)`` makes
@@ -116,8 +119,29 @@ fn process_bench_paths(
 ) -> PyResult<Benchmark> {
     let mut lab = PyLab { lab, framework: source_framework.clone() };
     let process_lab::Swept { points, interrupted } = process_lab::bench(&mut lab, &sizes, &names, repeat)?;
-    let report = ProcessBenchReport { source_framework, target_framework, dtype, device, sizes, points, interrupted, repeat: repeat as u64 }.marked();
-    Ok(Benchmark::across(report))
+    let paths = names.into_iter().filter(|n| n != "auto").chain(points.iter().map(|p| p.row.path.clone())).fold(
+        Vec::new(),
+        |mut paths: Vec<String>, p| {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+            paths
+        },
+    );
+    let report = BenchmarkReport {
+        source_framework,
+        target_framework,
+        dtype,
+        device,
+        sizes,
+        paths,
+        points,
+        interrupted,
+        repeat: repeat as u64,
+        warmup: WARM_UP_HANDOFFS as u64,
+    }
+    .marked();
+    Ok(Benchmark::new(report))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

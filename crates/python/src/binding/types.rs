@@ -660,7 +660,8 @@ pub fn shares_dataframe<'py>(py: Python<'py>, results: &Bound<'py, PyAny>) -> Py
 }
 
 /// The JSON Schema of a result kind's envelope (`tensor`, `share`, `shares`, `comparison`,
-/// `benchmark`, `process-share`, `process-comparison`, `process-bench`), generated from the Rust types; the same text is shipped in `gpushare/schemas/`.
+/// `benchmark`, `process-share`, `advice`), generated from the Rust types; the same text is shipped in
+/// `gpushare/schemas/`.
 #[pyfunction]
 pub fn json_schema<'py>(py: Python<'py>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
     let schema = crate::schema::schema_for(kind).ok_or_else(|| {

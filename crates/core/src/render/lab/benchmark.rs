@@ -58,13 +58,8 @@ pub struct BenchmarkReport {
 
 impl BenchmarkReport {
     pub fn from_input(input: BenchInput) -> BenchmarkReport {
-        let mut points: Vec<BenchPoint> =
+        let points: Vec<BenchPoint> =
             input.points.into_iter().map(|p| BenchPoint { size: p.size, row: PathRow::from_run(p.run) }).collect();
-        for &size in &input.sizes {
-            let mut at_size: Vec<&mut PathRow> =
-                points.iter_mut().filter(|p| p.size == size).map(|p| &mut p.row).collect();
-            mark_fastest(&mut at_size);
-        }
         BenchmarkReport {
             source_framework: input.source_framework,
             target_framework: input.target_framework,
@@ -77,6 +72,17 @@ impl BenchmarkReport {
             repeat: input.repeat,
             warmup: input.warmup,
         }
+        .marked()
+    }
+
+    /// The sweep with the fastest path at each size (or the tied ones) marked: every sweep, within
+    /// this process or to a worker (whose points come as rows from the core's process loop).
+    pub fn marked(mut self) -> BenchmarkReport {
+        for &size in &self.sizes {
+            let mut at_size: Vec<&mut PathRow> = self.points.iter_mut().filter(|p| p.size == size).map(|p| &mut p.row).collect();
+            mark_fastest(&mut at_size);
+        }
+        self
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -206,7 +212,9 @@ impl BenchmarkReport {
             });
         }
         for &size in &self.measured_sizes() {
-            if let Some(p) = self.points.iter().find(|p| p.size == size && p.row.fastest && p.row.verdict == Verdict::Copied) {
+            // Only where a path shared at that size: a copy is then starred over a share.
+            let a_share = self.points.iter().any(|p| p.size == size && p.row.verdict == Verdict::Shared);
+            if let Some(p) = self.points.iter().find(|p| a_share && p.size == size && p.row.fastest && p.row.verdict == Verdict::Copied) {
                 parts.push(super::rows::starred_copy_note(&p.row.path, &size_label(size)));
             }
         }
@@ -245,6 +253,18 @@ impl BenchmarkReport {
         if !na.is_empty() {
             parts.push(super::rows::not_applicable_note(&na));
         }
+        let mut mechanisms: Vec<(&str, &str)> = Vec::new();
+        for p in self.points.iter().filter(|p| p.row.applicable) {
+            if let Some(worker) = &p.row.worker
+                && !mechanisms.iter().any(|(path, _)| *path == p.row.path)
+            {
+                mechanisms.push((&p.row.path, &worker.mechanism));
+            }
+        }
+        if !mechanisms.is_empty() {
+            let each: Vec<String> = mechanisms.iter().map(|(path, how)| format!("{path}: {how}")).collect();
+            parts.push(format!("To the worker process: {}.", each.join("; ")));
+        }
         parts
     }
 
@@ -264,6 +284,10 @@ impl BenchmarkReport {
                 .into_iter()
                 .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && pt.row.bandwidth.is_some()))
                 .collect(),
+            Quantity::FirstCall => applicable
+                .into_iter()
+                .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && first_call(&pt.row).is_some()))
+                .collect(),
         };
         let of_paths = |f: &dyn Fn(&PathRow) -> Option<f64>| -> Vec<f64> {
             self.points.iter().filter(|p| paths.contains(&p.row.path.as_str())).filter_map(|p| f(&p.row)).collect()
@@ -272,6 +296,7 @@ impl BenchmarkReport {
             Quantity::Time => units::time_unit_for(&of_paths(&|r| r.worked().then(|| r.median()).flatten())),
             Quantity::Predicted => units::time_unit_for(&of_paths(&|r| r.predicted.as_ref().map(|p| p.seconds))),
             Quantity::Bandwidth => units::TimeUnit { suffix: "GB/s", seconds: 1.0 },
+            Quantity::FirstCall => units::time_unit_for(&of_paths(&first_call)),
         };
         let mut header = vec!["size".to_string()];
         let mut columns: Vec<Vec<String>> = Vec::new();
@@ -294,6 +319,7 @@ impl BenchmarkReport {
                             None => dash(),
                         },
                         (Quantity::Bandwidth, Some(r)) => r.bandwidth.map_or_else(dash, gbps),
+                        (Quantity::FirstCall, Some(r)) => first_call(r).map_or_else(dash, |s| units::time_in(s, tu)),
                         (_, None) => dash(),
                     })
                     .collect(),
@@ -326,6 +352,7 @@ impl BenchmarkReport {
             // Not the plot's own axis label, "bandwidth (GB/s)": a reader (and the browser test)
             // tells the table's words from the image's.
             Quantity::Bandwidth => format!("bandwidth of the copies, in {unit}"),
+            Quantity::FirstCall => format!("first call, with the path's one-off set-up ({unit})"),
         }
     }
 
@@ -338,7 +365,7 @@ impl BenchmarkReport {
     pub fn text(&self) -> String {
         let width = crate::render::TEXT_WIDTH;
         let mut lines = crate::render::wrap(&self.caption(), width, "", "  ");
-        for quantity in [Quantity::Time, Quantity::Predicted, Quantity::Bandwidth] {
+        for quantity in QUANTITIES {
             let (unit, header, cells, flags) = self.pivot(quantity);
             if header.len() < 2 || cells.is_empty() {
                 continue;
@@ -381,7 +408,15 @@ impl BenchmarkReport {
             None => self.title(quantity, &unit, &cells),
         };
         let mut h = format!("<table class=\"gpushare gpushare-bench\" data-quantity=\"{}\" style=\"{}\"><caption style=\"text-align:left\">{}</caption><thead><tr>",
-            match quantity { Quantity::Time => "time", Quantity::Predicted => "predicted", Quantity::Bandwidth => "bandwidth" }, cells::TABLE_STYLE, escape(&title));
+            match quantity {
+                Quantity::Time => "time",
+                Quantity::Predicted => "predicted",
+                Quantity::Bandwidth => "bandwidth",
+                Quantity::FirstCall => "first-call",
+            },
+            cells::TABLE_STYLE,
+            escape(&title)
+        );
         for (c, name) in header.iter().enumerate() {
             h.push_str(&if c > 0 { cells::th_num(name) } else { cells::th_text(name) });
         }
@@ -427,9 +462,10 @@ impl BenchmarkReport {
     pub fn html(&self) -> String {
         let mut h = String::from(STYLE);
         h.push_str("<div class=\"gpushare-benchmark\">");
-        h.push_str(&self.html_pivot(Quantity::Time, Some(&self.caption())));
-        h.push_str(&self.html_pivot(Quantity::Predicted, None));
-        h.push_str(&self.html_pivot(Quantity::Bandwidth, None));
+        for quantity in QUANTITIES {
+            let caption = self.caption();
+            h.push_str(&self.html_pivot(quantity, (quantity == Quantity::Time).then_some(caption.as_str())));
+        }
         let alt = format!("{}: time and bandwidth against size", self.caption());
         h.push_str(&crate::render::svg_img(&crate::render::plot::benchmark_svg(self), &alt, None));
         let reasons = self.reasons();
@@ -449,6 +485,11 @@ impl BenchmarkReport {
     }
 }
 
+/// The first call of a point timed with its one-off costs apart (a handoff to a worker).
+fn first_call(row: &PathRow) -> Option<f64> {
+    row.timing.as_ref().filter(|_| row.worked()).and_then(|t| t.first_call)
+}
+
 /// A sweep's verdict cell, in its column of numbers (right-aligned as they are): wraps at the spaces of "shared / copied" rather than widening its column.
 const VERDICT_STYLE: &str = "text-align:right;vertical-align:top;white-space:normal;padding:2px 4px";
 
@@ -458,4 +499,10 @@ enum Quantity {
     /// The cost model's prediction, made before the point ran (where the machine is calibrated).
     Predicted,
     Bandwidth,
+    /// A handoff to a worker times its first call apart: it pays the path's one-off set-up (a
+    /// process group, an IPC handle's first opening, a segment's copy).
+    FirstCall,
 }
+
+/// The tables of a sweep, in order.
+const QUANTITIES: [Quantity; 4] = [Quantity::Time, Quantity::FirstCall, Quantity::Predicted, Quantity::Bandwidth];

@@ -34,22 +34,26 @@ pub struct ComparisonReport {
 
 impl ComparisonReport {
     pub fn from_input(input: ComparisonInput) -> ComparisonReport {
-        let mut rows: Vec<PathRow> = input.runs.into_iter().map(PathRow::from_run).collect();
+        let rows: Vec<PathRow> = input.runs.into_iter().map(PathRow::from_run).collect();
+        ComparisonReport::of_rows(input.source, input.target_framework, rows, input.repeat, input.warmup)
+    }
+
+    /// Every path tried on one array, as rows (a handoff to a worker comes as its row from the
+    /// core's process loop): the fastest row (or the rows tied within their spread) marked, and
+    /// the row `auto` took named, as in any comparison.
+    pub fn of_rows(source: TensorReport, target_framework: String, mut rows: Vec<PathRow>, repeat: u64, warmup: u64) -> ComparisonReport {
         let best = {
             let mut refs: Vec<&mut PathRow> = rows.iter_mut().collect();
             mark_fastest(&mut refs)
         };
         let fastest = best.map(|i| rows[i].path.clone());
         let auto_path = rows.iter().find(|r| r.auto).map(|r| r.path.clone());
-        ComparisonReport {
-            source: input.source,
-            target_framework: input.target_framework,
-            rows,
-            fastest,
-            auto_path,
-            repeat: input.repeat,
-            warmup: input.warmup,
-        }
+        ComparisonReport { source, target_framework, rows, fastest, auto_path, repeat, warmup }
+    }
+
+    /// Whether the paths handed the array to a worker process (each row's `worker` set).
+    pub fn to_worker(&self) -> bool {
+        self.rows.iter().any(|r| r.worker.is_some())
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -107,7 +111,7 @@ impl ComparisonReport {
         }
         if let Some(f) = self.fastest.as_deref().and_then(|f| self.rows.iter().find(|r| r.path == f)) {
             parts.push(format!("★ fastest: {}, beyond the measured spread.", f.path));
-            if f.verdict == Verdict::Copied {
+            if f.verdict == Verdict::Copied && self.rows.iter().any(|r| r.verdict == Verdict::Shared) {
                 parts.push(super::rows::starred_copy_note(&f.path, &units::bytes(self.source.nbytes)));
             }
         }
@@ -236,6 +240,12 @@ impl ComparisonReport {
     /// why on an indented line under it, wrapped at word boundaries; the notes wrapped below.
     pub fn text(&self) -> String {
         let width = crate::render::TEXT_WIDTH;
+        if self.to_worker() {
+            // A row to a worker says more than a column can: each side's memory, the mechanism.
+            let mut lines = crate::render::wrap(&self.caption(), width, "", "  ");
+            lines.push(crate::render::process::rows_text(&self.rows));
+            return lines.join("\n");
+        }
         let shown = self.shown();
         let mut cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         // Columns a row can say on its sub-line instead, dropped from the table (last first) while
@@ -293,6 +303,13 @@ impl ComparisonReport {
     /// under it (as `%share`'s table does), alignment and widths inline (see [`cells`]); the paths
     /// that do not apply here in one grey footnote, not as rows.
     pub fn html(&self) -> String {
+        if self.to_worker() {
+            return format!(
+                "{STYLE}<div class=\"gpushare-comparison\"><div class=\"gpushare-note\">{}</div>{}</div>",
+                escape(&self.caption()),
+                crate::render::process::rows_html(&self.rows)
+            );
+        }
         let shown = self.shown();
         let cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         let mut h = String::with_capacity(2048 + self.rows.len() * 512);
