@@ -84,7 +84,9 @@ def test_process_tables_show_the_prediction_made_before_each_handoff_and_flag_a_
         c = gpushare.compare(x, "torch", across="processes", paths="shm", repeat=3)
         assert "beyond the model's stated" in repr(c) and "⚠" in c._repr_html_()
         b = gpushare.bench("torch", "torch", ["64KiB", "1MiB"], across="processes", paths="shm", repeat=3)
-        assert "predicted 1 ns ⚠" in repr(b), repr(b)
+        # A sweep to a worker reads as any sweep: the predicted table beside the measured one.
+        assert "predicted before it ran, cost model (ns); ⚠ measured beyond its stated error" in repr(b), repr(b)
+        assert "64 KiB  1.00 ⚠" in repr(b) and "1 MiB   1.00 ⚠" in repr(b), repr(b)
         frame = b.to_pandas() if _has_pandas() else None
         if frame is not None:
             assert frame["misses_prediction"].all() and (frame["predicted_s"] == 1e-9).all()
