@@ -280,3 +280,31 @@ def test_dict_forms_are_what_json_loads_gives(results, kind):
     d = r.to_dict()
     if isinstance(d, dict) and "data" not in d:
         assert d == {**payload["data"], "schema": payload["schema"]}
+
+
+def _readme_columns(lead: str) -> list[str]:
+    """The columns the README lists after ``lead`` (a bullet of its to_pandas() section)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    found = re.search(re.escape(lead) + r"[^`]*`([^`]*)`", readme)
+    assert found, lead
+    return [c.strip() for c in found.group(1).split(",")]
+
+
+@pytest.mark.skipif(not HAVE_PANDAS, reason="pandas not installed")
+def test_the_readme_names_the_columns_every_frame_has(process_results):
+    """One vocabulary: a comparison's and a sweep's frame, within a process or to a worker, have the
+    columns the README lists, in its order; a row to a worker adds its worker's columns after them."""
+    comparison = _readme_columns("- `Comparison` (one row per path):")
+    bench = _readme_columns("- `Benchmark` (one row per size × path):")
+    worker = _readme_columns("- A row to a worker process")
+    here = gpushare.compare(torch.ones(4), "numpy", repeat=3)
+    assert list(here.to_pandas().columns) == comparison
+    swept = gpushare.bench("torch", "numpy", sizes=["4KiB"], paths="dlpack", repeat=2)
+    assert list(swept.to_pandas().columns) == bench + comparison[comparison.index("path"):]
+    assert list(process_results["process-comparison"].to_pandas().columns) == comparison + worker
+    assert list(process_results["process-bench"].to_pandas().columns) == bench + comparison[comparison.index("path"):] + worker
+    one = ["source_framework", "target_framework", "nbytes"] + comparison[comparison.index("path"):] + worker
+    assert list(process_results["process-share"].to_pandas().columns) == one
