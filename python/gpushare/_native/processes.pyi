@@ -1,6 +1,6 @@
 """gpushare._native.processes: Handoffs to another process (crates/python/src/binding/process*.rs)."""
 
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from gpushare._native.advice import CostPrediction
 from gpushare._native.lab import Benchmark, Comparison
@@ -89,4 +89,3 @@ def refusal(
     strided: bool = False,
 ) -> str | None: ...
 
-def report(kind: Literal["process-share"], data: dict[str, Any]) -> ShareResult: ...

@@ -4,13 +4,11 @@
 //! `gpushare.benchmark`), their rows with their worker part.
 //!
 //! Each handoff is the [`PathRow`] of every handoff with its [`WorkerHandoff`] part, made by the
-//! core's pipeline (crates/core/src/share/process.rs). A result read back from its dict form goes
-//! through these types ([`from_value`]): a key or value that does not fit is refused, so the
-//! published schemas (generated from these types) cannot drift from what gpushare writes.
+//! core's pipeline (crates/core/src/share/process.rs). The published schemas are generated from
+//! these types; the tests below read real-shaped rows back through them, so the two cannot drift.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::Verdict;
 use crate::render::lab::PathRow;
@@ -244,54 +242,55 @@ pub struct Segment {
     pub offset: u64,
 }
 
-/// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).
-pub const PROCESS_KINDS: [&str; 1] = ["process-share"];
-
-/// A process result of kind `kind` read from the value the binding built from Python objects
-/// (dicts, lists, numbers; no JSON text): refused, with where, when a key or value does not fit
-/// its type or would not come back out of it as it went in.
-pub fn from_value<T: Serialize + for<'de> Deserialize<'de>>(kind: &str, input: &Value) -> Result<T, String> {
-    let typed: T = serde_json::from_value(input.clone()).map_err(|e| format!("{kind} data does not fit its schema: {e}"))?;
-    let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
-    if let Some(at) = difference(input, &back, "data") {
-        return Err(format!("{kind} data does not fit its schema: {at} is not in the Rust type (or changed on the way through it)"));
-    }
-    Ok(typed)
-}
-
-/// The first place where `b` (the round trip) lost or changed something of `a` (the input).
-/// A null and an absent key are the same (optional keys are written only when set); numbers
-/// compare by value (Python writes `1e-05` where Rust writes `1e-5`).
-fn difference(a: &Value, b: &Value, at: &str) -> Option<String> {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for (key, value) in x {
-                let other = y.get(key).unwrap_or(&Value::Null);
-                if let Some(d) = difference(value, other, &format!("{at}.{key}")) {
-                    return Some(d);
-                }
-            }
-            y.iter().find(|(k, v)| !v.is_null() && !x.contains_key(*k)).map(|(k, _)| format!("{at}.{k}"))
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            x.iter().zip(y).enumerate().find_map(|(i, (p, q))| difference(p, q, &format!("{at}[{i}]")))
-        }
-        (Value::Number(x), Value::Number(y)) => {
-            let same = match (x.as_u64(), y.as_u64(), x.as_i64(), y.as_i64()) {
-                (Some(p), Some(q), _, _) => p == q,
-                (_, _, Some(p), Some(q)) => p == q,
-                _ => x.as_f64() == y.as_f64(),
-            };
-            (!same).then(|| at.to_string())
-        }
-        _ => (a != b).then(|| at.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).
+    const PROCESS_KINDS: [&str; 1] = ["process-share"];
+
+    /// A process result of kind `kind` read from its JSON value: refused, with where, when a key or
+    /// value does not fit its type or would not come back out of it as it went in (the published
+    /// schemas are generated from these types: what they let through, the types write back).
+    fn from_value<T: Serialize + for<'de> Deserialize<'de>>(kind: &str, input: &Value) -> Result<T, String> {
+        let typed: T = serde_json::from_value(input.clone()).map_err(|e| format!("{kind} data does not fit its schema: {e}"))?;
+        let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+        if let Some(at) = difference(input, &back, "data") {
+            return Err(format!("{kind} data does not fit its schema: {at} is not in the Rust type (or changed on the way through it)"));
+        }
+        Ok(typed)
+    }
+
+    /// The first place where `b` (the round trip) lost or changed something of `a` (the input).
+    /// A null and an absent key are the same (optional keys are written only when set); numbers
+    /// compare by value (Python writes `1e-05` where Rust writes `1e-5`).
+    fn difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                for (key, value) in x {
+                    let other = y.get(key).unwrap_or(&Value::Null);
+                    if let Some(d) = difference(value, other, &format!("{at}.{key}")) {
+                        return Some(d);
+                    }
+                }
+                y.iter().find(|(k, v)| !v.is_null() && !x.contains_key(*k)).map(|(k, _)| format!("{at}.{k}"))
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                x.iter().zip(y).enumerate().find_map(|(i, (p, q))| difference(p, q, &format!("{at}[{i}]")))
+            }
+            (Value::Number(x), Value::Number(y)) => {
+                let same = match (x.as_u64(), y.as_u64(), x.as_i64(), y.as_i64()) {
+                    (Some(p), Some(q), _, _) => p == q,
+                    (_, _, Some(p), Some(q)) => p == q,
+                    _ => x.as_f64() == y.as_f64(),
+                };
+                (!same).then(|| at.to_string())
+            }
+            _ => (a != b).then(|| at.to_string()),
+        }
+    }
+
 
     /// The envelope of a process result of `kind` read from JSON text through its type.
     fn normalize(kind: &str, data: &str) -> Result<Value, String> {

@@ -4,15 +4,12 @@
 //! and their results the classes of every handoff (`ShareResult`, `Comparison`, `Benchmark`, whose
 //! `worker` names the process), read from Python objects by pyo3 (no JSON text).
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use serde::Serialize;
 
 use super::forms::from_py;
-use super::types::ShareResult;
 use crate::render::lab::PathRow;
-use crate::report::process::{MemoryIdentity, WorkerHandoff, from_value};
+use crate::report::process::{MemoryIdentity, WorkerHandoff};
 
 fn identity(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MemoryIdentity>> {
     match obj.filter(|o| !o.is_none()) {
@@ -125,10 +122,6 @@ pub(super) fn worker_columns(row: &Bound<'_, PyDict>, r: &PathRow, w: &WorkerHan
     Ok(())
 }
 
-fn read<T: Serialize + for<'de> serde::Deserialize<'de>>(kind: &str, data: &Bound<'_, PyAny>) -> PyResult<T> {
-    from_value(kind, &from_py::<serde_json::Value>(data)?).map_err(PyValueError::new_err)
-}
-
 /// A tidy frame of handoffs to a worker: the source's framework, the worker's and the bytes, then
 /// the columns of every row (binding/lab.rs), the worker's among them.
 pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[PathRow]) -> PyResult<Bound<'py, PyAny>> {
@@ -145,25 +138,7 @@ pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[PathRow]) -> PyRes
     super::lab::frame(py, rows)
 }
 
-/// The typed result of kind ``kind`` (``process-share``: a ShareResult) from its data as Python
-/// objects: a ValueError names the key or value that does not fit the Rust types the published
-/// schemas are generated from.
-#[pyfunction]
-#[pyo3(name = "report")]
-fn process_report<'py>(py: Python<'py>, kind: &str, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match kind {
-        "process-share" => Bound::new(py, ShareResult::from_worker(read(kind, data)?, py.None(), py.None(), Vec::new()))?.into_any(),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown process result kind {other:?}: use one of {}",
-                crate::report::process::PROCESS_KINDS.join(", ")
-            )));
-        }
-    })
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(process_report, m)?)?;
     m.add_function(wrap_pyfunction!(process_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(same_memory, m)?)?;
     super::process_timing::register(m)?;
