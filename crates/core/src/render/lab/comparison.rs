@@ -208,8 +208,8 @@ impl ComparisonReport {
         ];
         if shown.iter().any(|r| r.predicted.is_some()) {
             // Beside the measured median: what the cost model said before the path ran.
-            let predicted = self
-                .rows
+            // One cell per shown row, as every column: a path that does not apply is not a row.
+            let predicted = shown
                 .iter()
                 .map(|r| match &r.predicted {
                     // A prediction whose stated error reaches 100 % gives no number to hold the row to.
@@ -224,7 +224,7 @@ impl ComparisonReport {
             cols.push((
                 "device".to_string(),
                 true,
-                self.rows
+                shown
                     .iter()
                     .map(|r| r.device_timing.as_ref().map_or_else(dash, |t| units::time_in(t.median, tu)))
                     .collect(),

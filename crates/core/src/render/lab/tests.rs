@@ -537,3 +537,29 @@ fn a_calibrated_cuda_comparison_still_fits_100_columns() {
         assert!(line.chars().count() <= crate::render::TEXT_WIDTH, "{} columns: {line}\n{text}", line.chars().count());
     }
 }
+
+#[test]
+fn each_row_shows_its_own_prediction_and_device_time_past_a_path_that_does_not_apply() {
+    // The fixture's rows: dlpack, host, pinned (not applicable: folded into a footnote), copy. The
+    // predicted and device cells of copy are copy's, not those of the pinned row before it.
+    let mut c = comparison();
+    let prediction = |seconds: f64| crate::advice::model::Prediction {
+        seconds, fixed: seconds, bound: "fixed cost".into(), tolerance: 0.2, ..Default::default()
+    };
+    for (row, seconds) in c.rows.iter_mut().zip([2e-6, 40e-6, 7e-6, 1.5e-6]) {
+        row.predicted = Some(prediction(seconds));
+        row.device_timing = row.timing.clone();
+    }
+    c.rows[2].device_timing = None;
+    let text = c.text();
+    let copy = text.lines().find(|l| l.contains("copy")).unwrap();
+    let header = text.lines().nth(1).unwrap();
+    assert!(header.contains("predicted"), "{text}");
+    // Every cell of the copy row reads 1.50 (median, min, predicted), never pinned's 7.00 or a dash.
+    assert!(!copy.contains("7.00") && !copy.contains(" - "), "{text}");
+    let predicted = |line: &str| line.split_whitespace().filter(|w| *w == "1.50").count();
+    assert!(predicted(copy) >= 3, "median, min and predicted of copy in {copy:?}:\n{text}");
+    let html = c.html();
+    let copy_row = html.split("data-path=\"copy\"").nth(1).unwrap().split("</tr>").next().unwrap();
+    assert!(!copy_row.contains("7.00") && copy_row.matches("1.50").count() >= 3, "{copy_row}");
+}
