@@ -138,10 +138,12 @@ def test_process_results_are_read_by_attribute():
         r.release()
     assert c.paths["shm"].timing.median > 0 and c["gloo"].verdict == "copied"
     if not CUDA:
-        # CUDA IPC cannot run for a host array: "not applicable" in the table and the frame, not "failed".
+        # CUDA IPC cannot run for a host array: "not applicable" in the table (the footnote of every
+        # comparison) and the frame, not "failed".
         with gpushare.Worker(device="cpu", timeout=60) as w:
             na = gpushare.compare(torch.ones(1024), "torch", across=w, paths="shm,ipc", repeat=2)
-        assert "not applicable" in repr(na) and "failed" not in repr(na), repr(na)
+        assert "Not applicable here (not run): ipc (CUDA IPC shares device memory" in repr(na), repr(na)
+        assert "failed" not in repr(na), repr(na)
         try:
             frame = na.to_pandas()
         except ImportError:

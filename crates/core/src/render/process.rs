@@ -134,6 +134,22 @@ fn cells(row: &PathRow) -> [String; 9] {
     ]
 }
 
+/// What a row to a worker says under it in a comparison, after its reason and notes: how the path
+/// hands the array over, each side's process and memory, and the link to another host.
+pub fn worker_details(worker: &WorkerHandoff) -> Vec<String> {
+    let mut details = vec![
+        format!("mechanism: {}", worker.mechanism),
+        format!("parent side: pid {}: {}", worker.source.pid, identity(worker.source.identity.as_ref())),
+    ];
+    if let Some(t) = &worker.target {
+        details.push(format!("worker side: pid {}: {}", opt(t.pid), identity(t.identity.as_ref())));
+    }
+    if let Some(link) = &worker.link {
+        details.push(format!("link: {}", link_cell(link)));
+    }
+    details
+}
+
 /// A remote handoff's link: the engine, what carried the bytes (a same-host shortcut said so), and
 /// both ends, caller first.
 fn link_cell(link: &crate::report::process::RemoteLink) -> String {

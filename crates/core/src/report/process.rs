@@ -440,4 +440,26 @@ mod tests {
         let starred: Vec<(u64, &str)> = b.points.iter().filter(|p| p.row.fastest).map(|p| (p.size, p.row.path.as_str())).collect();
         assert_eq!(starred, [(1, "shm"), (2, "gloo")]);
     }
+
+    #[test]
+    fn a_comparison_to_a_worker_reads_as_every_comparison() {
+        use crate::render::lab::ComparisonReport;
+        let rows: Vec<PathRow> = [failed_row(), shm_row(), cuda_row()].iter().map(|r| serde_json::from_value(r.clone()).unwrap()).collect();
+        let c = ComparisonReport::of_rows(tensor(), "numpy".into(), rows, 3, 0);
+        let text = c.text();
+        let lines: Vec<&str> = text.lines().collect();
+        // The caption and columns of every comparison, the first call beside the times.
+        assert_eq!(lines[0], "torch → numpy · float32 (1024,) on cpu:0 · 4.00 KiB", "{text}");
+        for column in ["path", "verdict", "moved", "median (µs)", "min", "IQR", "GB/s", "first call"] {
+            assert!(lines[1].contains(column), "{column} in {text}");
+        }
+        // The row that shared and the one that copied, each with its worker's details under it.
+        let shm = lines.iter().position(|l| l.contains(" shm ")).expect("the shm row");
+        assert!(lines[shm].contains("2000"), "its first call, 2 ms in µs: {text}");
+        assert!(text.contains("mechanism: POSIX shared memory") && text.contains("worker side: pid 8: /dev/shm/psm_1 + 0"), "{text}");
+        // The path that does not apply is the footnote's, not a row; no note speaks of `auto`'s rule within a process.
+        assert!(text.contains("Not applicable here (not run): ipc (no CUDA)") && !text.contains("auto still shares"), "{text}");
+        let html = c.html();
+        assert!(html.contains("gpushare-comparison") && html.contains(">first call<") && html.contains("parent side:<wbr> pid 7"), "{html}");
+    }
 }

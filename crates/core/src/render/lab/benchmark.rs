@@ -212,8 +212,10 @@ impl BenchmarkReport {
             });
         }
         for &size in &self.measured_sizes() {
-            // Only where a path shared at that size: a copy is then starred over a share.
-            let a_share = self.points.iter().any(|p| p.size == size && p.row.verdict == Verdict::Shared);
+            // Only where a path shared at that size, so that a copy was starred over a share, and
+            // within a process (`auto`'s rule across processes differs: it leaves a private tensor
+            // where it is).
+            let a_share = self.points.iter().any(|p| p.size == size && p.row.verdict == Verdict::Shared && p.row.worker.is_none());
             if let Some(p) = self.points.iter().find(|p| a_share && p.size == size && p.row.fastest && p.row.verdict == Verdict::Copied) {
                 parts.push(super::rows::starred_copy_note(&p.row.path, &size_label(size)));
             }

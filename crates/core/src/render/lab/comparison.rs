@@ -100,6 +100,13 @@ impl ComparisonReport {
                 if self.repeat == 1 { "" } else { "s" },
             )
         }];
+        if self.to_worker() {
+            parts.push(
+                "To a worker process: each path's first handoff is timed apart (first call, with the path's one-off set-up); \
+                 the times are of the handoffs after it."
+                    .into(),
+            );
+        }
         let single: Vec<&str> = self
             .rows
             .iter()
@@ -111,7 +118,9 @@ impl ComparisonReport {
         }
         if let Some(f) = self.fastest.as_deref().and_then(|f| self.rows.iter().find(|r| r.path == f)) {
             parts.push(format!("★ fastest: {}, beyond the measured spread.", f.path));
-            if f.verdict == Verdict::Copied && self.rows.iter().any(|r| r.verdict == Verdict::Shared) {
+            // auto's rule across processes differs (it leaves a private tensor where it is): the
+            // note speaks of `auto` within a process only.
+            if f.verdict == Verdict::Copied && !self.to_worker() && self.rows.iter().any(|r| r.verdict == Verdict::Shared) {
                 parts.push(super::rows::starred_copy_note(&f.path, &units::bytes(self.source.nbytes)));
             }
         }
@@ -220,6 +229,14 @@ impl ComparisonReport {
                 .collect();
             cols.insert(4, ("predicted".to_string(), true, predicted));
         }
+        if shown.iter().any(|r| first_call(r).is_some()) {
+            // A handoff to a worker times its first call apart: it pays the path's one-off set-up.
+            cols.push((
+                "first call".to_string(),
+                true,
+                shown.iter().map(|r| first_call(r).map_or_else(dash, |s| units::time_in(s, tu))).collect(),
+            ));
+        }
         if shown.iter().any(|r| r.device_timing.is_some()) {
             cols.push((
                 "device".to_string(),
@@ -240,12 +257,6 @@ impl ComparisonReport {
     /// why on an indented line under it, wrapped at word boundaries; the notes wrapped below.
     pub fn text(&self) -> String {
         let width = crate::render::TEXT_WIDTH;
-        if self.to_worker() {
-            // A row to a worker says more than a column can: each side's memory, the mechanism.
-            let mut lines = crate::render::wrap(&self.caption(), width, "", "  ");
-            lines.push(crate::render::process::rows_text(&self.rows));
-            return lines.join("\n");
-        }
         let shown = self.shown();
         let mut cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         // Columns a row can say on its sub-line instead, dropped from the table (last first) while
@@ -266,7 +277,7 @@ impl ComparisonReport {
                 .collect();
             let table = text_table(&header, &body, &right);
             let wide = table.lines().any(|l| l.chars().count() > width);
-            match cols.iter().rposition(|c| c.0 == "device" || c.0 == "predicted") {
+            match cols.iter().rposition(|c| c.0 == "device" || c.0 == "predicted" || c.0 == "first call") {
                 Some(at) if wide => {
                     let (name, _, values) = cols.remove(at);
                     folded.insert(0, (name, values));
@@ -303,13 +314,6 @@ impl ComparisonReport {
     /// under it (as `%share`'s table does), alignment and widths inline (see [`cells`]); the paths
     /// that do not apply here in one grey footnote, not as rows.
     pub fn html(&self) -> String {
-        if self.to_worker() {
-            return format!(
-                "{STYLE}<div class=\"gpushare-comparison\"><div class=\"gpushare-note\">{}</div>{}</div>",
-                escape(&self.caption()),
-                crate::render::process::rows_html(&self.rows)
-            );
-        }
         let shown = self.shown();
         let cols: Vec<(String, bool, Vec<String>)> = self.columns().into_iter().filter(|c| c.0 != "why").collect();
         let mut h = String::with_capacity(2048 + self.rows.len() * 512);
@@ -348,4 +352,9 @@ impl ComparisonReport {
         }
         h
     }
+}
+
+/// The first call of a row timed with its one-off costs apart (a handoff to a worker).
+fn first_call(row: &PathRow) -> Option<f64> {
+    row.timing.as_ref().filter(|_| row.worked()).and_then(|t| t.first_call)
 }

@@ -206,6 +206,9 @@ impl PathRow {
         if let Some(o) = self.ordering.as_deref().and_then(crate::render::state::ordering_words) {
             parts.push(o);
         }
+        if let Some(worker) = self.worker.as_ref().filter(|_| self.applicable) {
+            parts.extend(crate::render::process::worker_details(worker));
+        }
         parts.join("; ")
     }
 
