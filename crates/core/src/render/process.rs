@@ -44,7 +44,8 @@ fn trim_zeros(text: &str) -> &str {
 pub fn time(seconds: Option<f64>) -> String {
     let Some(s) = seconds else { return NONE.into() };
     for (unit, f) in [("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)] {
-        if s >= f {
+        // The unit of the value as rounded to three figures: 999.6 µs reads 1 ms, not 1e+03 µs.
+        if g3(s / f).parse::<f64>().is_ok_and(|v| v >= 1.0) {
             return format!("{} {unit}", g3(s / f));
         }
     }
@@ -72,13 +73,9 @@ pub fn identity(identity: Option<&MemoryIdentity>) -> String {
                 Some(h) => format!("handle {}…", h.chars().take(16).collect::<String>()),
                 None => "no IPC handle".into(),
             };
-            format!(
-                "{h} + {} (allocation {} B at {:#x}, ctx {:#x})",
-                opt(c.offset),
-                opt(c.size),
-                c.base.unwrap_or(0),
-                c.context.unwrap_or(0)
-            )
+            // A fact the process could not read says so, never a made-up 0x0.
+            let hex = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:#x}"));
+            format!("{h} + {} (allocation {} B at {}, ctx {})", opt(c.offset), opt(c.size), hex(c.base), hex(c.context))
         }
     }
 }
@@ -165,6 +162,8 @@ fn link_cell(link: &crate::report::process::RemoteLink) -> String {
 fn predicted_cell(row: &PathRow) -> String {
     match &row.predicted {
         None => NONE.into(),
+        // A prediction whose stated error reaches 100 % gives no number, as in every table.
+        Some(p) if p.unpredictable.is_some() => crate::advice::model::UNPREDICTABLE_CELL.into(),
         Some(p) => format!("{}{}", time(Some(p.seconds)), if row.misses_prediction { " ⚠" } else { "" }),
     }
 }
@@ -275,6 +274,10 @@ mod tests {
         assert_eq!(g3(0.00001234), "1.23e-05");
         assert_eq!(time(Some(2.5e-5)), "25 µs");
         assert_eq!(time(None), "—");
+        // The unit of the value as rounded: never "1e+03 µs".
+        assert_eq!(time(Some(999.6e-6)), "1 ms");
+        assert_eq!(time(Some(999.4e-6)), "999 µs");
+        assert_eq!(time(Some(0.5e-3)), "500 µs");
         assert_eq!(size_label(65536), "64 KiB");
         assert_eq!(size_label(0), "0 B");
     }
@@ -351,6 +354,13 @@ mod tests {
         let far = predicted_row(&plain, predicted(1e-5));
         let text = rows_text(std::slice::from_ref(&far));
         assert!(text.contains("predicted    10 µs ⚠") && text.contains("measured 40 µs against 10 µs predicted: 75 % off, beyond the model's stated ±20 %"), "{text}");
+        // A prediction the model cannot hold to 2x gives words, as in every table, not its number.
+        let unsure = predicted_row(&plain, crate::advice::model::Prediction {
+            unpredictable: Some("its fit missed sizes it did not see".into()),
+            ..predicted(5e-6)
+        });
+        let text = rows_text(std::slice::from_ref(&unsure));
+        assert!(text.contains("    predicted    not within 2x\n") && !text.contains("5 µs"), "{text}");
         let html = rows_html(&[near.clone(), far.clone()]);
         assert!(html.contains(">predicted<") && html.contains("10 µs ⚠") && html.contains("beyond the model"), "{html}");
         let bench = crate::render::lab::BenchmarkReport {

@@ -225,11 +225,13 @@ fn note_link(run: &mut PathRun, source: &TensorReport, link_for: &Bound<'_, PyAn
     let mut text = format!("link: {}", get("name")?.str()?);
     let limit: Option<f64> = get("limit_Bps")?.extract()?;
     if let Some(limit) = limit.filter(|l| *l != 0.0) {
+        // Three significant figures, as the table's GB/s column: a small copy is not "0.0 GB/s, 0%".
+        let figures = |v: f64| crate::render::units::sig_figs(v, 3);
         text.push_str(&format!(
-            "; {:.1} GB/s is {:.0}% of its {:.0} GB/s per direction ({})",
-            rate / 1e9,
-            rate / limit * 100.0,
-            limit / 1e9,
+            "; {} GB/s is {}% of its {} GB/s per direction ({})",
+            figures(rate / 1e9),
+            figures(rate / limit * 100.0),
+            figures(limit / 1e9),
             get("limit_source")?.str()?
         ));
     }

@@ -296,7 +296,10 @@ impl BenchmarkReport {
         };
         let tu = match quantity {
             Quantity::Time => units::time_unit_for(&of_paths(&|r| r.worked().then(|| r.median()).flatten())),
-            Quantity::Predicted => units::time_unit_for(&of_paths(&|r| r.predicted.as_ref().map(|p| p.seconds))),
+            // From the numbers the table shows: a prediction given as words has none.
+            Quantity::Predicted => {
+                units::time_unit_for(&of_paths(&|r| r.predicted.as_ref().filter(|p| p.unpredictable.is_none()).map(|p| p.seconds)))
+            }
             Quantity::Bandwidth => units::TimeUnit { suffix: "GB/s", seconds: 1.0 },
             Quantity::FirstCall => units::time_unit_for(&of_paths(&first_call)),
         };

@@ -296,7 +296,7 @@ impl ComparisonReport {
             let mut parts: Vec<String> = folded
                 .iter()
                 .filter(|(_, values)| values[i] != "-")
-                .map(|(name, values)| format!("{name} {} {}", values[i], unit.as_deref().unwrap_or("")).trim_end().to_string())
+                .map(|(name, values)| format!("{name} {}", with_unit(&values[i], unit.as_deref().unwrap_or(""))))
                 .collect();
             parts.push(r.why());
             let why = parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("; ");
@@ -332,6 +332,9 @@ impl ComparisonReport {
                 let mut cell = escape(&values[i]);
                 if c == 0 && r.fastest {
                     cell = format!("<b>★ {cell}</b>");
+                } else if c == 0 && r.tied {
+                    // As the text marks it: tied with the fastest within the measured spread.
+                    cell = format!("≈ {cell}");
                 }
                 h.push_str(&if name == "verdict" {
                     let state = r.state();
@@ -357,4 +360,17 @@ impl ComparisonReport {
 /// The first call of a row timed with its one-off costs apart (a handoff to a worker).
 fn first_call(row: &PathRow) -> Option<f64> {
     row.timing.as_ref().filter(|_| row.worked()).and_then(|t| t.first_call)
+}
+
+/// A folded cell with its column's unit: after the number and before a ⚠ (`20.0 µs ⚠`); a cell of
+/// words (`not within 2x`) takes none.
+pub(super) fn with_unit(cell: &str, unit: &str) -> String {
+    let (number, flag) = match cell.strip_suffix(" ⚠") {
+        Some(number) => (number, " ⚠"),
+        None => (cell, ""),
+    };
+    if unit.is_empty() || number.parse::<f64>().is_err() {
+        return cell.to_string();
+    }
+    format!("{number} {unit}{flag}")
 }

@@ -563,3 +563,38 @@ fn each_row_shows_its_own_prediction_and_device_time_past_a_path_that_does_not_a
     let copy_row = html.split("data-path=\"copy\"").nth(1).unwrap().split("</tr>").next().unwrap();
     assert!(!copy_row.contains("7.00") && copy_row.matches("1.50").count() >= 3, "{copy_row}");
 }
+
+#[test]
+fn a_folded_cell_has_its_unit_after_the_number_and_words_take_none() {
+    assert_eq!(super::comparison::with_unit("20.0 ⚠", "µs"), "20.0 µs ⚠");
+    assert_eq!(super::comparison::with_unit("20.0", "µs"), "20.0 µs");
+    assert_eq!(super::comparison::with_unit(crate::advice::model::UNPREDICTABLE_CELL, "µs"), "not within 2x");
+}
+
+#[test]
+fn the_html_marks_tied_rows_as_the_text_does() {
+    let mut c = comparison();
+    c.rows[1].tied = true;
+    c.rows[3].tied = true;
+    let html = c.html();
+    let host = html.split("data-path=\"host\"").nth(1).unwrap().split("</td>").next().unwrap();
+    assert!(host.ends_with("≈ host"), "{host}");
+}
+
+#[test]
+fn the_predicted_table_takes_its_unit_from_the_numbers_it_shows() {
+    // One prediction given as words (400 ns, not within 2x) does not make the table's unit ns.
+    let mut b = bench();
+    let p = |seconds: f64, unpredictable: Option<&str>| crate::advice::model::Prediction {
+        seconds, fixed: seconds, bound: "fixed cost".into(), tolerance: 0.2,
+        unpredictable: unpredictable.map(str::to_string), ..Default::default()
+    };
+    for point in b.points.iter_mut().filter(|p| p.row.path == "host") {
+        point.row.predicted = Some(p(2e-3, None));
+    }
+    b.points[0].row.predicted = Some(p(400e-9, Some("its fit missed sizes it did not see")));
+    let text = b.text();
+    let title = text.lines().find(|l| l.starts_with("predicted before it ran")).expect("the predicted table");
+    assert!(!title.contains("(ns)"), "{text}");
+    assert!(text.contains("not within 2x") && !text.contains("2000000"), "{text}");
+}
