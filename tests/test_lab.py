@@ -608,3 +608,11 @@ def test_compare_describes_the_source_once():
     sources = [r.source for r in c.results.values()]
     assert all(s is sources[0] for s in sources), "one description for every path"
     assert c.to_dict()["source"]["data_ptr"] == sources[0].data_ptr
+
+
+def test_a_sweep_labels_each_point_by_the_bytes_its_array_holds():
+    """A size that is not whole elements of the dtype sweeps the array it can make, and says its bytes."""
+    b = gpushare.bench("numpy", "numpy", sizes=[1, 12, 16], dtype="float64", paths="dlpack", repeat=1)
+    assert [p.size for p in b.points] == [8, 16]
+    assert all(p.target.nbytes == p.size for p in b.points), [(p.size, p.target) for p in b.points]
+    assert "8 B" in repr(b) and " 1 B" not in repr(b)

@@ -24,6 +24,7 @@ from gpushare.exceptions import GpushareWarning, PathNotApplicableError
 from gpushare import paths as paths_module
 from gpushare.paths import _shared_buffer_importer, checks_source, route
 from gpushare.progress import bar as progress_bar
+from gpushare.sweep_sizes import whole_elements
 from gpushare.warn_site import user_stacklevel
 
 SharedBuffer = _native.share.SharedBuffer
@@ -305,15 +306,15 @@ def bench(
     size_list = arguments.sizes("sizes", sizes)  # the one reader of size lists, calibrate's too
     if not size_list:
         raise ValueError("no sizes to sweep")
-    size_list = list(dict.fromkeys(size_list))
     itemsize = SharedBuffer((0,), dtype).itemsize  # checks the dtype name, bfloat16 included
+    size_list = whole_elements(size_list, itemsize)
     s.load()
     d.load()
     device = device or _default_device(s)
     from gpushare.devices import dlpack_place, parse_device
 
     def elements(size: int) -> int:
-        return max(size // itemsize, 1) if size else 0
+        return size // itemsize  # whole elements already (whole_elements above)
 
     # What auto takes for an array like each size's (a calibrated model may change its mind with
     # size): those paths are measured at every size, and the sweep marks the one a share of the

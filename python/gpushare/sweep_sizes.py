@@ -15,6 +15,13 @@ from gpushare import _native
 from gpushare.devices import parse_device
 
 
+def whole_elements(sizes: Iterable[int], itemsize: int) -> list[int]:
+    """Each size as the bytes of the array a sweep makes for it: whole elements of ``itemsize``
+    bytes, at least one (0 stays 0), in order, each once. A point is labelled by the bytes its
+    array holds: ``sizes=[1]`` of float64 sweeps an 8-byte array, and says 8 B."""
+    return list(dict.fromkeys(max(size // itemsize, 1) * itemsize if size else 0 for size in sizes))
+
+
 def device_capacity(device: str) -> int | None:
     """The bytes one array on ``device`` can at most take: the host's physical memory for
     ``cpu``, the GPU's total memory for ``cuda:N``; None when it cannot be told."""
