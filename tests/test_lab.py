@@ -616,3 +616,15 @@ def test_a_sweep_labels_each_point_by_the_bytes_its_array_holds():
     assert [p.size for p in b.points] == [8, 16]
     assert all(p.target.nbytes == p.size for p in b.points), [(p.size, p.target) for p in b.points]
     assert "8 B" in repr(b) and " 1 B" not in repr(b)
+
+
+def test_a_sweep_refuses_a_size_no_device_can_hold_before_making_any_array():
+    from gpushare import sweep_sizes
+
+    capacity = sweep_sizes.device_capacity("cpu")
+    if capacity is None:
+        pytest.skip("the host's memory cannot be told here")
+    with pytest.raises(ValueError, match="does not fit in the host memory"):
+        gpushare.bench("torch", "numpy", sizes=["4KiB", 2 * capacity], paths="dlpack", repeat=1)
+    with pytest.raises(ValueError, match="does not fit in the host memory"):
+        gpushare.bench("torch", "torch", sizes=[2 * capacity], paths="shm", repeat=1, across="processes", device="cpu")

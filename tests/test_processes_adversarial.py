@@ -449,3 +449,17 @@ def test_a_strided_cuda_tensor_is_refused_for_nccl_before_it_is_sent():
     why = _native.processes.refusal(*args, strided=True)
     assert why is not None and "x.contiguous()" in why, why
     assert _native.processes.refusal(*args) is None
+
+
+def test_a_comparison_hands_a_leaf_that_requires_grad_as_share_does(worker):
+    """torch_mp runs a comparison on a clone; the clone of a leaf that requires grad is a leaf too,
+    so the row says what a share of the tensor itself does (torch refuses only non-leaf tensors)."""
+    x = torch.ones(16, requires_grad=True)
+    c = gpushare.compare(x, "torch", across=worker, paths="torch_mp", repeat=2)
+    assert c["torch_mp"].verdict == "shared", c["torch_mp"].reason
+    assert x.requires_grad and x.is_leaf and not x.is_shared()  # the caller's tensor is left as it was
+    r = worker.share(x, path="torch_mp")
+    try:
+        assert r.verdict == "shared"
+    finally:
+        r.release()

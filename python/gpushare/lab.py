@@ -24,7 +24,7 @@ from gpushare.exceptions import GpushareWarning, PathNotApplicableError
 from gpushare import paths as paths_module
 from gpushare.paths import _shared_buffer_importer, checks_source, route
 from gpushare.progress import bar as progress_bar
-from gpushare.sweep_sizes import whole_elements
+from gpushare.sweep_sizes import check_fits, whole_elements
 from gpushare.warn_site import user_stacklevel
 
 SharedBuffer = _native.share.SharedBuffer
@@ -312,6 +312,9 @@ def bench(
     d.load()
     device = device or _default_device(s)
     from gpushare.devices import dlpack_place, parse_device
+
+    # Every size must fit where the sweep makes it, refused in one message before the first array.
+    check_fits(size_list, [device, to_device or device])
 
     def elements(size: int) -> int:
         return size // itemsize  # whole elements already (whole_elements above)

@@ -1,4 +1,5 @@
-"""The sizes ``%sharebench --sizes`` sweeps, checked against the devices before any array is made.
+"""The sizes a sweep makes arrays of (``gpushare.bench``, ``%sharebench --sizes``), checked against
+the devices before any array is made.
 
 The sizes are read by ``gpushare.arguments.sizes`` (the core's one parser: a size past any memory,
 such as a 400-digit number, is refused there). A size no device could hold (``1TiB`` on a laptop) is
@@ -57,4 +58,4 @@ def check_fits(sizes: Iterable[int], devices: Iterable[str]) -> None:
             )
 
 
-__all__ = ["check_fits", "device_capacity"]
+__all__ = ["check_fits", "device_capacity", "whole_elements"]

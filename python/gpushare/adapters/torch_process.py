@@ -121,7 +121,10 @@ class TorchProcessSteps:
         gets a clone and the caller's tensor is left as it was."""
         if path != "torch_mp" or obj.is_cuda or obj.is_shared():
             return obj, None
-        return obj.clone(), "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
+        # A leaf as the tensor is: `clone()` of a leaf that requires grad is not a leaf, and
+        # torch.multiprocessing refuses to send such a tensor, where it sends the caller's.
+        clone = obj.detach().clone().requires_grad_(obj.requires_grad)
+        return clone, "measured on a clone: torch.multiprocessing would move your tensor's storage into shared memory"
 
     # -- torch.distributed (gloo, nccl, nccl_socket) --
 

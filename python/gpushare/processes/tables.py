@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from gpushare import _native, arguments
-from gpushare.sweep_sizes import whole_elements
+from gpushare.sweep_sizes import check_fits, whole_elements
 from gpushare import paths as gpushare_paths
 from gpushare.exceptions import WorkerError
 from gpushare.processes.routes import (
@@ -135,6 +135,7 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
     itemsize = lab.SharedBuffer((0,), dtype).itemsize
     # Each point labelled by its array's bytes; a handoff to a worker hands one element at least.
     size_list = whole_elements([max(size, 1) for size in size_list], itemsize)
+    check_fits(size_list, [device])  # refused in one message before the first array is made
     worker, owned = _transport()._worker_for(across)
     lab_here = _Lab(worker, d.name, peer, make=lambda size: lab.make_array(s, size // itemsize, dtype, device))
     try:
