@@ -628,3 +628,10 @@ def test_a_sweep_refuses_a_size_no_device_can_hold_before_making_any_array():
         gpushare.bench("torch", "numpy", sizes=["4KiB", 2 * capacity], paths="dlpack", repeat=1)
     with pytest.raises(ValueError, match="does not fit in the host memory"):
         gpushare.bench("torch", "torch", sizes=[2 * capacity], paths="shm", repeat=1, across="processes", device="cpu")
+
+
+def test_a_copy_of_a_strided_array_moves_its_elements_not_its_span():
+    y = np.arange(10, dtype=np.float32)[::3]  # 4 elements, 16 bytes, spanning 40
+    c = gpushare.compare(y, "torch", paths="dlpack,host", repeat=2)
+    assert c["dlpack"].verdict == "shared" and c["dlpack"].bytes_moved == 0
+    assert c["host"].verdict == "copied" and c["host"].bytes_moved == 16

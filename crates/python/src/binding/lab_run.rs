@@ -186,7 +186,10 @@ impl<'py> Lab<'py> {
         run.samples = report.timing.samples.clone();
         run.loops = report.timing.loops;
         run.device_samples = report.timing.device_samples.clone();
-        run.bytes_moved = if report.verdict == Verdict::Shared { 0 } else { report.source.nbytes };
+        // A copy writes the target's bytes: the elements, not the span of a strided source (every
+        // third float32 of ten spans 40 bytes and copies 16), and the target's dtype where the
+        // copy converted it.
+        run.bytes_moved = if report.verdict == Verdict::Shared { 0 } else { report.target.nbytes };
         run.target = Some(report.target.clone());
         run.notes = report.notes.clone();
         if let Some(link_for) = &self.link_for {
