@@ -207,3 +207,23 @@ def test_advise_does_not_recommend_shm_for_an_array_that_does_not_fit(monkeypatc
     row = next(r for r in a.rows if r["path"] == "shm")
     assert row["verdict"] == "failed" and "4.00 MiB free" in row["reason"], row
     assert a.recommended != "shm"
+
+
+@pytest.mark.parametrize("repeat, error, words", [
+    (1.5, TypeError, "repeat is a whole number"),
+    ("3", TypeError, "repeat is a whole number"),
+    (True, TypeError, "repeat is a whole number"),
+    (0, ValueError, "repeat must be at least 1"),
+])
+def test_compare_and_bench_name_a_repeat_that_is_not_a_count(repeat, error, words):
+    with pytest.raises(error, match=words):
+        gpushare.compare(np.ones(4), "torch", repeat=repeat)
+    with pytest.raises(error, match=words):
+        gpushare.bench("numpy", "torch", sizes=["4KiB"], repeat=repeat)
+    with pytest.raises(error, match=words):
+        gpushare.compare(np.ones(4), "numpy", across="process", repeat=repeat)
+
+
+def test_a_sweep_across_processes_names_a_device_it_cannot_use():
+    with pytest.raises(ValueError, match="junk"):
+        gpushare.bench("torch", "torch", sizes=["4KiB"], paths="shm", across="processes", device="junk")

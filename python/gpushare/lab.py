@@ -161,8 +161,8 @@ def compare(
     --------
     >>> gpushare.compare(torch.ones(1024), "jax")          # doctest: +SKIP
     """
-    if repeat < 1 or (number is not None and number < 1):
-        raise ValueError("repeat and number must be at least 1")
+    # Whole numbers named in words (1.5, "3" or True are not a count of samples).
+    repeat, number = arguments.count("repeat", repeat, optional=False), arguments.count("number", number)
     if across is not None and device is not None:
         raise ValueError("device= and across= do not combine: a worker's arrays live on its own device (Worker(device=...))")
     if across is not None:
@@ -287,8 +287,8 @@ def bench(
     >>> b = gpushare.bench("torch", "jax", sizes=["4KiB", "1MiB"])   # doctest: +SKIP
     >>> b.to_pandas()                                                # doctest: +SKIP
     """
-    if repeat < 1 or (number is not None and number < 1):
-        raise ValueError("repeat and number must be at least 1")
+    # Whole numbers named in words (1.5, "3" or True are not a count of samples).
+    repeat, number = arguments.count("repeat", repeat, optional=False), arguments.count("number", number)
     if across is not None and to_device is not None:
         raise ValueError("to_device= and across= do not combine: a worker's arrays live on its own device (Worker(device=...))")
     if across is not None:

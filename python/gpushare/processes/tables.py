@@ -132,6 +132,9 @@ def bench(src: str, dst: str, sizes: Iterable[int | str] = ("4KiB", "1MiB", "64M
         raise ValueError("no sizes to sweep")
     s.load()
     device = device or lab._default_device(s)
+    from gpushare.devices import parse_device
+
+    parse_device(device)  # a device name gpushare does not know is named, as within a process
     itemsize = lab.SharedBuffer((0,), dtype).itemsize
     # Each point labelled by its array's bytes; a handoff to a worker hands one element at least.
     size_list = whole_elements([max(size, 1) for size in size_list], itemsize)
