@@ -11,9 +11,7 @@ from gpushare import _native, arguments
 from gpushare.sweep_sizes import check_fits, whole_elements
 from gpushare import paths as gpushare_paths
 from gpushare.exceptions import WorkerError
-from gpushare.processes.routes import (
-    _device_ordinal, _dtype_name, _framework_of, _is_cuda, _library, _nbytes, resolve_auto,
-)
+from gpushare.processes.routes import _framework_of, _library, _nbytes, resolve_auto
 
 if TYPE_CHECKING:
     from gpushare.processes import Worker
