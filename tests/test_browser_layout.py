@@ -1,8 +1,8 @@
 """gpushare's tables fit and read in JupyterLab, measured by Chromium from the DOM.
 
 Extends tests/test_browser.py (whose server and Chromium helpers it uses): a notebook with
-``%%share`` into TensorFlow, a copy with its reason, a chain, ``--path all``, ``%sharebench`` and a
-process comparison is executed by ``gpushare run`` and opened in JupyterLab untrusted (as a file
+``%%share`` into TensorFlow, a copy with its reason, a chain, ``--path all``, ``%sharebench``, a
+comparison to a worker process and one handoff to it is executed by ``gpushare run`` and opened in JupyterLab untrusted (as a file
 from disk is) and trusted (signed, so the ``<style>`` block is kept), each at 1440 and 1024 px
 wide. For every ``table.gpushare`` in an output the probe page reports each cell's box, its
 content's extent, its computed alignment and the width of a character in its font; the checks:
@@ -64,8 +64,12 @@ CELLS = [
     "gpushare.advise(x, 'jax')",
     "gpushare.inspect(t32)",
     "%gpuinfo",
+    # A comparison to a worker (a comparison as every other), and one handoff to a worker (its own table).
+    "from IPython.display import display\n"
     "with gpushare.Worker(device='cpu', timeout=60) as w:\n"
-    "    pc = gpushare.compare(torch.ones(1024), 'torch', across=w, repeat=2)\npc",
+    "    pc = gpushare.compare(torch.ones(1024), 'torch', across=w, repeat=2)\n"
+    "    ps = w.share(torch.ones(1024), path='shm', repeat=2)\n"
+    "display(pc)\nps",
 ]
 #: Cells that fail on purpose: the error a user sees must fit too (tagged raises-exception).
 ERROR_CELLS = [
@@ -312,7 +316,7 @@ def test_tables_fit_and_read(lab, name):
         assert problems == [], f"{name} at {w} px:\n" + "\n".join(problems[:40])
         assert any(t["error"] for t in r.get("texts", [])), f"{name} at {w} px: the error outputs were not measured"
     # Every kind of table was measured: %share, --path all, %sharebench, compare, advise, inspect,
-    # %gpuinfo, the process comparison.
+    # %gpuinfo, a handoff to a worker (the comparison to a worker is a gpushare-comparison).
     assert {"gpushare-comparison", "gpushare-bench", "gpushare-processes", "gpushare-advice", "gpushare-inspect",
             "gpushare-gpuinfo-frameworks"} <= kinds, kinds
     _screenshots(lab, name)
