@@ -159,7 +159,8 @@ ro.flags.writeable = False
 `%share w ->jax --path all` hands `w` to JAX by every transfer path gpushare knows and times each:
 DLPack (`auto`'s choice here), the legacy capsule, the CUDA array interface, the host round trip
 through NumPy, pinned memory, gpushare's own copy and a `SharedBuffer`. A path that does not apply
-on this machine is a row with the reason; a star marks the fastest beyond the measured spread.
+on this machine is named in the grey footnote with its reason; a star marks the fastest beyond the
+measured spread.
 """),
     code("%share w ->jax --path all"),
     md("""

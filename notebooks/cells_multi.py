@@ -148,8 +148,9 @@ r.release()
 ## Every path, one table
 
 `compare(..., across=w)`: CUDA IPC by gpushare's core, `torch.multiprocessing`, shared host memory,
-NCCL (two GPUs), NCCL over sockets (the stand-in for two hosts) and gloo. A path that does not apply
-is a row with the reason.
+NCCL (two GPUs), NCCL over sockets (the stand-in for two hosts) and gloo: a comparison as every
+other, with each path's first call (its one-off set-up) beside the times and the worker's side of the
+memory under each row. A path that does not apply is named in the footnote with its reason.
 """),
     code("""
 gpushare.compare(torch.ones(1 << 20, device=device), "torch", across=w, repeat=5)
@@ -167,7 +168,7 @@ if cuda and torch.cuda.device_count() >= 2:
     with gpushare.Worker(device="cuda:1") as w2:
         display(gpushare.compare(torch.ones(1 << 24, device="cuda:0"), "torch", "ipc,nccl,nccl_socket", across=w2))
 else:
-    print("fewer than 2 GPUs: the NCCL rows above carry the reason")
+    print("fewer than 2 GPUs: the footnote of the table above says why NCCL does not apply")
 """),
     code("""
 pid = w.pid
