@@ -102,6 +102,20 @@ impl TensorReport {
     pub fn numel(&self) -> u64 {
         self.shape.iter().map(|d| *d as u64).product()
     }
+
+    /// The bytes of the array's elements, what a compact copy of it holds, where `nbytes` is the
+    /// memory its strided extent spans: every third float32 of ten holds 16 bytes and spans 40.
+    pub fn payload_bytes(&self) -> u64 {
+        let numel = self.numel();
+        // The elements the extent spans: the span is that many elements of the dtype's size.
+        let extent: u64 = 1 + self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .map(|(n, s)| (*n as u64).saturating_sub(1) * s.unsigned_abs())
+            .sum::<u64>();
+        if numel == 0 { 0 } else { numel * (self.nbytes / extent) }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

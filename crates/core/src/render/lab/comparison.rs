@@ -70,7 +70,8 @@ impl ComparisonReport {
             s.dtype,
             shape,
             s.dlpack_device_name,
-            units::bytes(s.nbytes)
+            // The array's bytes, not the span of a strided one's extent.
+            units::bytes(s.payload_bytes())
         )
     }
 
@@ -121,7 +122,7 @@ impl ComparisonReport {
             // auto's rule across processes differs (it leaves a private tensor where it is): the
             // note speaks of `auto` within a process only.
             if f.verdict == Verdict::Copied && !self.to_worker() && self.rows.iter().any(|r| r.verdict == Verdict::Shared) {
-                parts.push(super::rows::starred_copy_note(&f.path, &units::bytes(self.source.nbytes)));
+                parts.push(super::rows::starred_copy_note(&f.path, &units::bytes(self.source.payload_bytes())));
             }
         }
         let tied: Vec<&str> = self.rows.iter().filter(|r| r.tied).map(|r| r.path.as_str()).collect();

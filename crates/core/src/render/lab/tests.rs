@@ -598,3 +598,24 @@ fn the_predicted_table_takes_its_unit_from_the_numbers_it_shows() {
     assert!(!title.contains("(ns)"), "{text}");
     assert!(text.contains("not within 2x") && !text.contains("2000000"), "{text}");
 }
+
+#[test]
+fn a_strided_arrays_caption_gives_its_bytes_not_its_span() {
+    let mut c = comparison();
+    // Every third float32 of ten: 4 elements, 16 bytes, spanning 40.
+    c.source.shape = vec![4];
+    c.source.strides = vec![3];
+    c.source.nbytes = 40;
+    c.source.contiguous = false;
+    assert_eq!(c.source.payload_bytes(), 16);
+    assert!(c.text().starts_with("torch → jax · float32 (4,) on cpu:0 · 16 B"), "{}", c.text());
+    // A reversed view spans what it holds; a broadcast one holds more than it spans.
+    c.source.strides = vec![-1];
+    c.source.nbytes = 16;
+    assert_eq!(c.source.payload_bytes(), 16);
+    c.source.strides = vec![0];
+    c.source.nbytes = 4;
+    assert_eq!(c.source.payload_bytes(), 16);
+    c.source.shape = vec![0];
+    assert_eq!(c.source.payload_bytes(), 0);
+}
