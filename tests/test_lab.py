@@ -623,7 +623,7 @@ def test_a_sweep_refuses_a_size_no_device_can_hold_before_making_any_array():
 
     capacity = sweep_sizes.device_capacity("cpu")
     if capacity is None:
-        pytest.skip("the host's memory cannot be told here")
+        pytest.skip("the OS does not report the host's physical memory (sysconf SC_PHYS_PAGES)")
     with pytest.raises(ValueError, match="does not fit in the host memory"):
         gpushare.bench("torch", "numpy", sizes=["4KiB", 2 * capacity], paths="dlpack", repeat=1)
     with pytest.raises(ValueError, match="does not fit in the host memory"):

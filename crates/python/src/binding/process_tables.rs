@@ -119,15 +119,13 @@ fn process_bench_paths(
 ) -> PyResult<Benchmark> {
     let mut lab = PyLab { lab, framework: source_framework.clone() };
     let process_lab::Swept { points, interrupted } = process_lab::bench(&mut lab, &sizes, &names, repeat)?;
-    let paths = names.into_iter().filter(|n| n != "auto").chain(points.iter().map(|p| p.row.path.clone())).fold(
-        Vec::new(),
-        |mut paths: Vec<String>, p| {
-            if !paths.contains(&p) {
-                paths.push(p);
-            }
-            paths
-        },
-    );
+    // The columns: the paths asked for, then those `auto` resolved to, each once.
+    let mut paths: Vec<String> = Vec::new();
+    for path in names.into_iter().filter(|n| n != "auto").chain(points.iter().map(|p| p.row.path.clone())) {
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
     let report = BenchmarkReport {
         source_framework,
         target_framework,

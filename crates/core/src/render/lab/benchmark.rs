@@ -288,7 +288,7 @@ impl BenchmarkReport {
                 .collect(),
             Quantity::FirstCall => applicable
                 .into_iter()
-                .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && first_call(&pt.row).is_some()))
+                .filter(|p| self.points.iter().any(|pt| pt.row.path == *p && pt.row.first_call().is_some()))
                 .collect(),
         };
         let of_paths = |f: &dyn Fn(&PathRow) -> Option<f64>| -> Vec<f64> {
@@ -301,7 +301,7 @@ impl BenchmarkReport {
                 units::time_unit_for(&of_paths(&|r| r.predicted.as_ref().filter(|p| p.unpredictable.is_none()).map(|p| p.seconds)))
             }
             Quantity::Bandwidth => units::TimeUnit { suffix: "GB/s", seconds: 1.0 },
-            Quantity::FirstCall => units::time_unit_for(&of_paths(&first_call)),
+            Quantity::FirstCall => units::time_unit_for(&of_paths(&PathRow::first_call)),
         };
         let mut header = vec!["size".to_string()];
         let mut columns: Vec<Vec<String>> = Vec::new();
@@ -324,7 +324,7 @@ impl BenchmarkReport {
                             None => dash(),
                         },
                         (Quantity::Bandwidth, Some(r)) => r.bandwidth.map_or_else(dash, gbps),
-                        (Quantity::FirstCall, Some(r)) => first_call(r).map_or_else(dash, |s| units::time_in(s, tu)),
+                        (Quantity::FirstCall, Some(r)) => r.first_call().map_or_else(dash, |s| units::time_in(s, tu)),
                         (_, None) => dash(),
                     })
                     .collect(),
@@ -488,11 +488,6 @@ impl BenchmarkReport {
         h.push_str("</div>");
         h
     }
-}
-
-/// The first call of a point timed with its one-off costs apart (a handoff to a worker).
-fn first_call(row: &PathRow) -> Option<f64> {
-    row.timing.as_ref().filter(|_| row.worked()).and_then(|t| t.first_call)
 }
 
 /// A sweep's verdict cell, in its column of numbers (right-aligned as they are): wraps at the spaces of "shared / copied" rather than widening its column.

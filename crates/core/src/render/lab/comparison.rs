@@ -230,12 +230,12 @@ impl ComparisonReport {
                 .collect();
             cols.insert(4, ("predicted".to_string(), true, predicted));
         }
-        if shown.iter().any(|r| first_call(r).is_some()) {
+        if shown.iter().any(|r| r.first_call().is_some()) {
             // A handoff to a worker times its first call apart: it pays the path's one-off set-up.
             cols.push((
                 "first call".to_string(),
                 true,
-                shown.iter().map(|r| first_call(r).map_or_else(dash, |s| units::time_in(s, tu))).collect(),
+                shown.iter().map(|r| r.first_call().map_or_else(dash, |s| units::time_in(s, tu))).collect(),
             ));
         }
         if shown.iter().any(|r| r.device_timing.is_some()) {
@@ -356,11 +356,6 @@ impl ComparisonReport {
         }
         h
     }
-}
-
-/// The first call of a row timed with its one-off costs apart (a handoff to a worker).
-fn first_call(row: &PathRow) -> Option<f64> {
-    row.timing.as_ref().filter(|_| row.worked()).and_then(|t| t.first_call)
 }
 
 /// A folded cell with its column's unit: after the number and before a ⚠ (`20.0 µs ⚠`); a cell of

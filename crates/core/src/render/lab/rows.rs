@@ -176,6 +176,12 @@ impl PathRow {
         }
     }
 
+    /// The first call of a row that worked, timed with its one-off costs apart (a handoff to a
+    /// worker: the path's set-up); `None` for every other row.
+    pub fn first_call(&self) -> Option<f64> {
+        self.timing.as_ref().filter(|_| self.worked()).and_then(|t| t.first_call)
+    }
+
     pub(crate) fn path_text(&self) -> String {
         if self.auto { format!("{} (auto)", self.path) } else { self.path.clone() }
     }
