@@ -2,7 +2,7 @@
 
 1. gpushare's own stages add at most 5 µs to a share (the contract is stated for a GPU; on the CPU
    it is reported against the same 5 µs). Own is everything a share does that is not a framework
-   call: the API's checks and the plan's lookup (Python around the pipeline), describing from what
+   call: the API's entry and the plan's lookup (around the pipeline), describing from what
    was read, predicting, judging, the result object, and the route's own work around the
    framework's import (its conversion stage less the raw call). Each stage is timed inside the
    extension by its stage trace (crates/core/src/trace.rs, switched on for this run only) and
@@ -90,7 +90,7 @@ def traced(share, raw, rounds: int, settle=lambda: None) -> dict:
         raw()
         settle()
     per_stage: dict[str, list[float]] = defaultdict(list)
-    kinds: dict[str, str] = {"the API and the plan's lookup (Python)": "own"}
+    kinds: dict[str, str] = {"the API and the plan's lookup": "own"}
     own, reads, conversion, raws = [], [], [], []
     _native.share._stage_trace(True)
     # The trace's own cost in each stage is taken off it; between the share's call and its return
@@ -110,7 +110,7 @@ def traced(share, raw, rounds: int, settle=lambda: None) -> dict:
             settle()
             del result
             sums: dict[str, float] = defaultdict(float)
-            sums["the API and the plan's lookup (Python)"] = total - sum(s for _, _, s in stages) - (len(stages) + 1) * cost
+            sums["the API and the plan's lookup"] = total - sum(s for _, _, s in stages) - (len(stages) + 1) * cost
             for stage, kind, seconds in stages:
                 sums[stage] += seconds
                 kinds[stage] = kind

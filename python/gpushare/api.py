@@ -16,6 +16,9 @@ from gpushare.paths import checks_source, route
 from gpushare.warn_site import user_stacklevel as _user_stacklevel
 
 ShareResult = _native.share.ShareResult
+# Native: the common share goes from the caller straight to its plan, and the rest to
+# plan_and_share below.
+share = _native.share.share
 TensorInfo = _native.share.TensorInfo
 
 
@@ -37,7 +40,7 @@ def inspect(obj: Any) -> TensorInfo:
     return _native.share.inspect_explained(adapter_of(obj), obj)
 
 
-def share(
+def plan_and_share(
     obj: Any,
     to: str,
     *,
@@ -53,61 +56,14 @@ def share(
     device: str | None = None,
     across: Any = None,
 ) -> ShareResult:
-    """Converts ``obj`` to framework ``to`` and reports what happened.
+    """``gpushare.share`` (its documentation is there) where it is not the common share: another
+    path, timing asked for, a worker, the first share of its kind, or an argument to check.
 
-    Parameters
-    ----------
-    obj : an array of PyTorch, TensorFlow, JAX, NumPy, CuPy or Numba.
-    to : the target framework: ``"torch"``, ``"tf"``, ``"jax"``, ``"numpy"``, ``"cupy"``, ``"numba"``.
-    path : the transfer path (``"auto"``, ``"dlpack"``, ``"capsule"``, ``"cai"``, …).
-    repeat, number : timing: ``repeat`` samples of ``number`` conversions each (``%timeit``'s -r/-n;
-        None counts as 1 without a ``budget``). By default one conversion, timed once and reported as "1 sample" (its host time, as the raw
-        call's would be); anything more is synchronised at the sample edges.
-    source : the framework ``obj`` must belong to (checked); inferred when None.
-    warmup : untimed conversions before the samples.
-    budget : seconds: time the way ``%timeit`` does within this budget (a warm-up, auto-ranged
-        samples), as the magics do; ``repeat``/``number`` then fix those counts if given.
-    observe : on a GPU, also record the memory ledger (``.memory``) and the DLPack stream report
-        (``.streams``) of one extra, untimed handoff. The magics turn it on.
-    device : ``"cuda:1"``, ``"cpu"`` (or ``"cpu:0"``): move the array there on the way (paths ``p2p``,
-        ``pinned``, ``dlpack`` with ``dl_device``/``copy=True``, ``move``: the framework's own; ``auto``:
-        ``p2p`` between two GPUs that reach each other, else ``move``, which moves nothing where the
-        array already is; the one ``auto``, crates/core/src/auto.rs). A CUDA device on a machine
-        without one raises CudaError. None: stay where the source is (``auto`` then copies through
-        the host into a framework that cannot address the source's device memory, and says so).
-    across : a :class:`gpushare.Worker` (or ``"process"``: one is started for this call): hand
-        ``obj`` to that process instead, by a process path (``ipc``, ``torch_mp``, ``shm``,
-        ``nccl``, ``nccl_socket``, ``gloo``; ``auto`` is ``ipc`` on a GPU, else ``shm``), and return
-        a :class:`ShareResult` whose ``worker`` names that process (see :mod:`gpushare.processes`).
-
-    Returns
-    -------
-    ShareResult with ``value`` (the converted array), ``verdict`` (``"shared"`` only when the target's
-    bytes lie inside the source's memory), ``reason`` (why it copied), ``source``/``target``
-    ``TensorInfo`` and ``timing``.
-
-    Raises
-    ------
-    UnknownFrameworkError, FrameworkNotInstalledError, NotAnArrayError, UnsafeInputError (refused
-    before calling the framework), PathNotApplicableError, ConversionError (the framework failed).
-
-    Examples
-    --------
-    >>> r = gpushare.share(torch.ones(3), "numpy")
-    >>> r.verdict, r.value
-    ('shared', array([1., 1., 1.], dtype=float32))
+    ``gpushare.share`` is native (crates/python/src/binding/entry.rs): a share whose plan is made
+    runs from the caller straight into the core, and everything else comes here, with the
+    arguments as they were given.
     """
-    # The common share, `share(x, "jax")` or `share(x, "torch", device="cuda:1")`, once a share of
-    # its kind has run: its plan after one lookup of a short key, before anything else (the full
-    # path below costs a few µs of Python on every share, as much as the framework's own import on
-    # a CPU). `auto` is decided for each array by the plan, in the core.
     common = path == "auto" and source is None and across is None
-    if common and repeat is None and number is None and budget is None and type(warmup) is int and not warmup:
-        result = model_cache.planner().share_planned(obj, to, device, name, origin, observe)
-        if result is not None:
-            if result.owes_warning:
-                _warn_about(obj, result)
-            return result
     repeat, number, warmup, budget = _checked_timing(repeat, number, warmup, budget)
     if (repeat is not None and repeat < 1) or (number is not None and number < 1):
         raise ValueError("repeat and number must be at least 1")
@@ -150,11 +106,11 @@ def share(
     else:  # the budget's policy, with -r/-n pinned only where asked for
         result = plan.run(obj, repeat, number, name, origin, warmup=warmup, budget=budget, observe=observe)
     if result.owes_warning:
-        _warn_about(obj, result)
+        warn_about(obj, result)
     return result
 
 
-def _warn_about(obj: Any, result: ShareResult) -> None:
+def warn_about(obj: Any, result: ShareResult) -> None:
     """The warnings a share owes its caller: a writable view of read-only memory, and a copy that
     changed the dtype and lost values."""
     # Asked of the result as words and a flag: its source and target TensorInfo are made only

@@ -51,6 +51,7 @@ def forget() -> None:
     the next handoff reads the cache again (after ``calibrate``, or a test's own cache): they are
     the planner's, which goes with the model."""
     _LOADED.clear()
+    _native.paths.use_planner(None)
 
 
 def auto_model() -> Any:
@@ -64,10 +65,11 @@ def auto_model() -> Any:
 def planner() -> Any:
     """The planner of the model ``auto`` consults (:func:`auto_model`; without one, of the rules
     alone): what ``auto`` decided with that model is kept in it, and goes with it (:func:`forget`,
-    :func:`save`)."""
-    made = _LOADED.get("planner")
+    :func:`save`). The native ``gpushare.share`` plans with the one in use."""
+    made = _native.paths.planner_in_use()
     if made is None:
-        made = _LOADED["planner"] = _native.paths.Planner(auto_model())
+        made = _native.paths.Planner(auto_model())
+        _native.paths.use_planner(made)
     return made
 
 

@@ -98,6 +98,12 @@ class Planner:
         observe: bool = False,
     ) -> ShareResult | None: ...
 
+def planner_in_use() -> Planner | None:
+    """The planner every share plans with, if one was made since the model was last forgotten."""
+
+def use_planner(planner: Planner | None) -> None:
+    """Makes ``planner`` the one every share plans with (None: none until the next is made)."""
+
 class HandoffFacts:
     """What ``auto`` reads of one handoff besides the two frameworks."""
 

@@ -159,6 +159,24 @@ class ShareResult:
     def _repr_html_(self) -> str: ...
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]: ...
 
+def share(
+    obj: Any,
+    to: str,
+    *,
+    path: str = "auto",
+    repeat: int | None = None,
+    number: int | None = None,
+    source: str | None = None,
+    name: str | None = None,
+    origin: TensorInfo | None = None,
+    warmup: int = 0,
+    budget: float | None = None,
+    observe: bool = False,
+    device: str | None = None,
+    across: Any = None,
+) -> ShareResult:
+    """Converts ``obj`` to framework ``to`` and reports what happened (``gpushare.share``)."""
+
 def tensor_info_from_fields(
     framework: str,
     device: str,

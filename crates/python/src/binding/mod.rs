@@ -6,6 +6,7 @@ mod ceilings;
 mod cuda;
 mod declared;
 mod describe;
+mod entry;
 mod errors;
 mod explain;
 mod forms;
@@ -76,6 +77,7 @@ fn register_share(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor_info::TensorInfo>()?;
     m.add_class::<types::PyTiming>()?;
     m.add_class::<types::ShareResult>()?;
+    m.add_function(wrap_pyfunction!(entry::share, m)?)?;
     m.add_function(wrap_pyfunction!(types::render_shares, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_info::tensor_info_from_fields, m)?)?;
     m.add_function(wrap_pyfunction!(types::shares_mimebundle, m)?)?;
@@ -84,6 +86,8 @@ fn register_share(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 fn register_paths(m: &Bound<'_, PyModule>) -> PyResult<()> {
     paths::register(m)?;
+    m.add_function(wrap_pyfunction!(entry::planner_in_use, m)?)?;
+    m.add_function(wrap_pyfunction!(entry::use_planner, m)?)?;
     explain::register(m)?;
     advice::register_paths(m)
 }

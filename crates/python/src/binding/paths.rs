@@ -289,7 +289,8 @@ impl PyPlanner {
     /// has run: its result, or None where no such plan is made yet (``gpushare.api.share`` then
     /// makes it). One call from Python: the lookup and the run are the core's.
     #[pyo3(signature = (obj, to, device=None, name=None, origin=None, observe=false))]
-    fn share_planned(
+    #[allow(clippy::too_many_arguments)]
+    pub fn share_planned(
         &self,
         py: Python<'_>,
         obj: Bound<'_, PyAny>,

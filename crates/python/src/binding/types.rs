@@ -499,7 +499,7 @@ impl ShareResult {
     /// read-only, or a copy changed the dtype (whose values `share` then checks). One question on
     /// every share, where the warnings' words are made only when one is due.
     #[getter]
-    fn owes_warning(&self) -> bool {
+    pub(crate) fn owes_warning(&self) -> bool {
         match &self.handed {
             Handed::Here(here) => {
                 let r = &here.report;
@@ -511,7 +511,7 @@ impl ShareResult {
     /// The warning that the target can write to memory the source holds read-only, in the words
     /// `share` gives its GpushareWarning (the pair, then the note), if any.
     #[getter]
-    fn readonly_warning(&self) -> Option<String> {
+    pub(crate) fn readonly_warning(&self) -> Option<String> {
         let here = self.share_report()?;
         Self::readonly_note(here).map(|note| format!("{}: {note}", self.pair()))
     }
@@ -532,7 +532,7 @@ impl ShareResult {
     /// Whether the target's dtype differs from the source's (a copy that converted: JAX without
     /// x64 narrows 64-bit types), which `share` then checks for lost values.
     #[getter]
-    fn dtype_changed(&self) -> bool {
+    pub(crate) fn dtype_changed(&self) -> bool {
         self.share_report().is_some_and(|r| r.source.dtype != r.target.dtype)
     }
     #[getter]
