@@ -4,6 +4,7 @@ and every bad input the core must answer with a clear error (and no crash)."""
 from __future__ import annotations
 
 import itertools
+import sys
 import warnings
 
 import numpy as np
@@ -507,6 +508,21 @@ def test_the_warnings_a_share_owes_name_the_pair_and_what_was_lost():
     assert messages[1].startswith("numpy → jax: the copy changed the dtype float64 → float32 and 1 of 2 values changed"), messages
     assert len(messages) == 2, messages
     assert all(w.filename == __file__ for w in seen), [w.filename for w in seen]
+
+
+def test_a_planned_share_warns_at_the_callers_line_and_a_chain_at_the_users():
+    """Once its plan is made the common share goes from the caller straight into the core: its
+    warning still names the caller's line, and a chain's hop (gpushare's own call of share) names
+    the line of the user's chain, not gpushare's."""
+    gpushare.share(jnp.ones(4), "torch")  # the plan is made
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        planned_line = sys._getframe().f_lineno + 1
+        gpushare.share(jnp.ones(4), "torch")
+        chain_line = sys._getframe().f_lineno + 1
+        gpushare.share_chain(jnp.ones(4), ["torch"])
+    read_only = [w for w in seen if "read-only" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in read_only] == [(__file__, planned_line), (__file__, chain_line)]
 
 
 def test_a_timed_share_into_jax_on_the_host_waits_for_the_copy_it_queued(monkeypatch):
