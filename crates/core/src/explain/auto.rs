@@ -38,12 +38,11 @@ pub fn auto_for_array(source: &TensorReport, target: &TargetFacts) -> ArrayAuto 
         let rules = resolve_auto(&share_facts(source, &target.framework, target.endpoints, None, false));
         return ArrayAuto { path: rules.path, why: rules.why };
     }
-    let key = ArrayKey::of(source, target);
-    if let Some(known) = target.auto_memo.array(&key) {
+    if let Some(known) = target.auto_memo.array(source, target) {
         return known;
     }
     let chosen = decide_for_array(source, target);
-    target.auto_memo.remember_array(key, &chosen);
+    target.auto_memo.remember_array(ArrayKey::of(source, target), &chosen);
     chosen
 }
 
@@ -181,22 +180,69 @@ pub struct ArrayKey {
     settings: (Option<bool>, Option<i32>, Option<i32>, Option<bool>, Option<bool>, bool),
 }
 
+/// The fields of an [`ArrayKey`] that are not owned (everything but the names, shape and strides).
+type KeyScalars = (
+    (u32, i32),
+    bool,
+    Option<(u32, u32)>,
+    u64,
+    u64,
+    (i128, i128),
+    u64,
+    (Option<bool>, Option<i32>, Option<i32>, Option<bool>, Option<bool>, bool),
+);
+
 impl ArrayKey {
     fn of(source: &TensorReport, target: &TargetFacts) -> ArrayKey {
-        let from = |a: u64| i128::from(a) - i128::from(source.data_ptr);
+        let (dlpack_device, readonly, dlpack_version, byte_offset, address_alignment, span_from_address, nbytes, settings) =
+            Self::scalars(source, target);
         ArrayKey {
             framework: source.framework.clone(),
             dtype: source.dtype.clone(),
             shape: source.shape.clone(),
             strides: source.strides.clone(),
-            dlpack_device: source.dlpack_device,
-            readonly: source.readonly,
-            dlpack_version: source.dlpack_version,
-            byte_offset: source.byte_offset,
-            address_alignment: source.data_ptr % 4096,
-            span_from_address: (from(source.span.0), from(source.span.1)),
-            nbytes: source.nbytes,
-            settings: (
+            dlpack_device,
+            readonly,
+            dlpack_version,
+            byte_offset,
+            address_alignment,
+            span_from_address,
+            nbytes,
+            settings,
+        }
+    }
+
+    /// Whether this is the key of `source` under `target`: what [`ArrayKey::of`] would make, compared
+    /// without making it (a share of a known kind of array looks its key up on every call, and the
+    /// four allocations of a key cost more than the lookup).
+    fn is_of(&self, source: &TensorReport, target: &TargetFacts) -> bool {
+        self.framework == source.framework
+            && self.dtype == source.dtype
+            && self.shape == source.shape
+            && self.strides == source.strides
+            && (
+                self.dlpack_device,
+                self.readonly,
+                self.dlpack_version,
+                self.byte_offset,
+                self.address_alignment,
+                self.span_from_address,
+                self.nbytes,
+                self.settings,
+            ) == Self::scalars(source, target)
+    }
+
+    fn scalars(source: &TensorReport, target: &TargetFacts) -> KeyScalars {
+        let from = |a: u64| i128::from(a) - i128::from(source.data_ptr);
+        (
+            source.dlpack_device,
+            source.readonly,
+            source.dlpack_version,
+            source.byte_offset,
+            source.data_ptr % 4096,
+            (from(source.span.0), from(source.span.1)),
+            source.nbytes,
+            (
                 target.settings.target.keeps_64_bit,
                 target.settings.source.current_device,
                 target.settings.target.current_device,
@@ -204,7 +250,7 @@ impl ArrayKey {
                 target.settings.cuda_available,
                 target.settings.producer_busy,
             ),
-        }
+        )
     }
 }
 
@@ -275,8 +321,8 @@ impl Clone for AutoMemo {
 }
 
 impl AutoMemo {
-    fn array(&self, key: &ArrayKey) -> Option<ArrayAuto> {
-        self.1.lock().ok()?.iter().find(|(k, _)| k == key).map(|(_, auto)| auto.clone())
+    fn array(&self, source: &TensorReport, target: &TargetFacts) -> Option<ArrayAuto> {
+        self.1.lock().ok()?.iter().find(|(k, _)| k.is_of(source, target)).map(|(_, auto)| auto.clone())
     }
 
     fn remember_array(&self, key: ArrayKey, auto: &ArrayAuto) {
@@ -306,9 +352,8 @@ impl DecisionMemo {
         target: &TargetFacts,
         decide: impl FnOnce() -> (ArrayAuto, super::PredictedOutcome),
     ) -> (ArrayAuto, super::PredictedOutcome) {
-        let key = ArrayKey::of(source, target);
         if let Ok(known) = self.0.lock()
-            && let Some((_, chosen, predicted)) = known.iter().find(|(k, ..)| *k == key)
+            && let Some((_, chosen, predicted)) = known.iter().find(|(k, ..)| k.is_of(source, target))
         {
             return (chosen.clone(), predicted.clone());
         }
@@ -317,7 +362,7 @@ impl DecisionMemo {
             if known.len() >= ARRAYS_REMEMBERED {
                 known.remove(0);
             }
-            known.push((key, chosen.clone(), predicted.clone()));
+            known.push((ArrayKey::of(source, target), chosen.clone(), predicted.clone()));
         }
         (chosen, predicted)
     }
