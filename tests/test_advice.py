@@ -131,6 +131,17 @@ def test_a_model_for_another_machine_is_stale_and_says_what_changed(model, tmp_p
     advice.forget()
 
 
+def test_advise_sizes_a_strided_view_by_its_elements_not_its_span():
+    """Every third float32 of 30 is 10 elements, 40 bytes, spanning 112: what a copy of it moves,
+    and what its rows are predicted for, is the 40."""
+    np = pytest.importorskip("numpy", reason="framework not installed: numpy")
+    view = np.arange(30, dtype=np.float32)[::3]
+    info = gpushare.inspect(view)
+    assert (info.payload_bytes, info.nbytes) == (40, 112)
+    header = str(gpushare.advise(view, "torch")).splitlines()[0]
+    assert "40 B" in header and "112 B" not in header, header
+
+
 def test_advise_recommends_the_fastest_sharing_path_and_converts_nothing(model, monkeypatch):
     """A sharing path is recommended over a copy the model predicts faster, and every row's figure is
     the model's. The model's fits are given here, not calibrated: a calibration on a loaded machine

@@ -658,7 +658,7 @@ def advise(obj: Any, to: str, *, device: str | None = None, across: Any = None, 
     dst = framework(to)
     src = adapter_for(obj, framework(source) if source is not None else None)
     info = src.inspect(obj)
-    nbytes = int(info.nbytes)
+    nbytes = int(info.payload_bytes)  # what a copy moves: a strided view's elements, not its span
     place = _place(src, obj, info)
     if queued is None:
         state, queued = producer_state(src, obj), 0.0

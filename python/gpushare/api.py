@@ -185,7 +185,7 @@ def _source_device(src: Adapter, obj: Any) -> tuple[int, int]:
 
 
 def _source_place(src: Adapter, obj: Any, with_size: bool = False) -> tuple[tuple[int, int], int | None]:
-    """``(DLPack's (device_type, id), bytes it spans)`` of ``obj`` from one description; the host and
+    """``(DLPack's (device_type, id), bytes of its elements)`` of ``obj`` from one description; the host and
     no size where it cannot be described (the handoff then reports what is wrong with it). The
     size only ``with_size`` (else None: nothing asks it)."""
     try:
@@ -193,7 +193,7 @@ def _source_place(src: Adapter, obj: Any, with_size: bool = False) -> tuple[tupl
     except Exception:
         return (1, 0), None
     kind, ordinal = info.dlpack_device
-    return (int(kind), int(ordinal)), (int(info.nbytes) if with_size else None)
+    return (int(kind), int(ordinal)), (int(info.payload_bytes) if with_size else None)
 
 
 def _pair_allocators(src: Any, dst: Any) -> Any:

@@ -105,16 +105,39 @@ impl TensorReport {
 
     /// The bytes of the array's elements, what a compact copy of it holds, where `nbytes` is the
     /// memory its strided extent spans: every third float32 of ten holds 16 bytes and spans 40.
+    /// Saturated: a broadcast view can have a shape whose bytes overflow 64 bits (the rules refuse
+    /// it by name).
     pub fn payload_bytes(&self) -> u64 {
-        let numel = self.numel();
-        // The elements the extent spans: the span is that many elements of the dtype's size.
-        let extent: u64 = 1 + self
+        let numel = self.shape.iter().fold(1u64, |n, d| n.saturating_mul(*d as u64));
+        if numel == 0 { 0 } else { numel.saturating_mul(self.itemsize()) }
+    }
+
+    /// The bytes of one element: the span holds that many bytes for each element its extent spans.
+    fn itemsize(&self) -> u64 {
+        let extent = self
             .shape
             .iter()
             .zip(&self.strides)
-            .map(|(n, s)| (*n as u64).saturating_sub(1) * s.unsigned_abs())
-            .sum::<u64>();
-        if numel == 0 { 0 } else { numel * (self.nbytes / extent) }
+            .fold(1u64, |e, (n, s)| e.saturating_add((*n as u64).saturating_sub(1).saturating_mul(s.unsigned_abs())));
+        self.nbytes / extent
+    }
+
+    /// A 1-d array like this one (its dtype, place, flags and the stride of its last dimension)
+    /// holding `bytes` of elements (rounded down to whole elements, at least one): what a sweep
+    /// decides `auto` for at each of its sizes from the description of one small array of its kind.
+    pub fn resized(&self, bytes: u64) -> TensorReport {
+        let itemsize = self.itemsize().max(1);
+        let elements = (bytes / itemsize).max(1);
+        let stride = self.strides.last().copied().filter(|s| *s != 0).unwrap_or(1);
+        let spanned = (elements - 1).saturating_mul(stride.unsigned_abs()).saturating_add(1).saturating_mul(itemsize);
+        TensorReport {
+            shape: vec![elements as i64],
+            strides: vec![stride],
+            nbytes: spanned,
+            span: (self.data_ptr, self.data_ptr.saturating_add(spanned)),
+            contiguous: stride == 1,
+            ..self.clone()
+        }
     }
 }
 

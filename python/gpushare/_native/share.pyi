@@ -28,7 +28,11 @@ class TensorInfo:
     @property
     def byte_offset(self) -> int: ...
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """The bytes its strided extent spans (``span``'s length)."""
+    @property
+    def payload_bytes(self) -> int:
+        """The bytes of its elements: what a compact copy holds, and what a copy is priced by."""
     @property
     def span(self) -> tuple[int, int]: ...
     @property

@@ -280,7 +280,7 @@ impl AutoMemo {
         };
         if let Ok(memo) = self.0.lock()
             && let Some(entry) = memo.iter().find(|e| same(e))
-            && let Some(Some(path)) = entry.paths.get(crate::advice::crossings::size_class(&entry.breaks, source.nbytes))
+            && let Some(Some(path)) = entry.paths.get(crate::advice::crossings::size_class(&entry.breaks, source.payload_bytes()))
         {
             return path;
         }
@@ -304,7 +304,7 @@ impl AutoMemo {
                 }
             };
             let entry = &mut memo[index];
-            let class = crate::advice::crossings::size_class(&entry.breaks, source.nbytes);
+            let class = crate::advice::crossings::size_class(&entry.breaks, source.payload_bytes());
             entry.paths[class] = Some(path);
         }
         path
@@ -405,7 +405,8 @@ fn share_facts<'a>(
         source_host_shared: false,
         model,
         source_name: &source.framework,
-        nbytes: Some(source.nbytes),
+        // A copy moves the array's elements, not the span of a strided extent.
+        nbytes: Some(source.payload_bytes()),
         // Only the model's pick reads it: the rules' choice is of the handoff itself.
         producer_busy: producer_busy && model.is_some(),
         // The array described: whether it is read-only (an immutable framework's arrays count as

@@ -596,6 +596,41 @@ fn one_facts_remembers_auto_per_range_of_sizes_where_the_model_changes_its_mind(
 }
 
 #[test]
+fn a_strided_array_is_priced_by_the_bytes_of_its_elements_not_by_its_span() {
+    use crate::advice::model::{CostKey, CostModel, Observation};
+    // Two copies whose lines cross at 10 000 bytes, as in the test above. Every other int64 of
+    // 2048 holds 8 KiB and spans 16 KiB: a copy moves its 8 KiB, so `auto` takes the path fastest
+    // for 8 KiB, as for a compact array of those 8 KiB.
+    let key = |path: &str| CostKey { kind: crate::paths::PathKind::Share, path: path.into(), source: "numpy".into(), target: "jax".into(), place: "cpu".into() };
+    let line = |fixed: f64, per_byte: f64| -> Vec<Observation> {
+        [1u64 << 10, 1 << 16, 1 << 20].iter().map(|&n| Observation { bytes: n, seconds: fixed + per_byte * n as f64 }).collect()
+    };
+    let mut m = CostModel::new(serde_json::json!({}), 0.0);
+    m.add(&key("copy"), line(1e-6, 1e-9), Some(false));
+    m.add(&key("host"), line(1e-5, 1e-10), Some(false));
+    let facts = TargetFacts { auto_model: Some(std::sync::Arc::new(m)), ..to("jax") };
+    let span = (1023 * 2 + 1) * 8;
+    let strided = TensorReport {
+        nbytes: span,
+        span: (0x1000, 0x1000 + span),
+        contiguous: false,
+        ..src("numpy", "int64", 0x1000, vec![1024], vec![2])
+    };
+    assert_eq!((strided.payload_bytes(), strided.nbytes), (8192, 16376));
+    // JAX imports no strided view by DLPack: gpushare's own copy and the host's copy it.
+    for path in ["copy", "host"] {
+        assert_eq!(predict(&strided, &TargetFacts { path: path.into(), ..to("jax") }).verdict(), Verdict::Copied, "{path}");
+    }
+    assert_eq!(resolve_path(&strided, &facts), "copy");
+    // A sweep's other sizes, from this array's description: a 1-d array of that many bytes of
+    // elements, of its dtype and stride.
+    let resized = strided.resized(1 << 20);
+    assert_eq!((resized.payload_bytes(), resized.shape.clone(), resized.strides.clone()), (1 << 20, vec![1 << 17], vec![2]));
+    assert_eq!((resized.dtype.as_str(), resized.span.1 - resized.span.0), ("int64", resized.nbytes));
+    assert_eq!(resolve_path(&resized, &facts), "host");
+}
+
+#[test]
 fn a_calibrated_auto_is_decided_on_the_array_and_predicted_for_the_path_it_takes() {
     use crate::report::Verdict;
     // torch→jax on a GPU, calibrated with float32 arrays: cai predicted fastest, both sweeps shared.

@@ -372,7 +372,8 @@ impl Predictor {
 
     /// The path ``auto`` takes for the array ``source`` describes (the path a share of it runs, and
     /// the one predicted); the predictor's own path where it is not ``auto``. ``nbytes``: decide as
-    /// for an array of that size and the same dtype and layout (a sweep's other sizes).
+    /// for a 1-d array of that many bytes of elements, of the same dtype and stride (a sweep's
+    /// other sizes).
     #[pyo3(signature = (source, nbytes=None))]
     fn chosen_path(&self, py: Python<'_>, source: &Bound<'_, TensorInfo>, nbytes: Option<u64>) -> PyResult<String> {
         if self.facts.path != "auto" || self.facts.destination.is_some() {
@@ -380,10 +381,7 @@ impl Predictor {
         }
         let report = &source.get().report;
         Ok(match nbytes {
-            Some(n) if n != report.nbytes => {
-                let resized = TensorReport { nbytes: n, ..report.clone() };
-                self.auto_for(py, &resized, false)?.path
-            }
+            Some(n) if n != report.payload_bytes() => self.auto_for(py, &report.resized(n), false)?.path,
             _ => self.auto_for(py, report, false)?.path,
         }
         .to_string())

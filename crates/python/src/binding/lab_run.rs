@@ -163,7 +163,7 @@ impl<'py> Lab<'py> {
                     _ => None,
                 };
                 match predict_for
-                    .call1((path, report.nbytes, report.dlpack_device, shares))
+                    .call1((path, report.payload_bytes(), report.dlpack_device, shares))
                     .and_then(|p| p.extract::<(Option<Py<super::advice::PyPrediction>>, Option<String>)>())
                 {
                     Ok(p) => cost_prediction = Some(p),
@@ -278,7 +278,7 @@ impl<'py> crate::share::lab::PathLab for PyPathLab<'_, 'py> {
     fn auto_for(&mut self, source: &SourceArray) -> PyResult<Option<String>> {
         let (Some(auto_for), Some(info)) = (self.auto_for, source.1.as_ref()) else { return Ok(None) };
         let report = &info.get().report;
-        let (chosen, _): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, info.bind(auto_for.py())))?.extract()?;
+        let (chosen, _): (String, bool) = auto_for.call1((report.dlpack_device, report.payload_bytes(), info.bind(auto_for.py())))?.extract()?;
         Ok(Some(chosen))
     }
     fn measuring(&mut self, size: u64, path: &str) -> PyResult<()> {
@@ -331,7 +331,7 @@ pub fn compare_paths<'py>(
         Err(_) => py.import("gpushare.api")?.getattr("inspect")?.call1((&obj,))?.cast_into::<TensorInfo>()?.unbind(),
     };
     let report = &info.get().report;
-    let (auto, already_there): (String, bool) = auto_for.call1((report.dlpack_device, report.nbytes, &info))?.extract()?;
+    let (auto, already_there): (String, bool) = auto_for.call1((report.dlpack_device, report.payload_bytes(), &info))?.extract()?;
     let mut path_lab = PyPathLab { lab: &lab, already_there, make_source: None, auto_for: None, progress: None };
     let measured = crate::share::lab::compare(&mut path_lab, &(obj.clone_ref(py), Some(info.clone_ref(py))), &paths, &auto);
     empty_cache(py);

@@ -577,7 +577,7 @@ impl SharePlan {
     fn move_route(&self, obj: &Py<PyAny>, source: &TensorReport) -> crate::share::Result<std::sync::Arc<MoveRoute>> {
         let moving = self.moving.as_ref().expect("asked only of a move plan");
         let here = crate::paths::Place::of_dlpack(source.dlpack_device) == crate::paths::Place::of_dlpack(moving.auto.destination);
-        let nbytes = moving.auto.weighs_sizes().then_some(source.nbytes);
+        let nbytes = moving.auto.weighs_sizes().then_some(source.payload_bytes());
         let path = Python::attach(|py| {
             moving.auto.path(
                 py,
