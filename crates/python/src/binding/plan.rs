@@ -557,6 +557,8 @@ impl SharePlan {
             })(),
         }
         .map_err(PyGpushareErr::from)?;
+        // What the pipeline's closures held goes here (a prediction, a route's handle).
+        crate::trace::mark("the pipeline's end", Own);
         let result = ShareResult::from_outcome(outcome.value, outcome.report);
         crate::trace::mark("the result object", Own);
         Ok(result)
