@@ -341,30 +341,33 @@ impl AutoMemo {
 /// cost a plan a microsecond or two of every share on a GPU host; a share of a known kind costs a
 /// key and a lookup. One per plan's predictor: its target, path and cost model are fixed.
 #[derive(Debug, Default)]
-pub struct DecisionMemo(Mutex<Vec<(ArrayKey, ArrayAuto, super::PredictedOutcome)>>);
+pub struct DecisionMemo(Mutex<Vec<(ArrayKey, Arc<Decision>)>>);
+
+/// What `auto` decided for one kind of array: the path it takes, and the prediction for that path.
+/// Shared, not copied, by every share of that kind: its words are written once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub chosen: ArrayAuto,
+    pub predicted: super::PredictedOutcome,
+}
 
 impl DecisionMemo {
     /// The path `auto` takes for `source` under `target` and the prediction `decide` gives for it,
     /// remembered per kind of array.
-    pub fn decide(
-        &self,
-        source: &TensorReport,
-        target: &TargetFacts,
-        decide: impl FnOnce() -> (ArrayAuto, super::PredictedOutcome),
-    ) -> (ArrayAuto, super::PredictedOutcome) {
+    pub fn decide(&self, source: &TensorReport, target: &TargetFacts, decide: impl FnOnce() -> Decision) -> Arc<Decision> {
         if let Ok(known) = self.0.lock()
-            && let Some((_, chosen, predicted)) = known.iter().find(|(k, ..)| k.is_of(source, target))
+            && let Some((_, decision)) = known.iter().find(|(k, _)| k.is_of(source, target))
         {
-            return (chosen.clone(), predicted.clone());
+            return Arc::clone(decision);
         }
-        let (chosen, predicted) = decide();
+        let decision = Arc::new(decide());
         if let Ok(mut known) = self.0.lock() {
             if known.len() >= ARRAYS_REMEMBERED {
                 known.remove(0);
             }
-            known.push((ArrayKey::of(source, target), chosen.clone(), predicted.clone()));
+            known.push((ArrayKey::of(source, target), Arc::clone(&decision)));
         }
-        (chosen, predicted)
+        decision
     }
 }
 

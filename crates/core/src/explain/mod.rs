@@ -32,7 +32,7 @@ pub use process::{ProcessFacts, ProcessProbe, refuse_process};
 pub use judgement::{Judgement, NOTHING_TO_SHARE, Sides, copied_by_design, copy_reason, judge, judge_handoff};
 pub use known::explain_failure;
 pub use moves::MoveMemo;
-pub use auto::{ArrayAuto, DecisionMemo, auto_follows_producer, auto_for_array, resolve_auto_with, resolve_path};
+pub use auto::{ArrayAuto, Decision, DecisionMemo, auto_follows_producer, auto_for_array, resolve_auto_with, resolve_path};
 pub use prediction::{FrameworkFacts, LiveFact, PredictedOutcome, Settings, TargetFacts, parse_version, predict, rule_reads};
 pub use refusal::{Refusal, refuse};
 

@@ -738,7 +738,7 @@ fn a_decision_is_remembered_per_kind_of_array_and_worked_out_again_for_another_k
     let decide = |x: &TensorReport, facts: &TargetFacts| {
         memo.decide(x, facts, || {
             worked_out.set(worked_out.get() + 1);
-            (super::auto_for_array(x, facts), predict(x, facts))
+            super::Decision { chosen: super::auto_for_array(x, facts), predicted: predict(x, facts) }
         })
     };
     let x = on_cuda(f32("torch", 0x10000), 0);
@@ -754,7 +754,7 @@ fn a_decision_is_remembered_per_kind_of_array_and_worked_out_again_for_another_k
     current_1.settings.target.current_device = Some(1);
     for (x, facts) in [(&int64, &facts), (&on_1, &facts), (&x, &current_1)] {
         let decided = decide(x, facts);
-        assert_eq!(decided, (super::auto_for_array(x, facts), predict(x, facts)));
+        assert_eq!(*decided, super::Decision { chosen: super::auto_for_array(x, facts), predicted: predict(x, facts) });
     }
     assert_eq!(worked_out.get(), 4);
 }

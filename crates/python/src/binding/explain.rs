@@ -254,15 +254,15 @@ impl Predictor {
 
     /// THE `auto` for the array `source` describes and the prediction for the path it takes, from
     /// one reading of the facts (the live settings are asked once a share, not once for each).
-    pub fn decide(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<(explain::ArrayAuto, Prediction)> {
+    pub fn decide(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<std::sync::Arc<explain::Decision>> {
         let mut facts = self.facts_for(py, source)?;
         if busy {
             facts.to_mut().settings.producer_busy = true;
         }
-        let (chosen, predicted) = self
-            .decided
-            .decide(source, &facts, || (explain::auto_for_array(source, &facts), self.move_memo.predict(source, &facts)));
-        Ok((chosen, Prediction::from_outcome(predicted)))
+        Ok(self.decided.decide(source, &facts, || explain::Decision {
+            chosen: explain::auto_for_array(source, &facts),
+            predicted: self.move_memo.predict(source, &facts),
+        }))
     }
 
     /// The facts a prediction for `source` reads: the adapters' live settings asked where a rule of

@@ -533,13 +533,13 @@ impl SharePlan {
                     crate::trace::mark("plan: the producer's state", crate::trace::Kind::Driver);
                     busy
                 };
-                let (chosen, predicted) = Python::attach(|py| predictor.decide(py, source.as_ref(), busy).map_err(|e| share_error(py, e)))
+                let decision = Python::attach(|py| predictor.decide(py, source.as_ref(), busy).map_err(|e| share_error(py, e)))
                     .map_err(|e| e.explain(crate::share::Stage::Inspect, self.source.name(), self.target.name(), "auto", None))?;
                 crate::trace::mark("plan: auto for this array, and its prediction", Own);
                 // The prediction, made with the same facts, is of the path `auto` takes for this
                 // array in this state: the handoff's predict step hands it over.
-                let predicted = predicted.to_outcome();
-                let known = |_: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> { Ok(Some(predicted.clone())) };
+                let chosen = &decision.chosen;
+                let known = |_: &TensorReport| -> crate::share::Result<Option<PredictedOutcome>> { Ok(Some(decision.predicted.clone())) };
                 let handoff = Handoff { predictor: Some(&known), ..handoff };
                 if chosen.path == self.route.path && chosen.why == self.route.chosen_why {
                     let (source, predicted) = handoff.prepare_described(&obj, source)?;
@@ -548,7 +548,7 @@ impl SharePlan {
                 // This array's own `auto` differs from the plan's (where it lies, its dtype, layout
                 // or size, or the producer's state change it), or carries its own words: the path
                 // predicted is the path that runs.
-                let other = Python::attach(|py| self.other_route(py, chosen.path, chosen.why))
+                let other = Python::attach(|py| self.other_route(py, chosen.path, chosen.why.as_deref()))
                     .map_err(|e| Python::attach(|py| share_error(py, e)))?;
                 let (route, check_source) = &*other;
                 let handoff = Handoff { route, check_source: *check_source, ..handoff };
@@ -620,9 +620,9 @@ impl SharePlan {
 
     /// The route of `path` (made by `route_for` once), with `why` as the note every share by it
     /// carries.
-    fn other_route(&self, py: Python<'_>, path: &str, why: Option<String>) -> PyResult<std::sync::Arc<(PyRoute, bool)>> {
+    fn other_route(&self, py: Python<'_>, path: &str, why: Option<&str>) -> PyResult<std::sync::Arc<(PyRoute, bool)>> {
         if let Ok(others) = self.others.lock()
-            && let Some((.., route)) = others.iter().find(|(p, w, _)| p == path && *w == why)
+            && let Some((.., route)) = others.iter().find(|(p, w, _)| p == path && w.as_deref() == why)
         {
             return Ok(route.clone());
         }
@@ -630,11 +630,11 @@ impl SharePlan {
         let (convert, check_source): (Py<PyAny>, bool) = route_for.call1(py, (path,))?.extract(py)?;
         let mut route = PyRoute::new(py, path.to_string(), convert);
         if why.is_some() {
-            route.chosen_why = why.clone();
+            route.chosen_why = why.map(str::to_string);
         }
         let made = std::sync::Arc::new((route, check_source));
         if let Ok(mut others) = self.others.lock() {
-            others.push((path.to_string(), why, made.clone()));
+            others.push((path.to_string(), why.map(str::to_string), made.clone()));
         }
         Ok(made)
     }
