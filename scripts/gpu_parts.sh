@@ -10,7 +10,9 @@ parts_tag() { basename "$1" | sed 's/^\.//; s/[0-9]*$//'; }
 copy_parts() {
   local dir=$1 tag
   tag=$(parts_tag "$dir")
-  mkdir -p "/tmp/parts/$tag" && cp "$dir"/*.part.* "/tmp/parts/$tag/"
+  mkdir -p "/tmp/parts/$tag" || return 1
+  # The last folder holds no part (scripts/prepare_gpu_run.sh): nothing to copy from it.
+  if compgen -G "$dir/*.part.*" > /dev/null; then cp "$dir"/*.part.* "/tmp/parts/$tag/"; fi
 }
 
 install_parts() {

@@ -37,9 +37,9 @@ default_part_mb() {
 }
 
 # carry_in_parts TAG FILE...: cuts FILEs into PART_MB-MiB parts (default_part_mb by default, so each run
-# stays under the 64 MiB a run may carry), one part per git-ignored folder .TAG01, .TAG02, …; the
-# last folder also gets SHA256 (one line per FILE) and PARTS (how many parts in all), which
-# scripts/gpu_parts.sh reads there. Sets LAST to the last folder's name.
+# stays under the 64 MiB a run may carry), one part per git-ignored folder .TAG01, .TAG02, …, and
+# one folder more, the last, with no part: SHA256 (one line per FILE) and PARTS (how many parts in
+# all), which scripts/gpu_parts.sh reads there. Sets LAST to the last folder's name.
 carry_in_parts() {
   local tag=$1 f part n=0 tmp
   shift
@@ -48,18 +48,19 @@ carry_in_parts() {
   tmp=$(mktemp -d)
   local part_mb=${PART_MB:-$(default_part_mb)}
   for f in "$@"; do split -b "${part_mb}M" -d -a 2 "$f" "$tmp/$(basename "$f").part."; done
-  # Largest first: the last folder travels with .whl (about 19 MiB) and the working tree, so it
-  # gets the smallest part (a remainder of 33 MiB there once made that run too big to carry).
   for part in $(ls -S "$tmp"/*.part.*); do
     n=$((n + 1))
     mkdir -p "$(printf '.%s%02d' "$tag" "$n")" && mv "$part" "$(printf '.%s%02d' "$tag" "$n")/"
   done
-  LAST=$(printf '.%s%02d' "$tag" "$n")
+  # The last folder holds no part: it travels with .whl (about 20 MiB), the working tree and the
+  # other last folders, and a part beside them made that run too big to carry.
+  LAST=$(printf '.%s%02d' "$tag" "$((n + 1))")
+  mkdir -p "$LAST"
   for f in "$@"; do (cd "$(dirname "$f")" && sha256sum "$(basename "$f")"); done > "$LAST/SHA256"
   echo "$n" > "$LAST/PARTS"
   rm -rf "$tmp"
-  echo "$tag in $n parts: runs 1..$((n - 1)) each carry [.${tag}NN] and run" \
-       "'source scripts/gpu_parts.sh && copy_parts .${tag}NN'; run $n carries [$LAST, .whl]"
+  echo "$tag in $n parts: runs 1..$n each carry [.${tag}NN] and run" \
+       "'source scripts/gpu_parts.sh && copy_parts .${tag}NN'; run $((n + 1)) carries [$LAST, .whl]"
 }
 if [ $WHEELS = 1 ]; then
 rm -rf .whl && mkdir -p .whl
