@@ -30,9 +30,13 @@ pub fn planner_in_use(py: Python<'_>) -> Option<Py<PyPlanner>> {
 #[pyfunction]
 #[pyo3(signature = (planner))]
 pub fn use_planner(planner: Option<Py<PyPlanner>>) {
-    if let Ok(mut slot) = PLANNER.lock() {
-        *slot = planner;
-    }
+    // The planner it replaces goes after the lock is let go: its plans hold Python objects whose
+    // finalizers may share, and so ask for the planner in use.
+    let replaced = match PLANNER.lock() {
+        Ok(mut slot) => std::mem::replace(&mut *slot, planner),
+        Err(_) => None,
+    };
+    drop(replaced);
 }
 
 /// Converts ``obj`` to framework ``to`` and reports what happened.
