@@ -23,7 +23,12 @@ static PLANNER: Mutex<Option<Py<PyPlanner>>> = Mutex::new(None);
 /// The planner in use, if one was made since the model was last forgotten.
 #[pyfunction]
 pub fn planner_in_use(py: Python<'_>) -> Option<Py<PyPlanner>> {
-    PLANNER.lock().ok()?.as_ref().map(|p| p.clone_ref(py))
+    slot().as_ref().map(|p| p.clone_ref(py))
+}
+
+/// The planner's slot. Nothing panics while it is held, so a poisoned lock holds a whole value.
+fn slot() -> std::sync::MutexGuard<'static, Option<Py<PyPlanner>>> {
+    PLANNER.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Makes ``planner`` the one every share plans with (None: none until the next is made).
@@ -32,10 +37,7 @@ pub fn planner_in_use(py: Python<'_>) -> Option<Py<PyPlanner>> {
 pub fn use_planner(planner: Option<Py<PyPlanner>>) {
     // The planner it replaces goes after the lock is let go: its plans hold Python objects whose
     // finalizers may share, and so ask for the planner in use.
-    let replaced = match PLANNER.lock() {
-        Ok(mut slot) => std::mem::replace(&mut *slot, planner),
-        Err(_) => None,
-    };
+    let replaced = std::mem::replace(&mut *slot(), planner);
     drop(replaced);
 }
 
