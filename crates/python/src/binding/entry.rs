@@ -185,7 +185,7 @@ fn warn(py: Python<'_>, obj: &Bound<'_, PyAny>, result: &Bound<'_, ShareResult>)
 }
 
 /// Whether the code that called `share` is gpushare's own: its module's globals name a module of
-/// the package.
+/// the package (`gpushare` or `gpushare.…`).
 fn called_by_gpushare(py: Python<'_>) -> bool {
     // SAFETY: the GIL is held (`py`); PyEval_GetGlobals returns a borrowed reference to the
     // globals of the frame running now (the caller's: a native function has no frame), or NULL.
@@ -196,6 +196,14 @@ fn called_by_gpushare(py: Python<'_>) -> bool {
     // SAFETY: a borrowed reference from the interpreter, alive for the caller's frame.
     let globals = unsafe { Bound::from_borrowed_ptr(py, globals) };
     let Ok(globals) = globals.cast_into::<PyDict>() else { return false };
-    let Ok(Some(name)) = globals.get_item("__name__") else { return false };
-    name.cast::<PyString>().ok().and_then(|n| n.to_cow().ok().map(|n| n == "gpushare" || n.starts_with("gpushare."))).unwrap_or(false)
+    let Ok(Some(name)) = globals.get_item(pyo3::intern!(py, "__name__")) else { return false };
+    let Ok(name) = name.cast_into::<PyString>() else { return false };
+    let package = pyo3::intern!(py, "gpushare");
+    let subpackage = pyo3::intern!(py, "gpushare.");
+    // Compared in place: reading the name out (a copy under the stable ABI) costs every share that
+    // warns. SAFETY: three live str objects; Tailmatch with direction -1 matches at the start.
+    unsafe {
+        pyo3::ffi::PyUnicode_Compare(name.as_ptr(), package.as_ptr()) == 0
+            || pyo3::ffi::PyUnicode_Tailmatch(name.as_ptr(), subpackage.as_ptr(), 0, isize::MAX, -1) == 1
+    }
 }
