@@ -512,7 +512,7 @@ fn versions_parse() {
 
 #[test]
 fn prediction_form() {
-    let p = predict(&src("torch", "int64", 0x10000, vec![8], vec![1]), &to("jax")).to_prediction();
+    let p = predict(&src("torch", "int64", 0x10000, vec![8], vec![1]), &to("jax")).into_prediction();
     assert_eq!(p.verdict, Verdict::Copied);
     assert!(p.reason.unwrap().contains("x64"));
     assert_eq!(base_and_lanes("float4_e2m1fnx2"), ("float4_e2m1fn", 2));

@@ -160,9 +160,15 @@ impl PredictedOutcome {
         }
     }
 
-    /// The form stored on a [`crate::report::ShareReport`].
-    pub fn to_prediction(&self) -> Prediction {
-        Prediction { verdict: self.verdict(), reason: self.reason().map(str::to_string) }
+    /// The form stored on a [`crate::report::ShareReport`]: the prediction's words move into the
+    /// report (copying them there and freeing them after the conversion cost a share time).
+    pub fn into_prediction(self) -> Prediction {
+        let verdict = self.verdict();
+        let reason = match self {
+            PredictedOutcome::Shared { note } => note,
+            PredictedOutcome::Copied { reason } | PredictedOutcome::Failed { reason, .. } => Some(reason),
+        };
+        Prediction { verdict, reason }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod lab;
 pub mod process;
 pub mod process_lab;
 pub mod timing;
+pub mod transport;
 
 use std::time::Instant;
 
@@ -233,7 +234,8 @@ impl<F: Framework> Handoff<'_, F> {
         self.convert_prepared(host, array, source, predicted, options)
     }
 
-    /// The pipeline after [`Handoff::prepare`].
+    /// The pipeline after [`Handoff::prepare`]: the route carries the array within this process
+    /// ([`InProcess`], through [`transport::carry`], the steps every handoff takes).
     pub fn convert_prepared(
         &self,
         host: &dyn Host,
@@ -242,94 +244,9 @@ impl<F: Framework> Handoff<'_, F> {
         predicted: Option<PredictedOutcome>,
         options: &Options,
     ) -> Result<Outcome<F>> {
-        let failed = self.explained(Stage::Convert, predicted.as_ref());
-        let on_device = source.as_ref().dlpack_device.0 != DL_CPU;
         crate::trace::mark("refuse", Own);
-        let (memory, streams, observed_seconds) = if on_device && options.observe {
-            let (m, s, seconds) = self.observe(host, array, source.as_ref()).map_err(&failed)?;
-            // A handoff outside the timing, with its waits and the allocators' figures around it.
-            crate::trace::mark("observe: one untimed handoff and the memory ledger", Conversion);
-            (m, Some(s), seconds)
-        } else {
-            (None, None, 0.0)
-        };
-        // One conversion on its own is the raw call's host time; anything more is synchronised at
-        // the sample edges, so queued work (on a device, or a framework's queued host work) lands
-        // in the sample it belongs to. A copying
-        // route is timed to the end of its copy either way (see `Edges`).
-        let queued = on_device || self.source.queues_host_work() || self.target.queues_host_work();
-        let edges = timing::Edges::of(self.route.kind(), self.path(), on_device, queued, &options.timing, self.target.views_gpushare_buffers());
-        let synchronise = edges.synchronise;
-        let clock = if synchronise { self.device_clock(array, source.as_ref()).map_err(&failed)? } else { None };
-        // The observed handoff was untimed, paid the one-time costs and was waited for: it is the
-        // policy's first warm-up, not one more conversion before it.
-        let mut policy = options.timing;
-        let observed_as_warmup = streams.is_some() && policy.warmup > 0;
-        if observed_as_warmup {
-            policy.warmup -= 1;
-        }
-        let mut sampler = HandoffSampler { handoff: self, host, array, described: source.as_ref(), edges, clock, value: None };
-        crate::trace::mark("plan the timing", Own);
-        let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
-        crate::trace::mark("the timed conversions", Own);
-        measured.warmup += usize::from(observed_as_warmup);
-        // The observed handoff is a handoff the measurement made outside its samples, as a warm-up
-        // is: its conversion and the waits around it are untimed handoff time, not the caller's
-        // own work (the ledger's readings around it are).
-        measured.untimed += observed_seconds;
-        let value = sampler.value.take().expect("every policy makes at least one conversion");
-        // The source is alive: a target inside its allocation is described from its attributes.
-        let target = crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || self.target.describe(&value))
-            .map_err(&failed)?;
-        crate::trace::mark("describe the target", Own);
-        if on_device && !edges.waits_for_target() && self.target.import_settles_later() && !views_as_is(source.as_ref(), target.as_ref()) {
-            // Outside the timing: a framework that converts asynchronously (JAX's narrowing
-            // kernel) reports its failure only when waited on, and a share must not call "copied"
-            // an array whose making failed. A view of the source's bytes as they are queued no
-            // conversion: waiting for it (tens of µs into JAX on a GPU) could only fail on work
-            // the user queued.
-            self.target.synchronize(&value).map_err(&failed)?;
-            crate::trace::mark("wait for a target that settles later", Wait);
-        }
-        let mut report = self.report(source.into(), target.into(), measured, predicted.as_ref(), memory, streams, options);
-        report.notes.extend(self.route.take_notes());
-        crate::trace::mark("judge and report", Own);
+        let (value, report) = transport::carry(InProcess::new(self, host, array, source, predicted, options))?;
         Ok(Outcome { value, report })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn report(
-        &self,
-        source: TensorReport,
-        target: TensorReport,
-        measured: Measured,
-        predicted: Option<&PredictedOutcome>,
-        memory: Option<MemoryLedger>,
-        streams: Option<StreamReport>,
-        options: &Options,
-    ) -> ShareReport {
-        let judgement = explain::judge_handoff(self.route.kind(), self.path(), explain::Sides::Here { source: &source, target: &target });
-        let shares_origin = options.origin.as_ref().map(|o| explain::judge(o, &target).verdict == Verdict::Shared);
-        let mut timing = Timing::from_samples(measured.samples, measured.number);
-        timing.warmup = measured.warmup as u64;
-        timing.untimed = measured.untimed;
-        if let Some(device) = measured.device_samples {
-            timing = timing.with_device_samples(device);
-        }
-        ShareReport {
-            name: options.name.clone(),
-            path: self.path().to_string(),
-            source,
-            target,
-            verdict: judgement.verdict,
-            reason: judgement.reason,
-            notes: judgement.notes,
-            timing,
-            shares_origin,
-            predicted: predicted.map(PredictedOutcome::to_prediction),
-            memory,
-            streams,
-        }
     }
 
     /// One handoff outside the timing: it pays one-time costs (it stands for the policy's first
@@ -366,6 +283,152 @@ impl<F: Framework> Handoff<'_, F> {
         Ok(crate::cuda::EventTimer::new(ordinal)
             .ok()
             .map(|timer| DeviceClock { timer, stream: crate::cuda::Stream::external(stream, ordinal) }))
+    }
+}
+
+/// The transport of a handoff within this process: the route's conversions into the target
+/// framework, timed under the share's policy, both arrays described by address here.
+pub struct InProcess<'h, 'a, F: Framework> {
+    handoff: &'h Handoff<'a, F>,
+    host: &'h dyn Host,
+    array: &'h F::Array,
+    /// The source's description, until [`Transport::describe`] hands it to the sides.
+    source: Option<F::Info>,
+    predicted: Option<PredictedOutcome>,
+    options: &'h Options,
+    /// Where the samples wait, decided when the handoffs are timed.
+    edges: Option<timing::Edges>,
+    /// The observed handoff's memory ledger and streams, where the share asked for them.
+    memory: Option<MemoryLedger>,
+    streams: Option<StreamReport>,
+}
+
+impl<'h, 'a, F: Framework> InProcess<'h, 'a, F> {
+    /// `source` described, checked, predicted and refused by [`Handoff::prepare`].
+    pub fn new(
+        handoff: &'h Handoff<'a, F>,
+        host: &'h dyn Host,
+        array: &'h F::Array,
+        source: F::Info,
+        predicted: Option<PredictedOutcome>,
+        options: &'h Options,
+    ) -> Self {
+        InProcess { handoff, host, array, source: Some(source), predicted, options, edges: None, memory: None, streams: None }
+    }
+
+    fn failed(&self) -> impl Fn(Error) -> Error + '_ {
+        self.handoff.explained(Stage::Convert, self.predicted.as_ref())
+    }
+}
+
+impl<F: Framework> transport::Transport for InProcess<'_, '_, F> {
+    type Delivered = F::Array;
+    type Sides = (TensorReport, TensorReport);
+    type Report = ShareReport;
+
+    fn kind(&self) -> crate::paths::PathKind {
+        self.handoff.route.kind()
+    }
+
+    fn path(&self) -> &str {
+        self.handoff.path()
+    }
+
+    fn hand_over(&mut self) -> Result<(F::Array, Timing)> {
+        let (h, host, array, options) = (self.handoff, self.host, self.array, self.options);
+        let failed = h.explained(Stage::Convert, self.predicted.as_ref());
+        let source = self.source.as_ref().expect("the source is described until the sides are").as_ref();
+        let on_device = source.dlpack_device.0 != DL_CPU;
+        let observed_seconds = if on_device && options.observe {
+            let (m, s, seconds) = h.observe(host, array, source).map_err(&failed)?;
+            // A handoff outside the timing, with its waits and the allocators' figures around it.
+            crate::trace::mark("observe: one untimed handoff and the memory ledger", Conversion);
+            (self.memory, self.streams) = (m, Some(s));
+            seconds
+        } else {
+            0.0
+        };
+        // One conversion on its own is the raw call's host time; anything more is synchronised at
+        // the sample edges, so queued work (on a device, or a framework's queued host work) lands
+        // in the sample it belongs to. A copying
+        // route is timed to the end of its copy either way (see `Edges`).
+        let queued = on_device || h.source.queues_host_work() || h.target.queues_host_work();
+        let edges = timing::Edges::of(h.route.kind(), h.path(), on_device, queued, &options.timing, h.target.views_gpushare_buffers());
+        self.edges = Some(edges);
+        let clock = if edges.synchronise { h.device_clock(array, source).map_err(&failed)? } else { None };
+        // The observed handoff was untimed, paid the one-time costs and was waited for: it is the
+        // policy's first warm-up, not one more conversion before it.
+        let mut policy = options.timing;
+        let observed_as_warmup = self.streams.is_some() && policy.warmup > 0;
+        if observed_as_warmup {
+            policy.warmup -= 1;
+        }
+        let mut sampler = HandoffSampler { handoff: h, host, array, described: source, edges, clock, value: None };
+        crate::trace::mark("plan the timing", Own);
+        let mut measured = timing::measure(&policy, &mut sampler).map_err(&failed)?;
+        crate::trace::mark("the timed conversions", Own);
+        measured.warmup += usize::from(observed_as_warmup);
+        // The observed handoff is a handoff the measurement made outside its samples, as a warm-up
+        // is: its conversion and the waits around it are untimed handoff time, not the caller's
+        // own work (the ledger's readings around it are).
+        measured.untimed += observed_seconds;
+        let value = sampler.value.take().expect("every policy makes at least one conversion");
+        let mut timing = Timing::from_samples(measured.samples, measured.number);
+        timing.warmup = measured.warmup as u64;
+        timing.untimed = measured.untimed;
+        if let Some(device) = measured.device_samples {
+            timing = timing.with_device_samples(device);
+        }
+        Ok((value, timing))
+    }
+
+    fn describe(&mut self, value: &F::Array) -> Result<(TensorReport, TensorReport)> {
+        let h = self.handoff;
+        let source = self.source.take().expect("the sides are described once");
+        // The source is alive: a target inside its allocation is described from its attributes.
+        let target =
+            crate::cuda::with_known_allocation(source.as_ref().cuda.as_ref(), || h.target.describe(value)).map_err(self.failed())?;
+        crate::trace::mark("describe the target", Own);
+        let (source, target): (TensorReport, TensorReport) = (source.into(), target.into());
+        let on_device = source.dlpack_device.0 != DL_CPU;
+        let waited = self.edges.is_some_and(|e| e.waits_for_target());
+        if on_device && !waited && h.target.import_settles_later() && !views_as_is(&source, &target) {
+            // Outside the timing: a framework that converts asynchronously (JAX's narrowing
+            // kernel) reports its failure only when waited on, and a share must not call "copied"
+            // an array whose making failed. A view of the source's bytes as they are queued no
+            // conversion: waiting for it (tens of µs into JAX on a GPU) could only fail on work
+            // the user queued.
+            h.target.synchronize(value).map_err(self.failed())?;
+            crate::trace::mark("wait for a target that settles later", Wait);
+        }
+        Ok((source, target))
+    }
+
+    fn judged((source, target): &(TensorReport, TensorReport)) -> explain::Sides<'_> {
+        explain::Sides::Here { source, target }
+    }
+
+    fn report(self, _: &F::Array, (source, target): (TensorReport, TensorReport), judgement: explain::Judgement, timing: Timing) -> Result<ShareReport> {
+        let options = self.options;
+        let shares_origin = options.origin.as_ref().map(|o| explain::judge(o, &target).verdict == Verdict::Shared);
+        let mut notes = judgement.notes;
+        notes.extend(self.handoff.route.take_notes());
+        let report = ShareReport {
+            name: options.name.clone(),
+            path: self.handoff.path().to_string(),
+            source,
+            target,
+            verdict: judgement.verdict,
+            reason: judgement.reason,
+            notes,
+            timing,
+            shares_origin,
+            predicted: self.predicted.map(PredictedOutcome::into_prediction),
+            memory: self.memory,
+            streams: self.streams,
+        };
+        crate::trace::mark("judge and report", Own);
+        Ok(report)
     }
 }
 

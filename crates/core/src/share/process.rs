@@ -1,5 +1,6 @@
-//! Handoffs to another process, as routes of the one pipeline: refuse → set up → hand over under
-//! the one timing loop → describe both sides by memory identity → judge → report.
+//! Handoffs to another process: a transport ([`ToWorker`]) of the one pipeline
+//! ([`super::transport::carry`]): refuse → set up → hand over under the one timing loop → describe
+//! both sides by memory identity → judge → report.
 //!
 //! A process path is a [`ProcessRoute`]: its conversion hands the array to a worker process and
 //! returns the worker's reply. The worker's side is described by memory identity (an IPC handle +
@@ -58,8 +59,8 @@ pub struct Staging {
     pub staged_bytes: u64,
 }
 
-/// One process path: the transport's side of a handoff. The pipeline ([`ProcessHandoff::run`])
-/// calls these in order: the refusal's facts (and the costly ones only when the rule reaches
+/// One process path: the transport's side of a handoff. The pipeline ([`hand_to_worker`], then
+/// [`ToWorker`]'s steps) calls these in order: the refusal's facts (and the costly ones only when the rule reaches
 /// them), `set_up`, then `hand_over`/`release` under the timing loop (or
 /// `hand_over_timed_by_worker`), then `sides`, `staging`, `mechanism_detail` and `notes`.
 pub trait ProcessRoute {
@@ -122,48 +123,87 @@ pub struct Handed<Reply> {
     pub reply: Reply,
 }
 
-/// One handoff across processes, `repeat` timed handoffs after the first.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProcessHandoff {
+/// Hands an array to a worker by `route`: refuses a path that does not apply (`PathNotApplicable`,
+/// before anything crosses), then [`super::transport::carry`] runs the pipeline every handoff
+/// takes over [`ToWorker`]: the first handoff and `repeat` timed ones, both sides judged by
+/// memory identity, the typed row. `predicted`: what the cost model predicts for the handoff,
+/// asked before it runs and kept in the row beside the measurement.
+pub fn hand_to_worker<R: ProcessRoute>(
+    route: &mut R,
+    repeat: usize,
+    predicted: Option<crate::advice::model::Prediction>,
+) -> Result<Handed<R::Reply>> {
+    if let Some(reason) = refusal(route)? {
+        let path = route.path();
+        return Err(Error::PathNotApplicable {
+            message: crate::error::explained_message(path, &reason, None),
+            reason: Some(reason),
+            fix: None,
+            framework_error: None,
+            predicted: None,
+        });
+    }
+    let (reply, report) = super::transport::carry(ToWorker { route, repeat, predicted })?;
+    Ok(Handed { report, reply })
+}
+
+/// The transport of a handoff to a worker process, on this host or another: the route sets up
+/// and hands the array over under the one timing loop of handoffs (or the worker's own, where the
+/// sender times), and each side is described by memory identity in its own process.
+pub struct ToWorker<'r, R: ProcessRoute> {
+    pub route: &'r mut R,
+    /// Timed handoffs after the first.
     pub repeat: usize,
-    /// What the cost model predicts for the handoff, asked before it runs; kept in the row beside
-    /// the measurement.
     pub predicted: Option<crate::advice::model::Prediction>,
 }
 
-impl ProcessHandoff {
-    /// Runs `route`: refuses a path that does not apply (`PathNotApplicable`, before anything
-    /// crosses), sets it up, times the handoffs, judges both sides' identities and builds the row.
-    pub fn run<R: ProcessRoute>(&self, route: &mut R) -> Result<Handed<R::Reply>> {
-        let path = route.path().to_string();
-        if let Some(reason) = refusal(route)? {
-            return Err(Error::PathNotApplicable {
-                message: crate::error::explained_message(&path, &reason, None),
-                reason: Some(reason),
-                fix: None,
-                framework_error: None,
-                predicted: None,
-            });
-        }
-        let set_up = route.set_up()?;
-        let (reply, timing) = match route.hand_over_timed_by_worker(self.repeat) {
+/// Both sides of a handoff to a worker, and the segment a staged copy went through.
+pub struct WorkerSides {
+    pub source: SourceSide,
+    pub target: ProcessTarget,
+    pub staging: Option<Staging>,
+}
+
+impl<R: ProcessRoute> super::transport::Transport for ToWorker<'_, R> {
+    type Delivered = R::Reply;
+    type Sides = WorkerSides;
+    type Report = crate::render::lab::PathRow;
+
+    fn kind(&self) -> PathKind {
+        PathKind::Process
+    }
+
+    fn path(&self) -> &str {
+        self.route.path()
+    }
+
+    fn hand_over(&mut self) -> Result<(R::Reply, crate::stats::Timing)> {
+        let set_up = self.route.set_up()?;
+        match self.route.hand_over_timed_by_worker(self.repeat) {
             Some(timed) => {
                 let (reply, seconds) = timed?;
                 let Some((first, rest)) = seconds.split_first() else {
-                    return Err(Error::Other(format!("{path}: the worker timed no handoff")));
+                    return Err(Error::Other(format!("{}: the worker timed no handoff", self.route.path())));
                 };
-                (reply, process_timing(set_up + first, rest.to_vec()))
+                Ok((reply, process_timing(set_up + first, rest.to_vec())))
             }
-            None => time_handoffs(&mut HandoffCalls(route), self.repeat, set_up)?,
-        };
-        let (source, target) = route.sides(&reply)?;
-        let staging = route.staging()?;
-        let staged = staging.as_ref().filter(|s| s.staged_bytes > 0).map(|s| &s.segment);
-        let judgement = explain::judge_handoff(
-            PathKind::Process,
-            &path,
-            explain::Sides::Apart { source: source.identity.as_ref(), target: target.identity.as_ref(), staged },
-        );
+            None => time_handoffs(&mut HandoffCalls(&mut *self.route), self.repeat, set_up),
+        }
+    }
+
+    fn describe(&mut self, reply: &R::Reply) -> Result<WorkerSides> {
+        let (source, target) = self.route.sides(reply)?;
+        Ok(WorkerSides { source, target, staging: self.route.staging()? })
+    }
+
+    fn judged(sides: &WorkerSides) -> explain::Sides<'_> {
+        let staged = sides.staging.as_ref().filter(|s| s.staged_bytes > 0).map(|s| &s.segment);
+        explain::Sides::Apart { source: sides.source.identity.as_ref(), target: sides.target.identity.as_ref(), staged }
+    }
+
+    fn report(self, reply: &R::Reply, sides: WorkerSides, judgement: explain::Judgement, timing: crate::stats::Timing) -> Result<Self::Report> {
+        let path = self.route.path().to_string();
+        let WorkerSides { source, target, staging } = sides;
         let (verdict, reason) = (judgement.verdict, judgement.reason);
         let by_design = paths::copied_by_design(PathKind::Process, &path).is_some();
         let bytes_moved = match &staging {
@@ -172,18 +212,18 @@ impl ProcessHandoff {
             None => 0,
         };
         let described = paths::find(PathKind::Process, &path).map_or(path.as_str(), |p| p.description);
-        let mechanism = match route.mechanism_detail()? {
+        let mechanism = match self.route.mechanism_detail()? {
             Some(detail) => format!("{described}: {detail}"),
             None => described.to_string(),
         };
-        let report = crate::render::lab::PathRow::of_worker(WorkerRun {
+        Ok(crate::render::lab::PathRow::of_worker(WorkerRun {
             verdict,
             reason,
             applicable: true,
             bytes_moved,
             timing: Some(timing),
-            notes: route.notes(&reply)?,
-            predicted: self.predicted.clone(),
+            notes: self.route.notes(reply)?,
+            predicted: self.predicted,
             worker: WorkerHandoff {
                 mechanism,
                 nbytes: source.nbytes,
@@ -198,11 +238,10 @@ impl ProcessHandoff {
                 },
                 target: Some(target),
                 segment: staging.map(|s| s.segment),
-                link: route.link()?,
+                link: self.route.link()?,
             },
             path,
-        });
-        Ok(Handed { report, reply })
+        }))
     }
 }
 

@@ -85,7 +85,7 @@ impl ProcessRoute for FakeRoute {
 #[test]
 fn the_same_identity_on_both_sides_is_shared_and_moves_nothing() {
     let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
-    let handed = ProcessHandoff { repeat: 2, predicted: None }.run(&mut route).unwrap();
+    let handed = hand_to_worker(&mut route, 2, None).unwrap();
     let r = &handed.report;
     let w = r.worker.as_ref().unwrap();
     assert_eq!((r.verdict, r.reason.as_deref(), r.bytes_moved, w.bytes_per_handoff), (Verdict::Shared, None, 0, 0));
@@ -101,12 +101,12 @@ fn the_same_identity_on_both_sides_is_shared_and_moves_nothing() {
 #[test]
 fn another_identity_is_copied_with_the_judges_reason() {
     let mut route = fake("shm", Some(segment_identity(0)), Some(segment_identity(64)));
-    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
+    let r = hand_to_worker(&mut route, 1, None).unwrap().report;
     assert_eq!((r.verdict, r.reason.as_deref()), (Verdict::Copied, Some("same file, different offsets")));
     assert_eq!((r.bytes_moved, r.worker.unwrap().bytes_per_handoff), (32, 0));
     // A send copies into the worker's own buffer every time: by design, whatever the identities say.
     let mut route = fake("gloo", Some(segment_identity(0)), None);
-    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
+    let r = hand_to_worker(&mut route, 1, None).unwrap().report;
     // The reason is the path table's, as a copying path's is in every table.
     assert_eq!(r.reason.as_deref(), Some("copied by design: gloo sends the bytes over TCP into the worker's own tensor"));
     assert_eq!((r.bytes_moved, r.worker.as_ref().unwrap().bytes_per_handoff), (32, 32));
@@ -119,12 +119,12 @@ fn a_segment_staged_first_is_a_copy_naming_it_and_one_already_there_is_shared() 
     let segment = Segment { name: "psm_1".into(), offset: 0 };
     let mut route = fake("shm", Some(segment_identity(0)), Some(segment_identity(0)));
     route.staging = Some(Staging { segment: segment.clone(), staged_bytes: 32 });
-    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
+    let r = hand_to_worker(&mut route, 1, None).unwrap().report;
     assert_eq!((r.verdict, r.bytes_moved, r.worker.as_ref().unwrap().bytes_per_handoff), (Verdict::Copied, 32, 0));
     assert!(r.reason.unwrap().contains("(psm_1 + 0)"));
     assert_eq!(r.worker.unwrap().segment.as_ref(), Some(&segment));
     route.staging = Some(Staging { segment, staged_bytes: 0 });
-    let r = ProcessHandoff { repeat: 1, predicted: None }.run(&mut route).unwrap().report;
+    let r = hand_to_worker(&mut route, 1, None).unwrap().report;
     assert_eq!((r.verdict, r.bytes_moved), (Verdict::Shared, 0));
     assert_eq!(r.worker.unwrap().segment.unwrap().name, "psm_1");
 }
@@ -132,7 +132,7 @@ fn a_segment_staged_first_is_a_copy_naming_it_and_one_already_there_is_shared() 
 #[test]
 fn the_last_handoff_is_released_before_each_timed_one_and_the_last_is_kept() {
     let mut route = fake("shm", None, None);
-    let handed = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap();
+    let handed = hand_to_worker(&mut route, 3, None).unwrap();
     let expected = ["facts", "set_up", "hand_over 1", "release 1", "hand_over 2", "release 2", "hand_over 3", "release 3",
                     "hand_over 4", "sides 4"];
     assert_eq!(route.log, expected);
@@ -147,7 +147,7 @@ fn the_last_handoff_is_released_before_each_timed_one_and_the_last_is_kept() {
 fn a_failing_handoff_is_the_error_and_nothing_is_judged() {
     let mut route = fake("shm", None, None);
     route.fail_at = Some(2);
-    match (ProcessHandoff { repeat: 3, predicted: None }).run(&mut route) {
+    match hand_to_worker(&mut route, 3, None) {
         Err(Error::Worker(m)) => assert_eq!(m, "the worker died in handoff 2"),
         other => panic!("{:?}", other.map(|h| h.report)),
     }
@@ -157,7 +157,7 @@ fn a_failing_handoff_is_the_error_and_nothing_is_judged() {
 #[test]
 fn a_path_that_does_not_apply_is_refused_before_anything_crosses() {
     let mut route = fake("ipc", None, None);
-    match (ProcessHandoff { repeat: 1, predicted: None }).run(&mut route) {
+    match hand_to_worker(&mut route, 1, None) {
         Err(Error::PathNotApplicable { message, reason, .. }) => {
             assert!(message.starts_with("ipc: CUDA IPC shares device memory"), "{message}");
             assert!(reason.unwrap().contains("this array is in host memory"));
@@ -167,7 +167,7 @@ fn a_path_that_does_not_apply_is_refused_before_anything_crosses() {
     assert_eq!(route.log, ["facts"]);
     // A costly fact the rule asked for and could not learn is the error.
     route.facts.on_device = true;
-    assert!(matches!(ProcessHandoff { repeat: 1, predicted: None }.run(&mut route), Err(Error::Worker(_))));
+    assert!(matches!(hand_to_worker(&mut route, 1, None), Err(Error::Worker(_))));
     assert_eq!(route.log, ["facts", "facts", "ipc_refusal"]);
 }
 
@@ -177,7 +177,7 @@ fn handoffs_timed_by_the_worker_add_the_set_up_to_the_first() {
     route.by_worker = Some(vec![0.25, 0.003, 0.001, 0.002]);
     route.facts = RouteFacts { on_device: true, source_device: Some(0), worker_device: Some(1), ..route.facts.clone() };
     route.facts.library = Some("numpy".into());
-    let handed = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap();
+    let handed = hand_to_worker(&mut route, 3, None).unwrap();
     let t = handed.report.timing.unwrap();
     // The samples in the order the worker made them; the first call apart, with the set-up.
     assert_eq!((t.first_call, t.samples.clone(), t.median, t.min), (Some(0.75), vec![0.003, 0.001, 0.002], 0.002, 0.001));
@@ -216,11 +216,11 @@ fn the_prediction_made_before_the_handoff_is_kept_beside_its_measurement_and_a_m
         ..Default::default()
     };
     let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
-    let r = ProcessHandoff { repeat: 3, predicted: None }.run(&mut route).unwrap().report;
+    let r = hand_to_worker(&mut route, 3, None).unwrap().report;
     assert!(r.predicted.is_none() && !r.misses_prediction);
     // A prediction of a nanosecond: every handoff, however fast the fake's, lies beyond its ±20 %.
     let mut route = fake("torch_mp", Some(segment_identity(0)), Some(segment_identity(0)));
-    let far = ProcessHandoff { repeat: 3, predicted: Some(prediction(1e-9)) }.run(&mut route).unwrap().report;
+    let far = hand_to_worker(&mut route, 3, Some(prediction(1e-9))).unwrap().report;
     assert_eq!(far.predicted.as_ref().map(|p| p.seconds), Some(1e-9));
     let median = far.timing.as_ref().map(|t| t.median).unwrap();
     assert!(far.misses_prediction && median > 1.2e-9);

@@ -21,7 +21,7 @@ use super::forms::from_py;
 use super::types::ShareResult;
 use crate::share::Error;
 use crate::report::process::{ProcessTarget, RemoteLink, Segment};
-use crate::share::process::{ProcessHandoff, ProcessRoute, RouteFacts, SourceSide, Staging};
+use crate::share::process::{ProcessRoute, RouteFacts, SourceSide, Staging};
 
 /// A Python exception raised by the transport goes back to Python as itself (a WorkerError, a
 /// refusal with its reason and fix, Ctrl-C): the core carries it untouched.
@@ -155,7 +155,7 @@ fn process_handoff<'py>(
 ) -> PyResult<Bound<'py, ShareResult>> {
     let mut route = PyProcessRoute::new(transport.clone())?;
     let predicted = predicted.map(|p| p.inner.clone());
-    let mut handed = ProcessHandoff { repeat, predicted }.run(&mut route).map_err(to_pyerr)?;
+    let mut handed = crate::share::process::hand_to_worker(&mut route, repeat, predicted).map_err(to_pyerr)?;
     handed.report.auto = auto;
     let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
         transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
