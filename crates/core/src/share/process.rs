@@ -399,4 +399,4 @@ pub fn process_timing(first_call: f64, mut samples: Vec<f64>) -> crate::stats::T
 
 #[cfg(test)]
 #[path = "process_tests.rs"]
-mod tests;
+pub(crate) mod tests;

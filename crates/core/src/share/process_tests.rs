@@ -1,7 +1,8 @@
 use super::*;
 use crate::report::process::{HostIdentity, HostMapping};
 
-fn segment_identity(offset: u64) -> MemoryIdentity {
+/// A page of a shared-memory segment, at `offset` in it.
+pub(crate) fn segment_identity(offset: u64) -> MemoryIdentity {
     MemoryIdentity::Host(HostIdentity {
         file: Some("/dev/shm/psm_1".into()),
         unlinked: false,

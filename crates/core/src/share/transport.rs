@@ -52,25 +52,13 @@ pub fn carry<T: Transport>(mut transport: T) -> Result<(T::Delivered, T::Report)
 mod tests {
     use super::*;
     use crate::report::Verdict;
-    use crate::report::process::{HostIdentity, HostMapping, MemoryIdentity};
+    use crate::report::process::MemoryIdentity;
+    use crate::share::process::tests::segment_identity as identity;
 
     /// A transport that records the steps it is asked for and hands over one identity.
     struct Recorded {
         steps: Vec<&'static str>,
         target: Option<MemoryIdentity>,
-    }
-
-    /// A page of a shared-memory segment, at `offset` in it.
-    fn identity(offset: u64) -> MemoryIdentity {
-        MemoryIdentity::Host(HostIdentity {
-            file: Some("/dev/shm/psm_7".into()),
-            unlinked: false,
-            mapping: HostMapping::Shared,
-            dev: Some("00:1b".into()),
-            inode: 9,
-            offset: Some(offset),
-            address: 4096,
-        })
     }
 
     impl Transport for &mut Recorded {
