@@ -138,7 +138,7 @@ pub const PATHS: &[PathSpec] = &[
         "#e377c2", false, "a torch tensor, the worker on another host (Worker(host='HOST:PORT'))"),
 ];
 
-/// `auto` itself: a name every kind takes, resolved by [`resolve_auto`].
+/// `auto` itself: a name every kind takes, resolved by [`crate::auto::resolve_auto`].
 pub const AUTO: PathSpec = spec(
     "auto",
     Share,

@@ -1,5 +1,5 @@
 //! What `auto` decided, kept where it was decided: the planner of one cost model. A share's own
-//! `auto` per array is [`crate::explain::auto::AutoMemo`]'s; this keeps the moves' (`device=`),
+//! `auto` per array is [`crate::explain::DecisionMemo`]'s; this keeps the moves' (`device=`),
 //! which are decided before a plan is looked up, because the path names the plan.
 //!
 //! A planner is made with the model it plans with and dropped with it: a new calibration makes a

@@ -3,9 +3,10 @@
 //! paths are the comparison and the sweep of every handoff (`gpushare.comparison`,
 //! `gpushare.benchmark`), their rows with their worker part.
 //!
-//! Each handoff is the [`PathRow`] of every handoff with its [`WorkerHandoff`] part, made by the
-//! core's pipeline (crates/core/src/share/process.rs). The published schemas are generated from
-//! these types; the tests below read real-shaped rows back through them, so the two cannot drift.
+//! Each handoff is the [`crate::render::lab::PathRow`] of every handoff with its
+//! [`crate::report::process::WorkerHandoff`] part, made by the core's one pipeline over the worker's
+//! transport (crates/core/src/share/process.rs). The published schemas are generated from these
+//! types; the tests below read real-shaped rows back through them, so the two cannot drift.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -8,6 +8,10 @@
 //! `CustomNormalizer` implements its core's `Normalizer`). Everything framework-specific lives in
 //! those adapters; every rule lives in [`crate::explain`]. The lab (`compare`, `bench`) is this
 //! pipeline run once per path and size.
+//!
+//! Once its source is prepared, a handoff is carried by a [`transport::Transport`] through the one
+//! [`transport::carry`]: [`InProcess`] into a framework of this process, or
+//! [`process::ToWorker`] to a worker process on this host or another.
 
 pub mod error;
 pub mod lab;
