@@ -372,13 +372,18 @@ def test_one_plan_predicts_and_judges_each_array_on_its_own(monkeypatch):
 
     x = torch.arange(8)  # int64: JAX narrows it (a copy) unless x64 is on
     assert gpushare.share(x, "jax").prediction["verdict"] == "copied"
-    jax.config.update("jax_enable_x64", True)
-    try:
+    # Twice each way: the facts read with x64 on are kept for the next share that reads the same,
+    # and must not outlive the flag.
+    for _ in range(2):
+        jax.config.update("jax_enable_x64", True)
+        try:
+            for _ in range(2):
+                r = gpushare.share(x, "jax")
+                assert r.verdict == "shared" and r.prediction["verdict"] == "shared"
+        finally:
+            jax.config.update("jax_enable_x64", False)
         r = gpushare.share(x, "jax")
-        assert r.verdict == "shared" and r.prediction["verdict"] == "shared"
-    finally:
-        jax.config.update("jax_enable_x64", False)
-    assert gpushare.share(x, "jax").verdict == "copied"
+        assert r.verdict == "copied" and r.prediction["verdict"] == "copied"
 
 
 def test_a_predictor_made_before_the_target_was_imported_is_not_reused_after():

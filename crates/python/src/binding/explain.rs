@@ -1,7 +1,5 @@
 //! Predictions before a conversion: `Prediction` and `Predictor` over `crate::explain::predict`.
 
-use std::borrow::Cow;
-
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -220,11 +218,13 @@ pub struct Predictor {
     move_memo: explain::MoveMemo,
     /// `decide`'s answers per kind of array: a plan of `auto` asks on every share.
     decided: explain::DecisionMemo,
+    /// The facts with the live settings read last, and those settings ([`Predictor::with_live`]).
+    with_last_live: std::sync::Mutex<Option<(Live, std::sync::Arc<TargetFacts>)>>,
 }
 
 impl Predictor {
     pub fn predict(&self, py: Python<'_>, source: &TensorReport) -> PyResult<Prediction> {
-        let facts = self.facts_for(py, source)?;
+        let facts = self.facts_for(py, source, false)?;
         Ok(Prediction::from_outcome(self.move_memo.predict(source, &facts)))
     }
 
@@ -245,20 +245,14 @@ impl Predictor {
     /// THE `auto` for the array `source` describes (`explain::auto_for_array`), from the same facts,
     /// live settings included, that its prediction reads: the path the plan runs is the one predicted.
     pub fn auto_for(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<explain::ArrayAuto> {
-        let mut facts = self.facts_for(py, source)?;
-        if busy {
-            facts.to_mut().settings.producer_busy = true;
-        }
+        let facts = self.facts_for(py, source, busy)?;
         Ok(explain::auto_for_array(source, &facts))
     }
 
     /// THE `auto` for the array `source` describes and the prediction for the path it takes, from
     /// one reading of the facts (the live settings are asked once a share, not once for each).
     pub fn decide(&self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<std::sync::Arc<explain::Decision>> {
-        let mut facts = self.facts_for(py, source)?;
-        if busy {
-            facts.to_mut().settings.producer_busy = true;
-        }
+        let facts = self.facts_for(py, source, busy)?;
         Ok(self.decided.decide(source, &facts, || explain::Decision {
             chosen: explain::auto_for_array(source, &facts),
             predicted: self.move_memo.predict(source, &facts),
@@ -266,21 +260,28 @@ impl Predictor {
     }
 
     /// The facts a prediction for `source` reads: the adapters' live settings asked where a rule of
-    /// this handoff reads them.
-    fn facts_for<'s>(&'s self, py: Python<'_>, source: &TensorReport) -> PyResult<Cow<'s, TargetFacts>> {
-        // Borrowed in the common case: this runs on every share.
-        let mut facts = Cow::Borrowed(&self.facts);
+    /// this handoff reads them, and whether the producer is `busy`.
+    fn facts_for<'s>(&'s self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<Facts<'s>> {
+        let base = &self.facts.settings;
+        let mut live = Live {
+            keeps_64_bit: base.target.keeps_64_bit,
+            has_current_context: base.target.has_current_context,
+            source_device: base.source.current_device,
+            target_device: base.target.current_device,
+            cuda_available: base.cuda_available,
+            busy: base.producer_busy || busy,
+        };
         if let Some(read) = &self.target_live.keeps_64_bit
             && explain::rule_reads(LiveFact::Keeps64Bit, source)
             && framework_setting(read.bind(py))?
         {
-            facts.to_mut().settings.target.keeps_64_bit = Some(true);
+            live.keeps_64_bit = Some(true);
         }
         if let Some(read) = &self.target_live.has_current_context
             && explain::rule_reads(LiveFact::HasCurrentContext, source)
             && !framework_setting(read.bind(py))?
         {
-            facts.to_mut().settings.target.has_current_context = Some(false);
+            live.has_current_context = Some(false);
         }
         if let Some(read) = &self.source_live.current_device
             && explain::rule_reads(LiveFact::CurrentDevice, source)
@@ -288,7 +289,7 @@ impl Predictor {
             // The framework's current device follows the context current on this thread, which the
             // driver answers without a call into Python; the framework is asked only when no
             // context is current (its own default then).
-            facts.to_mut().settings.source.current_device = match crate::cuda::current_device() {
+            live.source_device = match crate::cuda::current_device() {
                 Some(ordinal) => Some(ordinal),
                 None => read.bind(py).call0()?.extract()?,
             };
@@ -298,16 +299,78 @@ impl Predictor {
         {
             // The target's current device, where a rule reads it (CuPy's `__cuda_array_interface__`
             // import copies memory of another device to it): the driver's current context, as above.
-            facts.to_mut().settings.target.current_device = match crate::cuda::current_device() {
+            live.target_device = match crate::cuda::current_device() {
                 Some(ordinal) => Some(ordinal),
                 None => read.bind(py).call0()?.extract()?,
             };
         }
-        if facts.path == "pinned" {
-            let available = matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. });
-            facts.to_mut().settings.cuda_available = Some(available);
+        if self.facts.path == "pinned" {
+            live.cuda_available = Some(matches!(crate::cuda::driver_status(), crate::cuda::DriverStatus::Available { .. }));
         }
-        Ok(facts)
+        Ok(self.with_live(live))
+    }
+
+    /// The facts with `live` settings: the constant ones where nothing differs from them, else the
+    /// copy made for the settings read last. A share reads the same settings share after share (a
+    /// PyTorch source on its current device); copying the facts for each (four strings and the
+    /// memos' handles) was a share's cost on a GPU.
+    fn with_live(&self, live: Live) -> Facts<'_> {
+        let base = &self.facts.settings;
+        let unchanged = Live {
+            keeps_64_bit: base.target.keeps_64_bit,
+            has_current_context: base.target.has_current_context,
+            source_device: base.source.current_device,
+            target_device: base.target.current_device,
+            cuda_available: base.cuda_available,
+            busy: base.producer_busy,
+        };
+        if live == unchanged {
+            return Facts::Constant(&self.facts);
+        }
+        let mut last = self.with_last_live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((read, facts)) = &*last
+            && *read == live
+        {
+            return Facts::Live(std::sync::Arc::clone(facts));
+        }
+        let mut facts = self.facts.clone();
+        let settings = &mut facts.settings;
+        settings.target.keeps_64_bit = live.keeps_64_bit;
+        settings.target.has_current_context = live.has_current_context;
+        settings.source.current_device = live.source_device;
+        settings.target.current_device = live.target_device;
+        settings.cuda_available = live.cuda_available;
+        settings.producer_busy = live.busy;
+        let facts = std::sync::Arc::new(facts);
+        *last = Some((live, std::sync::Arc::clone(&facts)));
+        Facts::Live(facts)
+    }
+}
+
+/// The settings [`Predictor::facts_for`] reads for one share, where a rule reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Live {
+    keeps_64_bit: Option<bool>,
+    has_current_context: Option<bool>,
+    source_device: Option<i32>,
+    target_device: Option<i32>,
+    cuda_available: Option<bool>,
+    busy: bool,
+}
+
+/// The facts of one prediction: the predictor's own, or a copy with the settings read live.
+enum Facts<'a> {
+    Constant(&'a TargetFacts),
+    Live(std::sync::Arc<TargetFacts>),
+}
+
+impl std::ops::Deref for Facts<'_> {
+    type Target = TargetFacts;
+    fn deref(&self) -> &TargetFacts {
+        match self {
+            Facts::Constant(facts) => facts,
+            Facts::Live(facts) => facts,
+        }
     }
 }
 
@@ -362,7 +425,7 @@ impl Predictor {
             auto_model: model.map(|m| std::sync::Arc::new(m.inner.clone())),
             auto_memo: Default::default(),
         };
-        Ok(Predictor { facts, target_live, source_live, move_memo: Default::default(), decided: Default::default() })
+        Ok(Predictor { facts, target_live, source_live, move_memo: Default::default(), decided: Default::default(), with_last_live: Default::default() })
     }
 
     /// The prediction for handing the array ``source`` describes to the target.
