@@ -262,15 +262,8 @@ impl Predictor {
     /// The facts a prediction for `source` reads: the adapters' live settings asked where a rule of
     /// this handoff reads them, and whether the producer is `busy`.
     fn facts_for<'s>(&'s self, py: Python<'_>, source: &TensorReport, busy: bool) -> PyResult<Facts<'s>> {
-        let base = &self.facts.settings;
-        let mut live = Live {
-            keeps_64_bit: base.target.keeps_64_bit,
-            has_current_context: base.target.has_current_context,
-            source_device: base.source.current_device,
-            target_device: base.target.current_device,
-            cuda_available: base.cuda_available,
-            busy: base.producer_busy || busy,
-        };
+        let mut live = Live::of(&self.facts.settings);
+        live.busy |= busy;
         if let Some(read) = &self.target_live.keeps_64_bit
             && explain::rule_reads(LiveFact::Keeps64Bit, source)
             && framework_setting(read.bind(py))?
@@ -315,16 +308,7 @@ impl Predictor {
     /// PyTorch source on its current device); copying the facts for each (four strings and the
     /// memos' handles) was a share's cost on a GPU.
     fn with_live(&self, live: Live) -> Facts<'_> {
-        let base = &self.facts.settings;
-        let unchanged = Live {
-            keeps_64_bit: base.target.keeps_64_bit,
-            has_current_context: base.target.has_current_context,
-            source_device: base.source.current_device,
-            target_device: base.target.current_device,
-            cuda_available: base.cuda_available,
-            busy: base.producer_busy,
-        };
-        if live == unchanged {
+        if live == Live::of(&self.facts.settings) {
             return Facts::Constant(&self.facts);
         }
         let mut last = self.with_last_live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -356,6 +340,20 @@ struct Live {
     target_device: Option<i32>,
     cuda_available: Option<bool>,
     busy: bool,
+}
+
+impl Live {
+    /// What `settings` hold of the live settings.
+    fn of(settings: &Settings) -> Live {
+        Live {
+            keeps_64_bit: settings.target.keeps_64_bit,
+            has_current_context: settings.target.has_current_context,
+            source_device: settings.source.current_device,
+            target_device: settings.target.current_device,
+            cuda_available: settings.cuda_available,
+            busy: settings.producer_busy,
+        }
+    }
 }
 
 /// The facts of one prediction: the predictor's own, or a copy with the settings read live.
