@@ -293,10 +293,13 @@ def cpu_cases() -> tuple[dict, dict, list, list]:
     if installed("jax"):
         import jax
 
+        j = jax.numpy.ones((256, 256), dtype="float32")
         cases["torch->jax"] = (lambda: jax.dlpack.from_dlpack(t), lambda: gpushare.share(t, "jax"))
+        # JAX's arrays are read-only: every share of one into torch owes its caller a warning.
+        cases["jax->torch"] = (lambda: torch.from_dlpack(j), lambda: gpushare.share(j, "torch"))
         cells.append("%share t ->jax")
     else:
-        skipped.append("torch->jax: jax not installed")
+        skipped.append("torch<->jax: jax not installed")
     if installed("tensorflow"):
         import tensorflow as tf
 

@@ -530,6 +530,27 @@ def test_a_planned_share_warns_at_the_callers_line_and_a_chain_at_the_users():
     assert [(w.filename, w.lineno) for w in read_only] == [(__file__, planned_line), (__file__, chain_line)]
 
 
+def test_a_planned_shares_warning_follows_the_warning_filters():
+    """The planned share warns through the interpreter's own ``warnings.warn``: shown once per line
+    by default, every time under "always", never under "ignore", raised under "error"."""
+    gpushare.share(jnp.ones(4), "torch")  # the plan is made
+
+    def read_only_warnings(action: str) -> int:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter(action)
+            for _ in range(3):
+                assert gpushare.share(jnp.ones(4), "torch").shared
+        return sum("read-only" in str(w.message) for w in seen)
+
+    assert read_only_warnings("always") == 3
+    assert read_only_warnings("default") == 1
+    assert read_only_warnings("ignore") == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(GpushareWarning, match="jax → torch: the target can write"):
+            gpushare.share(jnp.ones(4), "torch")
+
+
 def test_a_timed_share_into_jax_on_the_host_waits_for_the_copy_it_queued(monkeypatch):
     """JAX's CPU client copies a NumPy array it cannot view after ``from_dlpack`` has returned (a
     200 MiB copy returned in 0.6 ms and landed 150 ms later): a timed share ends each sample by

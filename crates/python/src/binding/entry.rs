@@ -171,17 +171,36 @@ fn warn(py: Python<'_>, obj: &Bound<'_, PyAny>, result: &Bound<'_, ShareResult>)
     let readonly_only = !result.get().dtype_changed();
     if readonly_only
         && !called_by_gpushare(py)
-        && let Some(message) = result.get().readonly_warning()
+        && let Some((source, target, note)) = result.get().readonly_parts()
     {
         static CATEGORY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        static WARN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let category = CATEGORY.import(py, "gpushare.exceptions", "GpushareWarning")?;
-        let message = std::ffi::CString::new(message).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-        // Level 1 is the caller's frame: this function has none of its own.
-        return PyErr::warn(py, category, &message, 1);
+        let message = readonly_message(py, source, target, note);
+        // `warnings.warn` (the interpreter's own, in C) with stack level 1: the caller's frame, as
+        // this function has none of its own. Given the same str object each time, its hash is
+        // reckoned once, where a message decoded afresh for each share is hashed by every lookup of
+        // the caller's warning registry, a share's dearest step after a JAX array's reads.
+        WARN.import(py, "warnings", "warn")?.call1((message, category, 1))?;
+        return Ok(());
     }
     static WARN_ABOUT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     WARN_ABOUT.import(py, "gpushare.api", "warn_about")?.call1((obj, result))?;
     Ok(())
+}
+
+/// The read-only warning's text for a share from `source` to `target` with `note`, as a Python str
+/// made once for each (a handful: the pairs whose source is read-only, each with its note).
+fn readonly_message<'py>(py: Python<'py>, source: &str, target: &str, note: &str) -> Bound<'py, PyString> {
+    type Messages = Vec<([String; 3], Py<PyString>)>;
+    static MESSAGES: Mutex<Messages> = Mutex::new(Vec::new());
+    let mut messages = MESSAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, message)) = messages.iter().find(|([s, t, n], _)| s == source && t == target && n == note) {
+        return message.bind(py).clone();
+    }
+    let message = PyString::new(py, &ShareResult::readonly_text(source, target, note));
+    messages.push(([source.to_owned(), target.to_owned(), note.to_owned()], message.clone().unbind()));
+    message
 }
 
 /// Whether the code that called `share` is gpushare's own: its module's globals name a module of

@@ -185,6 +185,16 @@ fn not_a_process_handoff(what: &str) -> PyErr {
 
 impl ShareResult {
     /// The note that the target can write to memory the source holds read-only, if any.
+    /// The source and target frameworks and the note of the read-only warning, if one is owed.
+    pub(crate) fn readonly_parts(&self) -> Option<(&str, &str, &str)> {
+        let report = self.share_report()?;
+        let note = Self::readonly_note(report)?;
+        Some((&report.source.framework, &report.target.framework, note))
+    }
+    /// The read-only warning's words: the pair (`jax → torch`), then the note.
+    pub(crate) fn readonly_text(source: &str, target: &str, note: &str) -> String {
+        format!("{}: {note}", gpushare_core::route::label(source, target))
+    }
     fn readonly_note(report: &ShareReport) -> Option<&str> {
         report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
     }
@@ -512,8 +522,8 @@ impl ShareResult {
     /// `share` gives its GpushareWarning (the pair, then the note), if any.
     #[getter]
     pub(crate) fn readonly_warning(&self) -> Option<String> {
-        let here = self.share_report()?;
-        Self::readonly_note(here).map(|note| format!("{}: {note}", self.pair()))
+        let (source, target, note) = self.readonly_parts()?;
+        Some(Self::readonly_text(source, target, note))
     }
     /// The pair in words (`jax → torch`), for the warnings a share owes its caller, without
     /// making the two TensorInfo objects (every move and every copy asks).
