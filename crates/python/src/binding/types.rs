@@ -184,7 +184,6 @@ fn not_a_process_handoff(what: &str) -> PyErr {
 }
 
 impl ShareResult {
-    /// The note that the target can write to memory the source holds read-only, if any.
     /// The source and target frameworks and the note of the read-only warning, if one is owed.
     pub(crate) fn readonly_parts(&self) -> Option<(&str, &str, &str)> {
         let report = self.share_report()?;
@@ -195,6 +194,7 @@ impl ShareResult {
     pub(crate) fn readonly_text(source: &str, target: &str, note: &str) -> String {
         format!("{}: {note}", gpushare_core::route::label(source, target))
     }
+    /// The note that the target can write to memory the source holds read-only, if any.
     fn readonly_note(report: &ShareReport) -> Option<&str> {
         report.notes.iter().map(String::as_str).find(|n| n.contains("read-only"))
     }
