@@ -102,7 +102,7 @@ def test_wheel_metadata_is_complete(wheel):
     for framework in ("PyTorch", "TensorFlow", "JAX", "CuPy", "Numba", "NumPy", "PaddlePaddle"):
         assert framework in summary, f"{framework} missing from the summary: {summary}"
     # The JSON Schemas of every result kind ship with the package.
-    for kind in ("tensor", "share", "shares", "comparison", "benchmark", "process-share", "advice"):
+    for kind in ("tensor", "share", "shares", "comparison", "benchmark", "advice"):
         assert f"gpushare/schemas/{kind}.schema.json" in names
 
 

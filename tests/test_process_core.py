@@ -35,15 +35,22 @@ def test_results_are_the_cores_typed_reports(worker):
         assert type(r) is gpushare.ShareResult and r.worker.pid == worker.pid and r.worker.host is None
         assert r.value is r.remote and r.path == "shm" and r.timing.repeats == 4 and r.auto is False
         payload = json.loads(r.to_json())
-        assert payload["schema"] == "gpushare.process-share/2"
+        assert payload["schema"] == "gpushare.share/1"
         assert r.to_dict() == {"schema": payload["schema"], **payload["data"]}
+        # Its JSON is a share's: both arrays described, each in its own process, and the worker part
+        # whose memory identities the verdict was judged by.
+        data = payload["data"]
+        assert (data["source"]["framework"], data["target"]["framework"]) == ("numpy", "numpy")
+        assert data["source"]["shape"] == data["target"]["shape"] == [6] and data["target"]["dtype"] == "float32"
+        assert data["worker"]["target"]["pid"] == worker.pid and data["worker"]["segment"] == r.segment
+        assert data["timing"] == r.row["timing"] and data["verdict"] == r.verdict
         assert r._repr_mimebundle_()["application/vnd.gpushare+json"] == payload
         # A private source is copied into a segment first: the core's judge says so, naming it.
         assert r.verdict == "copied" and r.segment["name"] in r.reason
         assert "median of 4" in repr(r) and "gpushare-processes" in r._repr_html_()
         frame = r.to_pandas()
         assert list(frame["path"]) == ["shm"] and list(frame["target_pid"]) == [worker.pid]
-        assert list(frame.columns[:3]) == ["source_framework", "target_framework", "nbytes"]
+        assert list(frame.columns[:4]) == ["name", "source_framework", "target_framework", "path"]
         assert (r.remote.read() == np.arange(6)).all()
     finally:
         r.release()

@@ -68,21 +68,45 @@ class FakeTransport:
     def notes(self, reply):
         return [f"last slot {reply['slot']}"]
 
+    def described(self, reply):
+        self.log.append("described")
+        if self.fail_at == "described":
+            raise WorkerError("the worker died before it described its array")
+        source = gpushare.inspect(SOURCE).to_dict()
+        return source, {**source, "data_ptr": 8192}
+
     def result(self, reply):
         return "remote", "local", []
+
+
+SOURCE = np.zeros(8, dtype=np.float32)
 
 
 def test_the_core_times_judges_and_builds_the_row_over_a_transport():
     t = FakeTransport()
     r = _native.processes.handoff(t, 2)
     assert type(r) is gpushare.ShareResult and r.worker is not None
-    assert t.log == ["facts", "set_up", "hand_over 1", "release 1", "hand_over 2", "release 2", "hand_over 3"]
+    assert t.log == ["facts", "set_up", "hand_over 1", "release 1", "hand_over 2", "release 2", "hand_over 3",
+                     "described"]
+    # Its JSON is a share's: both arrays as each process described them, the verdict the judge's of
+    # the memory identities (the worker part), not of two addresses in two address spaces.
+    d = r.to_dict()
+    assert d["schema"] == "gpushare.share/1" and d["verdict"] == "shared"
+    assert (d["source"]["data_ptr"], d["target"]["data_ptr"]) == (SOURCE.ctypes.data, 8192)
+    assert d["worker"]["target"]["identity"] == SEGMENT and d["notes"] == ["last slot 3"]
     assert (r.verdict, r.reason, r.bytes_moved, r.nbytes) == ("shared", None, 0, 32)
     assert r.timing.repeats == 2 and r.timing.first_call >= 0.25
     assert (r.remote, r.local, r.notes, r.source.pid) == ("remote", "local", ["last slot 3"], os.getpid())
     assert r.mechanism == "torch.multiprocessing reduce_tensor"
     copied = _native.processes.handoff(FakeTransport(target={**SEGMENT, "offset": 64}), 1)
     assert (copied.verdict, copied.reason, copied.bytes_moved) == ("copied", "same file, different offsets", 32)
+
+
+def test_a_handoff_that_cannot_be_described_releases_the_workers_array():
+    t = FakeTransport(fail_at="described")
+    with pytest.raises(WorkerError, match="described its array"):
+        _native.processes.handoff(t, 1)
+    assert t.log[-2:] == ["described", "release 2"]
 
 
 def test_a_transports_exception_comes_back_as_itself():
@@ -114,7 +138,7 @@ class FakeLab:
 
     def try_path(self, obj, path, repeat):
         self.log.append((path, repeat))
-        return _native.processes.failure(path, "numpy", obj.nbytes, f"{path} refused here", False)
+        return f"{path} refused here", False, obj.nbytes
 
     def make_source(self, size):
         if size == 64:
@@ -125,12 +149,11 @@ class FakeLab:
 
 
 def test_a_failed_path_is_the_cores_row_and_the_tables_are_the_cores_loops():
-    r = _native.processes.failure("gloo", "numpy", 32, "gloo hands torch tensors; this is a numpy array", False)
-    assert (r.verdict, r.applicable, r.timing, r.target) == ("failed", False, None, None)
     lab = FakeLab()
     x = np.zeros(8, np.float32)
     c = _native.processes.compare_paths(lab, x, ["auto", "gloo"], 2, False, (gpushare.inspect(x), "numpy"))
     assert [row.path for row in c.rows] == ["shm", "gloo"] and c["gloo"].reason == "gloo refused here"
+    assert (c["gloo"].verdict, c["gloo"].applicable, c["gloo"].timing, c["gloo"].worker.pid) == ("failed", False, None, None)
     # No path reached a worker: the comparison is across processes, with no worker's pid to name.
     assert c.worker is not None and c.worker.pid is None
     assert c.results == {} and lab.log == [("shm", 2), ("gloo", 2)]

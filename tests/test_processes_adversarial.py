@@ -113,6 +113,10 @@ def test_shm_carries_a_dtype_numpy_lacks_natively(worker, name, in_segment):
     got = r.remote.read()
     assert got.dtype == x.dtype, (got.dtype, x.dtype)
     assert got.tobytes() == x.tobytes() and (got == x).all()
+    # Both sides described although NumPy's DLPack export refuses the dtype: as NumPy names it.
+    d = r.to_dict()
+    assert d["source"]["dtype"] == d["target"]["dtype"] == str(x.dtype), (d["source"]["dtype"], d["target"]["dtype"])
+    assert d["target"]["shape"] == [6] and d["target"]["nbytes"] == x.nbytes and d["target"]["dlpack_device"] == [1, 0]
     r.release()
     if r0 is not None:
         r0.release()
@@ -305,7 +309,8 @@ def test_the_json_of_a_process_share_from_a_paddle_source_fits_its_schema():
         with gpushare.Worker(device="cpu") as w:
             r = gpushare.share(x, "numpy", across=w, path="shm")
             d = json.loads(r.to_json())
-            assert d["data"]["worker"]["nbytes"] == 24, d["data"]["worker"]
+            assert d["schema"] == "gpushare.share/1" and d["data"]["worker"]["nbytes"] == 24, d["data"]["worker"]
+            assert d["data"]["source"]["framework"] == "paddle" and d["data"]["target"]["framework"] == "numpy"
             assert (r.remote.read() == x.numpy()).all()
         print("ok")
     """)

@@ -327,7 +327,7 @@ def test_cuda_process_results_fit_their_schemas(worker):
     for path in ("ipc", "torch_mp"):
         r = worker.share(x, path=path, repeat=2)
         payload = json.loads(r.to_json())
-        _schema_check("process-share", payload)
+        _schema_check("share", payload)
         data = payload["data"]
         assert data["verdict"] == "shared", data["reason"]
         sides = data["worker"]
@@ -336,7 +336,10 @@ def test_cuda_process_results_fit_their_schemas(worker):
             assert sides[side]["identity"]["offset"] == r.row["worker"][side]["identity"]["offset"]
             assert sides[side]["context"]["device"] == 0
         assert sides["target"]["identity"]["opened_handle"] == r.target["identity"]["opened_handle"]
-        assert r.to_dict()["schema"] == "gpushare.process-share/2"
+        assert r.to_dict()["schema"] == "gpushare.share/1"
+        # Both arrays as gpushare describes each in its own process: the same device and bytes.
+        assert data["source"]["device"] == data["target"]["device"] == "cuda:0"
+        assert data["source"]["nbytes"] == data["target"]["nbytes"] == x.nbytes
         r.release()
     c = gpushare.compare(x, "torch", across=worker, repeat=2)
     _schema_check("comparison", json.loads(c.to_json()))

@@ -139,8 +139,8 @@ def test_lab_frames_carry_identifying_columns_and_integer_counts(results):
 # -- process results (python/gpushare/processes/__init__.py; types in crates/core/src/report/process.rs) --------------
 
 #: Each result of the process paths, and the kind (and version) of its JSON form: one handoff to a
-#: worker is its own kind; a comparison or a sweep of the process paths is a comparison or a sweep.
-PROCESS_RESULTS = {"process-share": ("process-share", 2), "process-comparison": ("comparison", 1),
+#: worker is a share, a comparison or a sweep of the process paths a comparison or a sweep.
+PROCESS_RESULTS = {"process-share": ("share", 1), "process-comparison": ("comparison", 1),
                    "process-bench": ("benchmark", 1)}
 HAVE_PROC_MAPS = __import__("os").path.exists("/proc/self/maps")
 
@@ -160,11 +160,11 @@ def process_results():
                "process-bench": bench}
 
 
-def test_the_process_share_schema_is_shipped_and_generated():
-    assert schema("process-share") == _native.json_schema("process-share")
-    assert schema("process-share")["properties"]["schema"]["const"] == "gpushare.process-share/2"
-    jsonschema.Draft202012Validator.check_schema(schema("process-share"))
-    for gone in ("process-comparison", "process-bench"):
+def test_the_process_results_have_no_kinds_of_their_own():
+    """A handoff to a worker is a share with its worker part; the share's schema describes it."""
+    assert "worker" in schema("share")["$defs"]["ShareReport"]["properties"]
+    assert "worker" not in schema("share")["$defs"]["ShareReport"]["required"]
+    for gone in ("process-share", "process-comparison", "process-bench"):
         with pytest.raises(ValueError, match="unknown result kind"):
             _native.json_schema(gone)
 
@@ -187,6 +187,8 @@ def test_the_process_rows_are_the_measured_ones(process_results):
     """What the schema validated above is the real outcome, not an empty shell."""
     share = json.loads(process_results["process-share-json"])["data"]
     assert share["path"] == "torch_mp" and share["verdict"] == "shared"
+    assert share["source"]["framework"] == share["target"]["framework"] == "torch"
+    assert share["target"]["shape"] == [6] and share["target"]["device"] == "cpu"
     sides = share["worker"]
     assert sides["source"]["identity"]["kind"] == "host" and sides["target"]["identity"]["kind"] == "host"
     assert sides["target"]["pid"] != sides["source"]["pid"] and len(share["timing"]["samples"]) == 2
@@ -210,15 +212,23 @@ def test_process_frames_put_the_identifying_columns_first(process_results):
     assert list(bench["size"]) == [4096, 4096, 65536, 65536]
 
 
-def test_a_process_dict_the_schema_does_not_describe_is_refused():
-    good = _native.processes.failure("ipc", "numpy", 32, "no CUDA", applicable=False).row
-    validate("process-share", {"schema": "gpushare.process-share/2", "data": good})
+def test_a_process_dict_the_schema_does_not_describe_is_refused(process_results):
+    comparison = process_results["process-comparison"].to_dict()
+    comparison.pop("schema")
+    good = next(r for r in comparison["rows"] if r["path"] == "ipc")  # refused on the CPU: no timing
+    assert good["applicable"] is False and good["worker"]["target"] is None
+    validate("comparison", {"schema": "gpushare.comparison/1", "data": {**comparison, "rows": [good]}})
     # The schema refuses what the Rust types refuse (crates/core/src/report/process.rs tests them),
     # for anyone validating without gpushare.
     for bad in ({**good, "worker": {**good["worker"], "colour": "blue"}}, {**good, "colour": "blue"},
                 {**good, "verdict": "maybe"}):
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate({"schema": "gpushare.process-share/2", "data": bad}, schema("process-share"))
+            jsonschema.validate({"schema": "gpushare.comparison/1", "data": {**comparison, "rows": [bad]}},
+                                schema("comparison"))
+    share = json.loads(process_results["process-share-json"])
+    share["data"]["worker"]["colour"] = "blue"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(share, schema("share"))
     # A sweep's point (flattened in Rust) with a key the schema does not know, to a worker too.
     point = {**good, "size": 4096, "surprise": 1}
     bench = {"source_framework": "numpy", "target_framework": "numpy", "dtype": "float32", "device": "cpu",
@@ -298,5 +308,5 @@ def test_the_readme_names_the_columns_every_frame_has(process_results):
     assert list(swept.to_pandas().columns) == bench + comparison[comparison.index("path"):]
     assert list(process_results["process-comparison"].to_pandas().columns) == comparison + worker
     assert list(process_results["process-bench"].to_pandas().columns) == bench + comparison[comparison.index("path"):] + worker
-    one = ["source_framework", "target_framework", "nbytes"] + comparison[comparison.index("path"):] + worker
-    assert list(process_results["process-share"].to_pandas().columns) == one
+    share = _readme_columns("- `ShareResult`, `ShareTable`:")
+    assert list(process_results["process-share"].to_pandas().columns) == share + worker

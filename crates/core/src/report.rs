@@ -12,23 +12,14 @@ use crate::stats::Timing;
 /// The results of handoffs to another process (python/gpushare/processes/__init__.py).
 pub mod process;
 
-/// Version of the JSON schema of every kind not in [`KIND_VERSIONS`]; a kind's version changes
-/// with any incompatible change of its fields.
+/// Version of the JSON schema of every kind; a kind's version changes with any incompatible change
+/// of its fields (a field added where none was written before, and absent where it does not apply,
+/// is compatible: a share's `worker` part).
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// The kinds whose schema changed incompatibly since version 1, with their version. The process
-/// kinds (2): a handoff's timing is the one `Timing` of every handoff, its first call apart as
-/// `first_call` (it was a timing of its own, with `repeats` and a nullable median).
-const KIND_VERSIONS: [(&str, u32); 1] = [("process-share", 2)];
-
-/// The schema version of result kind `kind`.
-pub fn schema_version(kind: &str) -> u32 {
-    KIND_VERSIONS.iter().find(|(k, _)| *k == kind).map_or(SCHEMA_VERSION, |(_, v)| *v)
-}
 
 /// The envelope's `schema` string of a kind: `gpushare.share/1`.
 pub fn schema_id(kind: &str) -> String {
-    format!("gpushare.{kind}/{}", schema_version(kind))
+    format!("gpushare.{kind}/{SCHEMA_VERSION}")
 }
 pub const MIME_TYPE: &str = "application/vnd.gpushare+json";
 
@@ -186,6 +177,16 @@ pub struct ShareReport {
     pub memory: Option<MemoryLedger>,
     /// Producer and consumer streams of the DLPack handoff and whether a wait was inserted.
     pub streams: Option<StreamReport>,
+    /// A handoff to a worker process: how the path handed the memory over, the bytes each handoff
+    /// moves and both sides by memory identity, which the verdict is judged by (`source` and
+    /// `target` above are each described in its own process: their addresses are in two address
+    /// spaces). Absent within this process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<process::WorkerHandoff>,
+    /// What the cost model of this machine predicted the handoff would take, before it ran (a
+    /// handoff to a worker, where the machine is calibrated for its path). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_time: Option<crate::advice::model::Prediction>,
 }
 
 /// Device memory at one moment: the driver's free and total bytes and each framework allocator's

@@ -14,7 +14,7 @@ use crate::render::lab::{BenchmarkReport, ComparisonReport};
 use crate::report::{ShareReport, TensorReport};
 
 /// Every result kind that carries the envelope, in the order the docs list them.
-pub const KINDS: [&str; 7] = ["tensor", "share", "shares", "comparison", "benchmark", "process-share", "advice"];
+pub const KINDS: [&str; 6] = ["tensor", "share", "shares", "comparison", "benchmark", "advice"];
 
 /// Where the published schemas live, relative to the repository root.
 pub const DIRECTORY: &str = "python/gpushare/schemas";
@@ -29,11 +29,10 @@ pub fn file_name(kind: &str) -> String {
 fn describe(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "tensor" => "What one array is, as its framework and its DLPack export describe it (TensorInfo).",
-        "share" => "One handoff of an array to a target framework (ShareResult).",
+        "share" => "One handoff of an array to a target framework, within this process or to a worker process (ShareResult; a handoff to a worker has its `worker` part: gpushare.share(x, to, across=…), Worker.share).",
         "shares" => "The handoffs of one magic or chain, in order (ShareResults, %%share tables).",
         "comparison" => "Every transfer path tried on one array, within this process or to a worker process (gpushare.compare, %share --path all, gpushare.compare(x, to, across=…)).",
         "benchmark" => "A sweep over sizes × transfer paths, within this process or to a worker process (gpushare.bench, %sharebench, gpushare bench --json, gpushare.bench(src, dst, across=\"processes\")).",
-        "process-share" => "One handoff of an array to a worker process (a ShareResult whose worker names it: Worker.share, gpushare.share(x, to, across=…)).",
         "advice" => "Every applicable path's predicted verdict and time for one array, and the one to take (gpushare.advise, %share --advise).",
         _ => return None,
     })
@@ -51,7 +50,6 @@ pub fn schema_for(kind: &str) -> Option<Value> {
         "shares" => generator.subschema_for::<Vec<ShareReport>>(),
         "comparison" => generator.subschema_for::<ComparisonReport>(),
         "benchmark" => generator.subschema_for::<BenchmarkReport>(),
-        "process-share" => generator.subschema_for::<crate::render::lab::PathRow>(),
         "advice" => generator.subschema_for::<crate::advice::advise::Advice>(),
         _ => return None,
     };

@@ -14,7 +14,7 @@ __version__: str
 CELL_STYLES: dict[str, str]
 
 def json_schema(
-    kind: Literal["tensor", "share", "shares", "comparison", "benchmark", "process-share", "advice"],
+    kind: Literal["tensor", "share", "shares", "comparison", "benchmark", "advice"],
 ) -> dict[str, Any]: ...
 
 def cli_main(argv: Sequence[str]) -> int: ...

@@ -50,8 +50,6 @@ def handoff(transport: Any, repeat: int = 1, predicted: CostPrediction | None = 
 
 def route_refusal(transport: Any) -> str | None: ...
 
-def failure(path: str, framework: str, nbytes: int, reason: str, applicable: bool = True) -> ShareResult: ...
-
 WARM_UP_HANDOFFS: int
 
 def compare_paths(

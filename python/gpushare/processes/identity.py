@@ -22,6 +22,32 @@ from gpushare import _native
 from gpushare.exceptions import GpushareError
 
 
+def described(value: Any) -> dict:
+    """``gpushare.inspect(value).to_dict()``, asked in the process that holds ``value``: one side of a
+    handoff to a worker as a share reports it. A NumPy array of a dtype NumPy cannot export through
+    DLPack (ml_dtypes' bfloat16, float8 and int4, a structured or byte-swapped dtype: what ``shm``
+    hands over for them) is described through an unsigned-integer view of its memory, with its
+    dtype, shape and strides as NumPy gives them."""
+    from gpushare.api import inspect
+
+    try:
+        return inspect(value).to_dict()
+    except GpushareError:
+        import numpy as np
+
+        if not isinstance(value, np.ndarray):
+            raise
+        size = value.dtype.itemsize
+        try:  # a view of the same strides where an integer of the item's width exists, else bytes
+            storage = value.view(f"u{size}") if size in (1, 2, 4, 8) else value.view(np.uint8)
+        except ValueError as e:  # bytes of a 0-d array, or of a last axis that is not contiguous
+            raise GpushareError(f"gpushare cannot describe an array of dtype {value.dtype} through a view of "
+                                f"its memory: {e}") from None
+        report = inspect(storage).to_dict()
+        report.update(dtype=str(value.dtype), shape=list(value.shape), strides=[s // size for s in value.strides])
+        return report
+
+
 
 def host_identity(ptr: int) -> dict | None:
     """What backs host address ``ptr``: the mapping's file (``/dev/shm/NAME`` for a shared-memory

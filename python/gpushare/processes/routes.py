@@ -16,7 +16,7 @@ from gpushare import _native, auto, paths
 from gpushare.processes import rules as process_rules
 from gpushare.adapters import process_host
 from gpushare.exceptions import GpushareError, gpushare_error
-from gpushare.processes.identity import _address, _identity_of, cuda_identity, host_identity
+from gpushare.processes.identity import _address, _identity_of, cuda_identity, described, host_identity
 from gpushare.processes.segment import Segment
 from gpushare.processes.worker import _context_report, _synchronize
 
@@ -251,6 +251,11 @@ class Transport:
 
     def staged(self) -> tuple[str, int, int] | None:
         return None
+
+    def described(self, reply: dict) -> tuple[dict, dict]:
+        """Both arrays as gpushare describes each in its own process (identity.described): the
+        source here, the array the worker holds there."""
+        return described(self.obj), self.receiver._call("info", slot=reply["slot"])
 
     def notes(self, reply: dict) -> list[str]:
         return self.noted

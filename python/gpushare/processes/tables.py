@@ -38,7 +38,7 @@ class _Lab:
     def auto(self, obj: Any) -> str:
         return _auto(self.worker, obj)
 
-    def try_path(self, obj: Any, path: str, repeat: int) -> ShareResult:
+    def try_path(self, obj: Any, path: str, repeat: int) -> ShareResult | tuple:
         return _try(self.worker, obj, path, self.to, repeat, self.peer)
 
     def make_source(self, size: int) -> Any:
@@ -76,9 +76,9 @@ def _source_of(obj: Any, to: str | None) -> tuple:
     return inspect(obj), framework(to).name if to else _framework_of(obj)
 
 
-def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any) -> ShareResult:
-    """One path's handoff of ``obj`` to ``worker``; a failed result saying why where the path does not
-    apply or failed (Ctrl-C and a worker that died stop the table instead)."""
+def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer: Any) -> ShareResult | tuple:
+    """One path's handoff of ``obj`` to ``worker``; ``(reason, applicable, nbytes)`` where the path
+    does not apply or failed (Ctrl-C and a worker that died stop the table instead)."""
     from gpushare.exceptions import PathNotApplicableError
 
     note = None
@@ -105,8 +105,9 @@ def _try(worker: Worker, obj: Any, path: str, to: str | None, repeat: int, peer:
     return r
 
 
-def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> ShareResult:
-    return _native.processes.failure(path, _framework_of(obj), _nbytes(obj), reason, applicable)
+def _failed(path: str, obj: Any, reason: str, applicable: bool = True) -> tuple[str, bool, int]:
+    """A path that does not apply or failed, as the core's loop reads it: its row says why."""
+    return reason, applicable, _nbytes(obj)
 
 
 def parse_process_paths(paths: str | Sequence[str]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 from gpushare import _native
 from gpushare.adapters import process_host
 from gpushare.exceptions import gpushare_error
-from gpushare.processes.identity import _address, _identity_of, cuda_identity
+from gpushare.processes.identity import _address, _identity_of, cuda_identity, described
 
 
 def _receivers(path: str) -> list[str]:
@@ -273,9 +273,7 @@ class _WorkerState:
         _synchronize(arr)
 
     def op_info(self, slot: int) -> dict:
-        import gpushare
-
-        return gpushare.inspect(self._held(slot)).to_dict()
+        return described(self._held(slot))
 
     def op_release(self, slot: int) -> None:
         entry = self.slots.pop(slot, None)

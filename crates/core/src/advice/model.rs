@@ -534,6 +534,7 @@ pub const UNPREDICTABLE_CELL: &str = "not within 2x";
 
 /// A predicted time, with what it rests on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "CostPrediction")]
 pub struct Prediction {
     /// Seconds.
     pub seconds: f64,

@@ -36,6 +36,8 @@ fn row(name: &str, verdict: Verdict, reason: Option<&str>, median: f64) -> Share
         shares_origin: None,
         predicted: None,
         memory: None,
+        worker: None,
+        predicted_time: None,
         streams: None,
     }
 }

@@ -1,7 +1,7 @@
 //! The results of handoffs to another process (python/gpushare/processes/__init__.py): one handoff
-//! (`gpushare.process-share/2`). Every process path for one array and a sweep over sizes × process
-//! paths are the comparison and the sweep of every handoff (`gpushare.comparison`,
-//! `gpushare.benchmark`), their rows with their worker part.
+//! is a share (`gpushare.share`) with its worker part. Every process path for one array and a sweep
+//! over sizes × process paths are the comparison and the sweep of every handoff
+//! (`gpushare.comparison`, `gpushare.benchmark`), their rows with their worker part.
 //!
 //! Each handoff is the [`crate::render::lab::PathRow`] of every handoff with its
 //! [`crate::report::process::WorkerHandoff`] part, made by the core's one pipeline over the worker's
@@ -11,7 +11,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Verdict;
+use super::{ShareReport, TensorReport, Verdict};
 use crate::render::lab::PathRow;
 use crate::stats::Timing;
 #[cfg(test)]
@@ -44,6 +44,33 @@ pub struct WorkerHandoff {
     /// transport the engine says carried the bytes, and both ends (absent on other paths).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<RemoteLink>,
+}
+
+impl ShareReport {
+    /// A handoff to a worker as the share it is: the row's path, verdict, reason, notes, timing and
+    /// cost prediction, with `source` and `target` as gpushare describes each array in its own
+    /// process and the row's worker part (the memory identities the verdict was judged by). `None`
+    /// for a row that did not reach a worker (a path that did not apply or failed).
+    pub fn of_worker(row: &PathRow, source: TensorReport, target: TensorReport) -> Option<ShareReport> {
+        let timing = row.timing.clone()?;
+        let worker = row.worker.clone().filter(|w| w.target.is_some())?;
+        Some(ShareReport {
+            name: None,
+            path: row.path.clone(),
+            source,
+            target,
+            verdict: row.verdict,
+            reason: row.reason.clone(),
+            notes: row.notes.clone(),
+            timing,
+            shares_origin: None,
+            predicted: None,
+            memory: None,
+            streams: None,
+            worker: Some(worker),
+            predicted_time: row.predicted.clone(),
+        })
+    }
 }
 
 /// What one handoff to a worker measured, before it is a row.
@@ -248,17 +275,14 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    /// The process result kinds, as the envelope names them (`gpushare.<kind>/1`).
-    const PROCESS_KINDS: [&str; 1] = ["process-share"];
-
-    /// A process result of kind `kind` read from its JSON value: refused, with where, when a key or
-    /// value does not fit its type or would not come back out of it as it went in (the published
-    /// schemas are generated from these types: what they let through, the types write back).
-    fn from_value<T: Serialize + for<'de> Deserialize<'de>>(kind: &str, input: &Value) -> Result<T, String> {
-        let typed: T = serde_json::from_value(input.clone()).map_err(|e| format!("{kind} data does not fit its schema: {e}"))?;
+    /// A value of type `T` read from its JSON value: refused, with where, when a key or value does
+    /// not fit its type or would not come back out of it as it went in (the published schemas are
+    /// generated from these types: what they let through, the types write back).
+    fn from_value<T: Serialize + for<'de> Deserialize<'de>>(input: &Value) -> Result<T, String> {
+        let typed: T = serde_json::from_value(input.clone()).map_err(|e| format!("the data does not fit its schema: {e}"))?;
         let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
         if let Some(at) = difference(input, &back, "data") {
-            return Err(format!("{kind} data does not fit its schema: {at} is not in the Rust type (or changed on the way through it)"));
+            return Err(format!("the data does not fit its schema: {at} is not in the Rust type (or changed on the way through it)"));
         }
         Ok(typed)
     }
@@ -292,15 +316,10 @@ mod tests {
         }
     }
 
-
-    /// The envelope of a process result of `kind` read from JSON text through its type.
-    fn normalize(kind: &str, data: &str) -> Result<Value, String> {
-        let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid {kind} JSON: {e}"))?;
-        let typed = match kind {
-            "process-share" => serde_json::to_value(from_value::<PathRow>(kind, &input)?),
-            other => return Err(format!("unknown process result kind {other:?}: use one of {}", PROCESS_KINDS.join(", "))),
-        };
-        Ok(envelope(kind, typed.map_err(|e| e.to_string())?))
+    /// A handoff's row read from JSON text through its type, as written back.
+    fn normalize(data: &str) -> Result<Value, String> {
+        let input: Value = serde_json::from_str(data).map_err(|e| format!("invalid row JSON: {e}"))?;
+        serde_json::to_value(from_value::<PathRow>(&input)?).map_err(|e| e.to_string())
     }
 
     /// A row of the old flat shape as the row of every handoff: the worker's part under `worker`,
@@ -360,10 +379,9 @@ mod tests {
     #[test]
     fn real_shaped_rows_pass_through_unchanged() {
         for row in [failed_row(), shm_row(), cuda_row()] {
-            let out = normalize("process-share", &row.to_string()).unwrap();
-            assert_eq!(out["schema"], "gpushare.process-share/2");
-            assert_eq!(difference(&row, &out["data"], "data"), None);
-            assert_eq!(difference(&out["data"], &row, "data"), None);
+            let out = normalize(&row.to_string()).unwrap();
+            assert_eq!(difference(&row, &out, "data"), None);
+            assert_eq!(difference(&out, &row, "data"), None);
         }
         // A comparison or a sweep of process paths is the comparison or sweep of every handoff,
         // its rows with their worker part.
@@ -379,7 +397,7 @@ mod tests {
     fn a_key_the_types_do_not_know_is_refused_with_where_it_is() {
         let mut row = shm_row();
         row["worker"]["source"]["identity"]["colour"] = json!("blue");
-        let err = normalize("process-share", &row.to_string()).unwrap_err();
+        let err = normalize(&row.to_string()).unwrap_err();
         assert!(err.contains("colour"), "{err}");
     }
 
@@ -387,15 +405,37 @@ mod tests {
     fn wrong_types_and_missing_keys_are_refused() {
         let mut row = failed_row();
         row["verdict"] = json!("maybe");
-        assert!(normalize("process-share", &row.to_string()).unwrap_err().contains("maybe"));
+        assert!(normalize(&row.to_string()).unwrap_err().contains("maybe"));
         let mut row = failed_row();
         row["worker"].as_object_mut().unwrap().remove("nbytes");
-        assert!(normalize("process-share", &row.to_string()).unwrap_err().contains("nbytes"));
+        assert!(normalize(&row.to_string()).unwrap_err().contains("nbytes"));
         let mut row = shm_row();
         row["worker"]["source"]["identity"]["kind"] = json!("disk");
-        assert!(normalize("process-share", &row.to_string()).is_err());
-        assert!(normalize("process-nothing", "{}").unwrap_err().contains("use one of process-share"));
-        assert!(normalize("process-share", "{").unwrap_err().contains("invalid"));
+        assert!(normalize(&row.to_string()).is_err());
+        assert!(normalize("{").unwrap_err().contains("invalid"));
+    }
+
+    #[test]
+    fn a_handoff_to_a_worker_is_a_share_with_its_worker_part() {
+        let row: PathRow = serde_json::from_value(shm_row()).unwrap();
+        let mut target = tensor();
+        target.framework = "numpy".into();
+        target.data_ptr = 139894009286656;
+        let share = ShareReport::of_worker(&row, tensor(), target).unwrap();
+        assert_eq!((share.verdict, share.path.as_str()), (Verdict::Shared, "shm"));
+        assert_eq!(share.timing.first_call, row.timing.as_ref().unwrap().first_call);
+        let out = envelope("share", serde_json::to_value(&share).unwrap());
+        assert_eq!(out["schema"], "gpushare.share/1");
+        assert_eq!(out["data"]["worker"]["segment"]["name"], "psm_1");
+        assert_eq!(out["data"]["worker"]["target"]["pid"], 8);
+        assert_eq!(out["data"]["target"]["framework"], "numpy");
+        assert_eq!(out["data"]["notes"][0], "copied once into segment psm_1");
+        assert!(out["data"].get("predicted_time").is_none(), "no cost model, no predicted time");
+        let back: ShareReport = from_value(&out["data"]).unwrap();
+        assert_eq!(back, share);
+        // A row that did not reach a worker is no share.
+        let failed: PathRow = serde_json::from_value(failed_row()).unwrap();
+        assert!(ShareReport::of_worker(&failed, tensor(), tensor()).is_none());
     }
 
     /// A worker's row of `path` whose handoffs after the first took `samples` seconds.

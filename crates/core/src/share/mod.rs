@@ -429,6 +429,8 @@ impl<F: Framework> transport::Transport for InProcess<'_, '_, F> {
             shares_origin,
             predicted: self.predicted.map(PredictedOutcome::into_prediction),
             memory: self.memory,
+            worker: None,
+            predicted_time: None,
             streams: self.streams,
         };
         crate::trace::mark("judge and report", Own);

@@ -64,9 +64,9 @@ pub(crate) trait Forms {
     type Data<'a>: Serialize
     where
         Self: 'a;
-    /// The schema's name: the JSON form is `{"schema": "gpushare.<KIND>/1", "data": …}`. A result
-    /// of one handoff to a worker process names its own (`process-share`); a comparison or a sweep
-    /// of the paths to a worker is a comparison or a sweep.
+    /// The schema's name: the JSON form is `{"schema": "gpushare.<KIND>/1", "data": …}`. A handoff
+    /// to a worker process is a share, a comparison or a sweep of the paths to a worker a comparison
+    /// or a sweep (each with its worker part).
     fn kind(&self) -> &'static str;
     fn data(&self) -> Self::Data<'_>;
     fn text(&self) -> String;

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::forms::to_py;
+use crate::render::lab::PathRow;
 use crate::report::ShareReport;
 
 /// The tidy columns of a handoff's row that hold seconds: floats, NaN where there is none.
@@ -67,16 +68,36 @@ pub(crate) fn tidy_frame<'py>(
 pub(crate) fn shares_frame<'py>(py: Python<'py>, reports: &[ShareReport]) -> PyResult<Bound<'py, PyAny>> {
     let rows = PyList::empty(py);
     for report in reports {
-        let row = PyDict::new(py);
-        for (column, value) in report.tidy_row() {
-            row.set_item(column, to_py(py, &value)?)?;
-        }
-        rows.append(row)?;
+        rows.append(share_row(py, report)?)?;
     }
-    let dtypes: Vec<(&str, &str)> = crate::report::TIDY_INTEGER_COLUMNS
+    tidy_frame(py, rows, Some(&crate::report::TIDY_COLUMNS), &share_dtypes())
+}
+
+/// The frame of one handoff to a worker: a share's columns, then the worker's (what each handoff
+/// moves, the first call, each side's process and memory, the mechanism: binding/process.rs).
+pub(crate) fn worker_share_frame<'py>(py: Python<'py>, share: &ShareReport, row: &PathRow) -> PyResult<Bound<'py, PyAny>> {
+    let columns = share_row(py, share)?;
+    if let Some(worker) = &row.worker {
+        super::process::worker_columns(&columns, row, worker)?;
+    }
+    let mut dtypes = share_dtypes();
+    // As a comparison's row to a worker has them (binding/lab.rs).
+    dtypes.extend([("bytes_per_handoff", "int64"), ("source_pid", "int64"), ("target_pid", "Int64"), ("first_call_s", "float64")]);
+    tidy_frame(py, PyList::new(py, [columns])?, None, &dtypes)
+}
+
+fn share_row<'py>(py: Python<'py>, report: &ShareReport) -> PyResult<Bound<'py, PyDict>> {
+    let row = PyDict::new(py);
+    for (column, value) in report.tidy_row() {
+        row.set_item(column, to_py(py, &value)?)?;
+    }
+    Ok(row)
+}
+
+fn share_dtypes() -> Vec<(&'static str, &'static str)> {
+    crate::report::TIDY_INTEGER_COLUMNS
         .iter()
         .map(|c| (*c, "int64"))
         .chain(SHARE_FLOAT_COLUMNS.iter().map(|c| (*c, "float64")))
-        .collect();
-    tidy_frame(py, rows, Some(&crate::report::TIDY_COLUMNS), &dtypes)
+        .collect()
 }

@@ -5,7 +5,7 @@
 //! `worker` names the process), read from Python objects by pyo3 (no JSON text).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use super::forms::from_py;
 use crate::render::lab::PathRow;
@@ -120,22 +120,6 @@ pub(super) fn worker_columns(row: &Bound<'_, PyDict>, r: &PathRow, w: &WorkerHan
     row.set_item("target_memory", kind(target.and_then(|t| t.identity.as_ref())))?;
     row.set_item("mechanism", &w.mechanism)?;
     Ok(())
-}
-
-/// A tidy frame of handoffs to a worker: the source's framework, the worker's and the bytes, then
-/// the columns of every row (binding/lab.rs), the worker's among them.
-pub(crate) fn handoffs_frame<'py>(py: Python<'py>, reports: &[PathRow]) -> PyResult<Bound<'py, PyAny>> {
-    let rows = PyList::empty(py);
-    for r in reports {
-        let worker = r.worker.as_ref();
-        let row = PyDict::new(py);
-        row.set_item("source_framework", worker.map(|w| w.source.framework.as_str()))?;
-        row.set_item("target_framework", worker.and_then(|w| w.target.as_ref()).and_then(|t| t.framework.as_deref()))?;
-        row.set_item("nbytes", worker.map(|w| w.nbytes))?;
-        super::lab::flat(&row, r)?;
-        rows.append(row)?;
-    }
-    super::lab::frame(py, rows)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

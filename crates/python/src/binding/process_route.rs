@@ -10,7 +10,8 @@
 //! `sides(reply)` → `((framework, nbytes, identity, context), (pid, framework, identity,
 //! context))`; `staged()` → `(segment name, offset, bytes copied into it)` or None; `detail` (a
 //! string or None); `notes(reply)` → strings; `link` (a dict or None: the network link of a remote
-//! handoff); `result(reply)` → `(remote, local, cleanup)`.
+//! handoff); `described(reply)` → `(source, the worker's array)`, each a `TensorInfo`'s dict form;
+//! `result(reply)` → `(remote, local, cleanup)`.
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -20,6 +21,7 @@ use super::errors::to_pyerr;
 use super::forms::from_py;
 use super::types::ShareResult;
 use crate::share::Error;
+use crate::report::TensorReport;
 use crate::report::process::{ProcessTarget, RemoteLink, Segment};
 use crate::share::process::{ProcessRoute, RouteFacts, SourceSide, Staging};
 
@@ -157,9 +159,27 @@ fn process_handoff<'py>(
     let predicted = predicted.map(|p| p.inner.clone());
     let mut handed = crate::share::process::hand_to_worker(&mut route, repeat, predicted).map_err(to_pyerr)?;
     handed.report.auto = auto;
+    let described = match described(&transport, &handed.reply) {
+        Ok(described) => described,
+        Err(e) => {
+            // The worker's array goes with the handoff that could not be reported.
+            let _ = transport.call_method1(intern!(py, "release"), (&handed.reply,));
+            return Err(e);
+        }
+    };
     let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
         transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
-    Bound::new(py, ShareResult::from_worker(handed.report, remote, local, cleanup))
+    let result = ShareResult::from_worker(handed.report, described, remote, local, cleanup)
+        .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("the handoff reached no worker"))?;
+    Bound::new(py, result)
+}
+
+/// Both arrays of a handoff as gpushare describes each in its own process: the source here, the
+/// worker's array in the worker (each `TensorInfo`'s dict form, the worker's back over the pipe).
+fn described(transport: &Bound<'_, PyAny>, reply: &Bound<'_, PyAny>) -> PyResult<(TensorReport, TensorReport)> {
+    let (source, target): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+        transport.call_method1(intern!(transport.py(), "described"), (reply,))?.extract()?;
+    Ok((from_py(&source)?, from_py(&target)?))
 }
 
 /// Why ``transport``'s path does not apply to its array and worker (predicted, before anything

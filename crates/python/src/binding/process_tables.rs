@@ -16,7 +16,8 @@ use crate::share::process::failed_report;
 use crate::share::process_lab::{self, ProcessLab, Tried, WARM_UP_HANDOFFS};
 
 /// The core's [`ProcessLab`] over a Python object with `auto(obj)`, `try_path(obj, path, repeat)`
-/// (a ShareResult; a failed one for a path that does not apply or failed) and `make_source(size)`.
+/// (a ShareResult; for a path that does not apply or failed, `(reason, applicable, nbytes)`) and
+/// `make_source(size)`.
 struct PyLab<'py> {
     lab: Bound<'py, PyAny>,
     /// The source's framework, for the row of a size whose array could not be made.
@@ -33,6 +34,9 @@ impl<'py> ProcessLab for PyLab<'py> {
     }
     fn try_path(&mut self, source: &Self::Source, path: &str, repeat: usize) -> PyResult<Tried<Self::Kept>> {
         let result = self.lab.call_method1(intern!(self.lab.py(), "try_path"), (source, path, repeat))?;
+        if let Ok((reason, applicable, nbytes)) = result.extract::<(String, bool, u64)>() {
+            return Ok(Tried { report: failed_report(path, &self.framework, nbytes, reason, applicable), kept: None });
+        }
         let result = result.cast_into::<ShareResult>()?;
         let report = worker_report(result.get())?;
         let worked = report.verdict != crate::report::Verdict::Failed;
@@ -55,15 +59,6 @@ impl<'py> ProcessLab for PyLab<'py> {
     fn interrupted(error: &PyErr) -> bool {
         Python::attach(|py| error.is_instance_of::<PyKeyboardInterrupt>(py))
     }
-}
-
-/// The result of process path ``path`` that does not apply to the array (``applicable=False``,
-/// ``reason`` the refusal's) or that failed while it ran (``reason`` the error's words).
-#[pyfunction]
-#[pyo3(signature = (path, framework, nbytes, reason, applicable=true))]
-#[pyo3(name = "failure")]
-fn process_failure(py: Python<'_>, path: &str, framework: &str, nbytes: u64, reason: String, applicable: bool) -> ShareResult {
-    ShareResult::from_worker(failed_report(path, framework, nbytes, reason, applicable), py.None(), py.None(), Vec::new())
 }
 
 /// The process report of a handoff to a worker; a TypeError for a share within this process.
@@ -146,6 +141,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WARM_UP_HANDOFFS", WARM_UP_HANDOFFS)?;
     m.add_function(wrap_pyfunction!(process_compare_paths, m)?)?;
     m.add_function(wrap_pyfunction!(process_bench_paths, m)?)?;
-    m.add_function(wrap_pyfunction!(process_failure, m)?)?;
     Ok(())
 }

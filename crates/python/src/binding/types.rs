@@ -16,7 +16,7 @@ pub use super::tensor_info::TensorInfo;
 use crate::explain;
 use crate::render;
 use crate::render::lab::PathRow;
-use crate::report::{ShareReport, Verdict};
+use crate::report::{ShareReport, TensorReport, Verdict};
 use crate::stats::Timing;
 
 /// Repeated timings of one operation: raw samples in seconds and their summary.
@@ -162,21 +162,25 @@ struct Here {
     report: ShareReport,
 }
 
-/// A handoff to a worker process: its report, the worker's array (`remote`), the parent's array
-/// over the shared memory (`local`: the source, or a segment's view) and what releases the latter.
+/// A handoff to a worker process: its row (as every comparison's and sweep's), the share it is
+/// (its JSON form: both arrays described, each in its own process, and the row's worker part), the
+/// worker's array (`remote`), the parent's array over the shared memory (`local`: the source, or a
+/// segment's view) and what releases the latter.
 struct WorkerHandoff {
     report: PathRow,
+    share: ShareReport,
     remote: Py<PyAny>,
     local: Py<PyAny>,
     cleanup: Vec<Py<PyAny>>,
 }
 
-/// The JSON form's data: a share's report, or a process handoff's (copied from under its lock).
+/// The JSON form's data: a share's report, within this process or (copied from under its lock)
+/// to a worker.
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 pub enum ShareData<'a> {
     Here(&'a ShareReport),
-    Worker(Box<PathRow>),
+    Worker(Box<ShareReport>),
 }
 
 fn not_a_process_handoff(what: &str) -> PyErr {
@@ -237,6 +241,8 @@ impl ShareResult {
             shares_origin,
             predicted,
             memory,
+            worker: None,
+            predicted_time: None,
             streams,
         };
         let result = ShareResult::from_outcome(value, report);
@@ -267,11 +273,19 @@ impl ShareResult {
         }
     }
 
-    /// The result of a handoff to a worker process (binding/process_route.rs): `remote` the
+    /// The result of a handoff to a worker process (binding/process_route.rs): `described` the
+    /// source and the worker's array as gpushare describes each in its own process, `remote` the
     /// worker's array, `local` the parent's array over the shared memory, `cleanup` what releases
-    /// the latter.
-    pub fn from_worker(report: PathRow, remote: Py<PyAny>, local: Py<PyAny>, cleanup: Vec<Py<PyAny>>) -> ShareResult {
-        ShareResult { handed: Handed::Worker(Mutex::new(WorkerHandoff { report, remote, local, cleanup })) }
+    /// the latter. `None` for a row that did not reach the worker (no handoff to hold).
+    pub fn from_worker(
+        report: PathRow,
+        described: (TensorReport, TensorReport),
+        remote: Py<PyAny>,
+        local: Py<PyAny>,
+        cleanup: Vec<Py<PyAny>>,
+    ) -> Option<ShareResult> {
+        let share = ShareReport::of_worker(&report, described.0, described.1)?;
+        Some(ShareResult { handed: Handed::Worker(Mutex::new(WorkerHandoff { report, share, remote, local, cleanup })) })
     }
 
     /// The report of a handoff to a worker process, or None for a share within this process.
@@ -452,12 +466,17 @@ impl ShareResult {
             Handed::Worker(w) => Self::lock(w).local.clone_ref(py),
         }
     }
-    /// The JSON form's data, as a dict (without its schema key).
+    /// The handoff's row, as a dict: for a handoff to a worker, its row in a comparison of the
+    /// process paths (bytes moved, bandwidth, the worker part); within this process, the JSON
+    /// form's data.
     #[getter]
     fn row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &Forms::data(self))
+        match &self.handed {
+            Handed::Here(here) => to_py(py, &here.report),
+            Handed::Worker(w) => to_py(py, &Self::lock(w).report),
+        }
     }
-    /// A handoff to a worker reads every key of its JSON form as an attribute, its worker part's
+    /// A handoff to a worker reads every key of its row as an attribute, its worker part's
     /// too (`r.bytes_moved`, `r.mechanism`, `r.segment["name"]`: a segment and a link are dicts).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         let missing = || pyo3::exceptions::PyAttributeError::new_err(format!("'ShareResult' object has no attribute '{name}'"));
@@ -475,7 +494,9 @@ impl ShareResult {
         match &self.handed {
             Handed::Here(_) => Err(not_a_process_handoff("add_note()")),
             Handed::Worker(w) => {
-                Self::lock(w).report.notes.push(note);
+                let mut w = Self::lock(w);
+                w.share.notes.push(note.clone());
+                w.report.notes.push(note);
                 Ok(())
             }
         }
@@ -597,8 +618,11 @@ impl ShareResult {
         match &self.handed {
             Handed::Here(here) => shares_frame(py, std::slice::from_ref(&here.report)),
             Handed::Worker(w) => {
-                let report = Self::lock(w).report.clone();
-                super::process::handoffs_frame(py, std::slice::from_ref(&report))
+                let (share, row) = {
+                    let w = Self::lock(w);
+                    (w.share.clone(), w.report.clone())
+                };
+                super::frames::worker_share_frame(py, &share, &row)
             }
         }
     }
@@ -608,26 +632,27 @@ impl Forms for ShareResult {
     type Data<'a> = ShareData<'a>;
     fn kind(&self) -> &'static str {
         match self.handed {
-            Handed::Here(_) => "share",
-            Handed::Worker(_) => "process-share",
+            Handed::Here(_) | Handed::Worker(_) => "share",
         }
     }
     fn data(&self) -> ShareData<'_> {
         match &self.handed {
             Handed::Here(here) => ShareData::Here(&here.report),
-            Handed::Worker(w) => ShareData::Worker(Box::new(Self::lock(w).report.clone())),
+            Handed::Worker(w) => ShareData::Worker(Box::new(Self::lock(w).share.clone())),
         }
     }
+    // A handoff to a worker shows its row, as in a comparison of the process paths: the mechanism,
+    // the bytes each handoff moves and both sides by memory identity.
     fn text(&self) -> String {
-        match self.data() {
-            ShareData::Here(r) => render::share_table_text(std::slice::from_ref(r)),
-            ShareData::Worker(r) => crate::render::process::rows_text(std::slice::from_ref(&*r)),
+        match &self.handed {
+            Handed::Here(here) => render::share_table_text(std::slice::from_ref(&here.report)),
+            Handed::Worker(w) => crate::render::process::rows_text(std::slice::from_ref(&Self::lock(w).report)),
         }
     }
     fn html(&self) -> String {
-        match self.data() {
-            ShareData::Here(r) => render::share_table_html(std::slice::from_ref(r)),
-            ShareData::Worker(r) => crate::render::process::rows_html(std::slice::from_ref(&*r)),
+        match &self.handed {
+            Handed::Here(here) => render::share_table_html(std::slice::from_ref(&here.report)),
+            Handed::Worker(w) => crate::render::process::rows_html(std::slice::from_ref(&Self::lock(w).report)),
         }
     }
 }
@@ -670,7 +695,7 @@ pub fn shares_dataframe<'py>(py: Python<'py>, results: &Bound<'py, PyAny>) -> Py
 }
 
 /// The JSON Schema of a result kind's envelope (`tensor`, `share`, `shares`, `comparison`,
-/// `benchmark`, `process-share`, `advice`), generated from the Rust types; the same text is shipped in
+/// `benchmark`, `advice`), generated from the Rust types; the same text is shipped in
 /// `gpushare/schemas/`.
 #[pyfunction]
 pub fn json_schema<'py>(py: Python<'py>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
