@@ -2,7 +2,8 @@
 # Prepares a run on the GPU machine, which has Python 3.12 with PyTorch, JAX, CuPy and Numba but no
 # IPython, no ipykernel and no network. Everything it lacks travels in .whl/ (git-ignored):
 #   - gpushare as an abi3 manylinux2014 wheel (one wheel for Python 3.9+, glibc 2.17+), built here;
-#   - IPython, ipykernel, nbformat and their pure-Python dependencies, for CPython 3.12;
+#   - IPython, ipykernel, nbformat and their pure-Python dependencies, for CPython 3.12, and pyroute2
+#     (the GPU image has no iproute2: the tests between two network namespaces make them with it);
 #   - the cargo test binary of the CUDA layer (crates/core/tests/cuda_driver.rs), which needs no Python.
 # Packages the GPU image already has are not carried: a second copy on PYTHONPATH would shadow it.
 # Then run scripts/gpu_run.sh there (see the README's "Verified on a GPU" section).
@@ -79,7 +80,7 @@ pytest pluggy iniconfig pandas certifi idna urllib3 requests charset-normalizer 
 "$PY" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux_2_27_x86_64 --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 \
-  -d .whl/deps ipython ipykernel nbformat jupyter_client
+  -d .whl/deps ipython ipykernel nbformat jupyter_client pyroute2
 for w in .whl/deps/*.whl; do
   name=$(basename "$w" | cut -d- -f1 | tr '[:upper:]' '[:lower:]')
   skip=0
