@@ -272,6 +272,13 @@ class Adapter:
         # The Rust core adds the CUDA driver's pointer attributes itself when a driver is present.
         return TensorInfo.from_capsule(self.inspect_capsule(obj), self.name, self.device(obj), self.immutable)
 
+    def described_through_its_memory(self, obj: Any) -> dict | None:
+        """``inspect(obj).to_dict()`` for an array ``inspect`` refuses although the array is in
+        hand (a worker holds it after a handoff): its memory described through a view the
+        framework can export, its dtype, shape and strides as the framework gives them. None: the
+        framework's arrays are described by ``inspect`` alone."""
+        return None
+
     def check_source(self, obj: Any, target: str | None = None, path: str | None = None) -> None:
         """Raises a ConversionError for sources this framework refuses to export (torch requires_grad)
         into ``target`` (a framework's name) by ``path`` (None: by its DLPack export)."""

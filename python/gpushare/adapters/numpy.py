@@ -59,6 +59,21 @@ class NumpyAdapter(Adapter):
         readonly = not exports_versioned(obj) and not obj.flags.writeable
         return TensorInfo.from_capsule(capsule, self.name, "cpu", readonly)
 
+    def described_through_its_memory(self, obj: Any) -> dict | None:
+        # A dtype NumPy cannot export through DLPack (ml_dtypes' bfloat16, float8, int4, a
+        # structured or byte-swapped dtype: what `shm` hands a worker): an unsigned-integer view
+        # of the same strides where one of the item's width exists, else a view of its bytes.
+        np = self.load()
+        size = obj.dtype.itemsize
+        try:
+            storage = obj.view(f"u{size}") if size in (1, 2, 4, 8) else obj.view(np.uint8)
+        except ValueError as e:  # bytes of a 0-d array, or of a last axis that is not contiguous
+            raise gpushare_error("not_an_array", f"numpy: an array of dtype {obj.dtype} cannot be described through a "
+                                                 f"view of its memory: {e}") from None
+        report = self.inspect(storage).to_dict()
+        report.update(dtype=str(obj.dtype), shape=list(obj.shape), strides=[s // size for s in obj.strides])
+        return report
+
     def from_dlpack(self, obj: Any) -> Any:
         return self.load().from_dlpack(obj)
 

@@ -24,29 +24,22 @@ from gpushare.exceptions import GpushareError
 
 def described(value: Any) -> dict:
     """``gpushare.inspect(value).to_dict()``, asked in the process that holds ``value``: one side of a
-    handoff to a worker as a share reports it. A NumPy array of a dtype NumPy cannot export through
-    DLPack (ml_dtypes' bfloat16, float8 and int4, a structured or byte-swapped dtype: what ``shm``
-    hands over for them) is described through an unsigned-integer view of its memory, with its
-    dtype, shape and strides as NumPy gives them."""
+    handoff to a worker as a share reports it. An array ``inspect`` refuses although it is in hand (a
+    NumPy array of a dtype NumPy cannot export through DLPack, which ``shm`` hands over) is described
+    by its adapter through a view of its memory (``Adapter.described_through_its_memory``)."""
+    from gpushare.adapters import adapter_of
     from gpushare.api import inspect
 
     try:
         return inspect(value).to_dict()
-    except GpushareError:
-        import numpy as np
-
-        if not isinstance(value, np.ndarray):
-            raise
-        size = value.dtype.itemsize
-        try:  # a view of the same strides where an integer of the item's width exists, else bytes
-            storage = value.view(f"u{size}") if size in (1, 2, 4, 8) else value.view(np.uint8)
-        except ValueError as e:  # bytes of a 0-d array, or of a last axis that is not contiguous
-            raise GpushareError(f"gpushare cannot describe an array of dtype {value.dtype} through a view of "
-                                f"its memory: {e}") from None
-        report = inspect(storage).to_dict()
-        report.update(dtype=str(value.dtype), shape=list(value.shape), strides=[s // size for s in value.strides])
+    except GpushareError as refused:
+        try:
+            report = adapter_of(value).described_through_its_memory(value)
+        except GpushareError:
+            report = None
+        if report is None:
+            raise refused
         return report
-
 
 
 def host_identity(ptr: int) -> dict | None:
