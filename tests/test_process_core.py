@@ -28,6 +28,22 @@ def worker():
         yield w
 
 
+def test_a_handoff_to_a_worker_is_a_row_of_a_share_table(worker):
+    x = np.arange(6, dtype=np.float32)
+    here = gpushare.share(x, "numpy")
+    there = worker.share(x, path="shm")
+    try:
+        table = gpushare.ShareTable([here, there])
+        payload = json.loads(table.to_json())
+        assert payload["schema"] == "gpushare.shares/1"
+        first, second = payload["data"]
+        assert "worker" not in first and second["worker"]["target"]["pid"] == worker.pid
+        assert (first["path"], second["path"], second["verdict"]) == (here.path, "shm", there.verdict)
+        assert "shm" in repr(table) and len(table.to_pandas()) == 2
+    finally:
+        there.release()
+
+
 def test_results_are_the_cores_typed_reports(worker):
     r = worker.share(np.arange(6, dtype=np.float32), path="shm", repeat=4)
     try:

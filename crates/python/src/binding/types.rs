@@ -296,6 +296,14 @@ impl ShareResult {
         }
     }
 
+    /// The share's report, within this process or to a worker (a copy: a worker's takes notes).
+    pub fn as_share(&self) -> ShareReport {
+        match &self.handed {
+            Handed::Here(here) => here.report.clone(),
+            Handed::Worker(w) => Self::lock(w).share.clone(),
+        }
+    }
+
     /// The in-process share's report, or None for a handoff to a worker.
     pub fn share_report(&self) -> Option<&ShareReport> {
         match &self.handed {
@@ -631,9 +639,7 @@ impl ShareResult {
 impl Forms for ShareResult {
     type Data<'a> = ShareData<'a>;
     fn kind(&self) -> &'static str {
-        match self.handed {
-            Handed::Here(_) | Handed::Worker(_) => "share",
-        }
+        "share"
     }
     fn data(&self) -> ShareData<'_> {
         match &self.handed {
@@ -664,10 +670,7 @@ fn reports_of(results: &Bound<'_, PyAny>) -> PyResult<Vec<ShareReport>> {
     for item in results.try_iter()? {
         let item = item?;
         let r = item.cast::<ShareResult>().map_err(|_| PyTypeError::new_err("expected ShareResult items"))?;
-        let report = r.get().share_report().ok_or_else(|| {
-            PyTypeError::new_err("a handoff to a worker process has its own table: show it alone or in a process comparison")
-        })?;
-        out.push(report.clone());
+        out.push(r.get().as_share());
     }
     Ok(out)
 }
