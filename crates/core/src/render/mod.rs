@@ -277,7 +277,7 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
         }
         let mut details = vec![
             ("devices", format!("{} → {}", device_words(&r.source), device_words(&r.target))),
-            ("pointers", format!("{} → {}", units::hex(r.source.data_ptr), units::hex(r.target.data_ptr))),
+            ("pointers", pointers_text(r)),
         ];
         if show_ctx {
             details.push(("contexts", format!("{} → {}", context_text(&r.source), context_text(&r.target))));
@@ -293,6 +293,19 @@ pub fn share_table_text(rows: &[ShareReport]) -> String {
         out.extend(wrap(&note, TEXT_WIDTH, "", "  "));
     }
     out.join("\n")
+}
+
+/// The two addresses; a handoff to a worker names each one's process: they are in two address
+/// spaces, and its verdict is judged by the identity of the memory instead.
+fn pointers_text(r: &ShareReport) -> String {
+    let (source, target) = (units::hex(r.source.data_ptr), units::hex(r.target.data_ptr));
+    match &r.worker {
+        Some(w) => {
+            let pid = w.target.as_ref().and_then(|t| t.pid).map_or_else(|| "?".to_string(), |p| p.to_string());
+            format!("{source} in pid {} → {target} in pid {pid}", w.source.pid)
+        }
+        None => format!("{source} → {target}"),
+    }
 }
 
 /// What names a handoff in a note: its variable, or its hop and path.
@@ -378,7 +391,7 @@ pub fn share_table_html(rows: &[ShareReport]) -> String {
         h.push_str("</tr>");
         let mut details = vec![
             ("devices", format!("{} → {}", device_words(&r.source), device_words(&r.target))),
-            ("pointers", format!("{} → {}", units::hex(r.source.data_ptr), units::hex(r.target.data_ptr))),
+            ("pointers", pointers_text(r)),
         ];
         if show_ctx {
             details.push(("contexts", format!("{} → {}", context_text(&r.source), context_text(&r.target))));

@@ -289,3 +289,21 @@ fn inspect_html_is_in_gpushares_own_style_inline() {
     assert_cells_read(&html);
     assert!(html.contains("/<wbr>job:<wbr>localhost"), "{html}");
 }
+
+#[test]
+fn a_handoff_to_a_worker_names_each_pointers_process() {
+    let mut r = row("x", Verdict::Shared, None, 3e-3);
+    r.worker = Some(
+        serde_json::from_value(serde_json::json!({
+            "mechanism": "POSIX shared memory", "nbytes": 32, "bytes_per_handoff": 0,
+            "source": {"pid": 7, "framework": "torch", "identity": null, "context": null},
+            "target": {"pid": 8, "framework": "tf", "identity": null, "context": null},
+        }))
+        .unwrap(),
+    );
+    let text = share_table_text(std::slice::from_ref(&r));
+    assert!(text.contains("0x1000 in pid 7 → 0x1000 in pid 8"), "{text}");
+    assert!(share_table_html(std::slice::from_ref(&r)).contains("in pid 8"));
+    r.worker = None;
+    assert!(share_table_text(std::slice::from_ref(&r)).contains("0x1000 → 0x1000"));
+}
