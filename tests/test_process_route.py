@@ -102,11 +102,22 @@ def test_the_core_times_judges_and_builds_the_row_over_a_transport():
     assert (copied.verdict, copied.reason, copied.bytes_moved) == ("copied", "same file, different offsets", 32)
 
 
-def test_a_handoff_that_cannot_be_described_releases_the_workers_array():
+class HeldArray:
+    """The worker's array of a handoff, as the transport's ``result`` gives it."""
+
+    def __init__(self, log: list[str], slot: int):
+        self.log, self.slot = log, slot
+
+    def release(self):
+        self.log.append(f"released the worker's array of slot {self.slot}")
+
+
+def test_a_handoff_that_cannot_be_described_releases_what_it_holds():
     t = FakeTransport(fail_at="described")
+    t.result = lambda reply: (HeldArray(t.log, reply["slot"]), "local", [lambda: t.log.append("segment freed")])
     with pytest.raises(WorkerError, match="described its array"):
         _native.processes.handoff(t, 1)
-    assert t.log[-2:] == ["described", "release 2"]
+    assert t.log[-3:] == ["described", "released the worker's array of slot 2", "segment freed"]
 
 
 def test_a_transports_exception_comes_back_as_itself():

@@ -159,16 +159,24 @@ fn process_handoff<'py>(
     let predicted = predicted.map(|p| p.inner.clone());
     let mut handed = crate::share::process::hand_to_worker(&mut route, repeat, predicted).map_err(to_pyerr)?;
     handed.report.auto = auto;
-    let described = match described(&transport, &handed.reply) {
+    // Described before `result`, which lets go of what a helper process received (nccl_socket).
+    let described = described(&transport, &handed.reply);
+    let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
+        transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
+    let described = match described {
         Ok(described) => described,
         Err(e) => {
-            // The worker's array goes with the handoff that could not be reported.
-            let _ = transport.call_method1(intern!(py, "release"), (&handed.reply,));
+            // The handoff that could not be reported leaves nothing behind: the worker's array
+            // and what the parent kept for it are released as the result would release them.
+            if !remote.is_none(py) {
+                let _ = remote.bind(py).call_method0(intern!(py, "release"));
+            }
+            for release in cleanup.into_iter().rev() {
+                let _ = release.bind(py).call0();
+            }
             return Err(e);
         }
     };
-    let (remote, local, cleanup): (Py<PyAny>, Py<PyAny>, Vec<Py<PyAny>>) =
-        transport.call_method1(intern!(py, "result"), (&handed.reply,))?.extract()?;
     let result = ShareResult::from_worker(handed.report, described, remote, local, cleanup)
         .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("the handoff reached no worker"))?;
     Bound::new(py, result)
