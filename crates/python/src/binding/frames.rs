@@ -81,8 +81,7 @@ pub(crate) fn worker_share_frame<'py>(py: Python<'py>, share: &ShareReport, row:
         super::process::worker_columns(&columns, row, worker)?;
     }
     let mut dtypes = share_dtypes();
-    // As a comparison's row to a worker has them (binding/lab.rs).
-    dtypes.extend([("bytes_per_handoff", "int64"), ("source_pid", "int64"), ("target_pid", "Int64"), ("first_call_s", "float64")]);
+    dtypes.extend(super::process::WORKER_COLUMN_DTYPES);
     tidy_frame(py, PyList::new(py, [columns])?, None, &dtypes)
 }
 

@@ -15,21 +15,16 @@ use crate::render::lab::{BenchmarkReport, ComparisonReport, PathRow};
 use crate::render::plot;
 
 /// Counts are integers in `to_pandas()` frames; "Int64" (nullable) where a failed row has none.
-const INTEGER_COLUMNS: [(&str, &str); 9] = [
+const INTEGER_COLUMNS: [(&str, &str); 6] = [
     ("size", "int64"),
     ("nbytes", "int64"),
     ("bytes_moved", "int64"),
     ("repeats", "Int64"),
     ("loops", "Int64"),
     ("extrapolated_from", "Int64"),
-    // A row to a worker has them all but the worker's pid, which a path that did not run lacks.
-    ("bytes_per_handoff", "int64"),
-    ("source_pid", "int64"),
-    ("target_pid", "Int64"),
 ];
 /// Measurements are floats, NaN where a failed row has none (binding/frames.rs: one convention).
-const FLOAT_COLUMNS: [&str; 8] =
-    ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps", "predicted_s", "tolerance", "first_call_s"];
+const FLOAT_COLUMNS: [&str; 7] = ["median_s", "min_s", "iqr_s", "device_median_s", "bandwidth_Bps", "predicted_s", "tolerance"];
 
 /// A row's measured columns, after the identifying ones `row` already holds: the same columns for
 /// every row, and for a handoff to a worker its worker's columns after them.
@@ -78,7 +73,11 @@ pub(super) fn prediction_columns(row: &Bound<'_, PyDict>, p: Option<&crate::advi
 
 /// A tidy frame: one row per measured path, the identifying columns first.
 pub(super) fn frame<'py>(py: Python<'py>, rows: Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
-    let dtypes: Vec<(&str, &str)> = INTEGER_COLUMNS.into_iter().chain(FLOAT_COLUMNS.map(|c| (c, "float64"))).collect();
+    let dtypes: Vec<(&str, &str)> = INTEGER_COLUMNS
+        .into_iter()
+        .chain(FLOAT_COLUMNS.map(|c| (c, "float64")))
+        .chain(super::process::WORKER_COLUMN_DTYPES)
+        .collect();
     super::frames::tidy_frame(py, rows, None, &dtypes)
 }
 

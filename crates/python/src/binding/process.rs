@@ -101,6 +101,11 @@ fn process_refusal<'py>(
     }
 }
 
+/// The dtypes of [`worker_columns`]' counts and seconds, in every frame that has them. A path that
+/// did not run has no worker's pid and no first call.
+pub(super) const WORKER_COLUMN_DTYPES: [(&str, &str); 4] =
+    [("bytes_per_handoff", "int64"), ("source_pid", "int64"), ("target_pid", "Int64"), ("first_call_s", "float64")];
+
 /// The columns of a row to a worker after those every row has: what each handoff after the first
 /// moves, the first call (with the path's one-off set-up) apart, each side's process and the kind of
 /// memory it holds there, and how the path hands it over. Identities stay in `to_dict()`.
